@@ -1,0 +1,94 @@
+/* kvtrace: one program, many verbs (SPEC §2). main() owns exiting: verbs
+ * return an exit status (0 ok, 1 failure, 2 usage, 3 bad input file). */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/cli_args.h"
+#include "core/h5util.h"
+#include "core/outfile.h"
+#include "core/version.h"
+#include "synth/synth.h"
+#include "verbs.h"
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);  /* NULL: not implemented yet */
+    const char *synopsis;               /* for verbs without their own --help yet */
+    const char *planned;                /* where the work is tracked */
+} verb;
+
+static const verb VERBS[] = {
+    {"capture", "run a model and write a trace", NULL,
+     "kvtrace capture --model M [--tokenizer F] [--prompt TEXT | --prompt-file F | --tokens F]\n"
+     "                [--generate N] [--chunk B] [--record keys,values,queries]\n"
+     "                [--attention colsum|full|none] [--logits] [--dtype f32|f16]\n"
+     "                [--device cpu|cuda] [--evict POLICY --budget N] -o trace.h5",
+     "issue #3 (CPU), #8 (CUDA), #9 (in-model eviction)"},
+    {"info", "a trace's metadata, datasets, shapes, storage type and size", verb_info, NULL, NULL},
+    {"synth", "a synthetic trace of a real model's shape", synth_main, NULL, NULL},
+    {"sim", "replay eviction under many policies and budgets", NULL,
+     "kvtrace sim trace.h5 --policies LIST --budgets LIST --chunk B [--decode-chunk 1]\n"
+     "            [--eval-stride S] [--threads N] -o DIR",
+     "issue #4 (engine, attention-free policies), #5 (attention-based policies)"},
+    {"analyze", "Spearman, log-det, PCA and the data every figure needs", NULL,
+     "kvtrace analyze trace.h5 [--results DIR] [--detail LAYER,HEAD] -o DIR", "issue #6"},
+    {"plot", "gnuplot figures and report.html from an analysis directory", NULL,
+     "kvtrace plot DIR [-o FIGDIR] [--format png|svg|pdf]", "issue #6"},
+    {"fidelity", "in-model eviction versus offline replay", NULL,
+     "kvtrace fidelity --model M [...] --policies LIST --budgets LIST --chunk B -o DIR", "issue #9"},
+    {"policies", "every policy, its parameters and defaults", NULL, "kvtrace policies", "issue #4"},
+    {"demo", "the whole pipeline on the default model", NULL, "kvtrace demo [-o DIR]", "issue #6"},
+};
+enum { N_VERBS = sizeof VERBS / sizeof VERBS[0] };
+
+static void print_usage(FILE *f)
+{
+    fprintf(f, "usage: kvtrace VERB [options]   (kvtrace VERB --help for each verb)\n\n"
+               "A KV-cache eviction lab: capture a model run into an HDF5 trace once, then\n"
+               "replay eviction policies and budgets offline and measure what they cost.\n\nverbs:\n");
+    for (int i = 0; i < N_VERBS; i++)
+        fprintf(f, "  %-9s %s%s\n", VERBS[i].name, VERBS[i].summary,
+                VERBS[i].run ? "" : " (not implemented yet)");
+    fprintf(f, "\nexit codes: 0 success, 1 failure, 2 usage error, 3 invalid or corrupt input file\n"
+               "options: -h, --help   --version\n");
+}
+
+static int not_implemented(const verb *v, int argc, char **argv)
+{
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        printf("usage: %s\n\n%s.\nNot implemented yet in kvtrace %s: planned in %s.\n", v->synopsis,
+               v->summary, KVTRACE_VERSION, v->planned);
+        return 0;
+    }
+    fprintf(stderr, "kvtrace: error: '%s' is not implemented yet in kvtrace %s (planned: %s)\n",
+            v->name, KVTRACE_VERSION, v->planned);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    h5u_quiet();
+    outfile_install_signal_cleanup();
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        print_usage(stdout);
+        return 0;
+    }
+    if (strcmp(name, "--version") == 0) {
+        printf("kvtrace %s\n", KVTRACE_VERSION);
+        return 0;
+    }
+    for (int i = 0; i < N_VERBS; i++) {
+        if (strcmp(name, VERBS[i].name) != 0) continue;
+        if (!VERBS[i].run) return not_implemented(&VERBS[i], argc - 1, argv + 1);
+        return VERBS[i].run(argc - 1, argv + 1);
+    }
+    kv_err err = {0};
+    kv_fail(&err, KV_EUSAGE, "unknown verb '%s' (see 'kvtrace --help')", name);
+    return cli_report(&err);
+}

@@ -1,0 +1,93 @@
+/* `kvtrace info FILE`: a trace's metadata, datasets, shapes, storage, size. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/cli_args.h"
+#include "core/trace.h"
+#include "verbs.h"
+
+static const char USAGE[] =
+    "usage: kvtrace info FILE\n"
+    "\n"
+    "Validates a trace and prints its schema version, model, dimensions, token count,\n"
+    "capture mode, and every dataset with its shape, element type, filters and size on\n"
+    "disk. Exit 3 (with one line saying what is wrong) if the file is not a valid trace.\n";
+
+static void human_bytes(uint64_t b, char *buf, size_t cap)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) v /= 1024.0, u++;
+    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+static void print_meta(const trace_meta *m, const char *path, long long file_bytes)
+{
+    char size[32];
+    human_bytes((uint64_t)file_bytes, size, sizeof size);
+    printf("file          %s (%s)\n", path, size);
+    printf("schema        %d.%d\n", m->schema_major, m->schema_minor);
+    printf("creator       %s\n", m->creator);
+    printf("model         %s (%s)\n", m->model_name, m->architecture);
+    printf("dimensions    L=%lld layers, H=%lld heads, K=%lld kv heads, D=%lld head dim, V=%lld vocab\n",
+           (long long)m->n_layers, (long long)m->n_heads, (long long)m->n_kv_heads,
+           (long long)m->head_dim, (long long)m->vocab_size);
+    printf("tokens        T=%lld (prompt %lld, generated %lld)\n", (long long)m->n_tokens,
+           (long long)m->prompt_len, (long long)(m->n_tokens - m->prompt_len));
+    printf("rope          %s, theta %g\n", m->rope_style, m->rope_theta);
+    printf("capture       mode %s, chunk %lld%s\n", m->capture_mode, (long long)m->capture_chunk,
+           m->capture_chunk == 0 ? " (synthetic: no model run)" : "");
+    if (strcmp(m->capture_mode, "evict") == 0)
+        printf("eviction      %s (%s), budget %lld, chunk %lld\n", m->evict_policy, m->evict_params,
+               (long long)m->evict_budget, (long long)m->evict_chunk);
+    printf("storage       %s\n", trace_dtype_name(m->storage));
+}
+
+static int print_datasets(trace *tr, kv_err *err)
+{
+    printf("datasets\n");
+    for (int d = 0; d < TRACE_NDSETS; d++) {
+        if (!trace_has(tr, (trace_dset)d)) continue;
+        trace_dset_info info;
+        int rc = trace_describe(tr, (trace_dset)d, &info, err);
+        if (rc) return rc;
+        char shape[128], size[32];
+        size_t used = 0;
+        for (int a = 0; a < info.rank; a++)
+            used += (size_t)snprintf(shape + used, sizeof shape - used, "%s%lld", a ? ", " : "[",
+                                     (long long)info.dims[a]);
+        snprintf(shape + used, sizeof shape - used, "]");
+        human_bytes(info.storage_bytes, size, sizeof size);
+        printf("  %-20s %-26s %-8s %-16s %s\n", trace_dset_path((trace_dset)d), shape, info.type,
+               info.filters, size);
+    }
+    return KV_OK;
+}
+
+int verb_info(int argc, char **argv)
+{
+    kv_err err = {0};
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (argc == 2 && argv[1][0] == '-' && argv[1][1] != '\0') {
+        cli_usage(&err, "info", "unknown option '%s'", argv[1]);
+        return cli_report(&err);
+    }
+    if (argc != 2) {
+        cli_usage(&err, "info", argc < 2 ? "missing FILE" : "expects exactly one FILE");
+        return cli_report(&err);
+    }
+    trace *tr = NULL;
+    int rc = trace_open(argv[1], &tr, &err);
+    if (!rc) {
+        struct stat st;
+        print_meta(trace_get_meta(tr), argv[1], stat(argv[1], &st) == 0 ? (long long)st.st_size : 0);
+        rc = print_datasets(tr, &err);
+        trace_close(tr);
+    }
+    return rc ? cli_report(&err) : 0;
+}

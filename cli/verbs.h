@@ -1,0 +1,7 @@
+/* The verbs main() dispatches to that live in cli/ itself. */
+#ifndef KV_VERBS_H
+#define KV_VERBS_H
+
+int verb_info(int argc, char **argv);
+
+#endif

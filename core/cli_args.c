@@ -1,0 +1,60 @@
+#include "cli_args.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int cli_parse_i64(const char *verb, const char *opt, const char *s, int64_t lo, int64_t hi,
+                  int64_t *out, kv_err *err)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0')
+        return cli_usage(err, verb, "%s expects an integer, got '%s'", opt, s);
+    if (v < lo || v > hi)
+        return cli_usage(err, verb, "%s = %lld is out of range [%lld, %lld]", opt, v, (long long)lo,
+                         (long long)hi);
+    *out = v;
+    return KV_OK;
+}
+
+int cli_parse_u64(const char *verb, const char *opt, const char *s, uint64_t *out, kv_err *err)
+{
+    char *end;
+    errno = 0;
+    if (*s == '-') return cli_usage(err, verb, "%s expects a non-negative integer, got '%s'", opt, s);
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end != '\0')
+        return cli_usage(err, verb, "%s expects a non-negative integer, got '%s'", opt, s);
+    *out = v;
+    return KV_OK;
+}
+
+int cli_usage(kv_err *err, const char *verb, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return kv_fail(err, KV_EUSAGE, "%s: %s (see 'kvtrace %s --help')", verb, msg, verb);
+}
+
+int cli_bad_option(kv_err *err, const char *verb, int c, int optopt_value, const char *arg)
+{
+    /* getopt_long with a ':'-prefixed optstring: ':' is a missing value, '?' an
+     * unknown option (optopt holds the letter of an unknown short option). */
+    if (c == ':') return cli_usage(err, verb, "option '%s' needs a value", arg);
+    if (optopt_value > 0 && optopt_value < 128)
+        return cli_usage(err, verb, "unknown option '-%c'", optopt_value);
+    return cli_usage(err, verb, "unknown option '%s'", arg);
+}
+
+int cli_report(const kv_err *err)
+{
+    if (err->code == KV_OK) return KV_OK;
+    fprintf(stderr, "kvtrace: error: %s\n", err->msg);
+    return err->code;
+}

@@ -1,0 +1,27 @@
+/* cli_args: the pieces every verb's command line uses: number parsing with
+ * ranges, usage errors that point at --help, and the final error report. */
+#ifndef KV_CLI_ARGS_H
+#define KV_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kv_error.h"
+
+/* Parses a whole decimal integer in [lo, hi]; KV_EUSAGE naming verb and option otherwise. */
+int cli_parse_i64(const char *verb, const char *opt, const char *s, int64_t lo, int64_t hi,
+                  int64_t *out, kv_err *err);
+int cli_parse_u64(const char *verb, const char *opt, const char *s, uint64_t *out, kv_err *err);
+
+/* Records a usage error "VERB: MESSAGE (see 'kvtrace VERB --help')". */
+int cli_usage(kv_err *err, const char *verb, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Turns getopt_long's '?' or ':' (optstring starting with ':') into a usage
+ * error; `arg` is argv[optind - 1]. */
+int cli_bad_option(kv_err *err, const char *verb, int c, int optopt_value, const char *arg);
+
+/* Prints "kvtrace: error: MSG" for a failed err and returns its code (0 if none). */
+int cli_report(const kv_err *err);
+
+#endif

@@ -1,0 +1,21 @@
+/* IEEE 754 binary16 ("half") storage type and conversions.
+ *
+ * HDF5 1.10 has no predefined half type, so traces store f16 through a type
+ * we define (see h5util_half_type) and we convert in our own code here:
+ * round-to-nearest-even, subnormals, infinities and NaN all handled.
+ */
+#ifndef KV_HALF_H
+#define KV_HALF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint16_t kv_half;  /* raw bits: 1 sign, 5 exponent (bias 15), 10 mantissa */
+
+float half_to_float(kv_half h);
+kv_half half_from_float(float f);
+
+void half_to_float_array(const kv_half *src, float *dst, size_t n);
+void half_from_float_array(const float *src, kv_half *dst, size_t n);
+
+#endif

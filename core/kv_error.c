@@ -1,0 +1,41 @@
+#include "kv_error.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int kv_fail(kv_err *err, int code, const char *fmt, ...)
+{
+    if (err && err->code == KV_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+        err->code = code;
+    }
+    return code;
+}
+
+void kv_err_clear(kv_err *err)
+{
+    err->code = KV_OK;
+    err->msg[0] = '\0';
+}
+
+void *kv_calloc(size_t n, size_t size, const char *what, kv_err *err)
+{
+    if (size != 0 && n > SIZE_MAX / size) {
+        kv_fail(err, KV_EFAIL, "%s: size overflow (%zu x %zu bytes)", what, n, size);
+        return NULL;
+    }
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) kv_fail(err, KV_EFAIL, "%s: out of memory (%zu bytes)", what, n * size);
+    return p;
+}
+
+_Noreturn void kv_assert_fail(const char *cond, const char *file, int line)
+{
+    fprintf(stderr, "kvtrace: internal error: assertion '%s' failed at %s:%d\n", cond, file, line);
+    abort();
+}

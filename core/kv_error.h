@@ -1,0 +1,41 @@
+/* kv_error: one error record per operation, with the exit code it maps to.
+ *
+ * Library code never exits: it fills a kv_err and returns its code. Only
+ * main() prints "kvtrace: error: <msg>" and exits with err.code.
+ */
+#ifndef KV_ERROR_H
+#define KV_ERROR_H
+
+#include <stddef.h>
+
+enum kv_status {
+    KV_OK = 0,
+    KV_EFAIL = 1,   /* any other failure (I/O, memory, internal) */
+    KV_EUSAGE = 2,  /* bad command line */
+    KV_EINPUT = 3,  /* invalid or corrupt input file */
+};
+
+typedef struct {
+    int code;        /* enum kv_status */
+    char msg[1024];  /* one line, no trailing newline */
+} kv_err;
+
+/* Records the first error only (later calls keep the original cause) and
+ * returns `code`, so callers can write `return kv_fail(err, KV_EINPUT, ...)`. */
+int kv_fail(kv_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+void kv_err_clear(kv_err *err);
+
+/* calloc(n, size) with overflow check; on failure records a KV_EFAIL naming `what`. */
+void *kv_calloc(size_t n, size_t size, const char *what, kv_err *err);
+
+/* Assertion that is never compiled out (NDEBUG does not remove it). */
+#define KV_ASSERT(cond)                                                      \
+    do {                                                                     \
+        if (!(cond)) kv_assert_fail(#cond, __FILE__, __LINE__);              \
+    } while (0)
+
+_Noreturn void kv_assert_fail(const char *cond, const char *file, int line);
+
+#endif

@@ -1,0 +1,26 @@
+/* model_shapes: the named model shapes that `synth --like` and
+ * `random:NAME` models use. Dimensions are those of the public checkpoints. */
+#ifndef KV_MODEL_SHAPES_H
+#define KV_MODEL_SHAPES_H
+
+#include <stdint.h>
+
+typedef struct {
+    const char *name;          /* as typed on the command line */
+    const char *architecture;  /* trace attribute */
+    const char *rope_style;    /* as the usual checkpoint of it is run */
+    int64_t n_layers, n_heads, n_kv_heads, head_dim;
+    int64_t dim, ffn_dim, vocab_size;
+    double rope_theta;
+} model_shape;
+
+/* NULL if unknown. */
+const model_shape *model_shape_find(const char *name);
+
+/* The table, terminated by an entry with name == NULL. */
+const model_shape *model_shape_all(void);
+
+/* "stories260k, llama-3.2-1b, ..." for usage messages. */
+const char *model_shape_names(void);
+
+#endif

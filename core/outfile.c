@@ -1,0 +1,100 @@
+#include "outfile.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Temporary paths the signal handler removes; a handful of outputs at once is plenty. */
+enum { MAX_PENDING = 16 };
+static char pending[MAX_PENDING][4096];
+static volatile sig_atomic_t pending_used[MAX_PENDING];
+
+static int pending_add(const char *path)
+{
+    for (int i = 0; i < MAX_PENDING; i++) {
+        if (!pending_used[i]) {
+            snprintf(pending[i], sizeof pending[i], "%s", path);
+            pending_used[i] = 1;
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void pending_remove(int slot)
+{
+    if (slot >= 0) pending_used[slot] = 0;
+}
+
+static void on_signal(int sig)
+{
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pending_used[i]) unlink(pending[i]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void outfile_install_signal_cleanup(void)
+{
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
+}
+
+int outfile_begin(kv_outfile *o, const char *path, bool force, kv_err *err)
+{
+    o->slot = -1;
+    o->tmp_path[0] = '\0';
+    size_t len = strlen(path);
+    if (len == 0 || len + 32 >= sizeof o->final_path)
+        return kv_fail(err, KV_EUSAGE, "output path '%s' is empty or too long", path);
+    memcpy(o->final_path, path, len + 1);
+
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return kv_fail(err, KV_EUSAGE, "%s: output path is a directory", path);
+        if (!force)
+            return kv_fail(err, KV_EUSAGE, "%s: output exists (use --force to replace it)", path);
+    }
+
+    const char *slash = strrchr(path, '/');
+    size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
+    const char *base = path + dir_len;
+    if (*base == '\0')
+        return kv_fail(err, KV_EUSAGE, "output path '%s' names a directory, not a file", path);
+    if (dir_len > 0) {
+        char dir[4096];
+        memcpy(dir, path, dir_len);
+        dir[dir_len] = '\0';
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            return kv_fail(err, KV_EFAIL, "%s: output directory '%s' does not exist", path, dir);
+    }
+    snprintf(o->tmp_path, sizeof o->tmp_path, "%.*s.%s.tmp.%ld", (int)dir_len, path, base,
+             (long)getpid());
+    o->slot = pending_add(o->tmp_path);
+    return KV_OK;
+}
+
+int outfile_commit(kv_outfile *o, kv_err *err)
+{
+    if (rename(o->tmp_path, o->final_path) != 0) {
+        int e = errno;
+        outfile_abort(o);
+        return kv_fail(err, KV_EFAIL, "%s: cannot move the finished output into place: %s",
+                       o->final_path, strerror(e));
+    }
+    pending_remove(o->slot);
+    o->slot = -1;
+    return KV_OK;
+}
+
+void outfile_abort(kv_outfile *o)
+{
+    if (o->tmp_path[0]) unlink(o->tmp_path);
+    pending_remove(o->slot);
+    o->slot = -1;
+}

@@ -1,0 +1,70 @@
+#include "rng.h"
+
+#include <math.h>
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void rng_init(kv_rng *r, uint64_t seed, uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t x = seed;
+    /* fold the tuple in through splitmix so nearby tuples decorrelate */
+    x = splitmix64(&x) ^ a;
+    x = splitmix64(&x) ^ b;
+    x = splitmix64(&x) ^ c;
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+    r->has_spare = 0;
+    r->spare = 0.0;
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+uint64_t rng_u64(kv_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t out = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+double rng_uniform(kv_rng *r)
+{
+    return (double)(rng_u64(r) >> 11) * 0x1.0p-53;
+}
+
+double rng_normal(kv_rng *r)
+{
+    if (r->has_spare) {
+        r->has_spare = 0;
+        return r->spare;
+    }
+    double u1 = rng_uniform(r), u2 = rng_uniform(r);
+    double rad = sqrt(-2.0 * log(1.0 - u1)); /* 1 - u1 in (0, 1]: log is finite */
+    double ang = 2.0 * M_PI * u2;
+    r->spare = rad * sin(ang);
+    r->has_spare = 1;
+    return rad * cos(ang);
+}
+
+uint64_t rng_below(kv_rng *r, uint64_t n)
+{
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+    uint64_t x;
+    do x = rng_u64(r);
+    while (x >= limit);
+    return x % n;
+}

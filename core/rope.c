@@ -1,0 +1,56 @@
+#include "rope.h"
+
+#include <math.h>
+#include <string.h>
+
+bool rope_style_parse(const char *s, rope_style *out)
+{
+    if (strcmp(s, "interleaved") == 0) return *out = ROPE_INTERLEAVED, true;
+    if (strcmp(s, "neox") == 0) return *out = ROPE_NEOX, true;
+    return false;
+}
+
+void rope_pair_dims(rope_style style, int64_t D, int64_t p, int64_t *a, int64_t *b)
+{
+    if (style == ROPE_INTERLEAVED) *a = 2 * p, *b = 2 * p + 1;
+    else *a = p, *b = p + D / 2;
+}
+
+void rope_apply(float *x, int64_t D, int64_t pos, double theta, rope_style style)
+{
+    for (int64_t p = 0; p < D / 2; p++) {
+        double freq = pow(theta, -2.0 * (double)p / (double)D);
+        double ang = (double)pos * freq;
+        double c = cos(ang), s = sin(ang);
+        int64_t a, b;
+        rope_pair_dims(style, D, p, &a, &b);
+        double xa = x[a], xb = x[b];
+        x[a] = (float)(xa * c - xb * s);
+        x[b] = (float)(xa * s + xb * c);
+    }
+}
+
+void rope_table_fill(float *table, int64_t T, int64_t D, double theta)
+{
+    for (int64_t p = 0; p < D / 2; p++) {
+        double freq = pow(theta, -2.0 * (double)p / (double)D);
+        for (int64_t t = 0; t < T; t++) {
+            double ang = (double)t * freq;
+            table[(t * (D / 2) + p) * 2] = (float)cos(ang);
+            table[(t * (D / 2) + p) * 2 + 1] = (float)sin(ang);
+        }
+    }
+}
+
+void rope_table_apply(float *x, int64_t D, rope_style style, const float *table, int64_t t)
+{
+    const float *cs = table + t * D;
+    for (int64_t p = 0; p < D / 2; p++) {
+        int64_t a, b;
+        rope_pair_dims(style, D, p, &a, &b);
+        float c = cs[2 * p], s = cs[2 * p + 1];
+        float xa = x[a], xb = x[b];
+        x[a] = xa * c - xb * s;
+        x[b] = xa * s + xb * c;
+    }
+}

@@ -1,0 +1,28 @@
+/* rope: rotary position embedding on one head vector, both pair layouts.
+ *
+ * Pair p (0 <= p < D/2) rotates by pos * theta^(-2p/D):
+ *   interleaved: dims (2p, 2p+1)      (llama-architecture GGUF, llama2.c)
+ *   neox:        dims (p, p + D/2)    (HF checkpoints, qwen2/qwen3 GGUF)
+ * Angles are formed in double, so large positions stay accurate. */
+#ifndef KV_ROPE_H
+#define KV_ROPE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum { ROPE_INTERLEAVED, ROPE_NEOX } rope_style;
+
+/* Parses "interleaved" / "neox"; false if neither. */
+bool rope_style_parse(const char *s, rope_style *out);
+
+/* The two dims of pair p. */
+void rope_pair_dims(rope_style style, int64_t D, int64_t p, int64_t *a, int64_t *b);
+
+/* Rotates x[D] (D even) in place for position pos. */
+void rope_apply(float *x, int64_t D, int64_t pos, double theta, rope_style style);
+
+/* Precomputed cos/sin for positions [0, T): table[t][p][2] (cos, sin),
+ * T * D floats. rope_table_apply rotates x[D] with the row of position t. */
+void rope_table_fill(float *table, int64_t T, int64_t D, double theta);
+void rope_table_apply(float *x, int64_t D, rope_style style, const float *table, int64_t t);
+#endif

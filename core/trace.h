@@ -1,0 +1,148 @@
+/* trace: the one owner of kvtrace's HDF5 trace format, schema 1.0 (SPEC §3).
+ *
+ * A trace holds one captured model run: per layer and head the keys, values and
+ * (optionally) queries, plus token ids, attention column sums and logits.
+ * Writers append along T in pieces (extendable datasets), so a capture never
+ * holds a whole trace in memory; readers validate the whole schema on open and
+ * then read one (layer, head) slice at a time as float32, whatever the storage.
+ *
+ * Dimension names, used everywhere: L layers, H query heads, K kv heads,
+ * D head dim, T tokens, V vocab, S eviction snapshots, N cache budget.
+ */
+#ifndef KV_TRACE_H
+#define KV_TRACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kv_error.h"
+
+enum { TRACE_SCHEMA_MAJOR = 1, TRACE_SCHEMA_MINOR = 0 };
+
+typedef enum { TRACE_F32 = 0, TRACE_F16 = 1 } trace_dtype;
+
+typedef enum {
+    TRACE_TOKENS,          /* int32 [T] */
+    TRACE_KEYS,            /* storage [L][K][T][D] */
+    TRACE_VALUES,          /* storage [L][K][T][D] */
+    TRACE_QUERIES,         /* storage [L][H][T][D] */
+    TRACE_COLSUM,          /* f32 [L][H][T] */
+    TRACE_ATTN_FULL,       /* f32 [L][H][T][T] */
+    TRACE_LOGITS,          /* f32 [T][V] */
+    TRACE_LOGPROBS,        /* f32 [T] */
+    TRACE_EVICT_RETAINED,  /* int32 [S][L][K][N] */
+    TRACE_EVICT_STEP_END,  /* int32 [S] */
+    TRACE_NDSETS
+} trace_dset;
+
+/* Root attributes. Text fields are NUL-terminated; longer values are refused. */
+typedef struct {
+    int schema_major, schema_minor;
+    char creator[128];
+    char model_name[256];
+    char architecture[16];   /* llama | qwen2 | qwen3 | mistral */
+    char rope_style[16];     /* interleaved | neox */
+    char capture_mode[8];    /* full | evict */
+    int64_t n_layers, n_heads, n_kv_heads, head_dim;
+    int64_t n_tokens, prompt_len, vocab_size;
+    int64_t capture_chunk;   /* 0: not a model run (synthetic trace) */
+    double rope_theta;
+    trace_dtype storage;
+    /* capture_mode = evict only */
+    char evict_policy[64];
+    char evict_params[256];
+    int64_t evict_budget, evict_chunk;
+} trace_meta;
+
+const char *trace_dset_path(trace_dset d);
+const char *trace_dtype_name(trace_dtype t);
+
+/* Checks a meta's values on their own (ranges, enumerations, H % K == 0, ...).
+ * `where` names the file in the message. Does not look at n_tokens when
+ * `check_tokens` is false (writers learn T only at the end). */
+int trace_meta_check(const trace_meta *m, const char *where, bool check_tokens, kv_err *err);
+
+/* ---- reading ---------------------------------------------------------- */
+
+typedef struct trace trace;
+
+/* Opens and validates a trace: schema major, required datasets and
+ * attributes, shapes against the attributes, element types, token ids.
+ * Errors are KV_EINPUT (or KV_EFAIL when the file cannot be read at all
+ * for a reason other than its content) with one line naming the problem. */
+int trace_open(const char *path, trace **out, kv_err *err);
+
+/* The same on an already open HDF5 file id (the caller keeps ownership of
+ * `file_id`; used by the fuzz harness with in-memory files). */
+int trace_open_hid(int64_t file_id, const char *name, trace **out, kv_err *err);
+
+void trace_close(trace *tr);
+
+const trace_meta *trace_get_meta(const trace *tr);
+const char *trace_path(const trace *tr);
+bool trace_has(const trace *tr, trace_dset d);
+
+/* Token ids, [T] (checked to lie in [0, vocab_size)). */
+int trace_read_tokens(trace *tr, int32_t *out, kv_err *err);
+
+/* Rows [t0, t0+n) of one (layer, head) of keys/values/queries (row width D)
+ * or colsum (width 1), as float32 whatever the storage type. `head` is a kv
+ * head for keys/values, a query head otherwise. Non-finite values (and
+ * negative column sums) are refused as KV_EINPUT naming the position. */
+int trace_read_rows(trace *tr, trace_dset d, int64_t layer, int64_t head,
+                    int64_t t0, int64_t n, float *out, kv_err *err);
+
+/* A whole (layer, head) slice: trace_read_rows over [0, T). */
+int trace_read_head(trace *tr, trace_dset d, int64_t layer, int64_t head,
+                    float *out, kv_err *err);
+
+/* What `kvtrace info` shows about one dataset. */
+typedef struct {
+    int rank;
+    int64_t dims[4];
+    char type[16];           /* "float32", "float16", "int32", ... */
+    uint64_t storage_bytes;  /* on disk, after filters */
+    char filters[32];        /* "none", "deflate+shuffle", ... */
+} trace_dset_info;
+
+int trace_describe(trace *tr, trace_dset d, trace_dset_info *out, kv_err *err);
+
+/* ---- writing ---------------------------------------------------------- */
+
+typedef struct {
+    trace_dtype storage;      /* keys, values, queries */
+    int deflate;              /* 0: off; 1..9: deflate level (with shuffle) */
+    bool want[TRACE_NDSETS];  /* optional datasets to create (tokens, keys,
+                                 values are always created) */
+    bool force;               /* replace an existing file */
+    int64_t expected_tokens;  /* 0: unknown; else caps the chunk length along T
+                                 so that short traces waste no space */
+} trace_create_opts;
+
+typedef struct trace_writer trace_writer;
+
+/* Creates `path` atomically: data goes to a temporary name in the same
+ * directory, renamed by trace_finish. meta.n_tokens is ignored (T is what
+ * was written); everything else is checked and stored as attributes. */
+int trace_create(const char *path, const trace_meta *meta, const trace_create_opts *opts,
+                 trace_writer **out, kv_err *err);
+
+/* Token ids for positions [t0, t0+n). */
+int trace_write_tokens(trace_writer *w, int64_t t0, int64_t n, const int32_t *tokens,
+                       kv_err *err);
+
+/* Rows [t0, t0+n) of one (layer, head): keys/values/queries [n][D],
+ * colsum [n], logits [n][V] (layer = head = 0), logprobs [n] (layer = head = 0),
+ * full attention [n][t0+n] (row i holds columns 0..t0+n-1). Datasets grow
+ * along T as needed; pieces may come in any order. */
+int trace_write_rows(trace_writer *w, trace_dset d, int64_t layer, int64_t head,
+                     int64_t t0, int64_t n, const float *rows, kv_err *err);
+
+/* Checks that every dataset reached the same T as /tokens, writes n_tokens,
+ * closes, and renames to the final path. The writer is freed either way. */
+int trace_finish(trace_writer *w, kv_err *err);
+
+/* Closes and removes the temporary file; nothing is left behind. */
+void trace_abort(trace_writer *w);
+
+#endif

@@ -1,0 +1,43 @@
+/* trace_schema: what schema 1.0 says, in one table that the writer, the
+ * reader and `info` all use (internal to core/). */
+#ifndef KV_TRACE_SCHEMA_H
+#define KV_TRACE_SCHEMA_H
+
+#include "trace.h"
+
+typedef enum {
+    ELEM_TOKEN,    /* any integer type on read; int32 written */
+    ELEM_STORAGE,  /* float16 or float32 as storage_dtype says */
+    ELEM_FLOAT,    /* float32 written; any IEEE float read */
+} trace_elem;
+
+typedef struct {
+    const char *path;
+    int rank;
+    trace_elem elem;
+    bool required;
+    bool full_mode_only;   /* refused in capture_mode = evict */
+    bool evict_mode_only;  /* refused in capture_mode = full */
+    int t_axis;            /* the axis that grows with T (-1: none) */
+    int t_axis2;           /* a second T axis (full attention), else -1 */
+} trace_dset_spec;
+
+const trace_dset_spec *trace_spec(trace_dset d);
+
+/* Expected shape of dataset d for meta m and T tokens. Axes that the
+ * attributes do not fix (S, N of the eviction snapshots) are set to -1. */
+void trace_expected_dims(const trace_meta *m, trace_dset d, int64_t T, int64_t dims[4]);
+
+/* Width of one row of a (layer, head) slice: D, 1, T or V. */
+int64_t trace_row_width(const trace_meta *m, trace_dset d, int64_t T);
+
+/* Sanity limits on attributes (keep shapes and products far from overflow). */
+enum {
+    TRACE_MAX_LAYERS = 1024,
+    TRACE_MAX_HEADS = 1024,
+    TRACE_MAX_HEAD_DIM = 4096,
+};
+#define TRACE_MAX_TOKENS ((int64_t)1 << 31)
+#define TRACE_MAX_VOCAB ((int64_t)1 << 24)
+
+#endif

@@ -1,0 +1,328 @@
+/* Trace writer: creates the schema-1.0 layout with extendable datasets and
+ * appends (layer, head) row blocks along T. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "h5util.h"
+#include "half.h"
+#include "outfile.h"
+#include "trace.h"
+#include "trace_schema.h"
+
+enum { CHUNK_T = 256, COLSUM_CHUNK_T = 1024 };
+
+struct trace_writer {
+    kv_outfile out;
+    trace_meta meta;
+    trace_create_opts opts;
+    hid_t file;
+    hid_t dset[TRACE_NDSETS];  /* -1: not created */
+    int64_t extent[TRACE_NDSETS]; /* current size of the T axis */
+    hid_t half;                /* memory/file type for f16 storage */
+    kv_half *half_buf;         /* conversion scratch */
+    size_t half_cap;
+};
+
+static bool is_created(const trace_writer *w, trace_dset d)
+{
+    return w->dset[d] >= 0;
+}
+
+static hid_t file_type_for(const trace_writer *w, trace_dset d)
+{
+    const trace_dset_spec *s = trace_spec(d);
+    if (s->elem == ELEM_TOKEN) return H5T_STD_I32LE;
+    if (s->elem == ELEM_STORAGE && w->meta.storage == TRACE_F16) return w->half;
+    return H5T_IEEE_F32LE;
+}
+
+/* Chunk shape: one (layer, head) reads contiguously, ~256 rows per chunk. */
+static hsize_t chunk_len(const trace_writer *w, int64_t len)
+{
+    int64_t hint = w->opts.expected_tokens;
+    return (hsize_t)(hint > 0 && hint < len ? hint : len);
+}
+
+static void chunk_dims(const trace_writer *w, trace_dset d, hsize_t *chunk)
+{
+    const trace_meta *m = &w->meta;
+    switch (d) {
+    case TRACE_KEYS:
+    case TRACE_VALUES:
+    case TRACE_QUERIES:
+        chunk[0] = 1, chunk[1] = 1, chunk[2] = chunk_len(w, CHUNK_T), chunk[3] = (hsize_t)m->head_dim;
+        break;
+    case TRACE_COLSUM: chunk[0] = 1, chunk[1] = 1, chunk[2] = chunk_len(w, COLSUM_CHUNK_T); break;
+    case TRACE_ATTN_FULL:
+        chunk[0] = 1, chunk[1] = 1, chunk[2] = chunk_len(w, 64), chunk[3] = chunk_len(w, CHUNK_T);
+        break;
+    case TRACE_LOGITS: {
+        int64_t rows = (256 * 1024) / (4 * m->vocab_size);
+        chunk[0] = chunk_len(w, rows < 1 ? 1 : rows > CHUNK_T ? CHUNK_T : rows);
+        chunk[1] = (hsize_t)m->vocab_size;
+        break;
+    }
+    default: chunk[0] = chunk_len(w, COLSUM_CHUNK_T); break;
+    }
+}
+
+static int create_dset(trace_writer *w, trace_dset d, kv_err *err)
+{
+    const trace_dset_spec *s = trace_spec(d);
+    int64_t want[4];
+    trace_expected_dims(&w->meta, d, 0, want);
+    hsize_t cur[4], max[4], chunk[4];
+    for (int a = 0; a < s->rank; a++) {
+        bool grows = a == s->t_axis || a == s->t_axis2;
+        cur[a] = grows ? 0 : (hsize_t)want[a];
+        max[a] = grows ? H5S_UNLIMITED : (hsize_t)want[a];
+    }
+    chunk_dims(w, d, chunk);
+
+    hid_t space = H5Screate_simple(s->rank, cur, max);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    bool ok = space >= 0 && dcpl >= 0 && lcpl >= 0 && H5Pset_chunk(dcpl, s->rank, chunk) >= 0 &&
+              H5Pset_obj_track_times(dcpl, 0) >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0;
+    if (ok && w->opts.deflate > 0)
+        ok = H5Pset_shuffle(dcpl) >= 0 && H5Pset_deflate(dcpl, (unsigned)w->opts.deflate) >= 0;
+    if (ok) {
+        w->dset[d] = H5Dcreate2(w->file, s->path, file_type_for(w, d), space, lcpl, dcpl, H5P_DEFAULT);
+        ok = w->dset[d] >= 0;
+    }
+    if (lcpl >= 0) H5Pclose(lcpl);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (space >= 0) H5Sclose(space);
+    if (!ok) return kv_fail(err, KV_EFAIL, "%s: cannot create dataset %s", w->out.final_path, s->path);
+    return KV_OK;
+}
+
+static int write_root_attrs(trace_writer *w, kv_err *err)
+{
+    const trace_meta *m = &w->meta;
+    hid_t root = w->file;
+    int64_t schema[2] = {TRACE_SCHEMA_MAJOR, TRACE_SCHEMA_MINOR};
+    struct { const char *name; int64_t v; } ints[] = {
+        {"n_layers", m->n_layers},   {"n_heads", m->n_heads},       {"n_kv_heads", m->n_kv_heads},
+        {"head_dim", m->head_dim},   {"prompt_len", m->prompt_len}, {"vocab_size", m->vocab_size},
+        {"capture_chunk", m->capture_chunk},
+    };
+    struct { const char *name; const char *v; } strs[] = {
+        {"creator", m->creator},           {"model_name", m->model_name},
+        {"architecture", m->architecture}, {"rope_style", m->rope_style},
+        {"capture_mode", m->capture_mode}, {"storage_dtype", trace_dtype_name(m->storage)},
+    };
+    int rc = h5u_write_attr_i64(root, "kvtrace_schema", schema, 2, err);
+    for (size_t i = 0; !rc && i < sizeof ints / sizeof ints[0]; i++)
+        rc = h5u_write_attr_i64(root, ints[i].name, &ints[i].v, 1, err);
+    for (size_t i = 0; !rc && i < sizeof strs / sizeof strs[0]; i++)
+        rc = h5u_write_attr_str(root, strs[i].name, strs[i].v, err);
+    if (!rc) rc = h5u_write_attr_f64(root, "rope_theta", m->rope_theta, err);
+    if (!rc && strcmp(m->capture_mode, "evict") == 0) {
+        rc = h5u_write_attr_str(root, "evict_policy", m->evict_policy, err);
+        if (!rc) rc = h5u_write_attr_str(root, "evict_params", m->evict_params, err);
+        if (!rc) rc = h5u_write_attr_i64(root, "evict_budget", &m->evict_budget, 1, err);
+        if (!rc) rc = h5u_write_attr_i64(root, "evict_chunk", &m->evict_chunk, 1, err);
+    }
+    return rc;
+}
+
+static void close_handles(trace_writer *w)
+{
+    for (int d = 0; d < TRACE_NDSETS; d++)
+        if (w->dset[d] >= 0) H5Dclose(w->dset[d]), w->dset[d] = -1;
+    if (w->file >= 0) H5Fclose(w->file), w->file = -1;
+    if (w->half >= 0) H5Tclose(w->half), w->half = -1;
+}
+
+static void writer_free(trace_writer *w)
+{
+    close_handles(w);
+    free(w->half_buf);
+    free(w);
+}
+
+int trace_create(const char *path, const trace_meta *meta, const trace_create_opts *opts,
+                 trace_writer **out, kv_err *err)
+{
+    *out = NULL;
+    h5u_quiet();
+    trace_meta m = *meta;
+    m.schema_major = TRACE_SCHEMA_MAJOR;
+    m.schema_minor = TRACE_SCHEMA_MINOR;
+    m.storage = opts->storage;
+    int rc = trace_meta_check(&m, path, false, err);
+    if (rc) {
+        err->code = KV_EUSAGE; /* a bad meta is the caller's mistake, not a bad file */
+        return KV_EUSAGE;
+    }
+    if (opts->deflate < 0 || opts->deflate > 9)
+        return kv_fail(err, KV_EUSAGE, "%s: deflate level %d is not in 0..9", path, opts->deflate);
+    if (opts->want[TRACE_EVICT_RETAINED] || opts->want[TRACE_EVICT_STEP_END])
+        return kv_fail(err, KV_EFAIL, "%s: writing /evict datasets is not implemented yet", path);
+    if (opts->want[TRACE_COLSUM] && strcmp(m.capture_mode, "full") != 0)
+        return kv_fail(err, KV_EUSAGE, "%s: /attention/colsum is for capture_mode=full only", path);
+
+    trace_writer *w = kv_calloc(1, sizeof *w, "trace writer", err);
+    if (!w) return err->code;
+    w->meta = m;
+    w->opts = *opts;
+    w->file = -1;
+    for (int d = 0; d < TRACE_NDSETS; d++) w->dset[d] = -1;
+    w->half = h5u_half_type();
+    if (w->half < 0) {
+        free(w);
+        return kv_fail(err, KV_EFAIL, "cannot define the float16 HDF5 type");
+    }
+    if ((rc = outfile_begin(&w->out, path, opts->force, err))) {
+        writer_free(w);
+        return rc;
+    }
+
+    /* No object timestamps anywhere, so equal inputs give equal files. */
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    if (fcpl >= 0 && H5Pset_obj_track_times(fcpl, 0) >= 0)
+        w->file = H5Fcreate(w->out.tmp_path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    if (fcpl >= 0) H5Pclose(fcpl);
+    if (w->file < 0) {
+        rc = kv_fail(err, KV_EFAIL, "%s: cannot create the file", path);
+        trace_abort(w);
+        return rc;
+    }
+    rc = write_root_attrs(w, err);
+    for (int d = 0; !rc && d < TRACE_NDSETS; d++)
+        if (trace_spec((trace_dset)d)->required || opts->want[d]) rc = create_dset(w, (trace_dset)d, err);
+    if (rc) {
+        trace_abort(w);
+        return rc;
+    }
+    *out = w;
+    return KV_OK;
+}
+
+/* Grows the T axis (or axes) of d to at least `t_end`. */
+static int ensure_extent(trace_writer *w, trace_dset d, int64_t t_end, kv_err *err)
+{
+    if (t_end <= w->extent[d]) return KV_OK;
+    const trace_dset_spec *s = trace_spec(d);
+    hsize_t dims[4];
+    int64_t want[4];
+    trace_expected_dims(&w->meta, d, t_end, want);
+    for (int a = 0; a < s->rank; a++) dims[a] = (hsize_t)want[a];
+    if (H5Dset_extent(w->dset[d], dims) < 0)
+        return kv_fail(err, KV_EFAIL, "%s: cannot extend %s to %lld tokens", w->out.final_path,
+                       s->path, (long long)t_end);
+    w->extent[d] = t_end;
+    return KV_OK;
+}
+
+/* Writes the hyperslab [start, start+count) of d from `buf` in memory type `mtype`. */
+static int write_slab(trace_writer *w, trace_dset d, const hsize_t *start, const hsize_t *count,
+                      hid_t mtype, const void *buf, kv_err *err)
+{
+    const trace_dset_spec *s = trace_spec(d);
+    hid_t fspace = H5Dget_space(w->dset[d]);
+    hid_t mspace = H5Screate_simple(s->rank, count, NULL);
+    bool ok = fspace >= 0 && mspace >= 0 &&
+              H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
+              H5Dwrite(w->dset[d], mtype, mspace, fspace, H5P_DEFAULT, buf) >= 0;
+    if (mspace >= 0) H5Sclose(mspace);
+    if (fspace >= 0) H5Sclose(fspace);
+    if (!ok) return kv_fail(err, KV_EFAIL, "%s: cannot write %s", w->out.final_path, s->path);
+    return KV_OK;
+}
+
+static int check_piece(const trace_writer *w, trace_dset d, int64_t t0, int64_t n, kv_err *err)
+{
+    if (!is_created(w, d))
+        return kv_fail(err, KV_EFAIL, "%s: dataset %s was not requested at creation",
+                       w->out.final_path, trace_dset_path(d));
+    if (t0 < 0 || n < 1 || t0 > TRACE_MAX_TOKENS - n)
+        return kv_fail(err, KV_EFAIL, "%s: bad row range [%lld, +%lld) for %s", w->out.final_path,
+                       (long long)t0, (long long)n, trace_dset_path(d));
+    return KV_OK;
+}
+
+int trace_write_tokens(trace_writer *w, int64_t t0, int64_t n, const int32_t *tokens, kv_err *err)
+{
+    int rc = check_piece(w, TRACE_TOKENS, t0, n, err);
+    for (int64_t i = 0; !rc && i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= w->meta.vocab_size)
+            rc = kv_fail(err, KV_EFAIL, "%s: token id %d at position %lld is outside the vocabulary",
+                         w->out.final_path, tokens[i], (long long)(t0 + i));
+    if (rc || (rc = ensure_extent(w, TRACE_TOKENS, t0 + n, err))) return rc;
+    hsize_t start = (hsize_t)t0, count = (hsize_t)n;
+    return write_slab(w, TRACE_TOKENS, &start, &count, H5T_NATIVE_INT32, tokens, err);
+}
+
+int trace_write_rows(trace_writer *w, trace_dset d, int64_t layer, int64_t head, int64_t t0,
+                     int64_t n, const float *rows, kv_err *err)
+{
+    int rc = check_piece(w, d, t0, n, err);
+    if (rc) return rc;
+    const trace_dset_spec *s = trace_spec(d);
+    if (s->elem == ELEM_TOKEN)
+        return kv_fail(err, KV_EFAIL, "%s: %s holds integers, not rows of floats", w->out.final_path,
+                       s->path);
+    const trace_meta *m = &w->meta;
+    bool per_head = s->rank >= 3;
+    int64_t n_heads = d == TRACE_KEYS || d == TRACE_VALUES ? m->n_kv_heads : m->n_heads;
+    if (per_head ? (layer < 0 || layer >= m->n_layers || head < 0 || head >= n_heads)
+                 : (layer != 0 || head != 0))
+        return kv_fail(err, KV_EFAIL, "%s: (layer %lld, head %lld) is outside %s", w->out.final_path,
+                       (long long)layer, (long long)head, s->path);
+    if ((rc = ensure_extent(w, d, t0 + n, err))) return rc;
+
+    int64_t width = trace_row_width(m, d, t0 + n);
+    hsize_t start[4] = {0}, count[4] = {0};
+    if (per_head) {
+        start[0] = (hsize_t)layer, start[1] = (hsize_t)head, start[2] = (hsize_t)t0;
+        count[0] = 1, count[1] = 1, count[2] = (hsize_t)n, count[3] = (hsize_t)width;
+    } else {
+        start[0] = (hsize_t)t0;
+        count[0] = (hsize_t)n, count[1] = (hsize_t)width;
+    }
+    if (!(s->elem == ELEM_STORAGE && m->storage == TRACE_F16))
+        return write_slab(w, d, start, count, H5T_NATIVE_FLOAT, rows, err);
+
+    size_t total = (size_t)n * (size_t)width;
+    if (total > w->half_cap) {
+        kv_half *buf = realloc(w->half_buf, total * sizeof *buf);
+        if (!buf) return kv_fail(err, KV_EFAIL, "float16 conversion buffer: out of memory");
+        w->half_buf = buf, w->half_cap = total;
+    }
+    half_from_float_array(rows, w->half_buf, total);
+    return write_slab(w, d, start, count, w->half, w->half_buf, err);
+}
+
+int trace_finish(trace_writer *w, kv_err *err)
+{
+    int64_t T = w->extent[TRACE_TOKENS];
+    int rc = KV_OK;
+    if (T < 1) rc = kv_fail(err, KV_EFAIL, "%s: no tokens were written", w->out.final_path);
+    for (int d = 0; !rc && d < TRACE_NDSETS; d++) {
+        if (is_created(w, (trace_dset)d) && w->extent[d] != T)
+            rc = kv_fail(err, KV_EFAIL, "%s: %s has %lld tokens but /tokens has %lld",
+                         w->out.final_path, trace_dset_path((trace_dset)d),
+                         (long long)w->extent[d], (long long)T);
+    }
+    if (!rc && (w->meta.prompt_len < 1 || w->meta.prompt_len > T))
+        rc = kv_fail(err, KV_EFAIL, "%s: prompt_len %lld is not within the %lld tokens written",
+                     w->out.final_path, (long long)w->meta.prompt_len, (long long)T);
+    if (!rc) rc = h5u_write_attr_i64(w->file, "n_tokens", &T, 1, err);
+    if (!rc && H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
+        rc = kv_fail(err, KV_EFAIL, "%s: cannot flush the file", w->out.final_path);
+    close_handles(w);
+    if (!rc) rc = outfile_commit(&w->out, err);
+    else outfile_abort(&w->out);
+    writer_free(w);
+    return rc;
+}
+
+void trace_abort(trace_writer *w)
+{
+    if (!w) return;
+    close_handles(w);
+    outfile_abort(&w->out);
+    writer_free(w);
+}

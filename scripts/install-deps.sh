@@ -1,0 +1,21 @@
+#!/bin/sh
+# Installs the Debian packages kvtrace needs, only those missing.
+# apt-get update runs first when anything is missing; through sudo when not root.
+set -eu
+PKGS="build-essential pkg-config libhdf5-dev hdf5-tools libopenblas-dev liblapacke-dev \
+gnuplot-nox libcmocka-dev python3-h5py python3-numpy clang libclang-rt-14-dev"
+
+missing=""
+for p in $PKGS; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case "$status" in
+        *"install ok installed"*) ;;
+        *) missing="$missing $p" ;;
+    esac
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+echo "kvtrace: installing missing packages:$missing" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,199 @@
+/* `kvtrace synth`: command line of the synthetic trace generator. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cli_args.h"
+#include "core/model_shapes.h"
+#include "core/version.h"
+#include "synth.h"
+
+static const char USAGE[] =
+    "usage: kvtrace synth (--like NAME | --layers L --heads H --kv-heads K --head-dim D)\n"
+    "                     --tokens T [options] -o trace.h5\n"
+    "\n"
+    "Writes a synthetic trace in the exact shapes of a real model: keys nearly collinear\n"
+    "around a shared mean direction, sink keys at the first positions, rare distinctive\n"
+    "keys, queries leaning against the mean key, RoPE by position, tight key norms\n"
+    "(docs/synth.md). /attention/colsum is exact for the generated Q and K.\n"
+    "\n"
+    "  --like NAME          model shape: %s\n"
+    "  --layers L, --heads H, --kv-heads K, --head-dim D\n"
+    "                       explicit shape instead of --like (D even, H a multiple of K)\n"
+    "  --vocab V            vocabulary size for explicit shapes (default 32000)\n"
+    "  --rope-theta X       RoPE base for explicit shapes (default 10000)\n"
+    "  --rope-style S       interleaved | neox (default: the model's; explicit: interleaved)\n"
+    "  --tokens T           number of tokens (required)\n"
+    "  --prompt-len P       tokens counted as prompt, the rest as generated (default T)\n"
+    "  --seed S             generator seed (default 0); same seed, same values\n"
+    "  --sinks N            sink positions at the start (default 4)\n"
+    "  --dtype f32|f16      storage type of keys, values, queries (default f32)\n"
+    "  --deflate N          deflate+shuffle level 1..9 (default 0: off)\n"
+    "  -o, --output PATH    output trace (required)\n"
+    "  --force              replace an existing output\n"
+    "  --quiet              no progress line\n"
+    "  -h, --help           this text\n";
+
+enum {
+    OPT_LIKE = 256, OPT_LAYERS, OPT_HEADS, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_VOCAB, OPT_THETA,
+    OPT_ROPE_STYLE, OPT_TOKENS, OPT_PROMPT_LEN, OPT_SEED, OPT_SINKS, OPT_DTYPE, OPT_DEFLATE,
+    OPT_FORCE, OPT_QUIET,
+};
+
+static const struct option OPTIONS[] = {
+    {"like", required_argument, NULL, OPT_LIKE},
+    {"layers", required_argument, NULL, OPT_LAYERS},
+    {"heads", required_argument, NULL, OPT_HEADS},
+    {"kv-heads", required_argument, NULL, OPT_KV_HEADS},
+    {"head-dim", required_argument, NULL, OPT_HEAD_DIM},
+    {"vocab", required_argument, NULL, OPT_VOCAB},
+    {"rope-theta", required_argument, NULL, OPT_THETA},
+    {"rope-style", required_argument, NULL, OPT_ROPE_STYLE},
+    {"tokens", required_argument, NULL, OPT_TOKENS},
+    {"prompt-len", required_argument, NULL, OPT_PROMPT_LEN},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"sinks", required_argument, NULL, OPT_SINKS},
+    {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"deflate", required_argument, NULL, OPT_DEFLATE},
+    {"output", required_argument, NULL, 'o'},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct {
+    const char *like, *output, *rope_style, *dtype;
+    int64_t layers, heads, kv_heads, head_dim, vocab, tokens, prompt_len, sinks, deflate;
+    double theta;
+    uint64_t seed;
+    bool force, quiet, help;
+} synth_args;
+
+static int parse_double(const char *opt, const char *s, double *out, kv_err *err)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !(v > 0) || v > 1e12)
+        return cli_usage(err, "synth", "%s expects a positive number, got '%s'", opt, s);
+    *out = v;
+    return KV_OK;
+}
+
+static int parse_args(int argc, char **argv, synth_args *a, kv_err *err)
+{
+    const char *v = "synth";
+    const int64_t BIG = (int64_t)1 << 31;
+    memset(a, 0, sizeof *a);
+    a->vocab = 32000, a->theta = 10000.0, a->sinks = -1, a->prompt_len = -1, a->dtype = "f32";
+    optind = 1;
+    opterr = 0;
+    int c, rc = KV_OK;
+    while (!rc && (c = getopt_long(argc, argv, ":o:h", OPTIONS, NULL)) != -1) {
+        switch (c) {
+        case OPT_LIKE: a->like = optarg; break;
+        case OPT_LAYERS: rc = cli_parse_i64(v, "--layers", optarg, 1, 1024, &a->layers, err); break;
+        case OPT_HEADS: rc = cli_parse_i64(v, "--heads", optarg, 1, 1024, &a->heads, err); break;
+        case OPT_KV_HEADS: rc = cli_parse_i64(v, "--kv-heads", optarg, 1, 1024, &a->kv_heads, err); break;
+        case OPT_HEAD_DIM: rc = cli_parse_i64(v, "--head-dim", optarg, 2, 4096, &a->head_dim, err); break;
+        case OPT_VOCAB: rc = cli_parse_i64(v, "--vocab", optarg, 1, (int64_t)1 << 24, &a->vocab, err); break;
+        case OPT_THETA: rc = parse_double("--rope-theta", optarg, &a->theta, err); break;
+        case OPT_ROPE_STYLE: a->rope_style = optarg; break;
+        case OPT_TOKENS: rc = cli_parse_i64(v, "--tokens", optarg, 1, BIG, &a->tokens, err); break;
+        case OPT_PROMPT_LEN: rc = cli_parse_i64(v, "--prompt-len", optarg, 1, BIG, &a->prompt_len, err); break;
+        case OPT_SEED: rc = cli_parse_u64(v, "--seed", optarg, &a->seed, err); break;
+        case OPT_SINKS: rc = cli_parse_i64(v, "--sinks", optarg, 0, BIG, &a->sinks, err); break;
+        case OPT_DTYPE: a->dtype = optarg; break;
+        case OPT_DEFLATE: rc = cli_parse_i64(v, "--deflate", optarg, 0, 9, &a->deflate, err); break;
+        case 'o': a->output = optarg; break;
+        case OPT_FORCE: a->force = true; break;
+        case OPT_QUIET: a->quiet = true; break;
+        case 'h': a->help = true; break;
+        default: rc = cli_bad_option(err, v, c, optopt, argv[optind - 1]); break;
+        }
+    }
+    if (rc || a->help) return rc;
+    if (optind < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[optind]);
+    return KV_OK;
+}
+
+/* Fills the trace meta from --like or the explicit shape options. */
+static int build_config(const synth_args *a, synth_config *cfg, kv_err *err)
+{
+    const char *v = "synth";
+    memset(cfg, 0, sizeof *cfg);
+    trace_meta *m = &cfg->meta;
+    bool explicit_shape = a->layers || a->heads || a->kv_heads || a->head_dim;
+    const char *style = "interleaved";
+    if (a->like) {
+        const model_shape *s = model_shape_find(a->like);
+        if (!s) return cli_usage(err, v, "unknown --like '%s' (known: %s)", a->like, model_shape_names());
+        if (explicit_shape) return cli_usage(err, v, "--like and explicit shape options exclude each other");
+        m->n_layers = s->n_layers, m->n_heads = s->n_heads, m->n_kv_heads = s->n_kv_heads;
+        m->head_dim = s->head_dim, m->vocab_size = s->vocab_size, m->rope_theta = s->rope_theta;
+        snprintf(m->architecture, sizeof m->architecture, "%s", s->architecture);
+        snprintf(m->model_name, sizeof m->model_name, "synth:%s", s->name);
+        style = s->rope_style;
+    } else {
+        if (!(a->layers && a->heads && a->kv_heads && a->head_dim))
+            return cli_usage(err, v, "give --like NAME, or all of --layers, --heads, --kv-heads, --head-dim");
+        if (a->heads % a->kv_heads != 0)
+            return cli_usage(err, v, "--heads %lld is not a multiple of --kv-heads %lld",
+                             (long long)a->heads, (long long)a->kv_heads);
+        if (a->head_dim % 2 != 0)
+            return cli_usage(err, v, "--head-dim %lld must be even (RoPE rotates pairs)", (long long)a->head_dim);
+        m->n_layers = a->layers, m->n_heads = a->heads, m->n_kv_heads = a->kv_heads;
+        m->head_dim = a->head_dim, m->vocab_size = a->vocab, m->rope_theta = a->theta;
+        snprintf(m->architecture, sizeof m->architecture, "llama");
+        snprintf(m->model_name, sizeof m->model_name, "synth:L%lld-H%lld-K%lld-D%lld",
+                 (long long)a->layers, (long long)a->heads, (long long)a->kv_heads, (long long)a->head_dim);
+    }
+    if (a->rope_style) {
+        rope_style rs;
+        if (!rope_style_parse(a->rope_style, &rs))
+            return cli_usage(err, v, "--rope-style must be interleaved or neox, got '%s'", a->rope_style);
+        style = a->rope_style;
+    }
+    snprintf(m->rope_style, sizeof m->rope_style, "%s", style);
+    if (!a->tokens) return cli_usage(err, v, "--tokens T is required");
+    m->n_tokens = a->tokens;
+    m->prompt_len = a->prompt_len < 0 ? a->tokens : a->prompt_len;
+    if (m->prompt_len > m->n_tokens)
+        return cli_usage(err, v, "--prompt-len %lld exceeds --tokens %lld", (long long)m->prompt_len,
+                         (long long)m->n_tokens);
+    snprintf(m->creator, sizeof m->creator, "kvtrace %s synth (seed %llu)", KVTRACE_VERSION,
+             (unsigned long long)a->seed);
+    snprintf(m->capture_mode, sizeof m->capture_mode, "full");
+    m->capture_chunk = 0;
+    cfg->seed = a->seed;
+    synth_geometry_default(&cfg->geo);
+    if (a->sinks >= 0) cfg->geo.sinks = a->sinks;
+    return KV_OK;
+}
+
+int synth_main(int argc, char **argv)
+{
+    kv_err err = {0};
+    synth_args a;
+    int rc = parse_args(argc, argv, &a, &err);
+    if (!rc && a.help) {
+        printf(USAGE, model_shape_names());
+        return 0;
+    }
+    synth_config cfg;
+    if (!rc) rc = build_config(&a, &cfg, &err);
+    trace_create_opts opts = {0};
+    if (!rc) {
+        if (strcmp(a.dtype, "f32") == 0) opts.storage = TRACE_F32;
+        else if (strcmp(a.dtype, "f16") == 0) opts.storage = TRACE_F16;
+        else rc = cli_usage(&err, "synth", "--dtype must be f32 or f16, got '%s'", a.dtype);
+    }
+    if (!rc && !a.output) rc = cli_usage(&err, "synth", "-o PATH is required");
+    if (!rc) {
+        opts.deflate = (int)a.deflate;
+        opts.force = a.force;
+        rc = synth_write(&cfg, a.output, &opts, a.quiet, &err);
+    }
+    return rc ? cli_report(&err) : 0;
+}
