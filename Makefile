@@ -1,8 +1,11 @@
 # kvtrace — build, test, fuzz.
 #   make            build build/kvtrace
-#   make test       install missing Debian packages, build, run every test
-#   make test-asan  the same tests under AddressSanitizer + UBSan (build-asan/)
+#   make test       install missing Debian packages, build, run every test: unit tests and
+#                   scripts on the normal build and under ASan+UBSan, plus a short fuzz run;
+#                   ends with one combined "N passed, N failed" line
+#   make test-asan  only the ASan+UBSan build (build-asan/) and its tests
 #   make fuzz       libFuzzer on the trace validation layer (FUZZ_SECONDS=60)
+#   make demo       set-up, build, and the pipeline as far as it exists (see README)
 #   make deps       install missing Debian packages only
 
 CC      ?= cc
@@ -32,7 +35,7 @@ BIN      := $(BUILD)/kvtrace
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-run test-asan fuzz clean
+.PHONY: all deps test check tests test-asan fuzz fuzz-bin demo clean
 all: $(BIN)
 
 deps:
@@ -54,23 +57,38 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-missing-prototypes $< $(LIB) $(LDFLAGS) \
 	    $(shell pkg-config --libs cmocka 2>/dev/null) $(LDLIBS) -o $@
 
-# test and test-asan re-run make after deps so that pkg-config sees the new packages
+tests: $(BIN) $(TEST_BIN)
+
+# test, test-asan and fuzz re-run make after deps so that pkg-config sees new packages
 test: deps
-	@$(MAKE) --no-print-directory test-run
+	@$(MAKE) --no-print-directory check
+
+check:
+	@$(MAKE) --no-print-directory tests
+	@$(MAKE) --no-print-directory tests BUILD=build-asan SAN=1
+	@$(MAKE) --no-print-directory fuzz-bin
+	@FUZZ_BIN=$(FUZZ_BIN) FUZZ_SMOKE_SECONDS=10 tests/run_all.sh build build-asan
 
 test-asan: deps
-	@$(MAKE) --no-print-directory test-run BUILD=build-asan SAN=1
-
-test-run: $(BIN) $(TEST_BIN)
-	@tests/run_all.sh $(BUILD)
+	@$(MAKE) --no-print-directory tests BUILD=build-asan SAN=1
+	@tests/run_all.sh build-asan
 
 FUZZ_SECONDS ?= 60
+FUZZ_BIN := build-fuzz/fuzz_trace_validate
 FUZZ_SRC := tests/fuzz/fuzz_trace_validate.c $(filter core/%,$(LIB_SRC))
+fuzz-bin: $(FUZZ_BIN)
+$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard core/*.h)
+	@mkdir -p build-fuzz
+	clang $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined $(FUZZ_SRC) $(LDLIBS) -o $@
+
 fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-bin
 	@mkdir -p build-fuzz/corpus
-	clang $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined $(FUZZ_SRC) $(LDLIBS) \
-	    -o build-fuzz/fuzz_trace_validate
-	build-fuzz/fuzz_trace_validate -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 build-fuzz/corpus
+	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 build-fuzz/corpus
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo.sh
 
 clean:
 	rm -rf build build-asan build-fuzz

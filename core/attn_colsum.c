@@ -1,6 +1,7 @@
 #include "attn_colsum.h"
 
 #include <cblas.h>
+#include <math.h>
 
 #include "fastexp.h"
 
@@ -63,12 +64,30 @@ int64_t attn_colsum_scratch_floats(int64_t T)
     return (int64_t)ATTN_COLSUM_BLOCK * T;
 }
 
+void attn_colsum_row_range(const float *q, const float *k, int64_t r0, int64_t r1, int64_t D,
+                           float scale, double *colsum, float *scratch)
+{
+    for (int64_t i0 = r0; i0 < r1; i0 += ATTN_COLSUM_BLOCK) {
+        int64_t n = r1 - i0 < ATTN_COLSUM_BLOCK ? r1 - i0 : ATTN_COLSUM_BLOCK;
+        attn_colsum_add_rows(q + i0 * D, i0, n, k, D, scale, colsum, scratch);
+    }
+}
+
 void attn_colsum_head(const float *q, const float *k, int64_t T, int64_t D, float scale,
                       double *colsum, float *scratch)
 {
     for (int64_t j = 0; j < T; j++) colsum[j] = 0.0;
-    for (int64_t i0 = 0; i0 < T; i0 += ATTN_COLSUM_BLOCK) {
-        int64_t n = T - i0 < ATTN_COLSUM_BLOCK ? T - i0 : ATTN_COLSUM_BLOCK;
-        attn_colsum_add_rows(q + i0 * D, i0, n, k, D, scale, colsum, scratch);
+    attn_colsum_row_range(q, k, 0, T, D, scale, colsum, scratch);
+}
+
+void attn_colsum_partition(int64_t T, int P, int64_t *bounds)
+{
+    /* rows [0, r) cost about r^2 / 2: cut where that reaches p / P of the total */
+    bounds[0] = 0;
+    for (int p = 1; p < P; p++) {
+        int64_t r = (int64_t)((double)T * sqrt((double)p / (double)P));
+        r = r / ATTN_COLSUM_BLOCK * ATTN_COLSUM_BLOCK; /* whole blocks */
+        bounds[p] = r < bounds[p - 1] ? bounds[p - 1] : r > T ? T : r;
     }
+    bounds[P] = T;
 }

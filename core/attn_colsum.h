@@ -27,4 +27,13 @@ void attn_colsum_head(const float *q, const float *k, int64_t T, int64_t D, floa
 
 int64_t attn_colsum_scratch_floats(int64_t T);
 
+/* For threads: rows [r0, r1) in blocks, added into colsum (not zeroed). */
+void attn_colsum_row_range(const float *q, const float *k, int64_t r0, int64_t r1, int64_t D,
+                           float scale, double *colsum, float *scratch);
+
+/* Splits rows [0, T) into P ranges of about equal work (row i costs i + 1),
+ * bounds[0] = 0 <= ... <= bounds[P] = T. A fixed split (not one per thread
+ * count) keeps summation order, hence results, independent of threads. */
+void attn_colsum_partition(int64_t T, int P, int64_t *bounds);
+
 #endif

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/attn_colsum.h"
+#include "core/parallel.h"
 #include "core/progress.h"
 #include "core/rng.h"
 
@@ -150,57 +151,82 @@ void synth_tokens(const synth_config *cfg, int32_t *tokens)
         tokens[t] = t == 0 ? (V > 1 ? 1 : 0) : (int32_t)rng_below(&r, (uint64_t)V);
 }
 
+/* Column sums of one query head are split into COLSUM_PARTS fixed row ranges
+ * (work items for the threads), each summed into its own partial array, then
+ * combined in a fixed order: the same values whatever the thread count. */
+enum { COLSUM_PARTS = 8 };
+
 typedef struct {
+    int64_t T, D, G;
+    int threads;
     float *rope_tab;   /* [T][D] */
     float *keys;       /* [T][D] */
     float *values;     /* [T][D] */
     float *queries;    /* [G][T][D] */
-    double *colsum;    /* [T] */
+    double *partial;   /* [G][COLSUM_PARTS][T] */
     float *colsum_f;   /* [T] */
-    float *scratch;    /* attn_colsum_scratch_floats(T) */
+    float *scratch;    /* [threads][attn_colsum_scratch_floats(T)] */
     int32_t *tokens;   /* [T] */
+    int64_t bounds[COLSUM_PARTS + 1];
 } synth_buffers;
 
 static void buffers_free(synth_buffers *b)
 {
     free(b->rope_tab), free(b->keys), free(b->values), free(b->queries);
-    free(b->colsum), free(b->colsum_f), free(b->scratch), free(b->tokens);
+    free(b->partial), free(b->colsum_f), free(b->scratch), free(b->tokens);
 }
 
-static int buffers_alloc(synth_buffers *b, int64_t T, int64_t D, int64_t G, kv_err *err)
+static int buffers_alloc(synth_buffers *b, int64_t T, int64_t D, int64_t G, int threads, kv_err *err)
 {
     memset(b, 0, sizeof *b);
+    b->T = T, b->D = D, b->G = G, b->threads = threads;
     size_t td = (size_t)T * (size_t)D;
+    size_t scratch = (size_t)attn_colsum_scratch_floats(T) * (size_t)threads;
     if (!(b->rope_tab = kv_calloc(td, sizeof(float), "rope table", err)) ||
         !(b->keys = kv_calloc(td, sizeof(float), "keys", err)) ||
         !(b->values = kv_calloc(td, sizeof(float), "values", err)) ||
         !(b->queries = kv_calloc(td * (size_t)G, sizeof(float), "queries", err)) ||
-        !(b->colsum = kv_calloc((size_t)T, sizeof(double), "column sums", err)) ||
+        !(b->partial = kv_calloc((size_t)(T * G * COLSUM_PARTS), sizeof(double), "column sums", err)) ||
         !(b->colsum_f = kv_calloc((size_t)T, sizeof(float), "column sums", err)) ||
-        !(b->scratch = kv_calloc((size_t)attn_colsum_scratch_floats(T), sizeof(float), "attention scratch", err)) ||
+        !(b->scratch = kv_calloc(scratch, sizeof(float), "attention scratch", err)) ||
         !(b->tokens = kv_calloc((size_t)T, sizeof(int32_t), "tokens", err))) {
         buffers_free(b);
         return err->code;
     }
+    attn_colsum_partition(T, COLSUM_PARTS, b->bounds);
     return KV_OK;
+}
+
+/* Work item: (query head j of the group, row range p). */
+static void colsum_item(void *ctx, int item, int thread)
+{
+    synth_buffers *b = ctx;
+    const int64_t T = b->T, D = b->D, j = item / COLSUM_PARTS, p = item % COLSUM_PARTS;
+    double *part = b->partial + (j * COLSUM_PARTS + p) * T;
+    for (int64_t t = 0; t < T; t++) part[t] = 0.0;
+    attn_colsum_row_range(b->queries + j * T * D, b->keys, b->bounds[p], b->bounds[p + 1], D,
+                          (float)(1.0 / sqrt((double)D)), part,
+                          b->scratch + (size_t)thread * (size_t)attn_colsum_scratch_floats(T));
 }
 
 /* Generates and writes one (layer, kv head): keys, values, its query heads and their colsums. */
 static int write_unit(const synth_config *cfg, synth_buffers *b, trace_writer *w, int64_t l,
                       int64_t kv, kv_err *err)
 {
-    const trace_meta *m = &cfg->meta;
-    const int64_t T = m->n_tokens, D = m->head_dim, G = m->n_heads / m->n_kv_heads;
+    const int64_t T = b->T, D = b->D, G = b->G;
     synth_unit(cfg, b->rope_tab, l, kv, b->keys, b->values, b->queries);
+    kv_parallel_for((int)(G * COLSUM_PARTS), b->threads, colsum_item, b);
     int rc = trace_write_rows(w, TRACE_KEYS, l, kv, 0, T, b->keys, err);
     if (!rc) rc = trace_write_rows(w, TRACE_VALUES, l, kv, 0, T, b->values, err);
     for (int64_t j = 0; !rc && j < G; j++) {
-        const float *q = b->queries + j * T * D;
-        rc = trace_write_rows(w, TRACE_QUERIES, l, kv * G + j, 0, T, q, err);
-        if (rc) break;
-        attn_colsum_head(q, b->keys, T, D, (float)(1.0 / sqrt((double)D)), b->colsum, b->scratch);
-        for (int64_t t = 0; t < T; t++) b->colsum_f[t] = (float)b->colsum[t];
-        rc = trace_write_rows(w, TRACE_COLSUM, l, kv * G + j, 0, T, b->colsum_f, err);
+        rc = trace_write_rows(w, TRACE_QUERIES, l, kv * G + j, 0, T, b->queries + j * T * D, err);
+        const double *part = b->partial + j * COLSUM_PARTS * T;
+        for (int64_t t = 0; t < T; t++) {
+            double sum = 0.0;
+            for (int p = 0; p < COLSUM_PARTS; p++) sum += part[p * T + t];
+            b->colsum_f[t] = (float)sum;
+        }
+        if (!rc) rc = trace_write_rows(w, TRACE_COLSUM, l, kv * G + j, 0, T, b->colsum_f, err);
     }
     return rc;
 }
@@ -217,8 +243,10 @@ int synth_write(const synth_config *cfg, const char *path, const trace_create_op
     opts.want[TRACE_COLSUM] = true;
     opts.expected_tokens = T;
 
+    int threads = cfg->threads > 0 ? cfg->threads : kv_cpu_count();
+    kv_blas_single_threaded(); /* our threads split the work; BLAS inside each stays serial */
     synth_buffers b;
-    int rc = buffers_alloc(&b, T, D, G, err);
+    int rc = buffers_alloc(&b, T, D, G, threads, err);
     if (rc) return rc;
     trace_writer *w = NULL;
     rc = trace_create(path, m, &opts, &w, err);

@@ -34,6 +34,7 @@ typedef struct {
     trace_meta meta;        /* shapes, names, rope; n_tokens = T to generate */
     uint64_t seed;
     synth_geometry geo;
+    int threads;            /* 0: one per CPU; values do not depend on it */
 } synth_config;
 
 /* One kv head of one layer: keys and values [T][D], the queries of its G =

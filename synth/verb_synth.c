@@ -29,6 +29,7 @@ static const char USAGE[] =
     "  --seed S             generator seed (default 0); same seed, same values\n"
     "  --sinks N            sink positions at the start (default 4)\n"
     "  --dtype f32|f16      storage type of keys, values, queries (default f32)\n"
+    "  --threads N          worker threads (default: one per CPU); values do not depend on it\n"
     "  --deflate N          deflate+shuffle level 1..9 (default 0: off)\n"
     "  -o, --output PATH    output trace (required)\n"
     "  --force              replace an existing output\n"
@@ -38,7 +39,7 @@ static const char USAGE[] =
 enum {
     OPT_LIKE = 256, OPT_LAYERS, OPT_HEADS, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_VOCAB, OPT_THETA,
     OPT_ROPE_STYLE, OPT_TOKENS, OPT_PROMPT_LEN, OPT_SEED, OPT_SINKS, OPT_DTYPE, OPT_DEFLATE,
-    OPT_FORCE, OPT_QUIET,
+    OPT_FORCE, OPT_QUIET, OPT_THREADS,
 };
 
 static const struct option OPTIONS[] = {
@@ -57,6 +58,7 @@ static const struct option OPTIONS[] = {
     {"dtype", required_argument, NULL, OPT_DTYPE},
     {"deflate", required_argument, NULL, OPT_DEFLATE},
     {"output", required_argument, NULL, 'o'},
+    {"threads", required_argument, NULL, OPT_THREADS},
     {"force", no_argument, NULL, OPT_FORCE},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"help", no_argument, NULL, 'h'},
@@ -65,7 +67,7 @@ static const struct option OPTIONS[] = {
 
 typedef struct {
     const char *like, *output, *rope_style, *dtype;
-    int64_t layers, heads, kv_heads, head_dim, vocab, tokens, prompt_len, sinks, deflate;
+    int64_t layers, heads, kv_heads, head_dim, vocab, tokens, prompt_len, sinks, deflate, threads;
     double theta;
     uint64_t seed;
     bool force, quiet, help;
@@ -105,6 +107,7 @@ static int parse_args(int argc, char **argv, synth_args *a, kv_err *err)
         case OPT_SEED: rc = cli_parse_u64(v, "--seed", optarg, &a->seed, err); break;
         case OPT_SINKS: rc = cli_parse_i64(v, "--sinks", optarg, 0, BIG, &a->sinks, err); break;
         case OPT_DTYPE: a->dtype = optarg; break;
+        case OPT_THREADS: rc = cli_parse_i64(v, "--threads", optarg, 1, 256, &a->threads, err); break;
         case OPT_DEFLATE: rc = cli_parse_i64(v, "--deflate", optarg, 0, 9, &a->deflate, err); break;
         case 'o': a->output = optarg; break;
         case OPT_FORCE: a->force = true; break;
@@ -167,6 +170,7 @@ static int build_config(const synth_args *a, synth_config *cfg, kv_err *err)
     snprintf(m->capture_mode, sizeof m->capture_mode, "full");
     m->capture_chunk = 0;
     cfg->seed = a->seed;
+    cfg->threads = (int)a->threads;
     synth_geometry_default(&cfg->geo);
     if (a->sinks >= 0) cfg->geo.sinks = a->sinks;
     return KV_OK;

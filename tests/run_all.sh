@@ -1,15 +1,17 @@
 #!/bin/sh
 # Runs every test program and script and ends with one combined count.
-#   tests/run_all.sh BUILD_DIR
+#   tests/run_all.sh BUILD_DIR [BUILD_DIR ...]
+# For each build directory (e.g. build and the ASan build build-asan) it runs
+# the unit tests and the scripts with that build's kvtrace; then, if FUZZ_BIN
+# is set, a short libFuzzer smoke run (FUZZ_SMOKE_SECONDS, default 10).
 # Unit tests are cmocka programs in BUILD_DIR/tests (TAP output); scripts in
 # tests/scripts/*.sh and tests/scripts/*.py print TAP lines too ("ok N - ...",
 # "not ok N - ..."). A program that crashes or exits non-zero without a
 # "not ok" line counts as one failure of its own.
 set -u
-BUILD=${1:-build}
+[ $# -ge 1 ] || set -- build
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-KVTRACE="$ROOT/$BUILD/kvtrace"
-export KVTRACE BUILD ROOT
+export ROOT
 export CMOCKA_MESSAGE_OUTPUT=TAP
 PY=/usr/bin/python3
 LOG=$(mktemp -d)
@@ -39,18 +41,37 @@ run_one() { # name, command...
     failed=$((failed + f))
 }
 
-for t in "$ROOT/$BUILD"/tests/test_*; do
-    [ -x "$t" ] || continue
-    run_one "$(basename "$t")" "$t"
+for BUILD in "$@"; do
+    KVTRACE="$ROOT/$BUILD/kvtrace"
+    export KVTRACE BUILD
+    for t in "$ROOT/$BUILD"/tests/test_*; do
+        [ -x "$t" ] || continue
+        run_one "$BUILD/$(basename "$t")" "$t"
+    done
+    for s in "$ROOT"/tests/scripts/*.sh; do
+        [ -f "$s" ] || continue
+        run_one "$BUILD: $(basename "$s")" sh "$s"
+    done
+    for s in "$ROOT"/tests/scripts/*.py; do
+        [ -f "$s" ] || continue
+        run_one "$BUILD: $(basename "$s")" "$PY" "$s"
+    done
 done
-for s in "$ROOT"/tests/scripts/*.sh; do
-    [ -f "$s" ] || continue
-    run_one "$(basename "$s")" sh "$s"
-done
-for s in "$ROOT"/tests/scripts/*.py; do
-    [ -f "$s" ] || continue
-    run_one "$(basename "$s")" "$PY" "$s"
-done
+
+if [ -n "${FUZZ_BIN:-}" ]; then
+    secs=${FUZZ_SMOKE_SECONDS:-10}
+    corpus=$(mktemp -d)
+    fuzz_smoke() {
+        if "$ROOT/$FUZZ_BIN" -max_total_time="$secs" -rss_limit_mb=2048 "$corpus" >"$LOG/fuzz" 2>&1; then
+            echo "ok 1 - fuzz_trace_validate ran $secs s clean: $(grep -o 'Done [0-9]* runs' "$LOG/fuzz")"
+        else
+            echo "not ok 1 - fuzz_trace_validate found a failure"
+            tail -40 "$LOG/fuzz"
+        fi
+    }
+    run_one "fuzz smoke ($secs s)" fuzz_smoke
+    rm -rf "$corpus"
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,20 @@
+/* parallel: run n independent work items on up to n_threads pthreads.
+ *
+ * Items are handed out dynamically, but callers give each item its own output
+ * slot, so results never depend on the thread count or on scheduling. */
+#ifndef KV_PARALLEL_H
+#define KV_PARALLEL_H
+
+typedef void (*kv_item_fn)(void *ctx, int item, int thread);
+
+/* Runs fn(ctx, item, thread) for item in [0, n_items), thread in
+ * [0, n_threads). Runs inline when n_threads <= 1 or thread creation fails. */
+void kv_parallel_for(int n_items, int n_threads, kv_item_fn fn, void *ctx);
+
+/* Online CPUs (at least 1). */
+int kv_cpu_count(void);
+
+/* Tells OpenBLAS to stay single-threaded inside our own worker threads. */
+void kv_blas_single_threaded(void);
+
+#endif
