@@ -214,6 +214,20 @@ done:
     return rc;
 }
 
+bool h5u_slab_io(hid_t dset, int rank, const hsize_t *start, const hsize_t *count, hid_t mtype,
+                 void *buf, bool write)
+{
+    hid_t fspace = H5Dget_space(dset);
+    hid_t mspace = H5Screate_simple(rank, count, NULL);
+    bool ok = fspace >= 0 && mspace >= 0 &&
+              H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
+              (write ? H5Dwrite(dset, mtype, mspace, fspace, H5P_DEFAULT, buf)
+                     : H5Dread(dset, mtype, mspace, fspace, H5P_DEFAULT, buf)) >= 0;
+    if (mspace >= 0) H5Sclose(mspace);
+    if (fspace >= 0) H5Sclose(fspace);
+    return ok;
+}
+
 bool h5u_exists(hid_t loc, const char *path)
 {
     /* H5Lexists needs every intermediate link to exist: walk the path. */

@@ -38,6 +38,12 @@ int h5u_read_attr_f64(hid_t obj, const char *where, const char *name, double *va
 int h5u_read_attr_str(hid_t obj, const char *where, const char *name, char *buf, size_t cap,
                       bool *present, kv_err *err);
 
+/* Reads (write = false) or writes the hyperslab [start, start + count) of a
+ * dataset of rank `rank` from/to a contiguous buffer in memory type `mtype`.
+ * Returns false on any HDF5 failure. */
+bool h5u_slab_io(hid_t dset, int rank, const hsize_t *start, const hsize_t *count, hid_t mtype,
+                 void *buf, bool write);
+
 /* True if a link of that path exists (every intermediate group too). */
 bool h5u_exists(hid_t loc, const char *path);
 

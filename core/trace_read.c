@@ -237,14 +237,7 @@ static int read_slab(trace *tr, trace_dset d, const hsize_t *start, const hsize_
                      hid_t mtype, void *buf, kv_err *err)
 {
     const trace_dset_spec *s = trace_spec(d);
-    hid_t fspace = H5Dget_space(tr->dset[d]);
-    hid_t mspace = H5Screate_simple(s->rank, count, NULL);
-    bool ok = fspace >= 0 && mspace >= 0 &&
-              H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
-              H5Dread(tr->dset[d], mtype, mspace, fspace, H5P_DEFAULT, buf) >= 0;
-    if (mspace >= 0) H5Sclose(mspace);
-    if (fspace >= 0) H5Sclose(fspace);
-    if (!ok)
+    if (!h5u_slab_io(tr->dset[d], s->rank, start, count, mtype, buf, false))
         return kv_fail(err, KV_EINPUT, "%s: cannot read %s (corrupt or truncated data)", tr->path, s->path);
     return KV_OK;
 }

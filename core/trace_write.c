@@ -221,14 +221,7 @@ static int write_slab(trace_writer *w, trace_dset d, const hsize_t *start, const
                       hid_t mtype, const void *buf, kv_err *err)
 {
     const trace_dset_spec *s = trace_spec(d);
-    hid_t fspace = H5Dget_space(w->dset[d]);
-    hid_t mspace = H5Screate_simple(s->rank, count, NULL);
-    bool ok = fspace >= 0 && mspace >= 0 &&
-              H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
-              H5Dwrite(w->dset[d], mtype, mspace, fspace, H5P_DEFAULT, buf) >= 0;
-    if (mspace >= 0) H5Sclose(mspace);
-    if (fspace >= 0) H5Sclose(fspace);
-    if (!ok) return kv_fail(err, KV_EFAIL, "%s: cannot write %s", w->out.final_path, s->path);
+    if (!h5u_slab_io(w->dset[d], s->rank, start, count, mtype, (void *)buf, true)) return kv_fail(err, KV_EFAIL, "%s: cannot write %s", w->out.final_path, s->path);
     return KV_OK;
 }
 

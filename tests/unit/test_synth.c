@@ -9,22 +9,6 @@
 #include "core/trace.h"
 #include "synth/synth.h"
 
-static char dir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_tmpdir(dir, sizeof dir);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmdir(dir);
-    return 0;
-}
-
 static synth_config config(int64_t L, int64_t H, int64_t K, int64_t D, int64_t T, uint64_t seed)
 {
     synth_config c;
@@ -107,14 +91,14 @@ static void written_colsum_is_exact(void **state)
     enum { L = 2, H = 4, K = 2, D = 8, T = 150 };
     synth_config c = config(L, H, K, D, T, 7);
     char path[512];
-    snprintf(path, sizeof path, "%s/synth.h5", dir);
+    snprintf(path, sizeof path, "%s/synth.h5", tu_dir);
     trace_create_opts o = {0};
     kv_err err = {0};
     c.threads = 1;
     assert_int_equal(synth_write(&c, path, &o, true, &err), 0);
     /* the thread count changes nothing: byte-identical files */
     char path3[600], cmd[1400];
-    snprintf(path3, sizeof path3, "%s/synth3.h5", dir);
+    snprintf(path3, sizeof path3, "%s/synth3.h5", tu_dir);
     c.threads = 3;
     assert_int_equal(synth_write(&c, path3, &o, true, &err), 0);
     snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", path, path3);
@@ -213,5 +197,5 @@ int main(void)
         cmocka_unit_test(written_colsum_is_exact),
         cmocka_unit_test(key_geometry),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }

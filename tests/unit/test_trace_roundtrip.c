@@ -10,22 +10,6 @@
 
 enum { L = 2, H = 4, K = 2, D = 6, T = 37, V = 50 };
 
-static char dir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_tmpdir(dir, sizeof dir);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmdir(dir);
-    return 0;
-}
-
 static trace_meta small_meta(void)
 {
     trace_meta m = {0};
@@ -53,7 +37,7 @@ static void fill_rows(int which, int l, int h, int t0, int n, int width, float *
 
 static void path_in_dir(char *buf, size_t cap, const char *name)
 {
-    snprintf(buf, cap, "%s/%s", dir, name);
+    snprintf(buf, cap, "%s/%s", tu_dir, name);
 }
 
 /* Writes the whole trace in pieces [0,10) [10,20) [20,30) [30,37), heads in reverse order. */
@@ -281,5 +265,5 @@ int main(void)
         cmocka_unit_test(failures_leave_nothing),
         cmocka_unit_test(nonfinite_values_are_refused),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }

@@ -28,6 +28,23 @@ static inline void tu_rmdir(const char *dir)
     assert_int_equal(system(cmd), 0);
 }
 
+/* One temporary directory per test group: pass these to cmocka_run_group_tests. */
+static char tu_dir[256];
+
+static inline int tu_group_setup(void **state)
+{
+    (void)state;
+    tu_tmpdir(tu_dir, sizeof tu_dir);
+    return 0;
+}
+
+static inline int tu_group_teardown(void **state)
+{
+    (void)state;
+    tu_rmdir(tu_dir);
+    return 0;
+}
+
 /* Number of entries in a directory (to prove nothing was left behind). */
 static inline int tu_count_entries(const char *dir)
 {
