@@ -193,7 +193,8 @@ int h5u_read_attr_str(hid_t obj, const char *where, const char *name, char *buf,
     } else {
         size_t size = H5Tget_size(ftype);
         char *tmp = size ? malloc(size + 1) : NULL;
-        if (!tmp || H5Tset_size(mtype, size + 1) < 0 || H5Aread(attr, mtype, tmp) < 0) {
+        if (!tmp || H5Tset_size(mtype, size + 1) < 0 || H5Tset_cset(mtype, H5Tget_cset(ftype)) < 0 ||
+            H5Aread(attr, mtype, tmp) < 0) {
             free(tmp);
             rc = kv_fail(err, KV_EINPUT, "%s: cannot read string attribute '%s'", where, name);
             goto done;
