@@ -84,7 +84,9 @@ $(FUZZ_BIN): $(FUZZ_SRC) $(wildcard core/*.h)
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-bin
 	@mkdir -p build-fuzz/corpus
-	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 build-fuzz/corpus
+	/usr/bin/python3 tests/fuzz/make_seeds.py build-fuzz/corpus
+	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -artifact_prefix=build-fuzz/ \
+	    build-fuzz/corpus
 
 demo: deps
 	@$(MAKE) --no-print-directory all

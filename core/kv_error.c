@@ -12,6 +12,10 @@ int kv_fail(kv_err *err, int code, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
+        /* One line whatever a file holds: messages echo attribute values and
+         * paths, so control characters (\n, \r, ESC, ...) become '?'. */
+        for (char *p = err->msg; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
         err->code = code;
     }
     return code;

@@ -246,6 +246,9 @@ static int read_slab(trace *tr, trace_dset d, const hsize_t *start, const hsize_
 static int read_token_block(trace *tr, int64_t t0, int64_t n, int64_t *tmp, kv_err *err)
 {
     hsize_t start = (hsize_t)t0, count = (hsize_t)n;
+    /* HDF5 leaves the buffer as it was where a dataset with fill time
+     * "never" was not written: start from an id outside every vocabulary. */
+    for (int64_t i = 0; i < n; i++) tmp[i] = -1;
     int rc = read_slab(tr, TRACE_TOKENS, &start, &count, H5T_NATIVE_INT64, tmp, err);
     for (int64_t i = 0; !rc && i < n; i++)
         if (tmp[i] < 0 || tmp[i] >= tr->meta.vocab_size)
@@ -288,7 +291,7 @@ static int check_values(const trace *tr, trace_dset d, int64_t layer, int64_t he
         return kv_fail(err, KV_EINPUT, "%s: %s[layer %lld, head %lld, position %lld] = %g is %s", tr->path,
                        trace_dset_path(d), (long long)layer, (long long)head,
                        (long long)(t0 + (int64_t)i / width), v[i],
-                       isfinite(v[i]) ? "negative" : "not finite");
+                       isfinite(v[i]) ? "negative" : "not finite (or never written)");
     }
     return KV_OK;
 }
@@ -318,9 +321,13 @@ int trace_read_rows(trace *tr, trace_dset d, int64_t layer, int64_t head, int64_
             if (!buf) return kv_fail(err, KV_EFAIL, "float16 conversion buffer: out of memory");
             tr->half_buf = buf, tr->half_cap = total;
         }
+        /* NaN where HDF5 writes nothing (unwritten chunks with fill time
+         * "never"): check_values then refuses it instead of returning stale rows. */
+        for (size_t i = 0; i < total; i++) tr->half_buf[i] = 0x7e00;
         rc = read_slab(tr, d, start, count, tr->half, tr->half_buf, err);
         if (!rc) half_to_float_array(tr->half_buf, out, total);
     } else {
+        for (size_t i = 0; i < total; i++) out[i] = NAN; /* as above */
         rc = read_slab(tr, d, start, count, H5T_NATIVE_FLOAT, out, err);
     }
     if (!rc) rc = check_values(tr, d, layer, head, t0, width, out, total, err);

@@ -62,10 +62,19 @@ if [ -n "${FUZZ_BIN:-}" ]; then
     secs=${FUZZ_SMOKE_SECONDS:-10}
     corpus=$(mktemp -d)
     fuzz_smoke() {
-        if "$ROOT/$FUZZ_BIN" -max_total_time="$secs" -rss_limit_mb=2048 "$corpus" >"$LOG/fuzz" 2>&1; then
-            echo "ok 1 - fuzz_trace_validate ran $secs s clean: $(grep -o 'Done [0-9]* runs' "$LOG/fuzz")"
+        # inputs that once found bugs, then a short run from the seed corpus
+        if ! "$ROOT/$FUZZ_BIN" "$ROOT"/tests/fuzz/regressions/* >"$LOG/fuzz" 2>&1; then
+            echo "not ok 1 - fuzz_trace_validate fails a regression input"
+            tail -40 "$LOG/fuzz"
+            return
+        fi
+        echo "ok 1 - fuzz_trace_validate passes $(ls "$ROOT"/tests/fuzz/regressions | wc -l) regression inputs"
+        "$PY" "$ROOT/tests/fuzz/make_seeds.py" "$corpus" >/dev/null
+        if "$ROOT/$FUZZ_BIN" -max_total_time="$secs" -rss_limit_mb=2048 -artifact_prefix="$LOG/" \
+            "$corpus" >"$LOG/fuzz" 2>&1; then
+            echo "ok 2 - fuzz_trace_validate ran $secs s clean: $(grep -o 'Done [0-9]* runs' "$LOG/fuzz")"
         else
-            echo "not ok 1 - fuzz_trace_validate found a failure"
+            echo "not ok 2 - fuzz_trace_validate found a failure"
             tail -40 "$LOG/fuzz"
         fi
     }
