@@ -75,9 +75,9 @@ test-asan: deps
 
 FUZZ_SECONDS ?= 60
 FUZZ_BIN := build-fuzz/fuzz_trace_validate
-FUZZ_SRC := tests/fuzz/fuzz_trace_validate.c $(filter core/%,$(LIB_SRC))
+FUZZ_SRC := $(wildcard tests/fuzz/*.c) $(filter core/%,$(LIB_SRC))
 fuzz-bin: $(FUZZ_BIN)
-$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard core/*.h)
+$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard core/*.h tests/fuzz/*.h)
 	@mkdir -p build-fuzz
 	clang $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined $(FUZZ_SRC) $(LDLIBS) -o $@
 

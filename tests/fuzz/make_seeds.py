@@ -3,7 +3,7 @@
 
 Each seed is a header (10 bytes: L, K, H/K, D, T, V, flags, optional-dataset mask,
 2 seed bytes; 0 = default) and then mutations, one op byte each followed by its
-arguments, in the encoding of fuzz_trace_validate.c (see mutate()). The harness
+arguments, in the encoding of fuzz_input.c (see fz_mutate()). The harness
 reaches all of this from an empty input too; the seeds just get there in seconds.
 If the encoding changes, old seeds stay harmless: any bytes are a valid input.
 """
