@@ -1,0 +1,70 @@
+/* model: the one in-memory description of a model that every loader fills
+ * (GGUF, llama2.c, random:NAME; Hugging Face checkpoints in issue #7) and
+ * the forward pass reads. Weights are float32, row-major W[out][in], so that
+ * y = W x is cblas_sgemm(RowMajor, NoTrans, Trans) over a chunk of rows. */
+#ifndef KV_MODEL_H
+#define KV_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "capture/vocab.h"
+#include "core/kv_error.h"
+#include "core/rope.h"
+
+typedef struct {
+    char name[256];          /* for the trace's model_name */
+    char architecture[16];   /* llama (qwen2, qwen3, mistral: issue #7) */
+    int64_t n_layers;        /* L */
+    int64_t dim;             /* model width */
+    int64_t ffn_dim;         /* SwiGLU hidden width */
+    int64_t n_heads;         /* H */
+    int64_t n_kv_heads;      /* K */
+    int64_t head_dim;        /* D */
+    int64_t vocab_size;      /* V */
+    int64_t context_len;     /* trained context (informational) */
+    double rope_theta;
+    double norm_eps;         /* RMSNorm epsilon */
+    rope_style rope;
+} model_config;
+
+typedef struct {
+    float *attn_norm;  /* [dim] */
+    float *wq;         /* [H*D][dim] */
+    float *wk;         /* [K*D][dim] */
+    float *wv;         /* [K*D][dim] */
+    float *wo;         /* [dim][H*D] */
+    float *ffn_norm;   /* [dim] */
+    float *w_gate;     /* [ffn_dim][dim]  (w1) */
+    float *w_up;       /* [ffn_dim][dim]  (w3) */
+    float *w_down;     /* [dim][ffn_dim]  (w2) */
+} model_layer;
+
+typedef struct {
+    model_config cfg;
+    float *tok_embd;       /* [V][dim] */
+    float *output_norm;    /* [dim] */
+    float *output;         /* [V][dim] (may equal tok_embd: tied) */
+    model_layer *layers;   /* [L] */
+    bool has_vocab;
+    kv_vocab vocab;
+    /* ownership: every weight lives in allocations listed here */
+    void **owned;
+    int n_owned, cap_owned;
+} kv_model;
+
+/* Loads `spec`: a GGUF file (by its magic), "random:NAME[:SEED]", or a
+ * llama2.c checkpoint (then `tokenizer` names its tokenizer.bin; NULL: no
+ * vocabulary, --tokens only). Errors: KV_EINPUT for a bad file (one line
+ * naming file and problem), KV_EUSAGE for a bad spec, KV_EFAIL otherwise. */
+int model_load(const char *spec, const char *tokenizer, kv_model *m, kv_err *err);
+
+void model_free(kv_model *m);
+
+/* Checks cfg's ranges and consistency (H % K, D even, dims > 0, ...). */
+int model_config_check(const model_config *c, const char *where, kv_err *err);
+
+/* Allocates `n` floats owned by m (freed by model_free); NULL + err on failure. */
+float *model_alloc(kv_model *m, size_t n, const char *what, kv_err *err);
+
+#endif
