@@ -1,0 +1,75 @@
+/* CPU kernels of the forward pass: OpenBLAS for every product, plain loops
+ * (vectorised by the compiler) for the rest. */
+#include <cblas.h>
+#include <math.h>
+
+#include "capture/forward.h"
+#include "core/fastexp.h"
+
+static void cpu_matmul(const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f, x, (int)in,
+                w, (int)in, 0.0f, y, (int)out);
+}
+
+static void cpu_rmsnorm(float *out, const float *x, const float *w, int64_t n, int64_t dim, double eps)
+{
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * dim;
+        double ss = 0.0;
+        for (int64_t i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
+        float scale = (float)(1.0 / sqrt(ss / (double)dim + eps));
+        for (int64_t i = 0; i < dim; i++) out[r * dim + i] = xr[i] * scale * w[i];
+    }
+}
+
+static void cpu_rope(float *x, int64_t n, int64_t heads, int64_t D, int64_t pos0, const float *rope_table,
+                     rope_style style)
+{
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t h = 0; h < heads; h++)
+            rope_table_apply(x + (r * heads + h) * D, D, style, rope_table, pos0 + r);
+}
+
+static void cpu_swiglu(float *gate, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+static void cpu_attend(const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0,
+                       int64_t n, int64_t D, float *p, float *out, int64_t ldo)
+{
+    const int64_t cols = pos0 + n;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    /* p[r][j] = scale * q_r . k_j for every visible column at once */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)cols, (int)D, scale, q, (int)ldq,
+                k, (int)D, 0.0f, p, (int)cols);
+    for (int64_t r = 0; r < n; r++) {
+        float *row = p + r * cols;
+        const int64_t len = pos0 + r + 1; /* causal: keys 0 .. pos0+r */
+        float mx = row[0];
+        for (int64_t j = 1; j < len; j++) mx = row[j] > mx ? row[j] : mx;
+        double sum = 0.0;
+        for (int64_t j = 0; j < len; j++) {
+            row[j] = kv_expf(row[j] - mx);
+            sum += row[j];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int64_t j = 0; j < len; j++) row[j] *= inv;
+        for (int64_t j = len; j < cols; j++) row[j] = 0.0f;
+    }
+    /* out[r] = sum_j p[r][j] v_j */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)D, (int)cols, 1.0f, p, (int)cols,
+                v, (int)D, 0.0f, out, (int)ldo);
+}
+
+const forward_kernels FORWARD_CPU = {
+    .matmul = cpu_matmul,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .swiglu = cpu_swiglu,
+    .attend = cpu_attend,
+};
