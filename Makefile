@@ -4,8 +4,10 @@
 #                   scripts on the normal build and under ASan+UBSan, plus a short fuzz run;
 #                   ends with one combined "N passed, N failed" line
 #   make test-asan  only the ASan+UBSan build (build-asan/) and its tests
-#   make fuzz       libFuzzer on the trace validation layer (FUZZ_SECONDS=60)
+#   make fuzz       libFuzzer on the trace validation layer, the GGUF reader, and the
+#                   token-file/tokenizer readers (FUZZ_SECONDS=60 each)
 #   make demo       set-up, build, and the pipeline as far as it exists (see README)
+#   make bench      capture throughput, peak RSS, GEMM rate vs OpenBLAS sgemm
 #   make deps       install missing Debian packages only
 
 CC      ?= cc
@@ -35,7 +37,7 @@ BIN      := $(BUILD)/kvtrace
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test check tests test-asan fuzz fuzz-bin demo clean
+.PHONY: all deps test check tests test-asan fuzz fuzz-bin demo bench clean
 all: $(BIN)
 
 deps:
@@ -67,26 +69,41 @@ check:
 	@$(MAKE) --no-print-directory tests
 	@$(MAKE) --no-print-directory tests BUILD=build-asan SAN=1
 	@$(MAKE) --no-print-directory fuzz-bin
-	@FUZZ_BIN=$(FUZZ_BIN) FUZZ_SMOKE_SECONDS=10 tests/run_all.sh build build-asan
+	@FUZZERS="$(FUZZERS)" FUZZ_SMOKE_SECONDS=5 tests/run_all.sh build build-asan
 
 test-asan: deps
 	@$(MAKE) --no-print-directory tests BUILD=build-asan SAN=1
 	@tests/run_all.sh build-asan
 
 FUZZ_SECONDS ?= 60
-FUZZ_BIN := build-fuzz/fuzz_trace_validate
-FUZZ_SRC := $(wildcard tests/fuzz/*.c) $(filter core/%,$(LIB_SRC))
-fuzz-bin: $(FUZZ_BIN)
-$(FUZZ_BIN): $(FUZZ_SRC) $(wildcard core/*.h tests/fuzz/*.h)
-	@mkdir -p build-fuzz
-	clang $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined $(FUZZ_SRC) $(LDLIBS) -o $@
+FUZZERS    := trace_validate gguf tokens
+FUZZ_BINS  := $(FUZZERS:%=build-fuzz/fuzz_%)
+CORE_SRC   := $(filter core/%,$(LIB_SRC))
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+FUZZ_trace_validate_SRC := $(wildcard tests/fuzz/*.c) $(CORE_SRC)
+FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(addprefix capture/,gguf.c gguf_meta.c \
+                   load_gguf.c load_llama2c.c model.c model_random.c vocab.c)
+FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c capture/vocab.c capture/tokenizer.c \
+                   capture/token_file.c core/kv_error.c
 
+fuzz-bin: $(FUZZ_BINS)
+.SECONDEXPANSION:
+$(FUZZ_BINS): build-fuzz/fuzz_%: $$(FUZZ_$$*_SRC) $(wildcard core/*.h capture/*.h tests/fuzz*/*.h)
+	@mkdir -p build-fuzz
+	clang $(CPPFLAGS) $(FUZZ_FLAGS) $(FUZZ_$*_SRC) $(LDLIBS) -o $@
+
+# every harness for FUZZ_SECONDS each; crash inputs are kept in build-fuzz/
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-bin
-	@mkdir -p build-fuzz/corpus
-	/usr/bin/python3 tests/fuzz/make_seeds.py build-fuzz/corpus
-	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -artifact_prefix=build-fuzz/ \
-	    build-fuzz/corpus
+	@for f in $(FUZZERS); do echo "== fuzz_$$f ($(FUZZ_SECONDS) s)"; \
+	    tests/fuzz_run.sh $$f $(FUZZ_SECONDS) build-fuzz || exit 1; done
+
+$(BUILD)/bench_sgemm: bench/bench_sgemm.c $(LIB)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+bench: deps
+	@$(MAKE) --no-print-directory all $(BUILD)/bench_sgemm
+	@bench/bench_capture.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory all

@@ -67,4 +67,24 @@ int model_config_check(const model_config *c, const char *where, kv_err *err);
 /* Allocates `n` floats owned by m (freed by model_free); NULL + err on failure. */
 float *model_alloc(kv_model *m, size_t n, const char *what, kv_err *err);
 
+/* ---- for the loaders (model.c dispatches; each fills a zeroed m, and on
+ * failure model_load frees what it allocated) ---------------------------- */
+
+/* m->layers, zeroed, for m->cfg.n_layers layers (freed by model_free). */
+int model_alloc_layers(kv_model *m, kv_err *err);
+
+/* A llama-architecture GGUF (load_gguf.c): config, F32/F16 weights, vocabulary. */
+int model_load_gguf(const char *path, kv_model *m, kv_err *err);
+
+/* The same from a parsed file (capture/gguf.h), e.g. one parsed from memory. */
+struct gguf_file;
+int model_from_gguf(const struct gguf_file *g, kv_model *m, kv_err *err);
+
+/* A llama2.c legacy checkpoint (load_llama2c.c); `tokenizer` may be NULL. */
+int model_load_llama2c(const char *path, const char *tokenizer, kv_model *m, kv_err *err);
+
+/* "random:NAME[:SEED]" (model_random.c): a core/model_shapes.h shape with
+ * seeded random weights and no vocabulary. */
+int model_load_random(const char *spec, kv_model *m, kv_err *err);
+
 #endif

@@ -63,4 +63,10 @@ int32_t vocab_find(const kv_vocab *v, const char *piece, size_t len);
  * BOS = 1, EOS = 2 as llama2.c; " " becomes "▁"; "<0xHH>" pieces are bytes. */
 int vocab_load_llama2c(const char *path, int32_t n, kv_vocab *v, kv_err *err);
 
+/* The same from the `size` bytes at `data` (the whole file); `where` names
+ * it in messages. Lengths are checked against the bytes that remain before
+ * anything is allocated for them. On failure *v is freed (zeroed). */
+int vocab_load_llama2c_buf(const void *data, size_t size, const char *where, int32_t n,
+                           kv_vocab *v, kv_err *err);
+
 #endif

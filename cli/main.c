@@ -6,6 +6,7 @@
 #include "core/cli_args.h"
 #include "core/h5util.h"
 #include "core/outfile.h"
+#include "capture/capture.h"
 #include "core/version.h"
 #include "synth/synth.h"
 #include "verbs.h"
@@ -19,12 +20,7 @@ typedef struct {
 } verb;
 
 static const verb VERBS[] = {
-    {"capture", "run a model and write a trace", NULL,
-     "kvtrace capture --model M [--tokenizer F] [--prompt TEXT | --prompt-file F | --tokens F]\n"
-     "                [--generate N] [--chunk B] [--record keys,values,queries]\n"
-     "                [--attention colsum|full|none] [--logits] [--dtype f32|f16]\n"
-     "                [--device cpu|cuda] [--evict POLICY --budget N] -o trace.h5",
-     "issue #3 (CPU), #8 (CUDA), #9 (in-model eviction)"},
+    {"capture", "run a model and write a trace", capture_main, NULL, NULL},
     {"info", "a trace's metadata, datasets, shapes, storage type and size", verb_info, NULL, NULL},
     {"synth", "a synthetic trace of a real model's shape", synth_main, NULL, NULL},
     {"sim", "replay eviction under many policies and budgets", NULL,

@@ -2,8 +2,8 @@
 # Runs every test program and script and ends with one combined count.
 #   tests/run_all.sh BUILD_DIR [BUILD_DIR ...]
 # For each build directory (e.g. build and the ASan build build-asan) it runs
-# the unit tests and the scripts with that build's kvtrace; then, if FUZZ_BIN
-# is set, a short libFuzzer smoke run (FUZZ_SMOKE_SECONDS, default 10).
+# the unit tests and the scripts with that build's kvtrace; then, for each
+# harness named in FUZZERS, a short libFuzzer run (FUZZ_SMOKE_SECONDS, default 5).
 # Unit tests are cmocka programs in BUILD_DIR/tests (TAP output); scripts in
 # tests/scripts/*.sh and tests/scripts/*.py print TAP lines too ("ok N - ...",
 # "not ok N - ..."). A program that crashes or exits non-zero without a
@@ -12,6 +12,11 @@ set -u
 [ $# -ge 1 ] || set -- build
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export ROOT
+# test models: CI sets KVTRACE_MODEL_DIR; a checkout beside shared/ finds them there
+if [ -z "${KVTRACE_MODEL_DIR:-}" ] && [ -d "$ROOT/../shared/models" ]; then
+    KVTRACE_MODEL_DIR=$(cd "$ROOT/../shared/models" && pwd)
+    export KVTRACE_MODEL_DIR
+fi
 export CMOCKA_MESSAGE_OUTPUT=TAP
 PY=/usr/bin/python3
 LOG=$(mktemp -d)
@@ -58,29 +63,20 @@ for BUILD in "$@"; do
     done
 done
 
-if [ -n "${FUZZ_BIN:-}" ]; then
-    secs=${FUZZ_SMOKE_SECONDS:-10}
-    corpus=$(mktemp -d)
+# a short run of every fuzz harness (after its regression inputs)
+secs=${FUZZ_SMOKE_SECONDS:-5}
+for f in ${FUZZERS:-}; do
     fuzz_smoke() {
-        # inputs that once found bugs, then a short run from the seed corpus
-        if ! "$ROOT/$FUZZ_BIN" "$ROOT"/tests/fuzz/regressions/* >"$LOG/fuzz" 2>&1; then
-            echo "not ok 1 - fuzz_trace_validate fails a regression input"
-            tail -40 "$LOG/fuzz"
-            return
-        fi
-        echo "ok 1 - fuzz_trace_validate passes $(ls "$ROOT"/tests/fuzz/regressions | wc -l) regression inputs"
-        "$PY" "$ROOT/tests/fuzz/make_seeds.py" "$corpus" >/dev/null
-        if "$ROOT/$FUZZ_BIN" -max_total_time="$secs" -rss_limit_mb=2048 -artifact_prefix="$LOG/" \
-            "$corpus" >"$LOG/fuzz" 2>&1; then
-            echo "ok 2 - fuzz_trace_validate ran $secs s clean: $(grep -o 'Done [0-9]* runs' "$LOG/fuzz")"
+        if "$ROOT/tests/fuzz_run.sh" "$1" "$secs" "$LOG" >"$LOG/fuzz" 2>&1; then
+            echo "ok 1 - fuzz_$1 ran $secs s clean: $(grep -o 'Done [0-9]* runs' "$LOG/fuzz")"
         else
-            echo "not ok 2 - fuzz_trace_validate found a failure"
+            echo "not ok 1 - fuzz_$1 found a failure"
             tail -40 "$LOG/fuzz"
+            cat "$LOG"/regressions_*.log 2>/dev/null | tail -20
         fi
     }
-    run_one "fuzz smoke ($secs s)" fuzz_smoke
-    rm -rf "$corpus"
-fi
+    run_one "fuzz_$f smoke ($secs s)" fuzz_smoke "$f"
+done
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

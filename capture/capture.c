@@ -1,0 +1,198 @@
+/* The capture driver: tokens in, chunked prefill, generation, trace out. */
+#include "capture/capture.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/forward.h"
+#include "capture/model.h"
+#include "capture/recorder.h"
+#include "capture/token_file.h"
+#include "capture/tokenizer.h"
+#include "core/progress.h"
+#include "core/rng.h"
+#include "core/version.h"
+
+/* The prompt's token ids, BOS first: from --tokens, --prompt, --prompt-file, or BOS alone. */
+static int prompt_tokens(const capture_opts *o, const kv_model *m, int32_t **ids, int64_t *n, kv_err *err)
+{
+    if (o->tokens_file) return token_file_read(o->tokens_file, m->cfg.vocab_size, ids, n, err);
+    if ((o->prompt || o->prompt_file) && !m->has_vocab)
+        return kv_fail(err, KV_EUSAGE, "%s has no vocabulary to encode a prompt: give --tokens FILE%s",
+                       o->model, strncmp(o->model, "random:", 7) ? " (or --tokenizer for a llama2.c checkpoint)" : "");
+    char *text = NULL;
+    size_t len = 0;
+    if (o->prompt_file) {
+        FILE *f = fopen(o->prompt_file, "rb");
+        if (!f) return kv_fail(err, KV_EFAIL, "%s: cannot open the prompt file", o->prompt_file);
+        fseek(f, 0, SEEK_END);
+        long size = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        text = size >= 0 ? malloc((size_t)size + 1) : NULL;
+        len = text ? fread(text, 1, (size_t)size, f) : 0;
+        fclose(f);
+        if (!text || len != (size_t)size) {
+            free(text);
+            return kv_fail(err, KV_EFAIL, "%s: cannot read the prompt file", o->prompt_file);
+        }
+        text[len] = '\0';
+    }
+    int rc;
+    if (o->prompt || text) {
+        rc = tokenizer_encode(&m->vocab, text ? text : o->prompt, text ? len : strlen(o->prompt), m->vocab.add_bos, ids,
+                              n, err);
+    } else { /* BOS alone, as llama2.c's run from an empty prompt */
+        int32_t bos = m->has_vocab && m->vocab.bos >= 0 ? m->vocab.bos : 1;
+        *ids = malloc(sizeof(int32_t));
+        if (!*ids) return kv_fail(err, KV_EFAIL, "out of memory");
+        (*ids)[0] = bos < m->cfg.vocab_size ? bos : 0;
+        *n = 1;
+        rc = KV_OK;
+    }
+    free(text);
+    return rc;
+}
+
+/* Greedy (ties: the lowest id) or temperature sampling from logits[V]. */
+static int32_t pick_token(const float *logits, int64_t V, double temperature, kv_rng *rng)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    if (temperature <= 0) return (int32_t)best;
+    double sum = 0.0;
+    for (int64_t i = 0; i < V; i++) sum += exp(((double)logits[i] - logits[best]) / temperature);
+    double u = rng_uniform(rng) * sum, acc = 0.0;
+    for (int64_t i = 0; i < V; i++) {
+        acc += exp(((double)logits[i] - logits[best]) / temperature);
+        if (u < acc) return (int32_t)i;
+    }
+    return (int32_t)best;
+}
+
+static void fill_meta(const capture_opts *o, const kv_model *m, int64_t prompt_len, trace_meta *meta)
+{
+    const model_config *c = &m->cfg;
+    memset(meta, 0, sizeof *meta);
+    snprintf(meta->creator, sizeof meta->creator, "kvtrace %s capture", KVTRACE_VERSION);
+    snprintf(meta->model_name, sizeof meta->model_name, "%s", c->name[0] ? c->name : o->model);
+    snprintf(meta->architecture, sizeof meta->architecture, "%s", c->architecture);
+    snprintf(meta->rope_style, sizeof meta->rope_style, "%s", c->rope == ROPE_NEOX ? "neox" : "interleaved");
+    snprintf(meta->capture_mode, sizeof meta->capture_mode, "full");
+    meta->n_layers = c->n_layers, meta->n_heads = c->n_heads, meta->n_kv_heads = c->n_kv_heads;
+    meta->head_dim = c->head_dim, meta->vocab_size = c->vocab_size, meta->rope_theta = c->rope_theta;
+    meta->prompt_len = prompt_len, meta->capture_chunk = o->chunk;
+}
+
+static int check_full_attention(const capture_opts *o, const model_config *c, int64_t T, kv_err *err)
+{
+    double gib = (double)c->n_layers * (double)c->n_heads * (double)T * (double)T * 4.0 / (1u << 30);
+    if (o->attention == ATTN_FULL && gib > o->max_attention_gib)
+        return kv_fail(err, KV_EUSAGE,
+                       "capture: --attention full would store %.1f GiB (L*H*T*T floats) > --max-attention-gib %g; "
+                       "raise it or use --attention colsum", gib, o->max_attention_gib);
+    return KV_OK;
+}
+
+typedef struct {
+    kv_model model;
+    int32_t *tokens;   /* [T] */
+    trace_writer *w;
+    forward_state fw;
+    recorder rec;
+} capture_run_state;
+
+/* Prefill in chunks of B, then generate one token at a time, each chosen
+ * from the logits of the last row processed. */
+static int run_model(const capture_opts *o, capture_run_state *s, int64_t P, int64_t T, kv_err *err)
+{
+    const int64_t V = s->model.cfg.vocab_size;
+    forward_observer obs = recorder_observer(&s->rec);
+    kv_rng rng;
+    rng_init(&rng, o->seed, 0x5a3b1e, 0, 0);
+    kv_progress prog;
+    progress_start(&prog, "capture", T, o->quiet);
+    int rc = KV_OK;
+    int64_t last_rows = 0; /* rows of the chunk whose logits fw.logits holds */
+    for (int64_t p0 = 0; !rc && p0 < P; p0 += o->chunk) {
+        last_rows = P - p0 < o->chunk ? P - p0 : o->chunk;
+        rc = forward_chunk(&s->fw, s->tokens + p0, last_rows, &obs, err);
+        progress_update(&prog, p0 + last_rows);
+    }
+    for (int64_t t = P; !rc && t < T; t++) {
+        s->tokens[t] = pick_token(s->fw.logits + (last_rows - 1) * V, V, o->temperature, &rng);
+        s->rec.known = t + 1;
+        last_rows = 1;
+        rc = forward_chunk(&s->fw, s->tokens + t, 1, &obs, err);
+        progress_update(&prog, t + 1);
+    }
+    progress_end(&prog);
+    return rc;
+}
+
+static void print_text(const kv_model *m, const int32_t *tokens, int64_t T)
+{
+    if (!m->has_vocab) return;
+    char *text = tokenizer_decode(&m->vocab, tokens, T);
+    if (text) printf("%s\n", text);
+    free(text);
+}
+
+int capture_run(const capture_opts *o, kv_err *err)
+{
+    capture_run_state s;
+    memset(&s, 0, sizeof s);
+    if (o->threads > 0) openblas_set_num_threads(o->threads);
+    int rc = model_load(o->model, o->tokenizer, &s.model, err);
+    int64_t P = 0;
+    if (!rc) rc = prompt_tokens(o, &s.model, &s.tokens, &P, err);
+    const int64_t T = P + o->generate;
+    if (!rc) rc = check_full_attention(o, &s.model.cfg, T, err);
+    if (!rc) {
+        int32_t *grown = realloc(s.tokens, sizeof(int32_t) * (size_t)T);
+        if (!grown) rc = kv_fail(err, KV_EFAIL, "out of memory for %lld tokens", (long long)T);
+        else s.tokens = grown;
+    }
+    trace_meta meta;
+    trace_create_opts topts = {.storage = o->dtype, .force = o->force, .expected_tokens = T};
+    topts.want[TRACE_QUERIES] = o->record_queries;
+    topts.want[TRACE_COLSUM] = o->attention == ATTN_COLSUM || o->attention == ATTN_FULL;
+    topts.want[TRACE_ATTN_FULL] = o->attention == ATTN_FULL;
+    topts.want[TRACE_LOGITS] = o->logits;
+    topts.want[TRACE_LOGPROBS] = true;
+    if (!rc) {
+        fill_meta(o, &s.model, P, &meta);
+        rc = trace_create(o->output, &meta, &topts, &s.w, err);
+    }
+    if (!rc) rc = forward_init(&s.fw, &s.model, &FORWARD_CPU, T, o->chunk, err);
+    recorder_wants want = {o->record_queries, topts.want[TRACE_COLSUM], topts.want[TRACE_ATTN_FULL], o->logits};
+    if (!rc) rc = recorder_init(&s.rec, s.w, &s.model.cfg, want, s.tokens, T, o->chunk, err);
+    double started = kv_now_seconds();
+    if (!rc) {
+        s.rec.known = P;
+        rc = run_model(o, &s, P, T, err);
+    }
+    if (!rc && o->stats) {
+        double secs = kv_now_seconds() - started;
+        fprintf(stderr, "capture-stats: tokens %lld seconds %.3f tokens_per_s %.1f gemm_gflop %.3f gemm_s %.3f "
+                        "gemm_gflops %.2f attn_gflop %.3f attn_s %.3f attn_gflops %.2f\n",
+                (long long)T, secs, (double)T / secs, s.fw.gemm_flops * 1e-9, s.fw.gemm_seconds,
+                s.fw.gemm_flops * 1e-9 / s.fw.gemm_seconds, s.fw.attn_flops * 1e-9, s.fw.attn_seconds,
+                s.fw.attn_flops * 1e-9 / s.fw.attn_seconds);
+    }
+    if (!rc) rc = recorder_finish(&s.rec, err);
+    if (!rc) {
+        rc = trace_finish(s.w, err);
+        s.w = NULL;
+    }
+    if (!rc && o->print_text) print_text(&s.model, s.tokens, T);
+    if (s.w) trace_abort(s.w);
+    recorder_free(&s.rec);
+    forward_free(&s.fw);
+    free(s.tokens);
+    model_free(&s.model);
+    return rc;
+}

@@ -1,0 +1,291 @@
+/* load_gguf: a llama-architecture GGUF (llama.cpp's names and layout) into
+ * kv_model.
+ *
+ * Config from the llama.* keys, weights from token_embd / output_norm /
+ * output / blk.N.* with every shape checked against the config, vocabulary
+ * from tokenizer.ggml.*. ggml dims [ne0, ne1] hold W[ne1][ne0] row-major,
+ * which is model.h's W[out][in]: ne0 is the input width. llama-architecture
+ * GGUFs are converted for interleaved RoPE (llama.cpp's ROPE_TYPE_NORM), so
+ * Q and K need no un-permuting. */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/gguf.h"
+#include "capture/model.h"
+
+#define ABSENT_ID 0xFFFFFFFFu /* a special-token id that is not set */
+
+/* Shapes named by what they measure, resolved against the config. */
+enum { S_ONE, S_DIM, S_Q, S_KV, S_FFN };
+
+static const struct {
+    const char *name;
+    size_t field;      /* offsetof(model_layer, ...) */
+    int ne0, ne1;      /* ggml dims: ne0 = input width, ne1 = output rows (S_ONE: 1-D) */
+} LAYER_TENSORS[] = {
+    {"attn_norm", offsetof(model_layer, attn_norm), S_DIM, S_ONE},
+    {"attn_q", offsetof(model_layer, wq), S_DIM, S_Q},
+    {"attn_k", offsetof(model_layer, wk), S_DIM, S_KV},
+    {"attn_v", offsetof(model_layer, wv), S_DIM, S_KV},
+    {"attn_output", offsetof(model_layer, wo), S_Q, S_DIM},
+    {"ffn_norm", offsetof(model_layer, ffn_norm), S_DIM, S_ONE},
+    {"ffn_gate", offsetof(model_layer, w_gate), S_DIM, S_FFN},
+    {"ffn_up", offsetof(model_layer, w_up), S_DIM, S_FFN},
+    {"ffn_down", offsetof(model_layer, w_down), S_FFN, S_DIM},
+};
+
+static int64_t shape_size(const model_config *c, int s)
+{
+    switch (s) {
+    case S_DIM: return c->dim;
+    case S_Q: return c->n_heads * c->head_dim;
+    case S_KV: return c->n_kv_heads * c->head_dim;
+    case S_FFN: return c->ffn_dim;
+    default: return 1;
+    }
+}
+
+static void shape_str(char *buf, size_t cap, const uint64_t *ne, uint32_t n_dims)
+{
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (uint32_t d = 0; d < n_dims && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRIu64, d ? ", " : "", ne[d]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+/* Tensor `name` of ggml shape [ne0] (ne1 == 0) or [ne0, ne1] as float32 owned by m. */
+static int load_tensor(const gguf_file *g, kv_model *m, const char *name, int64_t ne0,
+                       int64_t ne1, float **out, kv_err *err)
+{
+    const gguf_tensor *t = gguf_find_tensor(g, name);
+    if (!t) return kv_fail(err, KV_EINPUT, "%s: missing tensor %s", gguf_where(g), name);
+    uint64_t want[GGUF_MAX_DIMS] = {(uint64_t)ne0, ne1 ? (uint64_t)ne1 : 1, 1, 1};
+    if (memcmp(t->ne, want, sizeof want) != 0) {
+        char got[128], exp[64];
+        shape_str(got, sizeof got, t->ne, t->n_dims);
+        shape_str(exp, sizeof exp, want, ne1 ? 2 : 1);
+        return kv_fail(err, KV_EINPUT, "%s: tensor %s has shape %s, expected %s from the "
+                       "metadata", gguf_where(g), name, got, exp);
+    }
+    int rc = gguf_tensor_readable(g, t, err); /* before allocating for it */
+    if (rc) return rc;
+    float *dst = model_alloc(m, (size_t)t->n_elems, name, err); /* [ne1][ne0] */
+    if (!dst) return KV_EFAIL;
+    *out = dst;
+    return gguf_tensor_read_f32(g, t, dst, t->n_elems, err);
+}
+
+static int load_weights(const gguf_file *g, kv_model *m, kv_err *err)
+{
+    const model_config *c = &m->cfg;
+    int rc = load_tensor(g, m, "token_embd.weight", c->dim, c->vocab_size, &m->tok_embd, err);
+    if (!rc) rc = load_tensor(g, m, "output_norm.weight", c->dim, 0, &m->output_norm, err);
+    m->output = m->tok_embd; /* tied unless the file has its own */
+    if (!rc && gguf_find_tensor(g, "output.weight"))
+        rc = load_tensor(g, m, "output.weight", c->dim, c->vocab_size, &m->output, err);
+    if (!rc) rc = model_alloc_layers(m, err);
+    for (int64_t l = 0; l < c->n_layers && !rc; l++) {
+        for (size_t i = 0; i < sizeof LAYER_TENSORS / sizeof LAYER_TENSORS[0] && !rc; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%" PRId64 ".%s.weight", l, LAYER_TENSORS[i].name);
+            float **slot = (float **)((char *)&m->layers[l] + LAYER_TENSORS[i].field);
+            int ne1 = LAYER_TENSORS[i].ne1;
+            rc = load_tensor(g, m, name, shape_size(c, LAYER_TENSORS[i].ne0),
+                             ne1 == S_ONE ? 0 : shape_size(c, ne1), slot, err);
+        }
+    }
+    return rc;
+}
+
+/* Features of llama-architecture files that kvtrace's forward pass does not
+ * compute: refused rather than run wrong. */
+static int refuse_unsupported(const gguf_file *g, const model_config *c, kv_err *err)
+{
+    const char *w = gguf_where(g), *scaling = "none";
+    uint32_t experts = 0, klen = (uint32_t)c->head_dim, vlen = (uint32_t)c->head_dim;
+    int rc = gguf_get_u32(g, "llama.expert_count", false, &experts, err);
+    if (!rc) rc = gguf_get_str(g, "llama.rope.scaling.type", false, &scaling, err);
+    if (!rc) rc = gguf_get_u32(g, "llama.attention.key_length", false, &klen, err);
+    if (!rc) rc = gguf_get_u32(g, "llama.attention.value_length", false, &vlen, err);
+    if (rc) return rc;
+    if (experts > 0)
+        return kv_fail(err, KV_EINPUT, "%s: a mixture-of-experts model (llama.expert_count = %"
+                       PRIu32 ") is not supported", w, experts);
+    if (strcmp(scaling, "none") != 0 || gguf_find_tensor(g, "rope_freqs.weight"))
+        return kv_fail(err, KV_EINPUT, "%s: RoPE frequency scaling (%s) is not supported yet", w,
+                       strcmp(scaling, "none") ? scaling : "rope_freqs.weight");
+    if (klen != c->head_dim || vlen != c->head_dim)
+        return kv_fail(err, KV_EINPUT, "%s: key/value length %" PRIu32 "/%" PRIu32 " differs "
+                       "from head_dim %" PRId64, w, klen, vlen, c->head_dim);
+    return KV_OK;
+}
+
+/* cfg from the llama.* keys; vocab_size from token_embd.weight. */
+static int read_config(const gguf_file *g, model_config *c, kv_err *err)
+{
+    const char *w = gguf_where(g), *arch = NULL, *name = NULL;
+    int rc = gguf_get_str(g, "general.architecture", true, &arch, err);
+    if (rc) return rc;
+    if (strcmp(arch, "llama") != 0)
+        return kv_fail(err, KV_EINPUT, "%s: architecture '%.64s' is not supported (kvtrace reads "
+                       "llama)", w, arch);
+    const char *base = strrchr(w, '/');
+    name = base ? base + 1 : w;
+    uint32_t dim = 0, ffn = 0, L = 0, H = 0, K = 0, rot = 0, ctx = 0, vocab = 0;
+    float eps = 0, theta = 10000.0f;
+    if ((rc = gguf_get_str(g, "general.name", false, &name, err)) ||
+        (rc = gguf_get_u32(g, "llama.embedding_length", true, &dim, err)) ||
+        (rc = gguf_get_u32(g, "llama.feed_forward_length", true, &ffn, err)) ||
+        (rc = gguf_get_u32(g, "llama.block_count", true, &L, err)) ||
+        (rc = gguf_get_u32(g, "llama.attention.head_count", true, &H, err)) ||
+        (rc = gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", true, &eps, err)) ||
+        (rc = gguf_get_f32(g, "llama.rope.freq_base", false, &theta, err)) ||
+        (rc = gguf_get_u32(g, "llama.context_length", false, &ctx, err)))
+        return rc;
+    K = H;
+    if ((rc = gguf_get_u32(g, "llama.attention.head_count_kv", false, &K, err))) return rc;
+    if (H == 0 || dim % H != 0)
+        return kv_fail(err, KV_EINPUT, "%s: embedding_length %" PRIu32 " is not a multiple of "
+                       "head_count %" PRIu32, w, dim, H);
+    rot = dim / H;
+    if ((rc = gguf_get_u32(g, "llama.rope.dimension_count", false, &rot, err))) return rc;
+    if (rot != dim / H)
+        return kv_fail(err, KV_EINPUT, "%s: llama.rope.dimension_count %" PRIu32 " differs from "
+                       "head_dim %" PRIu32 " (partial RoPE is not supported)", w, rot, dim / H);
+    const gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
+    if (!te) return kv_fail(err, KV_EINPUT, "%s: missing tensor token_embd.weight", w);
+    if (te->n_dims != 2 || te->ne[1] > INT32_MAX)
+        return kv_fail(err, KV_EINPUT, "%s: tensor token_embd.weight is not a [dim, vocab] "
+                       "matrix", w);
+    vocab = (uint32_t)te->ne[1];
+    uint32_t key_vocab = vocab;
+    if ((rc = gguf_get_u32(g, "llama.vocab_size", false, &key_vocab, err))) return rc;
+    if (key_vocab != vocab)
+        return kv_fail(err, KV_EINPUT, "%s: llama.vocab_size %" PRIu32 " but token_embd.weight "
+                       "has %" PRIu32 " rows", w, key_vocab, vocab);
+    *c = (model_config){.n_layers = L, .dim = dim, .ffn_dim = ffn, .n_heads = H,
+                        .n_kv_heads = K, .head_dim = dim / H, .vocab_size = vocab,
+                        .context_len = ctx, .rope_theta = theta, .norm_eps = eps,
+                        .rope = ROPE_INTERLEAVED};
+    snprintf(c->name, sizeof c->name, "%s", name);
+    snprintf(c->architecture, sizeof c->architecture, "llama");
+    if ((rc = model_config_check(c, w, err))) return rc;
+    return refuse_unsupported(g, c, err);
+}
+
+/* tokenizer.ggml.{bos,eos,unknown}_token_id: -1 when absent or 0xFFFFFFFF. */
+static int special_id(const gguf_file *g, const char *key, uint32_t dflt, int32_t n, int32_t *id,
+                      kv_err *err)
+{
+    uint32_t v = dflt;
+    int rc = gguf_get_u32(g, key, false, &v, err);
+    if (rc) return rc;
+    if (v != ABSENT_ID && v >= (uint32_t)n)
+        return kv_fail(err, KV_EINPUT, "%s: %s %" PRIu32 " is outside the vocabulary (%" PRId32
+                       " tokens)", gguf_where(g), key, v, n);
+    *id = v == ABSENT_ID ? -1 : (int32_t)v;
+    return KV_OK;
+}
+
+/* Scores (default 0) and token types (default normal; 0 "undefined" reads
+ * as normal) of n tokens into scores[n], types[n]. */
+static int token_arrays(const gguf_file *g, int32_t n, float *scores, int32_t *types, kv_err *err)
+{
+    const gguf_kv *kv;
+    uint64_t cnt = 0;
+    int rc = gguf_get_array(g, "tokenizer.ggml.scores", false, GGUF_N_VALUE_TYPES, &kv, &cnt, err);
+    if (!rc && kv && cnt != (uint64_t)n)
+        rc = kv_fail(err, KV_EINPUT, "%s: tokenizer.ggml.scores has %" PRIu64 " entries for %"
+                     PRId32 " tokens", gguf_where(g), cnt, n);
+    if (!rc && kv) rc = gguf_array_f32(g, kv, scores, cnt, err);
+    if (!rc) rc = gguf_get_array(g, "tokenizer.ggml.token_type", false, GGUF_N_VALUE_TYPES, &kv,
+                                 &cnt, err);
+    if (!rc && kv && cnt != (uint64_t)n)
+        rc = kv_fail(err, KV_EINPUT, "%s: tokenizer.ggml.token_type has %" PRIu64 " entries for %"
+                     PRId32 " tokens", gguf_where(g), cnt, n);
+    if (!rc && kv) rc = gguf_array_i32(g, kv, types, cnt, err);
+    for (int32_t i = 0; i < n && !rc; i++) {
+        if (!kv || types[i] == 0) types[i] = VOCAB_NORMAL;
+        if (types[i] < VOCAB_NORMAL || types[i] > VOCAB_BYTE)
+            rc = kv_fail(err, KV_EINPUT, "%s: token %" PRId32 " has unknown token type %" PRId32,
+                         gguf_where(g), i, types[i]);
+    }
+    return rc;
+}
+
+static int fill_tokens(const gguf_file *g, const gguf_kv *tokens, int32_t n, kv_vocab *v,
+                       kv_err *err)
+{
+    float *scores = kv_calloc((size_t)n, sizeof *scores, "vocabulary scores", err);   /* [n] */
+    int32_t *types = kv_calloc((size_t)n, sizeof *types, "vocabulary types", err);    /* [n] */
+    int rc = scores && types ? token_arrays(g, n, scores, types, err) : KV_EFAIL;
+    for (int32_t i = 0; i < n && !rc; i++) {
+        size_t len;
+        const char *piece = gguf_array_str(g, tokens, (uint64_t)i, &len);
+        if (memchr(piece, '\0', len))
+            rc = kv_fail(err, KV_EINPUT, "%s: token %" PRId32 " holds a NUL byte", gguf_where(g),
+                         i);
+        else
+            rc = vocab_set(v, i, piece, len, scores[i], (uint8_t)types[i], err);
+    }
+    free(scores);
+    free(types);
+    return rc;
+}
+
+/* The vocabulary from tokenizer.ggml.*: none (has_vocab false) when the file has no tokenizer. */
+static int read_vocab(const gguf_file *g, kv_model *m, kv_err *err)
+{
+    const char *w = gguf_where(g), *model = NULL;
+    int rc = gguf_get_str(g, "tokenizer.ggml.model", false, &model, err);
+    if (rc || !model) return rc;
+    bool spm = strcmp(model, "llama") == 0;
+    if (!spm && strcmp(model, "gpt2") != 0)
+        return kv_fail(err, KV_EINPUT, "%s: tokenizer model '%.64s' is not supported (llama, "
+                       "gpt2)", w, model);
+    const gguf_kv *tokens;
+    uint64_t n = 0;
+    if ((rc = gguf_get_array(g, "tokenizer.ggml.tokens", true, GGUF_STRING, &tokens, &n, err)))
+        return rc;
+    if (n != (uint64_t)m->cfg.vocab_size)
+        return kv_fail(err, KV_EINPUT, "%s: the tokenizer has %" PRIu64 " tokens, token_embd."
+                       "weight has %" PRId64 " rows", w, n, m->cfg.vocab_size);
+    kv_vocab *v = &m->vocab;
+    int32_t nt = (int32_t)n;
+    if ((rc = vocab_init(v, nt, err))) return rc;
+    v->kind = spm ? VOCAB_SPM : VOCAB_BYTE_BPE;
+    v->add_space_prefix = spm;
+    /* SentencePiece files without the ids mean llama's <unk> 0, <s> 1, </s> 2 */
+    uint32_t bos = spm ? 1 : ABSENT_ID, eos = spm ? 2 : ABSENT_ID, unk = spm ? 0 : ABSENT_ID;
+    if ((rc = fill_tokens(g, tokens, nt, v, err)) ||
+        (rc = special_id(g, "tokenizer.ggml.bos_token_id", bos, nt, &v->bos, err)) ||
+        (rc = special_id(g, "tokenizer.ggml.eos_token_id", eos, nt, &v->eos, err)) ||
+        (rc = special_id(g, "tokenizer.ggml.unknown_token_id", unk, nt, &v->unk, err)) ||
+        (rc = gguf_get_bool(g, "tokenizer.ggml.add_bos_token", false, &v->add_bos, err)) ||
+        (rc = gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", false, &v->add_space_prefix,
+                            err)) ||
+        (rc = vocab_finish(v, w, err)))
+        return rc;
+    m->has_vocab = true;
+    return KV_OK;
+}
+
+int model_from_gguf(const gguf_file *g, kv_model *m, kv_err *err)
+{
+    int rc = read_config(g, &m->cfg, err);
+    if (!rc) rc = load_weights(g, m, err);
+    if (!rc) rc = read_vocab(g, m, err);
+    return rc;
+}
+
+int model_load_gguf(const char *path, kv_model *m, kv_err *err)
+{
+    gguf_file *g = NULL;
+    int rc = gguf_open(path, &g, err);
+    if (!rc) rc = model_from_gguf(g, m, err);
+    gguf_close(g);
+    return rc;
+}

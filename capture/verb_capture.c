@@ -1,0 +1,202 @@
+/* `kvtrace capture`: command line of the model runner. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "capture/capture.h"
+#include "core/cli_args.h"
+
+static const char USAGE[] =
+    "usage: kvtrace capture [--model M] [--tokenizer F] [--prompt TEXT | --prompt-file F | --tokens F]\n"
+    "                       [--generate N] [--chunk B] [options] -o trace.h5\n"
+    "\n"
+    "Runs a model on the CPU (OpenBLAS) and records a trace: the prompt is processed in\n"
+    "chunks of B tokens against the growing KV cache, then N tokens are generated one at\n"
+    "a time (greedy, or sampled with --temperature). Memory: model + KV cache + O(B*T).\n"
+    "\n"
+    "  --model M            GGUF file (llama), llama2.c checkpoint (.bin, with --tokenizer), or\n"
+    "                       random:NAME[:SEED] (NAME as synth --like). Default: stories260K.gguf\n"
+    "                       from $KVTRACE_MODEL_DIR or ~/.cache/kvtrace\n"
+    "  --tokenizer F        llama2.c tokenizer.bin for a .bin checkpoint\n"
+    "  --prompt TEXT        prompt text (encoded with the model's SentencePiece vocabulary, BOS first)\n"
+    "  --prompt-file F      prompt text from a file\n"
+    "  --tokens F           token ids (whitespace/comma separated, or a JSON array); none of the\n"
+    "                       three: BOS alone\n"
+    "  --generate N         tokens to generate after the prompt (default 0)\n"
+    "  --chunk B            prefill chunk (default 128)\n"
+    "  --record LIST        keys,values,queries (default all three; keys and values always)\n"
+    "  --attention MODE     colsum (default) | full | none: /attention/colsum, plus full weights\n"
+    "  --max-attention-gib X  refuse --attention full above X GiB (default 4)\n"
+    "  --logits             record /logits [T, V] (/logprobs is always recorded)\n"
+    "  --dtype f32|f16      storage of keys, values, queries (default f32)\n"
+    "  --temperature X      sample with temperature X (default 0: greedy)\n"
+    "  --seed S             sampling seed (default 0)\n"
+    "  --threads N          OpenBLAS threads (default: OpenBLAS's own)\n"
+    "  --device cpu|cuda    cuda: not implemented yet (issue #8)\n"
+    "  --evict P --budget N eviction inside the run: not implemented yet (issue #9)\n"
+    "  --print              print the decoded text of all tokens to stdout\n"
+    "  --stats              print throughput and GEMM/attention GFLOP/s to stderr\n"
+    "  -o, --output PATH    output trace (required)\n"
+    "  --force, --quiet, -h/--help\n";
+
+enum {
+    OPT_MODEL = 256, OPT_TOKENIZER, OPT_PROMPT, OPT_PROMPT_FILE, OPT_TOKENS, OPT_GENERATE, OPT_CHUNK,
+    OPT_RECORD, OPT_ATTENTION, OPT_MAX_ATTN, OPT_LOGITS, OPT_DTYPE, OPT_TEMPERATURE, OPT_SEED,
+    OPT_THREADS, OPT_DEVICE, OPT_EVICT, OPT_BUDGET, OPT_PRINT, OPT_FORCE, OPT_QUIET, OPT_STATS,
+};
+
+static const struct option OPTIONS[] = {
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"tokenizer", required_argument, NULL, OPT_TOKENIZER},
+    {"prompt", required_argument, NULL, OPT_PROMPT},
+    {"prompt-file", required_argument, NULL, OPT_PROMPT_FILE},
+    {"tokens", required_argument, NULL, OPT_TOKENS},
+    {"generate", required_argument, NULL, OPT_GENERATE},
+    {"chunk", required_argument, NULL, OPT_CHUNK},
+    {"record", required_argument, NULL, OPT_RECORD},
+    {"attention", required_argument, NULL, OPT_ATTENTION},
+    {"max-attention-gib", required_argument, NULL, OPT_MAX_ATTN},
+    {"logits", no_argument, NULL, OPT_LOGITS},
+    {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"temperature", required_argument, NULL, OPT_TEMPERATURE},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"evict", required_argument, NULL, OPT_EVICT},
+    {"budget", required_argument, NULL, OPT_BUDGET},
+    {"print", no_argument, NULL, OPT_PRINT},
+    {"stats", no_argument, NULL, OPT_STATS},
+    {"output", required_argument, NULL, 'o'},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static int parse_number(const char *opt, const char *s, double lo, double hi, double *out, kv_err *err)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !(v >= lo && v <= hi))
+        return cli_usage(err, "capture", "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
+    *out = v;
+    return KV_OK;
+}
+
+static int parse_record(const char *list, capture_opts *o, kv_err *err)
+{
+    bool keys = false, values = false;
+    o->record_queries = false;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        if (strcmp(item, "keys") == 0) keys = true;
+        else if (strcmp(item, "values") == 0) values = true;
+        else if (strcmp(item, "queries") == 0) o->record_queries = true;
+        else return cli_usage(err, "capture", "--record: unknown item '%s' (keys, values, queries)", item);
+    }
+    if (!keys || !values)
+        return cli_usage(err, "capture", "--record must include keys and values (the trace schema requires them)");
+    return KV_OK;
+}
+
+/* The default model: $KVTRACE_MODEL_DIR, then ~/.cache/kvtrace. */
+static int default_model(char *buf, size_t cap, kv_err *err)
+{
+    const char *dirs[2] = {getenv("KVTRACE_MODEL_DIR"), NULL};
+    char cache[2048];
+    const char *home = getenv("HOME");
+    if (home) snprintf(cache, sizeof cache, "%s/.cache/kvtrace", home), dirs[1] = cache;
+    struct stat st;
+    for (int i = 0; i < 2; i++) {
+        if (!dirs[i]) continue;
+        snprintf(buf, cap, "%s/stories260K.gguf", dirs[i]);
+        if (stat(buf, &st) == 0) return KV_OK;
+    }
+    return kv_fail(err, KV_EFAIL, "capture: no --model and no stories260K.gguf in $KVTRACE_MODEL_DIR or "
+                                  "~/.cache/kvtrace (put the file there, or pass --model)");
+}
+
+static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err *err)
+{
+    const char *v = "capture";
+    memset(o, 0, sizeof *o);
+    o->chunk = 128, o->record_queries = true, o->attention = ATTN_COLSUM, o->max_attention_gib = 4.0;
+    optind = 1;
+    opterr = 0;
+    int c, rc = KV_OK;
+    int64_t i64;
+    while (!rc && (c = getopt_long(argc, argv, ":o:h", OPTIONS, NULL)) != -1) {
+        switch (c) {
+        case OPT_MODEL: o->model = optarg; break;
+        case OPT_TOKENIZER: o->tokenizer = optarg; break;
+        case OPT_PROMPT: o->prompt = optarg; break;
+        case OPT_PROMPT_FILE: o->prompt_file = optarg; break;
+        case OPT_TOKENS: o->tokens_file = optarg; break;
+        case OPT_GENERATE: rc = cli_parse_i64(v, "--generate", optarg, 0, (int64_t)1 << 30, &o->generate, err); break;
+        case OPT_CHUNK: rc = cli_parse_i64(v, "--chunk", optarg, 1, (int64_t)1 << 20, &o->chunk, err); break;
+        case OPT_RECORD: rc = parse_record(optarg, o, err); break;
+        case OPT_ATTENTION:
+            if (strcmp(optarg, "colsum") == 0) o->attention = ATTN_COLSUM;
+            else if (strcmp(optarg, "full") == 0) o->attention = ATTN_FULL;
+            else if (strcmp(optarg, "none") == 0) o->attention = ATTN_NONE;
+            else rc = cli_usage(err, v, "--attention must be colsum, full or none, got '%s'", optarg);
+            break;
+        case OPT_MAX_ATTN: rc = parse_number("--max-attention-gib", optarg, 0, 1e6, &o->max_attention_gib, err); break;
+        case OPT_LOGITS: o->logits = true; break;
+        case OPT_DTYPE:
+            if (strcmp(optarg, "f32") == 0) o->dtype = TRACE_F32;
+            else if (strcmp(optarg, "f16") == 0) o->dtype = TRACE_F16;
+            else rc = cli_usage(err, v, "--dtype must be f32 or f16, got '%s'", optarg);
+            break;
+        case OPT_TEMPERATURE: rc = parse_number("--temperature", optarg, 0, 1e3, &o->temperature, err); break;
+        case OPT_SEED: rc = cli_parse_u64(v, "--seed", optarg, &o->seed, err); break;
+        case OPT_THREADS:
+            rc = cli_parse_i64(v, "--threads", optarg, 1, 256, &i64, err);
+            o->threads = (int)i64;
+            break;
+        case OPT_DEVICE:
+            if (strcmp(optarg, "cuda") == 0)
+                rc = kv_fail(err, KV_EFAIL, "capture: --device cuda is not implemented yet (planned: issue #8)");
+            else if (strcmp(optarg, "cpu") != 0)
+                rc = cli_usage(err, v, "--device must be cpu or cuda, got '%s'", optarg);
+            break;
+        case OPT_EVICT:
+        case OPT_BUDGET:
+            rc = kv_fail(err, KV_EFAIL, "capture: eviction inside the run (--evict/--budget) is not implemented "
+                                        "yet (planned: issue #9)");
+            break;
+        case OPT_PRINT: o->print_text = true; break;
+        case OPT_STATS: o->stats = true; break;
+        case 'o': o->output = optarg; break;
+        case OPT_FORCE: o->force = true; break;
+        case OPT_QUIET: o->quiet = true; break;
+        case 'h': *help = true; break;
+        default: rc = cli_bad_option(err, v, c, optopt, argv[optind - 1]); break;
+        }
+    }
+    if (rc || *help) return rc;
+    if (optind < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[optind]);
+    if (!!o->prompt + !!o->prompt_file + !!o->tokens_file > 1)
+        return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");
+    if (!o->output) return cli_usage(err, v, "-o PATH is required");
+    return KV_OK;
+}
+
+int capture_main(int argc, char **argv)
+{
+    kv_err err = {0};
+    capture_opts o;
+    bool help = false;
+    int rc = parse_args(argc, argv, &o, &help, &err);
+    if (!rc && help) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    static char model_path[4096];
+    if (!rc && !o.model && !(rc = default_model(model_path, sizeof model_path, &err))) o.model = model_path;
+    if (!rc) rc = capture_run(&o, &err);
+    return rc ? cli_report(&err) : 0;
+}

@@ -1,0 +1,172 @@
+/* fuzz_gguf: libFuzzer harness for the GGUF reader (capture/gguf.c,
+ * capture/gguf_meta.c) and the llama loader on top of it (load_gguf.c).
+ *
+ * The input is a whole file, parsed from memory (gguf_parse_buffer; libFuzzer
+ * hands over an exactly sized heap copy, so ASan sees any read past its end).
+ * A failed parse must give code 1 or 3 and one non-empty line that starts
+ * with the file name. A successful parse must describe only bytes inside the
+ * input, and then every accessor is driven: every key through every typed
+ * getter, every array through the array readers, every string element,
+ * every tensor lookup and conversion, and finally model_from_gguf, whose
+ * model is freed. Any violated property calls abort(); ASan (with leak
+ * checking) and UBSan report the rest. */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/gguf.h"
+#include "capture/model.h"
+
+#define WHERE "fuzz.gguf"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+const char *__ubsan_default_options(void);
+
+/* Stop at the first UBSan report so that libFuzzer saves the input. */
+const char *__ubsan_default_options(void) { return "halt_on_error=1:print_stacktrace=1"; }
+
+__attribute__((format(printf, 1, 2))) static _Noreturn void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "fuzz_gguf: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+#define CHECK(cond, ...)                   \
+    do {                                   \
+        if (!(cond)) die(__VA_ARGS__);     \
+    } while (0)
+
+/* An error: code 1 or 3, one line, naming the file (allocation failures excepted). */
+static void check_err(int rc, kv_err *err, const char *what)
+{
+    CHECK(rc == err->code, "%s: returned %d, err.code %d", what, rc, err->code);
+    CHECK(rc == KV_EINPUT || rc == KV_EFAIL, "%s: code %d ('%s')", what, rc, err->msg);
+    CHECK(err->msg[0] != '\0', "%s: empty message", what);
+    CHECK(memchr(err->msg, '\0', sizeof err->msg) != NULL, "%s: unterminated message", what);
+    CHECK(!strchr(err->msg, '\n') && !strchr(err->msg, '\r'), "%s: not one line: '%s'", what,
+          err->msg);
+    CHECK(rc == KV_EFAIL || strncmp(err->msg, WHERE ": ", strlen(WHERE) + 2) == 0,
+          "%s: message does not name the file: '%s'", what, err->msg);
+    kv_err_clear(err);
+}
+
+static void inside(const uint8_t *base, size_t size, const void *p, uint64_t n, const char *what)
+{
+    const uint8_t *q = p;
+    CHECK(q >= base && (size_t)(q - base) <= size && n <= size - (size_t)(q - base),
+          "%s: %llu bytes at %p outside the input [%p, +%zu)", what, (unsigned long long)n, p,
+          (const void *)base, size);
+}
+
+/* Every typed getter on one key: success or a well-formed error. */
+static void drive_kv(const gguf_file *g, const gguf_kv *kv, const uint8_t *data, size_t size)
+{
+    const char *key = gguf_kv_key(kv);
+    kv_err err = {0};
+    const gguf_kv *found = gguf_find_kv(g, key);
+    if (found != kv) { /* a key holding a NUL: its C string may name another key, or none */
+        CHECK(!found || strcmp(gguf_kv_key(found), key) == 0, "key '%s' finds another", key);
+        return;
+    }
+    uint32_t u32 = 0;
+    int32_t i32 = 0;
+    uint64_t u64 = 0;
+    float f = 0;
+    bool b = false;
+    const char *s = NULL;
+    int rc;
+    if ((rc = gguf_get_u32(g, key, true, &u32, &err))) check_err(rc, &err, "get_u32");
+    if ((rc = gguf_get_i32(g, key, true, &i32, &err))) check_err(rc, &err, "get_i32");
+    if ((rc = gguf_get_u64(g, key, true, &u64, &err))) check_err(rc, &err, "get_u64");
+    if ((rc = gguf_get_f32(g, key, true, &f, &err))) check_err(rc, &err, "get_f32");
+    if ((rc = gguf_get_bool(g, key, true, &b, &err))) check_err(rc, &err, "get_bool");
+    if ((rc = gguf_get_str(g, key, true, &s, &err))) check_err(rc, &err, "get_str");
+    else CHECK(strlen(s) < size, "string longer than the file");
+    const gguf_kv *arr;
+    uint64_t n = 0;
+    if ((rc = gguf_get_array(g, key, true, GGUF_N_VALUE_TYPES, &arr, &n, &err))) {
+        check_err(rc, &err, "get_array");
+        return;
+    }
+    CHECK(arr == kv && n == gguf_kv_count_elems(kv), "array lookup");
+    if (gguf_kv_elem_type(kv) == GGUF_STRING) {
+        for (uint64_t i = 0; i < n; i++) {
+            size_t len;
+            const char *p = gguf_array_str(g, kv, i, &len);
+            inside(data, size, p, len, "string element");
+        }
+        return;
+    }
+    uint64_t esz = gguf_value_size(gguf_kv_elem_type(kv));
+    inside(data, size, gguf_kv_data(kv), n * esz, "array data");
+    float *fs = malloc((n ? n : 1) * sizeof *fs);
+    int32_t *is = malloc((n ? n : 1) * sizeof *is);
+    CHECK(fs && is, "out of memory for %llu elements", (unsigned long long)n);
+    if ((rc = gguf_array_f32(g, kv, fs, n, &err))) check_err(rc, &err, "array_f32");
+    if ((rc = gguf_array_i32(g, kv, is, n, &err))) check_err(rc, &err, "array_i32");
+    free(fs);
+    free(is);
+}
+
+static void drive_tensor(const gguf_file *g, const gguf_tensor *t, const uint8_t *data, size_t size)
+{
+    CHECK(t->n_dims >= 1 && t->n_dims <= GGUF_MAX_DIMS, "n_dims %u", t->n_dims);
+    uint64_t n = 1;
+    for (int d = 0; d < GGUF_MAX_DIMS; d++) n *= t->ne[d]; /* checked not to overflow */
+    CHECK(n == t->n_elems, "n_elems %llu, product %llu", (unsigned long long)t->n_elems,
+          (unsigned long long)n);
+    inside(data, size, t->data, t->nbytes, t->name);
+    CHECK(t->data == data + t->offset, "data pointer and offset disagree");
+    const gguf_tensor *found = gguf_find_tensor(g, t->name);
+    /* a name holding a NUL: its C string may name another tensor, or none */
+    CHECK(found == t || !found || strcmp(found->name, t->name) == 0, "tensor '%s' finds another",
+          t->name);
+    kv_err err = {0};
+    int rc = gguf_tensor_readable(g, t, &err);
+    if (rc) {
+        check_err(rc, &err, "tensor_readable");
+        return;
+    }
+    CHECK(t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16, "reads type %u", t->type);
+    CHECK(t->nbytes == n * (t->type == GGML_TYPE_F32 ? 4 : 2), "nbytes %llu for %llu elements",
+          (unsigned long long)t->nbytes, (unsigned long long)n);
+    float *dst = malloc((n ? n : 1) * sizeof *dst);
+    CHECK(dst, "out of memory");
+    if ((rc = gguf_tensor_read_f32(g, t, dst, n, &err))) check_err(rc, &err, "read_f32");
+    free(dst);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    gguf_file *g = NULL;
+    kv_err err = {0};
+    int rc = gguf_parse_buffer(data, size, WHERE, &g, &err);
+    if (rc) {
+        CHECK(g == NULL, "failed parse returned a file");
+        check_err(rc, &err, "parse");
+        return 0;
+    }
+    CHECK(gguf_version(g) == 2 || gguf_version(g) == 3, "version %u", gguf_version(g));
+    for (int64_t i = 0; i < gguf_kv_count(g); i++) drive_kv(g, gguf_kv_at(g, i), data, size);
+    for (int64_t i = 0; i < gguf_tensor_count(g); i++)
+        drive_tensor(g, gguf_tensor_at(g, i), data, size);
+    kv_model m;
+    memset(&m, 0, sizeof m);
+    if ((rc = model_from_gguf(g, &m, &err))) {
+        check_err(rc, &err, "model_from_gguf");
+    } else {
+        CHECK(model_config_check(&m.cfg, WHERE, &err) == KV_OK, "loaded a bad config: %s",
+              err.msg);
+        CHECK(m.tok_embd && m.output && m.output_norm && m.layers, "missing weights");
+    }
+    model_free(&m);
+    gguf_close(g);
+    return 0;
+}
