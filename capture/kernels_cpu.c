@@ -4,7 +4,7 @@
 #include <math.h>
 
 #include "capture/forward.h"
-#include "core/fastexp.h"
+#include "core/softmax.h"
 
 static void cpu_matmul(const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out)
 {
@@ -50,15 +50,7 @@ static void cpu_attend(const float *q, int64_t ldq, const float *k, const float 
     for (int64_t r = 0; r < n; r++) {
         float *row = p + r * cols;
         const int64_t len = pos0 + r + 1; /* causal: keys 0 .. pos0+r */
-        float mx = row[0];
-        for (int64_t j = 1; j < len; j++) mx = row[j] > mx ? row[j] : mx;
-        double sum = 0.0;
-        for (int64_t j = 0; j < len; j++) {
-            row[j] = kv_expf(row[j] - mx);
-            sum += row[j];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int64_t j = 0; j < len; j++) row[j] *= inv;
+        softmax_row(row, len);
         for (int64_t j = len; j < cols; j++) row[j] = 0.0f;
     }
     /* out[r] = sum_j p[r][j] v_j */

@@ -1,5 +1,7 @@
 #include "capture/recorder.h"
 
+#include "core/softmax.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +60,7 @@ static int on_attention(void *ctx, int64_t l, int64_t h, int64_t pos0, int64_t n
     const int64_t cols = pos0 + n;
     if (r->want.colsum) {
         double *cs = r->colsum + (l * r->cfg.n_heads + h) * r->T;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t j = 0; j <= pos0 + i; j++) cs[j] += (double)p[i * cols + j];
+        for (int64_t i = 0; i < n; i++) softmax_accumulate(cs, p + i * cols, 1.0, pos0 + i + 1);
     }
     return r->want.full ? trace_write_rows(r->w, TRACE_ATTN_FULL, l, h, pos0, n, p, err) : KV_OK;
 }

@@ -3,46 +3,7 @@
 #include <cblas.h>
 #include <math.h>
 
-#include "fastexp.h"
-
-enum { LANES = 8 };
-
-/* Row maximum, with explicit lanes so that the compiler vectorises it. */
-static float row_max(const float *s, int64_t len)
-{
-    float lane[LANES];
-    for (int l = 0; l < LANES; l++) lane[l] = s[0];
-    int64_t j = 0;
-    for (; j + LANES <= len; j += LANES)
-        for (int l = 0; l < LANES; l++) lane[l] = s[j + l] > lane[l] ? s[j + l] : lane[l];
-    float mx = lane[0];
-    for (int l = 1; l < LANES; l++) mx = lane[l] > mx ? lane[l] : mx;
-    for (; j < len; j++) mx = s[j] > mx ? s[j] : mx;
-    return mx;
-}
-
-/* One row: weights exp(s - max) in place over s[0..len); returns 1/sum,
- * the sum taken in double (in lanes, then combined in a fixed order). */
-static double softmax_row_unnormalised(float *s, int64_t len)
-{
-    const float mx = row_max(s, len);
-    double lane[LANES] = {0};
-    int64_t j = 0;
-    for (; j + LANES <= len; j += LANES)
-        for (int l = 0; l < LANES; l++) {
-            float e = kv_expf(s[j + l] - mx);
-            s[j + l] = e;
-            lane[l] += e;
-        }
-    double sum = 0.0;
-    for (int l = 0; l < LANES; l++) sum += lane[l];
-    for (; j < len; j++) {
-        float e = kv_expf(s[j] - mx);
-        s[j] = e;
-        sum += e;
-    }
-    return 1.0 / sum;
-}
+#include "softmax.h"
 
 void attn_colsum_add_rows(const float *q, int64_t i0, int64_t n, const float *k, int64_t D,
                           float scale, double *colsum, float *scratch)
@@ -54,8 +15,8 @@ void attn_colsum_add_rows(const float *q, int64_t i0, int64_t n, const float *k,
     for (int64_t r = 0; r < n; r++) {
         float *s = scratch + r * cols;
         const int64_t len = i0 + r + 1; /* causal: keys 0 .. i0+r */
-        double inv = softmax_row_unnormalised(s, len);
-        for (int64_t j = 0; j < len; j++) colsum[j] += (double)s[j] * inv;
+        double inv = 1.0 / softmax_row_exp(s, len, softmax_row_max(s, len));
+        softmax_accumulate(colsum, s, inv, len);
     }
 }
 

@@ -1,13 +1,19 @@
 #!/bin/sh
-# The pipeline as far as it exists today: a synthetic trace in the shape of the
-# default model (stories260K), described by `kvtrace info`. capture, sim,
-# analyze and plot arrive with issues #3-#6; then this runs the whole pipeline
-# on the real model.
+# The pipeline as far as it exists today: a capture of the default model
+# (stories260K, from $KVTRACE_MODEL_DIR or ~/.cache/kvtrace) and a synthetic
+# trace of the same shape, each described by `kvtrace info`. sim, analyze and
+# plot arrive with issues #4-#6 (and the download of a missing model with #6).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-$ROOT/out/demo}
+KV="$ROOT/build/kvtrace"
+if [ -z "${KVTRACE_MODEL_DIR:-}" ] && [ -d "$ROOT/../shared/models" ]; then
+    KVTRACE_MODEL_DIR=$(cd "$ROOT/../shared/models" && pwd)
+    export KVTRACE_MODEL_DIR
+fi
 mkdir -p "$OUT"
-"$ROOT/build/kvtrace" synth --like stories260k --tokens 512 --prompt-len 400 --seed 1 --force \
-    -o "$OUT/synth-stories260k.h5"
-"$ROOT/build/kvtrace" info "$OUT/synth-stories260k.h5"
-echo "demo: wrote $OUT/synth-stories260k.h5 (capture/sim/analyze/plot: not implemented yet)"
+"$KV" capture --prompt "Once upon a time" --generate 400 --chunk 32 --print --force -o "$OUT/story.h5"
+"$KV" info "$OUT/story.h5"
+"$KV" synth --like stories260k --tokens 512 --prompt-len 400 --seed 1 --force -o "$OUT/synth-stories260k.h5"
+"$KV" info "$OUT/synth-stories260k.h5"
+echo "demo: wrote $OUT/story.h5 and $OUT/synth-stories260k.h5 (sim/analyze/plot: not implemented yet)"

@@ -1,0 +1,52 @@
+#include "softmax.h"
+
+#include "fastexp.h"
+
+enum { LANES = 8 };
+
+float softmax_row_max(const float *s, int64_t n)
+{
+    float lane[LANES];
+    for (int l = 0; l < LANES; l++) lane[l] = s[0];
+    int64_t j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int l = 0; l < LANES; l++) lane[l] = s[j + l] > lane[l] ? s[j + l] : lane[l];
+    float mx = lane[0];
+    for (int l = 1; l < LANES; l++) mx = lane[l] > mx ? lane[l] : mx;
+    for (; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    return mx;
+}
+
+double softmax_row_exp(float *s, int64_t n, float mx)
+{
+    double lane[LANES] = {0};
+    int64_t j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int l = 0; l < LANES; l++) {
+            float e = kv_expf(s[j + l] - mx);
+            s[j + l] = e;
+            lane[l] += e;
+        }
+    double sum = 0.0;
+    for (int l = 0; l < LANES; l++) sum += lane[l];
+    for (; j < n; j++) {
+        float e = kv_expf(s[j] - mx);
+        s[j] = e;
+        sum += e;
+    }
+    return sum;
+}
+
+void softmax_row(float *s, int64_t n)
+{
+    float inv = (float)(1.0 / softmax_row_exp(s, n, softmax_row_max(s, n)));
+    for (int64_t j = 0; j < n; j++) s[j] *= inv;
+}
+
+void softmax_accumulate(double *acc, const float *x, double scale, int64_t n)
+{
+    int64_t j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[j + l] += scale * (double)x[j + l];
+    for (; j < n; j++) acc[j] += scale * (double)x[j];
+}
