@@ -88,7 +88,7 @@ FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c capture/vocab.c capture/token
 
 fuzz-bin: $(FUZZ_BINS)
 .SECONDEXPANSION:
-$(FUZZ_BINS): build-fuzz/fuzz_%: $$(FUZZ_$$*_SRC) $(wildcard core/*.h capture/*.h tests/fuzz*/*.h)
+$(FUZZ_BINS): build-fuzz/fuzz_%: $$(FUZZ_$$*_SRC) $(wildcard core/*.h capture/*.h tests/*.h tests/fuzz*/*.h)
 	@mkdir -p build-fuzz
 	clang $(CPPFLAGS) $(FUZZ_FLAGS) $(FUZZ_$*_SRC) $(LDLIBS) -o $@
 

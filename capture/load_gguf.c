@@ -170,7 +170,12 @@ static int read_config(const gguf_file *g, model_config *c, kv_err *err)
                         .n_kv_heads = K, .head_dim = dim / H, .vocab_size = vocab,
                         .context_len = ctx, .rope_theta = theta, .norm_eps = eps,
                         .rope = ROPE_INTERLEAVED};
-    snprintf(c->name, sizeof c->name, "%s", name);
+    /* general.name is often just the architecture ("llama"): the file name says more */
+    const char *file = base ? base + 1 : w;
+    if (strcmp(name, arch) == 0) name = file;
+    snprintf(c->name, sizeof c->name, "%.*s", (int)strcspn(name, "\n"), name);
+    if (name == file && strlen(c->name) > 5 && strcmp(c->name + strlen(c->name) - 5, ".gguf") == 0)
+        c->name[strlen(c->name) - 5] = '\0';
     snprintf(c->architecture, sizeof c->architecture, "llama");
     if ((rc = model_config_check(c, w, err))) return rc;
     return refuse_unsupported(g, c, err);

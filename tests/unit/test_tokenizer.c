@@ -8,6 +8,7 @@
 #include "capture/vocab.h"
 
 #define SP "\xe2\x96\x81" /* "▁" */
+#include "tests/spm_reference.h"
 
 static kv_vocab tok512;
 static bool have_tok512;
@@ -122,48 +123,6 @@ static void decode_golden(void **state)
     assert_int_equal(tokenizer_piece_text(&tok512, -1, 512, buf, sizeof buf), 0);
 }
 
-/* The naive merge (llama2.c's loop): rescans every pair after each merge. */
-static int64_t naive_encode(const kv_vocab *v, const char *text, int32_t *out)
-{
-    size_t len = strlen(text), e = 3;
-    char *esc = malloc(3 * len + 4);
-    memcpy(esc, SP, 3);
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] == ' ') memcpy(esc + e, SP, 3), e += 3;
-        else esc[e++] = text[i];
-    }
-    size_t *st = malloc(e * sizeof *st), *ln = malloc(e * sizeof *ln), ns = 0;
-    for (size_t i = 0; i < e; ns++) { /* the test texts are well-formed UTF-8 */
-        unsigned char c = (unsigned char)esc[i];
-        size_t k = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
-        st[ns] = i, ln[ns] = k, i += k;
-    }
-    for (;;) {
-        float best = 0;
-        size_t at = SIZE_MAX;
-        for (size_t i = 0; i + 1 < ns; i++) {
-            int32_t id = vocab_find(v, esc + st[i], ln[i] + ln[i + 1]);
-            if (id >= 0 && (at == SIZE_MAX || v->scores[id] > best)) best = v->scores[id], at = i;
-        }
-        if (at == SIZE_MAX) break;
-        ln[at] += ln[at + 1];
-        memmove(st + at + 1, st + at + 2, (ns - at - 2) * sizeof *st);
-        memmove(ln + at + 1, ln + at + 2, (ns - at - 2) * sizeof *ln);
-        ns--;
-    }
-    int64_t n = 0;
-    out[n++] = v->bos;
-    for (size_t i = 0; i < ns; i++) {
-        int32_t id = vocab_find(v, esc + st[i], ln[i]);
-        if (id >= 0) out[n++] = id;
-        else
-            for (size_t k = 0; k < ln[i]; k++) out[n++] = v->byte_id[(unsigned char)esc[st[i] + k]];
-    }
-    free(esc), free(st), free(ln);
-    return n;
-}
-
-/* Pseudo-random prose: words, punctuation, newlines, runs of spaces, UTF-8. */
 static char *random_text(size_t size, uint64_t seed)
 {
     static const char *words[] = {"Once", "upon", "a", "time", "there", "was", "little", "girl",
@@ -193,7 +152,7 @@ static void matches_naive_merge(void **state)
         int64_t n = 0;
         kv_err err = {0};
         assert_int_equal(tokenizer_encode(&tok512, text, strlen(text), true, &ids, &n, &err), KV_OK);
-        int64_t nref = naive_encode(&tok512, text, ref);
+        int64_t nref = naive_encode(&tok512, (const uint8_t *)text, strlen(text), ref);
         assert_int_equal(n, nref);
         assert_memory_equal(ids, ref, (size_t)n * sizeof *ids);
         free(ids), free(ref), free(text);
