@@ -8,6 +8,8 @@
 #include "core/outfile.h"
 #include "capture/capture.h"
 #include "core/version.h"
+#include "policies/policy.h"
+#include "sim/sim.h"
 #include "synth/synth.h"
 #include "verbs.h"
 
@@ -23,17 +25,14 @@ static const verb VERBS[] = {
     {"capture", "run a model and write a trace", capture_main, NULL, NULL},
     {"info", "a trace's metadata, datasets, shapes, storage type and size", verb_info, NULL, NULL},
     {"synth", "a synthetic trace of a real model's shape", synth_main, NULL, NULL},
-    {"sim", "replay eviction under many policies and budgets", NULL,
-     "kvtrace sim trace.h5 --policies LIST --budgets LIST --chunk B [--decode-chunk 1]\n"
-     "            [--eval-stride S] [--threads N] -o DIR",
-     "issue #4 (engine, attention-free policies), #5 (attention-based policies)"},
+    {"sim", "replay eviction under many policies and budgets", sim_main, NULL, NULL},
     {"analyze", "Spearman, log-det, PCA and the data every figure needs", NULL,
      "kvtrace analyze trace.h5 [--results DIR] [--detail LAYER,HEAD] -o DIR", "issue #6"},
     {"plot", "gnuplot figures and report.html from an analysis directory", NULL,
      "kvtrace plot DIR [-o FIGDIR] [--format png|svg|pdf]", "issue #6"},
     {"fidelity", "in-model eviction versus offline replay", NULL,
      "kvtrace fidelity --model M [...] --policies LIST --budgets LIST --chunk B -o DIR", "issue #9"},
-    {"policies", "every policy, its parameters and defaults", NULL, "kvtrace policies", "issue #4"},
+    {"policies", "every policy, its parameters and defaults", policies_main, NULL, NULL},
     {"demo", "the whole pipeline on the default model", NULL, "kvtrace demo [-o DIR]", "issue #6"},
 };
 enum { N_VERBS = sizeof VERBS / sizeof VERBS[0] };

@@ -1,6 +1,8 @@
+#define _XOPEN_SOURCE 700 /* nftw */
 #include "outfile.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -95,6 +97,73 @@ int outfile_commit(kv_outfile *o, kv_err *err)
 void outfile_abort(kv_outfile *o)
 {
     if (o->tmp_path[0]) unlink(o->tmp_path);
+    pending_remove(o->slot);
+    o->slot = -1;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void remove_tree(const char *path)
+{
+    nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int outdir_begin(kv_outfile *o, const char *path, bool force, kv_err *err)
+{
+    char trimmed[4096];
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') len--; /* "res/" names the directory res */
+    if (len >= sizeof trimmed) return kv_fail(err, KV_EUSAGE, "output path '%s' is too long", path);
+    memcpy(trimmed, path, len);
+    trimmed[len] = '\0';
+    struct stat st;
+    if (stat(trimmed, &st) == 0 && !S_ISDIR(st.st_mode))
+        return kv_fail(err, KV_EUSAGE, "%s: output exists and is not a directory", trimmed);
+    if (stat(trimmed, &st) == 0 && !force)
+        return kv_fail(err, KV_EUSAGE, "%s: output exists (use --force to replace it)", trimmed);
+    /* reuse the file logic for names and the parent check, then make a directory */
+    int rc = outfile_begin(o, trimmed, true, err);
+    if (rc) return rc;
+    if (mkdir(o->tmp_path, 0777) != 0) {
+        int e = errno;
+        outfile_abort(o);
+        return kv_fail(err, KV_EFAIL, "%s: cannot create a directory beside it: %s", trimmed, strerror(e));
+    }
+    return KV_OK;
+}
+
+int outdir_commit(kv_outfile *o, kv_err *err)
+{
+    struct stat st;
+    char old[4200] = "";
+    if (stat(o->final_path, &st) == 0) { /* --force: move the old one aside first */
+        snprintf(old, sizeof old, "%s.old.%ld", o->tmp_path, (long)getpid());
+        if (rename(o->final_path, old) != 0) {
+            int e = errno;
+            outdir_abort(o);
+            return kv_fail(err, KV_EFAIL, "%s: cannot replace it: %s", o->final_path, strerror(e));
+        }
+    }
+    if (rename(o->tmp_path, o->final_path) != 0) {
+        int e = errno;
+        if (old[0]) rename(old, o->final_path);
+        outdir_abort(o);
+        return kv_fail(err, KV_EFAIL, "%s: cannot move the finished output into place: %s", o->final_path,
+                       strerror(e));
+    }
+    if (old[0]) remove_tree(old);
+    pending_remove(o->slot);
+    o->slot = -1;
+    return KV_OK;
+}
+
+void outdir_abort(kv_outfile *o)
+{
+    if (o->tmp_path[0]) remove_tree(o->tmp_path);
     pending_remove(o->slot);
     o->slot = -1;
 }

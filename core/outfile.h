@@ -29,4 +29,13 @@ void outfile_abort(kv_outfile *o);
 
 void outfile_install_signal_cleanup(void);
 
+/* The same for an output directory: outdir_begin creates the temporary
+ * directory ".NAME.tmp.PID" beside `path` (refusing an existing `path`
+ * unless force); outdir_commit replaces `path` by it (an old directory
+ * under --force is removed only after the new one is in place); outdir_abort
+ * removes the temporary directory and everything in it. */
+int outdir_begin(kv_outfile *o, const char *path, bool force, kv_err *err);
+int outdir_commit(kv_outfile *o, kv_err *err);
+void outdir_abort(kv_outfile *o);
+
 #endif

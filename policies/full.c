@@ -1,0 +1,20 @@
+/* full: the reference cache that never evicts (SPEC §5). It runs per budget
+ * like the others so every results row has its unevicted twin; the engine
+ * sees never_evicts and never asks it to select. score() gives 0 to all.
+ * Parameters: none. */
+#include "policies/registry.h"
+
+static void full_score(const policy_config *cfg, void *state, const policy_view *v, double *scores)
+{
+    (void)cfg;
+    (void)state;
+    for (int64_t j = 0; j < v->n; j++) scores[j] = 0;
+}
+
+const policy_iface policy_full = {
+    .name = "full",
+    .summary = "never evicts: the unevicted reference cache",
+    .n_params = 0,
+    .never_evicts = true,
+    .score = full_score,
+};

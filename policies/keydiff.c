@@ -1,0 +1,91 @@
+/* keydiff: keep the geometrically distinctive keys (SPEC §5).
+ * From Park et al., "KeyDiff: Key Similarity-Based KV Cache Eviction for
+ * Long-Context LLM Inference in Resource-Constrained Environments" (NeurIPS
+ * 2025, arXiv:2504.15364): the score S = topk(−CosSim(μ(K̂), k̂_i), N) with
+ * the anchor μ(K̂) = (1/n) Σ k̂_i, k̂ = k/‖k‖; the paper's ablations swap the
+ * anchor (raw mean of k) and the metric, and its O(n²) pairwise form is what
+ * the anchor approximates. Over the candidates C:
+ *   anchor=norm  μ = mean of k_j/‖k_j‖      anchor=raw  μ = mean of k_j
+ *   metric=cos   s_j = −cos(k_j, μ)
+ *   metric=dot   s_j = −k_j·μ
+ *   metric=l2    s_j = ‖k_j − μ‖
+ *   anchor=pairwise  s_j = −mean_{m≠j} cos(k_j, k_m)   (metric ignored)
+ * computed in O(n·D) as (k̂_j·Σ_m k̂_m − ‖k̂_j‖²)/(n−1), exact algebra.
+ * A zero key has cos 0 with everything. The most recent ⌊window·N⌋
+ * candidates are protected.
+ * Parameters: anchor (norm|raw|pairwise, norm), metric (cos|dot|l2, cos),
+ * window (0..1, 0). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "policies/registry.h"
+#include "policies/vecmath.h"
+
+enum { ANCHOR_NORM, ANCHOR_RAW, ANCHOR_PAIRWISE };
+enum { METRIC_COS, METRIC_DOT, METRIC_L2 };
+
+static double l2_dist(const float *k, const double *mu, int64_t D)
+{
+    double s = 0;
+    for (int64_t d = 0; d < D; d++) {
+        double e = (double)k[d] - mu[d];
+        s += e * e;
+    }
+    return sqrt(s);
+}
+
+/* −mean over m≠j of cos(k_j, k_m), from the sum of the normalised keys. */
+static void pairwise_scores(const policy_view *v, double *sum_hat, double *scores)
+{
+    int64_t n = v->n, D = v->D;
+    vm_mean(v->keys, n, D, true, sum_hat);
+    for (int64_t d = 0; d < D; d++) sum_hat[d] *= (double)n;
+    for (int64_t j = 0; j < n; j++) {
+        const float *k = v->keys + j * D;
+        double nk = vm_norm(k, D);
+        if (n < 2 || nk == 0) {   /* no other key, or a zero key: cos 0 */
+            scores[j] = 0;
+            continue;
+        }
+        scores[j] = -(vm_dot(k, sum_hat, D) / nk - 1.0) / (double)(n - 1);
+    }
+}
+
+static void keydiff_score(const policy_config *cfg, void *state, const policy_view *v,
+                          double *scores)
+{
+    (void)state;
+    int anchor = policy_choice(cfg, "anchor"), metric = policy_choice(cfg, "metric");
+    int64_t D = v->D;
+    double *mu = vm_alloc(D);
+    if (anchor == ANCHOR_PAIRWISE) {
+        pairwise_scores(v, mu, scores);
+    } else {
+        vm_mean(v->keys, v->n, D, anchor == ANCHOR_NORM, mu);
+        double nmu = vm_norm_d(mu, D);
+        for (int64_t j = 0; j < v->n; j++) {
+            const float *k = v->keys + j * D;
+            if (metric == METRIC_L2) scores[j] = l2_dist(k, mu, D);
+            else if (metric == METRIC_DOT) scores[j] = -vm_dot(k, mu, D);
+            else scores[j] = -vm_cos(vm_dot(k, mu, D), vm_norm(k, D), nmu);
+        }
+    }
+    free(mu);
+    policy_protect_recent(v, policy_recent_count(policy_num(cfg, "window"), v->budget), scores);
+}
+
+const policy_iface policy_keydiff = {
+    .name = "keydiff",
+    .summary = "KeyDiff (Park et al. 2025): keeps the keys least similar to the mean key",
+    .n_params = 3,
+    .params = {
+        {.key = "anchor", .kind = PARAM_CHOICE, .def = "norm", .choices = "norm|raw|pairwise",
+         .doc = "mu = mean of normalised keys (norm), of raw keys (raw), or no anchor: "
+                "mean pairwise cosine (pairwise, ignores metric)"},
+        {.key = "metric", .kind = PARAM_CHOICE, .def = "cos", .choices = "cos|dot|l2",
+         .doc = "s = -cos(k, mu), -k.mu, or |k - mu|"},
+        {.key = "window", .kind = PARAM_NUMBER, .def = "0", .min = 0, .max = 1,
+         .doc = "the most recent floor(window*N) candidates are protected"},
+    },
+    .score = keydiff_score,
+};

@@ -1,0 +1,106 @@
+/* policy: the one interface every eviction policy implements (SPEC §5).
+ *
+ * The engine owns the cache. At each eviction step it hands the policy the
+ * candidates C = cache ∪ chunk as plain arrays (no trace handles: the
+ * in-model eviction of issue #9 calls the same code) and asks for one score
+ * per candidate; higher = keep, +INFINITY = protected. The engine then keeps
+ * exactly N: the highest scores, ties broken towards the later position (so
+ * with more than N protected, the newest N stay). Scores are doubles,
+ * accumulated in double from the stored values.
+ *
+ * A policy may keep state between steps (per layer and kv head: the engine
+ * creates one instance per replayed (layer, kv head) stream) and may observe
+ * what the engine computed (issue #5: attention of the chunk's queries). */
+#ifndef KV_POLICY_H
+#define KV_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/kv_error.h"
+
+enum { POLICY_MAX_PARAMS = 8 };
+
+typedef enum { PARAM_NUMBER, PARAM_CHOICE } policy_param_kind;
+
+typedef struct {
+    const char *key;
+    policy_param_kind kind;
+    const char *def;       /* default, as text */
+    const char *choices;   /* PARAM_CHOICE: "norm|raw|pairwise" */
+    double min, max;       /* PARAM_NUMBER: allowed range (inclusive) */
+    const char *doc;
+    bool integer;          /* PARAM_NUMBER: whole numbers only (sinks, seed) */
+} policy_param;
+
+/* A parsed "name:key=value:..." with every parameter filled (defaults too). */
+typedef struct {
+    const struct policy_iface *iface;
+    int n;                                 /* = iface->n_params */
+    double num[POLICY_MAX_PARAMS];         /* PARAM_NUMBER values */
+    int choice[POLICY_MAX_PARAMS];         /* PARAM_CHOICE: index into the choices */
+    char canonical[256];                   /* "key=value:key=value", sorted by key, defaults filled */
+} policy_config;
+
+/* One eviction step, as plain arrays. Positions are ascending. */
+typedef struct {
+    int64_t n;               /* |C| candidates */
+    int64_t D;               /* head dim */
+    const int64_t *pos;      /* [n] positions */
+    const float *keys;       /* [n][D] */
+    const float *values;     /* [n][D] */
+    int64_t budget;          /* N */
+    int64_t now;             /* last position processed (end of the chunk) */
+    int64_t layer, kv_head, step;
+    /* issue #5: attention the engine computed, NULL when not asked for */
+    const float *attn;       /* [n_queries][n] mean over the kv group, or NULL */
+    int64_t n_queries;
+} policy_view;
+
+typedef struct policy_iface {
+    const char *name;
+    const char *summary;     /* one line; says "reconstruction" for primekv */
+    int n_params;
+    policy_param params[POLICY_MAX_PARAMS];   /* sorted by key */
+    bool never_evicts;       /* full */
+    bool needs_attention;    /* issue #5 */
+    /* optional: per-stream state; NULL create means stateless */
+    int (*create)(const policy_config *cfg, void **state, kv_err *err);
+    void (*destroy)(void *state);
+    /* scores[n] for the candidates of v; higher keeps, +INFINITY protected */
+    void (*score)(const policy_config *cfg, void *state, const policy_view *v, double *scores);
+} policy_iface;
+
+/* The registry: every policy, in a fixed order; NULL-terminated. */
+const policy_iface *const *policy_all(void);
+const policy_iface *policy_find(const char *name);
+
+/* Parses "name[:key=value...]": an unknown name, key, or a bad value is a
+ * KV_EUSAGE error that lists what is valid. */
+int policy_parse(const char *spec, policy_config *out, kv_err *err);
+
+/* Parameter value helpers for policy implementations. */
+double policy_num(const policy_config *cfg, const char *key);
+int policy_choice(const policy_config *cfg, const char *key);
+
+/* The engine's selection rule: indices of the `budget` kept candidates,
+ * written to keep[] in ascending position order; returns how many (min(n, budget)).
+ * scratch: n int64s. */
+int64_t policy_select(const double *scores, const int64_t *pos, int64_t n, int64_t budget,
+                      int64_t *keep, int64_t *scratch);
+
+/* Scores must never be NaN (policies define every degenerate case, e.g. the
+ * cosine with a zero vector is 0); policy_select treats a NaN as -INFINITY. */
+
+/* ⌊fraction·budget⌋ for the "most recent fraction of N" windows (keydiff
+ * window, h2o recent), guarded against 0.29·100 = 28.999…; at most budget. */
+int64_t policy_recent_count(double fraction, int64_t budget);
+
+/* Sets scores of the `count` candidates with the latest positions (the last
+ * `count` of v, positions being ascending) to +INFINITY. */
+void policy_protect_recent(const policy_view *v, int64_t count, double *scores);
+
+/* `kvtrace policies [NAME...]`: every policy, its summary and parameters. */
+int policies_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,66 @@
+/* vecmath: shared double-precision vector helpers for the policies. */
+#include "policies/vecmath.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/kv_error.h"
+
+double *vm_alloc(int64_t n)
+{
+    double *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    KV_ASSERT(p != NULL);
+    return p;
+}
+
+double vm_norm(const float *x, int64_t D)
+{
+    double s = 0;
+    for (int64_t d = 0; d < D; d++) s += (double)x[d] * x[d];
+    return sqrt(s);
+}
+
+double vm_norm_d(const double *y, int64_t D)
+{
+    double s = 0;
+    for (int64_t d = 0; d < D; d++) s += y[d] * y[d];
+    return sqrt(s);
+}
+
+double vm_dot(const float *x, const double *y, int64_t D)
+{
+    double s = 0;
+    for (int64_t d = 0; d < D; d++) s += (double)x[d] * y[d];
+    return s;
+}
+
+double vm_dot_ff(const float *x, const float *y, int64_t D)
+{
+    double s = 0;
+    for (int64_t d = 0; d < D; d++) s += (double)x[d] * y[d];
+    return s;
+}
+
+void vm_mean(const float *rows, int64_t n, int64_t D, bool normalize, double *mean)
+{
+    for (int64_t d = 0; d < D; d++) mean[d] = 0;
+    for (int64_t j = 0; j < n; j++) {
+        const float *x = rows + j * D;
+        double w = 1;
+        if (normalize) {
+            double nx = vm_norm(x, D);
+            if (nx == 0) continue;
+            w = 1 / nx;
+        }
+        for (int64_t d = 0; d < D; d++) mean[d] += w * x[d];
+    }
+    if (n > 0)
+        for (int64_t d = 0; d < D; d++) mean[d] /= (double)n;
+}
+
+double vm_cos(double dot, double nx, double ny)
+{
+    if (nx == 0 || ny == 0) return 0;
+    double c = dot / (nx * ny);
+    return c > 1 ? 1 : c < -1 ? -1 : c;
+}

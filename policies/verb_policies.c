@@ -1,0 +1,72 @@
+/* `kvtrace policies [NAME...]`: every registered policy (or the named ones),
+ * its summary, and each parameter with kind, default, choices or range, and
+ * what it does. Printed from the registry, so a new policy shows up here
+ * without touching this file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/cli_args.h"
+#include "policies/policy.h"
+
+static const char USAGE[] =
+    "usage: kvtrace policies [NAME...]\n"
+    "\n"
+    "Lists every eviction policy (or only the named ones) with its parameters, their\n"
+    "defaults, and their allowed values. A policy is given to sim as\n"
+    "name:key=value:key=value (e.g. keydiff:window=0.2:anchor=raw); results name every\n"
+    "parameter, defaults filled in, as key=value:key=value sorted by key.\n";
+
+static void print_param(const policy_param *p)
+{
+    char allowed[160];
+    if (p->kind == PARAM_CHOICE)
+        snprintf(allowed, sizeof allowed, "one of %s", p->choices);
+    else if (p->max >= 9007199254740992.0)   /* 2^53: no practical upper bound */
+        snprintf(allowed, sizeof allowed, "%s >= %.16g", p->integer ? "integer" : "number", p->min);
+    else
+        snprintf(allowed, sizeof allowed, "%s in [%.16g, %.16g]", p->integer ? "integer" : "number", p->min,
+                 p->max);
+    printf("    %-8s default %-7s %s\n", p->key, p->def, allowed);
+    printf("             %s\n", p->doc);
+}
+
+static void print_policy(const policy_iface *pi)
+{
+    printf("%-10s %s\n", pi->name, pi->summary);
+    if (pi->n_params == 0) printf("    (no parameters)\n");
+    for (int i = 0; i < pi->n_params; i++) print_param(&pi->params[i]);
+}
+
+int policies_main(int argc, char **argv)
+{
+    kv_err err = {0};
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
+            fputs(USAGE, stdout);
+            return 0;
+        }
+        if (argv[a][0] == '-') {
+            cli_usage(&err, "policies", "unknown option '%s'", argv[a]);
+            return cli_report(&err);
+        }
+        if (!policy_find(argv[a])) {
+            policy_config cfg;
+            kv_err why = {0};   /* policy_parse's message lists the known names */
+            if (policy_parse(argv[a], &cfg, &why) == KV_OK)
+                cli_usage(&err, "policies", "'%s' is not a policy name (give names only)", argv[a]);
+            else
+                cli_usage(&err, "policies", "%s", why.msg);
+            return cli_report(&err);
+        }
+    }
+    int first = 1;
+    for (const policy_iface *const *p = policy_all(); *p; p++) {
+        int shown = argc == 1;
+        for (int a = 1; a < argc; a++) shown |= strcmp(argv[a], (*p)->name) == 0;
+        if (!shown) continue;
+        if (!first) putchar('\n');
+        first = 0;
+        print_policy(*p);
+    }
+    return 0;
+}

@@ -1,0 +1,45 @@
+#include "sim/reference.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/softmax.h"
+
+int sim_reference_compute(sim_reference *r, const float *q, const float *k, const float *v, int64_t T,
+                          int64_t D, int64_t H, int64_t K, float *scratch)
+{
+    r->T = T, r->D = D, r->H = H, r->K = K;
+    r->out = malloc(sizeof(float) * (size_t)(H * T * D));
+    r->lse = malloc(sizeof(double) * (size_t)(H * T));
+    if (!r->out || !r->lse) return -1;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    for (int64_t h = 0; h < H; h++) {
+        const int64_t g = h / (H / K);
+        const float *qh = q + h * T * D, *kg = k + g * T * D, *vg = v + g * T * D;
+        for (int64_t i0 = 0; i0 < T; i0 += SIM_REF_BLOCK) {
+            const int64_t n = T - i0 < SIM_REF_BLOCK ? T - i0 : SIM_REF_BLOCK, cols = i0 + n;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)cols, (int)D, scale,
+                        qh + i0 * D, (int)D, kg, (int)D, 0.0f, scratch, (int)cols);
+            for (int64_t i = 0; i < n; i++) {
+                float *row = scratch + i * cols;
+                const int64_t len = i0 + i + 1;
+                float mx = softmax_row_max(row, len);
+                double sum = softmax_row_exp(row, len, mx);
+                r->lse[h * T + i0 + i] = (double)mx + log(sum);
+                float inv = (float)(1.0 / sum);
+                for (int64_t j = 0; j < len; j++) row[j] *= inv;
+                for (int64_t j = len; j < cols; j++) row[j] = 0.0f;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)D, (int)cols, 1.0f, scratch,
+                        (int)cols, vg, (int)D, 0.0f, r->out + (h * T + i0) * D, (int)D);
+        }
+    }
+    return 0;
+}
+
+void sim_reference_free(sim_reference *r)
+{
+    free(r->out), free(r->lse);
+    r->out = NULL, r->lse = NULL;
+}

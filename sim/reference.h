@@ -1,0 +1,27 @@
+/* reference: the full-cache attention every configuration is measured
+ * against, computed once per layer and shared by all of them (SPEC §6):
+ * per query head h and position i, the output o_full(i) = Σ_{j<=i} a_ij v_j
+ * and the softmax normaliser (row max m_i, log-sum-exp lse_i) so that any
+ * subset's attention mass a^full over it can be summed later. Queries are
+ * processed in blocks of rows: one sgemm per block against the visible keys
+ * into an O(block·T) scratch, never a T x T matrix. */
+#ifndef KV_SIM_REFERENCE_H
+#define KV_SIM_REFERENCE_H
+
+#include <stdint.h>
+
+typedef struct {
+    int64_t T, D, H, K;
+    float *out;     /* [H][T][D] o_full */
+    double *lse;    /* [H][T] log Σ_{j<=i} exp(s_ij), s = q.k/sqrt(D) in float */
+} sim_reference;
+
+/* q [H][T][D], k and v [K][T][D] of one layer. scratch: block*T floats. */
+int sim_reference_compute(sim_reference *r, const float *q, const float *k, const float *v, int64_t T,
+                          int64_t D, int64_t H, int64_t K, float *scratch);
+
+void sim_reference_free(sim_reference *r);
+
+enum { SIM_REF_BLOCK = 64 };
+
+#endif

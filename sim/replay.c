@@ -1,0 +1,225 @@
+/* The replay engine of SPEC §4: the engine owns the cache; per chunk it
+ * forms the candidates C = S ∪ chunk, measures the chunk's queries against
+ * the visible candidates (step 2), and if |C| > N asks the policy for scores
+ * and keeps exactly N by policy_select (step 4). */
+#include "sim/replay.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/logdet.h"
+#include "core/progress.h"
+#include "core/softmax.h"
+
+typedef struct {
+    int64_t cap;           /* N + largest chunk */
+    int64_t n;             /* |C| */
+    int64_t *pos;          /* [cap] */
+    float *k, *v;          /* [cap][D] */
+    double *scores;        /* [cap] */
+    int64_t *keep, *scratch;
+    float *att;            /* [chunk][cap] */
+    float *out;            /* [chunk][D] */
+    double *errs;          /* [G][T] per evaluated query */
+    double *recalls;       /* [G][T] */
+    int64_t *eval_pos;     /* [T] positions evaluated (same for every head) */
+    int64_t n_eval;
+    double *lds;           /* [D][D] */
+    bool evicted;          /* anything dropped yet? if not, C holds every j <= i */
+} replay_buf;
+
+static void buf_free(replay_buf *b)
+{
+    free(b->pos), free(b->k), free(b->v), free(b->scores), free(b->keep), free(b->scratch);
+    free(b->att), free(b->out), free(b->errs), free(b->recalls), free(b->eval_pos), free(b->lds);
+}
+
+static int buf_alloc(replay_buf *b, const sim_layer *ly, int64_t cap, kv_err *err)
+{
+    memset(b, 0, sizeof *b);
+    const int64_t D = ly->D, G = ly->H / ly->K, B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
+    b->cap = cap;
+    if (!(b->pos = kv_calloc((size_t)cap, sizeof(int64_t), "cache", err)) ||
+        !(b->k = kv_calloc((size_t)(cap * D), sizeof(float), "cache keys", err)) ||
+        !(b->v = kv_calloc((size_t)(cap * D), sizeof(float), "cache values", err)) ||
+        !(b->scores = kv_calloc((size_t)cap, sizeof(double), "scores", err)) ||
+        !(b->keep = kv_calloc((size_t)cap, sizeof(int64_t), "selection", err)) ||
+        !(b->scratch = kv_calloc((size_t)cap, sizeof(int64_t), "selection", err)) ||
+        !(b->att = kv_calloc((size_t)(B * cap), sizeof(float), "attention", err)) ||
+        !(b->out = kv_calloc((size_t)(B * D), sizeof(float), "outputs", err)) ||
+        !(b->errs = kv_calloc((size_t)(G * ly->T), sizeof(double), "errors", err)) ||
+        !(b->recalls = kv_calloc((size_t)(G * ly->T), sizeof(double), "recalls", err)) ||
+        !(b->eval_pos = kv_calloc((size_t)ly->T, sizeof(int64_t), "positions", err)) ||
+        !(b->lds = kv_calloc((size_t)(D * D), sizeof(double), "log-det", err))) {
+        buf_free(b);
+        return err->code;
+    }
+    return KV_OK;
+}
+
+/* Appends positions [p0, p1) of kv head g to the candidates. */
+static void add_chunk(replay_buf *b, const sim_layer *ly, int64_t g, int64_t p0, int64_t p1)
+{
+    const int64_t D = ly->D;
+    for (int64_t p = p0; p < p1; p++, b->n++) {
+        b->pos[b->n] = p;
+        memcpy(b->k + b->n * D, ly->k + (g * ly->T + p) * D, sizeof(float) * (size_t)D);
+        memcpy(b->v + b->n * D, ly->v + (g * ly->T + p) * D, sizeof(float) * (size_t)D);
+    }
+}
+
+/* Step 2: queries [p0, p1) of every head of group g against the visible candidates. */
+static void measure(replay_buf *b, const sim_layer *ly, int64_t g, int64_t budget, int64_t p0, int64_t p1)
+{
+    const int64_t D = ly->D, T = ly->T, G = ly->H / ly->K, n = p1 - p0, cols = b->n;
+    int64_t first = p0 > budget ? p0 : budget; /* earlier queries cannot be affected */
+    if (first >= p1) return;
+    const int64_t n_eval_before = b->n_eval;
+    if (!b->evicted) { /* nothing evicted: the full cache exactly, error 0 and recall 1 */
+        for (int64_t i = first; i < p1; i++) {
+            if (i % ly->eval_stride != 0) continue;
+            for (int64_t j = 0; j < G; j++) b->errs[j * T + b->n_eval] = 0.0, b->recalls[j * T + b->n_eval] = 1.0;
+            b->eval_pos[b->n_eval++] = i;
+        }
+        return;
+    }
+    const float scale = (float)(1.0 / sqrt((double)D));
+    for (int64_t j = 0; j < G; j++) {
+        const int64_t h = g * G + j;
+        b->n_eval = n_eval_before;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)cols, (int)D, scale,
+                    ly->q + (h * T + p0) * D, (int)D, b->k, (int)D, 0.0f, b->att, (int)cols);
+        for (int64_t r = 0; r < n; r++) {
+            const int64_t i = p0 + r;
+            float *row = b->att + r * cols;
+            /* candidates are ascending and the chunk is last: visible = a prefix */
+            const int64_t vis = cols - (p1 - 1 - i);
+            double recall = 0.0;
+            for (int64_t c = 0; c < vis; c++) recall += exp((double)row[c] - ly->ref->lse[h * T + i]);
+            float mx = softmax_row_max(row, vis);
+            float inv = (float)(1.0 / softmax_row_exp(row, vis, mx));
+            for (int64_t c = 0; c < vis; c++) row[c] *= inv;
+            for (int64_t c = vis; c < cols; c++) row[c] = 0.0f;
+            if (i < first || i % ly->eval_stride != 0) continue;
+            b->eval_pos[b->n_eval] = i;
+            b->recalls[j * T + b->n_eval] = recall;
+            b->n_eval++;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)D, (int)cols, 1.0f, b->att, (int)cols,
+                    b->v, (int)D, 0.0f, b->out, (int)D);
+        for (int64_t e = n_eval_before; e < b->n_eval; e++) {
+            const int64_t i = b->eval_pos[e];
+            const float *o = b->out + (i - p0) * D, *f = ly->ref->out + (h * T + i) * D;
+            double num = 0.0, den = 0.0;
+            for (int64_t d = 0; d < D; d++) num += ((double)o[d] - f[d]) * ((double)o[d] - f[d]), den += (double)f[d] * f[d];
+            b->errs[j * T + e] = den > 0 ? sqrt(num / den) : 0.0;
+        }
+    }
+}
+
+/* Step 4: keep exactly `budget` of the candidates. */
+static void evict(replay_buf *b, const sim_layer *ly, const policy_config *pc, void *state, int64_t budget,
+                  int64_t layer, int64_t g, int64_t step, int64_t now, sim_result *out)
+{
+    const int64_t D = ly->D;
+    policy_view view = {.n = b->n, .D = D, .pos = b->pos, .keys = b->k, .values = b->v, .budget = budget,
+                        .now = now, .layer = layer, .kv_head = g, .step = step};
+    double t0 = kv_now_seconds();
+    pc->iface->score(pc, state, &view, b->scores);
+    out->score_ns += (kv_now_seconds() - t0) * 1e9;
+    out->calls++, out->candidates += b->n;
+    int64_t kept = policy_select(b->scores, b->pos, b->n, budget, b->keep, b->scratch);
+    for (int64_t i = 0; i < kept; i++) { /* keep[] ascending, keep[i] >= i: compaction in place */
+        int64_t s = b->keep[i];
+        b->pos[i] = b->pos[s];
+        memmove(b->k + i * D, b->k + s * D, sizeof(float) * (size_t)D);
+        memmove(b->v + i * D, b->v + s * D, sizeof(float) * (size_t)D);
+    }
+    b->evicted = b->evicted || kept < b->n;
+    b->n = kept;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Mean and p95 (linear interpolation) of errors, mean and min of recalls, over the selected ones. */
+static void stats_of(double *errs, const double *recalls, const int64_t *pos, int64_t n, int64_t prompt_len,
+                     int phase, sim_stats *s)
+{
+    int64_t m = 0;
+    double rsum = 0.0, rmin = 1.0, esum = 0.0;
+    for (int64_t e = 0; e < n; e++) {
+        bool in = phase == PHASE_ALL || (phase == PHASE_PREFILL) == (pos[e] < prompt_len);
+        if (!in) continue;
+        errs[m] = errs[e]; /* compacted in place for sorting; callers pass a copy */
+        esum += errs[e], rsum += recalls[e], rmin = recalls[e] < rmin ? recalls[e] : rmin;
+        m++;
+    }
+    s->n = m;
+    if (m == 0) {
+        s->err_mean = s->err_p95 = 0.0, s->recall_mean = s->recall_min = 1.0;
+        return;
+    }
+    qsort(errs, (size_t)m, sizeof *errs, cmp_double);
+    double rank = 0.95 * (double)(m - 1);
+    int64_t lo = (int64_t)rank;
+    double hi = lo + 1 < m ? errs[lo + 1] : errs[lo];
+    s->err_mean = esum / (double)m;
+    s->err_p95 = errs[lo] + (rank - (double)lo) * (hi - errs[lo]);
+    s->recall_mean = rsum / (double)m;
+    s->recall_min = rmin;
+}
+
+static int finish(replay_buf *b, const sim_layer *ly, sim_result *out, kv_err *err)
+{
+    const int64_t G = ly->H / ly->K, T = ly->T;
+    double *tmp = kv_calloc((size_t)(T > 0 ? T : 1), sizeof(double), "statistics", err);
+    if (!tmp) return err->code;
+    for (int64_t j = 0; j < G; j++)
+        for (int p = 0; p < N_PHASES; p++) {
+            memcpy(tmp, b->errs + j * T, sizeof(double) * (size_t)b->n_eval);
+            stats_of(tmp, b->recalls + j * T, b->eval_pos, b->n_eval, ly->prompt_len, p, &out->stats[j * N_PHASES + p]);
+        }
+    free(tmp);
+    out->n_retained = b->n;
+    memcpy(out->retained, b->pos, sizeof(int64_t) * (size_t)b->n);
+    out->logdet = logdet_keys(b->k, b->n, ly->D, b->lds);
+    return KV_OK;
+}
+
+int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t layer, int64_t g,
+               sim_result *out, kv_err *err)
+{
+    const bool keep_all = pc->iface->never_evicts;
+    const int64_t B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
+    const int64_t cap = keep_all || budget + B > ly->T ? ly->T : budget + B;
+    replay_buf b;
+    int rc = buf_alloc(&b, ly, cap, err);
+    if (rc) return rc;
+    void *state = NULL;
+    if (pc->iface->create && (rc = pc->iface->create(pc, &state, err))) {
+        buf_free(&b);
+        return rc;
+    }
+    out->calls = out->candidates = 0, out->score_ns = 0.0;
+    int64_t step = 0;
+    for (int64_t p0 = 0; p0 < ly->T; step++) {
+        int64_t p1 = p0 < ly->prompt_len ? p0 + ly->chunk : p0 + ly->decode_chunk;
+        if (p0 < ly->prompt_len && p1 > ly->prompt_len) p1 = ly->prompt_len; /* the last prompt chunk ends there */
+        if (p1 > ly->T) p1 = ly->T;
+        add_chunk(&b, ly, g, p0, p1);
+        measure(&b, ly, g, budget, p0, p1);
+        if (!keep_all && b.n > budget) evict(&b, ly, pc, state, budget, layer, g, step, p1 - 1, out);
+        p0 = p1;
+    }
+    rc = finish(&b, ly, out, err);
+    if (pc->iface->destroy) pc->iface->destroy(state);
+    buf_free(&b);
+    return rc;
+}

@@ -1,0 +1,42 @@
+/* replay: one (policy, budget) configuration over one (layer, kv head)
+ * stream of a trace (SPEC §4), with its metrics (SPEC §6). */
+#ifndef KV_SIM_REPLAY_H
+#define KV_SIM_REPLAY_H
+
+#include <stdint.h>
+
+#include "core/kv_error.h"
+#include "policies/policy.h"
+#include "sim/reference.h"
+
+enum { PHASE_PREFILL, PHASE_DECODE, PHASE_ALL, N_PHASES };
+
+/* One layer of a trace, loaded once and shared read-only by every task. */
+typedef struct {
+    int64_t T, D, H, K, prompt_len;
+    const float *q;            /* [H][T][D] */
+    const float *k, *v;        /* [K][T][D] */
+    const sim_reference *ref;
+    int64_t chunk, decode_chunk, eval_stride;
+} sim_layer;
+
+typedef struct {
+    int64_t n;                 /* evaluated queries */
+    double err_mean, err_p95, recall_mean, recall_min;
+} sim_stats;
+
+typedef struct {
+    sim_stats *stats;          /* [G][N_PHASES] for the group's query heads */
+    int64_t *retained;         /* final cache positions, ascending */
+    int64_t n_retained;
+    double logdet;             /* final_logdet of the retained keys */
+    int64_t calls, candidates; /* policy scoring */
+    double score_ns;
+} sim_result;
+
+/* Replays `budget` under `pc` over kv head g of layer `layer`. `out->stats`
+ * must hold G * N_PHASES entries, `out->retained` T positions. */
+int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t layer, int64_t g,
+               sim_result *out, kv_err *err);
+
+#endif

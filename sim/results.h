@@ -1,0 +1,25 @@
+/* results: what a sim run produced, in memory, and its outputs (SPEC §8). */
+#ifndef KV_SIM_RESULTS_H
+#define KV_SIM_RESULTS_H
+
+#include "sim/replay.h"
+#include "sim/sim.h"
+
+typedef struct {
+    int64_t L, H, K, T;
+    int n_cfg;                 /* policies x budgets, policy-major */
+    sim_stats *stats;          /* [cfg][L][H][N_PHASES] */
+    double *logdet;            /* [cfg][L][K] */
+    int64_t **retained;        /* [cfg] -> [L][K][width[cfg]] */
+    int64_t *width;            /* [cfg] N' = min(N, T), or T for never-evicting policies */
+    int64_t *calls, *candidates;
+    double *score_ns;          /* [cfg] */
+} sim_results;
+
+int sim_results_alloc(sim_results *r, const sim_opts *o, int64_t L, int64_t H, int64_t K, int64_t T, kv_err *err);
+void sim_results_free(sim_results *r);
+
+/* results.csv, summary.csv, timing.csv, results.h5 into `dir`; the summary table on stdout. */
+int sim_results_write(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err);
+
+#endif

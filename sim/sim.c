@@ -1,0 +1,152 @@
+#include "sim/sim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/outfile.h"
+#include "core/parallel.h"
+#include "core/progress.h"
+#include "core/trace.h"
+#include "sim/reference.h"
+#include "sim/replay.h"
+#include "sim/results.h"
+
+typedef struct {
+    float *q, *k, *v;      /* [H][T][D], [K][T][D], [K][T][D] */
+    float *scratch;        /* reference scratch: block * T */
+} layer_bufs;
+
+/* Reads one layer's queries, keys and values (on this thread: all HDF5 I/O here). */
+static int load_layer(trace *tr, int64_t l, layer_bufs *b, kv_err *err)
+{
+    const trace_meta *m = trace_get_meta(tr);
+    const int64_t T = m->n_tokens, D = m->head_dim;
+    int rc = KV_OK;
+    for (int64_t h = 0; !rc && h < m->n_heads; h++) rc = trace_read_head(tr, TRACE_QUERIES, l, h, b->q + h * T * D, err);
+    for (int64_t g = 0; !rc && g < m->n_kv_heads; g++) {
+        rc = trace_read_head(tr, TRACE_KEYS, l, g, b->k + g * T * D, err);
+        if (!rc) rc = trace_read_head(tr, TRACE_VALUES, l, g, b->v + g * T * D, err);
+    }
+    return rc;
+}
+
+typedef struct {
+    const sim_opts *o;
+    const sim_layer *ly;
+    sim_results *res;
+    int64_t layer;
+    int *rc;               /* [n_cfg * K] */
+    kv_err *errs;          /* [n_cfg * K] */
+} task_ctx;
+
+/* Work item: configuration c (policy-major, then budget) on kv head g. */
+static void run_task(void *ctx_, int item, int thread)
+{
+    (void)thread;
+    task_ctx *t = ctx_;
+    sim_results *r = t->res;
+    const int64_t K = r->K, G = r->H / r->K, l = t->layer;
+    const int c = item / (int)K;
+    const int64_t g = item % K;
+    const policy_config *pc = &t->o->policies[c / t->o->n_budgets];
+    const int64_t budget = t->o->budgets[c % t->o->n_budgets];
+    sim_result out = {
+        .stats = r->stats + (((size_t)c * (size_t)r->L + (size_t)l) * (size_t)r->H + (size_t)(g * G)) * N_PHASES,
+        .retained = malloc(sizeof(int64_t) * (size_t)r->T),
+    };
+    if (!out.retained) {
+        t->rc[item] = kv_fail(&t->errs[item], KV_EFAIL, "sim: out of memory");
+        return;
+    }
+    t->rc[item] = sim_replay(t->ly, pc, budget, l, g, &out, &t->errs[item]);
+    if (!t->rc[item]) {
+        int64_t *dst = r->retained[c] + (l * K + g) * r->width[c];
+        for (int64_t i = 0; i < r->width[c]; i++) dst[i] = i < out.n_retained ? out.retained[i] : -1;
+        r->logdet[((size_t)c * (size_t)r->L + (size_t)l) * (size_t)K + (size_t)g] = out.logdet;
+        r->calls[(size_t)c * (size_t)K + (size_t)g] += out.calls;
+        r->candidates[(size_t)c * (size_t)K + (size_t)g] += out.candidates;
+        r->score_ns[(size_t)c * (size_t)K + (size_t)g] += out.score_ns;
+    }
+    free(out.retained);
+}
+
+static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim_results *res, kv_err *err)
+{
+    const trace_meta *m = trace_get_meta(tr);
+    int rc = load_layer(tr, l, b, err);
+    if (rc) return rc;
+    sim_reference ref = {0};
+    if (sim_reference_compute(&ref, b->q, b->k, b->v, m->n_tokens, m->head_dim, m->n_heads, m->n_kv_heads,
+                              b->scratch) != 0) {
+        sim_reference_free(&ref);
+        return kv_fail(err, KV_EFAIL, "sim: out of memory for the full-cache reference");
+    }
+    sim_layer ly = {.T = m->n_tokens, .D = m->head_dim, .H = m->n_heads, .K = m->n_kv_heads,
+                    .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .ref = &ref,
+                    .chunk = o->chunk, .decode_chunk = o->decode_chunk, .eval_stride = o->eval_stride};
+    const int n_items = res->n_cfg * (int)m->n_kv_heads;
+    int *rcs = calloc((size_t)n_items, sizeof *rcs);
+    kv_err *errs = calloc((size_t)n_items, sizeof *errs);
+    if (!rcs || !errs) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
+    if (!rc) {
+        task_ctx t = {o, &ly, res, l, rcs, errs};
+        kv_parallel_for(n_items, o->threads > 0 ? o->threads : kv_cpu_count(), run_task, &t);
+        for (int i = 0; i < n_items && !rc; i++) /* the first failure in item order: deterministic */
+            if (rcs[i]) rc = kv_fail(err, rcs[i], "%s", errs[i].msg);
+    }
+    free(rcs), free(errs);
+    sim_reference_free(&ref);
+    return rc;
+}
+
+static int check_trace(const sim_opts *o, trace *tr, kv_err *err)
+{
+    const trace_meta *m = trace_get_meta(tr);
+    if (!trace_has(tr, TRACE_QUERIES))
+        return kv_fail(err, KV_EINPUT, "%s: has no /queries dataset; sim needs the queries (capture with "
+                       "--record keys,values,queries)", o->trace);
+    if (m->head_dim > 4096 || m->n_tokens > ((int64_t)1 << 28))
+        return kv_fail(err, KV_EINPUT, "%s: T = %lld, D = %lld is beyond what sim handles", o->trace,
+                       (long long)m->n_tokens, (long long)m->head_dim);
+    return KV_OK;
+}
+
+int sim_run(const sim_opts *o, kv_err *err)
+{
+    trace *tr = NULL;
+    int rc = trace_open(o->trace, &tr, err);
+    if (!rc) rc = check_trace(o, tr, err);
+    if (rc) {
+        trace_close(tr);
+        return rc;
+    }
+    const trace_meta *m = trace_get_meta(tr);
+    const int64_t T = m->n_tokens, D = m->head_dim, H = m->n_heads, K = m->n_kv_heads;
+    kv_blas_single_threaded(); /* tasks run in parallel; BLAS inside each stays serial */
+    sim_results res;
+    layer_bufs b = {0};
+    kv_outfile out;
+    rc = sim_results_alloc(&res, o, m->n_layers, H, K, T, err);
+    if (!rc && (!(b.q = kv_calloc((size_t)(H * T * D), sizeof(float), "queries", err)) ||
+                !(b.k = kv_calloc((size_t)(K * T * D), sizeof(float), "keys", err)) ||
+                !(b.v = kv_calloc((size_t)(K * T * D), sizeof(float), "values", err)) ||
+                !(b.scratch = kv_calloc((size_t)(SIM_REF_BLOCK * T), sizeof(float), "reference", err))))
+        rc = err->code;
+    bool dir_started = false;
+    if (!rc) rc = outdir_begin(&out, o->output, o->force, err), dir_started = rc == KV_OK;
+    kv_progress prog;
+    progress_start(&prog, "sim", m->n_layers, o->quiet);
+    for (int64_t l = 0; !rc && l < m->n_layers; l++) {
+        rc = run_layer(o, tr, l, &b, &res, err);
+        progress_update(&prog, l + 1);
+    }
+    progress_end(&prog);
+    if (!rc) rc = sim_results_write(&res, o, out.tmp_path, err);
+    if (!rc) rc = outdir_commit(&out, err);
+    else if (dir_started) outdir_abort(&out);
+    free(b.q), free(b.k), free(b.v), free(b.scratch);
+    sim_results_free(&res);
+    trace_close(tr);
+    return rc;
+}

@@ -1,0 +1,236 @@
+"""sim against a brute-force replay written here in numpy (float64): kept sets,
+out_rel_err, attn_recall (mean, p95, min) and final log-det per (policy,
+budget, layer, head, phase), for several (N, B, decode chunk) with a decode
+phase; full and N >= T exact; thread-count invariance; bad arguments. TAP."""
+import csv
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+KVTRACE = os.environ["KVTRACE"]
+n = 0
+failures = 0
+
+
+def check(ok, what, detail=""):
+    global n, failures
+    n += 1
+    print(("ok %d - %s" if ok else "not ok %d - %s") % (n, what))
+    if not ok:
+        failures += 1
+        for line in str(detail).splitlines()[:12]:
+            print("#   " + line)
+
+
+L, H, K, D, T, P = 2, 4, 2, 8, 61, 40
+
+
+def write_trace(path, queries=True, seed=5):
+    rng = np.random.default_rng(seed)
+    with h5py.File(path, "w") as f:
+        a = f.attrs
+        a["kvtrace_schema"] = np.array([1, 0], dtype=np.int32)
+        for k, v in dict(creator="test_sim", model_name="brute", architecture="llama", rope_style="neox",
+                         capture_mode="full", storage_dtype="f32").items():
+            a[k] = v
+        for k, v in dict(n_layers=L, n_heads=H, n_kv_heads=K, head_dim=D, n_tokens=T, prompt_len=P,
+                         vocab_size=100, capture_chunk=0).items():
+            a[k] = np.int64(v)
+        a["rope_theta"] = 10000.0
+        f["tokens"] = rng.integers(0, 100, T).astype(np.int32)
+        mean = rng.normal(size=D)
+        f["keys"] = (mean + 0.6 * rng.normal(size=(L, K, T, D))).astype(np.float32)
+        f["values"] = rng.normal(size=(L, K, T, D)).astype(np.float32)
+        if queries:
+            f["queries"] = (1.5 * rng.normal(size=(L, H, T, D))).astype(np.float32)
+
+
+def policy_scores(name, pos, keys, vals, N):
+    if name == "streaming":
+        return np.where(pos < 4, np.inf, pos.astype(np.float64))
+    if name == "knorm":
+        return -np.linalg.norm(keys, axis=1)
+    if name == "keydiff":
+        kn = keys / np.linalg.norm(keys, axis=1, keepdims=True)
+        mu = kn.mean(0)
+        return -(keys @ mu) / (np.linalg.norm(keys, axis=1) * np.linalg.norm(mu))
+    if name == "keydiff:window=0.25":
+        s = policy_scores("keydiff", pos, keys, vals, N)
+        w = int(np.floor(0.25 * N))
+        if w:
+            s[np.argsort(pos)[-w:]] = np.inf
+        return s
+    raise ValueError(name)
+
+
+def select(scores, pos, N):
+    order = sorted(range(len(pos)), key=lambda i: (-scores[i], -pos[i]))
+    return np.sort(np.array(order[:N]))
+
+
+def brute(q, k, v, policy, N, B, dc):
+    """One (layer, kv head): per query head, lists of (i, err, recall); final kept positions."""
+    G = H // K
+    kf, vf = k.astype(np.float64), v.astype(np.float64)
+    res = {j: [] for j in range(G)}
+    S = np.array([], dtype=np.int64)
+    p0 = 0
+    while p0 < T:
+        p1 = min(p0 + B, P) if p0 < P else min(p0 + dc, T)
+        C = np.concatenate([S, np.arange(p0, p1)])
+        for i in range(max(p0, N), p1):
+            vis = C[C <= i]
+            for j in range(G):
+                qi = q[j, i].astype(np.float64)
+                s_full = kf[: i + 1] @ qi / np.sqrt(D)
+                a_full = np.exp(s_full - s_full.max())
+                a_full /= a_full.sum()
+                o_full = a_full @ vf[: i + 1]
+                s = kf[vis] @ qi / np.sqrt(D)
+                a = np.exp(s - s.max())
+                a /= a.sum()
+                o = a @ vf[vis]
+                res[j].append((i, np.linalg.norm(o - o_full) / np.linalg.norm(o_full), a_full[vis].sum()))
+        if policy != "full" and len(C) > N:
+            C = C[select(policy_scores(policy, C, kf[C], vf[C], N), C, N)]
+        S = C
+        p0 = p1
+    return res, S
+
+
+def stats(rows):
+    if not rows:
+        return 0, 0.0, 0.0, 1.0, 1.0
+    e = np.array([r[1] for r in rows])
+    rc = np.array([r[2] for r in rows])
+    return len(rows), e.mean(), np.percentile(e, 95), rc.mean(), rc.min()
+
+
+def logdet(keys):
+    kn = keys.astype(np.float64)
+    kn /= np.linalg.norm(kn, axis=1, keepdims=True)
+    return np.linalg.slogdet(kn.T @ kn / len(kn) + 1e-6 * np.eye(D))[1]
+
+
+def run_sim(trace, out, policies, budgets, B, dc, threads="2"):
+    return subprocess.run([KVTRACE, "sim", trace, "--policies", ",".join(policies), "--budgets",
+                           ",".join(map(str, budgets)), "--chunk", str(B), "--decode-chunk", str(dc),
+                           "--threads", threads, "--quiet", "-o", out], capture_output=True, text=True)
+
+
+def compare(tmp, trace, B, dc):
+    policies = ["full", "streaming", "knorm", "keydiff", "keydiff:window=0.25"]
+    budgets = [8, 19, 100]
+    out = os.path.join(tmp, "res_%d_%d" % (B, dc))
+    r = run_sim(trace, out, policies, budgets, B, dc)
+    check(r.returncode == 0, "sim runs (B=%d, decode chunk %d)" % (B, dc), r.stderr)
+    if r.returncode:
+        return
+    rows = {}
+    with open(os.path.join(out, "results.csv")) as f:
+        for row in csv.DictReader(f):
+            rows[(row["policy"], row["params"], int(row["budget"]), int(row["layer"]), int(row["head"]), row["phase"])] = row
+    with h5py.File(trace, "r") as t, h5py.File(os.path.join(out, "results.h5"), "r") as rh:
+        q, k, v = t["queries"][:], t["keys"][:], t["values"][:]
+        runs = {(g.attrs["policy"], g.attrs["params"], int(g.attrs["budget"])): g for g in rh["runs"].values()}
+        worst, bad, kept_bad, ld_bad = 0.0, [], [], []
+        for pol in policies:
+            name = pol.split(":")[0]
+            for N in budgets:
+                run = [g for (p, prm, b), g in runs.items() if p == name and b == N and
+                       (("window=0.25" in prm) == ("window" in pol))][0]
+                params = run.attrs["params"]
+                for l in range(L):
+                    for g in range(K):
+                        res, S = brute(q[l, g * (H // K):(g + 1) * (H // K)], k[l, g], v[l, g], pol, N, B, dc)
+                        got_kept = [x for x in run["retained"][l, g] if x >= 0]
+                        if list(got_kept) != list(S):
+                            kept_bad.append((pol, N, l, g, list(S)[:10], got_kept[:10]))
+                        ld = run["final_logdet"][l, g]
+                        if abs(ld - logdet(k[l, g][S])) > 1e-6 + 1e-6 * abs(ld):
+                            ld_bad.append((pol, N, l, g, ld, logdet(k[l, g][S])))
+                        for j in range(H // K):
+                            for phase in ("prefill", "decode", "all"):
+                                sel = [x for x in res[j] if phase == "all" or (phase == "prefill") == (x[0] < P)]
+                                want = stats(sel)
+                                row = rows[(name, params, N, l, g * (H // K) + j, phase)]
+                                got = (int(row["n_queries"]), float(row["out_rel_err_mean"]), float(row["out_rel_err_p95"]),
+                                       float(row["attn_recall_mean"]), float(row["attn_recall_min"]))
+                                if got[0] != want[0]:
+                                    bad.append((pol, N, l, g, j, phase, "n", got[0], want[0]))
+                                for a, b_ in zip(got[1:], want[1:]):
+                                    worst = max(worst, abs(a - b_))
+                                    if abs(a - b_) > 1e-6 * max(1.0, abs(b_)):  # relative above 1
+                                        bad.append((pol, N, l, g, j, phase, got, want))
+                                if pol == "full" or N >= T:
+                                    if got[1:] != (0.0, 0.0, 1.0, 1.0):
+                                        bad.append(("exact", pol, N, got))
+        print("# B=%d dc=%d: max |sim - brute force| over all statistics %.3g" % (B, dc, worst))
+        check(not kept_bad, "kept sets equal brute force (B=%d, dc=%d)" % (B, dc), "\n".join(map(str, kept_bad[:5])))
+        check(not bad, "metrics equal brute force to 1e-6 (relative above 1); full and N>=T exact (B=%d, dc=%d)" % (B, dc),
+              "\n".join(map(str, bad[:5])))
+        check(not ld_bad, "final_logdet equals numpy slogdet (B=%d, dc=%d)" % (B, dc), "\n".join(map(str, ld_bad[:5])))
+
+
+def threads_and_errors(tmp, trace):
+    outs = []
+    for th in ("1", "2"):
+        out = os.path.join(tmp, "th" + th)
+        r = run_sim(trace, out, ["full", "keydiff", "streaming", "random", "primekv"], [8, 30], 5, 2, th)
+        check(r.returncode == 0, "sim with %s thread(s)" % th, r.stderr)
+        outs.append(out)
+    for name in ("results.csv", "summary.csv", "results.h5"):
+        check(filecmp.cmp(os.path.join(outs[0], name), os.path.join(outs[1], name), shallow=False),
+              "%s byte-identical for 1 and 2 threads" % name)
+    noq = os.path.join(tmp, "noq.h5")
+    write_trace(noq, queries=False)
+    cases = [
+        (["--budgets", "0"], 2, "budget 0"),
+        (["--chunk", "0"], 2, "chunk 0"),
+        (["--policies", "nosuch"], 2, "unknown policy"),
+        (["--policies", "keydiff:window=2"], 2, "bad parameter value"),
+        (["--policies", "keydiff:windw=0.1"], 2, "unknown parameter"),
+    ]
+    for extra, code, what in cases:
+        out = os.path.join(tmp, "bad")
+        args = {"--policies": "keydiff", "--budgets": "8", "--chunk": "4"}
+        for i in range(0, len(extra), 2):
+            args[extra[i]] = extra[i + 1]
+        cmd = [KVTRACE, "sim", trace, "-o", out] + [x for kv in args.items() for x in kv]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == code and len(lines) == 1 and lines[0].startswith("kvtrace: error:")
+              and not os.path.exists(out) and not [x for x in os.listdir(tmp) if ".tmp." in x],
+              "%s: exit %d, one line, no output left" % (what, code), "rc %d: %s" % (r.returncode, r.stderr))
+    out = os.path.join(tmp, "bad")
+    r = subprocess.run([KVTRACE, "sim", noq, "--policies", "keydiff", "--budgets", "8", "--chunk", "4", "-o", out],
+                       capture_output=True, text=True)
+    check(r.returncode == 3 and "queries" in r.stderr and not os.path.exists(out)
+          and not [x for x in os.listdir(tmp) if ".tmp." in x], "trace without /queries: exit 3, nothing left", r.stderr)
+    r = subprocess.run([KVTRACE, "sim", trace, "--policies", "keydiff", "--budgets", "8", "--chunk", "4", "--quiet",
+                        "-o", outs[0]], capture_output=True, text=True)
+    check(r.returncode == 2 and "--force" in r.stderr, "existing output directory refused without --force", r.stderr)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="kvtrace-sim-")
+    try:
+        trace = os.path.join(tmp, "t.h5")
+        write_trace(trace)
+        for B, dc in ((4, 1), (7, 3), (64, 1)):
+            compare(tmp, trace, B, dc)
+        threads_and_errors(tmp, trace)
+    finally:
+        shutil.rmtree(tmp)
+    print("1..%d" % n)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

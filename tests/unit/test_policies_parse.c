@@ -1,0 +1,146 @@
+/* The registry and "name:key=value" parsing (SPEC §2, §5): defaults filled,
+ * canonical names sorted by key, and every bad spec a KV_EUSAGE error that
+ * says what is valid. */
+#include "testutil.h"
+
+#include <math.h>
+#include <ctype.h>
+
+#include "policies/policy.h"
+
+static void parses_to(const char *spec, const char *name, const char *canonical)
+{
+    policy_config cfg;
+    kv_err err = {0};
+    int rc = policy_parse(spec, &cfg, &err);
+    if (rc) printf("# %s: %s\n", spec, err.msg);
+    assert_int_equal(rc, KV_OK);
+    assert_string_equal(cfg.iface->name, name);
+    assert_int_equal(cfg.n, cfg.iface->n_params);
+    assert_string_equal(cfg.canonical, canonical);
+}
+
+static void fails_with(const char *spec, const char *const *parts)
+{
+    policy_config cfg;
+    kv_err err = {0};
+    assert_int_equal(policy_parse(spec, &cfg, &err), KV_EUSAGE);
+    assert_int_equal(err.code, KV_EUSAGE);
+    printf("# '%s' -> %s\n", spec, err.msg);
+    for (; *parts; parts++) {
+        if (!strstr(err.msg, *parts)) printf("# missing '%s'\n", *parts);
+        assert_non_null(strstr(err.msg, *parts));
+    }
+}
+
+static void defaults_and_canonical_names(void **state)
+{
+    (void)state;
+    parses_to("keydiff", "keydiff", "anchor=norm:metric=cos:window=0");
+    parses_to("keydiff:window=0.2:anchor=raw", "keydiff", "anchor=raw:metric=cos:window=0.2");
+    parses_to("keydiff:metric=l2:anchor=pairwise:window=1", "keydiff", "anchor=pairwise:metric=l2:window=1");
+    parses_to("keydiff:window=2e-1", "keydiff", "anchor=norm:metric=cos:window=0.2");
+    parses_to("keydiff:window=-0", "keydiff", "anchor=norm:metric=cos:window=0");
+    /* %g unless that would merge two configs */
+    parses_to("keydiff:window=0.123456789", "keydiff", "anchor=norm:metric=cos:window=0.123456789");
+    parses_to("full", "full", "");
+    parses_to("knorm", "knorm", "");
+    parses_to("streaming", "streaming", "sinks=4");
+    parses_to("streaming:sinks=16.0", "streaming", "sinks=16");
+    parses_to("random", "random", "seed=0");
+    parses_to("random:seed=12345678", "random", "seed=12345678");
+    parses_to("primekv", "primekv", "key=anchor:value=dev");
+    parses_to("primekv:value=proj:key=nn", "primekv", "key=nn:value=proj");
+}
+
+static void values_reach_the_policy(void **state)
+{
+    (void)state;
+    policy_config cfg;
+    kv_err err = {0};
+    assert_int_equal(policy_parse("keydiff:window=0.25:metric=l2", &cfg, &err), KV_OK);
+    assert_true(policy_num(&cfg, "window") == 0.25);
+    assert_int_equal(policy_choice(&cfg, "metric"), 2);
+    assert_int_equal(policy_choice(&cfg, "anchor"), 0);
+    assert_int_equal(policy_parse("streaming:sinks=0", &cfg, &err), KV_OK);
+    assert_true(policy_num(&cfg, "sinks") == 0);
+}
+
+static void bad_specs_say_what_is_valid(void **state)
+{
+    (void)state;
+    fails_with("foo", (const char *[]){"unknown policy 'foo'",
+                                       "(known: full, keydiff, knorm, streaming, random, primekv)", NULL});
+    fails_with("", (const char *[]){"empty policy name", "keydiff", NULL});
+    fails_with(":window=1", (const char *[]){"empty policy name", NULL});
+    fails_with("KeyDiff", (const char *[]){"unknown policy 'KeyDiff'", NULL});
+    fails_with("keydiff:windw=0.2", (const char *[]){"keydiff: unknown parameter 'windw' (known: anchor, metric, window)", NULL});
+    fails_with("keydiff:window=2", (const char *[]){"keydiff: window=2 is out of range [0, 1]", NULL});
+    fails_with("keydiff:window=-0.1", (const char *[]){"window=-0.1 is out of range [0, 1]", NULL});
+    fails_with("keydiff:anchor=xyz", (const char *[]){"keydiff: anchor=xyz is not one of norm|raw|pairwise", NULL});
+    fails_with("keydiff:metric=", (const char *[]){"metric= is not one of cos|dot|l2", NULL});
+    fails_with("keydiff:window=0.1:window=0.2", (const char *[]){"keydiff: parameter 'window' given twice", NULL});
+    fails_with("keydiff:anchor=raw:anchor=raw", (const char *[]){"'anchor' given twice", NULL});
+    fails_with("keydiff:window=abc", (const char *[]){"window=abc is not a number", "[0, 1]", NULL});
+    fails_with("keydiff:window=", (const char *[]){"window= is not a number", NULL});
+    fails_with("keydiff:window= 0.5", (const char *[]){"is not a number", NULL});
+    fails_with("keydiff:window=nan", (const char *[]){"window=nan is not a number", NULL});
+    fails_with("keydiff:window=0.5x", (const char *[]){"window=0.5x is not a number", NULL});
+    fails_with("keydiff:window", (const char *[]){"keydiff: parameter 'window' is not key=value", "anchor, metric, window", NULL});
+    fails_with("keydiff::window=0.2", (const char *[]){"keydiff: empty parameter", NULL});
+    fails_with("keydiff:", (const char *[]){"keydiff: empty parameter", NULL});
+    fails_with("streaming:sinks=2.5", (const char *[]){"streaming: sinks=2.5 is not an integer", NULL});
+    fails_with("streaming:sinks=-1", (const char *[]){"streaming: sinks=-1 is out of range [0, ", NULL});
+    fails_with("random:seed=1.5", (const char *[]){"random: seed=1.5 is not an integer", NULL});
+    fails_with("knorm:x=1", (const char *[]){"knorm: unknown parameter 'x' (knorm takes no parameters)", NULL});
+    fails_with("primekv:key=far", (const char *[]){"primekv: key=far is not one of anchor|nn", NULL});
+    fails_with("primekv:value=norm", (const char *[]){"primekv: value=norm is not one of dev|proj", NULL});
+}
+
+/* What every policy file must declare: the parser and `kvtrace policies`
+ * rely on it, so a new policy is checked here without a new test. */
+static void registry_is_well_formed(void **state)
+{
+    (void)state;
+    int count = 0;
+    for (const policy_iface *const *p = policy_all(); *p; p++, count++) {
+        const policy_iface *pi = *p;
+        assert_non_null(pi->score);
+        assert_true(pi->summary && pi->summary[0]);
+        assert_true(pi->n_params >= 0 && pi->n_params <= POLICY_MAX_PARAMS);
+        assert_ptr_equal(policy_find(pi->name), pi);
+        assert_true((pi->create == NULL) == (pi->destroy == NULL));
+        for (int i = 0; i < pi->n_params; i++) {
+            const policy_param *q = &pi->params[i];
+            assert_true(q->key && q->def && q->doc && q->doc[0]);
+            if (i) assert_true(strcmp(pi->params[i - 1].key, q->key) < 0);   /* sorted by key */
+            if (q->kind == PARAM_CHOICE) assert_non_null(q->choices);
+            else assert_true(q->min <= q->max);
+        }
+        policy_config cfg;
+        kv_err err = {0};
+        assert_int_equal(policy_parse(pi->name, &cfg, &err), KV_OK);   /* defaults are valid */
+        char again[300];   /* the canonical string parses back to itself */
+        snprintf(again, sizeof again, "%s%s%s", pi->name, cfg.canonical[0] ? ":" : "", cfg.canonical);
+        policy_config cfg2;
+        assert_int_equal(policy_parse(again, &cfg2, &err), KV_OK);
+        assert_string_equal(cfg2.canonical, cfg.canonical);
+    }
+    assert_true(count >= 6);
+    assert_null(policy_find("nope"));
+    char summary[256];   /* docs must label primekv a reconstruction (SPEC §5) */
+    snprintf(summary, sizeof summary, "%s", policy_find("primekv")->summary);
+    for (char *c = summary; *c; c++) *c = (char)tolower((unsigned char)*c);
+    assert_non_null(strstr(summary, "reconstruct"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(defaults_and_canonical_names),
+        cmocka_unit_test(values_reach_the_policy),
+        cmocka_unit_test(bad_specs_say_what_is_valid),
+        cmocka_unit_test(registry_is_well_formed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
