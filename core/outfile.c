@@ -46,7 +46,9 @@ void outfile_install_signal_cleanup(void)
     signal(SIGHUP, on_signal);
 }
 
-int outfile_begin(kv_outfile *o, const char *path, bool force, kv_err *err)
+/* Fills final_path and tmp_path (".NAME.tmp.PID" beside it) after checking
+ * that the parent directory exists; registers tmp_path for signal cleanup. */
+static int name_output(kv_outfile *o, const char *path, kv_err *err)
 {
     o->slot = -1;
     o->tmp_path[0] = '\0';
@@ -54,20 +56,12 @@ int outfile_begin(kv_outfile *o, const char *path, bool force, kv_err *err)
     if (len == 0 || len + 32 >= sizeof o->final_path)
         return kv_fail(err, KV_EUSAGE, "output path '%s' is empty or too long", path);
     memcpy(o->final_path, path, len + 1);
-
-    struct stat st;
-    if (stat(path, &st) == 0) {
-        if (S_ISDIR(st.st_mode))
-            return kv_fail(err, KV_EUSAGE, "%s: output path is a directory", path);
-        if (!force)
-            return kv_fail(err, KV_EUSAGE, "%s: output exists (use --force to replace it)", path);
-    }
-
     const char *slash = strrchr(path, '/');
     size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
     const char *base = path + dir_len;
     if (*base == '\0')
         return kv_fail(err, KV_EUSAGE, "output path '%s' names a directory, not a file", path);
+    struct stat st;
     if (dir_len > 0) {
         char dir[4096];
         memcpy(dir, path, dir_len);
@@ -75,10 +69,23 @@ int outfile_begin(kv_outfile *o, const char *path, bool force, kv_err *err)
         if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
             return kv_fail(err, KV_EFAIL, "%s: output directory '%s' does not exist", path, dir);
     }
-    snprintf(o->tmp_path, sizeof o->tmp_path, "%.*s.%s.tmp.%ld", (int)dir_len, path, base,
-             (long)getpid());
+    snprintf(o->tmp_path, sizeof o->tmp_path, "%.*s.%s.tmp.%ld", (int)dir_len, path, base, (long)getpid());
     o->slot = pending_add(o->tmp_path);
     return KV_OK;
+}
+
+int outfile_begin(kv_outfile *o, const char *path, bool force, kv_err *err)
+{
+    struct stat st;
+    o->slot = -1;
+    o->tmp_path[0] = '\0';
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return kv_fail(err, KV_EUSAGE, "%s: output path is a directory", path);
+        if (!force)
+            return kv_fail(err, KV_EUSAGE, "%s: output exists (use --force to replace it)", path);
+    }
+    return name_output(o, path, err);
 }
 
 int outfile_commit(kv_outfile *o, kv_err *err)
@@ -121,12 +128,13 @@ int outdir_begin(kv_outfile *o, const char *path, bool force, kv_err *err)
     memcpy(trimmed, path, len);
     trimmed[len] = '\0';
     struct stat st;
+    o->slot = -1;
+    o->tmp_path[0] = '\0';
     if (stat(trimmed, &st) == 0 && !S_ISDIR(st.st_mode))
         return kv_fail(err, KV_EUSAGE, "%s: output exists and is not a directory", trimmed);
     if (stat(trimmed, &st) == 0 && !force)
         return kv_fail(err, KV_EUSAGE, "%s: output exists (use --force to replace it)", trimmed);
-    /* reuse the file logic for names and the parent check, then make a directory */
-    int rc = outfile_begin(o, trimmed, true, err);
+    int rc = name_output(o, trimmed, err);
     if (rc) return rc;
     if (mkdir(o->tmp_path, 0777) != 0) {
         int e = errno;

@@ -270,20 +270,63 @@ static void heap_sort(const order *o, int64_t *idx, int64_t n)
     }
 }
 
+/* Min-rank heap over h[0..n): the root ranks FIRST among its subtree, so it is
+ * the best of a set of evicted candidates, the first to leave that set. */
+static void sift_worst_set(const order *o, int64_t *h, int64_t root, int64_t n)
+{
+    for (;;) {
+        int64_t c = 2 * root + 1;
+        if (c >= n) return;
+        if (c + 1 < n && before(o, h[c + 1], h[c])) c++;
+        if (!before(o, h[c], h[root])) return;
+        int64_t t = h[root];
+        h[root] = h[c], h[c] = t;
+        root = c;
+    }
+}
+
+static int cmp_index(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static bool ascending(const int64_t *pos, int64_t n)
+{
+    for (int64_t i = 1; i < n; i++)
+        if (pos[i] <= pos[i - 1]) return false;
+    return true;
+}
+
+/* Keeps the `budget` best by finding the E = n - budget worst with a heap of
+ * size E: O(n log E), so a decode step that evicts one candidate is O(n). */
 int64_t policy_select(const double *scores, const int64_t *pos, int64_t n, int64_t budget,
                       int64_t *keep, int64_t *scratch)
 {
     KV_ASSERT(n >= 0 && budget >= 0);
     order o = {scores, pos, true};
-    int64_t k = n < budget ? n : budget;
-    if (k < n) {
-        for (int64_t i = 0; i < n; i++) scratch[i] = i;
-        heap_sort(&o, scratch, n);
-        memcpy(keep, scratch, (size_t)k * sizeof *keep);
-    } else {
+    const int64_t k = n < budget ? n : budget, E = n - k;
+    if (E == 0) {
         for (int64_t i = 0; i < n; i++) keep[i] = i;
+    } else {
+        int64_t *worst = scratch; /* [E] */
+        for (int64_t i = 0; i < E; i++) worst[i] = i;
+        for (int64_t i = E / 2 - 1; i >= 0; i--) sift_worst_set(&o, worst, i, E);
+        for (int64_t i = E; i < n; i++)
+            if (before(&o, worst[0], i)) { /* i ranks after the best of the evicted: swap them */
+                worst[0] = i;
+                sift_worst_set(&o, worst, 0, E);
+            }
+        qsort(worst, (size_t)E, sizeof *worst, cmp_index); /* evicted indices, ascending */
+        /* kept = every index not evicted, in index order */
+        int64_t m = 0, w = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (w < E && worst[w] == i) w++;
+            else keep[m++] = i;
+        }
+        KV_ASSERT(m == k);
     }
     o.by_rank = false;
-    heap_sort(&o, keep, k);
+    if (!ascending(pos, n)) heap_sort(&o, keep, k); /* index order is position order otherwise */
     return k;
 }

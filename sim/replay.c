@@ -207,18 +207,22 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
         buf_free(&b);
         return rc;
     }
-    out->calls = out->candidates = 0, out->score_ns = 0.0;
+    out->calls = out->candidates = 0, out->score_ns = out->metrics_ns = 0.0;
+    const double started = kv_now_seconds();
     int64_t step = 0;
     for (int64_t p0 = 0; p0 < ly->T; step++) {
         int64_t p1 = p0 < ly->prompt_len ? p0 + ly->chunk : p0 + ly->decode_chunk;
         if (p0 < ly->prompt_len && p1 > ly->prompt_len) p1 = ly->prompt_len; /* the last prompt chunk ends there */
         if (p1 > ly->T) p1 = ly->T;
         add_chunk(&b, ly, g, p0, p1);
+        double t0 = kv_now_seconds();
         measure(&b, ly, g, budget, p0, p1);
+        out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
         if (!keep_all && b.n > budget) evict(&b, ly, pc, state, budget, layer, g, step, p1 - 1, out);
         p0 = p1;
     }
     rc = finish(&b, ly, out, err);
+    out->replay_ns = (kv_now_seconds() - started) * 1e9;
     if (pc->iface->destroy) pc->iface->destroy(state);
     buf_free(&b);
     return rc;

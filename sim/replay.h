@@ -32,6 +32,8 @@ typedef struct {
     double logdet;             /* final_logdet of the retained keys */
     int64_t calls, candidates; /* policy scoring */
     double score_ns;
+    double metrics_ns;         /* step 2: measuring the chunk's queries */
+    double replay_ns;          /* the whole replay, metrics and scoring included */
 } sim_result;
 
 /* Replays `budget` under `pc` over kv head g of layer `layer`. `out->stats`

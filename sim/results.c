@@ -220,6 +220,11 @@ static void print_table(const sim_results *r, const sim_opts *o)
         printf("%-12s %-34s %7lld %12.4g %12.4g %12.4f %12.4g\n", pc->iface->name, pc->canonical,
                (long long)o->budgets[c % o->n_budgets], s.err_mean, s.err_p95, s.recall_mean, ld);
     }
+    double score_s = 0.0;
+    for (size_t i = 0; i < (size_t)r->n_cfg * (size_t)r->K; i++) score_s += r->score_ns[i] * 1e-9;
+    printf("time: %.3f s wall; trace reading %.3f s, full-cache reference %.3f s, replay %.3f s of thread time "
+           "(metrics %.3f s, policy scoring %.3f s, cache bookkeeping %.3f s)\n", r->wall_s, r->load_s,
+           r->reference_s, r->replay_s, r->metrics_s, score_s, r->replay_s - r->metrics_s - score_s);
 }
 
 int sim_results_write(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)

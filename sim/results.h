@@ -13,7 +13,9 @@ typedef struct {
     int64_t **retained;        /* [cfg] -> [L][K][width[cfg]] */
     int64_t *width;            /* [cfg] N' = min(N, T), or T for never-evicting policies */
     int64_t *calls, *candidates;
-    double *score_ns;          /* [cfg] */
+    double *score_ns;          /* [cfg][K] */
+    /* where the time went (seconds; replay parts summed over threads) */
+    double load_s, reference_s, replay_s, metrics_s, wall_s;
 } sim_results;
 
 int sim_results_alloc(sim_results *r, const sim_opts *o, int64_t L, int64_t H, int64_t K, int64_t T, kv_err *err);

@@ -38,6 +38,7 @@ typedef struct {
     int64_t layer;
     int *rc;               /* [n_cfg * K] */
     kv_err *errs;          /* [n_cfg * K] */
+    double *replay_ns, *metrics_ns; /* [n_cfg * K] */
 } task_ctx;
 
 /* Work item: configuration c (policy-major, then budget) on kv head g. */
@@ -67,6 +68,7 @@ static void run_task(void *ctx_, int item, int thread)
         r->calls[(size_t)c * (size_t)K + (size_t)g] += out.calls;
         r->candidates[(size_t)c * (size_t)K + (size_t)g] += out.candidates;
         r->score_ns[(size_t)c * (size_t)K + (size_t)g] += out.score_ns;
+        t->replay_ns[item] = out.replay_ns, t->metrics_ns[item] = out.metrics_ns;
     }
     free(out.retained);
 }
@@ -74,8 +76,11 @@ static void run_task(void *ctx_, int item, int thread)
 static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim_results *res, kv_err *err)
 {
     const trace_meta *m = trace_get_meta(tr);
+    double t0 = kv_now_seconds();
     int rc = load_layer(tr, l, b, err);
     if (rc) return rc;
+    double t1 = kv_now_seconds();
+    res->load_s += t1 - t0;
     sim_reference ref = {0};
     if (sim_reference_compute(&ref, b->q, b->k, b->v, m->n_tokens, m->head_dim, m->n_heads, m->n_kv_heads,
                               b->scratch) != 0) {
@@ -85,17 +90,20 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
     sim_layer ly = {.T = m->n_tokens, .D = m->head_dim, .H = m->n_heads, .K = m->n_kv_heads,
                     .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .ref = &ref,
                     .chunk = o->chunk, .decode_chunk = o->decode_chunk, .eval_stride = o->eval_stride};
+    res->reference_s += kv_now_seconds() - t1;
     const int n_items = res->n_cfg * (int)m->n_kv_heads;
     int *rcs = calloc((size_t)n_items, sizeof *rcs);
     kv_err *errs = calloc((size_t)n_items, sizeof *errs);
-    if (!rcs || !errs) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
+    double *times = calloc((size_t)n_items * 2, sizeof *times);
+    if (!rcs || !errs || !times) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
     if (!rc) {
-        task_ctx t = {o, &ly, res, l, rcs, errs};
+        task_ctx t = {o, &ly, res, l, rcs, errs, times, times + n_items};
         kv_parallel_for(n_items, o->threads > 0 ? o->threads : kv_cpu_count(), run_task, &t);
         for (int i = 0; i < n_items && !rc; i++) /* the first failure in item order: deterministic */
             if (rcs[i]) rc = kv_fail(err, rcs[i], "%s", errs[i].msg);
+        for (int i = 0; i < n_items; i++) res->replay_s += times[i] * 1e-9, res->metrics_s += times[n_items + i] * 1e-9;
     }
-    free(rcs), free(errs);
+    free(rcs), free(errs), free(times);
     sim_reference_free(&ref);
     return rc;
 }
@@ -136,12 +144,14 @@ int sim_run(const sim_opts *o, kv_err *err)
     bool dir_started = false;
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err), dir_started = rc == KV_OK;
     kv_progress prog;
+    const double started = kv_now_seconds();
     progress_start(&prog, "sim", m->n_layers, o->quiet);
     for (int64_t l = 0; !rc && l < m->n_layers; l++) {
         rc = run_layer(o, tr, l, &b, &res, err);
         progress_update(&prog, l + 1);
     }
     progress_end(&prog);
+    res.wall_s = kv_now_seconds() - started;
     if (!rc) rc = sim_results_write(&res, o, out.tmp_path, err);
     if (!rc) rc = outdir_commit(&out, err);
     else if (dir_started) outdir_abort(&out);
