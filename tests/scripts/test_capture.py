@@ -15,6 +15,9 @@ import tempfile
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import check, close, finish  # noqa: E402
+
 KVTRACE = os.environ["KVTRACE"]
 MODELS = os.environ.get("KVTRACE_MODEL_DIR", "")
 GGUF = os.path.join(MODELS, "stories260K.gguf")
@@ -22,34 +25,8 @@ BIN = os.path.join(MODELS, "derived", "stories260K.bin")
 TOK = os.path.join(MODELS, "derived", "tok512.bin")
 GOLDEN = os.path.join(MODELS, "stories260K.golden.json")
 
-n = 0
-failures = 0
 
 
-def check(ok, what, detail=""):
-    global n, failures
-    n += 1
-    print(("ok %d - %s" if ok else "not ok %d - %s") % (n, what))
-    if not ok:
-        failures += 1
-        for line in str(detail).splitlines()[:12]:
-            print("#   " + line)
-
-
-def close(name, got, ref, abs_tol, rel_tol):
-    got = np.asarray(got, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    if got.shape != ref.shape:
-        check(False, name, "shape %s != reference %s" % (got.shape, ref.shape))
-        return
-    diff = np.abs(got - ref)
-    bad = diff > abs_tol + rel_tol * np.abs(ref)
-    detail = "max abs diff %.3g; %d outside tolerance" % (diff.max(), bad.sum())
-    if bad.any():
-        idx = np.argwhere(bad)[:5]
-        detail += "\n" + "\n".join("at %s: got %.9g ref %.9g" % (tuple(i), got[tuple(i)], ref[tuple(i)]) for i in idx)
-    print("# %s: %s" % (name, detail.splitlines()[0]))
-    check(not bad.any(), name, detail)
 
 
 def run(*args):
@@ -78,8 +55,7 @@ def main():
         bad_inputs(tmp)
     finally:
         shutil.rmtree(tmp)
-    print("1..%d" % n)
-    return 1 if failures else 0
+    return finish()
 
 
 def golden_forward(tmp, gold):

@@ -13,19 +13,10 @@ import tempfile
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import check, finish  # noqa: E402
+
 KVTRACE = os.environ["KVTRACE"]
-n = 0
-failures = 0
-
-
-def check(ok, what, detail=""):
-    global n, failures
-    n += 1
-    print(("ok %d - %s" if ok else "not ok %d - %s") % (n, what))
-    if not ok:
-        failures += 1
-        for line in str(detail).splitlines()[:12]:
-            print("#   " + line)
 
 
 L, H, K, D, T, P = 2, 4, 2, 8, 61, 40
@@ -228,8 +219,7 @@ def main():
         threads_and_errors(tmp, trace)
     finally:
         shutil.rmtree(tmp)
-    print("1..%d" % n)
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,40 @@
+"""TAP output for the test scripts in tests/scripts: one "ok N - ..." or
+"not ok N - ..." line per check (tests/run_all.sh counts them), details of a
+failure on "#" lines, and a plan line at the end."""
+import numpy as np
+
+count = 0
+failures = 0
+
+
+def check(ok, what, detail=""):
+    global count, failures
+    count += 1
+    print(("ok %d - %s" if ok else "not ok %d - %s") % (count, what))
+    if not ok:
+        failures += 1
+        for line in str(detail).splitlines()[:12]:
+            print("#   " + line)
+    return ok
+
+
+def close(name, got, ref, abs_tol, rel_tol):
+    """|got - ref| <= abs_tol + rel_tol * |ref| elementwise; prints the max difference."""
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        return check(False, name, "shape %s != reference %s" % (got.shape, ref.shape))
+    diff = np.abs(got - ref)
+    bad = diff > abs_tol + rel_tol * np.abs(ref)
+    detail = "max abs diff %.3g; %d outside tolerance" % (diff.max() if diff.size else 0.0, bad.sum())
+    if bad.any():
+        idx = np.argwhere(bad)[:5]
+        detail += "\n" + "\n".join("at %s: got %.9g ref %.9g" % (tuple(i), got[tuple(i)], ref[tuple(i)]) for i in idx)
+    print("# %s: %s" % (name, detail.splitlines()[0]))
+    return check(not bad.any(), name, detail)
+
+
+def finish():
+    """Prints the plan; returns the exit status."""
+    print("1..%d" % count)
+    return 1 if failures else 0
