@@ -16,9 +16,10 @@ typedef struct {
     double *lse;    /* [H][T] log Σ_{j<=i} exp(s_ij), s = q.k/sqrt(D) in float */
 } sim_reference;
 
-/* q [H][T][D], k and v [K][T][D] of one layer. scratch: block*T floats. */
+/* q [H][T][D], k and v [K][T][D] of one layer; query heads split over
+ * `threads` (each with a block*T scratch). Returns -1 when out of memory. */
 int sim_reference_compute(sim_reference *r, const float *q, const float *k, const float *v, int64_t T,
-                          int64_t D, int64_t H, int64_t K, float *scratch);
+                          int64_t D, int64_t H, int64_t K, int threads);
 
 void sim_reference_free(sim_reference *r);
 

@@ -21,8 +21,9 @@ typedef struct {
     float *k, *v;          /* [cap][D] */
     double *scores;        /* [cap] */
     int64_t *keep, *scratch;
-    float *att;            /* [chunk][cap] */
-    float *out;            /* [chunk][D] */
+    float *qrows;          /* [G][chunk][D] the group's query rows */
+    float *att;            /* [G][chunk][cap] */
+    float *out;            /* [G][chunk][D] */
     double *errs;          /* [G][T] per evaluated query */
     double *recalls;       /* [G][T] */
     int64_t *eval_pos;     /* [T] positions evaluated (same for every head) */
@@ -34,7 +35,7 @@ typedef struct {
 static void buf_free(replay_buf *b)
 {
     free(b->pos), free(b->k), free(b->v), free(b->scores), free(b->keep), free(b->scratch);
-    free(b->att), free(b->out), free(b->errs), free(b->recalls), free(b->eval_pos), free(b->lds);
+    free(b->qrows), free(b->att), free(b->out), free(b->errs), free(b->recalls), free(b->eval_pos), free(b->lds);
 }
 
 static int buf_alloc(replay_buf *b, const sim_layer *ly, int64_t cap, kv_err *err)
@@ -48,8 +49,9 @@ static int buf_alloc(replay_buf *b, const sim_layer *ly, int64_t cap, kv_err *er
         !(b->scores = kv_calloc((size_t)cap, sizeof(double), "scores", err)) ||
         !(b->keep = kv_calloc((size_t)cap, sizeof(int64_t), "selection", err)) ||
         !(b->scratch = kv_calloc((size_t)cap, sizeof(int64_t), "selection", err)) ||
-        !(b->att = kv_calloc((size_t)(B * cap), sizeof(float), "attention", err)) ||
-        !(b->out = kv_calloc((size_t)(B * D), sizeof(float), "outputs", err)) ||
+        !(b->qrows = kv_calloc((size_t)(G * B * D), sizeof(float), "queries", err)) ||
+        !(b->att = kv_calloc((size_t)(G * B * cap), sizeof(float), "attention", err)) ||
+        !(b->out = kv_calloc((size_t)(G * B * D), sizeof(float), "outputs", err)) ||
         !(b->errs = kv_calloc((size_t)(G * ly->T), sizeof(double), "errors", err)) ||
         !(b->recalls = kv_calloc((size_t)(G * ly->T), sizeof(double), "recalls", err)) ||
         !(b->eval_pos = kv_calloc((size_t)ly->T, sizeof(int64_t), "positions", err)) ||
@@ -72,47 +74,51 @@ static void add_chunk(replay_buf *b, const sim_layer *ly, int64_t g, int64_t p0,
 }
 
 /* Step 2: queries [p0, p1) of every head of group g against the visible candidates. */
+/* Step 2: queries [p0, p1) of every head of group g against the visible
+ * candidates, all G heads at once: one sgemm for the scores [G*n][|C|], the
+ * softmax per row (whose normaliser also gives the recall: Σ_c exp(s_c − lse)
+ * = exp(max − lse) · Σ_c exp(s_c − max)), one sgemm for the outputs. */
 static void measure(replay_buf *b, const sim_layer *ly, int64_t g, int64_t budget, int64_t p0, int64_t p1)
 {
     const int64_t D = ly->D, T = ly->T, G = ly->H / ly->K, n = p1 - p0, cols = b->n;
     int64_t first = p0 > budget ? p0 : budget; /* earlier queries cannot be affected */
     if (first >= p1) return;
     const int64_t n_eval_before = b->n_eval;
+    for (int64_t i = first; i < p1; i++)
+        if (i % ly->eval_stride == 0) b->eval_pos[b->n_eval++] = i;
     if (!b->evicted) { /* nothing evicted: the full cache exactly, error 0 and recall 1 */
-        for (int64_t i = first; i < p1; i++) {
-            if (i % ly->eval_stride != 0) continue;
-            for (int64_t j = 0; j < G; j++) b->errs[j * T + b->n_eval] = 0.0, b->recalls[j * T + b->n_eval] = 1.0;
-            b->eval_pos[b->n_eval++] = i;
-        }
+        for (int64_t j = 0; j < G; j++)
+            for (int64_t e = n_eval_before; e < b->n_eval; e++) b->errs[j * T + e] = 0.0, b->recalls[j * T + e] = 1.0;
         return;
     }
+    if (b->n_eval == n_eval_before) return;
+    for (int64_t j = 0; j < G; j++) /* the group's query rows, stacked: [G][n][D] */
+        memcpy(b->qrows + j * n * D, ly->q + ((g * G + j) * T + p0) * D, sizeof(float) * (size_t)(n * D));
     const float scale = (float)(1.0 / sqrt((double)D));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(G * n), (int)cols, (int)D, scale, b->qrows, (int)D,
+                b->k, (int)D, 0.0f, b->att, (int)cols);
     for (int64_t j = 0; j < G; j++) {
         const int64_t h = g * G + j;
-        b->n_eval = n_eval_before;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)cols, (int)D, scale,
-                    ly->q + (h * T + p0) * D, (int)D, b->k, (int)D, 0.0f, b->att, (int)cols);
-        for (int64_t r = 0; r < n; r++) {
-            const int64_t i = p0 + r;
-            float *row = b->att + r * cols;
+        for (int64_t e = n_eval_before; e < b->n_eval; e++) { /* rows not measured are left as they are */
+            const int64_t i = b->eval_pos[e];
+            float *row = b->att + (j * n + i - p0) * cols;
             /* candidates are ascending and the chunk is last: visible = a prefix */
             const int64_t vis = cols - (p1 - 1 - i);
-            double recall = 0.0;
-            for (int64_t c = 0; c < vis; c++) recall += exp((double)row[c] - ly->ref->lse[h * T + i]);
             float mx = softmax_row_max(row, vis);
-            float inv = (float)(1.0 / softmax_row_exp(row, vis, mx));
+            double sum = softmax_row_exp(row, vis, mx);
+            b->recalls[j * T + e] = exp((double)mx - ly->ref->lse[h * T + i]) * sum;
+            float inv = (float)(1.0 / sum);
             for (int64_t c = 0; c < vis; c++) row[c] *= inv;
             for (int64_t c = vis; c < cols; c++) row[c] = 0.0f;
-            if (i < first || i % ly->eval_stride != 0) continue;
-            b->eval_pos[b->n_eval] = i;
-            b->recalls[j * T + b->n_eval] = recall;
-            b->n_eval++;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)D, (int)cols, 1.0f, b->att, (int)cols,
-                    b->v, (int)D, 0.0f, b->out, (int)D);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(G * n), (int)D, (int)cols, 1.0f, b->att, (int)cols,
+                b->v, (int)D, 0.0f, b->out, (int)D);
+    for (int64_t j = 0; j < G; j++) {
+        const int64_t h = g * G + j;
         for (int64_t e = n_eval_before; e < b->n_eval; e++) {
             const int64_t i = b->eval_pos[e];
-            const float *o = b->out + (i - p0) * D, *f = ly->ref->out + (h * T + i) * D;
+            const float *o = b->out + (j * n + i - p0) * D, *f = ly->ref->out + (h * T + i) * D;
             double num = 0.0, den = 0.0;
             for (int64_t d = 0; d < D; d++) num += ((double)o[d] - f[d]) * ((double)o[d] - f[d]), den += (double)f[d] * f[d];
             b->errs[j * T + e] = den > 0 ? sqrt(num / den) : 0.0;

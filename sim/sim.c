@@ -14,7 +14,6 @@
 
 typedef struct {
     float *q, *k, *v;      /* [H][T][D], [K][T][D], [K][T][D] */
-    float *scratch;        /* reference scratch: block * T */
 } layer_bufs;
 
 /* Reads one layer's queries, keys and values (on this thread: all HDF5 I/O here). */
@@ -82,8 +81,9 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
     double t1 = kv_now_seconds();
     res->load_s += t1 - t0;
     sim_reference ref = {0};
+    const int threads = o->threads > 0 ? o->threads : kv_cpu_count();
     if (sim_reference_compute(&ref, b->q, b->k, b->v, m->n_tokens, m->head_dim, m->n_heads, m->n_kv_heads,
-                              b->scratch) != 0) {
+                              threads) != 0) {
         sim_reference_free(&ref);
         return kv_fail(err, KV_EFAIL, "sim: out of memory for the full-cache reference");
     }
@@ -98,7 +98,7 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
     if (!rcs || !errs || !times) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
     if (!rc) {
         task_ctx t = {o, &ly, res, l, rcs, errs, times, times + n_items};
-        kv_parallel_for(n_items, o->threads > 0 ? o->threads : kv_cpu_count(), run_task, &t);
+        kv_parallel_for(n_items, threads, run_task, &t);
         for (int i = 0; i < n_items && !rc; i++) /* the first failure in item order: deterministic */
             if (rcs[i]) rc = kv_fail(err, rcs[i], "%s", errs[i].msg);
         for (int i = 0; i < n_items; i++) res->replay_s += times[i] * 1e-9, res->metrics_s += times[n_items + i] * 1e-9;
@@ -138,8 +138,7 @@ int sim_run(const sim_opts *o, kv_err *err)
     rc = sim_results_alloc(&res, o, m->n_layers, H, K, T, err);
     if (!rc && (!(b.q = kv_calloc((size_t)(H * T * D), sizeof(float), "queries", err)) ||
                 !(b.k = kv_calloc((size_t)(K * T * D), sizeof(float), "keys", err)) ||
-                !(b.v = kv_calloc((size_t)(K * T * D), sizeof(float), "values", err)) ||
-                !(b.scratch = kv_calloc((size_t)(SIM_REF_BLOCK * T), sizeof(float), "reference", err))))
+                !(b.v = kv_calloc((size_t)(K * T * D), sizeof(float), "values", err))))
         rc = err->code;
     bool dir_started = false;
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err), dir_started = rc == KV_OK;
@@ -155,7 +154,7 @@ int sim_run(const sim_opts *o, kv_err *err)
     if (!rc) rc = sim_results_write(&res, o, out.tmp_path, err);
     if (!rc) rc = outdir_commit(&out, err);
     else if (dir_started) outdir_abort(&out);
-    free(b.q), free(b.k), free(b.v), free(b.scratch);
+    free(b.q), free(b.k), free(b.v);
     sim_results_free(&res);
     trace_close(tr);
     return rc;
