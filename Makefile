@@ -7,7 +7,7 @@
 #   make fuzz       libFuzzer on the trace validation layer, the GGUF reader, and the
 #                   token-file/tokenizer readers (FUZZ_SECONDS=60 each)
 #   make demo       set-up, build, and the pipeline as far as it exists (see README)
-#   make bench      capture throughput, peak RSS, GEMM rate vs OpenBLAS sgemm
+#   make bench      capture and sim throughput, peak RSS, GEMM/attention rate vs OpenBLAS sgemm
 #   make deps       install missing Debian packages only
 
 CC      ?= cc
@@ -104,6 +104,7 @@ $(BUILD)/bench_sgemm: bench/bench_sgemm.c $(LIB)
 bench: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/bench_sgemm
 	@bench/bench_capture.sh
+	@/usr/bin/python3 bench/bench_sim.py
 
 demo: deps
 	@$(MAKE) --no-print-directory all

@@ -1,0 +1,69 @@
+"""make bench (sim): replay throughput on a synthetic llama-3.2-1b trace (T = 2048, all 16
+layers): keydiff and streaming x budgets {128, 256} at B = 64 with 2 threads (tova and snapkv
+join when issue #5 adds them). Reports wall time, peak RSS, and the achieved GFLOP/s of the
+attention work as a fraction of OpenBLAS sgemm measured in the same run (2 threads, 1024^3),
+and each policy's scoring ns per candidate. FLOP count (issue #5): the full-cache reference
+T(T+1)/2 * 4D per (layer, query head) once, plus per configuration sum_i min(i+1, N+B) * 4D per
+(layer, query head). Run by `make bench` with Debian's python3."""
+import csv
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KV = os.path.join(ROOT, "build", "kvtrace")
+SGEMM = os.path.join(ROOT, "build", "bench_sgemm")
+
+
+def run(cmd, env=None):
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
+
+
+def sgemm_gflops(threads):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))
+    return float(run([SGEMM, "1024", "1024", "1024", "2"], env).stdout.split()[-1])
+
+
+def attention_flops(L, H, D, T, budgets, B, n_policies):
+    ref = L * H * T * (T + 1) / 2 * 4 * D
+    per = sum(L * H * sum(min(i + 1, N + B) * 4 * D for i in range(T)) for N in budgets) * n_policies
+    return ref + per
+
+
+def bench(tmp, like, T, layers_note, policies, budgets, B=64, threads=2):
+    trace = os.path.join(tmp, "%s-%d.h5" % (like, T))
+    if not os.path.exists(trace):
+        run([KV, "synth", "--like", like, "--tokens", str(T), "--quiet", "-o", trace])
+    out = os.path.join(tmp, "res")
+    timefile = os.path.join(tmp, "time")
+    r = run(["/usr/bin/time", "-f", "%e %M", "-o", timefile, KV, "sim", trace, "--policies", ",".join(policies),
+             "--budgets", ",".join(map(str, budgets)), "--chunk", str(B), "--threads", str(threads), "--force",
+             "-o", out])
+    wall, rss_kb = open(timefile).read().split()[-2:]
+    wall, rss = float(wall), int(rss_kb) / 1024
+    info = run([KV, "info", trace]).stdout
+    L, H, D = (int(x) for x in re.search(r"L=(\d+) layers, H=(\d+) heads, K=\d+ kv heads, D=(\d+)", info).groups())
+    flops = attention_flops(L, H, D, T, budgets, B, len(policies))
+    base = sgemm_gflops(threads)
+    print("%s T=%d (%s): %d configs, %.2f s wall, peak RSS %.0f MiB" % (like, T, layers_note,
+          len(policies) * len(budgets), wall, rss))
+    print("  attention work %.1f GFLOP -> %.1f GFLOP/s = %.0f%% of OpenBLAS sgemm (%.1f GFLOP/s, %d threads)"
+          % (flops / 1e9, flops / 1e9 / wall, 100 * flops / 1e9 / wall / base, base, threads))
+    print("  " + r.stdout.strip().splitlines()[-1])
+    with open(os.path.join(out, "timing.csv")) as f:
+        for row in csv.DictReader(f):
+            print("  scoring %-10s N=%-4s %8.2f ns/candidate" % (row["policy"], row["budget"],
+                                                              float(row["score_ns_per_candidate"])))
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="kvtrace-bench-") as tmp:
+        bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["keydiff", "streaming"], [128, 256])
+    print("(targets, issue #5: >= 60% of sgemm; keydiff scoring within 2x of reading its keys once)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
