@@ -52,8 +52,10 @@ typedef struct {
     int64_t budget;          /* N */
     int64_t now;             /* last position processed (end of the chunk) */
     int64_t layer, kv_head, step;
-    /* issue #5: attention the engine computed, NULL when not asked for */
-    const float *attn;       /* [n_queries][n] mean over the kv group, or NULL */
+    /* with needs_attention: the softmax weights of the chunk's queries (the
+     * last n_queries candidates) over the candidates they can see, zero for
+     * the rest, averaged over the query heads of the kv group; else NULL */
+    const float *attn;       /* [n_queries][n] */
     int64_t n_queries;
 } policy_view;
 
@@ -69,6 +71,10 @@ typedef struct policy_iface {
     void (*destroy)(void *state);
     /* scores[n] for the candidates of v; higher keeps, +INFINITY protected */
     void (*score)(const policy_config *cfg, void *state, const policy_view *v, double *scores);
+    /* optional, step 3 of SPEC §4: called for every chunk (evicting or not)
+     * after the chunk's queries attended; with needs_attention, v->attn holds
+     * their weights over the candidates (mean over the kv group) */
+    void (*observe)(const policy_config *cfg, void *state, const policy_view *v);
 } policy_iface;
 
 /* The registry: every policy, in a fixed order; NULL-terminated. */

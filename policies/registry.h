@@ -12,5 +12,6 @@ extern const policy_iface policy_knorm;
 extern const policy_iface policy_streaming;
 extern const policy_iface policy_random;
 extern const policy_iface policy_primekv;
+extern const policy_iface policy_h2o;
 
 #endif

@@ -24,6 +24,7 @@ typedef struct {
     float *qrows;          /* [G][chunk][D] the group's query rows */
     float *att;            /* [G][chunk][cap] */
     float *out;            /* [G][chunk][D] */
+    float *attn_mean;      /* [chunk][cap] the chunk's attention, mean over the group */
     double *errs;          /* [G][T] per evaluated query */
     double *recalls;       /* [G][T] */
     int64_t *eval_pos;     /* [T] positions evaluated (same for every head) */
@@ -35,7 +36,7 @@ typedef struct {
 static void buf_free(replay_buf *b)
 {
     free(b->pos), free(b->k), free(b->v), free(b->scores), free(b->keep), free(b->scratch);
-    free(b->qrows), free(b->att), free(b->out), free(b->errs), free(b->recalls), free(b->eval_pos), free(b->lds);
+    free(b->qrows), free(b->att), free(b->out), free(b->attn_mean), free(b->errs), free(b->recalls), free(b->eval_pos), free(b->lds);
 }
 
 static int buf_alloc(replay_buf *b, const sim_layer *ly, int64_t cap, kv_err *err)
@@ -52,6 +53,7 @@ static int buf_alloc(replay_buf *b, const sim_layer *ly, int64_t cap, kv_err *er
         !(b->qrows = kv_calloc((size_t)(G * B * D), sizeof(float), "queries", err)) ||
         !(b->att = kv_calloc((size_t)(G * B * cap), sizeof(float), "attention", err)) ||
         !(b->out = kv_calloc((size_t)(G * B * D), sizeof(float), "outputs", err)) ||
+        !(b->attn_mean = kv_calloc((size_t)(B * cap), sizeof(float), "attention", err)) ||
         !(b->errs = kv_calloc((size_t)(G * ly->T), sizeof(double), "errors", err)) ||
         !(b->recalls = kv_calloc((size_t)(G * ly->T), sizeof(double), "recalls", err)) ||
         !(b->eval_pos = kv_calloc((size_t)ly->T, sizeof(int64_t), "positions", err)) ||
@@ -73,25 +75,37 @@ static void add_chunk(replay_buf *b, const sim_layer *ly, int64_t g, int64_t p0,
     }
 }
 
-/* Step 2: queries [p0, p1) of every head of group g against the visible candidates. */
-/* Step 2: queries [p0, p1) of every head of group g against the visible
- * candidates, all G heads at once: one sgemm for the scores [G*n][|C|], the
- * softmax per row (whose normaliser also gives the recall: Σ_c exp(s_c − lse)
- * = exp(max − lse) · Σ_c exp(s_c − max)), one sgemm for the outputs. */
-static void measure(replay_buf *b, const sim_layer *ly, int64_t g, int64_t budget, int64_t p0, int64_t p1)
+/* Softmax of row `row` over its `vis` visible candidates (zero for the rest);
+ * returns the recall Σ_c exp(s_c − lse) = exp(max − lse) · Σ_c exp(s_c − max). */
+static double softmax_visible(float *row, int64_t vis, int64_t cols, double lse)
+{
+    float mx = softmax_row_max(row, vis);
+    double sum = softmax_row_exp(row, vis, mx);
+    float inv = (float)(1.0 / sum);
+    for (int64_t c = 0; c < vis; c++) row[c] *= inv;
+    for (int64_t c = vis; c < cols; c++) row[c] = 0.0f;
+    return exp((double)mx - lse) * sum;
+}
+
+/* Steps 2 and 3's input: the chunk's queries [p0, p1) of every head of group g
+ * against the visible candidates, all G heads at once (one sgemm for the
+ * scores [G*n][|C|], one for the outputs). Measured rows get their error and
+ * recall; with `want_attn` every row is normalised and their mean over the
+ * group is left in b->attn_mean [n][|C|] for the policy. */
+static void measure(replay_buf *b, const sim_layer *ly, int64_t g, int64_t budget, int64_t p0, int64_t p1,
+                    bool want_attn)
 {
     const int64_t D = ly->D, T = ly->T, G = ly->H / ly->K, n = p1 - p0, cols = b->n;
-    int64_t first = p0 > budget ? p0 : budget; /* earlier queries cannot be affected */
-    if (first >= p1) return;
+    const int64_t first = p0 > budget ? p0 : budget; /* earlier queries cannot be affected */
     const int64_t n_eval_before = b->n_eval;
     for (int64_t i = first; i < p1; i++)
         if (i % ly->eval_stride == 0) b->eval_pos[b->n_eval++] = i;
-    if (!b->evicted) { /* nothing evicted: the full cache exactly, error 0 and recall 1 */
+    const bool exact = !b->evicted; /* nothing evicted: the full cache exactly, error 0 and recall 1 */
+    if (exact)
         for (int64_t j = 0; j < G; j++)
             for (int64_t e = n_eval_before; e < b->n_eval; e++) b->errs[j * T + e] = 0.0, b->recalls[j * T + e] = 1.0;
-        return;
-    }
-    if (b->n_eval == n_eval_before) return;
+    const bool measured = !exact && b->n_eval > n_eval_before;
+    if (!measured && !want_attn) return;
     for (int64_t j = 0; j < G; j++) /* the group's query rows, stacked: [G][n][D] */
         memcpy(b->qrows + j * n * D, ly->q + ((g * G + j) * T + p0) * D, sizeof(float) * (size_t)(n * D));
     const float scale = (float)(1.0 / sqrt((double)D));
@@ -99,19 +113,25 @@ static void measure(replay_buf *b, const sim_layer *ly, int64_t g, int64_t budge
                 b->k, (int)D, 0.0f, b->att, (int)cols);
     for (int64_t j = 0; j < G; j++) {
         const int64_t h = g * G + j;
-        for (int64_t e = n_eval_before; e < b->n_eval; e++) { /* rows not measured are left as they are */
-            const int64_t i = b->eval_pos[e];
-            float *row = b->att + (j * n + i - p0) * cols;
+        int64_t e = n_eval_before;
+        for (int64_t i = p0; i < p1; i++) {
+            const bool eval = e < b->n_eval && b->eval_pos[e] == i;
+            if (!eval && !want_attn) continue; /* not measured: its output is unused */
             /* candidates are ascending and the chunk is last: visible = a prefix */
-            const int64_t vis = cols - (p1 - 1 - i);
-            float mx = softmax_row_max(row, vis);
-            double sum = softmax_row_exp(row, vis, mx);
-            b->recalls[j * T + e] = exp((double)mx - ly->ref->lse[h * T + i]) * sum;
-            float inv = (float)(1.0 / sum);
-            for (int64_t c = 0; c < vis; c++) row[c] *= inv;
-            for (int64_t c = vis; c < cols; c++) row[c] = 0.0f;
+            double recall = softmax_visible(b->att + (j * n + i - p0) * cols, cols - (p1 - 1 - i), cols,
+                                            ly->ref->lse[h * T + i]);
+            if (eval && measured) b->recalls[j * T + e] = recall;
+            e += eval;
         }
     }
+    if (want_attn) {
+        for (int64_t x = 0; x < n * cols; x++) {
+            float sum = 0.0f;
+            for (int64_t j = 0; j < G; j++) sum += b->att[j * n * cols + x];
+            b->attn_mean[x] = sum / (float)G;
+        }
+    }
+    if (!measured) return;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(G * n), (int)D, (int)cols, 1.0f, b->att, (int)cols,
                 b->v, (int)D, 0.0f, b->out, (int)D);
     for (int64_t j = 0; j < G; j++) {
@@ -127,12 +147,21 @@ static void measure(replay_buf *b, const sim_layer *ly, int64_t g, int64_t budge
 }
 
 /* Step 4: keep exactly `budget` of the candidates. */
-static void evict(replay_buf *b, const sim_layer *ly, const policy_config *pc, void *state, int64_t budget,
-                  int64_t layer, int64_t g, int64_t step, int64_t now, sim_result *out)
+/* The policy's view of the current candidates; the chunk's attention when it asked for it. */
+static policy_view view_of(const replay_buf *b, const sim_layer *ly, const policy_config *pc, int64_t budget,
+                           int64_t layer, int64_t g, int64_t step, int64_t p0, int64_t p1)
 {
-    const int64_t D = ly->D;
-    policy_view view = {.n = b->n, .D = D, .pos = b->pos, .keys = b->k, .values = b->v, .budget = budget,
-                        .now = now, .layer = layer, .kv_head = g, .step = step};
+    policy_view v = {.n = b->n, .D = ly->D, .pos = b->pos, .keys = b->k, .values = b->v, .budget = budget,
+                     .now = p1 - 1, .layer = layer, .kv_head = g, .step = step};
+    if (pc->iface->needs_attention) v.attn = b->attn_mean, v.n_queries = p1 - p0;
+    return v;
+}
+
+static void evict(replay_buf *b, const sim_layer *ly, const policy_config *pc, void *state,
+                  const policy_view *view_in, sim_result *out)
+{
+    const int64_t D = ly->D, budget = view_in->budget;
+    policy_view view = *view_in;
     double t0 = kv_now_seconds();
     pc->iface->score(pc, state, &view, b->scores);
     out->score_ns += (kv_now_seconds() - t0) * 1e9;
@@ -222,9 +251,11 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
         if (p1 > ly->T) p1 = ly->T;
         add_chunk(&b, ly, g, p0, p1);
         double t0 = kv_now_seconds();
-        measure(&b, ly, g, budget, p0, p1);
+        measure(&b, ly, g, budget, p0, p1, pc->iface->needs_attention);
         out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
-        if (!keep_all && b.n > budget) evict(&b, ly, pc, state, budget, layer, g, step, p1 - 1, out);
+        policy_view view = view_of(&b, ly, pc, budget, layer, g, step, p0, p1);
+        if (pc->iface->observe) pc->iface->observe(pc, state, &view); /* step 3 */
+        if (!keep_all && b.n > budget) evict(&b, ly, pc, state, &view, out);
         p0 = p1;
     }
     rc = finish(&b, ly, out, err);

@@ -1,7 +1,8 @@
 """sim against a brute-force replay written here in numpy (float64): kept sets,
 out_rel_err, attn_recall (mean, p95, min) and final log-det per (policy,
 budget, layer, head, phase), for several (N, B, decode chunk) with a decode
-phase; full and N >= T exact; thread-count invariance; bad arguments. TAP."""
+phase (h2o included: the attention it observes is recomputed here); full and N >= T exact;
+thread-count invariance; bad arguments. TAP."""
 import csv
 import filecmp
 import os
@@ -60,6 +61,14 @@ def policy_scores(name, pos, keys, vals, N):
     raise ValueError(name)
 
 
+def h2o_scores(acc, C, N, recent):
+    s = np.array([acc.get(int(p), 0.0) for p in C])
+    w = min(int(np.floor(recent * N + 1e-9)), N)
+    if w:
+        s[np.argsort(C)[-w:]] = np.inf
+    return s
+
+
 def select(scores, pos, N):
     order = sorted(range(len(pos)), key=lambda i: (-scores[i], -pos[i]))
     return np.sort(np.array(order[:N]))
@@ -71,10 +80,20 @@ def brute(q, k, v, policy, N, B, dc):
     kf, vf = k.astype(np.float64), v.astype(np.float64)
     res = {j: [] for j in range(G)}
     S = np.array([], dtype=np.int64)
+    acc = {}  # h2o: attention received since entering, by position
     p0 = 0
     while p0 < T:
         p1 = min(p0 + B, P) if p0 < P else min(p0 + dc, T)
         C = np.concatenate([S, np.arange(p0, p1)])
+        if policy.startswith("h2o"):
+            for i in range(p0, p1):  # step 3: every chunk query, mean over the group's heads
+                vis = C[C <= i]
+                for j in range(G):
+                    s = kf[vis] @ q[j, i].astype(np.float64) / np.sqrt(D)
+                    a = np.exp(s - s.max())
+                    a /= a.sum()
+                    for p, w in zip(vis, a / G):
+                        acc[int(p)] = acc.get(int(p), 0.0) + w
         for i in range(max(p0, N), p1):
             vis = C[C <= i]
             for j in range(G):
@@ -89,7 +108,11 @@ def brute(q, k, v, policy, N, B, dc):
                 o = a @ vf[vis]
                 res[j].append((i, np.linalg.norm(o - o_full) / np.linalg.norm(o_full), a_full[vis].sum()))
         if policy != "full" and len(C) > N:
-            C = C[select(policy_scores(policy, C, kf[C], vf[C], N), C, N)]
+            if policy.startswith("h2o"):
+                scores = h2o_scores(acc, C, N, float(policy.split("=")[1]) if "=" in policy else 0.5)
+            else:
+                scores = policy_scores(policy, C, kf[C], vf[C], N)
+            C = C[select(scores, C, N)]
         S = C
         p0 = p1
     return res, S
@@ -116,7 +139,7 @@ def run_sim(trace, out, policies, budgets, B, dc, threads="2"):
 
 
 def compare(tmp, trace, B, dc):
-    policies = ["full", "streaming", "knorm", "keydiff", "keydiff:window=0.25"]
+    policies = ["full", "streaming", "knorm", "keydiff", "keydiff:window=0.25", "h2o", "h2o:recent=0.2"]
     budgets = [8, 19, 100]
     out = os.path.join(tmp, "res_%d_%d" % (B, dc))
     r = run_sim(trace, out, policies, budgets, B, dc)
@@ -134,8 +157,10 @@ def compare(tmp, trace, B, dc):
         for pol in policies:
             name = pol.split(":")[0]
             for N in budgets:
-                run = [g for (p, prm, b), g in runs.items() if p == name and b == N and
-                       (("window=0.25" in prm) == ("window" in pol))][0]
+                want_params = {"keydiff": "anchor=norm:metric=cos:window=0", "keydiff:window=0.25":
+                               "anchor=norm:metric=cos:window=0.25", "h2o": "recent=0.5", "h2o:recent=0.2": "recent=0.2",
+                               "streaming": "sinks=4"}.get(pol, "")
+                run = runs[(name, want_params, N)]
                 params = run.attrs["params"]
                 for l in range(L):
                     for g in range(K):
@@ -173,7 +198,7 @@ def threads_and_errors(tmp, trace):
     outs = []
     for th in ("1", "2"):
         out = os.path.join(tmp, "th" + th)
-        r = run_sim(trace, out, ["full", "keydiff", "streaming", "random", "primekv"], [8, 30], 5, 2, th)
+        r = run_sim(trace, out, ["full", "keydiff", "streaming", "random", "primekv", "h2o"], [8, 30], 5, 2, th)
         check(r.returncode == 0, "sim with %s thread(s)" % th, r.stderr)
         outs.append(out)
     for name in ("results.csv", "summary.csv", "results.h5"):
