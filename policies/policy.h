@@ -75,6 +75,10 @@ typedef struct policy_iface {
      * after the chunk's queries attended; with needs_attention, v->attn holds
      * their weights over the candidates (mean over the kv group) */
     void (*observe)(const policy_config *cfg, void *state, const policy_view *v);
+    /* optional: true when this configuration keeps one set for all kv heads of
+     * a layer (tova:scope=layer); the engine then replays the layer's kv heads
+     * as one stream and v->attn averages over all the layer's query heads */
+    bool (*layer_scope)(const policy_config *cfg);
 } policy_iface;
 
 /* The registry: every policy, in a fixed order; NULL-terminated. */

@@ -13,5 +13,6 @@ extern const policy_iface policy_streaming;
 extern const policy_iface policy_random;
 extern const policy_iface policy_primekv;
 extern const policy_iface policy_h2o;
+extern const policy_iface policy_tova;
 
 #endif

@@ -14,19 +14,23 @@
 #include "core/progress.h"
 #include "core/softmax.h"
 
+/* One stream: kv heads g0 .. g0+ng-1 of a layer sharing one kept set (ng = 1,
+ * or K for a policy with layer scope). Heads below are the stream's query
+ * heads, hs = ng * G of them. */
 typedef struct {
+    int64_t g0, ng;        /* kv heads of the stream */
     int64_t cap;           /* N + largest chunk */
     int64_t n;             /* |C| */
     int64_t *pos;          /* [cap] */
-    float *k, *v;          /* [cap][D] */
+    float *k, *v;          /* [ng][cap][D] */
     double *scores;        /* [cap] */
     int64_t *keep, *scratch;
-    float *qrows;          /* [G][chunk][D] the group's query rows */
-    float *att;            /* [G][chunk][cap] */
+    float *qrows;          /* [G][chunk][D] one kv group's query rows */
+    float *att;            /* [hs][chunk][cap] */
     float *out;            /* [G][chunk][D] */
-    float *attn_mean;      /* [chunk][cap] the chunk's attention, mean over the group */
-    double *errs;          /* [G][T] per evaluated query */
-    double *recalls;       /* [G][T] */
+    float *attn_mean;      /* [chunk][cap] the chunk's attention, mean over the stream's heads */
+    double *errs;          /* [hs][T] per evaluated query */
+    double *recalls;       /* [hs][T] */
     int64_t *eval_pos;     /* [T] positions evaluated (same for every head) */
     int64_t n_eval;
     double *lds;           /* [D][D] */
@@ -39,23 +43,24 @@ static void buf_free(replay_buf *b)
     free(b->qrows), free(b->att), free(b->out), free(b->attn_mean), free(b->errs), free(b->recalls), free(b->eval_pos), free(b->lds);
 }
 
-static int buf_alloc(replay_buf *b, const sim_layer *ly, int64_t cap, kv_err *err)
+static int buf_alloc(replay_buf *b, const sim_layer *ly, int64_t g0, int64_t ng, int64_t cap, kv_err *err)
 {
     memset(b, 0, sizeof *b);
     const int64_t D = ly->D, G = ly->H / ly->K, B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
-    b->cap = cap;
+    const int64_t hs = ng * G;
+    b->g0 = g0, b->ng = ng, b->cap = cap;
     if (!(b->pos = kv_calloc((size_t)cap, sizeof(int64_t), "cache", err)) ||
-        !(b->k = kv_calloc((size_t)(cap * D), sizeof(float), "cache keys", err)) ||
-        !(b->v = kv_calloc((size_t)(cap * D), sizeof(float), "cache values", err)) ||
+        !(b->k = kv_calloc((size_t)(ng * cap * D), sizeof(float), "cache keys", err)) ||
+        !(b->v = kv_calloc((size_t)(ng * cap * D), sizeof(float), "cache values", err)) ||
         !(b->scores = kv_calloc((size_t)cap, sizeof(double), "scores", err)) ||
         !(b->keep = kv_calloc((size_t)cap, sizeof(int64_t), "selection", err)) ||
         !(b->scratch = kv_calloc((size_t)cap, sizeof(int64_t), "selection", err)) ||
         !(b->qrows = kv_calloc((size_t)(G * B * D), sizeof(float), "queries", err)) ||
-        !(b->att = kv_calloc((size_t)(G * B * cap), sizeof(float), "attention", err)) ||
+        !(b->att = kv_calloc((size_t)(hs * B * cap), sizeof(float), "attention", err)) ||
         !(b->out = kv_calloc((size_t)(G * B * D), sizeof(float), "outputs", err)) ||
         !(b->attn_mean = kv_calloc((size_t)(B * cap), sizeof(float), "attention", err)) ||
-        !(b->errs = kv_calloc((size_t)(G * ly->T), sizeof(double), "errors", err)) ||
-        !(b->recalls = kv_calloc((size_t)(G * ly->T), sizeof(double), "recalls", err)) ||
+        !(b->errs = kv_calloc((size_t)(hs * ly->T), sizeof(double), "errors", err)) ||
+        !(b->recalls = kv_calloc((size_t)(hs * ly->T), sizeof(double), "recalls", err)) ||
         !(b->eval_pos = kv_calloc((size_t)ly->T, sizeof(int64_t), "positions", err)) ||
         !(b->lds = kv_calloc((size_t)(D * D), sizeof(double), "log-det", err))) {
         buf_free(b);
@@ -64,14 +69,23 @@ static int buf_alloc(replay_buf *b, const sim_layer *ly, int64_t cap, kv_err *er
     return KV_OK;
 }
 
-/* Appends positions [p0, p1) of kv head g to the candidates. */
-static void add_chunk(replay_buf *b, const sim_layer *ly, int64_t g, int64_t p0, int64_t p1)
+/* Keys (or values) of stream kv head x: [cap][D]. */
+static float *head_rows(const replay_buf *b, float *base, int64_t x, int64_t D)
+{
+    return base + x * b->cap * D;
+}
+
+/* Appends positions [p0, p1) of the stream's kv heads to the candidates. */
+static void add_chunk(replay_buf *b, const sim_layer *ly, int64_t p0, int64_t p1)
 {
     const int64_t D = ly->D;
     for (int64_t p = p0; p < p1; p++, b->n++) {
         b->pos[b->n] = p;
-        memcpy(b->k + b->n * D, ly->k + (g * ly->T + p) * D, sizeof(float) * (size_t)D);
-        memcpy(b->v + b->n * D, ly->v + (g * ly->T + p) * D, sizeof(float) * (size_t)D);
+        for (int64_t x = 0; x < b->ng; x++) {
+            const int64_t g = b->g0 + x;
+            memcpy(head_rows(b, b->k, x, D) + b->n * D, ly->k + (g * ly->T + p) * D, sizeof(float) * (size_t)D);
+            memcpy(head_rows(b, b->v, x, D) + b->n * D, ly->v + (g * ly->T + p) * D, sizeof(float) * (size_t)D);
+        }
     }
 }
 
@@ -87,72 +101,75 @@ static double softmax_visible(float *row, int64_t vis, int64_t cols, double lse)
     return exp((double)mx - lse) * sum;
 }
 
-/* Steps 2 and 3's input: the chunk's queries [p0, p1) of every head of group g
- * against the visible candidates, all G heads at once (one sgemm for the
- * scores [G*n][|C|], one for the outputs). Measured rows get their error and
- * recall; with `want_attn` every row is normalised and their mean over the
- * group is left in b->attn_mean [n][|C|] for the policy. */
-static void measure(replay_buf *b, const sim_layer *ly, int64_t g, int64_t budget, int64_t p0, int64_t p1,
-                    bool want_attn)
+/* Steps 2 and 3's input: the chunk's queries [p0, p1) of every query head of
+ * the stream against the visible candidates, per kv head one sgemm for the
+ * scores of its G heads [G*n][|C|] and one for the outputs. Measured rows get
+ * their error and recall; with `want_attn` every row is normalised and their
+ * mean over the stream's heads is left in b->attn_mean [n][|C|]. */
+static void measure(replay_buf *b, const sim_layer *ly, int64_t budget, int64_t p0, int64_t p1, bool want_attn)
 {
-    const int64_t D = ly->D, T = ly->T, G = ly->H / ly->K, n = p1 - p0, cols = b->n;
+    const int64_t D = ly->D, T = ly->T, G = ly->H / ly->K, n = p1 - p0, cols = b->n, hs = b->ng * G;
     const int64_t first = p0 > budget ? p0 : budget; /* earlier queries cannot be affected */
     const int64_t n_eval_before = b->n_eval;
     for (int64_t i = first; i < p1; i++)
         if (i % ly->eval_stride == 0) b->eval_pos[b->n_eval++] = i;
     const bool exact = !b->evicted; /* nothing evicted: the full cache exactly, error 0 and recall 1 */
     if (exact)
-        for (int64_t j = 0; j < G; j++)
+        for (int64_t j = 0; j < hs; j++)
             for (int64_t e = n_eval_before; e < b->n_eval; e++) b->errs[j * T + e] = 0.0, b->recalls[j * T + e] = 1.0;
     const bool measured = !exact && b->n_eval > n_eval_before;
     if (!measured && !want_attn) return;
-    for (int64_t j = 0; j < G; j++) /* the group's query rows, stacked: [G][n][D] */
-        memcpy(b->qrows + j * n * D, ly->q + ((g * G + j) * T + p0) * D, sizeof(float) * (size_t)(n * D));
     const float scale = (float)(1.0 / sqrt((double)D));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(G * n), (int)cols, (int)D, scale, b->qrows, (int)D,
-                b->k, (int)D, 0.0f, b->att, (int)cols);
-    for (int64_t j = 0; j < G; j++) {
-        const int64_t h = g * G + j;
-        int64_t e = n_eval_before;
-        for (int64_t i = p0; i < p1; i++) {
-            const bool eval = e < b->n_eval && b->eval_pos[e] == i;
-            if (!eval && !want_attn) continue; /* not measured: its output is unused */
-            /* candidates are ascending and the chunk is last: visible = a prefix */
-            double recall = softmax_visible(b->att + (j * n + i - p0) * cols, cols - (p1 - 1 - i), cols,
-                                            ly->ref->lse[h * T + i]);
-            if (eval && measured) b->recalls[j * T + e] = recall;
-            e += eval;
+    for (int64_t x = 0; x < b->ng; x++) {
+        const int64_t g = b->g0 + x;
+        float *att = b->att + x * G * n * cols; /* this kv head's G heads */
+        for (int64_t j = 0; j < G; j++) /* the group's query rows, stacked: [G][n][D] */
+            memcpy(b->qrows + j * n * D, ly->q + ((g * G + j) * T + p0) * D, sizeof(float) * (size_t)(n * D));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(G * n), (int)cols, (int)D, scale, b->qrows,
+                    (int)D, head_rows(b, b->k, x, D), (int)D, 0.0f, att, (int)cols);
+        for (int64_t j = 0; j < G; j++) {
+            const int64_t h = g * G + j, sj = x * G + j; /* layer head, stream head */
+            int64_t e = n_eval_before;
+            for (int64_t i = p0; i < p1; i++) {
+                const bool eval = e < b->n_eval && b->eval_pos[e] == i;
+                if (!eval && !want_attn) continue; /* not measured: its output is unused */
+                /* candidates are ascending and the chunk is last: visible = a prefix */
+                double recall = softmax_visible(att + (j * n + i - p0) * cols, cols - (p1 - 1 - i), cols,
+                                                ly->ref->lse[h * T + i]);
+                if (eval && measured) b->recalls[sj * T + e] = recall;
+                e += eval;
+            }
+        }
+        if (!measured) continue;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(G * n), (int)D, (int)cols, 1.0f, att,
+                    (int)cols, head_rows(b, b->v, x, D), (int)D, 0.0f, b->out, (int)D);
+        for (int64_t j = 0; j < G; j++) {
+            const int64_t h = g * G + j, sj = x * G + j;
+            for (int64_t e = n_eval_before; e < b->n_eval; e++) {
+                const int64_t i = b->eval_pos[e];
+                const float *o = b->out + (j * n + i - p0) * D, *f = ly->ref->out + (h * T + i) * D;
+                double num = 0.0, den = 0.0;
+                for (int64_t d = 0; d < D; d++)
+                    num += ((double)o[d] - f[d]) * ((double)o[d] - f[d]), den += (double)f[d] * f[d];
+                b->errs[sj * T + e] = den > 0 ? sqrt(num / den) : 0.0;
+            }
         }
     }
-    if (want_attn) {
-        for (int64_t x = 0; x < n * cols; x++) {
+    if (want_attn)
+        for (int64_t y = 0; y < n * cols; y++) {
             float sum = 0.0f;
-            for (int64_t j = 0; j < G; j++) sum += b->att[j * n * cols + x];
-            b->attn_mean[x] = sum / (float)G;
+            for (int64_t j = 0; j < hs; j++) sum += b->att[j * n * cols + y];
+            b->attn_mean[y] = sum / (float)hs;
         }
-    }
-    if (!measured) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(G * n), (int)D, (int)cols, 1.0f, b->att, (int)cols,
-                b->v, (int)D, 0.0f, b->out, (int)D);
-    for (int64_t j = 0; j < G; j++) {
-        const int64_t h = g * G + j;
-        for (int64_t e = n_eval_before; e < b->n_eval; e++) {
-            const int64_t i = b->eval_pos[e];
-            const float *o = b->out + (j * n + i - p0) * D, *f = ly->ref->out + (h * T + i) * D;
-            double num = 0.0, den = 0.0;
-            for (int64_t d = 0; d < D; d++) num += ((double)o[d] - f[d]) * ((double)o[d] - f[d]), den += (double)f[d] * f[d];
-            b->errs[j * T + e] = den > 0 ? sqrt(num / den) : 0.0;
-        }
-    }
 }
 
-/* Step 4: keep exactly `budget` of the candidates. */
 /* The policy's view of the current candidates; the chunk's attention when it asked for it. */
 static policy_view view_of(const replay_buf *b, const sim_layer *ly, const policy_config *pc, int64_t budget,
-                           int64_t layer, int64_t g, int64_t step, int64_t p0, int64_t p1)
+                           int64_t layer, int64_t step, int64_t p0, int64_t p1)
 {
+    /* keys and values: the stream's first kv head (a layer-scope policy sees the layer's first) */
     policy_view v = {.n = b->n, .D = ly->D, .pos = b->pos, .keys = b->k, .values = b->v, .budget = budget,
-                     .now = p1 - 1, .layer = layer, .kv_head = g, .step = step};
+                     .now = p1 - 1, .layer = layer, .kv_head = b->g0, .step = step};
     if (pc->iface->needs_attention) v.attn = b->attn_mean, v.n_queries = p1 - p0;
     return v;
 }
@@ -170,8 +187,11 @@ static void evict(replay_buf *b, const sim_layer *ly, const policy_config *pc, v
     for (int64_t i = 0; i < kept; i++) { /* keep[] ascending, keep[i] >= i: compaction in place */
         int64_t s = b->keep[i];
         b->pos[i] = b->pos[s];
-        memmove(b->k + i * D, b->k + s * D, sizeof(float) * (size_t)D);
-        memmove(b->v + i * D, b->v + s * D, sizeof(float) * (size_t)D);
+        for (int64_t x = 0; x < b->ng; x++) {
+            float *k = head_rows(b, b->k, x, D), *v = head_rows(b, b->v, x, D);
+            memmove(k + i * D, k + s * D, sizeof(float) * (size_t)D);
+            memmove(v + i * D, v + s * D, sizeof(float) * (size_t)D);
+        }
     }
     b->evicted = b->evicted || kept < b->n;
     b->n = kept;
@@ -213,10 +233,10 @@ static void stats_of(double *errs, const double *recalls, const int64_t *pos, in
 
 static int finish(replay_buf *b, const sim_layer *ly, sim_result *out, kv_err *err)
 {
-    const int64_t G = ly->H / ly->K, T = ly->T;
+    const int64_t hs = b->ng * (ly->H / ly->K), T = ly->T;
     double *tmp = kv_calloc((size_t)(T > 0 ? T : 1), sizeof(double), "statistics", err);
     if (!tmp) return err->code;
-    for (int64_t j = 0; j < G; j++)
+    for (int64_t j = 0; j < hs; j++)
         for (int p = 0; p < N_PHASES; p++) {
             memcpy(tmp, b->errs + j * T, sizeof(double) * (size_t)b->n_eval);
             stats_of(tmp, b->recalls + j * T, b->eval_pos, b->n_eval, ly->prompt_len, p, &out->stats[j * N_PHASES + p]);
@@ -224,18 +244,18 @@ static int finish(replay_buf *b, const sim_layer *ly, sim_result *out, kv_err *e
     free(tmp);
     out->n_retained = b->n;
     memcpy(out->retained, b->pos, sizeof(int64_t) * (size_t)b->n);
-    out->logdet = logdet_keys(b->k, b->n, ly->D, b->lds);
+    for (int64_t x = 0; x < b->ng; x++) out->logdet[x] = logdet_keys(head_rows(b, b->k, x, ly->D), b->n, ly->D, b->lds);
     return KV_OK;
 }
 
-int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t layer, int64_t g,
+int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t layer, int64_t g0, int64_t ng,
                sim_result *out, kv_err *err)
 {
     const bool keep_all = pc->iface->never_evicts;
     const int64_t B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
     const int64_t cap = keep_all || budget + B > ly->T ? ly->T : budget + B;
     replay_buf b;
-    int rc = buf_alloc(&b, ly, cap, err);
+    int rc = buf_alloc(&b, ly, g0, ng, cap, err);
     if (rc) return rc;
     void *state = NULL;
     if (pc->iface->create && (rc = pc->iface->create(pc, &state, err))) {
@@ -249,11 +269,11 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
         int64_t p1 = p0 < ly->prompt_len ? p0 + ly->chunk : p0 + ly->decode_chunk;
         if (p0 < ly->prompt_len && p1 > ly->prompt_len) p1 = ly->prompt_len; /* the last prompt chunk ends there */
         if (p1 > ly->T) p1 = ly->T;
-        add_chunk(&b, ly, g, p0, p1);
+        add_chunk(&b, ly, p0, p1);
         double t0 = kv_now_seconds();
-        measure(&b, ly, g, budget, p0, p1, pc->iface->needs_attention);
+        measure(&b, ly, budget, p0, p1, pc->iface->needs_attention);
         out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
-        policy_view view = view_of(&b, ly, pc, budget, layer, g, step, p0, p1);
+        policy_view view = view_of(&b, ly, pc, budget, layer, step, p0, p1);
         if (pc->iface->observe) pc->iface->observe(pc, state, &view); /* step 3 */
         if (!keep_all && b.n > budget) evict(&b, ly, pc, state, &view, out);
         p0 = p1;

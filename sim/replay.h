@@ -26,19 +26,21 @@ typedef struct {
 } sim_stats;
 
 typedef struct {
-    sim_stats *stats;          /* [G][N_PHASES] for the group's query heads */
-    int64_t *retained;         /* final cache positions, ascending */
+    sim_stats *stats;          /* [ng*G][N_PHASES] for the stream's query heads */
+    int64_t *retained;         /* final cache positions, ascending (shared by the stream) */
     int64_t n_retained;
-    double logdet;             /* final_logdet of the retained keys */
+    double *logdet;            /* [ng] final_logdet of each kv head's retained keys */
     int64_t calls, candidates; /* policy scoring */
     double score_ns;
     double metrics_ns;         /* step 2: measuring the chunk's queries */
     double replay_ns;          /* the whole replay, metrics and scoring included */
 } sim_result;
 
-/* Replays `budget` under `pc` over kv head g of layer `layer`. `out->stats`
- * must hold G * N_PHASES entries, `out->retained` T positions. */
-int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t layer, int64_t g,
+/* Replays `budget` under `pc` over the stream of kv heads g0 .. g0+ng-1 of
+ * layer `layer`, which share one kept set (ng = 1 per kv head; ng = K for a
+ * policy with layer scope). `out->stats` must hold ng*G*N_PHASES entries,
+ * `out->retained` T positions, `out->logdet` ng. */
+int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t layer, int64_t g0, int64_t ng,
                sim_result *out, kv_err *err);
 
 #endif

@@ -30,46 +30,71 @@ static int load_layer(trace *tr, int64_t l, layer_bufs *b, kv_err *err)
     return rc;
 }
 
+/* One work item: configuration c over the stream of kv heads g0 .. g0+ng-1. */
+typedef struct {
+    int c;
+    int64_t g0, ng;
+} sim_item;
+
 typedef struct {
     const sim_opts *o;
     const sim_layer *ly;
     sim_results *res;
     int64_t layer;
-    int *rc;               /* [n_cfg * K] */
-    kv_err *errs;          /* [n_cfg * K] */
-    double *replay_ns, *metrics_ns; /* [n_cfg * K] */
+    const sim_item *items;
+    int *rc;               /* [n_items] */
+    kv_err *errs;          /* [n_items] */
+    double *replay_ns, *metrics_ns; /* [n_items] */
 } task_ctx;
 
-/* Work item: configuration c (policy-major, then budget) on kv head g. */
 static void run_task(void *ctx_, int item, int thread)
 {
     (void)thread;
     task_ctx *t = ctx_;
     sim_results *r = t->res;
+    const sim_item *it = &t->items[item];
     const int64_t K = r->K, G = r->H / r->K, l = t->layer;
-    const int c = item / (int)K;
-    const int64_t g = item % K;
+    const int c = it->c;
     const policy_config *pc = &t->o->policies[c / t->o->n_budgets];
     const int64_t budget = t->o->budgets[c % t->o->n_budgets];
+    double *logdet = r->logdet + ((size_t)c * (size_t)r->L + (size_t)l) * (size_t)K + (size_t)it->g0;
     sim_result out = {
-        .stats = r->stats + (((size_t)c * (size_t)r->L + (size_t)l) * (size_t)r->H + (size_t)(g * G)) * N_PHASES,
+        .stats = r->stats + (((size_t)c * (size_t)r->L + (size_t)l) * (size_t)r->H + (size_t)(it->g0 * G)) * N_PHASES,
         .retained = malloc(sizeof(int64_t) * (size_t)r->T),
+        .logdet = logdet,
     };
     if (!out.retained) {
         t->rc[item] = kv_fail(&t->errs[item], KV_EFAIL, "sim: out of memory");
         return;
     }
-    t->rc[item] = sim_replay(t->ly, pc, budget, l, g, &out, &t->errs[item]);
+    t->rc[item] = sim_replay(t->ly, pc, budget, l, it->g0, it->ng, &out, &t->errs[item]);
     if (!t->rc[item]) {
-        int64_t *dst = r->retained[c] + (l * K + g) * r->width[c];
-        for (int64_t i = 0; i < r->width[c]; i++) dst[i] = i < out.n_retained ? out.retained[i] : -1;
-        r->logdet[((size_t)c * (size_t)r->L + (size_t)l) * (size_t)K + (size_t)g] = out.logdet;
-        r->calls[(size_t)c * (size_t)K + (size_t)g] += out.calls;
-        r->candidates[(size_t)c * (size_t)K + (size_t)g] += out.candidates;
-        r->score_ns[(size_t)c * (size_t)K + (size_t)g] += out.score_ns;
+        for (int64_t g = it->g0; g < it->g0 + it->ng; g++) {
+            int64_t *dst = r->retained[c] + (l * K + g) * r->width[c];
+            for (int64_t i = 0; i < r->width[c]; i++) dst[i] = i < out.n_retained ? out.retained[i] : -1;
+        }
+        /* timing: one slot per (configuration, first kv head of the stream) */
+        r->calls[(size_t)c * (size_t)K + (size_t)it->g0] += out.calls;
+        r->candidates[(size_t)c * (size_t)K + (size_t)it->g0] += out.candidates;
+        r->score_ns[(size_t)c * (size_t)K + (size_t)it->g0] += out.score_ns;
         t->replay_ns[item] = out.replay_ns, t->metrics_ns[item] = out.metrics_ns;
     }
     free(out.retained);
+}
+
+/* The work items of a layer, in a fixed order: per configuration, one stream
+ * per kv head, or one for the whole layer when the policy has layer scope. */
+static int make_items(const sim_opts *o, int n_cfg, int64_t K, sim_item *items)
+{
+    int n = 0;
+    for (int c = 0; c < n_cfg; c++) {
+        const policy_config *pc = &o->policies[c / o->n_budgets];
+        if (pc->iface->layer_scope && pc->iface->layer_scope(pc))
+            items[n++] = (sim_item){c, 0, K};
+        else
+            for (int64_t g = 0; g < K; g++) items[n++] = (sim_item){c, g, 1};
+    }
+    return n;
 }
 
 static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim_results *res, kv_err *err)
@@ -91,19 +116,21 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
                     .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .ref = &ref,
                     .chunk = o->chunk, .decode_chunk = o->decode_chunk, .eval_stride = o->eval_stride};
     res->reference_s += kv_now_seconds() - t1;
-    const int n_items = res->n_cfg * (int)m->n_kv_heads;
-    int *rcs = calloc((size_t)n_items, sizeof *rcs);
-    kv_err *errs = calloc((size_t)n_items, sizeof *errs);
-    double *times = calloc((size_t)n_items * 2, sizeof *times);
-    if (!rcs || !errs || !times) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
+    const int max_items = res->n_cfg * (int)m->n_kv_heads;
+    sim_item *items = calloc((size_t)max_items, sizeof *items);
+    int *rcs = calloc((size_t)max_items, sizeof *rcs);
+    kv_err *errs = calloc((size_t)max_items, sizeof *errs);
+    double *times = calloc((size_t)max_items * 2, sizeof *times);
+    if (!items || !rcs || !errs || !times) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
+    const int n_items = rc ? 0 : make_items(o, res->n_cfg, m->n_kv_heads, items);
     if (!rc) {
-        task_ctx t = {o, &ly, res, l, rcs, errs, times, times + n_items};
+        task_ctx t = {o, &ly, res, l, items, rcs, errs, times, times + n_items};
         kv_parallel_for(n_items, threads, run_task, &t);
         for (int i = 0; i < n_items && !rc; i++) /* the first failure in item order: deterministic */
             if (rcs[i]) rc = kv_fail(err, rcs[i], "%s", errs[i].msg);
         for (int i = 0; i < n_items; i++) res->replay_s += times[i] * 1e-9, res->metrics_s += times[n_items + i] * 1e-9;
     }
-    free(rcs), free(errs), free(times);
+    free(items), free(rcs), free(errs), free(times);
     sim_reference_free(&ref);
     return rc;
 }

@@ -1,7 +1,8 @@
 """sim against a brute-force replay written here in numpy (float64): kept sets,
 out_rel_err, attn_recall (mean, p95, min) and final log-det per (policy,
 budget, layer, head, phase), for several (N, B, decode chunk) with a decode
-phase (h2o included: the attention it observes is recomputed here); full and N >= T exact;
+phase (h2o and tova included, tova in both scopes: the attention is recomputed here); full and
+N >= T exact; tova:scope=layer keeps one set for every kv head of a layer;
 thread-count invariance; bad arguments. TAP."""
 import csv
 import filecmp
@@ -74,11 +75,23 @@ def select(scores, pos, N):
     return np.sort(np.array(order[:N]))
 
 
-def brute(q, k, v, policy, N, B, dc):
-    """One (layer, kv head): per query head, lists of (i, err, recall); final kept positions."""
+def chunk_attention(qs, kf, C, i, G):
+    """Softmax weights of query i of every stream head over the visible candidates, mean over heads."""
+    vis = C[C <= i]
+    total = np.zeros(len(vis))
+    for j in range(len(qs)):
+        s = kf[j // G][vis] @ qs[j, i].astype(np.float64) / np.sqrt(D)
+        a = np.exp(s - s.max())
+        total += a / a.sum()
+    return vis, total / len(qs)
+
+
+def brute(qs, ks, vs, policy, N, B, dc):
+    """One stream (kv heads sharing a kept set; query head j uses stream kv head j // G):
+    per stream query head, lists of (i, err, recall); the final kept positions."""
     G = H // K
-    kf, vf = k.astype(np.float64), v.astype(np.float64)
-    res = {j: [] for j in range(G)}
+    kf, vf = ks.astype(np.float64), vs.astype(np.float64)
+    res = {j: [] for j in range(len(qs))}
     S = np.array([], dtype=np.int64)
     acc = {}  # h2o: attention received since entering, by position
     p0 = 0
@@ -86,32 +99,30 @@ def brute(q, k, v, policy, N, B, dc):
         p1 = min(p0 + B, P) if p0 < P else min(p0 + dc, T)
         C = np.concatenate([S, np.arange(p0, p1)])
         if policy.startswith("h2o"):
-            for i in range(p0, p1):  # step 3: every chunk query, mean over the group's heads
-                vis = C[C <= i]
-                for j in range(G):
-                    s = kf[vis] @ q[j, i].astype(np.float64) / np.sqrt(D)
-                    a = np.exp(s - s.max())
-                    a /= a.sum()
-                    for p, w in zip(vis, a / G):
-                        acc[int(p)] = acc.get(int(p), 0.0) + w
+            for i in range(p0, p1):  # step 3: every chunk query, mean over the stream's heads
+                vis, a = chunk_attention(qs, kf, C, i, G)
+                for p, w in zip(vis, a):
+                    acc[int(p)] = acc.get(int(p), 0.0) + w
         for i in range(max(p0, N), p1):
             vis = C[C <= i]
-            for j in range(G):
-                qi = q[j, i].astype(np.float64)
-                s_full = kf[: i + 1] @ qi / np.sqrt(D)
+            for j in range(len(qs)):
+                qi, kj, vj = qs[j, i].astype(np.float64), kf[j // G], vf[j // G]
+                s_full = kj[: i + 1] @ qi / np.sqrt(D)
                 a_full = np.exp(s_full - s_full.max())
                 a_full /= a_full.sum()
-                o_full = a_full @ vf[: i + 1]
-                s = kf[vis] @ qi / np.sqrt(D)
+                o_full = a_full @ vj[: i + 1]
+                s = kj[vis] @ qi / np.sqrt(D)
                 a = np.exp(s - s.max())
                 a /= a.sum()
-                o = a @ vf[vis]
+                o = a @ vj[vis]
                 res[j].append((i, np.linalg.norm(o - o_full) / np.linalg.norm(o_full), a_full[vis].sum()))
         if policy != "full" and len(C) > N:
             if policy.startswith("h2o"):
                 scores = h2o_scores(acc, C, N, float(policy.split("=")[1]) if "=" in policy else 0.5)
+            elif policy.startswith("tova"):
+                scores = chunk_attention(qs, kf, C, p1 - 1, G)[1]  # the last query sees every candidate
             else:
-                scores = policy_scores(policy, C, kf[C], vf[C], N)
+                scores = policy_scores(policy, C, kf[0][C], vf[0][C], N)
             C = C[select(scores, C, N)]
         S = C
         p0 = p1
@@ -139,7 +150,8 @@ def run_sim(trace, out, policies, budgets, B, dc, threads="2"):
 
 
 def compare(tmp, trace, B, dc):
-    policies = ["full", "streaming", "knorm", "keydiff", "keydiff:window=0.25", "h2o", "h2o:recent=0.2"]
+    policies = ["full", "streaming", "knorm", "keydiff", "keydiff:window=0.25", "h2o", "h2o:recent=0.2", "tova",
+                "tova:scope=group"]
     budgets = [8, 19, 100]
     out = os.path.join(tmp, "res_%d_%d" % (B, dc))
     r = run_sim(trace, out, policies, budgets, B, dc)
@@ -159,31 +171,36 @@ def compare(tmp, trace, B, dc):
             for N in budgets:
                 want_params = {"keydiff": "anchor=norm:metric=cos:window=0", "keydiff:window=0.25":
                                "anchor=norm:metric=cos:window=0.25", "h2o": "recent=0.5", "h2o:recent=0.2": "recent=0.2",
-                               "streaming": "sinks=4"}.get(pol, "")
+                               "streaming": "sinks=4", "tova": "scope=layer", "tova:scope=group": "scope=group"}.get(pol, "")
                 run = runs[(name, want_params, N)]
                 params = run.attrs["params"]
+                G = H // K
                 for l in range(L):
-                    for g in range(K):
-                        res, S = brute(q[l, g * (H // K):(g + 1) * (H // K)], k[l, g], v[l, g], pol, N, B, dc)
-                        got_kept = [x for x in run["retained"][l, g] if x >= 0]
-                        if list(got_kept) != list(S):
-                            kept_bad.append((pol, N, l, g, list(S)[:10], got_kept[:10]))
-                        ld = run["final_logdet"][l, g]
-                        if abs(ld - logdet(k[l, g][S])) > 1e-6 + 1e-6 * abs(ld):
-                            ld_bad.append((pol, N, l, g, ld, logdet(k[l, g][S])))
-                        for j in range(H // K):
+                    # a layer-scope policy replays the layer's kv heads as one stream
+                    streams = [list(range(K))] if pol == "tova" else [[g] for g in range(K)]
+                    for st in streams:
+                        heads = [g * G + j for g in st for j in range(G)]
+                        res, S = brute(q[l, heads], k[l, st], v[l, st], pol, N, B, dc)
+                        for x, g in enumerate(st):
+                            got_kept = [y for y in run["retained"][l, g] if y >= 0]
+                            if list(got_kept) != list(S):
+                                kept_bad.append((pol, N, l, g, list(S)[:10], got_kept[:10]))
+                            ld = run["final_logdet"][l, g]
+                            if abs(ld - logdet(k[l, g][S])) > 1e-6 + 1e-6 * abs(ld):
+                                ld_bad.append((pol, N, l, g, ld, logdet(k[l, g][S])))
+                        for sj, h in enumerate(heads):
                             for phase in ("prefill", "decode", "all"):
-                                sel = [x for x in res[j] if phase == "all" or (phase == "prefill") == (x[0] < P)]
+                                sel = [x for x in res[sj] if phase == "all" or (phase == "prefill") == (x[0] < P)]
                                 want = stats(sel)
-                                row = rows[(name, params, N, l, g * (H // K) + j, phase)]
+                                row = rows[(name, params, N, l, h, phase)]
                                 got = (int(row["n_queries"]), float(row["out_rel_err_mean"]), float(row["out_rel_err_p95"]),
                                        float(row["attn_recall_mean"]), float(row["attn_recall_min"]))
                                 if got[0] != want[0]:
-                                    bad.append((pol, N, l, g, j, phase, "n", got[0], want[0]))
+                                    bad.append((pol, N, l, h, phase, "n", got[0], want[0]))
                                 for a, b_ in zip(got[1:], want[1:]):
                                     worst = max(worst, abs(a - b_))
                                     if abs(a - b_) > 1e-6 * max(1.0, abs(b_)):  # relative above 1
-                                        bad.append((pol, N, l, g, j, phase, got, want))
+                                        bad.append((pol, N, l, h, phase, got, want))
                                 if pol == "full" or N >= T:
                                     if got[1:] != (0.0, 0.0, 1.0, 1.0):
                                         bad.append(("exact", pol, N, got))
@@ -198,7 +215,8 @@ def threads_and_errors(tmp, trace):
     outs = []
     for th in ("1", "2"):
         out = os.path.join(tmp, "th" + th)
-        r = run_sim(trace, out, ["full", "keydiff", "streaming", "random", "primekv", "h2o"], [8, 30], 5, 2, th)
+        r = run_sim(trace, out, ["full", "keydiff", "streaming", "random", "primekv", "h2o", "tova",
+                                 "tova:scope=group"], [8, 30], 5, 2, th)
         check(r.returncode == 0, "sim with %s thread(s)" % th, r.stderr)
         outs.append(out)
     for name in ("results.csv", "summary.csv", "results.h5"):
