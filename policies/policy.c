@@ -13,7 +13,7 @@
 
 static const policy_iface *const REGISTRY[] = {
     &policy_full, &policy_keydiff, &policy_knorm, &policy_streaming, &policy_random, &policy_primekv,
-    &policy_h2o, &policy_tova,
+    &policy_h2o, &policy_tova, &policy_snapkv, &policy_oracle,
     NULL,
 };
 

@@ -57,6 +57,13 @@ typedef struct {
      * the rest, averaged over the query heads of the kv group; else NULL */
     const float *attn;       /* [n_queries][n] */
     int64_t n_queries;
+    /* the trace's queries of the stream's query heads (snapkv's observation
+     * window) and the full-cache log-sum-exp of their rows (oracle's future
+     * attention a_ij = exp(q_i.k_j/sqrt(D) - lse_i)); the keys of query head j
+     * are `keys` (j < q_heads: one kv head's group, or the layer's first group) */
+    const float *queries;    /* [q_heads][T][D], all positions */
+    const double *lse;       /* [q_heads][T] */
+    int64_t q_heads, T;
 } policy_view;
 
 typedef struct policy_iface {

@@ -14,5 +14,7 @@ extern const policy_iface policy_random;
 extern const policy_iface policy_primekv;
 extern const policy_iface policy_h2o;
 extern const policy_iface policy_tova;
+extern const policy_iface policy_snapkv;
+extern const policy_iface policy_oracle;
 
 #endif

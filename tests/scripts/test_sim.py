@@ -1,7 +1,7 @@
 """sim against a brute-force replay written here in numpy (float64): kept sets,
 out_rel_err, attn_recall (mean, p95, min) and final log-det per (policy,
 budget, layer, head, phase), for several (N, B, decode chunk) with a decode
-phase (h2o and tova included, tova in both scopes: the attention is recomputed here); full and
+phase (h2o, tova in both scopes, snapkv and oracle included: their attention is recomputed here); full and
 N >= T exact; tova:scope=layer keeps one set for every kv head of a layer;
 thread-count invariance; bad arguments. TAP."""
 import csv
@@ -79,11 +79,34 @@ def chunk_attention(qs, kf, C, i, G):
     """Softmax weights of query i of every stream head over the visible candidates, mean over heads."""
     vis = C[C <= i]
     total = np.zeros(len(vis))
-    for j in range(len(qs)):
+    for j in range(len(qs) if len(vis) else 0):  # a window query may see no candidate
         s = kf[j // G][vis] @ qs[j, i].astype(np.float64) / np.sqrt(D)
         a = np.exp(s - s.max())
         total += a / a.sum()
     return vis, total / len(qs)
+
+
+def snapkv_scores(qs, kf, C, now, G, window, kernel):
+    i0 = max(0, now - window + 1)
+    total = np.zeros(len(C))
+    for i in range(i0, now + 1):
+        vis, a = chunk_attention(qs, kf, C, i, G)
+        total[: len(vis)] += a  # visible candidates are a prefix of C
+    left = kernel // 2
+    pooled = np.array([sum(total[c + o] for o in range(-left, kernel - left) if 0 <= c + o < len(C))
+                       for c in range(len(C))]) / kernel
+    return np.where(C >= i0, np.inf, pooled)
+
+
+def oracle_scores(qs, kf, C, now, G):
+    total = np.zeros(len(C))
+    for i in range(now + 1, T):
+        for j in range(len(qs)):
+            s = kf[j // G][: i + 1] @ qs[j, i].astype(np.float64) / np.sqrt(D)
+            a = np.exp(s - s.max())
+            a /= a.sum()
+            total += a[C] / len(qs)  # summed directly over the future queries
+    return total
 
 
 def brute(qs, ks, vs, policy, N, B, dc):
@@ -121,6 +144,11 @@ def brute(qs, ks, vs, policy, N, B, dc):
                 scores = h2o_scores(acc, C, N, float(policy.split("=")[1]) if "=" in policy else 0.5)
             elif policy.startswith("tova"):
                 scores = chunk_attention(qs, kf, C, p1 - 1, G)[1]  # the last query sees every candidate
+            elif policy.startswith("snapkv"):
+                w, kern = (4, 3) if "window=4" in policy else (32, 5)
+                scores = snapkv_scores(qs, kf, C, p1 - 1, G, w, kern)
+            elif policy == "oracle":
+                scores = oracle_scores(qs, kf, C, p1 - 1, G)
             else:
                 scores = policy_scores(policy, C, kf[0][C], vf[0][C], N)
             C = C[select(scores, C, N)]
@@ -151,7 +179,7 @@ def run_sim(trace, out, policies, budgets, B, dc, threads="2"):
 
 def compare(tmp, trace, B, dc):
     policies = ["full", "streaming", "knorm", "keydiff", "keydiff:window=0.25", "h2o", "h2o:recent=0.2", "tova",
-                "tova:scope=group"]
+                "tova:scope=group", "snapkv", "snapkv:window=4:kernel=3", "oracle"]
     budgets = [8, 19, 100]
     out = os.path.join(tmp, "res_%d_%d" % (B, dc))
     r = run_sim(trace, out, policies, budgets, B, dc)
@@ -171,7 +199,8 @@ def compare(tmp, trace, B, dc):
             for N in budgets:
                 want_params = {"keydiff": "anchor=norm:metric=cos:window=0", "keydiff:window=0.25":
                                "anchor=norm:metric=cos:window=0.25", "h2o": "recent=0.5", "h2o:recent=0.2": "recent=0.2",
-                               "streaming": "sinks=4", "tova": "scope=layer", "tova:scope=group": "scope=group"}.get(pol, "")
+                               "streaming": "sinks=4", "tova": "scope=layer", "tova:scope=group": "scope=group",
+                               "snapkv": "kernel=5:window=32", "snapkv:window=4:kernel=3": "kernel=3:window=4"}.get(pol, "")
                 run = runs[(name, want_params, N)]
                 params = run.attrs["params"]
                 G = H // K
@@ -216,7 +245,7 @@ def threads_and_errors(tmp, trace):
     for th in ("1", "2"):
         out = os.path.join(tmp, "th" + th)
         r = run_sim(trace, out, ["full", "keydiff", "streaming", "random", "primekv", "h2o", "tova",
-                                 "tova:scope=group"], [8, 30], 5, 2, th)
+                                 "tova:scope=group", "snapkv", "oracle"], [8, 30], 5, 2, th)
         check(r.returncode == 0, "sim with %s thread(s)" % th, r.stderr)
         outs.append(out)
     for name in ("results.csv", "summary.csv", "results.h5"):

@@ -1,0 +1,59 @@
+/* snapkv: SnapKV (Li et al., "SnapKV: LLM Knows What You are Looking for
+ * Before Generation", 2024). The observation window is the queries of the
+ * last `window` positions up to now, taken from the trace whether they are
+ * cached or not; s_j = Σ_{i in window} a_ij, each window query's softmax over
+ * the candidates it can see (j <= i), averaged over the kv group's heads, then
+ * an average pool of width `kernel` over the candidates in position order
+ * (cache neighbours, not absolute positions; zero padded, divided by kernel:
+ * offsets -floor(kernel/2) .. kernel-1-floor(kernel/2)); candidates inside
+ * the window are protected (SPEC §5).
+ * Parameters: window (integer >= 1, default 32), kernel (integer >= 1, default 5). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policies/registry.h"
+
+static void snapkv_score(const policy_config *cfg, void *state, const policy_view *v, double *scores)
+{
+    (void)state;
+    const int64_t n = v->n, D = v->D, window = (int64_t)policy_num(cfg, "window");
+    const int64_t kernel = (int64_t)policy_num(cfg, "kernel");
+    const int64_t i0 = v->now - window + 1 > 0 ? v->now - window + 1 : 0;
+    double *sum = calloc((size_t)(n > 0 ? n : 1), sizeof *sum), *row = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    KV_ASSERT(sum && row); /* score has no error channel */
+    const double scale = 1.0 / sqrt((double)D);
+    for (int64_t j = 0; v->queries && j < v->q_heads; j++)
+        for (int64_t i = i0; i <= v->now; i++) {
+            const float *q = v->queries + (j * v->T + i) * D;
+            int64_t vis = 0;
+            double mx = -INFINITY, z = 0.0;
+            for (; vis < n && v->pos[vis] <= i; vis++) {
+                double s = 0.0;
+                for (int64_t d = 0; d < D; d++) s += (double)q[d] * v->keys[vis * D + d];
+                row[vis] = s * scale;
+                mx = row[vis] > mx ? row[vis] : mx;
+            }
+            for (int64_t c = 0; c < vis; c++) z += exp(row[c] - mx);
+            for (int64_t c = 0; c < vis; c++) sum[c] += exp(row[c] - mx) / z / (double)v->q_heads;
+        }
+    const int64_t left = kernel / 2;
+    for (int64_t c = 0; c < n; c++) {
+        double pooled = 0.0;
+        for (int64_t o = -left; o < kernel - left; o++)
+            if (c + o >= 0 && c + o < n) pooled += sum[c + o];
+        scores[c] = v->pos[c] >= i0 ? INFINITY : pooled / (double)kernel;
+    }
+    free(sum), free(row);
+}
+
+const policy_iface policy_snapkv = {
+    .name = "snapkv",
+    .summary = "SnapKV: attention of the last `window` queries, pooled over cache neighbours; window protected",
+    .n_params = 2,
+    .params = {{.key = "kernel", .kind = PARAM_NUMBER, .def = "5", .min = 1, .max = 1024, .integer = true,
+                .doc = "width of the average pool over neighbouring candidates"},
+               {.key = "window", .kind = PARAM_NUMBER, .def = "32", .min = 1, .max = 1 << 20, .integer = true,
+                .doc = "observation window: queries of the last `window` positions"}},
+    .score = snapkv_score,
+};
