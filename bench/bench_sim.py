@@ -1,6 +1,6 @@
 """make bench (sim): replay throughput on a synthetic llama-3.2-1b trace (T = 2048, all 16
-layers): keydiff and streaming x budgets {128, 256} at B = 64 with 2 threads (tova and snapkv
-join when issue #5 adds them). Reports wall time, peak RSS, and the achieved GFLOP/s of the
+layers): keydiff, streaming, tova and snapkv x budgets {128, 256} at B = 64 with 2 threads. It
+reports wall time, peak RSS, and the achieved GFLOP/s of the
 attention work as a fraction of OpenBLAS sgemm measured in the same run (2 threads, 1024^3),
 and each policy's scoring ns per candidate. FLOP count (issue #5): the full-cache reference
 T(T+1)/2 * 4D per (layer, query head) once, plus per configuration sum_i min(i+1, N+B) * 4D per
@@ -60,7 +60,7 @@ def bench(tmp, like, T, layers_note, policies, budgets, B=64, threads=2):
 
 def main():
     with tempfile.TemporaryDirectory(prefix="kvtrace-bench-") as tmp:
-        bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["keydiff", "streaming"], [128, 256])
+        bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["keydiff", "streaming", "tova", "snapkv"], [128, 256])
     print("(targets, issue #5: >= 60% of sgemm; keydiff scoring within 2x of reading its keys once)")
     return 0
 
