@@ -75,16 +75,6 @@ static const struct option OPTIONS[] = {
     {NULL, 0, NULL, 0},
 };
 
-static int parse_number(const char *opt, const char *s, double lo, double hi, double *out, kv_err *err)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !(v >= lo && v <= hi))
-        return cli_usage(err, "capture", "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
-    *out = v;
-    return KV_OK;
-}
-
 static int parse_record(const char *list, capture_opts *o, kv_err *err)
 {
     bool keys = false, values = false;
@@ -144,14 +134,10 @@ static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err
             else if (strcmp(optarg, "none") == 0) o->attention = ATTN_NONE;
             else rc = cli_usage(err, v, "--attention must be colsum, full or none, got '%s'", optarg);
             break;
-        case OPT_MAX_ATTN: rc = parse_number("--max-attention-gib", optarg, 0, 1e6, &o->max_attention_gib, err); break;
+        case OPT_MAX_ATTN: rc = cli_parse_double(v, "--max-attention-gib", optarg, 0, 1e6, &o->max_attention_gib, err); break;
         case OPT_LOGITS: o->logits = true; break;
-        case OPT_DTYPE:
-            if (strcmp(optarg, "f32") == 0) o->dtype = TRACE_F32;
-            else if (strcmp(optarg, "f16") == 0) o->dtype = TRACE_F16;
-            else rc = cli_usage(err, v, "--dtype must be f32 or f16, got '%s'", optarg);
-            break;
-        case OPT_TEMPERATURE: rc = parse_number("--temperature", optarg, 0, 1e3, &o->temperature, err); break;
+        case OPT_DTYPE: rc = cli_parse_dtype(v, "--dtype", optarg, &o->dtype, err); break;
+        case OPT_TEMPERATURE: rc = cli_parse_double(v, "--temperature", optarg, 0, 1e3, &o->temperature, err); break;
         case OPT_SEED: rc = cli_parse_u64(v, "--seed", optarg, &o->seed, err); break;
         case OPT_THREADS:
             rc = cli_parse_i64(v, "--threads", optarg, 1, 256, &i64, err);

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int cli_parse_i64(const char *verb, const char *opt, const char *s, int64_t lo, int64_t hi,
                   int64_t *out, kv_err *err)
@@ -29,6 +30,25 @@ int cli_parse_u64(const char *verb, const char *opt, const char *s, uint64_t *ou
     if (errno || end == s || *end != '\0')
         return cli_usage(err, verb, "%s expects a non-negative integer, got '%s'", opt, s);
     *out = v;
+    return KV_OK;
+}
+
+int cli_parse_double(const char *verb, const char *opt, const char *s, double lo, double hi, double *out,
+                     kv_err *err)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !(v >= lo && v <= hi))
+        return cli_usage(err, verb, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
+    *out = v;
+    return KV_OK;
+}
+
+int cli_parse_dtype(const char *verb, const char *opt, const char *s, trace_dtype *out, kv_err *err)
+{
+    if (strcmp(s, "f32") == 0) *out = TRACE_F32;
+    else if (strcmp(s, "f16") == 0) *out = TRACE_F16;
+    else return cli_usage(err, verb, "%s must be f32 or f16, got '%s'", opt, s);
     return KV_OK;
 }
 

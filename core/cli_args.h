@@ -7,11 +7,17 @@
 #include <stdint.h>
 
 #include "kv_error.h"
+#include "trace.h"
 
 /* Parses a whole decimal integer in [lo, hi]; KV_EUSAGE naming verb and option otherwise. */
 int cli_parse_i64(const char *verb, const char *opt, const char *s, int64_t lo, int64_t hi,
                   int64_t *out, kv_err *err);
 int cli_parse_u64(const char *verb, const char *opt, const char *s, uint64_t *out, kv_err *err);
+/* A number (strtod syntax; NaN and infinities refused) in [lo, hi]. */
+int cli_parse_double(const char *verb, const char *opt, const char *s, double lo, double hi, double *out,
+                     kv_err *err);
+/* "f32" or "f16" as a trace storage type. */
+int cli_parse_dtype(const char *verb, const char *opt, const char *s, trace_dtype *out, kv_err *err);
 
 /* Records a usage error "VERB: MESSAGE (see 'kvtrace VERB --help')". */
 int cli_usage(kv_err *err, const char *verb, const char *fmt, ...)

@@ -73,16 +73,6 @@ typedef struct {
     bool force, quiet, help;
 } synth_args;
 
-static int parse_double(const char *opt, const char *s, double *out, kv_err *err)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !(v > 0) || v > 1e12)
-        return cli_usage(err, "synth", "%s expects a positive number, got '%s'", opt, s);
-    *out = v;
-    return KV_OK;
-}
-
 static int parse_args(int argc, char **argv, synth_args *a, kv_err *err)
 {
     const char *v = "synth";
@@ -100,7 +90,7 @@ static int parse_args(int argc, char **argv, synth_args *a, kv_err *err)
         case OPT_KV_HEADS: rc = cli_parse_i64(v, "--kv-heads", optarg, 1, 1024, &a->kv_heads, err); break;
         case OPT_HEAD_DIM: rc = cli_parse_i64(v, "--head-dim", optarg, 2, 4096, &a->head_dim, err); break;
         case OPT_VOCAB: rc = cli_parse_i64(v, "--vocab", optarg, 1, (int64_t)1 << 24, &a->vocab, err); break;
-        case OPT_THETA: rc = parse_double("--rope-theta", optarg, &a->theta, err); break;
+        case OPT_THETA: rc = cli_parse_double(v, "--rope-theta", optarg, 1e-6, 1e12, &a->theta, err); break;
         case OPT_ROPE_STYLE: a->rope_style = optarg; break;
         case OPT_TOKENS: rc = cli_parse_i64(v, "--tokens", optarg, 1, BIG, &a->tokens, err); break;
         case OPT_PROMPT_LEN: rc = cli_parse_i64(v, "--prompt-len", optarg, 1, BIG, &a->prompt_len, err); break;
@@ -188,11 +178,7 @@ int synth_main(int argc, char **argv)
     synth_config cfg;
     if (!rc) rc = build_config(&a, &cfg, &err);
     trace_create_opts opts = {0};
-    if (!rc) {
-        if (strcmp(a.dtype, "f32") == 0) opts.storage = TRACE_F32;
-        else if (strcmp(a.dtype, "f16") == 0) opts.storage = TRACE_F16;
-        else rc = cli_usage(&err, "synth", "--dtype must be f32 or f16, got '%s'", a.dtype);
-    }
+    if (!rc) rc = cli_parse_dtype("synth", "--dtype", a.dtype, &opts.storage, &err);
     if (!rc && !a.output) rc = cli_usage(&err, "synth", "-o PATH is required");
     if (!rc) {
         opts.deflate = (int)a.deflate;
