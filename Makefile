@@ -98,11 +98,11 @@ fuzz: deps
 	@for f in $(FUZZERS); do echo "== fuzz_$$f ($(FUZZ_SECONDS) s)"; \
 	    tests/fuzz_run.sh $$f $(FUZZ_SECONDS) build-fuzz || exit 1; done
 
-$(BUILD)/bench_sgemm: bench/bench_sgemm.c $(LIB)
+$(BUILD)/bench_%: bench/bench_%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 bench: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/bench_sgemm
+	@$(MAKE) --no-print-directory all $(BUILD)/bench_sgemm $(BUILD)/bench_keyread
 	@bench/bench_capture.sh
 	@/usr/bin/python3 bench/bench_sim.py
 
