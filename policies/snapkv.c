@@ -8,10 +8,12 @@
  * offsets -floor(kernel/2) .. kernel-1-floor(kernel/2)); candidates inside
  * the window are protected (SPEC §5).
  * Parameters: window (integer >= 1, default 32), kernel (integer >= 1, default 5). */
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/softmax.h"
 #include "policies/registry.h"
 
 static void snapkv_score(const policy_config *cfg, void *state, const policy_view *v, double *scores)
@@ -19,24 +21,23 @@ static void snapkv_score(const policy_config *cfg, void *state, const policy_vie
     (void)state;
     const int64_t n = v->n, D = v->D, window = (int64_t)policy_num(cfg, "window");
     const int64_t kernel = (int64_t)policy_num(cfg, "kernel");
-    const int64_t i0 = v->now - window + 1 > 0 ? v->now - window + 1 : 0;
-    double *sum = calloc((size_t)(n > 0 ? n : 1), sizeof *sum), *row = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    KV_ASSERT(sum && row); /* score has no error channel */
-    const double scale = 1.0 / sqrt((double)D);
-    for (int64_t j = 0; v->queries && j < v->q_heads; j++)
-        for (int64_t i = i0; i <= v->now; i++) {
-            const float *q = v->queries + (j * v->T + i) * D;
-            int64_t vis = 0;
-            double mx = -INFINITY, z = 0.0;
-            for (; vis < n && v->pos[vis] <= i; vis++) {
-                double s = 0.0;
-                for (int64_t d = 0; d < D; d++) s += (double)q[d] * v->keys[vis * D + d];
-                row[vis] = s * scale;
-                mx = row[vis] > mx ? row[vis] : mx;
-            }
-            for (int64_t c = 0; c < vis; c++) z += exp(row[c] - mx);
-            for (int64_t c = 0; c < vis; c++) sum[c] += exp(row[c] - mx) / z / (double)v->q_heads;
+    const int64_t i0 = v->now - window + 1 > 0 ? v->now - window + 1 : 0, W = v->now - i0 + 1;
+    double *sum = calloc((size_t)(n > 0 ? n : 1), sizeof *sum);
+    float *s = malloc(sizeof(float) * (size_t)(W * (n > 0 ? n : 1)));
+    KV_ASSERT(sum && s); /* score has no error channel */
+    for (int64_t j = 0; v->queries && n > 0 && j < v->q_heads; j++) {
+        /* the window's scores against every candidate in one product: s[W][n] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)W, (int)n, (int)D, (float)(1.0 / sqrt((double)D)),
+                    v->queries + (j * v->T + i0) * D, (int)D, v->keys, (int)D, 0.0f, s, (int)n);
+        for (int64_t r = 0, vis = 0; r < W; r++) {
+            float *row = s + r * n;
+            while (vis < n && v->pos[vis] <= i0 + r) vis++; /* candidates ascending: visible = a prefix */
+            if (vis == 0) continue;                        /* this query sees no candidate */
+            /* the weights in float (SPEC §4 allows it), their sum in double */
+            double z = softmax_row_exp(row, vis, softmax_row_max(row, vis));
+            softmax_accumulate(sum, row, 1.0 / (z * (double)v->q_heads), vis);
         }
+    }
     const int64_t left = kernel / 2;
     for (int64_t c = 0; c < n; c++) {
         double pooled = 0.0;
@@ -44,7 +45,7 @@ static void snapkv_score(const policy_config *cfg, void *state, const policy_vie
             if (c + o >= 0 && c + o < n) pooled += sum[c + o];
         scores[c] = v->pos[c] >= i0 ? INFINITY : pooled / (double)kernel;
     }
-    free(sum), free(row);
+    free(sum), free(s);
 }
 
 const policy_iface policy_snapkv = {
