@@ -4,7 +4,7 @@
 #include <math.h>
 
 #include "capture/forward.h"
-#include "core/softmax.h"
+#include "core/attn_causal.h"
 
 static void cpu_matmul(const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out)
 {
@@ -42,20 +42,7 @@ static void cpu_swiglu(float *gate, const float *up, int64_t n)
 static void cpu_attend(const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0,
                        int64_t n, int64_t D, float *p, float *out, int64_t ldo)
 {
-    const int64_t cols = pos0 + n;
-    const float scale = (float)(1.0 / sqrt((double)D));
-    /* p[r][j] = scale * q_r . k_j for every visible column at once */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)cols, (int)D, scale, q, (int)ldq,
-                k, (int)D, 0.0f, p, (int)cols);
-    for (int64_t r = 0; r < n; r++) {
-        float *row = p + r * cols;
-        const int64_t len = pos0 + r + 1; /* causal: keys 0 .. pos0+r */
-        softmax_row(row, len);
-        for (int64_t j = len; j < cols; j++) row[j] = 0.0f;
-    }
-    /* out[r] = sum_j p[r][j] v_j */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)D, (int)cols, 1.0f, p, (int)cols,
-                v, (int)D, 0.0f, out, (int)ldo);
+    attn_causal_rows(q, ldq, k, v, pos0, n, D, p, out, ldo, NULL);
 }
 
 const forward_kernels FORWARD_CPU = {

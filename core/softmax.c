@@ -1,5 +1,7 @@
 #include "softmax.h"
 
+#include <math.h>
+
 #include "fastexp.h"
 
 enum { LANES = 8 };
@@ -37,10 +39,14 @@ double softmax_row_exp(float *s, int64_t n, float mx)
     return sum;
 }
 
-void softmax_row(float *s, int64_t n)
+double softmax_row(float *s, int64_t len, int64_t cols)
 {
-    float inv = (float)(1.0 / softmax_row_exp(s, n, softmax_row_max(s, n)));
-    for (int64_t j = 0; j < n; j++) s[j] *= inv;
+    float mx = softmax_row_max(s, len);
+    double sum = softmax_row_exp(s, len, mx);
+    float inv = (float)(1.0 / sum);
+    for (int64_t j = 0; j < len; j++) s[j] *= inv;
+    for (int64_t j = len; j < cols; j++) s[j] = 0.0f;
+    return (double)mx + log(sum);
 }
 
 void softmax_accumulate(double *acc, const float *x, double scale, int64_t n)

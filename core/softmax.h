@@ -13,8 +13,10 @@ float softmax_row_max(const float *s, int64_t n);
  * in 8 lanes combined in a fixed order (deterministic). */
 double softmax_row_exp(float *s, int64_t n, float mx);
 
-/* The whole row: s[0..n) becomes its softmax (normalised in float). */
-void softmax_row(float *s, int64_t n);
+/* s[0..len) becomes its softmax (normalised in float), s[len..cols) zero
+ * (the masked part of a causal row). Returns log Σ_j exp(s_j), the row's
+ * log-sum-exp, in double. */
+double softmax_row(float *s, int64_t len, int64_t cols);
 
 /* acc[j] += scale * x[j] for j < n, in double (column sums of weights). */
 void softmax_accumulate(double *acc, const float *x, double scale, int64_t n);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "core/parallel.h"
-#include "core/softmax.h"
+#include "core/attn_causal.h"
 
 typedef struct {
     sim_reference *r;
@@ -21,23 +21,9 @@ static void reference_head(void *ctx_, int h, int thread)
     const int64_t T = r->T, D = r->D, g = h / (r->H / r->K);
     const float *qh = c->q + h * T * D, *kg = c->k + g * T * D, *vg = c->v + g * T * D;
     float *scratch = c->scratch + (size_t)thread * SIM_REF_BLOCK * (size_t)T;
-    const float scale = (float)(1.0 / sqrt((double)D));
     for (int64_t i0 = 0; i0 < T; i0 += SIM_REF_BLOCK) {
-        const int64_t n = T - i0 < SIM_REF_BLOCK ? T - i0 : SIM_REF_BLOCK, cols = i0 + n;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)cols, (int)D, scale, qh + i0 * D,
-                    (int)D, kg, (int)D, 0.0f, scratch, (int)cols);
-        for (int64_t i = 0; i < n; i++) {
-            float *row = scratch + i * cols;
-            const int64_t len = i0 + i + 1;
-            float mx = softmax_row_max(row, len);
-            double sum = softmax_row_exp(row, len, mx);
-            r->lse[h * T + i0 + i] = (double)mx + log(sum);
-            float inv = (float)(1.0 / sum);
-            for (int64_t j = 0; j < len; j++) row[j] *= inv;
-            for (int64_t j = len; j < cols; j++) row[j] = 0.0f;
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)D, (int)cols, 1.0f, scratch, (int)cols,
-                    vg, (int)D, 0.0f, r->out + (h * T + i0) * D, (int)D);
+        const int64_t n = T - i0 < SIM_REF_BLOCK ? T - i0 : SIM_REF_BLOCK;
+        attn_causal_rows(qh + i0 * D, D, kg, vg, i0, n, D, scratch, r->out + (h * T + i0) * D, D, r->lse + h * T + i0);
     }
 }
 

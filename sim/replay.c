@@ -90,15 +90,10 @@ static void add_chunk(replay_buf *b, const sim_layer *ly, int64_t p0, int64_t p1
 }
 
 /* Softmax of row `row` over its `vis` visible candidates (zero for the rest);
- * returns the recall Σ_c exp(s_c − lse) = exp(max − lse) · Σ_c exp(s_c − max). */
+ * returns the recall Σ_c exp(s_c − lse_full) = exp(lse_visible − lse_full). */
 static double softmax_visible(float *row, int64_t vis, int64_t cols, double lse)
 {
-    float mx = softmax_row_max(row, vis);
-    double sum = softmax_row_exp(row, vis, mx);
-    float inv = (float)(1.0 / sum);
-    for (int64_t c = 0; c < vis; c++) row[c] *= inv;
-    for (int64_t c = vis; c < cols; c++) row[c] = 0.0f;
-    return exp((double)mx - lse) * sum;
+    return exp(softmax_row(row, vis, cols) - lse);
 }
 
 /* Steps 2 and 3's input: the chunk's queries [p0, p1) of every query head of

@@ -1,0 +1,19 @@
+/* attn_causal: causal attention of a block of consecutive query rows, the
+ * product both the capture kernel and sim's full-cache reference compute.
+ *
+ * Rows r = 0..n-1 are queries at positions pos0 + r; each attends to keys
+ * 0 .. pos0 + r (the causal past). One sgemm forms the scores [n][pos0+n],
+ * each row becomes its softmax (exp in float, the sum in double, zero above
+ * the diagonal), one sgemm forms the outputs. Scratch O(n·T), never T x T. */
+#ifndef KV_ATTN_CAUSAL_H
+#define KV_ATTN_CAUSAL_H
+
+#include <stdint.h>
+
+/* q: rows of stride ldq; k, v: [pos0+n][D]; p: [n][pos0+n] weights out;
+ * out: rows of stride ldo; lse (may be NULL): [n] log Σ_j exp(s_ij) of the
+ * scaled scores s = q.k / sqrt(D). */
+void attn_causal_rows(const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0, int64_t n,
+                      int64_t D, float *p, float *out, int64_t ldo, double *lse);
+
+#endif
