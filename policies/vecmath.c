@@ -17,17 +17,7 @@ double *vm_alloc(int64_t n)
  * a single running sum is bound by the latency of each addition. */
 double vm_norm(const float *x, int64_t D)
 {
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    int64_t d = 0;
-    for (; d + 4 <= D; d += 4) {
-        a0 += (double)x[d] * x[d];
-        a1 += (double)x[d + 1] * x[d + 1];
-        a2 += (double)x[d + 2] * x[d + 2];
-        a3 += (double)x[d + 3] * x[d + 3];
-    }
-    double s = (a0 + a1) + (a2 + a3);
-    for (; d < D; d++) s += (double)x[d] * x[d];
-    return sqrt(s);
+    return sqrt(vm_dot_ff(x, x, D));
 }
 
 double vm_norm_d(const double *y, int64_t D)
@@ -54,11 +44,18 @@ double vm_dot(const float *x, const double *y, int64_t D)
 
 double vm_dot_ff(const float *x, const float *y, int64_t D)
 {
-    double s = 0;
-    for (int64_t d = 0; d < D; d++) s += (double)x[d] * y[d];
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    int64_t d = 0;
+    for (; d + 4 <= D; d += 4) {
+        a0 += (double)x[d] * y[d];
+        a1 += (double)x[d + 1] * y[d + 1];
+        a2 += (double)x[d + 2] * y[d + 2];
+        a3 += (double)x[d + 3] * y[d + 3];
+    }
+    double s = (a0 + a1) + (a2 + a3);
+    for (; d < D; d++) s += (double)x[d] * y[d];
     return s;
 }
-
 void vm_mean(const float *rows, int64_t n, int64_t D, bool normalize, double *mean)
 {
     for (int64_t d = 0; d < D; d++) mean[d] = 0;
