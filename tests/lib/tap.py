@@ -1,6 +1,8 @@
 """TAP output for the test scripts in tests/scripts: one "ok N - ..." or
 "not ok N - ..." line per check (tests/run_all.sh counts them), details of a
 failure on "#" lines, and a plan line at the end."""
+import sys
+
 import numpy as np
 
 count = 0
@@ -8,13 +10,20 @@ failures = 0
 
 
 def check(ok, what, detail=""):
+    """One TAP line; `detail` (text, or a callable producing it) explains a failure."""
     global count, failures
     count += 1
     print(("ok %d - %s" if ok else "not ok %d - %s") % (count, what))
     if not ok:
         failures += 1
-        for line in str(detail).splitlines()[:12]:
+        if callable(detail):
+            try:
+                detail = detail()
+            except Exception as e:  # the explanation itself must not abort the run
+                detail = "(could not explain: %r)" % (e,)
+        for line in str(detail or "").splitlines()[:12]:
             print("#   " + line)
+    sys.stdout.flush()
     return ok
 
 

@@ -24,33 +24,11 @@ import tempfile
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import check, finish  # noqa: E402
+
 ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 KVTRACE = os.environ.get("KVTRACE") or os.path.join(ROOT, "build", "kvtrace")
-
-_n = 0
-_failed = 0
-
-
-def check(cond, desc, detail=None):
-    """One TAP line; `detail` (str or callable) explains a failure."""
-    global _n, _failed
-    _n += 1
-    if cond:
-        print("ok %d - %s" % (_n, desc))
-    else:
-        _failed += 1
-        print("not ok %d - %s" % (_n, desc))
-        if callable(detail):
-            try:
-                detail = detail()
-            except Exception as e:  # the explanation itself must not abort the run
-                detail = "(could not explain: %r)" % (e,)
-        if detail:
-            for line in str(detail).rstrip("\n").split("\n"):
-                print("#   " + line)
-    sys.stdout.flush()
-    return cond
-
 
 def kvtrace(*args):
     p = subprocess.run([KVTRACE] + [str(a) for a in args], stdout=subprocess.PIPE,
@@ -478,8 +456,7 @@ def main():
         check(False, "test script ran to the end", traceback.format_exc())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("1..%d" % _n)
-    return 1 if _failed else 0
+    return finish()
 
 
 if __name__ == "__main__":
