@@ -1,7 +1,7 @@
 # kvtrace — build, test, fuzz.
 #   make            build build/kvtrace
 #   make test       install missing Debian packages, build, run every test: unit tests and
-#                   scripts on the normal build and under ASan+UBSan, plus a short fuzz run;
+#                   scripts on the normal build and under ASan+UBSan, plus a short run of each fuzz harness;
 #                   ends with one combined "N passed, N failed" line
 #   make test-asan  only the ASan+UBSan build (build-asan/) and its tests
 #   make fuzz       libFuzzer on the trace validation layer, the GGUF reader, and the
