@@ -18,6 +18,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
+VEC     := -fno-trapping-math -ffp-contract=off -fvect-cost-model=dynamic
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
            -Wno-format-nonliteral -Wvla
 CPPFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I. $(PKG_CFLAGS)
@@ -45,7 +46,7 @@ deps:
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(VEC) $(WARN) -MMD -MP -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -99,7 +100,7 @@ fuzz: deps
 	    tests/fuzz_run.sh $$f $(FUZZ_SECONDS) build-fuzz || exit 1; done
 
 $(BUILD)/bench_%: bench/bench_%.c $(LIB)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(VEC) $(WARN) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/bench_sgemm $(BUILD)/bench_keyread

@@ -3,9 +3,11 @@
 #include <math.h>
 
 #include "fastexp.h"
+#include "vectorize.h"
 
 enum { LANES = 8 };
 
+KV_VECTOR_CLONES
 float softmax_row_max(const float *s, int64_t n)
 {
     float lane[LANES];
@@ -19,26 +21,23 @@ float softmax_row_max(const float *s, int64_t n)
     return mx;
 }
 
+KV_VECTOR_CLONES
 double softmax_row_exp(float *s, int64_t n, float mx)
 {
+    /* two passes over a row that sits in L1: the map vectorises on its own,
+     * the sum keeps LANES double partial sums combined in a fixed order */
+    for (int64_t j = 0; j < n; j++) s[j] = kv_expf(s[j] - mx);
     double lane[LANES] = {0};
     int64_t j = 0;
     for (; j + LANES <= n; j += LANES)
-        for (int l = 0; l < LANES; l++) {
-            float e = kv_expf(s[j + l] - mx);
-            s[j + l] = e;
-            lane[l] += e;
-        }
+        for (int l = 0; l < LANES; l++) lane[l] += s[j + l];
     double sum = 0.0;
     for (int l = 0; l < LANES; l++) sum += lane[l];
-    for (; j < n; j++) {
-        float e = kv_expf(s[j] - mx);
-        s[j] = e;
-        sum += e;
-    }
+    for (; j < n; j++) sum += s[j];
     return sum;
 }
 
+KV_VECTOR_CLONES
 double softmax_row(float *s, int64_t len, int64_t cols)
 {
     float mx = softmax_row_max(s, len);
@@ -49,6 +48,7 @@ double softmax_row(float *s, int64_t len, int64_t cols)
     return (double)mx + log(sum);
 }
 
+KV_VECTOR_CLONES
 void softmax_accumulate(double *acc, const float *x, double scale, int64_t n)
 {
     int64_t j = 0;
