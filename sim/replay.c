@@ -13,6 +13,8 @@
 #include "analysis/logdet.h"
 #include "core/progress.h"
 #include "core/softmax.h"
+#include "core/vectorize.h"
+#include "sim/stats.h"
 
 /* One stream: kv heads g0 .. g0+ng-1 of a layer sharing one kept set (ng = 1,
  * or K for a policy with layer scope). Heads below are the stream's query
@@ -96,6 +98,32 @@ static double softmax_visible(float *row, int64_t vis, int64_t cols, double lse)
     return exp(softmax_row(row, vis, cols) - lse);
 }
 
+/* ‖o − f‖ / ‖f‖ in double (0 when f = 0), four partial sums in a fixed order. */
+KV_VECTOR_CLONES
+static double rel_err(const float *o, const float *f, int64_t D)
+{
+    double num[4] = {0}, den[4] = {0};
+    int64_t d = 0;
+    for (; d + 4 <= D; d += 4)
+        for (int l = 0; l < 4; l++) {
+            double e = (double)o[d + l] - f[d + l];
+            num[l] += e * e, den[l] += (double)f[d + l] * f[d + l];
+        }
+    double nu = (num[0] + num[1]) + (num[2] + num[3]), de = (den[0] + den[1]) + (den[2] + den[3]);
+    for (; d < D; d++) nu += ((double)o[d] - f[d]) * ((double)o[d] - f[d]), de += (double)f[d] * f[d];
+    return de > 0 ? sqrt(nu / de) : 0.0;
+}
+
+/* mean[y] = (Σ_j blocks[j][y]) / nb over nb blocks of m floats, summed in j order. */
+KV_VECTOR_CLONES
+static void mean_of_blocks(float *mean, const float *blocks, int64_t nb, int64_t m)
+{
+    memcpy(mean, blocks, sizeof(float) * (size_t)m);
+    for (int64_t j = 1; j < nb; j++)
+        for (int64_t y = 0; y < m; y++) mean[y] += blocks[j * m + y];
+    for (int64_t y = 0; y < m; y++) mean[y] /= (float)nb;
+}
+
 /* Steps 2 and 3's input: the chunk's queries [p0, p1) of every query head of
  * the stream against the visible candidates, per kv head one sgemm for the
  * scores of its G heads [G*n][|C|] and one for the outputs. Measured rows get
@@ -143,19 +171,12 @@ static void measure(replay_buf *b, const sim_layer *ly, int64_t budget, int64_t 
             for (int64_t e = n_eval_before; e < b->n_eval; e++) {
                 const int64_t i = b->eval_pos[e];
                 const float *o = b->out + (j * n + i - p0) * D, *f = ly->ref->out + (h * T + i) * D;
-                double num = 0.0, den = 0.0;
-                for (int64_t d = 0; d < D; d++)
-                    num += ((double)o[d] - f[d]) * ((double)o[d] - f[d]), den += (double)f[d] * f[d];
-                b->errs[sj * T + e] = den > 0 ? sqrt(num / den) : 0.0;
+                b->errs[sj * T + e] = rel_err(o, f, D);
             }
         }
     }
-    if (want_attn)
-        for (int64_t y = 0; y < n * cols; y++) {
-            float sum = 0.0f;
-            for (int64_t j = 0; j < hs; j++) sum += b->att[j * n * cols + y];
-            b->attn_mean[y] = sum / (float)hs;
-        }
+    if (want_attn) /* heads outer, so that the sums over each head's row block vectorise */
+        mean_of_blocks(b->attn_mean, b->att, hs, n * cols);
 }
 
 /* The policy's view of the current candidates; the chunk's attention when it asked for it. */
@@ -195,40 +216,6 @@ static void evict(replay_buf *b, const sim_layer *ly, const policy_config *pc, v
     b->n = kept;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Mean and p95 (linear interpolation) of errors, mean and min of recalls, over the selected ones. */
-static void stats_of(double *errs, const double *recalls, const int64_t *pos, int64_t n, int64_t prompt_len,
-                     int phase, sim_stats *s)
-{
-    int64_t m = 0;
-    double rsum = 0.0, rmin = 1.0, esum = 0.0;
-    for (int64_t e = 0; e < n; e++) {
-        bool in = phase == PHASE_ALL || (phase == PHASE_PREFILL) == (pos[e] < prompt_len);
-        if (!in) continue;
-        errs[m] = errs[e]; /* compacted in place for sorting; callers pass a copy */
-        esum += errs[e], rsum += recalls[e], rmin = recalls[e] < rmin ? recalls[e] : rmin;
-        m++;
-    }
-    s->n = m;
-    if (m == 0) {
-        s->err_mean = s->err_p95 = 0.0, s->recall_mean = s->recall_min = 1.0;
-        return;
-    }
-    qsort(errs, (size_t)m, sizeof *errs, cmp_double);
-    double rank = 0.95 * (double)(m - 1);
-    int64_t lo = (int64_t)rank;
-    double hi = lo + 1 < m ? errs[lo + 1] : errs[lo];
-    s->err_mean = esum / (double)m;
-    s->err_p95 = errs[lo] + (rank - (double)lo) * (hi - errs[lo]);
-    s->recall_mean = rsum / (double)m;
-    s->recall_min = rmin;
-}
-
 static int finish(replay_buf *b, const sim_layer *ly, sim_result *out, kv_err *err)
 {
     const int64_t hs = b->ng * (ly->H / ly->K), T = ly->T;
@@ -237,7 +224,7 @@ static int finish(replay_buf *b, const sim_layer *ly, sim_result *out, kv_err *e
     for (int64_t j = 0; j < hs; j++)
         for (int p = 0; p < N_PHASES; p++) {
             memcpy(tmp, b->errs + j * T, sizeof(double) * (size_t)b->n_eval);
-            stats_of(tmp, b->recalls + j * T, b->eval_pos, b->n_eval, ly->prompt_len, p, &out->stats[j * N_PHASES + p]);
+            sim_stats_of(tmp, b->recalls + j * T, b->eval_pos, b->n_eval, ly->prompt_len, p, &out->stats[j * N_PHASES + p]);
         }
     free(tmp);
     out->n_retained = b->n;
