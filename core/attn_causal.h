@@ -16,4 +16,11 @@
 void attn_causal_rows(const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0, int64_t n,
                       int64_t D, float *p, float *out, int64_t ldo, double *lse);
 
+/* The same for `groups` query heads sharing these keys (grouped-query
+ * attention), stacked so that one pair of sgemms serves them all: q [groups*n][D],
+ * row r at position pos0 + r % n; p [groups*n][pos0+n]; out [groups*n][D];
+ * lse (may be NULL) [groups*n]. Row for row the same arithmetic as above. */
+void attn_causal_group_rows(const float *q, int64_t groups, const float *k, const float *v, int64_t pos0,
+                            int64_t n, int64_t D, float *p, float *out, double *lse);
+
 #endif

@@ -1,29 +1,42 @@
 #include "sim/reference.h"
 
-#include <cblas.h>
-#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "core/parallel.h"
 #include "core/attn_causal.h"
+#include "core/parallel.h"
 
 typedef struct {
     sim_reference *r;
     const float *q, *k, *v;
-    float *scratch;        /* [threads][SIM_REF_BLOCK * T] */
+    int64_t block;         /* query positions per step */
+    float *scratch;        /* [threads][G*block*T weights + 2*G*block*D rows] */
+    size_t per_thread;
+    double *lse;           /* [threads][G*block] */
 } ref_ctx;
 
-/* Work item: one query head (its own rows of out and lse). */
-static void reference_head(void *ctx_, int h, int thread)
+/* Work item: one kv head and its G query heads, their rows stacked so that
+ * one pair of sgemms per block of positions serves the whole group. */
+static void reference_group(void *ctx_, int g, int thread)
 {
     ref_ctx *c = ctx_;
     sim_reference *r = c->r;
-    const int64_t T = r->T, D = r->D, g = h / (r->H / r->K);
-    const float *qh = c->q + h * T * D, *kg = c->k + g * T * D, *vg = c->v + g * T * D;
-    float *scratch = c->scratch + (size_t)thread * SIM_REF_BLOCK * (size_t)T;
-    for (int64_t i0 = 0; i0 < T; i0 += SIM_REF_BLOCK) {
-        const int64_t n = T - i0 < SIM_REF_BLOCK ? T - i0 : SIM_REF_BLOCK;
-        attn_causal_rows(qh + i0 * D, D, kg, vg, i0, n, D, scratch, r->out + (h * T + i0) * D, D, r->lse + h * T + i0);
+    const int64_t T = r->T, D = r->D, G = r->H / r->K;
+    const float *kg = c->k + g * T * D, *vg = c->v + g * T * D;
+    float *p = c->scratch + (size_t)thread * c->per_thread;  /* [G*block][T] */
+    float *qs = p + (size_t)(G * c->block * T);               /* [G*block][D] */
+    float *os = qs + (size_t)(G * c->block * D);              /* [G*block][D] */
+    double *lse = c->lse + (size_t)thread * (size_t)(G * c->block);
+    for (int64_t i0 = 0; i0 < T; i0 += c->block) {
+        const int64_t n = T - i0 < c->block ? T - i0 : c->block;
+        for (int64_t j = 0; j < G; j++)
+            memcpy(qs + j * n * D, c->q + ((g * G + j) * T + i0) * D, sizeof(float) * (size_t)(n * D));
+        attn_causal_group_rows(qs, G, kg, vg, i0, n, D, p, os, lse);
+        for (int64_t j = 0; j < G; j++) {
+            const int64_t h = g * G + j;
+            memcpy(r->out + (h * T + i0) * D, os + j * n * D, sizeof(float) * (size_t)(n * D));
+            memcpy(r->lse + h * T + i0, lse + j * n, sizeof(double) * (size_t)n);
+        }
     }
 }
 
@@ -31,17 +44,23 @@ int sim_reference_compute(sim_reference *r, const float *q, const float *k, cons
                           int64_t D, int64_t H, int64_t K, int threads)
 {
     r->T = T, r->D = D, r->H = H, r->K = K;
+    const int64_t G = H / K;
+    int64_t block = SIM_REF_ROWS / G; /* about SIM_REF_ROWS stacked rows per sgemm */
+    block = block > SIM_REF_BLOCK ? SIM_REF_BLOCK : block < 1 ? 1 : block;
+    const size_t per_thread = (size_t)(G * block) * (size_t)(T + 2 * D);
     r->out = malloc(sizeof(float) * (size_t)(H * T * D));
     r->lse = malloc(sizeof(double) * (size_t)(H * T));
-    float *scratch = malloc(sizeof(float) * (size_t)threads * SIM_REF_BLOCK * (size_t)T);
-    if (!r->out || !r->lse || !scratch) {
-        free(scratch);
-        return -1;
+    float *scratch = malloc(sizeof(float) * (size_t)threads * per_thread);
+    double *lse = malloc(sizeof(double) * (size_t)threads * (size_t)(G * block));
+    int rc = 0;
+    if (r->out && r->lse && scratch && lse) {
+        ref_ctx c = {r, q, k, v, block, scratch, per_thread, lse};
+        kv_parallel_for((int)K, threads, reference_group, &c); /* groups are independent: same values for any count */
+    } else {
+        rc = -1;
     }
-    ref_ctx c = {r, q, k, v, scratch};
-    kv_parallel_for((int)H, threads, reference_head, &c); /* heads are independent: same values for any count */
-    free(scratch);
-    return 0;
+    free(scratch), free(lse);
+    return rc;
 }
 
 void sim_reference_free(sim_reference *r)

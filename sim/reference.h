@@ -3,8 +3,9 @@
  * per query head h and position i, the output o_full(i) = Σ_{j<=i} a_ij v_j
  * and the softmax normaliser (row max m_i, log-sum-exp lse_i) so that any
  * subset's attention mass a^full over it can be summed later. Queries are
- * processed in blocks of rows: one sgemm per block against the visible keys
- * into an O(block·T) scratch, never a T x T matrix. */
+ * processed in blocks of rows, the G query heads of a kv head stacked: one
+ * sgemm per block against the visible keys into an O(G·block·T) scratch,
+ * never a T x T matrix. */
 #ifndef KV_SIM_REFERENCE_H
 #define KV_SIM_REFERENCE_H
 
@@ -16,13 +17,15 @@ typedef struct {
     double *lse;    /* [H][T] log Σ_{j<=i} exp(s_ij), s = q.k/sqrt(D) in float */
 } sim_reference;
 
-/* q [H][T][D], k and v [K][T][D] of one layer; query heads split over
- * `threads` (each with a block*T scratch). Returns -1 when out of memory. */
+/* q [H][T][D], k and v [K][T][D] of one layer; kv heads (with their query
+ * heads) split over `threads`, each with a G*block*T scratch. Returns -1 when out of memory. */
 int sim_reference_compute(sim_reference *r, const float *q, const float *k, const float *v, int64_t T,
                           int64_t D, int64_t H, int64_t K, int threads);
 
 void sim_reference_free(sim_reference *r);
 
-enum { SIM_REF_BLOCK = 64 };
+/* Positions per block (at most), and the stacked rows (G heads x block) one
+ * sgemm aims for: the grouped query heads share their kv head's keys. */
+enum { SIM_REF_BLOCK = 64, SIM_REF_ROWS = 256 };
 
 #endif
