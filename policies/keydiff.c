@@ -34,41 +34,46 @@ static double l2_dist(const float *k, const double *mu, int64_t D)
     return sqrt(s);
 }
 
-/* −mean over m≠j of cos(k_j, k_m), from the sum of the normalised keys. */
-static void pairwise_scores(const policy_view *v, double *sum_hat, double *scores)
+static int keydiff_create(const policy_config *cfg, void **state, kv_err *err)
 {
-    int64_t n = v->n, D = v->D;
-    vm_mean(v->keys, n, D, true, sum_hat);
-    for (int64_t d = 0; d < D; d++) sum_hat[d] *= (double)n;
-    for (int64_t j = 0; j < n; j++) {
-        const float *k = v->keys + j * D;
-        double nk = vm_norm(k, D);
-        if (n < 2 || nk == 0) {   /* no other key, or a zero key: cos 0 */
-            scores[j] = 0;
-            continue;
-        }
-        scores[j] = -(vm_dot(k, sum_hat, D) / nk - 1.0) / (double)(n - 1);
-    }
+    (void)cfg;
+    vm_norm_cache *c = kv_calloc(1, sizeof *c, "keydiff state", err);
+    if (!c) return err->code;
+    *state = c;
+    return KV_OK;
 }
 
+static void keydiff_destroy(void *state)
+{
+    vm_norm_cache_free(state);
+    free(state);
+}
+
+/* Two passes over the candidates' keys, each vectorised: the anchor, then
+ * every key's dot product with it; key norms come from the per-position cache
+ * (state; NULL recomputes them). */
 static void keydiff_score(const policy_config *cfg, void *state, const policy_view *v,
                           double *scores)
 {
-    (void)state;
     int anchor = policy_choice(cfg, "anchor"), metric = policy_choice(cfg, "metric");
-    int64_t D = v->D;
-    double *mu = vm_alloc(D);
+    const int64_t D = v->D, n = v->n;
+    double *mu = vm_alloc(D + n), *norms = mu + D;
+    vm_norms_cached(state, v->keys, v->pos, n, D, norms);
+    vm_weighted_mean(v->keys, n, D, anchor != ANCHOR_RAW ? norms : NULL, mu);
     if (anchor == ANCHOR_PAIRWISE) {
-        pairwise_scores(v, mu, scores);
+        /* −mean over m≠j of cos(k_j, k_m) = −(k̂_j·Σ_m k̂_m − 1)/(n−1) */
+        for (int64_t d = 0; d < D; d++) mu[d] *= (double)n;
+        vm_dots(v->keys, n, D, mu, scores);
+        for (int64_t j = 0; j < n; j++)  /* no other key, or a zero key: cos 0 */
+            scores[j] = n < 2 || norms[j] == 0 ? 0 : -(scores[j] / norms[j] - 1.0) / (double)(n - 1);
+    } else if (metric == METRIC_L2) {
+        for (int64_t j = 0; j < n; j++) scores[j] = l2_dist(v->keys + j * D, mu, D);
     } else {
-        vm_mean(v->keys, v->n, D, anchor == ANCHOR_NORM, mu);
-        double nmu = vm_norm_d(mu, D);
-        for (int64_t j = 0; j < v->n; j++) {
-            const float *k = v->keys + j * D;
-            if (metric == METRIC_L2) scores[j] = l2_dist(k, mu, D);
-            else if (metric == METRIC_DOT) scores[j] = -vm_dot(k, mu, D);
-            else scores[j] = -vm_cos(vm_dot(k, mu, D), vm_norm(k, D), nmu);
-        }
+        vm_dots(v->keys, n, D, mu, scores);
+        if (metric == METRIC_DOT)
+            for (int64_t j = 0; j < n; j++) scores[j] = -scores[j];
+        else
+            vm_cos_scores(scores, norms, vm_norm_d(mu, D), n);
     }
     free(mu);
     policy_protect_recent(v, policy_recent_count(policy_num(cfg, "window"), v->budget), scores);
@@ -87,5 +92,7 @@ const policy_iface policy_keydiff = {
         {.key = "window", .kind = PARAM_NUMBER, .def = "0", .min = 0, .max = 1,
          .doc = "the most recent floor(window*N) candidates are protected"},
     },
+    .create = keydiff_create,
+    .destroy = keydiff_destroy,
     .score = keydiff_score,
 };

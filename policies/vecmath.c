@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "core/kv_error.h"
+#include "core/vectorize.h"
 
 double *vm_alloc(int64_t n)
 {
@@ -78,4 +79,108 @@ double vm_cos(double dot, double nx, double ny)
     if (nx == 0 || ny == 0) return 0;
     double c = dot / (nx * ny);
     return c > 1 ? 1 : c < -1 ? -1 : c;
+}
+
+/* x·y in double over 16 lanes combined in a fixed order: four vector
+ * registers of doubles (AVX2), so that the additions of a row of D = 64..128
+ * are four short chains instead of one long one. */
+enum { VL = 16 };
+
+static inline double lanes_sum(const double *a)
+{
+    double s[VL / 2];
+    for (int l = 0; l < VL / 2; l++) s[l] = a[l] + a[l + VL / 2];
+    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+static inline double dot16(const float *x, const double *y, int64_t D)
+{
+    double a[VL] = {0};
+    int64_t d = 0;
+    for (; d + VL <= D; d += VL)
+        for (int l = 0; l < VL; l++) a[l] += (double)x[d + l] * y[d + l];
+    double s = lanes_sum(a);
+    for (; d < D; d++) s += (double)x[d] * y[d];
+    return s;
+}
+
+static inline double sq16(const float *x, int64_t D)
+{
+    double a[VL] = {0};
+    int64_t d = 0;
+    for (; d + VL <= D; d += VL)
+        for (int l = 0; l < VL; l++) a[l] += (double)x[d + l] * x[d + l];
+    double s = lanes_sum(a);
+    for (; d < D; d++) s += (double)x[d] * x[d];
+    return s;
+}
+
+/* Column blocks of VL doubles: each block's sums stay in registers over all
+ * rows (no store-to-load chain through mean[] from one row to the next); the
+ * weights are divided out first, in their own loop. */
+KV_VECTOR_CLONES
+void vm_weighted_mean(const float *rows, int64_t n, int64_t D, const double *norms, double *mean)
+{
+    double *w = vm_alloc(n);
+    for (int64_t j = 0; j < n; j++) w[j] = !norms ? 1.0 : norms[j] > 0 ? 1.0 / norms[j] : 0.0;
+    int64_t d0 = 0;
+    for (; d0 + VL <= D; d0 += VL) {
+        double a[VL] = {0};
+        for (int64_t j = 0; j < n; j++)
+            for (int l = 0; l < VL; l++) a[l] += w[j] * rows[j * D + d0 + l];
+        for (int l = 0; l < VL; l++) mean[d0 + l] = a[l];
+    }
+    for (int64_t d = d0; d < D; d++) {
+        double a = 0;
+        for (int64_t j = 0; j < n; j++) a += w[j] * rows[j * D + d];
+        mean[d] = a;
+    }
+    free(w);
+    if (n > 0)
+        for (int64_t d = 0; d < D; d++) mean[d] /= (double)n;
+}
+
+KV_VECTOR_CLONES
+void vm_dots(const float *rows, int64_t n, int64_t D, const double *y, double *out)
+{
+    for (int64_t j = 0; j < n; j++) out[j] = dot16(rows + j * D, y, D);
+}
+
+void vm_norm_cache_free(vm_norm_cache *c)
+{
+    if (c) free(c->norm);
+}
+
+KV_VECTOR_CLONES
+void vm_norms_cached(vm_norm_cache *c, const float *rows, const int64_t *pos, int64_t n, int64_t D,
+                     double *norms)
+{
+    if (!c) {
+        for (int64_t j = 0; j < n; j++) norms[j] = sqrt(sq16(rows + j * D, D));
+        return;
+    }
+    const int64_t last = n > 0 ? pos[n - 1] : -1; /* positions ascend */
+    if (last >= c->cap) {
+        int64_t cap = c->cap ? c->cap : 1024;
+        while (cap <= last) cap *= 2;
+        double *p = realloc(c->norm, sizeof(double) * (size_t)cap);
+        KV_ASSERT(p != NULL); /* score() has no error channel */
+        for (int64_t i = c->cap; i < cap; i++) p[i] = -1.0; /* not computed yet */
+        c->norm = p, c->cap = cap;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        if (c->norm[pos[j]] < 0) c->norm[pos[j]] = sqrt(sq16(rows + j * D, D));
+        norms[j] = c->norm[pos[j]];
+    }
+}
+
+KV_VECTOR_CLONES
+void vm_cos_scores(double *dots, const double *norms, double ny, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) {
+        const double den = norms[j] * ny;
+        double c = den != 0 ? dots[j] / den : 0.0;
+        c = c > 1 ? 1 : c < -1 ? -1 : c;
+        dots[j] = -c;
+    }
 }

@@ -18,6 +18,29 @@ double vm_dot_ff(const float *x, const float *y, int64_t D);
 /* mean[D] of the n rows; normalize: of x_j/‖x_j‖ (zero rows count as zero). */
 void vm_mean(const float *rows, int64_t n, int64_t D, bool normalize, double *mean);
 
+/* Batch forms, vectorised, sums in 16 double lanes in a fixed order.
+ * vm_weighted_mean: mean[D] of the rows, each divided by its norm (norms[j];
+ * zero rows count as zero) or, with norms NULL, as they are (vm_mean's result
+ * up to summation order). vm_dots: out[j] = x_j · y. */
+void vm_weighted_mean(const float *rows, int64_t n, int64_t D, const double *norms, double *mean);
+void vm_dots(const float *rows, int64_t n, int64_t D, const double *y, double *out);
+
+/* dots[j] becomes −cos = −dots[j] / (norms[j]·ny), clamped to [−1, 1]; 0
+ * when either norm is 0 (vm_cos, for a whole row of candidates). */
+void vm_cos_scores(double *dots, const double *norms, double ny, int64_t n);
+
+/* Key norms by position, computed once per position: a key is a candidate at
+ * every step it survives, its norm never changes. cap 0 and norm NULL start
+ * it empty; c NULL computes every norm. pos ascending. */
+typedef struct {
+    double *norm;   /* [cap] by position, < 0 when not computed yet */
+    int64_t cap;
+} vm_norm_cache;
+
+void vm_norms_cached(vm_norm_cache *c, const float *rows, const int64_t *pos, int64_t n, int64_t D,
+                     double *norms);
+void vm_norm_cache_free(vm_norm_cache *c);
+
 /* cos(x, y) from x·y and the norms; 0 when either norm is 0. */
 double vm_cos(double dot, double nx, double ny);
 
