@@ -7,28 +7,10 @@
 #include <math.h>
 
 #include "analysis/logdet.h"
-#include "core/rng.h"
+#include "orthonormal.h"
 
 enum { D = 8 };
 static const double EPS = 1e-6;
-
-/* A random orthonormal basis q [D][D] (Gram–Schmidt in double). */
-static void orthonormal_basis(double q[D][D], uint64_t seed)
-{
-    kv_rng r;
-    rng_init(&r, seed, 11, 0, 0);
-    for (int a = 0; a < D; a++) {
-        for (int d = 0; d < D; d++) q[a][d] = rng_normal(&r);
-        for (int b = 0; b < a; b++) {
-            double dot = 0.0;
-            for (int d = 0; d < D; d++) dot += q[a][d] * q[b][d];
-            for (int d = 0; d < D; d++) q[a][d] -= dot * q[b][d];
-        }
-        double n = 0.0;
-        for (int d = 0; d < D; d++) n += q[a][d] * q[a][d];
-        for (int d = 0; d < D; d++) q[a][d] /= sqrt(n);
-    }
-}
 
 static void check(const char *what, const float *keys, int64_t n, double want)
 {
@@ -43,7 +25,7 @@ static void orthonormal_keys(void **state)
 {
     (void)state;
     double q[D][D];
-    orthonormal_basis(q, 1);
+    tu_orthonormal(&q[0][0], D, D, 1);
     float keys[D * D];
     for (int a = 0; a < D; a++)
         for (int d = 0; d < D; d++) keys[a * D + d] = (float)((0.5 + 0.5 * a) * q[a][d]);
@@ -72,7 +54,7 @@ static void rank_deficient_made_full_rank_by_ridge(void **state)
 {
     (void)state;
     double q[D][D];
-    orthonormal_basis(q, 2);
+    tu_orthonormal(&q[0][0], D, D, 2);
     float keys[3 * D];
     for (int d = 0; d < D; d++) {
         keys[d] = (float)q[0][d];

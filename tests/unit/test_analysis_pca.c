@@ -8,32 +8,15 @@
 #include <math.h>
 
 #include "analysis/pca.h"
-#include "core/rng.h"
+#include "orthonormal.h"
 
 enum { D = 8, T = 6 };
-
-static void basis(double q[3][D], uint64_t seed)
-{
-    kv_rng r;
-    rng_init(&r, seed, 5, 0, 0);
-    for (int a = 0; a < 3; a++) {
-        for (int d = 0; d < D; d++) q[a][d] = rng_normal(&r);
-        for (int b = 0; b < a; b++) {
-            double dot = 0.0;
-            for (int d = 0; d < D; d++) dot += q[a][d] * q[b][d];
-            for (int d = 0; d < D; d++) q[a][d] -= dot * q[b][d];
-        }
-        double n = 0.0;
-        for (int d = 0; d < D; d++) n += q[a][d] * q[a][d];
-        for (int d = 0; d < D; d++) q[a][d] /= sqrt(n);
-    }
-}
 
 static void known_axes_and_variances(void **state)
 {
     (void)state;
     double u[3][D], m[D];
-    basis(u, 1);
+    tu_orthonormal(&u[0][0], 3, D, 1);
     for (int d = 0; d < D; d++) m[d] = 0.25 * d - 1.0;
     /* coordinates along u: exactly representable, so the float keys are near-exact */
     const double amp[3] = {4.0, 2.0, 0.5};
