@@ -59,8 +59,8 @@ static int scratch_alloc(thread_scratch *s, int64_t T, int64_t D, kv_err *err)
 typedef struct {
     analyze_ctx *c;
     int64_t l;
-    const float *keys;     /* [K][T][D] */
-    const float *colsum;   /* [H][T], or NULL */
+    float *keys;           /* [K][T][D] */
+    float *colsum;         /* [H][T], or NULL */
     double *pc;            /* [K][T][2] */
     thread_scratch *s;     /* [threads] */
     int *rc;               /* [K] */
@@ -117,7 +117,7 @@ static int run_layer(layer_job *job, int threads, FILE *pca_csv, kv_err *err)
 {
     analyze_ctx *c = job->c;
     const int64_t T = c->T, D = c->D, l = job->l;
-    float *keys = (float *)job->keys, *colsum = (float *)job->colsum;
+    float *keys = job->keys, *colsum = job->colsum;
     int rc = KV_OK;
     for (int64_t g = 0; !rc && g < c->K; g++) rc = trace_read_head(c->tr, TRACE_KEYS, l, g, keys + g * T * D, err);
     for (int64_t h = 0; !rc && colsum && h < c->H; h++) rc = trace_read_head(c->tr, TRACE_COLSUM, l, h, colsum + h * T, err);

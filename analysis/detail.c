@@ -49,11 +49,11 @@ static double dot_f(const float *a, const float *b, int64_t D)
 /* cos [n][n] of keys [n][D]; a zero key has cosine 0 with everything. */
 static void cosines(const float *k, int64_t n, int64_t D, double *cos)
 {
+    double norm[DETAIL_N];
+    for (int64_t i = 0; i < n; i++) norm[i] = sqrt(dot_f(k + i * D, k + i * D, D));
     for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < n; j++) {
-            const double ni = sqrt(dot_f(k + i * D, k + i * D, D)), nj = sqrt(dot_f(k + j * D, k + j * D, D));
-            cos[i * n + j] = ni > 0 && nj > 0 ? dot_f(k + i * D, k + j * D, D) / (ni * nj) : 0.0;
-        }
+        for (int64_t j = 0; j < n; j++)
+            cos[i * n + j] = norm[i] > 0 && norm[j] > 0 ? dot_f(k + i * D, k + j * D, D) / (norm[i] * norm[j]) : 0.0;
 }
 
 /* attn [n][n]: causal softmax rows of q [n][D] against k [n][D]; 0 above the diagonal. */

@@ -8,15 +8,20 @@ int64_t spearman_pairwise_scratch(int64_t T, int64_t D)
     return T * D + (int64_t)SPEARMAN_BLOCK * T;
 }
 
+static double row_norm(const float *k, int64_t D)
+{
+    double ss = 0.0;
+    for (int64_t d = 0; d < D; d++) ss += (double)k[d] * k[d];
+    return sqrt(ss);
+}
+
 /* src [T][D] → dst [T][D] rows divided by their norm (a zero row stays zero). */
 static void normalise_rows(const float *src, int64_t T, int64_t D, float *dst)
 {
     for (int64_t j = 0; j < T; j++) {
-        const float *k = src + j * D;
-        double ss = 0.0;
-        for (int64_t d = 0; d < D; d++) ss += (double)k[d] * k[d];
-        const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0.0;
-        for (int64_t d = 0; d < D; d++) dst[j * D + d] = (float)(k[d] * inv);
+        const double n = row_norm(src + j * D, D);
+        const double inv = n > 0 ? 1.0 / n : 0.0;
+        for (int64_t d = 0; d < D; d++) dst[j * D + d] = (float)(src[j * D + d] * inv);
     }
 }
 
@@ -37,13 +42,6 @@ void spearman_x_pairwise(const float *keys, int64_t T, int64_t D, float *scratch
             x[j0 + r] = T > 1 ? -s / (double)(T - 1) : 0.0;
         }
     }
-}
-
-static double row_norm(const float *k, int64_t D)
-{
-    double ss = 0.0;
-    for (int64_t d = 0; d < D; d++) ss += (double)k[d] * k[d];
-    return sqrt(ss);
 }
 
 void spearman_x_anchor(const float *keys, int64_t T, int64_t D, bool normalised, double *mu, double *x)

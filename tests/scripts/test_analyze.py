@@ -338,6 +338,18 @@ def padded_results_accepted(tmp, trace, res):
     check(ok, "-1 padded retained rows accepted, same log-dets", r.stderr)
 
 
+def other_trace_warns(tmp, res):
+    """Results simulated on another trace of the same shape: analyzed, with one warning."""
+    other = os.path.join(tmp, "other.h5")
+    r = run("synth", "--layers", 2, "--heads", 4, "--kv-heads", 2, "--head-dim", 16, "--tokens", 300, "--seed", 4,
+            "--quiet", "-o", other)
+    out = os.path.join(tmp, "an_other")
+    r = run("analyze", other, "--results", res, "--quiet", "-o", out)
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 0 and len(lines) == 1 and lines[0].startswith("kvtrace: warning:")
+          and "another trace" in lines[0], "results of another trace: exit 0, one warning line", r.stderr)
+
+
 def bad_args(tmp, trace, res, good_out):
     expect_error(tmp, [os.path.join(tmp, "nosuch.h5")], 1, "missing trace (cannot open: exit 1 as every verb)")
     expect_error(tmp, [trace, "--detail", "2,0"], 2, "--detail layer out of range")
@@ -452,6 +464,7 @@ def main():
                 check_detail_matrix(out, t["keys"][1, 1].astype(np.float64), t["queries"][1, 3].astype(np.float64))
         bad_results(tmp, trace, res, 300)
         padded_results_accepted(tmp, trace, res)
+        other_trace_warns(tmp, res)
         bad_args(tmp, trace, res, outs[0])
         missing_datasets(tmp, trace)
         f16 = os.path.join(tmp, "t16.h5")
