@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analysis/analyze.h"
 #include "core/cli_args.h"
 #include "core/h5util.h"
 #include "core/outfile.h"
@@ -26,8 +27,7 @@ static const verb VERBS[] = {
     {"info", "a trace's metadata, datasets, shapes, storage type and size", verb_info, NULL, NULL},
     {"synth", "a synthetic trace of a real model's shape", synth_main, NULL, NULL},
     {"sim", "replay eviction under many policies and budgets", sim_main, NULL, NULL},
-    {"analyze", "Spearman, log-det, PCA and the data every figure needs", NULL,
-     "kvtrace analyze trace.h5 [--results DIR] [--detail LAYER,HEAD] -o DIR", "issue #6"},
+    {"analyze", "Spearman, log-det, PCA and the data every figure needs", analyze_main, NULL, NULL},
     {"plot", "gnuplot figures and report.html from an analysis directory", NULL,
      "kvtrace plot DIR [-o FIGDIR] [--format png|svg|pdf]", "issue #6"},
     {"fidelity", "in-model eviction versus offline replay", NULL,

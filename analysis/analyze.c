@@ -1,0 +1,269 @@
+/* analyze: the driver. Opens the trace (and the results directory), then per
+ * layer: reads its keys and column sums on this thread, runs one work item per
+ * kv head on threads (Spearman x once per kv head and ρ for each of its query
+ * heads, log-det of the full cache and of every run's final cache, PCA), and
+ * appends the layer's rows to pca.csv. The small per-(layer, head) results go
+ * to the other CSVs at the end, then the detail matrices. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/analyze_ctx.h"
+#include "analysis/logdet.h"
+#include "analysis/spearman.h"
+#include "core/outfile.h"
+#include "core/parallel.h"
+#include "core/progress.h"
+
+enum { MAX_RUNS = 1024 };
+
+/* One thread's scratch: O(T·D) plus the O(256·T) cosine block. */
+typedef struct {
+    float *pair;                 /* spearman_pairwise_scratch floats */
+    double *pca;                 /* pca_scratch doubles */
+    double *x_pair, *x_anchor;   /* [T] */
+    double *y, *ranks;           /* [T], [2T] */
+    int64_t *idx;                /* [T] */
+    float *gather;               /* [T][D]: one run's kept keys */
+    double *ld;                  /* [D][D] log-det scratch */
+    double *mu;                  /* [D] */
+} thread_scratch;
+
+static void scratch_free(thread_scratch *s)
+{
+    free(s->pair), free(s->pca), free(s->x_pair), free(s->x_anchor), free(s->y), free(s->ranks);
+    free(s->idx), free(s->gather), free(s->ld), free(s->mu);
+}
+
+static int scratch_alloc(thread_scratch *s, int64_t T, int64_t D, kv_err *err)
+{
+    memset(s, 0, sizeof *s);
+    const char *w = "analyze scratch";
+    if (!(s->pair = kv_calloc((size_t)spearman_pairwise_scratch(T, D), sizeof(float), w, err)) ||
+        !(s->pca = kv_calloc((size_t)pca_scratch(T, D), sizeof(double), w, err)) ||
+        !(s->x_pair = kv_calloc((size_t)T, sizeof(double), w, err)) ||
+        !(s->x_anchor = kv_calloc((size_t)T, sizeof(double), w, err)) ||
+        !(s->y = kv_calloc((size_t)T, sizeof(double), w, err)) ||
+        !(s->ranks = kv_calloc((size_t)(2 * T), sizeof(double), w, err)) ||
+        !(s->idx = kv_calloc((size_t)T, sizeof(int64_t), w, err)) ||
+        !(s->gather = kv_calloc((size_t)(T * D), sizeof(float), w, err)) ||
+        !(s->ld = kv_calloc((size_t)(D * D), sizeof(double), w, err)) ||
+        !(s->mu = kv_calloc((size_t)D, sizeof(double), w, err))) {
+        scratch_free(s);
+        return err->code;
+    }
+    return KV_OK;
+}
+
+typedef struct {
+    analyze_ctx *c;
+    int64_t l;
+    float *keys;           /* [K][T][D] */
+    float *colsum;         /* [H][T], or NULL */
+    double *pc;            /* [K][T][2] */
+    thread_scratch *s;     /* [threads] */
+    int *rc;               /* [K] */
+    kv_err *errs;          /* [K] */
+} layer_job;
+
+/* ρ_pairwise and ρ_anchor of every query head of kv head g. */
+static void item_spearman(const layer_job *job, int64_t g, thread_scratch *s)
+{
+    analyze_ctx *c = job->c;
+    const int64_t T = c->T, D = c->D, G = c->H / c->K;
+    const float *keys = job->keys + g * T * D;
+    spearman_x_pairwise(keys, T, D, s->pair, s->x_pair);
+    spearman_x_anchor(keys, T, D, false, s->mu, s->x_anchor);
+    for (int64_t h = g * G; h < (g + 1) * G; h++) {
+        spearman_y(job->colsum + h * T, T, s->y);
+        c->rho_pair[job->l * c->H + h] = spearman_rho(s->x_pair, s->y, T, s->ranks, s->idx);
+        c->rho_anchor[job->l * c->H + h] = spearman_rho(s->x_anchor, s->y, T, s->ranks, s->idx);
+    }
+}
+
+/* Log-det of the full cache and of each run's final cache of kv head g. */
+static void item_logdet(const layer_job *job, int64_t g, thread_scratch *s)
+{
+    analyze_ctx *c = job->c;
+    const int64_t T = c->T, D = c->D, LK = c->L * c->K, at = job->l * c->K + g;
+    const float *keys = job->keys + g * T * D;
+    c->logdet_full[at] = logdet_keys(keys, T, D, s->ld);
+    for (int r = 0; r < c->rs.n_runs; r++) {
+        const results_run *run = &c->rs.runs[r];
+        const int32_t *row = run->retained + at * run->width;
+        const int64_t n = run->n_kept[at];
+        for (int64_t i = 0; i < n; i++) memcpy(s->gather + i * D, keys + (int64_t)row[i] * D, sizeof(float) * (size_t)D);
+        c->logdet_runs[(size_t)r * (size_t)LK + (size_t)at] = logdet_keys(s->gather, n, D, s->ld);
+    }
+}
+
+static void run_item(void *ctx, int item, int thread)
+{
+    layer_job *job = ctx;
+    analyze_ctx *c = job->c;
+    thread_scratch *s = &job->s[thread];
+    const int64_t g = item, T = c->T, D = c->D;
+    if (c->has_colsum) item_spearman(job, g, s);
+    item_logdet(job, g, s);
+    int info = pca_keys(job->keys + g * T * D, T, D, s->pca, &c->pca[job->l * c->K + g], job->pc + g * T * 2, NULL);
+    if (info)
+        job->rc[g] = kv_fail(&job->errs[g], KV_EFAIL, "analyze: PCA eigensolver failed for layer %lld kv head %lld "
+                             "(LAPACKE_dsyevr info %d)", (long long)job->l, (long long)g, info);
+}
+
+/* Reads layer l (this thread), runs its kv heads on threads, appends pca.csv rows. */
+static int run_layer(layer_job *job, int threads, FILE *pca_csv, kv_err *err)
+{
+    analyze_ctx *c = job->c;
+    const int64_t T = c->T, D = c->D, l = job->l;
+    float *keys = job->keys, *colsum = job->colsum;
+    int rc = KV_OK;
+    for (int64_t g = 0; !rc && g < c->K; g++) rc = trace_read_head(c->tr, TRACE_KEYS, l, g, keys + g * T * D, err);
+    for (int64_t h = 0; !rc && colsum && h < c->H; h++) rc = trace_read_head(c->tr, TRACE_COLSUM, l, h, colsum + h * T, err);
+    if (rc) return rc;
+    memset(job->rc, 0, sizeof(int) * (size_t)c->K);
+    kv_parallel_for((int)c->K, threads, run_item, job);
+    for (int64_t g = 0; g < c->K; g++) /* the first failure in item order: deterministic */
+        if (job->rc[g]) return kv_fail(err, job->rc[g], "%s", job->errs[g].msg);
+    aout_pca_layer(c, pca_csv, l, job->pc);
+    return KV_OK;
+}
+
+static int alloc_results(analyze_ctx *c, kv_err *err)
+{
+    const size_t LH = (size_t)(c->L * c->H), LK = (size_t)(c->L * c->K);
+    const char *w = "analysis results";
+    if (!(c->rho_pair = kv_calloc(LH, sizeof(double), w, err)) ||
+        !(c->rho_anchor = kv_calloc(LH, sizeof(double), w, err)) ||
+        !(c->logdet_full = kv_calloc(LK, sizeof(double), w, err)) ||
+        !(c->logdet_runs = kv_calloc(LK * (size_t)(c->rs.n_runs + 1), sizeof(double), w, err)) ||
+        !(c->pca = kv_calloc(LK, sizeof(pca_summary), w, err)))
+        return err->code;
+    for (size_t i = 0; i < LH; i++) c->rho_pair[i] = c->rho_anchor[i] = NAN;
+    return KV_OK;
+}
+
+/* Every layer through run_layer, with the per-thread scratch and layer buffers. */
+static int run_layers(analyze_ctx *c, int threads, FILE *pca_csv, kv_err *err)
+{
+    const int64_t T = c->T, D = c->D, K = c->K;
+    thread_scratch *s = kv_calloc((size_t)threads, sizeof *s, "analyze scratch", err);
+    layer_job job = {.c = c, .s = s};
+    float *keys = kv_calloc((size_t)(K * T * D), sizeof(float), "keys", err);
+    float *colsum = c->has_colsum ? kv_calloc((size_t)(c->H * T), sizeof(float), "colsum", err) : NULL;
+    job.pc = kv_calloc((size_t)(K * T * 2), sizeof(double), "pca projections", err);
+    job.rc = kv_calloc((size_t)K, sizeof(int), "analyze", err);
+    job.errs = kv_calloc((size_t)K, sizeof(kv_err), "analyze", err);
+    int rc = s && keys && (colsum || !c->has_colsum) && job.pc && job.rc && job.errs ? KV_OK : err->code;
+    int ready = 0;
+    while (!rc && ready < threads) rc = scratch_alloc(&s[ready++], T, D, err);
+    job.keys = keys, job.colsum = colsum;
+    kv_progress prog;
+    progress_start(&prog, "analyze", c->L, c->o->quiet);
+    for (int64_t l = 0; !rc && l < c->L; l++) {
+        job.l = l;
+        rc = run_layer(&job, threads, pca_csv, err);
+        progress_update(&prog, l + 1);
+    }
+    progress_end(&prog);
+    for (int i = 0; i < ready; i++) scratch_free(&s[i]);
+    free(s), free(keys), free(colsum), free(job.pc), free(job.rc), free(job.errs);
+    return rc;
+}
+
+/* A run simulated on another trace has other keys: say so (once), keep going. */
+static void warn_logdet_mismatch(const analyze_ctx *c)
+{
+    const int64_t LK = c->L * c->K;
+    for (int r = 0; r < c->rs.n_runs; r++)
+        for (int64_t i = 0; i < LK; i++) {
+            const double a = c->rs.runs[r].final_logdet[i], b = c->logdet_runs[(size_t)r * (size_t)LK + (size_t)i];
+            if (!(fabs(a - b) <= 1e-6 * (1.0 + fabs(b)))) {
+                fprintf(stderr, "kvtrace: warning: %s: /runs/%s/final_logdet[%lld, %lld] = %.9g but the keys of %s "
+                        "give %.9g: were these results simulated on another trace?\n", c->rs.path,
+                        c->rs.runs[r].name, (long long)(i / c->K), (long long)(i % c->K), a, c->o->trace, b);
+                return;
+            }
+        }
+}
+
+/* Trace checks and the detail head; before any output exists. */
+static int check_inputs(analyze_ctx *c, kv_err *err)
+{
+    const analyze_opts *o = c->o;
+    const trace_meta *m = trace_get_meta(c->tr);
+    c->L = m->n_layers, c->H = m->n_heads, c->K = m->n_kv_heads, c->D = m->head_dim, c->T = m->n_tokens;
+    c->has_colsum = trace_has(c->tr, TRACE_COLSUM);
+    c->has_queries = trace_has(c->tr, TRACE_QUERIES);
+    if (c->D > 4096 || c->T > ((int64_t)1 << 28) || c->T * c->D > ((int64_t)1 << 31))
+        return kv_fail(err, KV_EINPUT, "%s: T = %lld, D = %lld is beyond what analyze handles", o->trace,
+                       (long long)c->T, (long long)c->D);
+    if (o->detail_layer >= c->L || o->detail_head >= c->H)
+        return kv_fail(err, KV_EUSAGE, "analyze: --detail %lld,%lld is outside the trace's %lld layers and %lld "
+                       "query heads (see 'kvtrace analyze --help')", (long long)o->detail_layer,
+                       (long long)o->detail_head, (long long)c->L, (long long)c->H);
+    int rc = o->results ? results_read(o->results, c->L, c->K, c->T, &c->rs, err) : KV_OK;
+    if (!rc && c->rs.n_runs > MAX_RUNS)
+        rc = kv_fail(err, KV_EINPUT, "%s: %d runs; analyze reads at most %d", c->rs.path, c->rs.n_runs, MAX_RUNS);
+    return rc;
+}
+
+static void warn_missing(const analyze_ctx *c)
+{
+    if (!c->has_colsum)
+        fprintf(stderr, "kvtrace: warning: %s: no /attention/colsum, so no Spearman rho: spearman.csv has only its "
+                "header (capture with --attention colsum)\n", c->o->trace);
+    if (!c->has_queries)
+        fprintf(stderr, "kvtrace: warning: %s: no /queries, so detail.csv's attn column is nan (capture with "
+                "--record keys,values,queries)\n", c->o->trace);
+}
+
+/* Everything after the per-layer pass: the small CSVs, detail, the sim copies. */
+static int write_tail(analyze_ctx *c, kv_err *err)
+{
+    if (c->o->detail_layer >= 0) c->detail_layer = c->o->detail_layer, c->detail_head = c->o->detail_head;
+    else detail_choose(c, &c->detail_layer, &c->detail_head);
+    int rc = aout_meta(c, err);
+    if (!rc) rc = aout_spearman(c, err);
+    if (!rc) rc = aout_logdet(c, err);
+    if (!rc) rc = aout_pca_var(c, err);
+    if (!rc) rc = aout_pca_runs(c, err);
+    if (!rc) rc = detail_write(c, err);
+    bool copied;
+    if (!rc && c->o->results) rc = results_copy_file(c->o->results, "summary.csv", c->outdir, &copied, err);
+    if (!rc && c->o->results) rc = results_copy_file(c->o->results, "timing.csv", c->outdir, &copied, err);
+    return rc;
+}
+
+int analyze_run(const analyze_opts *o, kv_err *err)
+{
+    analyze_ctx c = {.o = o};
+    const double started = kv_now_seconds();
+    int rc = trace_open(o->trace, &c.tr, err);
+    if (!rc) rc = check_inputs(&c, err);
+    const int threads = o->threads > 0 ? o->threads : kv_cpu_count();
+    kv_outfile out;
+    bool dir_started = false;
+    if (!rc) rc = outdir_begin(&out, o->output, o->force, err), dir_started = rc == KV_OK;
+    if (!rc) rc = alloc_results(&c, err);
+    if (!rc) {
+        warn_missing(&c);
+        kv_blas_single_threaded(); /* items run in parallel; BLAS inside each stays serial and deterministic */
+        c.outdir = out.tmp_path;
+        FILE *pca_csv = aout_pca_begin(&c, err);
+        rc = pca_csv ? run_layers(&c, threads, pca_csv, err) : err->code;
+        if (pca_csv && aout_close(pca_csv, "pca.csv", err) && !rc) rc = err->code;
+    }
+    if (!rc) warn_logdet_mismatch(&c);
+    if (!rc) rc = write_tail(&c, err);
+    if (!rc) rc = outdir_commit(&out, err);
+    else if (dir_started) outdir_abort(&out);
+    if (!rc && !o->quiet)
+        printf("analyze: %lld layers x %lld kv heads, T = %lld, %d run(s) -> %s (%.2f s)\n", (long long)c.L,
+               (long long)c.K, (long long)c.T, c.rs.n_runs, o->output, kv_now_seconds() - started);
+    results_free(&c.rs);
+    free(c.rho_pair), free(c.rho_anchor), free(c.logdet_full), free(c.logdet_runs), free(c.pca);
+    trace_close(c.tr);
+    return rc;
+}

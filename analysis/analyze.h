@@ -1,0 +1,33 @@
+/* analyze: `kvtrace analyze trace.h5 [--results DIR] -o OUTDIR` (SPEC §7, §8):
+ * Spearman ρ, log-det, PCA and the detail matrices, written as the analysis
+ * directory of docs/analysis_dir.md that `kvtrace plot` reads.
+ *
+ * The trace is read one layer at a time on the calling thread (all HDF5 I/O
+ * there); the layer's kv heads are independent work items on threads, each
+ * with its own output slot and scratch, so every output file is
+ * byte-identical whatever --threads. Memory: one layer's keys and column sums,
+ * per thread O(T·D) plus an O(256·T) cosine block; nothing T×T. */
+#ifndef KV_ANALYZE_H
+#define KV_ANALYZE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/kv_error.h"
+
+typedef struct {
+    const char *trace;
+    const char *results;       /* sim output directory, or NULL */
+    const char *output;        /* analysis directory */
+    const char *command;       /* the command line, for meta.csv */
+    int64_t detail_layer, detail_head; /* -1: the median-ρ query head */
+    int threads;               /* 0: one per CPU */
+    bool force, quiet;
+} analyze_opts;
+
+int analyze_run(const analyze_opts *o, kv_err *err);
+
+/* `kvtrace analyze` */
+int analyze_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,45 @@
+/* analyze_ctx: what the analyze driver (analyze.c), its output writers
+ * (analyze_out.c) and the detail matrices (detail.c) share. Internal to
+ * analysis/. */
+#ifndef KV_ANALYZE_CTX_H
+#define KV_ANALYZE_CTX_H
+
+#include <stdio.h>
+
+#include "analysis/analyze.h"
+#include "analysis/pca.h"
+#include "analysis/results_read.h"
+#include "core/trace.h"
+
+typedef struct {
+    const analyze_opts *o;
+    trace *tr;
+    int64_t L, H, K, D, T;
+    bool has_colsum, has_queries;
+    results_set rs;            /* n_runs = 0 without --results */
+    double *rho_pair;          /* [L][H] (NaN when constant, or no colsum) */
+    double *rho_anchor;        /* [L][H] */
+    double *logdet_full;       /* [L][K] */
+    double *logdet_runs;       /* [n_runs][L][K], recomputed from the trace keys */
+    pca_summary *pca;          /* [L][K] */
+    int64_t detail_layer, detail_head;
+    const char *outdir;        /* the temporary directory being written */
+} analyze_ctx;
+
+/* analyze_out.c: one CSV per function, into ctx->outdir. */
+FILE *aout_open(const analyze_ctx *c, const char *name, const char *header, kv_err *err);
+int aout_close(FILE *f, const char *name, kv_err *err);
+int aout_meta(const analyze_ctx *c, kv_err *err);
+int aout_spearman(const analyze_ctx *c, kv_err *err);
+int aout_logdet(const analyze_ctx *c, kv_err *err);
+int aout_pca_var(const analyze_ctx *c, kv_err *err);
+int aout_pca_runs(const analyze_ctx *c, kv_err *err);
+/* pca.csv: the header, then one layer's rows at a time; pc [K][T][2]. */
+FILE *aout_pca_begin(const analyze_ctx *c, kv_err *err);
+void aout_pca_layer(const analyze_ctx *c, FILE *f, int64_t l, const double *pc);
+
+/* detail.c: the default detail head (median ρ) and detail.csv. */
+void detail_choose(const analyze_ctx *c, int64_t *layer, int64_t *head);
+int detail_write(const analyze_ctx *c, kv_err *err);
+
+#endif

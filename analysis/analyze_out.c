@@ -1,0 +1,145 @@
+/* analyze_out: the CSV files of the analysis directory (docs/analysis_dir.md),
+ * numbers as %.9g, NaN as "nan". */
+#include <stdio.h>
+#include <string.h>
+
+#include "analysis/analyze_ctx.h"
+#include "core/version.h"
+
+FILE *aout_open(const analyze_ctx *c, const char *name, const char *header, kv_err *err)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", c->outdir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) kv_fail(err, KV_EFAIL, "%s: cannot create", path);
+    else fprintf(f, "%s\n", header);
+    return f;
+}
+
+int aout_close(FILE *f, const char *name, kv_err *err)
+{
+    if (ferror(f) | (fclose(f) != 0)) return kv_fail(err, KV_EFAIL, "%s: write failed", name);
+    return KV_OK;
+}
+
+/* "key,value" with commas, carriage returns and newlines in value as spaces. */
+static void meta_row(FILE *f, const char *key, const char *value)
+{
+    fprintf(f, "%s,", key);
+    for (const char *p = value; *p; p++) fputc(*p == ',' || *p == '\n' || *p == '\r' ? ' ' : *p, f);
+    fputc('\n', f);
+}
+
+static void meta_int(FILE *f, const char *key, int64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    meta_row(f, key, buf);
+}
+
+int aout_meta(const analyze_ctx *c, kv_err *err)
+{
+    FILE *f = aout_open(c, "meta.csv", "key,value", err);
+    if (!f) return err->code;
+    const trace_meta *m = trace_get_meta(c->tr);
+    meta_row(f, "trace", c->o->trace);
+    meta_row(f, "model", m->model_name);
+    meta_row(f, "creator", m->creator);
+    meta_int(f, "L", c->L), meta_int(f, "H", c->H), meta_int(f, "K", c->K);
+    meta_int(f, "D", c->D), meta_int(f, "T", c->T);
+    meta_int(f, "prompt_tokens", m->prompt_len);
+    meta_row(f, "capture_mode", m->capture_mode);
+    meta_int(f, "capture_chunk", m->capture_chunk);
+    meta_row(f, "storage_dtype", trace_dtype_name(m->storage));
+    meta_int(f, "detail_layer", c->detail_layer);
+    meta_int(f, "detail_head", c->detail_head);
+    meta_row(f, "analyze_command", c->o->command ? c->o->command : "");
+    meta_row(f, "kvtrace_version", KVTRACE_VERSION);
+    if (c->o->results) {
+        char cmd[4096];
+        if (results_sim_command(c->o->results, cmd, sizeof cmd)) meta_row(f, "sim_command", cmd);
+        meta_row(f, "results_dir", c->o->results);
+    }
+    return aout_close(f, "meta.csv", err);
+}
+
+int aout_spearman(const analyze_ctx *c, kv_err *err)
+{
+    FILE *f = aout_open(c, "spearman.csv", "layer,head,rho_pairwise,rho_anchor", err);
+    if (!f) return err->code;
+    for (int64_t i = 0; c->has_colsum && i < c->L * c->H; i++)
+        fprintf(f, "%lld,%lld,%.9g,%.9g\n", (long long)(i / c->H), (long long)(i % c->H), c->rho_pair[i],
+                c->rho_anchor[i]);
+    return aout_close(f, "spearman.csv", err);
+}
+
+int aout_logdet(const analyze_ctx *c, kv_err *err)
+{
+    FILE *f = aout_open(c, "logdet.csv", "policy,params,budget,layer,kv_head,logdet", err);
+    if (!f) return err->code;
+    const int64_t LK = c->L * c->K;
+    for (int64_t i = 0; i < LK; i++)
+        fprintf(f, "full_cache,,%lld,%lld,%lld,%.9g\n", (long long)c->T, (long long)(i / c->K),
+                (long long)(i % c->K), c->logdet_full[i]);
+    for (int r = 0; r < c->rs.n_runs; r++) {
+        const results_run *run = &c->rs.runs[r];
+        for (int64_t i = 0; i < LK; i++)
+            fprintf(f, "%s,%s,%lld,%lld,%lld,%.9g\n", run->policy, run->params, (long long)run->budget,
+                    (long long)(i / c->K), (long long)(i % c->K), c->logdet_runs[(size_t)r * (size_t)LK + (size_t)i]);
+    }
+    return aout_close(f, "logdet.csv", err);
+}
+
+int aout_pca_var(const analyze_ctx *c, kv_err *err)
+{
+    FILE *f = aout_open(c, "pca_var.csv", "layer,kv_head,var_pc1,var_pc2,var_total", err);
+    if (!f) return err->code;
+    for (int64_t i = 0; i < c->L * c->K; i++)
+        fprintf(f, "%lld,%lld,%.9g,%.9g,%.9g\n", (long long)(i / c->K), (long long)(i % c->K), c->pca[i].var[0],
+                c->pca[i].var[1], c->pca[i].var_total);
+    return aout_close(f, "pca_var.csv", err);
+}
+
+int aout_pca_runs(const analyze_ctx *c, kv_err *err)
+{
+    FILE *f = aout_open(c, "pca_runs.csv", "column,policy,params,budget", err);
+    if (!f) return err->code;
+    for (int r = 0; r < c->rs.n_runs; r++)
+        fprintf(f, "run%d,%s,%s,%lld\n", r + 1, c->rs.runs[r].policy, c->rs.runs[r].params,
+                (long long)c->rs.runs[r].budget);
+    return aout_close(f, "pca_runs.csv", err);
+}
+
+FILE *aout_pca_begin(const analyze_ctx *c, kv_err *err)
+{
+    char header[64 + 16 * 1024];
+    size_t used = (size_t)snprintf(header, sizeof header, "layer,kv_head,position,pc1,pc2");
+    for (int r = 0; r < c->rs.n_runs && used < sizeof header; r++)
+        used += (size_t)snprintf(header + used, sizeof header - used, ",run%d", r + 1);
+    if (used >= sizeof header) {
+        kv_fail(err, KV_EFAIL, "pca.csv: too many runs for one header (%d)", c->rs.n_runs);
+        return NULL;
+    }
+    return aout_open(c, "pca.csv", header, err);
+}
+
+void aout_pca_layer(const analyze_ctx *c, FILE *f, int64_t l, const double *pc)
+{
+    int64_t cursor[1024];  /* per run: the next retained index to compare with (runs ≤ 1024: see analyze.c) */
+    for (int64_t g = 0; g < c->K; g++) {
+        for (int r = 0; r < c->rs.n_runs; r++) cursor[r] = 0;
+        for (int64_t j = 0; j < c->T; j++) {
+            fprintf(f, "%lld,%lld,%lld,%.9g,%.9g", (long long)l, (long long)g, (long long)j,
+                    pc[(g * c->T + j) * 2], pc[(g * c->T + j) * 2 + 1]);
+            for (int r = 0; r < c->rs.n_runs; r++) {
+                const results_run *run = &c->rs.runs[r];
+                const int32_t *row = run->retained + (l * c->K + g) * run->width;
+                const int64_t n = run->n_kept[l * c->K + g];
+                const bool kept = cursor[r] < n && row[cursor[r]] == j; /* rows are sorted */
+                if (kept) cursor[r]++;
+                fputs(kept ? ",1" : ",0", f);
+            }
+            fputc('\n', f);
+        }
+    }
+}

@@ -1,0 +1,225 @@
+#include "results_read.h"
+
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/h5util.h"
+
+/* Opens /runs/NAME/DSET and checks its element kind and rank; dims[rank] out.
+ * `want_int`: an integer type; else any float type. Returns the id or -1. */
+static hid_t open_checked(hid_t g, const char *where, const char *dset, bool want_int, int rank, hsize_t *dims,
+                          kv_err *err)
+{
+    if (!h5u_exists(g, dset)) {
+        kv_fail(err, KV_EINPUT, "%s/%s: missing", where, dset);
+        return -1;
+    }
+    hid_t d = H5Dopen2(g, dset, H5P_DEFAULT);
+    if (d < 0) {
+        kv_fail(err, KV_EINPUT, "%s/%s: not a readable dataset", where, dset);
+        return -1;
+    }
+    hid_t type = H5Dget_type(d);
+    h5u_kind k = type < 0 ? H5U_OTHER : h5u_classify(type);
+    if (type >= 0) H5Tclose(type);
+    bool kind_ok = want_int ? k == H5U_INT : (k == H5U_F16 || k == H5U_F32 || k == H5U_F64);
+    hid_t sp = kind_ok ? H5Dget_space(d) : -1;
+    int got = sp < 0 ? -1 : H5Sget_simple_extent_ndims(sp);
+    if (got == rank) H5Sget_simple_extent_dims(sp, dims, NULL);
+    if (sp >= 0) H5Sclose(sp);
+    if (!kind_ok)
+        kv_fail(err, KV_EINPUT, "%s/%s: element type %s, expected %s", where, dset, h5u_kind_name(k),
+                want_int ? "an integer type" : "a float type");
+    else if (got != rank)
+        kv_fail(err, KV_EINPUT, "%s/%s: rank %d, expected %d", where, dset, got, rank);
+    if (!kind_ok || got != rank) {
+        H5Dclose(d);
+        return -1;
+    }
+    return d;
+}
+
+/* Each row of retained [L][K][W]: strictly increasing positions in [0, T), then only −1. */
+static int check_rows(results_run *r, int64_t L, int64_t K, int64_t T, const char *where, kv_err *err)
+{
+    const int64_t W = r->width;
+    for (int64_t l = 0; l < L; l++)
+        for (int64_t g = 0; g < K; g++) {
+            const int32_t *row = r->retained + (l * K + g) * W;
+            int64_t n = 0;
+            while (n < W && row[n] != -1) n++;
+            for (int64_t i = 0; i < W; i++) {
+                const char *what = NULL;
+                if (i >= n && row[i] != -1) what = "follows the -1 padding";
+                else if (i < n && (row[i] < 0 || row[i] >= T)) what = "is outside [0, T)";
+                else if (i < n && i > 0 && row[i] == row[i - 1]) what = "repeats the previous position";
+                else if (i < n && i > 0 && row[i] < row[i - 1]) what = "is smaller than the previous one (not sorted)";
+                if (what)
+                    return kv_fail(err, KV_EINPUT, "%s/retained: position %d at [%lld, %lld, %lld] %s (T = %lld)",
+                                   where, (int)row[i], (long long)l, (long long)g, (long long)i, what, (long long)T);
+            }
+            if (n == 0)
+                return kv_fail(err, KV_EINPUT, "%s/retained: [%lld, %lld] holds no position", where, (long long)l,
+                               (long long)g);
+            r->n_kept[l * K + g] = n;
+        }
+    return KV_OK;
+}
+
+static int read_retained(hid_t g, results_run *r, int64_t L, int64_t K, int64_t T, const char *where, kv_err *err)
+{
+    hsize_t dims[3];
+    hid_t d = open_checked(g, where, "retained", true, 3, dims, err);
+    if (d < 0) return err->code;
+    int rc = KV_OK;
+    if (dims[0] != (hsize_t)L || dims[1] != (hsize_t)K || dims[2] < 1 || dims[2] > (hsize_t)T)
+        rc = kv_fail(err, KV_EINPUT, "%s/retained: shape [%llu, %llu, %llu], expected [%lld, %lld, N'] with "
+                     "1 <= N' <= T = %lld", where, (unsigned long long)dims[0], (unsigned long long)dims[1],
+                     (unsigned long long)dims[2], (long long)L, (long long)K, (long long)T);
+    if (!rc) {
+        r->width = (int64_t)dims[2];
+        r->retained = kv_calloc((size_t)(L * K * r->width), sizeof *r->retained, "results retained", err);
+        r->n_kept = kv_calloc((size_t)(L * K), sizeof *r->n_kept, "results retained", err);
+        if (!r->retained || !r->n_kept) rc = err->code;
+    }
+    if (!rc && H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, r->retained) < 0)
+        rc = kv_fail(err, KV_EINPUT, "%s/retained: cannot read (corrupt file, or values beyond int32)", where);
+    H5Dclose(d);
+    return rc ? rc : check_rows(r, L, K, T, where, err);
+}
+
+static int read_logdet(hid_t g, results_run *r, int64_t L, int64_t K, const char *where, kv_err *err)
+{
+    hsize_t dims[2];
+    hid_t d = open_checked(g, where, "final_logdet", false, 2, dims, err);
+    if (d < 0) return err->code;
+    int rc = KV_OK;
+    if (dims[0] != (hsize_t)L || dims[1] != (hsize_t)K)
+        rc = kv_fail(err, KV_EINPUT, "%s/final_logdet: shape [%llu, %llu], expected [%lld, %lld]", where,
+                     (unsigned long long)dims[0], (unsigned long long)dims[1], (long long)L, (long long)K);
+    if (!rc && !(r->final_logdet = kv_calloc((size_t)(L * K), sizeof(double), "results final_logdet", err)))
+        rc = err->code;
+    if (!rc && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, r->final_logdet) < 0)
+        rc = kv_fail(err, KV_EINPUT, "%s/final_logdet: cannot read (corrupt file)", where);
+    H5Dclose(d);
+    return rc;
+}
+
+static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T, const char *path, kv_err *err)
+{
+    char where[4800];
+    snprintf(where, sizeof where, "%s: /runs/%s", path, r->name);
+    H5O_info_t info;
+    if (H5Oget_info_by_name(runs, r->name, &info, H5P_DEFAULT) < 0 || info.type != H5O_TYPE_GROUP)
+        return kv_fail(err, KV_EINPUT, "%s: not a group", where);
+    hid_t g = H5Gopen2(runs, r->name, H5P_DEFAULT);
+    if (g < 0) return kv_fail(err, KV_EINPUT, "%s: cannot open the group", where);
+    int rc = h5u_read_attr_str(g, where, "policy", r->policy, sizeof r->policy, NULL, err);
+    if (!rc) rc = h5u_read_attr_str(g, where, "params", r->params, sizeof r->params, NULL, err);
+    if (!rc) rc = h5u_read_attr_i64(g, where, "budget", &r->budget, 1, NULL, err);
+    if (!rc && (strchr(r->policy, ',') || strchr(r->params, ',') || strchr(r->policy, '\n') ||
+                strchr(r->params, '\n') || !r->policy[0]))
+        rc = kv_fail(err, KV_EINPUT, "%s: attribute policy '%s' or params '%s' is empty or holds a comma or "
+                     "newline", where, r->policy, r->params);
+    if (!rc) rc = read_retained(g, r, L, K, T, where, err);
+    if (!rc) rc = read_logdet(g, r, L, K, where, err);
+    H5Gclose(g);
+    return rc;
+}
+
+/* The members of /runs in name order. */
+static int read_runs(hid_t f, results_set *rs, int64_t L, int64_t K, int64_t T, kv_err *err)
+{
+    if (!h5u_exists(f, "/runs")) return kv_fail(err, KV_EINPUT, "%s: /runs: missing", rs->path);
+    hid_t runs = H5Gopen2(f, "/runs", H5P_DEFAULT);
+    H5G_info_t gi;
+    if (runs < 0 || H5Gget_info(runs, &gi) < 0) {
+        if (runs >= 0) H5Gclose(runs);
+        return kv_fail(err, KV_EINPUT, "%s: /runs: not a readable group", rs->path);
+    }
+    int rc = gi.nlinks > 100000 ? kv_fail(err, KV_EINPUT, "%s: /runs: %llu members is beyond what analyze reads",
+                                          rs->path, (unsigned long long)gi.nlinks) : KV_OK;
+    if (!rc && gi.nlinks > 0 && !(rs->runs = kv_calloc((size_t)gi.nlinks, sizeof *rs->runs, "results", err)))
+        rc = err->code;
+    for (hsize_t i = 0; !rc && i < gi.nlinks; i++) {
+        results_run *r = &rs->runs[rs->n_runs++];
+        ssize_t n = H5Lget_name_by_idx(runs, ".", H5_INDEX_NAME, H5_ITER_INC, i, r->name, sizeof r->name,
+                                       H5P_DEFAULT);
+        if (n < 0 || (size_t)n >= sizeof r->name)
+            rc = kv_fail(err, KV_EINPUT, "%s: /runs: member %llu has an unreadable or too long name", rs->path,
+                         (unsigned long long)i);
+        else if (strchr(r->name, ','))
+            rc = kv_fail(err, KV_EINPUT, "%s: /runs/%s: a run name holds a comma", rs->path, r->name);
+        else
+            rc = read_run(runs, r, L, K, T, rs->path, err);
+    }
+    H5Gclose(runs);
+    return rc;
+}
+
+int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *out, kv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->path, sizeof out->path, "%s/results.h5", dir);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return kv_fail(err, KV_EINPUT, "%s: not a results directory (it does not exist or is not a directory)", dir);
+    if (stat(out->path, &st) != 0)
+        return kv_fail(err, KV_EINPUT, "%s: missing (is %s a kvtrace sim output directory?)", out->path, dir);
+    h5u_quiet();
+    hid_t f = H5Fopen(out->path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return kv_fail(err, KV_EINPUT, "%s: cannot open as HDF5 (truncated or not an HDF5 file)", out->path);
+    int rc = read_runs(f, out, L, K, T, err);
+    if (H5Fclose(f) < 0 && !rc) rc = kv_fail(err, KV_EINPUT, "%s: cannot close (corrupt file)", out->path);
+    if (rc) results_free(out);
+    return rc;
+}
+
+void results_free(results_set *rs)
+{
+    for (int i = 0; rs->runs && i < rs->n_runs; i++)
+        free(rs->runs[i].retained), free(rs->runs[i].n_kept), free(rs->runs[i].final_logdet);
+    free(rs->runs);
+    rs->runs = NULL;
+    rs->n_runs = 0;
+}
+
+int results_copy_file(const char *dir, const char *name, const char *outdir, bool *copied, kv_err *err)
+{
+    char src[4200], dst[4200];
+    snprintf(src, sizeof src, "%s/%s", dir, name);
+    snprintf(dst, sizeof dst, "%s/%s", outdir, name);
+    *copied = false;
+    FILE *in = fopen(src, "rb");
+    if (!in) return KV_OK;
+    FILE *o = fopen(dst, "wb");
+    if (!o) {
+        fclose(in);
+        return kv_fail(err, KV_EFAIL, "%s: cannot create", dst);
+    }
+    char buf[65536];
+    size_t n;
+    int rc = KV_OK;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, o) != n) break;
+    if (ferror(in)) rc = kv_fail(err, KV_EFAIL, "%s: read failed", src);
+    if ((ferror(o) | (fclose(o) != 0)) && !rc) rc = kv_fail(err, KV_EFAIL, "%s: write failed", dst);
+    fclose(in);
+    *copied = rc == KV_OK;
+    return rc;
+}
+
+bool results_sim_command(const char *dir, char *buf, size_t cap)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/command.txt", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    bool ok = fgets(buf, (int)cap, f) != NULL;
+    fclose(f);
+    if (ok) buf[strcspn(buf, "\r\n")] = '\0';
+    return ok && buf[0];
+}

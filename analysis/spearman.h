@@ -1,0 +1,46 @@
+/* spearman: how well key distinctiveness ranks the attention a key receives
+ * (SPEC §7, the KeyDiff paper's measurement), per (layer, query head):
+ *
+ *   x_j = −mean_{m≠j} cos(k_j, k_m)      (rho_pairwise; keys of the head's kv head)
+ *   x_j = −cos(k_j, μ)                   (rho_anchor; μ the mean of the raw keys)
+ *   y_j = colsum_j / (T − j)             (mean weight per query that can see j)
+ *   ρ   = Pearson correlation of the average ranks of x and y (ties share ranks).
+ *
+ * x depends only on the kv head, so callers compute it once per kv head and
+ * correlate it with each of its query heads' y. A key of zero norm has cosine
+ * 0 with everything. ρ is NaN when x or y is constant (or T < 2).
+ */
+#ifndef KV_SPEARMAN_H
+#define KV_SPEARMAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Rows of the cosine matrix computed per sgemm: scratch is O(block·T), never T×T. */
+enum { SPEARMAN_BLOCK = 256 };
+
+/* Floats of scratch spearman_x_pairwise needs: the normalised keys and one block. */
+int64_t spearman_pairwise_scratch(int64_t T, int64_t D);
+
+/* keys [T][D] → x [T] = −mean_{m≠j} cos(k_j, k_m) (0 when T = 1); scratch as above.
+ * Cosines by OpenBLAS sgemm on row-normalised keys, each row's sum in double. */
+void spearman_x_pairwise(const float *keys, int64_t T, int64_t D, float *scratch, double *x);
+
+/* keys [T][D] → x [T] = −cos(k_j, μ); μ the mean of the raw keys, or with
+ * `normalised` the mean of k_j/‖k_j‖ (whose ranking equals the pairwise one).
+ * mu: D doubles of scratch. All in double. */
+void spearman_x_anchor(const float *keys, int64_t T, int64_t D, bool normalised, double *mu, double *x);
+
+/* colsum [T] → y [T] = colsum_j / (T − j). */
+void spearman_y(const float *colsum, int64_t T, double *y);
+
+/* Average ranks (1-based) of v [n] into rank [n]; idx: n scratch indices. */
+void spearman_ranks(const double *v, int64_t n, double *rank, int64_t *idx);
+
+/* Pearson correlation of a [n] and b [n] in double; NaN if either is constant. */
+double spearman_pearson(const double *a, const double *b, int64_t n);
+
+/* ρ of x [n] and y [n]; scratch: 2n doubles and n indices. */
+double spearman_rho(const double *x, const double *y, int64_t n, double *scratch, int64_t *idx);
+
+#endif

@@ -1,0 +1,483 @@
+"""kvtrace analyze against an independent numpy recomputation (float64) on
+synth traces and sim results: Spearman rho (average ranks written here),
+log-det (slogdet; run rows also equal results.h5 final_logdet), PCA (eigh,
+same sign rule), kept columns, detail matrices and the default (median-rho)
+detail head; the file contract of docs/analysis_dir.md; byte-identical
+outputs for 1 and 2 threads; traces without colsum or queries; corrupt
+results directories and bad arguments (exit code, one error line, nothing
+left behind); the real model when KVTRACE_MODEL_DIR is set. TAP."""
+import csv
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import check, close, finish  # noqa: E402
+
+KVTRACE = os.environ["KVTRACE"]
+FILES = ["meta.csv", "spearman.csv", "logdet.csv", "pca.csv", "pca_runs.csv", "pca_var.csv", "detail.csv",
+         "summary.csv", "timing.csv"]
+HEADERS = {
+    "spearman.csv": "layer,head,rho_pairwise,rho_anchor",
+    "logdet.csv": "policy,params,budget,layer,kv_head,logdet",
+    "pca_runs.csv": "column,policy,params,budget",
+    "pca_var.csv": "layer,kv_head,var_pc1,var_pc2,var_total",
+    "detail.csv": "row,col,cos,attn",
+    "meta.csv": "key,value",
+}
+META_KEYS = ["trace", "model", "creator", "L", "H", "K", "D", "T", "prompt_tokens", "capture_mode", "capture_chunk",
+             "storage_dtype", "detail_layer", "detail_head", "analyze_command", "kvtrace_version"]
+
+
+def run(*args):
+    return subprocess.run([KVTRACE] + [str(a) for a in args], capture_output=True, text=True)
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def read_meta(out):
+    return {r["key"]: r["value"] for r in read_csv(os.path.join(out, "meta.csv"))}
+
+
+# ---- independent reference computations (float64) --------------------------
+
+def avg_ranks(v):
+    """1-based ranks, ties sharing the mean of their ranks."""
+    order = np.argsort(v, kind="stable")
+    ranks = np.empty(len(v))
+    sv = v[order]
+    a = 0
+    while a < len(v):
+        b = a + 1
+        while b < len(v) and sv[b] == sv[a]:
+            b += 1
+        ranks[order[a:b]] = 0.5 * (a + 1 + b)
+        a = b
+    return ranks
+
+
+def spearman(x, y):
+    rx, ry = avg_ranks(x), avg_ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    den = np.sqrt((rx * rx).sum() * (ry * ry).sum())
+    return np.nan if den == 0 else (rx * ry).sum() / den
+
+
+def x_pairwise(k):
+    kn = k / np.linalg.norm(k, axis=1, keepdims=True)
+    c = kn @ kn.T
+    return -(c.sum(1) - np.diag(c)) / (len(k) - 1)
+
+
+def x_anchor(k):
+    mu = k.mean(0)
+    return -(k @ mu) / (np.linalg.norm(k, axis=1) * np.linalg.norm(mu))
+
+
+def logdet(k):
+    kn = k / np.linalg.norm(k, axis=1, keepdims=True)
+    return np.linalg.slogdet(kn.T @ kn / len(kn) + 1e-6 * np.eye(k.shape[1]))[1]
+
+
+def pca(k):
+    xc = k - k.mean(0)
+    cov = xc.T @ xc / max(len(k) - 1, 1)
+    w, v = np.linalg.eigh(cov)
+    axes = [v[:, -1].copy(), v[:, -2].copy()]
+    for a in axes:  # sign rule: the largest-|component| entry (first of equals) positive
+        if a[np.argmax(np.abs(a))] < 0:
+            a *= -1
+    return (w[-1], w[-2], np.trace(cov)), np.stack([xc @ axes[0], xc @ axes[1]], 1)
+
+
+def detail_ref(q, k, n):
+    kn = k[:n] / np.linalg.norm(k[:n], axis=1, keepdims=True)
+    cos = kn @ kn.T
+    s = q[:n] @ k[:n].T / np.sqrt(k.shape[1])
+    s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+    a = np.exp(s - s.max(1, keepdims=True))
+    return cos, a / a.sum(1, keepdims=True)
+
+
+# ---- checks -----------------------------------------------------------------
+
+def check_contract(out, with_results, n_runs):
+    missing = [f for f in FILES[:7] + (FILES[7:] if with_results else []) if not os.path.exists(os.path.join(out, f))]
+    extra = [f for f in os.listdir(out) if f not in FILES]
+    check(not missing and not extra and (with_results or not os.path.exists(os.path.join(out, "summary.csv"))),
+          "every file of docs/analysis_dir.md, nothing else", "missing %s, extra %s" % (missing, extra))
+    bad = []
+    for name, header in HEADERS.items():
+        with open(os.path.join(out, name)) as f:
+            if f.readline().rstrip("\n") != header:
+                bad.append(name)
+    with open(os.path.join(out, "pca.csv")) as f:
+        want = "layer,kv_head,position,pc1,pc2" + "".join(",run%d" % (i + 1) for i in range(n_runs))
+        if f.readline().rstrip("\n") != want:
+            bad.append("pca.csv")
+    check(not bad, "CSV headers as in the contract", str(bad))
+    meta = read_meta(out)
+    check(all(k in meta for k in META_KEYS) and ("results_dir" in meta) == with_results,
+          "meta.csv has every required key", str(sorted(meta)))
+
+
+def check_numbers(trace, out, res):
+    with h5py.File(trace, "r") as t:
+        keys = t["keys"][:].astype(np.float64)
+        qs = t["queries"][:].astype(np.float64)
+        colsum = t["attention/colsum"][:].astype(np.float64)
+    L, K, T, D = keys.shape
+    H = qs.shape[1]
+    G = H // K
+    rows = read_csv(os.path.join(out, "spearman.csv"))
+    got = np.array([[float(r["rho_pairwise"]), float(r["rho_anchor"])] for r in rows])
+    ref = []
+    y_of = lambda l, h: colsum[l, h] / (T - np.arange(T))  # noqa: E731
+    for l in range(L):
+        for h in range(H):
+            k = keys[l, h // G]
+            ref.append([spearman(x_pairwise(k), y_of(l, h)), spearman(x_anchor(k), y_of(l, h))])
+    check([(int(r["layer"]), int(r["head"])) for r in rows] == [(l, h) for l in range(L) for h in range(H)],
+          "spearman.csv: one row per (layer, query head), layer-major")
+    close("rho_pairwise and rho_anchor equal numpy average-rank Spearman", got, np.array(ref), 1e-6, 0)
+
+    ld = read_csv(os.path.join(out, "logdet.csv"))
+    full = [r for r in ld if r["policy"] == "full_cache"]
+    check(ld[:L * K] == full and all(r["params"] == "" and int(r["budget"]) == T for r in full),
+          "logdet.csv: the full_cache rows first, budget T, params empty")
+    close("full-cache logdet equals numpy slogdet", [float(r["logdet"]) for r in full],
+          [logdet(keys[l, g]) for l in range(L) for g in range(K)], 1e-6, 1e-6)
+    runs_rows = ld[L * K:]
+    with h5py.File(os.path.join(res, "results.h5"), "r") as rh:
+        names = sorted(rh["runs"].keys())
+        groups = [rh["runs"][n] for n in names]
+        want, kept_ref, sim_ld = [], [], []
+        for g in groups:
+            for l in range(L):
+                for kv in range(K):
+                    pos = [p for p in g["retained"][l, kv] if p >= 0]
+                    want.append((g.attrs["policy"], g.attrs["params"], int(g.attrs["budget"]), l, kv))
+                    sim_ld.append(g["final_logdet"][l, kv])
+                    kept_ref.append(logdet(keys[l, kv][pos]))
+        retained = [g["retained"][:] for g in groups]
+        run_ids = [(g.attrs["policy"], g.attrs["params"], int(g.attrs["budget"])) for g in groups]
+    got_ids = [(r["policy"], r["params"], int(r["budget"]), int(r["layer"]), int(r["kv_head"])) for r in runs_rows]
+    check(got_ids == want, "logdet.csv: one block per run of results.h5, in its group order", str(got_ids[:3]))
+    got_ld = np.array([float(r["logdet"]) for r in runs_rows])
+    diff = [(r["logdet"], "%.9g" % x) for r, x in zip(runs_rows, sim_ld) if r["logdet"] != "%.9g" % x]
+    check(len(runs_rows) == len(sim_ld) and not diff, "run logdet rows equal results.h5 final_logdet as printed (%.9g)",
+          str(diff[:5]))
+    close("run logdet rows equal numpy slogdet of the retained keys", got_ld, np.array(kept_ref), 1e-6, 1e-6)
+    check_pca(out, keys, retained, run_ids)
+    check_detail(out, keys, qs, G, rows)
+
+
+def check_pca(out, keys, retained, run_ids):
+    L, K, T, D = keys.shape
+    pr = read_csv(os.path.join(out, "pca_runs.csv"))
+    check([(r["column"], r["policy"], r["params"], int(r["budget"])) for r in pr] ==
+          [("run%d" % (i + 1), *rid) for i, rid in enumerate(run_ids)], "pca_runs.csv maps runK to the runs in order")
+    var = read_csv(os.path.join(out, "pca_var.csv"))
+    rows = np.loadtxt(os.path.join(out, "pca.csv"), delimiter=",", skiprows=1, ndmin=2)
+    check(rows.shape == (L * K * T, 5 + len(run_ids)), "pca.csv: one row per (layer, kv head, position)", str(rows.shape))
+    got_var, ref_var, got_pc, ref_pc, kept_bad = [], [], [], [], []
+    for l in range(L):
+        for g in range(K):
+            v, pc = pca(keys[l, g])
+            i = l * K + g
+            ref_var.append(v)
+            got_var.append([float(var[i][c]) for c in ("var_pc1", "var_pc2", "var_total")])
+            blk = rows[i * T:(i + 1) * T]
+            got_pc.append(blk[:, 3:5])
+            ref_pc.append(pc)
+            if not (blk[:, 0] == l).all() or not (blk[:, 1] == g).all() or not (blk[:, 2] == np.arange(T)).all():
+                kept_bad.append(("index columns", l, g))
+            for r, ret in enumerate(retained):
+                want = np.zeros(T)
+                want[[p for p in ret[l, g] if p >= 0]] = 1
+                if not (blk[:, 5 + r] == want).all():
+                    kept_bad.append((run_ids[r], l, g))
+    close("pca_var.csv equals numpy eigh of the covariance (ddof 1)", got_var, ref_var, 1e-6, 1e-5)
+    close("pca.csv projections equal numpy's (same sign rule)", np.concatenate(got_pc), np.concatenate(ref_pc), 1e-4,
+          1e-4)
+    check(not kept_bad, "pca.csv kept columns are results.h5's retained positions", str(kept_bad[:3]))
+
+
+def check_detail(out, keys, qs, G, sp_rows):
+    meta = read_meta(out)
+    l, h = int(meta["detail_layer"]), int(meta["detail_head"])
+    rho = [(float(r["rho_pairwise"]), i) for i, r in enumerate(sp_rows)]
+    rho = sorted(x for x in rho if np.isfinite(x[0]))
+    med = rho[(len(rho) - 1) // 2][1]
+    H = qs.shape[1]
+    check((l, h) == (med // H, med % H), "default detail head: the (lower) median rho_pairwise",
+          "got %s, median %s" % ((l, h), (med // H, med % H)))
+    check_detail_matrix(out, keys[l, h // G], qs[l, h])
+
+
+def check_detail_matrix(out, k, q):
+    n = min(64, len(k))
+    d = np.loadtxt(os.path.join(out, "detail.csv"), delimiter=",", skiprows=1, ndmin=2)
+    check(d.shape == (n * n, 4) and (d[:, 0] == np.repeat(np.arange(n), n)).all()
+          and (d[:, 1] == np.tile(np.arange(n), n)).all(), "detail.csv: n x n rows, row-major", str(d.shape))
+    cos, attn = detail_ref(q, k, n)
+    close("detail cos equals numpy", d[:, 2], cos.ravel(), 1e-6, 1e-6)
+    close("detail attn equals numpy causal softmax", d[:, 3], attn.ravel(), 1e-7, 1e-6)
+
+
+def same_dirs(a, b):
+    return [f for f in sorted(os.listdir(a)) if not filecmp.cmp(os.path.join(a, f), os.path.join(b, f), shallow=False)]
+
+
+def leftovers(tmp):
+    return [x for x in os.listdir(tmp) if ".tmp." in x]
+
+
+def expect_error(tmp, args, code, what, must_say=None):
+    """One failing command: its exit code, one 'kvtrace: error:' line, no output left."""
+    out = os.path.join(tmp, "bad_out")
+    r = run("analyze", *args, "--quiet", "-o", out)
+    lines = r.stderr.strip().splitlines()
+    ok = (r.returncode == code and len(lines) == 1 and lines[0].startswith("kvtrace: error:")
+          and (must_say is None or lines[0].startswith("kvtrace: error: " + must_say))
+          and not os.path.exists(out) and not leftovers(tmp))
+    check(ok, "%s: exit %d, one error line, nothing left" % (what, code), "rc %d: %s" % (r.returncode, r.stderr))
+
+
+def corrupt(tmp, res, name, edit, run_name=None):
+    """A copy of the results directory with results.h5 changed by edit(file, run group: the first by default)."""
+    d = os.path.join(tmp, name)
+    shutil.copytree(res, d)
+    with h5py.File(os.path.join(d, "results.h5"), "r+") as f:
+        first = run_name or sorted(f["runs"].keys())[0]
+        edit(f, f["runs"][first])
+    return d, first
+
+
+def replace(g, name, data):
+    del g[name]
+    g[name] = data
+
+
+def bad_results(tmp, trace, res, T):
+    def swap(f, g):
+        r = g["retained"][:]
+        r[0, 0, [0, 1]] = r[0, 0, [1, 0]]
+        replace(g, "retained", r)
+
+    def out_of_range(f, g):
+        r = g["retained"][:]
+        r[1, 1, -1] = T + 5
+        replace(g, "retained", r)
+
+    def repeat(f, g):
+        r = g["retained"][:]
+        r[0, 1, 1] = r[0, 1, 0]
+        replace(g, "retained", r)
+
+    def after_pad(f, g):
+        r = g["retained"][:]
+        r[0, 0, 0] = -1
+        replace(g, "retained", r)
+
+    cases = [
+        ("unsorted", swap, "retained"),
+        ("out of range", out_of_range, "retained"),
+        ("repeated position", repeat, "retained"),
+        ("position after -1 padding", after_pad, "retained"),
+        ("wrong shape", lambda f, g: replace(g, "retained", np.zeros((1, 2, 4), np.int32)), "retained"),
+        ("rank 2", lambda f, g: replace(g, "retained", np.zeros((2, 2), np.int32)), "retained"),
+        ("float positions", lambda f, g: replace(g, "retained", g["retained"][:].astype(np.float32)), "retained"),
+        ("final_logdet shape", lambda f, g: replace(g, "final_logdet", np.zeros((2, 3))), "final_logdet"),
+        ("missing final_logdet", lambda f, g: g.__delitem__("final_logdet"), "final_logdet"),
+        ("missing budget attribute", lambda f, g: g.attrs.__delitem__("budget"), None),
+        ("missing policy attribute", lambda f, g: g.attrs.__delitem__("policy"), None),
+    ]
+    for i, (what, edit, dset) in enumerate(cases):
+        d, first = corrupt(tmp, res, "bad%d" % i, edit)
+        where = os.path.join(d, "results.h5") + ": /runs/" + first + ("/" + dset if dset else "")
+        expect_error(tmp, [trace, "--results", d], 3, "results.h5 with " + what, where)
+        shutil.rmtree(d)
+    d, _ = corrupt(tmp, res, "noruns", lambda f, g: f.__delitem__("runs"))
+    expect_error(tmp, [trace, "--results", d], 3, "results.h5 without /runs", os.path.join(d, "results.h5") + ": /runs")
+    shutil.rmtree(d)
+    d = os.path.join(tmp, "trunc")
+    shutil.copytree(res, d)
+    p = os.path.join(d, "results.h5")
+    data = open(p, "rb").read()
+    open(p, "wb").write(data[:len(data) // 2])
+    expect_error(tmp, [trace, "--results", d], 3, "truncated results.h5", p)
+    os.remove(p)
+    expect_error(tmp, [trace, "--results", d], 3, "results directory without results.h5", p)
+    expect_error(tmp, [trace, "--results", os.path.join(tmp, "nosuch")], 3, "missing results directory")
+    shutil.rmtree(d)
+
+
+def padded_results_accepted(tmp, trace, res):
+    """sim pads a cache smaller than N' with -1: accepted, and the padding is not a position."""
+    def pad(f, g):
+        r = g["retained"][:]
+        replace(g, "retained", np.concatenate([r, -np.ones(r.shape[:2] + (3,), np.int32)], 2))
+    d, first = corrupt(tmp, res, "padded", pad, "streaming:sinks=4:budget=32")
+    out = os.path.join(tmp, "an_padded")
+    r = run("analyze", trace, "--results", d, "--quiet", "-o", out)
+    ok = r.returncode == 0 and not r.stderr
+    if ok:
+        a = read_csv(os.path.join(out, "logdet.csv"))
+        b = read_csv(os.path.join(tmp, "an1", "logdet.csv"))
+        ok = a == b
+    check(ok, "-1 padded retained rows accepted, same log-dets", r.stderr)
+
+
+def other_trace_warns(tmp, res):
+    """Results simulated on another trace of the same shape: analyzed, with one warning."""
+    other = os.path.join(tmp, "other.h5")
+    r = run("synth", "--layers", 2, "--heads", 4, "--kv-heads", 2, "--head-dim", 16, "--tokens", 300, "--seed", 4,
+            "--quiet", "-o", other)
+    out = os.path.join(tmp, "an_other")
+    r = run("analyze", other, "--results", res, "--quiet", "-o", out)
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 0 and len(lines) == 1 and lines[0].startswith("kvtrace: warning:")
+          and "another trace" in lines[0], "results of another trace: exit 0, one warning line", r.stderr)
+
+
+def bad_args(tmp, trace, res, good_out):
+    expect_error(tmp, [os.path.join(tmp, "nosuch.h5")], 1, "missing trace (cannot open: exit 1 as every verb)")
+    expect_error(tmp, [trace, "--detail", "2,0"], 2, "--detail layer out of range")
+    expect_error(tmp, [trace, "--detail", "0,4"], 2, "--detail head out of range")
+    expect_error(tmp, [trace, "--detail", "0"], 2, "--detail without a comma")
+    expect_error(tmp, [trace, "--threads", "0"], 2, "--threads 0")
+    expect_error(tmp, [trace, trace], 2, "two traces")
+    r = run("analyze", trace, "--quiet")
+    check(r.returncode == 2 and "-o" in r.stderr, "missing -o: exit 2", r.stderr)
+    before = open(os.path.join(good_out, "meta.csv")).read()
+    r = run("analyze", trace, "--results", res, "--quiet", "-o", good_out)
+    check(r.returncode == 2 and "--force" in r.stderr and open(os.path.join(good_out, "meta.csv")).read() == before
+          and not leftovers(tmp), "existing output refused without --force, left as it was", r.stderr)
+    r = run("analyze", trace, "--quiet", "--force", "-o", good_out)
+    check(r.returncode == 0 and not os.path.exists(os.path.join(good_out, "summary.csv")) and not leftovers(tmp),
+          "--force replaces the whole directory", r.stderr)
+    r = run("analyze", "--help")
+    check(r.returncode == 0 and "usage: kvtrace analyze" in r.stdout, "--help")
+
+
+def strip_trace(src, dst, drop):
+    with h5py.File(src, "r") as s, h5py.File(dst, "w") as d:
+        for k, v in s.attrs.items():
+            d.attrs[k] = v
+        for name in ("tokens", "keys", "values", "queries", "attention/colsum"):
+            if name not in drop:
+                d[name] = s[name][:]
+
+
+def missing_datasets(tmp, trace):
+    noc = os.path.join(tmp, "nocolsum.h5")
+    strip_trace(trace, noc, ["attention/colsum"])
+    out = os.path.join(tmp, "an_noc")
+    r = run("analyze", noc, "--quiet", "-o", out)
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 0 and len(lines) == 1 and lines[0].startswith("kvtrace: warning:") and "colsum" in lines[0],
+          "trace without colsum: exit 0, one warning line", r.stderr)
+    if r.returncode == 0:
+        with open(os.path.join(out, "spearman.csv")) as f:
+            check(f.read() == HEADERS["spearman.csv"] + "\n", "without colsum spearman.csv holds only its header")
+        meta = read_meta(out)
+        check((meta["detail_layer"], meta["detail_head"]) == ("0", "0"), "without colsum the detail head is 0,0")
+        check_contract(out, False, 0)
+    noq = os.path.join(tmp, "noqueries.h5")
+    strip_trace(trace, noq, ["attention/colsum", "queries"])
+    out = os.path.join(tmp, "an_noq")
+    r = run("analyze", noq, "--quiet", "--detail", "1,2", "-o", out)
+    check(r.returncode == 0 and "queries" in r.stderr and len(r.stderr.strip().splitlines()) == 2,
+          "trace without queries: exit 0, a warning each for colsum and queries", r.stderr)
+    if r.returncode == 0:
+        d = np.loadtxt(os.path.join(out, "detail.csv"), delimiter=",", skiprows=1)
+        with h5py.File(noq, "r") as t:
+            k = t["keys"][1, 1].astype(np.float64)[:64]
+        kn = k / np.linalg.norm(k, axis=1, keepdims=True)
+        check(np.isnan(d[:, 3]).all() and np.allclose(d[:, 2], (kn @ kn.T).ravel(), atol=1e-6),
+              "without queries detail.csv has the cosines of --detail 1,2 and attn nan")
+
+
+def model_trace(tmp):
+    mdir = os.environ.get("KVTRACE_MODEL_DIR")
+    model = os.path.join(mdir or "", "stories260K.gguf")
+    if not mdir or not os.path.exists(model):
+        check(True, "# SKIP real model: KVTRACE_MODEL_DIR not set")
+        return
+    t = os.path.join(tmp, "model.h5")
+    r = run("capture", "--model", model, "--prompt", "Once upon a time", "--generate", 100, "--quiet", "-o", t)
+    check(r.returncode == 0, "capture stories260K", r.stderr)
+    res = os.path.join(tmp, "model_res")
+    r = run("sim", t, "--policies", "full,keydiff,streaming,h2o", "--budgets", "16,48", "--chunk", "16", "--quiet",
+            "-o", res)
+    check(r.returncode == 0, "sim on the captured trace", r.stderr)
+    out = os.path.join(tmp, "model_an")
+    r = run("analyze", t, "--results", res, "--quiet", "-o", out)
+    check(r.returncode == 0 and not r.stderr, "analyze the captured trace", r.stderr)
+    if r.returncode == 0:
+        check_contract(out, True, 8)
+        check_numbers(t, out, res)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="kvtrace-analyze-")
+    try:
+        trace = os.path.join(tmp, "t.h5")
+        r = run("synth", "--layers", 2, "--heads", 4, "--kv-heads", 2, "--head-dim", 16, "--tokens", 300,
+                "--seed", 3, "--quiet", "-o", trace)
+        check(r.returncode == 0, "synth trace", r.stderr)
+        res = os.path.join(tmp, "res")
+        r = run("sim", trace, "--policies", "full,keydiff,streaming,knorm", "--budgets", "32,100", "--chunk", 16,
+                "--quiet", "-o", res)
+        check(r.returncode == 0, "sim results", r.stderr)
+        outs = []
+        for th in (1, 2):
+            out = os.path.join(tmp, "an%d" % th)
+            r = run("analyze", trace, "--results", res, "--threads", th, "--quiet", "-o", out)
+            check(r.returncode == 0 and not r.stderr and not r.stdout, "analyze with %d thread(s), quiet" % th,
+                  r.stderr)
+            outs.append(out)
+        check_contract(outs[0], True, 8)
+        meta = [[x for x in open(os.path.join(o, "meta.csv")) if not x.startswith("analyze_command,")] for o in outs]
+        check(same_dirs(*outs) in ([], ["meta.csv"]) and meta[0] == meta[1],
+              "every file byte-identical for 1 and 2 threads (but the analyze_command meta row)", same_dirs(*outs))
+        check(all(filecmp.cmp(os.path.join(res, f), os.path.join(outs[0], f), shallow=False)
+                  for f in ("summary.csv", "timing.csv")), "summary.csv and timing.csv are byte copies")
+        check_numbers(trace, outs[0], res)
+        out = os.path.join(tmp, "an_detail")
+        r = run("analyze", trace, "--detail", "1,3", "--quiet", "-o", out)
+        if check(r.returncode == 0, "--detail 1,3", r.stderr):
+            meta = read_meta(out)
+            check((meta["detail_layer"], meta["detail_head"]) == ("1", "3") and
+                  meta["analyze_command"].startswith("kvtrace analyze "), "meta.csv names the chosen head and command")
+            with h5py.File(trace, "r") as t:
+                check_detail_matrix(out, t["keys"][1, 1].astype(np.float64), t["queries"][1, 3].astype(np.float64))
+        bad_results(tmp, trace, res, 300)
+        padded_results_accepted(tmp, trace, res)
+        other_trace_warns(tmp, res)
+        bad_args(tmp, trace, res, outs[0])
+        missing_datasets(tmp, trace)
+        f16 = os.path.join(tmp, "t16.h5")
+        r = run("synth", "--layers", 1, "--heads", 2, "--kv-heads", 1, "--head-dim", 8, "--tokens", 70, "--dtype",
+                "f16", "--quiet", "-o", f16)
+        out = os.path.join(tmp, "an16")
+        r = run("analyze", f16, "--quiet", "-o", out)
+        check(r.returncode == 0 and len(read_csv(os.path.join(out, "spearman.csv"))) == 2, "float16 trace", r.stderr)
+        model_trace(tmp)
+    finally:
+        shutil.rmtree(tmp)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
