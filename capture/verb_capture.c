@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "capture/capture.h"
+#include "capture/model_fetch.h"
 #include "core/cli_args.h"
 
 static const char USAGE[] =
@@ -18,7 +19,8 @@ static const char USAGE[] =
     "\n"
     "  --model M            GGUF file (llama), llama2.c checkpoint (.bin, with --tokenizer), or\n"
     "                       random:NAME[:SEED] (NAME as synth --like). Default: stories260K.gguf\n"
-    "                       from $KVTRACE_MODEL_DIR or ~/.cache/kvtrace\n"
+    "                       from $KVTRACE_MODEL_DIR or ~/.cache/kvtrace (downloaded there, sha256\n"
+    "                       checked, when absent)\n"
     "  --tokenizer F        llama2.c tokenizer.bin for a .bin checkpoint\n"
     "  --prompt TEXT        prompt text (encoded with the model's SentencePiece vocabulary, BOS first)\n"
     "  --prompt-file F      prompt text from a file\n"
@@ -90,23 +92,6 @@ static int parse_record(const char *list, capture_opts *o, kv_err *err)
     if (!keys || !values)
         return cli_usage(err, "capture", "--record must include keys and values (the trace schema requires them)");
     return KV_OK;
-}
-
-/* The default model: $KVTRACE_MODEL_DIR, then ~/.cache/kvtrace. */
-static int default_model(char *buf, size_t cap, kv_err *err)
-{
-    const char *dirs[2] = {getenv("KVTRACE_MODEL_DIR"), NULL};
-    char cache[2048];
-    const char *home = getenv("HOME");
-    if (home) snprintf(cache, sizeof cache, "%s/.cache/kvtrace", home), dirs[1] = cache;
-    struct stat st;
-    for (int i = 0; i < 2; i++) {
-        if (!dirs[i]) continue;
-        snprintf(buf, cap, "%s/stories260K.gguf", dirs[i]);
-        if (stat(buf, &st) == 0) return KV_OK;
-    }
-    return kv_fail(err, KV_EFAIL, "capture: no --model and no stories260K.gguf in $KVTRACE_MODEL_DIR or "
-                                  "~/.cache/kvtrace (put the file there, or pass --model)");
 }
 
 static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err *err)
@@ -182,7 +167,7 @@ int capture_main(int argc, char **argv)
         return 0;
     }
     static char model_path[4096];
-    if (!rc && !o.model && !(rc = default_model(model_path, sizeof model_path, &err))) o.model = model_path;
+    if (!rc && !o.model && !(rc = model_default_path(model_path, sizeof model_path, true, &err))) o.model = model_path;
     if (!rc) rc = capture_run(&o, &err);
     return rc ? cli_report(&err) : 0;
 }
