@@ -50,18 +50,6 @@ static int parse_detail(const char *s, analyze_opts *o, kv_err *err)
     return rc;
 }
 
-/* "kvtrace analyze ARGS..." joined by spaces, for meta.csv. */
-static char *join_command(int argc, char **argv)
-{
-    size_t len = strlen("kvtrace") + 1;
-    for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 1;
-    char *s = malloc(len);
-    if (!s) return NULL;
-    strcpy(s, "kvtrace");
-    for (int i = 0; i < argc; i++) strcat(strcat(s, " "), argv[i]);
-    return s;
-}
-
 int analyze_main(int argc, char **argv)
 {
     kv_err err = {0};
@@ -91,7 +79,7 @@ int analyze_main(int argc, char **argv)
     if (!rc && optind + 1 != argc)
         rc = cli_usage(&err, v, optind >= argc ? "missing trace.h5" : "expects exactly one trace");
     if (!rc && !o.output) rc = cli_usage(&err, v, "-o OUTDIR is required");
-    char *command = rc ? NULL : join_command(argc, argv);
+    char *command = rc ? NULL : cli_command_line(argc, argv);
     if (!rc && !command) rc = kv_fail(&err, KV_EFAIL, "analyze: out of memory");
     if (!rc) {
         o.trace = argv[optind];

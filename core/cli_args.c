@@ -78,3 +78,35 @@ int cli_report(const kv_err *err)
     fprintf(stderr, "kvtrace: error: %s\n", err->msg);
     return err->code;
 }
+
+static bool shell_plain(const char *a)
+{
+    if (!*a) return false;
+    for (; *a; a++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=:,./@%", *a)) return false;
+    return true;
+}
+
+char *cli_command_line(int argc, char **argv)
+{
+    size_t len = sizeof "kvtrace";
+    for (int i = 0; i < argc; i++) len += 4 * strlen(argv[i]) + 3; /* worst case: every ' becomes '\'' */
+    char *s = malloc(len), *w = s;
+    if (!s) return NULL;
+    w += sprintf(w, "kvtrace");
+    for (int i = 0; i < argc; i++) {
+        *w++ = ' ';
+        if (shell_plain(argv[i])) {
+            w += sprintf(w, "%s", argv[i]);
+            continue;
+        }
+        *w++ = '\'';
+        for (const char *a = argv[i]; *a; a++) {
+            if (*a == '\'') w += sprintf(w, "'\\''");
+            else *w++ = *a;
+        }
+        *w++ = '\'';
+    }
+    *w = '\0';
+    return s;
+}

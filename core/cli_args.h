@@ -30,4 +30,10 @@ int cli_bad_option(kv_err *err, const char *verb, int c, int optopt_value, const
 /* Prints "kvtrace: error: MSG" for a failed err and returns its code (0 if none). */
 int cli_report(const kv_err *err);
 
+/* "kvtrace VERB ARGS..." as a shell would take it back (arguments with
+ * spaces or shell characters single-quoted), for the outputs that record
+ * the command that made them. argv[0] is the verb. Caller frees; NULL when
+ * out of memory. */
+char *cli_command_line(int argc, char **argv);
+
 #endif

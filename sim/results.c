@@ -227,12 +227,24 @@ static void print_table(const sim_results *r, const sim_opts *o)
            r->reference_s, r->replay_s, r->metrics_s, score_s, r->replay_s - r->metrics_s - score_s);
 }
 
+/* command.txt: the command line that made this directory, one line. */
+static int write_command(const char *command, const char *dir, kv_err *err)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/command.txt", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return kv_fail(err, KV_EFAIL, "%s: cannot create", path);
+    fprintf(f, "%s\n", command);
+    return fclose(f) == 0 ? KV_OK : kv_fail(err, KV_EFAIL, "%s: cannot write", path);
+}
+
 int sim_results_write(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
 {
     int rc = write_results_csv(r, o, dir, err);
     if (!rc) rc = write_summary_csv(r, o, dir, err);
     if (!rc) rc = write_timing_csv(r, o, dir, err);
     if (!rc) rc = write_results_h5(r, o, dir, err);
+    if (!rc && o->command) rc = write_command(o->command, dir, err);
     if (!rc && !o->quiet) print_table(r, o);
     return rc;
 }

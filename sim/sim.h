@@ -15,6 +15,7 @@
 typedef struct {
     const char *trace;
     const char *output;            /* directory */
+    const char *command;           /* the command line, for command.txt (may be NULL) */
     policy_config *policies;       /* [n_policies] */
     int n_policies;
     int64_t *budgets;              /* [n_budgets] */

@@ -108,7 +108,9 @@ int sim_main(int argc, char **argv)
     if (!rc) {
         o.trace = argv[optind];
         o.threads = (int)threads;
-        rc = sim_run(&o, &err);
+        o.command = cli_command_line(argc, argv);
+        rc = o.command ? sim_run(&o, &err) : kv_fail(&err, KV_EFAIL, "sim: out of memory");
+        free((char *)o.command);
     }
     return rc ? cli_report(&err) : 0;
 }
