@@ -19,13 +19,14 @@ static int find_run(const plot_data *d, const char *policy, int64_t budget)
 
 /* Picks the budget: the smallest at which every present policy has a run;
  * failing that, the smallest at which the most of them do. Fills runs[]. */
-static int pick_runs(const plot_data *d, int *runs, int64_t *budget)
+static int pick_runs(const plot_data *d, int *runs, int64_t *budget, int *n_present)
 {
     int best = 0;
     bool present[N_PCA] = {false};
     for (size_t r = 0; r < d->n_runs; r++)
         for (int p = 0; p < N_PCA; p++)
             if (strcmp(d->series.s[d->runs[r].series].policy, PCA_POLICIES[p]) == 0) present[p] = true;
+    *n_present = present[0] + present[1] + present[2];
     for (size_t r = 0; r < d->n_runs; r++) {
         int64_t b = d->runs[r].budget;
         int count = 0;
@@ -108,7 +109,8 @@ int plot_fig_pca(const plot_data *d, const plot_ctx *ctx, const char *name, plot
     if (!d->has_pca) return plot_skip(out, "pca.csv has no rows.");
     int runs[N_PCA];
     int64_t budget = 0;
-    int n = d->n_runs ? pick_runs(d, runs, &budget) : 0;
+    int n_present = 0;
+    int n = d->n_runs ? pick_runs(d, runs, &budget, &n_present) : 0;
     if (!n)
         return plot_skip(out, "%s", d->n_runs ? "none of streaming, tova and keydiff is among the runs in pca_runs.csv."
                                               : "no runs (analyze ran without --results), so nothing was kept or evicted.");
@@ -128,10 +130,12 @@ int plot_fig_pca(const plot_data *d, const plot_ctx *ctx, const char *name, plot
     snprintf(out->caption, sizeof out->caption,
              "Every key of layer %lld, kv head %lld (the kv head of detail head %lld) projected on the top two "
              "principal components of that head's keys; coloured keys are in the final cache of %s at budget "
-             "N = %lld (the smallest budget all of them ran with), grey keys were evicted. How to read it: a "
+             "N = %lld (%s), grey keys were evicted. How to read it: a "
              "policy that keeps keys spread over the cloud (large volume) keeps diverse keys; one whose kept keys "
              "sit in a corner or along one direction keeps similar ones. Recency (streaming) keeps the newest "
              "keys wherever they lie; KeyDiff keeps the keys far from the mean direction.",
-             (long long)d->pca.layer, (long long)d->pca.kv_head, (long long)d->meta.detail_head, names, (long long)budget);
+             (long long)d->pca.layer, (long long)d->pca.kv_head, (long long)d->meta.detail_head, names, (long long)budget,
+             n == n_present ? "the smallest budget all of them ran with"
+                            : "no budget is common to all of them: the smallest at which the most of them ran");
     return rc;
 }
