@@ -38,17 +38,18 @@ static void error_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
                          const plot_point *pts, size_t n, const int *order, int blocks)
 {
     plot_gp_preamble(f, ctx, name, "output error and attention recall versus budget", 1200, 500);
-    fprintf(f, "set multiplot layout 1,2 title 'Eviction cost versus cache budget (mean over layers, heads and "
-               "queries at positions >= N)' font ',13'\n");
+    /* two panels side by side and the legend in a column of its own at the right */
+    fprintf(f, "set multiplot layout 1,2 margins 0.07,0.82,0.12,0.87 spacing 0.08 title 'Eviction cost versus cache "
+               "budget (mean over layers, heads and queries at positions >= N)' font ',13'\n");
     plot_gp_budget_axis(f, pts, n);
     fprintf(f, "set xlabel 'cache budget N (tokens)'\n");
     fprintf(f, "set title 'Output relative error (lower is better)'\n");
     fprintf(f, "set ylabel 'out_rel_err, mean  (||o_S - o_full|| / ||o_full||)'\nset yrange [0:*]\n");
-    fprintf(f, "set key top right\n");
+    fprintf(f, "unset key\n");
     plot_lines(f, d, data, order, blocks, 2);
     fprintf(f, "\nset title 'Attention recall (higher is better)'\n");
     fprintf(f, "set ylabel 'attn_recall, mean  (full-cache attention mass kept)'\nset yrange [*:1.02]\n");
-    fprintf(f, "unset key\n");
+    fprintf(f, "set key at screen 0.99, screen 0.87 top right\n");
     plot_lines(f, d, data, order, blocks, 3);
     fprintf(f, "unset multiplot\n");
 }

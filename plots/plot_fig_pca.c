@@ -9,12 +9,18 @@
 static const char *const PCA_POLICIES[] = {"streaming", "tova", "keydiff"};
 enum { N_PCA = 3 };
 
-/* The first run (pca_runs order) of `policy` at `budget`, or -1. */
+/* The run of `policy` at `budget` with the lowest variant number (the
+ * configuration met first, in summary.csv's order), or -1. */
 static int find_run(const plot_data *d, const char *policy, int64_t budget)
 {
-    for (size_t r = 0; r < d->n_runs; r++)
-        if (d->runs[r].budget == budget && strcmp(d->series.s[d->runs[r].series].policy, policy) == 0) return (int)r;
-    return -1;
+    int best = -1;
+    for (size_t r = 0; r < d->n_runs; r++) {
+        const plot_series *s = &d->series.s[d->runs[r].series];
+        if (d->runs[r].budget == budget && strcmp(s->policy, policy) == 0 &&
+            (best < 0 || s->variant < d->series.s[d->runs[best].series].variant))
+            best = (int)r;
+    }
+    return best;
 }
 
 /* Picks the budget: the smallest at which every present policy has a run;
@@ -81,24 +87,24 @@ static void write_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
 {
     const plot_pca *p = &d->pca;
     plot_gp_preamble(f, ctx, name, "PCA of keys, kept vs evicted", 1200, 500);
-    fprintf(f, "set multiplot layout 1,%d title 'Keys of layer %lld, kv head %lld (detail head %lld) on their top "
-               "two principal components, budget N = %lld' font ',13'\n",
+    fprintf(f, "set multiplot layout 1,%d title 'Keys of layer %lld, kv head %lld (detail head %lld) on PC1 and PC2 "
+               "at budget N = %lld: kept in colour, evicted in grey' font ',13'\n",
             n, (long long)p->layer, (long long)p->kv_head, (long long)d->meta.detail_head, (long long)budget);
     axis_label(f, p, 'x', 1, p->var_pc1);
     axis_label(f, p, 'y', 2, p->var_pc2);
-    fprintf(f, "set key top right\n");
+    fprintf(f, "unset key\nset offsets graph 0.03, graph 0.03, graph 0.03, graph 0.03\n");
     for (int k = 0; k < n; k++) {
         const plot_series *s = &d->series.s[d->runs[runs[k]].series];
         int64_t kept = 0;
         for (int64_t t = 0; t < p->n; t++) kept += p->kept[(size_t)runs[k] * (size_t)p->n + (size_t)t];
-        fputs("set title ", f);
+        fputs("set title ", f); /* two lines: the configuration, then the counts */
         plot_gp_quote(f, s->label);
-        fputc('\n', f);
+        fprintf(f, " . \"\\n%lld kept, %lld evicted\"\n", (long long)kept, (long long)(p->n - kept));
         int col = 4 + k;
         fprintf(f, "plot '%s' using 2:($%d == 0 ? $3 : NaN) with points pt 7 ps 0.45 lc rgb '#c8c8c8' "
-                   "title 'evicted (%lld)', \\\n", data, col, (long long)(p->n - kept));
-        fprintf(f, "     '' using 2:($%d == 1 ? $3 : NaN) with points pt %d ps 0.7 lc rgb '%s' title 'kept (%lld)'\n",
-                col, plot_point_type(s->variant), plot_policy_colour(s->policy), (long long)kept);
+                   "title 'evicted', \\\n", data, col);
+        fprintf(f, "     '' using 2:($%d == 1 ? $3 : NaN) with points pt %d ps 0.7 lc rgb '%s' title 'kept'\n", col,
+                plot_point_type(s->variant), plot_policy_colour(s->policy));
     }
     fprintf(f, "unset multiplot\n");
 }
