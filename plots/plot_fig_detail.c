@@ -52,7 +52,8 @@ static void write_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
 int plot_fig_detail(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err)
 {
     if (!d->present[PF_DETAIL]) return plot_skip(out, "detail.csv is missing from the analysis directory.");
-    if (d->detail.n < 2) return plot_skip(out, "detail.csv holds %s.", d->detail.n ? "a single token" : "no rows");
+    if (!d->detail.n) return plot_skip(out, "detail.csv has no rows.");
+    if (d->detail.n < 2) return plot_skip(out, "detail.csv holds a single token (T = 1): no matrix to draw.");
     char data[64], script[64];
     snprintf(data, sizeof data, "%s.dat", name);
     snprintf(script, sizeof script, "%s.gp", name);

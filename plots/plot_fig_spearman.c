@@ -74,6 +74,9 @@ int plot_fig_spearman(const plot_data *d, const plot_ctx *ctx, const char *name,
     if (!d->present[PF_SPEARMAN]) return plot_skip(out, "spearman.csv is missing from the analysis directory.");
     if (!d->n_rho)
         return plot_skip(out, "spearman.csv has no rows (the trace has no /attention/colsum, which Spearman needs).");
+    size_t finite = 0;
+    for (size_t r = 0; r < d->n_rho; r++) finite += !isnan(d->rho[r].rho_pairwise) || !isnan(d->rho[r].rho_anchor);
+    if (!finite) return plot_skip(out, "every ρ in spearman.csv is NaN (constant keys or attention).");
     char data[64], script[64];
     snprintf(data, sizeof data, "%s.dat", name);
     snprintf(script, sizeof script, "%s.gp", name);

@@ -215,6 +215,28 @@ def main():
         check(rc == 0 and "summary.csv is missing" in html, "without results: the summary table's absence is explained")
         refs = re.findall(r'(?:href|src|data)="([^"#]+)"', html)
         check(all(os.path.isfile(os.path.join(figdir, r)) for r in refs), "without results: only existing files linked")
+        # header-only files and all-NaN correlations skip their figure with a note, not an error
+        part = os.path.join(tmp, "partial")
+        make_fixture(part)
+        for name in ("detail.csv", "logdet.csv"):
+            with open(os.path.join(part, name)) as f:
+                head = f.readline()
+            with open(os.path.join(part, name), "w") as f:
+                f.write(head)
+        with open(os.path.join(part, "spearman.csv")) as f:
+            rows = f.read().splitlines()
+        with open(os.path.join(part, "spearman.csv"), "w") as f:
+            f.write("\n".join([rows[0]] + [",".join(r.split(",")[:2] + ["nan", "nan"]) for r in rows[1:]]) + "\n")
+        rc, out, err = run(["plot", part, "--quiet"])
+        figdir = os.path.join(part, "figures")
+        html = open(os.path.join(figdir, "report.html")).read() if rc == 0 else ""
+        notes = re.findall(r"Not drawn: ([^<]*)", html)
+        check(rc == 0 and len(notes) == 3 and any("detail.csv has no rows" in n for n in notes)
+              and any("logdet.csv has no rows" in n for n in notes) and any("NaN" in n for n in notes),
+              "header-only detail.csv and logdet.csv, all-NaN spearman.csv: figures 1, 2, 4 skipped with notes",
+              "exit %d %r %r" % (rc, err, notes))
+        check(rc == 0 and os.path.isfile(os.path.join(figdir, "fig5_error.png")) and
+              not os.path.exists(os.path.join(figdir, "fig1_detail.png")), "the other figures are drawn")
         bad_inputs(tmp)
         expect_error(["plot", good, "-o", os.path.join(tmp, "x"), "--format", "gif"], 2, ["--format"],
                      "--format gif", tmp, os.path.join(tmp, "x"))
