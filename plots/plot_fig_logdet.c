@@ -43,7 +43,7 @@ static int layout(const plot_data *d, box *b, int cap)
             if (!is_full_cache(d, d->logdet[r].series) && d->logdet[r].budget > last && d->logdet[r].budget < next)
                 next = d->logdet[r].budget;
         if (next == INT64_MAX) break;
-        x += n ? 1 : 0; /* a gap between groups */
+        x += n ? 1.5 : 0; /* a gap between groups */
         for (int s = 0; s < d->series.n; s++)
             for (size_t r = 0; r < d->n_logdet && n < cap; r++)
                 if (d->logdet[r].series == s && d->logdet[r].budget == next && !is_full_cache(d, s)) {
@@ -123,8 +123,11 @@ static void write_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
         for (int j = 0; j < i; j++) first = first && b[j].series != b[i].series;
         fprintf(f, "%s'%s' index %d using (%g):3 with boxplot lc rgb '%s' dt %d ", i ? ", \\\n     " : "",
                 i ? "" : data, i, b[i].x, plot_policy_colour(s->policy), plot_dash_type(s->variant));
-        if (s->variant) fprintf(f, "fs pattern %d border ", 4 + s->variant % 4);
-        else fprintf(f, "fs solid 0.4 border ");
+        /* an explicit light tint, not a fill density: the median line stays visible in every terminal */
+        char tint[8];
+        plot_tint(plot_policy_colour(s->policy), 0.4, tint);
+        if (s->variant) fprintf(f, "fs pattern %d border lc rgb '%s' ", 4 + s->variant % 4, plot_policy_colour(s->policy));
+        else fprintf(f, "fc rgb '%s' fs solid 1.0 border lc rgb '%s' ", tint, plot_policy_colour(s->policy));
         if (first) {
             fputs("title ", f);
             plot_gp_quote(f, s->label);

@@ -1,6 +1,7 @@
 #include "plot_style.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/version.h"
@@ -22,6 +23,15 @@ const char *plot_policy_colour(const char *policy)
     for (size_t i = 0; i < sizeof COLOURS / sizeof COLOURS[0]; i++)
         if (strcmp(COLOURS[i].policy, policy) == 0) return COLOURS[i].colour;
     return OTHER_COLOUR;
+}
+
+void plot_tint(const char *hex, double keep, char *out)
+{
+    unsigned rgb = 0x999999;
+    sscanf(hex, "#%6x", &rgb);
+    int c[3] = {(int)(rgb >> 16) & 255, (int)(rgb >> 8) & 255, (int)rgb & 255};
+    for (int i = 0; i < 3; i++) c[i] = (int)(255 - keep * (255 - c[i]) + 0.5);
+    snprintf(out, 8, "#%02x%02x%02x", c[0], c[1], c[2]);
 }
 
 int plot_dash_type(int variant)

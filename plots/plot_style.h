@@ -24,6 +24,8 @@ bool plot_format_parse(const char *s, plot_format *out);
 
 /* "#rrggbb" for a policy name (full_cache shares full's colour; unknown names grey). */
 const char *plot_policy_colour(const char *policy);
+/* The colour `hex` ("#rrggbb") mixed with white: share `keep` of the colour (0..1); out holds 8 bytes. */
+void plot_tint(const char *hex, double keep, char *out);
 /* gnuplot dash and point types of the variant-th configuration of a policy. */
 int plot_dash_type(int variant);
 int plot_point_type(int variant);
