@@ -3,6 +3,8 @@
  * directory, render it with gnuplot, write report.html, and move the
  * directory into place only when all of it succeeded. */
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -34,6 +36,18 @@ static int draw(const plot_data *d, const plot_ctx *ctx, plot_fig_out *figs, boo
     return rc;
 }
 
+/* --force must never replace the analysis directory itself or a directory holding it. */
+static int check_not_input(const char *input, const char *out, kv_err *err)
+{
+    char in_real[PATH_MAX], out_real[PATH_MAX];
+    if (!realpath(out, out_real) || !realpath(input, in_real)) return KV_OK; /* FIGDIR does not exist yet */
+    size_t n = strlen(out_real);
+    if (strncmp(in_real, out_real, n) == 0 && (in_real[n] == '\0' || in_real[n] == '/' || n == 1))
+        return kv_fail(err, KV_EUSAGE, "plot: -o %s would replace the analysis directory %s (see 'kvtrace plot --help')",
+                       out, input);
+    return KV_OK;
+}
+
 int plot_run(const plot_opts *o, kv_err *err)
 {
     struct stat st;
@@ -49,7 +63,8 @@ int plot_run(const plot_opts *o, kv_err *err)
     if (o->output) snprintf(out, sizeof out, "%s", o->output);
     else snprintf(out, sizeof out, "%s/figures", o->input);
     kv_outfile dir;
-    rc = outdir_begin(&dir, out, o->force, err);
+    rc = check_not_input(o->input, out, err);
+    if (!rc) rc = outdir_begin(&dir, out, o->force, err);
     if (rc) {
         plot_input_free(&d);
         return rc;

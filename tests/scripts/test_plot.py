@@ -190,6 +190,11 @@ def main():
         rc, out, err = run(["plot", good, "--force", "--quiet"])
         check(rc == 0 and err == "" and os.path.isfile(os.path.join(fig, "report.html")) and not leftovers(good),
               "--force replaces FIGDIR; --quiet prints nothing", "exit %d %r" % (rc, err))
+        for target in (good, tmp):
+            rc, out, err = run(["plot", good, "-o", target, "--force", "--quiet"])
+            check(rc == 2 and "would replace the analysis directory" in err and os.path.isfile(os.path.join(good, "meta.csv")),
+                  "-o %s --force is refused: it would replace the analysis directory" %
+                  ("DIR" if target == good else "DIR's parent"), "exit %d %r" % (rc, err))
         for fmt, magic in (("svg", (b"<?xml", b"<svg")), ("pdf", (b"%PDF",))):
             out_dir = os.path.join(tmp, fmt)
             rc, out, err = run(["plot", good, "-o", out_dir, "--format", fmt, "--quiet"])

@@ -88,6 +88,13 @@ static void one_colour_per_policy(void **state)
     }
     assert_string_equal(plot_policy_colour("full_cache"), plot_policy_colour("full"));
     assert_string_equal(plot_policy_colour("mine"), plot_policy_colour("other"));
+    char tint[8];
+    plot_tint("#000000", 0.4, tint);
+    assert_string_equal(tint, "#999999");
+    plot_tint("#d62728", 1.0, tint);
+    assert_string_equal(tint, "#d62728");
+    plot_tint("#d62728", 0.0, tint);
+    assert_string_equal(tint, "#ffffff");
     assert_int_not_equal(plot_dash_type(0), plot_dash_type(1));
     assert_int_not_equal(plot_point_type(0), plot_point_type(1));
 }
