@@ -9,6 +9,7 @@
 #include "core/outfile.h"
 #include "capture/capture.h"
 #include "core/version.h"
+#include "plots/plot.h"
 #include "policies/policy.h"
 #include "sim/sim.h"
 #include "synth/synth.h"
@@ -28,8 +29,7 @@ static const verb VERBS[] = {
     {"synth", "a synthetic trace of a real model's shape", synth_main, NULL, NULL},
     {"sim", "replay eviction under many policies and budgets", sim_main, NULL, NULL},
     {"analyze", "Spearman, log-det, PCA and the data every figure needs", analyze_main, NULL, NULL},
-    {"plot", "gnuplot figures and report.html from an analysis directory", NULL,
-     "kvtrace plot DIR [-o FIGDIR] [--format png|svg|pdf]", "issue #6"},
+    {"plot", "gnuplot figures and report.html from an analysis directory", plot_main, NULL, NULL},
     {"fidelity", "in-model eviction versus offline replay", NULL,
      "kvtrace fidelity --model M [...] --policies LIST --budgets LIST --chunk B -o DIR", "issue #9"},
     {"policies", "every policy, its parameters and defaults", policies_main, NULL, NULL},

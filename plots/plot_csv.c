@@ -1,0 +1,177 @@
+#include "plot_csv.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* The whole file in a NUL-terminated buffer; ENOENT sets *present = false. */
+static int slurp(plot_csv *c, const char *full, bool *present, size_t *len, kv_err *err)
+{
+    FILE *f = fopen(full, "rb");
+    if (!f) {
+        if (errno == ENOENT) {
+            *present = false;
+            return KV_OK;
+        }
+        return kv_fail(err, KV_EINPUT, "%s: cannot open: %s", c->path, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return kv_fail(err, KV_EINPUT, "%s: not a regular file", c->path);
+    }
+    if ((size_t)st.st_size > PLOT_CSV_MAX_BYTES) {
+        fclose(f);
+        return kv_fail(err, KV_EINPUT, "%s: %lld bytes is larger than plot reads (%zu)", c->path,
+                       (long long)st.st_size, PLOT_CSV_MAX_BYTES);
+    }
+    *len = (size_t)st.st_size;
+    c->buf = kv_calloc(*len + 1, 1, c->path, err);
+    int rc = c->buf ? KV_OK : KV_EFAIL;
+    if (!rc && fread(c->buf, 1, *len, f) != *len)
+        rc = kv_fail(err, KV_EINPUT, "%s: read error", c->path);
+    fclose(f);
+    if (!rc && memchr(c->buf, '\0', *len)) rc = kv_fail(err, KV_EINPUT, "%s: contains a NUL byte (not text)", c->path);
+    *present = true;
+    return rc;
+}
+
+/* Splits one line (already NUL-terminated) at commas into out[0..cap); returns
+ * the field count. With out == NULL it only counts and leaves the line as is. */
+static int split(char *line, char **out, int cap)
+{
+    int n = 0;
+    for (char *p = line;; p++) {
+        if (out && n < cap) out[n] = p;
+        n++;
+        p = strchr(p, ',');
+        if (!p) break;
+        if (out) *p = '\0';
+    }
+    return n;
+}
+
+/* Cuts the buffer into lines: returns their count and fills starts (if non-NULL). */
+static size_t cut_lines(char *buf, size_t len, char **starts)
+{
+    size_t n = 0;
+    char *p = buf, *end = buf + len;
+    while (p < end) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *stop = nl ? nl : end;
+        if (starts) {
+            if (stop > p && stop[-1] == '\r') stop[-1] = '\0'; /* tolerate CRLF */
+            *stop = '\0';
+            starts[n] = p;
+        }
+        n++;
+        p = stop + 1;
+    }
+    return n;
+}
+
+static int split_rows(plot_csv *c, char **lines, size_t n_lines, kv_err *err)
+{
+    c->n_rows = n_lines - 1;
+    c->cells = kv_calloc(c->n_rows ? c->n_rows * (size_t)c->n_cols : 1, sizeof *c->cells, c->path, err);
+    c->lines = kv_calloc(c->n_rows, sizeof *c->lines, c->path, err);
+    if (!c->cells || !c->lines) return KV_EFAIL;
+    for (size_t r = 0; r < c->n_rows; r++) {
+        c->lines[r] = (long)r + 2;
+        if (lines[r + 1][0] == '\0') return plot_csv_fail(c, r, err, "empty line");
+        int n = split(lines[r + 1], c->cells + r * (size_t)c->n_cols, c->n_cols);
+        if (n != c->n_cols)
+            return plot_csv_fail(c, r, err, "%d fields, the header has %d", n, c->n_cols);
+    }
+    return KV_OK;
+}
+
+int plot_csv_read(plot_csv *c, const char *dir, const char *name, bool *present, kv_err *err)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->path, sizeof c->path, "%s/%s", dir, name);
+    size_t len = 0;
+    int rc = slurp(c, c->path, present, &len, err);
+    if (rc || !*present) return rc;
+    size_t n_lines = cut_lines(c->buf, len, NULL);
+    if (n_lines == 0) return kv_fail(err, KV_EINPUT, "%s:1: empty file (no header row)", c->path);
+    char **lines = kv_calloc(n_lines, sizeof *lines, c->path, err);
+    if (!lines) return KV_EFAIL;
+    cut_lines(c->buf, len, lines);
+    c->n_cols = split(lines[0], NULL, 0);
+    c->header = kv_calloc((size_t)c->n_cols, sizeof *c->header, c->path, err);
+    rc = c->header ? KV_OK : KV_EFAIL;
+    if (!rc) {
+        split(lines[0], c->header, c->n_cols);
+        rc = split_rows(c, lines, n_lines, err);
+    }
+    free(lines);
+    return rc;
+}
+
+int plot_csv_expect(const plot_csv *c, const char *const *names, int n, bool open_ended, kv_err *err)
+{
+    char want[1024] = "";
+    for (int i = 0; i < n; i++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", i ? "," : "", names[i]);
+    bool ok = open_ended ? c->n_cols >= n : c->n_cols == n;
+    for (int i = 0; ok && i < n; i++) ok = strcmp(c->header[i], names[i]) == 0;
+    if (ok) return KV_OK;
+    char got[256] = "";
+    for (int i = 0; i < c->n_cols; i++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", i ? "," : "", c->header[i]);
+    return kv_fail(err, KV_EINPUT, "%s:1: header is '%.200s', expected '%s%s'", c->path, got, want,
+                   open_ended ? ",..." : "");
+}
+
+void plot_csv_free(plot_csv *c)
+{
+    free(c->buf);
+    free(c->header);
+    free(c->cells);
+    free(c->lines);
+    memset(c, 0, sizeof *c);
+}
+
+int plot_csv_fail(const plot_csv *c, size_t row, kv_err *err, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return kv_fail(err, KV_EINPUT, "%s:%ld: %s", c->path, c->lines[row], msg);
+}
+
+int plot_csv_double(const plot_csv *c, size_t row, int col, bool allow_nan, double *out, kv_err *err)
+{
+    const char *s = plot_csv_cell(c, row, col);
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    bool parsed = end != s && *end == '\0' && !(errno == ERANGE && isinf(v));
+    if (parsed && isnan(v) && !allow_nan) return plot_csv_fail(c, row, err, "%s is NaN", c->header[col]);
+    if (!parsed || isinf(v))
+        return plot_csv_fail(c, row, err, "%s is not a finite number: '%.40s'", c->header[col], s);
+    *out = v;
+    return KV_OK;
+}
+
+int plot_csv_int(const plot_csv *c, size_t row, int col, int64_t lo, int64_t hi, int64_t *out, kv_err *err)
+{
+    const char *s = plot_csv_cell(c, row, col);
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0')
+        return plot_csv_fail(c, row, err, "%s is not an integer: '%.40s'", c->header[col], s);
+    if (v < lo || v > hi)
+        return plot_csv_fail(c, row, err, "%s = %lld is out of range [%lld, %lld]", c->header[col], v,
+                             (long long)lo, (long long)hi);
+    *out = v;
+    return KV_OK;
+}

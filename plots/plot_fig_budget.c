@@ -1,0 +1,135 @@
+/* Figures 5 and 6: quantities versus the cache budget, one line per policy
+ * configuration. Figure 5: out_rel_err and attn_recall (means over layers,
+ * heads and queries; summary.csv, phase=all), two panels. Figure 6: the
+ * policy's scoring time per candidate (timing.csv). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "plot_figures.h"
+
+/* The plot command of one panel: one line per block of the data file, column `col`. */
+static void plot_lines(FILE *f, const plot_data *d, const char *data, const int *order, int blocks, int col)
+{
+    fputs("plot ", f);
+    for (int i = 0; i < blocks; i++) {
+        const plot_series *s = &d->series.s[order[i]];
+        fprintf(f, "%s'%s' index %d using 1:%d with linespoints lw 2 ps 1.1 ", i ? ", \\\n     " : "", i ? "" : data, i,
+                col);
+        plot_gp_series_style(f, s->policy, s->variant);
+        fputs(" title ", f);
+        plot_gp_quote(f, s->label);
+    }
+    fputc('\n', f);
+}
+
+/* Writes DATA (blocks) and SCRIPT's head; *order gets the block series. Caller writes the panels. */
+static int write_data(const plot_data *d, const plot_ctx *ctx, plot_fig_out *out, const char *file, plot_point *pts,
+                      size_t n, const char *columns, int *order, int *blocks, kv_err *err)
+{
+    FILE *f;
+    int rc = plot_open_data(ctx, out, file, &f, err);
+    if (rc) return rc;
+    fprintf(f, "# one block (index) per policy configuration, rows by budget: %s\n", columns);
+    *blocks = plot_write_blocks(f, d, pts, n, order);
+    return plot_close(f, ctx, file, err);
+}
+
+static void error_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const char *name, const char *data,
+                         const plot_point *pts, size_t n, const int *order, int blocks)
+{
+    plot_gp_preamble(f, ctx, name, "output error and attention recall versus budget", 1200, 500);
+    /* two panels side by side and the legend in a column of its own at the right */
+    fprintf(f, "set multiplot layout 1,2 margins 0.07,0.82,0.12,0.87 spacing 0.08 title 'Eviction cost versus cache "
+               "budget (mean over layers, heads and queries at positions >= N)' font ',13'\n");
+    plot_gp_budget_axis(f, pts, n);
+    fprintf(f, "set xlabel 'cache budget N (tokens)'\n");
+    fprintf(f, "set title 'Output relative error (lower is better)'\n");
+    fprintf(f, "set ylabel 'out_rel_err, mean  (||o_S - o_full|| / ||o_full||)'\nset yrange [0:*]\n");
+    fprintf(f, "unset key\n");
+    plot_lines(f, d, data, order, blocks, 2);
+    fprintf(f, "\nset title 'Attention recall (higher is better)'\n");
+    fprintf(f, "set ylabel 'attn_recall, mean  (full-cache attention mass kept)'\nset yrange [*:1.02]\n");
+    fprintf(f, "set key at screen 0.99, screen 0.87 top right\n");
+    plot_lines(f, d, data, order, blocks, 3);
+    fprintf(f, "unset multiplot\n");
+}
+
+static int write_figure(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, plot_point *pts,
+                        size_t n, bool error, kv_err *err)
+{
+    char data[64], script[64];
+    snprintf(data, sizeof data, "%s.dat", name);
+    snprintf(script, sizeof script, "%s.gp", name);
+    int *order = malloc((size_t)(d->series.n ? d->series.n : 1) * sizeof *order), blocks = 0;
+    if (!order) return kv_fail(err, KV_EFAIL, "plot: out of memory");
+    int rc = write_data(d, ctx, out, data, pts, n,
+                        error ? "budget out_rel_err_mean attn_recall_mean" : "budget score_ns_per_candidate calls",
+                        order, &blocks, err);
+    FILE *f;
+    if (!rc) rc = plot_open(ctx, script, &f, err);
+    if (!rc) {
+        if (error) {
+            error_script(f, d, ctx, name, data, pts, n, order, blocks);
+        } else {
+            plot_gp_preamble(f, ctx, name, "policy scoring time versus budget", 1200, 500);
+            fprintf(f, "set title 'Policy scoring time per candidate versus cache budget'\n");
+            plot_gp_budget_axis(f, pts, n);
+            double lo = pts[0].y1, hi = pts[0].y1;
+            for (size_t i = 1; i < n; i++) lo = pts[i].y1 < lo ? pts[i].y1 : lo, hi = pts[i].y1 > hi ? pts[i].y1 : hi;
+            if (lo > 0 && hi > 20 * lo) fprintf(f, "set logscale y 10\n");
+            else fprintf(f, "set yrange [0:*]\n");
+            fprintf(f, "set xlabel 'cache budget N (tokens)'\nset ylabel 'scoring time (ns per candidate)'\n");
+            fprintf(f, "set key outside right top\n");
+            plot_lines(f, d, data, order, blocks, 2);
+        }
+        rc = plot_close(f, ctx, script, err);
+    }
+    free(order);
+    return rc;
+}
+
+int plot_fig_error(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err)
+{
+    if (!d->present[PF_SUMMARY])
+        return plot_skip(out, "summary.csv is missing (analyze ran without --results, so there are no sim runs).");
+    if (!d->n_summary)
+        return plot_skip(out, "summary.csv has no phase=all rows.");
+    plot_point *pts = malloc(d->n_summary * sizeof *pts);
+    if (!pts) return kv_fail(err, KV_EFAIL, "plot: out of memory");
+    for (size_t i = 0; i < d->n_summary; i++)
+        pts[i] = (plot_point){d->summary[i].series, d->summary[i].budget, d->summary[i].err_mean, d->summary[i].recall_mean};
+    int rc = write_figure(d, ctx, name, out, pts, d->n_summary, true, err);
+    free(pts);
+    snprintf(out->caption, sizeof out->caption,
+             "Left: the output relative error ||o_S − o_full|| / ||o_full|| of attention over the evicted cache "
+             "against the full cache; right: the attention recall, the share of the full-cache attention mass "
+             "whose keys are still cached. Both are means over layers, query heads and the queries at positions "
+             "i ≥ N (summary.csv, phase = all), one line per policy configuration (variants of a policy share a "
+             "colour and differ in dash and marker). How to read it: lower-left and upper-right are better; at a "
+             "given budget, the lowest error line is the best policy for this trace; full is the reference "
+             "(error 0, recall 1).");
+    return rc;
+}
+
+int plot_fig_timing(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err)
+{
+    if (!d->present[PF_TIMING])
+        return plot_skip(out, "timing.csv is missing (analyze ran without --results, so there are no sim runs).");
+    plot_point *pts = malloc((d->n_timing ? d->n_timing : 1) * sizeof *pts);
+    if (!pts) return kv_fail(err, KV_EFAIL, "plot: out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < d->n_timing; i++) /* a configuration that never scored (full, N >= T) has no time */
+        if (d->timing[i].calls > 0)
+            pts[n++] = (plot_point){d->timing[i].series, d->timing[i].budget, d->timing[i].ns, (double)d->timing[i].calls};
+    int rc = KV_OK;
+    if (!n) plot_skip(out, "timing.csv has no configuration that scored candidates (calls > 0).");
+    else rc = write_figure(d, ctx, name, out, pts, n, false, err);
+    free(pts);
+    snprintf(out->caption, sizeof out->caption,
+             "Nanoseconds the policy spends scoring one candidate (its score function's time divided by the "
+             "candidates it scored, timing.csv), per policy configuration and budget; configurations that never "
+             "had to evict (full, or budgets at least the trace length) are left out. How to read it: this is the "
+             "policy's own overhead, not the attention shared by every policy; lower is cheaper. Times depend on "
+             "the machine and vary between runs: compare policies within one run.");
+    return rc;
+}

@@ -1,0 +1,61 @@
+/* plot_figures: the six figures of SPEC §9. Each figure writes its gnuplot
+ * script NAME.gp and data file(s) into the figure directory, and says in
+ * `out` what it shows (the caption) or why it was skipped. The table in
+ * plot_figures.c lists them in report order. */
+#ifndef KV_PLOT_FIGURES_H
+#define KV_PLOT_FIGURES_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "plot_input.h"
+#include "plot_style.h"
+
+enum { PLOT_MAX_DATA = 2 };
+
+typedef struct {
+    char caption[2048];             /* what it shows and how to read it (plain text) */
+    char skip[512];                 /* non-empty: skipped, and why (plain text) */
+    char data[PLOT_MAX_DATA][64];   /* data files written beside the script */
+    int n_data;
+} plot_fig_out;
+
+typedef struct {
+    const char *name;   /* file stem, e.g. "fig5_error" */
+    const char *title;  /* heading in the report */
+    int (*write)(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+} plot_figure;
+
+extern const plot_figure PLOT_FIGURES[];
+extern const int PLOT_N_FIGURES;
+
+int plot_fig_detail(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+int plot_fig_spearman(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+int plot_fig_pca(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+int plot_fig_logdet(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+int plot_fig_error(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+int plot_fig_timing(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+
+/* Shared by the figures. */
+
+/* Writes a number for gnuplot: %.9g, or NaN. */
+void plot_num(FILE *f, double v);
+
+/* Records the skip reason (printf-style). Returns KV_OK: a skip is not an error. */
+int plot_skip(plot_fig_out *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Opens NAME.dat style data file `file` and records it in out->data. */
+int plot_open_data(const plot_ctx *ctx, plot_fig_out *out, const char *file, FILE **f, kv_err *err);
+
+/* One point of a line-per-series figure (5 and 6). */
+typedef struct { int series; int64_t budget; double y1, y2; } plot_point;
+
+/* Writes one gnuplot data block (index) per series, sorted by budget: "budget y1 y2".
+ * Fills order[] (capacity d->series.n) with the series of each block; returns the count. */
+int plot_write_blocks(FILE *f, const plot_data *d, plot_point *pts, size_t n, int *order);
+
+/* The x axis of a budget figure: explicit tics at the budgets (when few) and
+ * a log2 scale when they span more than 4x. */
+void plot_gp_budget_axis(FILE *f, const plot_point *pts, size_t n);
+
+#endif

@@ -1,0 +1,74 @@
+/* plot_input: the analysis directory (analysis_dir.md) read and checked
+ * before anything is drawn. Every file's header, field counts, numbers and
+ * ranges (against meta.csv's L, H, K, T) are validated here; the figures
+ * then use plain arrays. meta.csv is required; any other file may be
+ * missing (its figure is skipped with a note). */
+#ifndef KV_PLOT_INPUT_H
+#define KV_PLOT_INPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/kv_error.h"
+#include "plot_csv.h"
+#include "plot_series.h"
+
+/* The input files; `present` is indexed by these. */
+enum { PF_META, PF_SPEARMAN, PF_LOGDET, PF_PCA, PF_PCA_RUNS, PF_PCA_VAR, PF_DETAIL, PF_SUMMARY, PF_TIMING, PF_N };
+extern const char *const PLOT_FILES[PF_N];
+
+typedef struct {
+    plot_csv csv;  /* meta.csv, kept for the report's table (key, value per row) */
+    int64_t L, H, K, D, T, detail_layer, detail_head;
+} plot_meta;
+
+typedef struct { int64_t layer, head; double rho_pairwise, rho_anchor; } plot_rho;
+typedef struct { int series; int64_t budget, layer, kv_head; double logdet; } plot_logdet;
+typedef struct { int series; int64_t budget; double err_mean, recall_mean, logdet_mean; } plot_summary;
+typedef struct { int series; int64_t budget, calls; double ns; } plot_timing;
+typedef struct { int series; int64_t budget; } plot_pca_run;
+
+typedef struct {
+    int64_t layer, kv_head;   /* the detail layer's kv head */
+    int64_t n;                /* keys (T) */
+    double *pc1, *pc2;        /* [T] */
+    unsigned char *kept;      /* [n_runs][T]: 1 kept in that run's final cache */
+    bool has_var;             /* pca_var.csv had this (layer, kv head) */
+    double var_pc1, var_pc2, var_total;
+} plot_pca;
+
+typedef struct {
+    int64_t n;                /* min(64, T) */
+    double *cos, *attn;       /* [n][n], row-major (row = query / first key, col = key) */
+} plot_detail;
+
+typedef struct {
+    const char *dir;
+    bool present[PF_N];       /* file exists (it may still hold no rows) */
+    plot_meta meta;
+    plot_series_set series;
+    plot_rho *rho;          size_t n_rho;
+    plot_logdet *logdet;    size_t n_logdet;
+    plot_summary *summary;  size_t n_summary;  /* phase=all rows only */
+    size_t n_summary_rows;                     /* every phase */
+    plot_timing *timing;    size_t n_timing;
+    plot_pca_run *runs;         size_t n_runs;     /* pca_runs.csv, run1.. in order */
+    plot_pca pca;           bool has_pca;
+    plot_detail detail;
+} plot_data;
+
+/* Reads and validates everything; on error *d is freed and err says which
+ * file and line (KV_EINPUT). */
+int plot_input_load(plot_data *d, const char *dir, kv_err *err);
+void plot_input_free(plot_data *d);
+
+/* A meta.csv value, or NULL when the key is absent. */
+const char *plot_meta_get(const plot_meta *m, const char *key);
+
+/* Internal to plot_input*.c: the PCA files (pca_runs.csv, pca.csv, pca_var.csv). */
+int plot_input_pca(plot_data *d, kv_err *err);
+/* Internal: a series id for the (policy, params) cells of a row. */
+int plot_input_series(plot_data *d, const plot_csv *c, size_t row, int col_policy, int *id, kv_err *err);
+
+#endif

@@ -1,0 +1,166 @@
+#include "plot_report.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/version.h"
+#include "plot_html.h"
+
+static const char CSS[] =
+    "body{font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;max-width:1240px;"
+    "margin:2em auto;padding:0 1em;color:#222;line-height:1.45}\n"
+    "h1{font-size:1.7em;margin-bottom:.1em}h2{font-size:1.3em;margin-top:1.8em;border-bottom:1px solid #ddd}\n"
+    ".sub{color:#666;margin-top:0}\n"
+    "table{border-collapse:collapse;font-size:.92em;margin:.5em 0}\n"
+    "th,td{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}\n"
+    "th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}\n"
+    "pre{background:#f6f8fa;padding:.6em .8em;overflow-x:auto;white-space:pre-wrap;word-break:break-all}\n"
+    "figure{margin:1em 0 2em 0}figure img{max-width:100%;border:1px solid #eee}\n"
+    "figcaption{margin-top:.4em;color:#333}.files{display:block;color:#666;font-size:.9em;margin-top:.3em}\n"
+    ".skipped{background:#fff8e1;border-left:4px solid #f0b400;padding:.5em .8em}\n"
+    "nav ol{columns:2}\n";
+
+static bool exists(const plot_ctx *ctx, const char *name)
+{
+    char path[4400];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", ctx->dir, name);
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+}
+
+/* <a href="NAME">NAME</a> when the file exists; the bare name (no link) otherwise. */
+static void link(FILE *f, const plot_ctx *ctx, const char *name)
+{
+    if (exists(ctx, name)) {
+        fputs("<a href=\"", f);
+        plot_html_escape(f, name);
+        fputs("\">", f);
+        plot_html_escape(f, name);
+        fputs("</a>", f);
+    } else {
+        plot_html_escape(f, name);
+    }
+}
+
+static void head(FILE *f, const plot_data *d)
+{
+    const char *model = plot_meta_get(&d->meta, "model");
+    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n", f);
+    fputs("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>kvtrace report: ", f);
+    plot_html_escape(f, model);
+    fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n", CSS);
+    fputs("<h1>kvtrace report: ", f);
+    plot_html_escape(f, model);
+    fputs("</h1>\n<p class=\"sub\">KV-cache eviction analysis of trace <code>", f);
+    plot_html_escape(f, plot_meta_get(&d->meta, "trace"));
+    fprintf(f, "</code>: %lld layers, %lld query heads, %lld kv heads, head dim %lld, %lld tokens.</p>\n",
+            (long long)d->meta.L, (long long)d->meta.H, (long long)d->meta.K, (long long)d->meta.D,
+            (long long)d->meta.T);
+}
+
+static void contents(FILE *f, const plot_fig_out *figs)
+{
+    fputs("<nav><ol>\n<li><a href=\"#trace\">Trace and commands</a></li>\n", f);
+    for (int i = 0; i < PLOT_N_FIGURES; i++)
+        fprintf(f, "<li><a href=\"#%s\">%s</a>%s</li>\n", PLOT_FIGURES[i].name, PLOT_FIGURES[i].title,
+                figs[i].skip[0] ? " (not drawn)" : "");
+    fputs("<li><a href=\"#summary\">Summary table</a></li>\n</ol></nav>\n", f);
+}
+
+static void meta_and_commands(FILE *f, const plot_data *d, const char *command)
+{
+    fputs("<h2 id=\"trace\">Trace and commands</h2>\n<table>\n<tr><th>key</th><th>value</th></tr>\n", f);
+    for (size_t r = 0; r < d->meta.csv.n_rows; r++) {
+        fputs("<tr><td>", f);
+        plot_html_escape(f, plot_csv_cell(&d->meta.csv, r, 0));
+        fputs("</td><td>", f);
+        plot_html_escape(f, plot_csv_cell(&d->meta.csv, r, 1));
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n<p>The commands that produced this report:</p>\n<pre>", f);
+    const char *sim = plot_meta_get(&d->meta, "sim_command");
+    if (sim && sim[0]) {
+        plot_html_escape(f, sim);
+        fputc('\n', f);
+    }
+    plot_html_escape(f, plot_meta_get(&d->meta, "analyze_command"));
+    fputc('\n', f);
+    plot_html_escape(f, command);
+    fputs("</pre>\n", f);
+}
+
+static void figure(FILE *f, const plot_ctx *ctx, int i, const plot_fig_out *out)
+{
+    const char *name = PLOT_FIGURES[i].name;
+    char image[96], script[96];
+    snprintf(image, sizeof image, "%s.%s", name, plot_format_ext(ctx->format));
+    snprintf(script, sizeof script, "%s.gp", name);
+    fprintf(f, "<figure id=\"%s\">\n<h2>Figure %d. %s</h2>\n", name, i + 1, PLOT_FIGURES[i].title);
+    if (out->skip[0] || !exists(ctx, image)) {
+        fputs("<p class=\"skipped\">Not drawn: ", f);
+        plot_html_escape(f, out->skip[0] ? out->skip : "the image is missing.");
+        fputs("</p>\n</figure>\n", f);
+        return;
+    }
+    if (ctx->format == PLOT_PDF)
+        fprintf(f, "<object data=\"%s\" type=\"application/pdf\" width=\"100%%\" height=\"520\">"
+                   "<a href=\"%s\">%s</a></object>\n", image, image, image);
+    else
+        fprintf(f, "<a href=\"%s\"><img src=\"%s\" alt=\"%s\"></a>\n", image, image, PLOT_FIGURES[i].title);
+    fputs("<figcaption>", f);
+    plot_html_escape(f, out->caption);
+    fputs("\n<span class=\"files\">Image ", f);
+    link(f, ctx, image);
+    fputs("; gnuplot script ", f);
+    link(f, ctx, script);
+    fputs(" with data ", f);
+    for (int k = 0; k < out->n_data; k++) {
+        if (k) fputs(", ", f);
+        link(f, ctx, out->data[k]);
+    }
+    fprintf(f, " (restyle: <code>cd</code> into this directory, edit, run <code>gnuplot %s</code>).</span>"
+               "</figcaption>\n</figure>\n", script);
+}
+
+static void summary(FILE *f, const plot_data *d)
+{
+    fputs("<h2 id=\"summary\">Summary table</h2>\n", f);
+    if (!d->n_summary) {
+        fprintf(f, "<p class=\"skipped\">No summary: %s</p>\n",
+                d->present[PF_SUMMARY] ? "summary.csv has no phase=all rows."
+                                       : "summary.csv is missing (analyze ran without --results).");
+        return;
+    }
+    fputs("<p>From summary.csv, phase = all: means over layers, query heads and evaluated queries; final_logdet "
+          "over layers and kv heads.</p>\n<table>\n<tr><th>policy</th><th>params</th><th>budget</th>"
+          "<th>out_rel_err_mean</th><th>attn_recall_mean</th><th>final_logdet_mean</th></tr>\n", f);
+    for (size_t i = 0; i < d->n_summary; i++) {
+        const plot_summary *s = &d->summary[i];
+        const plot_series *p = &d->series.s[s->series];
+        fputs("<tr><td>", f);
+        plot_html_escape(f, p->policy);
+        fputs("</td><td>", f);
+        plot_html_escape(f, p->params);
+        fprintf(f, "</td><td class=\"num\">%lld</td><td class=\"num\">%.4g</td><td class=\"num\">%.4f</td>"
+                   "<td class=\"num\">%.4g</td></tr>\n", (long long)s->budget, s->err_mean, s->recall_mean,
+                s->logdet_mean);
+    }
+    fputs("</table>\n", f);
+}
+
+int plot_report_write(const plot_ctx *ctx, const plot_data *d, const plot_fig_out *figs, const char *command,
+                      kv_err *err)
+{
+    FILE *f;
+    int rc = plot_open(ctx, "report.html", &f, err);
+    if (rc) return rc;
+    head(f, d);
+    contents(f, figs);
+    meta_and_commands(f, d, command);
+    for (int i = 0; i < PLOT_N_FIGURES; i++) figure(f, ctx, i, &figs[i]);
+    summary(f, d);
+    fprintf(f, "<p class=\"sub\">Written by kvtrace %s plot. Figures are gnuplot scripts with their data beside "
+               "them in this directory.</p>\n</body>\n</html>\n", KVTRACE_VERSION);
+    return plot_close(f, ctx, "report.html", err);
+}

@@ -1,0 +1,86 @@
+/* plot_run: the analysis directory in, FIGDIR out — read and validate every
+ * input first, then write each figure's script and data into a temporary
+ * directory, render it with gnuplot, write report.html, and move the
+ * directory into place only when all of it succeeded. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/outfile.h"
+#include "core/progress.h"
+#include "plot.h"
+#include "plot_figures.h"
+#include "plot_gnuplot.h"
+#include "plot_report.h"
+
+static int draw(const plot_data *d, const plot_ctx *ctx, plot_fig_out *figs, bool quiet, kv_err *err)
+{
+    kv_progress prog;
+    progress_start(&prog, "plot: figures", PLOT_N_FIGURES, quiet);
+    int rc = KV_OK;
+    for (int i = 0; !rc && i < PLOT_N_FIGURES; i++) {
+        const char *name = PLOT_FIGURES[i].name;
+        rc = PLOT_FIGURES[i].write(d, ctx, name, &figs[i], err);
+        if (!rc && !figs[i].skip[0]) {
+            char script[96], image[96];
+            snprintf(script, sizeof script, "%s.gp", name);
+            snprintf(image, sizeof image, "%s.%s", name, plot_format_ext(ctx->format));
+            rc = plot_gnuplot_run(ctx->dir, script, image, err);
+        }
+        progress_update(&prog, i + 1);
+    }
+    progress_end(&prog);
+    return rc;
+}
+
+/* --force must never replace the analysis directory itself or a directory holding it. */
+static int check_not_input(const char *input, const char *out, kv_err *err)
+{
+    char in_real[PATH_MAX], out_real[PATH_MAX];
+    if (!realpath(out, out_real) || !realpath(input, in_real)) return KV_OK; /* FIGDIR does not exist yet */
+    size_t n = strlen(out_real);
+    if (strncmp(in_real, out_real, n) == 0 && (in_real[n] == '\0' || in_real[n] == '/' || n == 1))
+        return kv_fail(err, KV_EUSAGE, "plot: -o %s would replace the analysis directory %s (see 'kvtrace plot --help')",
+                       out, input);
+    return KV_OK;
+}
+
+int plot_run(const plot_opts *o, kv_err *err)
+{
+    struct stat st;
+    if (stat(o->input, &st) != 0)
+        return kv_fail(err, KV_EINPUT, "%s: cannot open the analysis directory: %s", o->input, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return kv_fail(err, KV_EINPUT, "%s: not a directory (plot reads the directory kvtrace analyze wrote)",
+                       o->input);
+    plot_data d;
+    int rc = plot_input_load(&d, o->input, err);
+    if (rc) return rc;
+    char out[4096];
+    if (o->output) snprintf(out, sizeof out, "%s", o->output);
+    else snprintf(out, sizeof out, "%s/figures", o->input);
+    kv_outfile dir;
+    rc = check_not_input(o->input, out, err);
+    if (!rc) rc = outdir_begin(&dir, out, o->force, err);
+    if (rc) {
+        plot_input_free(&d);
+        return rc;
+    }
+    plot_ctx ctx = {.dir = dir.tmp_path, .format = o->format};
+    static plot_fig_out figs[16];
+    memset(figs, 0, sizeof figs);
+    rc = draw(&d, &ctx, figs, o->quiet, err);
+    if (!rc) rc = plot_report_write(&ctx, &d, figs, o->command, err);
+    if (!rc) rc = outdir_commit(&dir, err);
+    else outdir_abort(&dir);
+    if (!rc && !o->quiet) {
+        int drawn = 0;
+        for (int i = 0; i < PLOT_N_FIGURES; i++) drawn += !figs[i].skip[0];
+        fprintf(stderr, "plot: %d of %d figures and report.html in %s\n", drawn, PLOT_N_FIGURES, dir.final_path);
+    }
+    plot_input_free(&d);
+    return rc;
+}

@@ -1,0 +1,257 @@
+"""kvtrace plot (SPEC §9) on a fixture analysis directory (tests/lib/plot_fixture.py):
+every figure rendered as a valid, non-trivial PNG (signature, IHDR size, IDAT
+decoded with zlib and unfiltered: more than one colour), svg and pdf, the
+scripts re-runnable from the figure directory, report.html (links only to
+files that exist, every figure and caption, escaped input strings, offline),
+skipped figures without results, and bad inputs: exit 3/2/1 with one error
+line naming the file and no output left. TAP."""
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from tap import check, finish  # noqa: E402
+from plot_fixture import make_fixture  # noqa: E402
+
+KVTRACE = os.environ["KVTRACE"]
+FIGS = ["fig1_detail", "fig2_spearman", "fig3_pca", "fig4_logdet", "fig5_error", "fig6_timing"]
+SIZES = {"fig1_detail": (1200, 560)}
+
+
+def run(args, env=None, cwd=None):
+    p = subprocess.run([KVTRACE] + args, capture_output=True, text=True, env=env, cwd=cwd)
+    return p.returncode, p.stdout, p.stderr
+
+
+def paeth(a, b, c):
+    p = a + b - c
+    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+    return a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+
+
+def png_pixels(path):
+    """(width, height, set of distinct pixels) of an 8-bit non-interlaced PNG."""
+    data = open(path, "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("no PNG signature")
+    pos, idat, ihdr = 8, b"", None
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if zlib.crc32(kind + body) != struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])[0]:
+            raise ValueError("bad CRC in chunk %r" % kind)
+        if kind == b"IHDR":
+            ihdr = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    w, h, depth, ctype, _, _, interlace = ihdr
+    if depth != 8 or interlace:
+        raise ValueError("unsupported depth %d / interlace %d" % (depth, interlace))
+    bpp = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[ctype]
+    raw = zlib.decompress(idat)
+    stride = w * bpp
+    if len(raw) != h * (stride + 1):
+        raise ValueError("IDAT holds %d bytes, expected %d" % (len(raw), h * (stride + 1)))
+    prev = bytearray(stride)
+    colours = set()
+    for y in range(h):
+        ft = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], (prev[i - bpp] if i >= bpp else 0)
+            line[i] = (line[i] + (0, a, b, (a + b) // 2, paeth(a, b, c))[ft]) & 0xFF
+        if y % 7 == 0:  # a sample of rows is plenty to see colours
+            colours.update(bytes(line[i:i + bpp]) for i in range(0, stride, bpp))
+        prev = line
+    return w, h, colours
+
+
+def leftovers(parent):
+    return [n for n in os.listdir(parent) if ".tmp." in n]
+
+
+def check_pngs(figdir):
+    for name in FIGS:
+        path = os.path.join(figdir, name + ".png")
+        try:
+            w, h, colours = png_pixels(path)
+            want = SIZES.get(name, (1200, 500))
+            check((w, h) == want and len(colours) > 1, "%s.png: valid PNG, %dx%d, %d colours sampled"
+                  % (name, w, h, len(colours)), "want %s and more than one colour" % (want,))
+        except Exception as e:  # noqa: BLE001
+            check(False, "%s.png is a valid PNG" % name, repr(e))
+        for ext in ("gp", "dat"):
+            check(os.path.getsize(os.path.join(figdir, "%s.%s" % (name, ext))) > 0, "%s.%s written" % (name, ext))
+
+
+def check_report(figdir, drawn):
+    html = open(os.path.join(figdir, "report.html"), encoding="utf-8").read()
+    refs = re.findall(r'(?:href|src|data)="([^"#]+)"', html)
+    missing = [r for r in refs if not os.path.isfile(os.path.join(figdir, r))]
+    check(refs and not missing, "report.html links %d files, all exist" % len(refs), "missing: %s" % missing)
+    check(not re.search(r"https?://|<script|@import|<link", html), "report.html is offline (no remote resources, no scripts)")
+    for i, name in enumerate(FIGS):
+        if name in drawn:
+            ok = ('src="%s.png"' % name) in html and ("Figure %d." % (i + 1)) in html
+            check(ok, "report.html shows %s with its heading" % name)
+    check(html.count("How to read it") >= len(drawn), "report.html has a caption for every drawn figure")
+    check("higher ρ means distinct keys receive more attention" in html or "fig2_spearman" not in drawn,
+          "figure 2's caption says how to read rho")
+    check("&lt;L2 &amp; friends&gt;" in html and "<L2 &" not in html, "strings from meta.csv are HTML-escaped")
+    for key in ("analyze_command", "kvtrace analyze fixture.h5", "kvtrace plot"):
+        check(key in html, "report.html carries '%s'" % key)
+    return html
+
+
+def expect_error(args, code, names, what, parent, figdir):
+    rc, out, err = run(args)
+    lines = err.strip().splitlines()
+    ok = rc == code and len(lines) == 1 and lines[0].startswith("kvtrace: error:") and all(n in err for n in names)
+    check(ok, "%s: exit %d, one error line naming %s" % (what, code, ", ".join(names)), "exit %d, stderr %r" % (rc, err))
+    check(not os.path.exists(figdir) and not leftovers(parent), "%s: no output left" % what,
+          os.listdir(parent))
+
+
+def bad_inputs(tmp):
+    cases = [  # file, transformation, names expected in the message
+        ("spearman.csv", lambda s: s.replace("rho_anchor", "rho_anchr", 1), ["spearman.csv:1", "header"]),
+        ("logdet.csv", lambda s: s.replace("\n", "\nkeydiff,,32,0,0,abc\n", 1), ["logdet.csv:2", "logdet", "abc"]),
+        ("summary.csv", lambda s: s.replace("\n", "\nfull,,32,16,1\n", 1), ["summary.csv:2", "5 fields"]),
+        ("detail.csv", lambda s: s.rsplit("\n", 2)[0] + "\n", ["detail.csv", "rows"]),
+        ("pca.csv", lambda s: s.replace("\n0,0,3,", "\n0,0,2,", 1), ["pca.csv:5", "twice"]),
+        ("meta.csv", lambda s: s.replace("\nL,2\n", "\nL,two\n"), ["meta.csv:5", "'two'"]),
+        ("meta.csv", None, ["meta.csv", "missing"]),
+    ]
+    for i, (name, change, names) in enumerate(cases):
+        d = os.path.join(tmp, "bad%d" % i)
+        make_fixture(d)
+        path = os.path.join(d, name)
+        if change is None:
+            os.remove(path)
+        else:
+            s = open(path).read()
+            open(path, "w").write(change(s))
+        fig = os.path.join(d, "figures")
+        expect_error([ "plot", d, "--quiet"], 3, names, "%s %s" % (name, "missing" if change is None else "malformed"),
+                     d, fig)
+
+
+def gnuplot_failures(tmp, good):
+    fig = os.path.join(tmp, "nognuplot")
+    empty = os.path.join(tmp, "emptybin")
+    os.makedirs(empty)
+    env = dict(os.environ, PATH=empty)
+    rc, out, err = run(["plot", good, "-o", fig, "--quiet"], env=env)
+    check(rc == 1 and "gnuplot" in err and "not found" in err and len(err.strip().splitlines()) == 1,
+          "gnuplot missing from PATH: exit 1, one clear error line", "exit %d, %r" % (rc, err))
+    check(not os.path.exists(fig) and not leftovers(tmp), "gnuplot missing: no output left", os.listdir(tmp))
+    for label, body, words in (("exits 1", "echo 'line 3: undefined variable: foo' >&2\nexit 1\n", ["undefined variable"]),
+                               ("writes nothing", "exit 0\n", ["missing"])):
+        fake = os.path.join(tmp, "fakebin")
+        os.makedirs(fake, exist_ok=True)
+        with open(os.path.join(fake, "gnuplot"), "w") as f:
+            f.write("#!/bin/sh\n" + body)
+        os.chmod(os.path.join(fake, "gnuplot"), 0o755)
+        rc, out, err = run(["plot", good, "-o", fig, "--quiet"], env=dict(os.environ, PATH=fake + ":/usr/bin:/bin"))
+        check(rc == 1 and all(w in err for w in words) and len(err.strip().splitlines()) == 1,
+              "gnuplot %s: exit 1, its message on one line" % label, "exit %d, %r" % (rc, err))
+        check(not os.path.exists(fig) and not leftovers(tmp), "gnuplot %s: no output left" % label)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="kvtrace_plot.")
+    try:
+        good = os.path.join(tmp, "an")
+        make_fixture(good)
+        rc, out, err = run(["plot", good])
+        fig = os.path.join(good, "figures")
+        check(rc == 0 and os.path.isdir(fig), "plot on the fixture: exit 0, DIR/figures written", "exit %d %r" % (rc, err))
+        check_pngs(fig)
+        check_report(fig, FIGS)
+        check(not leftovers(good), "no temporary directory left beside FIGDIR")
+        # the scripts are re-runnable from FIGDIR by relative name
+        os.remove(os.path.join(fig, "fig5_error.png"))
+        p = subprocess.run(["gnuplot", "fig5_error.gp"], cwd=fig, capture_output=True, text=True)
+        check(p.returncode == 0 and os.path.getsize(os.path.join(fig, "fig5_error.png")) > 0,
+              "cd FIGDIR && gnuplot fig5_error.gp redraws the figure", p.stderr)
+        # an existing FIGDIR needs --force
+        before = sorted(os.listdir(fig))
+        rc, out, err = run(["plot", good, "--quiet"])
+        check(rc == 2 and "--force" in err and len(err.strip().splitlines()) == 1 and sorted(os.listdir(fig)) == before
+              and not leftovers(good), "existing FIGDIR without --force: exit 2, left as it was", "exit %d %r" % (rc, err))
+        rc, out, err = run(["plot", good, "--force", "--quiet"])
+        check(rc == 0 and err == "" and os.path.isfile(os.path.join(fig, "report.html")) and not leftovers(good),
+              "--force replaces FIGDIR; --quiet prints nothing", "exit %d %r" % (rc, err))
+        for target in (good, tmp):
+            rc, out, err = run(["plot", good, "-o", target, "--force", "--quiet"])
+            check(rc == 2 and "would replace the analysis directory" in err and os.path.isfile(os.path.join(good, "meta.csv")),
+                  "-o %s --force is refused: it would replace the analysis directory" %
+                  ("DIR" if target == good else "DIR's parent"), "exit %d %r" % (rc, err))
+        for fmt, magic in (("svg", (b"<?xml", b"<svg")), ("pdf", (b"%PDF",))):
+            out_dir = os.path.join(tmp, fmt)
+            rc, out, err = run(["plot", good, "-o", out_dir, "--format", fmt, "--quiet"])
+            heads = [open(os.path.join(out_dir, "%s.%s" % (n, fmt)), "rb").read(5) if rc == 0 else b"" for n in FIGS]
+            check(rc == 0 and all(any(h.startswith(m) for m in magic) for h in heads),
+                  "--format %s: every figure starts with %s" % (fmt, " or ".join(m.decode() for m in magic)),
+                  "exit %d %r %r" % (rc, err, heads))
+            if rc == 0:
+                html = open(os.path.join(out_dir, "report.html")).read()
+                refs = re.findall(r'(?:href|src|data)="([^"#]+)"', html)
+                check(all(os.path.isfile(os.path.join(out_dir, r)) for r in refs) and "fig1_detail.%s" % fmt in html,
+                      "--format %s: report.html links the %s files" % (fmt, fmt))
+        # without sim results: figures 3, 5, 6 are skipped with a note
+        nores = os.path.join(tmp, "nores")
+        make_fixture(nores, with_results=False)
+        rc, out, err = run(["plot", nores, "--quiet"])
+        figdir = os.path.join(nores, "figures")
+        html = open(os.path.join(figdir, "report.html")).read() if rc == 0 else ""
+        skipped = ["fig3_pca", "fig5_error", "fig6_timing"]
+        check(rc == 0 and html.count("Not drawn:") == 3 and all(not os.path.exists(os.path.join(figdir, n + ".png"))
+                                                                 for n in skipped),
+              "without results: exit 0, figures 3, 5, 6 skipped with a note each", "exit %d %r" % (rc, err))
+        check(rc == 0 and "summary.csv is missing" in html, "without results: the summary table's absence is explained")
+        refs = re.findall(r'(?:href|src|data)="([^"#]+)"', html)
+        check(all(os.path.isfile(os.path.join(figdir, r)) for r in refs), "without results: only existing files linked")
+        # header-only files and all-NaN correlations skip their figure with a note, not an error
+        part = os.path.join(tmp, "partial")
+        make_fixture(part)
+        for name in ("detail.csv", "logdet.csv"):
+            with open(os.path.join(part, name)) as f:
+                head = f.readline()
+            with open(os.path.join(part, name), "w") as f:
+                f.write(head)
+        with open(os.path.join(part, "spearman.csv")) as f:
+            rows = f.read().splitlines()
+        with open(os.path.join(part, "spearman.csv"), "w") as f:
+            f.write("\n".join([rows[0]] + [",".join(r.split(",")[:2] + ["nan", "nan"]) for r in rows[1:]]) + "\n")
+        rc, out, err = run(["plot", part, "--quiet"])
+        figdir = os.path.join(part, "figures")
+        html = open(os.path.join(figdir, "report.html")).read() if rc == 0 else ""
+        notes = re.findall(r"Not drawn: ([^<]*)", html)
+        check(rc == 0 and len(notes) == 3 and any("detail.csv has no rows" in n for n in notes)
+              and any("logdet.csv has no rows" in n for n in notes) and any("NaN" in n for n in notes),
+              "header-only detail.csv and logdet.csv, all-NaN spearman.csv: figures 1, 2, 4 skipped with notes",
+              "exit %d %r %r" % (rc, err, notes))
+        check(rc == 0 and os.path.isfile(os.path.join(figdir, "fig5_error.png")) and
+              not os.path.exists(os.path.join(figdir, "fig1_detail.png")), "the other figures are drawn")
+        bad_inputs(tmp)
+        expect_error(["plot", good, "-o", os.path.join(tmp, "x"), "--format", "gif"], 2, ["--format"],
+                     "--format gif", tmp, os.path.join(tmp, "x"))
+        expect_error(["plot", os.path.join(tmp, "nonexistent")], 3, ["nonexistent"], "a missing DIR", tmp,
+                     os.path.join(tmp, "nonexistent"))
+        gnuplot_failures(tmp, good)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
