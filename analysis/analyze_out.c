@@ -23,11 +23,17 @@ int aout_close(FILE *f, const char *name, kv_err *err)
 }
 
 /* "key,value" with commas, carriage returns and newlines in value as spaces. */
+/* key,value; a value with a comma or a quote is written quoted (RFC 4180),
+ * line breaks become spaces: command lines keep their commas. */
 static void meta_row(FILE *f, const char *key, const char *value)
 {
-    fprintf(f, "%s,", key);
-    for (const char *p = value; *p; p++) fputc(*p == ',' || *p == '\n' || *p == '\r' ? ' ' : *p, f);
-    fputc('\n', f);
+    const bool quote = strpbrk(value, ",\"") != NULL;
+    fprintf(f, "%s,%s", key, quote ? "\"" : "");
+    for (const char *p = value; *p; p++) {
+        if (*p == '"') fputc('"', f);
+        fputc(*p == '\n' || *p == '\r' ? ' ' : *p, f);
+    }
+    fprintf(f, "%s\n", quote ? "\"" : "");
 }
 
 static void meta_int(FILE *f, const char *key, int64_t v)

@@ -33,7 +33,7 @@ static const verb VERBS[] = {
     {"fidelity", "in-model eviction versus offline replay", NULL,
      "kvtrace fidelity --model M [...] --policies LIST --budgets LIST --chunk B -o DIR", "issue #9"},
     {"policies", "every policy, its parameters and defaults", policies_main, NULL, NULL},
-    {"demo", "the whole pipeline on the default model", NULL, "kvtrace demo [-o DIR]", "issue #6"},
+    {"demo", "the whole pipeline on the default model", demo_main, NULL, NULL},
 };
 enum { N_VERBS = sizeof VERBS / sizeof VERBS[0] };
 

@@ -3,5 +3,6 @@
 #define KV_VERBS_H
 
 int verb_info(int argc, char **argv);
+int demo_main(int argc, char **argv);
 
 #endif

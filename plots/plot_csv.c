@@ -40,16 +40,42 @@ static int slurp(plot_csv *c, const char *full, bool *present, size_t *len, kv_e
     return rc;
 }
 
-/* Splits one line (already NUL-terminated) at commas into out[0..cap); returns
- * the field count. With out == NULL it only counts and leaves the line as is. */
+/* A quoted field starting at *pp (RFC 4180: commas inside, "" for a quote),
+ * unescaped in place when `write`; leaves *pp after the closing quote.
+ * Returns false when the quote is not closed or not followed by , or the end. */
+static bool quoted(char **pp, bool write)
+{
+    char *p = *pp, *w = p;
+    for (p++;; p++) {
+        if (*p == '\0') return false;
+        if (*p == '"' && p[1] != '"') break;
+        if (*p == '"') p++; /* "" is one quote */
+        if (write) *w = *p;
+        w++;
+    }
+    p++;
+    if (*p != ',' && *p != '\0') return false;
+    if (write) *w = '\0';
+    *pp = p;
+    return true;
+}
+
+/* Splits one line (already NUL-terminated) at commas into out[0..cap);
+ * returns the field count, or -1 for a malformed quoted field. With out ==
+ * NULL it only counts and leaves the line as is. */
 static int split(char *line, char **out, int cap)
 {
     int n = 0;
     for (char *p = line;; p++) {
         if (out && n < cap) out[n] = p;
         n++;
-        p = strchr(p, ',');
-        if (!p) break;
+        if (*p == '"') {
+            if (!quoted(&p, out != NULL)) return -1;
+        } else {
+            p = strchr(p, ',');
+            if (!p) break;
+        }
+        if (*p == '\0') break;
         if (out) *p = '\0';
     }
     return n;
@@ -84,6 +110,7 @@ static int split_rows(plot_csv *c, char **lines, size_t n_lines, kv_err *err)
         c->lines[r] = (long)r + 2;
         if (lines[r + 1][0] == '\0') return plot_csv_fail(c, r, err, "empty line");
         int n = split(lines[r + 1], c->cells + r * (size_t)c->n_cols, c->n_cols);
+        if (n < 0) return plot_csv_fail(c, r, err, "a quoted field is not closed by a quote and a comma");
         if (n != c->n_cols)
             return plot_csv_fail(c, r, err, "%d fields, the header has %d", n, c->n_cols);
     }
@@ -103,6 +130,10 @@ int plot_csv_read(plot_csv *c, const char *dir, const char *name, bool *present,
     if (!lines) return KV_EFAIL;
     cut_lines(c->buf, len, lines);
     c->n_cols = split(lines[0], NULL, 0);
+    if (c->n_cols < 0) {
+        free(lines);
+        return kv_fail(err, KV_EINPUT, "%s:1: a quoted header field is not closed by a quote and a comma", c->path);
+    }
     c->header = kv_calloc((size_t)c->n_cols, sizeof *c->header, c->path, err);
     rc = c->header ? KV_OK : KV_EFAIL;
     if (!rc) {

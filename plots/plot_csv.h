@@ -1,7 +1,8 @@
 /* plot_csv: the one CSV reader of `kvtrace plot` (analysis_dir.md).
  *
  * A file is read whole; every line after the header must have exactly the
- * header's number of fields (comma separated, no quoting). Errors name the
+ * header's number of fields (comma separated; a field in double quotes may
+ * hold commas, "" inside it being one quote, as RFC 4180 and pandas write). Errors name the
  * file as the user would find it ("DIR/FILE:LINE: what is wrong") and are
  * KV_EINPUT. Cells are NUL-terminated in place in the file's buffer. */
 #ifndef KV_PLOT_CSV_H

@@ -1,0 +1,175 @@
+/* `kvtrace demo`: the whole pipeline on the default model (README, issue #6):
+ * capture a ~500-token stories260K run (prompt plus greedy continuation),
+ * replay every policy at several budgets, analyze, plot, and leave
+ * report.html beside the figures. Each step is the verb a user would run, with
+ * the same arguments; the demo only chooses them. Everything is written into a
+ * temporary directory beside DIR and renamed into place at the end, so DIR is
+ * whole or absent. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analysis/analyze.h"
+#include "capture/capture.h"
+#include "capture/model_fetch.h"
+#include "core/cli_args.h"
+#include "core/outfile.h"
+#include "core/progress.h"
+#include "plots/plot.h"
+#include "sim/sim.h"
+#include "verbs.h"
+
+#define DEMO_PROMPT "Once upon a time"
+#define DEMO_GENERATE "495"   /* T = 5 prompt tokens + 495 = 500, within the 512 it was trained on */
+#define DEMO_CHUNK "32"
+#define DEMO_POLICIES "full,keydiff,keydiff:window=0.2,knorm,streaming,tova,snapkv,h2o,random,oracle,primekv"
+#define DEMO_BUDGETS "32,64,128,256"
+
+static const char USAGE[] =
+    "usage: kvtrace demo [-o DIR] [--model M] [--force] [--quiet]\n"
+    "\n"
+    "The whole pipeline on the default model, into DIR (default out/demo):\n"
+    "  1. capture  stories260K, prompt \"" DEMO_PROMPT "\" + " DEMO_GENERATE " greedy tokens, chunk " DEMO_CHUNK
+    " -> trace.h5\n"
+    "  2. sim      " DEMO_POLICIES "\n"
+    "              at budgets " DEMO_BUDGETS ", chunk " DEMO_CHUNK " -> results/\n"
+    "  3. analyze  Spearman, log-det, PCA, detail matrices -> analysis/\n"
+    "  4. plot     the six figures and report.html, beside them in DIR\n"
+    "The default model is found in $KVTRACE_MODEL_DIR or ~/.cache/kvtrace, and downloaded\n"
+    "there (sha256 checked) when absent. Prints the report's path at the end.\n"
+    "\n"
+    "  -o DIR       output directory (default out/demo); refused if it exists, unless --force\n"
+    "  --model M    another model (anything capture --model takes)\n"
+    "  --force      replace DIR\n"
+    "  --quiet      no progress lines\n";
+
+enum { OPT_MODEL = 1000, OPT_FORCE, OPT_QUIET };
+static const struct option OPTIONS[] = {
+    {"model", required_argument, NULL, OPT_MODEL}, {"force", no_argument, NULL, OPT_FORCE},
+    {"quiet", no_argument, NULL, OPT_QUIET},       {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct {
+    const char *model, *out;
+    bool force, quiet;
+} demo_opts;
+
+/* Runs one verb's main with argv built by the caller (NULL-terminated). */
+static int step(const demo_opts *o, int n, const char *what, int (*verb)(int, char **), const char **argv)
+{
+    int argc = 0;
+    while (argv[argc]) argc++;
+    if (!o->quiet) fprintf(stderr, "kvtrace demo: [%d/4] %s\n", n, what);
+    optind = 1;
+    return verb(argc, (char **)argv);
+}
+
+/* Moves every entry of dir/sub up into dir, then removes dir/sub: plot writes
+ * its own directory, the demo wants report.html at the top of DIR. */
+static int hoist(const char *dir, const char *sub, kv_err *err)
+{
+    char from[4600], to[4600], subdir[4200];
+    snprintf(subdir, sizeof subdir, "%s/%s", dir, sub);
+    DIR *d = opendir(subdir);
+    if (!d) return kv_fail(err, KV_EFAIL, "%s: cannot open", subdir);
+    struct dirent *e;
+    int rc = KV_OK;
+    while (!rc && (e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(from, sizeof from, "%s/%s", subdir, e->d_name);
+        snprintf(to, sizeof to, "%s/%s", dir, e->d_name);
+        if (rename(from, to) != 0) rc = kv_fail(err, KV_EFAIL, "%s: cannot move into %s", from, dir);
+    }
+    closedir(d);
+    if (!rc && remove(subdir) != 0) rc = kv_fail(err, KV_EFAIL, "%s: cannot remove", subdir);
+    return rc;
+}
+
+/* The steps run inside the demo's directory with relative paths, so that
+ * the commands sim, analyze and plot record (and the report shows) can be
+ * rerun from DIR as they are. */
+static int run_steps(const demo_opts *o, const char *model)
+{
+    const char *q = o->quiet ? "--quiet" : NULL;
+    const char *cap[] = {"capture", "--model", model, "--prompt", DEMO_PROMPT, "--generate", DEMO_GENERATE,
+                         "--chunk", DEMO_CHUNK, "-o", "trace.h5", q, NULL};
+    const char *sim[] = {"sim", "trace.h5", "--policies", DEMO_POLICIES, "--budgets", DEMO_BUDGETS,
+                         "--chunk", DEMO_CHUNK, "-o", "results", q, NULL};
+    const char *ana[] = {"analyze", "trace.h5", "--results", "results", "-o", "analysis", q, NULL};
+    const char *plt[] = {"plot", "analysis", "-o", "figures", q, NULL};
+    int rc = step(o, 1, "capture", capture_main, cap);
+    if (!rc) rc = step(o, 2, "sim", sim_main, sim);
+    if (!rc) rc = step(o, 3, "analyze", analyze_main, ana);
+    if (!rc) rc = step(o, 4, "plot", plot_main, plt);
+    return rc;
+}
+
+static int run_pipeline(const demo_opts *o, const char *tmp, kv_err *err)
+{
+    char model[PATH_MAX];
+    if (strncmp(o->model, "random:", 7) == 0) {
+        if (snprintf(model, sizeof model, "%s", o->model) >= (int)sizeof model)
+            return kv_fail(err, KV_EUSAGE, "demo: --model is too long");
+    } else if (!realpath(o->model, model)) return kv_fail(err, KV_EFAIL, "%s: %s", o->model, strerror(errno));
+    int here = open(".", O_RDONLY | O_DIRECTORY);
+    if (here < 0 || chdir(tmp) != 0) {
+        if (here >= 0) close(here);
+        return kv_fail(err, KV_EFAIL, "%s: cannot enter: %s", tmp, strerror(errno));
+    }
+    int rc = run_steps(o, model);
+    const int back = fchdir(here);
+    close(here);
+    if (back != 0) return kv_fail(err, KV_EFAIL, "cannot return to the working directory: %s", strerror(errno));
+    if (rc) return kv_fail(err, rc, "demo: the step above failed; nothing was kept");
+    return hoist(tmp, "figures", err);
+}
+
+static int parse_args(int argc, char **argv, demo_opts *o, bool *help, kv_err *err)
+{
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":o:h", OPTIONS, NULL)) != -1) {
+        switch (c) {
+        case 'o': o->out = optarg; break;
+        case OPT_MODEL: o->model = optarg; break;
+        case OPT_FORCE: o->force = true; break;
+        case OPT_QUIET: o->quiet = true; break;
+        case 'h': *help = true; break;
+        default: return cli_bad_option(err, "demo", c, optopt, argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return cli_usage(err, "demo", "unexpected argument '%s'", argv[optind]);
+    return KV_OK;
+}
+
+int demo_main(int argc, char **argv)
+{
+    kv_err err = {0};
+    demo_opts o = {.out = "out/demo"};
+    bool help = false;
+    char model[4200];
+    int rc = parse_args(argc, argv, &o, &help, &err);
+    if (!rc && help) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (!rc && !o.model && !(rc = model_default_path(model, sizeof model, true, &err))) o.model = model;
+    kv_outfile out;
+    if (!rc) rc = outdir_begin(&out, o.out, o.force, &err);
+    if (rc) return cli_report(&err);
+    const double t0 = kv_now_seconds();
+    rc = run_pipeline(&o, out.tmp_path, &err);
+    if (!rc) rc = outdir_commit(&out, &err);
+    else outdir_abort(&out);
+    if (rc) return err.code == KV_OK ? 1 : cli_report(&err);
+    printf("kvtrace demo: done in %.1f s; the report is %s/report.html\n", kv_now_seconds() - t0, o.out);
+    return 0;
+}

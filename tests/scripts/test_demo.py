@@ -1,0 +1,58 @@
+"""`kvtrace demo` end to end on the shared model directory (KVTRACE_MODEL_DIR):
+the pipeline runs, the report exists and links only files that exist, the six
+figures are PNGs, every step's output is there, and an existing directory is
+refused without --force and left as it was. Skipped without the model."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import tap  # noqa: E402
+
+KV = os.environ.get("KVTRACE") or os.path.join(os.environ.get("ROOT", "."), "build", "kvtrace")
+MODELS = os.environ.get("KVTRACE_MODEL_DIR", "")
+
+
+def main():
+    if not os.path.isfile(os.path.join(MODELS, "stories260K.gguf")):
+        print("# KVTRACE_MODEL_DIR has no stories260K.gguf: demo not run")
+        tap.check(True, "demo skipped without the model")
+        return tap.finish()
+    with tempfile.TemporaryDirectory(prefix="kvtrace_demo.") as tmp:
+        out = os.path.join(tmp, "demo")
+        r = subprocess.run([KV, "demo", "-o", out, "--quiet"], capture_output=True, text=True)
+        tap.check(r.returncode == 0, "kvtrace demo exits 0", lambda: r.stderr[-2000:])
+        report = os.path.join(out, "report.html")
+        tap.check(out + "/report.html" in r.stdout, "the report's path is printed at the end", r.stdout)
+        tap.check(os.path.isfile(report), "report.html is written")
+        html = open(report, encoding="utf-8").read() if os.path.isfile(report) else ""
+        links = re.findall(r'(?:href|src)="([^"#][^"]*)"', html)
+        local = [l for l in links if not re.match(r"[a-z]+:", l)]
+        external = [l for l in links if re.match(r"[a-z]+:", l)]
+        missing = [l for l in local if not os.path.exists(os.path.join(out, l))]
+        tap.check(local and not missing, "the report links only files that exist (%d links)" % len(local), missing)
+        tap.check(not external, "the report loads nothing from outside (offline)", external)
+        for n in range(1, 7):
+            pngs = [f for f in os.listdir(out) if f.startswith("fig%d_" % n) and f.endswith(".png")] if os.path.isdir(out) else []
+            ok = len(pngs) == 1 and open(os.path.join(out, pngs[0]), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+            tap.check(ok and pngs[0] in html, "figure %d is a PNG shown in the report" % n, pngs)
+        for part in ["trace.h5", "results/summary.csv", "results/results.h5", "analysis/spearman.csv",
+                     "analysis/meta.csv"]:
+            tap.check(os.path.isfile(os.path.join(out, part)), "the demo keeps %s" % part)
+        info = subprocess.run([KV, "info", os.path.join(out, "trace.h5")], capture_output=True, text=True)
+        m = re.search(r"T=(\d+)", info.stdout)
+        tap.check(m and 400 <= int(m.group(1)) <= 512, "the trace is a ~500-token run", info.stdout[:400])
+        leftovers = [f for f in os.listdir(tmp) if f.startswith(".")]
+        tap.check(not leftovers, "no temporary directory left beside it", leftovers)
+        before = sorted(os.listdir(out)) if os.path.isdir(out) else []
+        r = subprocess.run([KV, "demo", "-o", out, "--quiet"], capture_output=True, text=True)
+        tap.check(r.returncode == 2 and r.stderr.count("kvtrace: error:") == 1 and "--force" in r.stderr,
+                  "an existing directory is refused without --force (exit 2, one line)", r.stderr)
+        tap.check(sorted(os.listdir(out)) == before, "and left as it was")
+    return tap.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
