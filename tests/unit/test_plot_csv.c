@@ -72,6 +72,26 @@ static void reads_a_good_file(void **state)
     plot_csv_free(&c);
 }
 
+/* RFC 4180 quoting as analyze writes meta.csv values that hold commas. */
+static void quoted_fields(void **state)
+{
+    (void)state;
+    put("q.csv", "key,value\nsim_command,\"kvtrace sim --budgets 32,64 -o 'a \"\"b\"\"'\"\nempty,\"\"\nplain,x\n");
+    plot_csv c;
+    bool present = false;
+    kv_err err = {0};
+    assert_int_equal(plot_csv_read(&c, tu_dir, "q.csv", &present, &err), KV_OK);
+    assert_int_equal(c.n_rows, 3);
+    assert_string_equal(plot_csv_cell(&c, 0, 1), "kvtrace sim --budgets 32,64 -o 'a \"b\"'");
+    assert_string_equal(plot_csv_cell(&c, 1, 1), "");
+    assert_string_equal(plot_csv_cell(&c, 2, 1), "x");
+    plot_csv_free(&c);
+    const char *open_quote[] = {"open.csv:2:", "quoted field is not closed", NULL};
+    read_fails("open.csv", "layer,head,rho\n\"0,0,0.5\n", open_quote);
+    const char *after_quote[] = {"after.csv:2:", "quoted field", NULL};
+    read_fails("after.csv", "layer,head,rho\n\"0\"x,0,0.5\n", after_quote);
+}
+
 static void missing_header_only_and_crlf(void **state)
 {
     (void)state;
@@ -142,6 +162,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reads_a_good_file),
+        cmocka_unit_test(quoted_fields),
         cmocka_unit_test(missing_header_only_and_crlf),
         cmocka_unit_test(open_ended_header),
         cmocka_unit_test(malformed_files),
