@@ -12,7 +12,7 @@
 
 CC      ?= cc
 BUILD   ?= build
-PKGS    := hdf5 openblas lapacke
+PKGS    := hdf5 openblas lapacke jansson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

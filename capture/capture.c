@@ -85,6 +85,20 @@ static void fill_meta(const capture_opts *o, const kv_model *m, int64_t prompt_l
     meta->n_layers = c->n_layers, meta->n_heads = c->n_heads, meta->n_kv_heads = c->n_kv_heads;
     meta->head_dim = c->head_dim, meta->vocab_size = c->vocab_size, meta->rope_theta = c->rope_theta;
     meta->prompt_len = prompt_len, meta->capture_chunk = o->chunk;
+    snprintf(meta->rope_scaling, sizeof meta->rope_scaling, "%s", c->rope_scaling);
+    meta->rope_freq_factors = m->rope_div;
+}
+
+/* The walk is full causal attention: a sliding-window model is only right
+ * while the window covers every position. */
+static int check_window(const capture_opts *o, const model_config *c, int64_t T, kv_err *err)
+{
+    if (c->sliding_window > 0 && T > c->sliding_window)
+        return kv_fail(err, KV_EUSAGE, "%s: the model uses sliding-window attention (window %lld) "
+                       "and the sequence has %lld tokens: kvtrace records full causal attention, "
+                       "so it refuses sequences longer than the window", o->model,
+                       (long long)c->sliding_window, (long long)T);
+    return KV_OK;
 }
 
 static int check_full_attention(const capture_opts *o, const model_config *c, int64_t T, kv_err *err)
@@ -151,6 +165,7 @@ int capture_run(const capture_opts *o, kv_err *err)
     if (!rc) rc = prompt_tokens(o, &s.model, &s.tokens, &P, err);
     const int64_t T = P + o->generate;
     if (!rc) rc = check_full_attention(o, &s.model.cfg, T, err);
+    if (!rc) rc = check_window(o, &s.model.cfg, T, err);
     if (!rc) {
         int32_t *grown = realloc(s.tokens, sizeof(int32_t) * (size_t)T);
         if (!grown) rc = kv_fail(err, KV_EFAIL, "out of memory for %lld tokens", (long long)T);

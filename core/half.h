@@ -15,6 +15,11 @@ typedef uint16_t kv_half;  /* raw bits: 1 sign, 5 exponent (bias 15), 10 mantiss
 float half_to_float(kv_half h);
 kv_half half_from_float(float f);
 
+/* bfloat16 (the top 16 bits of a float32): exact to float, rounded to
+ * nearest even from float (NaN stays NaN). */
+float bf16_to_float(uint16_t b);
+uint16_t bf16_from_float(float f);
+
 void half_to_float_array(const kv_half *src, float *dst, size_t n);
 void half_from_float_array(const float *src, kv_half *dst, size_t n);
 

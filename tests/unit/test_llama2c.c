@@ -264,7 +264,9 @@ static void spec_errors(void **state)
     char path[512];
     snprintf(path, sizeof path, "%s/does-not-exist.bin", tu_dir);
     expect_code(path, NULL, KV_EFAIL, path);
-    expect_code(tu_dir, NULL, KV_EUSAGE, "is a directory");
+    /* a directory is a Hugging Face checkpoint: without config.json, an input error */
+    expect_code(tu_dir, NULL, KV_EINPUT, "needs config.json");
+    expect_code(tu_dir, "tok.bin", KV_EUSAGE, "--tokenizer");
     expect_code("", NULL, KV_EUSAGE, "no model");
     const char *dir = model_dir();
     if (dir) {
