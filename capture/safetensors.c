@@ -44,14 +44,12 @@ static void f32_to_f32(const uint8_t *src, float *dst, uint64_t n)
 
 static void f16_to_f32(const uint8_t *src, float *dst, uint64_t n)
 {
-    for (uint64_t i = 0; i < n; i++)
-        dst[i] = half_to_float((kv_half)(src[2 * i] | (src[2 * i + 1] << 8)));
+    half_le_bytes_to_float(src, dst, (size_t)n);
 }
 
 static void bf16_to_f32(const uint8_t *src, float *dst, uint64_t n)
 {
-    for (uint64_t i = 0; i < n; i++)
-        dst[i] = bf16_to_float((uint16_t)(src[2 * i] | (src[2 * i + 1] << 8)));
+    bf16_le_bytes_to_float(src, dst, (size_t)n);
 }
 
 /* The dtypes of the format; a converter where kvtrace reads one. */
