@@ -4,8 +4,8 @@
 #                   scripts on the normal build and under ASan+UBSan, plus a short run of each fuzz harness;
 #                   ends with one combined "N passed, N failed" line
 #   make test-asan  only the ASan+UBSan build (build-asan/) and its tests
-#   make fuzz       libFuzzer on the trace validation layer, the GGUF reader, and the
-#                   token-file/tokenizer readers (FUZZ_SECONDS=60 each)
+#   make fuzz       libFuzzer on the trace validation layer, the GGUF reader, the
+#                   token-file/tokenizer readers and the safetensors reader (FUZZ_SECONDS=60 each)
 #   make demo       set-up, build, and the pipeline as far as it exists (see README)
 #   make bench      capture and sim throughput, peak RSS, GEMM/attention rate vs OpenBLAS sgemm
 #   make deps       install missing Debian packages only
@@ -76,15 +76,18 @@ test-asan: deps
 	@tests/run_all.sh build-asan
 
 FUZZ_SECONDS ?= 60
-FUZZERS    := trace_validate gguf tokens
+FUZZERS    := trace_validate gguf tokens safetensors
 FUZZ_BINS  := $(FUZZERS:%=build-fuzz/fuzz_%)
 CORE_SRC   := $(filter core/%,$(LIB_SRC))
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_trace_validate_SRC := $(wildcard tests/fuzz/*.c) $(CORE_SRC)
 FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(addprefix capture/,gguf.c gguf_meta.c \
-                   load_gguf.c load_llama2c.c model.c model_random.c vocab.c)
+                   ggml_types.c load_gguf.c load_llama2c.c load_hf.c hf_config.c vocab_hf.c \
+                   safetensors.c model.c model_random.c vocab.c)
 FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c capture/vocab.c capture/tokenizer.c \
                    capture/token_file.c core/kv_error.c
+FUZZ_safetensors_SRC := tests/fuzz_safetensors/fuzz_safetensors.c capture/safetensors.c core/half.c \
+                   core/kv_error.c
 
 fuzz-bin: $(FUZZ_BINS)
 .SECONDEXPANSION:

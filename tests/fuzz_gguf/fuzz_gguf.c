@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture/ggml_types.h"
 #include "capture/gguf.h"
 #include "capture/model.h"
 
@@ -134,8 +135,10 @@ static void drive_tensor(const gguf_file *g, const gguf_tensor *t, const uint8_t
         check_err(rc, &err, "tensor_readable");
         return;
     }
-    CHECK(t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16, "reads type %u", t->type);
-    CHECK(t->nbytes == n * (t->type == GGML_TYPE_F32 ? 4 : 2), "nbytes %llu for %llu elements",
+    CHECK(t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16 ||
+          t->type == GGML_TYPE_Q8_0, "reads type %u", t->type);
+    const ggml_type_info *ti = ggml_type_get(t->type);
+    CHECK(n % ti->blck == 0 && t->nbytes == n / ti->blck * ti->size, "nbytes %llu for %llu elements",
           (unsigned long long)t->nbytes, (unsigned long long)n);
     float *dst = malloc((n ? n : 1) * sizeof *dst);
     CHECK(dst, "out of memory");
