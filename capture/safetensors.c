@@ -294,6 +294,7 @@ int st_open(const char *path, st_file **out, kv_err *err)
         return rc;
     }
     (*out)->map = map;
+    if (map) madvise(map, size, MADV_WILLNEED); /* the loader reads it all, in order: read ahead */
     return KV_OK;
 }
 
