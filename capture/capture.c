@@ -23,6 +23,10 @@ static int prompt_tokens(const capture_opts *o, const kv_model *m, int32_t **ids
     if ((o->prompt || o->prompt_file) && !m->has_vocab)
         return kv_fail(err, KV_EUSAGE, "%s has no vocabulary to encode a prompt: give --tokens FILE%s",
                        o->model, strncmp(o->model, "random:", 7) ? " (or --tokenizer for a llama2.c checkpoint)" : "");
+    if ((o->prompt || o->prompt_file) && m->vocab.kind == VOCAB_BYTE_BPE)
+        return kv_fail(err, KV_EUSAGE, "%s: the tokenizer is byte-level BPE (as Llama 3's and Qwen's), "
+                       "which kvtrace cannot encode yet: tokenize the prompt with the model's own tokenizer "
+                       "and give the ids with --tokens FILE", o->model);
     char *text = NULL;
     size_t len = 0;
     if (o->prompt_file) {

@@ -175,7 +175,10 @@ def tiny_archs(tmp):
     cfg = tiny_cfg(rope_theta=1000000.0)
     w = hfmodel.random_weights(cfg, 11, bias=True)
     path = os.path.join(tmp, "qwen2.gguf")
-    write_gguf(path, tiny_meta("qwen2", cfg), gguf_tensors(w, cfg))
+    pieces = [c for c in "abcdefghij\u0120"] + ["<|x%d|>" % i for i in range(28)] + ["<|endoftext|>"]
+    write_gguf(path, tiny_meta("qwen2", cfg, **{"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": pieces,
+                                                "tokenizer.ggml.token_type": [1] * 39 + [3],
+                                                "tokenizer.ggml.eos_token_id": 39}), gguf_tensors(w, cfg))
     logits, colsum, _ = hfmodel.forward(w, cfg, ids)
     with capture(os.path.join(tmp, "q2.h5"), path, toks, "--chunk", "5") as t:
         check(t.attrs["architecture"] == "qwen2" and t.attrs["rope_style"] == "neox", "qwen2 GGUF: neox RoPE")
@@ -183,6 +186,14 @@ def tiny_archs(tmp):
         close("qwen2 GGUF: colsum vs float64 reference", t["attention/colsum"][:], colsum, 1e-5, 1e-4)
         nb, _, _ = hfmodel.forward(w, cfg, ids, use_bias=False)
         check(np.abs(nb - t["logits"][:]).max() > 1e-2, "qwen2 GGUF: the biases were applied")
+    r = run("capture", "--model", path, "--prompt", "abc", "-o", os.path.join(tmp, "bpe.h5"))
+    check(r.returncode == 2 and path in r.stderr and "--tokens" in r.stderr and "byte-level BPE" in r.stderr
+          and len(r.stderr.strip().splitlines()) == 1 and not os.path.exists(os.path.join(tmp, "bpe.h5")),
+          "gpt2 (byte-level BPE) GGUF tokenizer: --prompt refused naming the file, suggesting --tokens", r.stderr)
+    r = run("capture", "--quiet", "--print", "--model", path, "--tokens", write_tokens(tmp, "abc", [0, 1, 2, 10, 3]),
+            "-o", os.path.join(tmp, "bpe.h5"))
+    check(r.returncode == 0 and r.stdout.startswith("abc d"), "gpt2 GGUF tokenizer: --print decodes",
+          "rc %d out %r %s" % (r.returncode, r.stdout, r.stderr))
     # qwen3: q/k norm, key_length 16 != 32 / 4, tied output
     cfg = tiny_cfg(head_dim=16, tie_word_embeddings=True)
     w = hfmodel.random_weights(cfg, 12, qk_norm=True)
