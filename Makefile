@@ -87,7 +87,7 @@ FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(addprefix captu
                    safetensors.c model.c model_random.c vocab.c)
 FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c capture/vocab.c capture/tokenizer.c \
                    capture/token_file.c core/kv_error.c
-FUZZ_safetensors_SRC := tests/fuzz_safetensors/fuzz_safetensors.c capture/safetensors.c core/half.c \
+FUZZ_safetensors_SRC := tests/fuzz_safetensors/fuzz_safetensors.c capture/safetensors.c core/filemap.c core/half.c \
                    core/kv_error.c
 
 fuzz-bin: $(FUZZ_BINS)

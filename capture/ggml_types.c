@@ -13,15 +13,6 @@ static void f32_to_f32(const uint8_t *src, float *dst, uint64_t n)
     memcpy(dst, src, n * sizeof(float));
 }
 
-static void f16_to_f32(const uint8_t *src, float *dst, uint64_t n)
-{
-    half_le_bytes_to_float(src, dst, (size_t)n);
-}
-
-static void bf16_to_f32(const uint8_t *src, float *dst, uint64_t n)
-{
-    bf16_le_bytes_to_float(src, dst, (size_t)n);
-}
 
 /* Q8_0: blocks of 32 values, each an F16 scale d and 32 int8 q: x = d * q. */
 static void q8_0_to_f32(const uint8_t *src, float *dst, uint64_t n)
@@ -36,10 +27,12 @@ static void q8_0_to_f32(const uint8_t *src, float *dst, uint64_t n)
 /* ggml's types: block size in elements, bytes per block, and a converter
  * where kvtrace reads the type. Unnamed ids are ones ggml removed. */
 static const ggml_type_info GGML_TYPES[] = {
-    [0] = {"F32", 1, 4, f32_to_f32},   [1] = {"F16", 1, 2, f16_to_f32},
+    [0] = {"F32", 1, 4, f32_to_f32},
+    [1] = {"F16", 1, 2, half_le_bytes_to_float},
     [2] = {"Q4_0", 32, 18, NULL},      [3] = {"Q4_1", 32, 20, NULL},
     [6] = {"Q5_0", 32, 22, NULL},      [7] = {"Q5_1", 32, 24, NULL},
-    [8] = {"Q8_0", 32, 34, q8_0_to_f32},      [9] = {"Q8_1", 32, 36, NULL},
+    [8] = {"Q8_0", 32, 34, q8_0_to_f32},
+    [9] = {"Q8_1", 32, 36, NULL},
     [10] = {"Q2_K", 256, 84, NULL},    [11] = {"Q3_K", 256, 110, NULL},
     [12] = {"Q4_K", 256, 144, NULL},   [13] = {"Q5_K", 256, 176, NULL},
     [14] = {"Q6_K", 256, 210, NULL},   [15] = {"Q8_K", 256, 292, NULL},
@@ -50,7 +43,8 @@ static const ggml_type_info GGML_TYPES[] = {
     [24] = {"I8", 1, 1, NULL},         [25] = {"I16", 1, 2, NULL},
     [26] = {"I32", 1, 4, NULL},        [27] = {"I64", 1, 8, NULL},
     [28] = {"F64", 1, 8, NULL},        [29] = {"IQ1_M", 256, 56, NULL},
-    [30] = {"BF16", 1, 2, bf16_to_f32},       [34] = {"TQ1_0", 256, 54, NULL},
+    [30] = {"BF16", 1, 2, bf16_le_bytes_to_float},
+    [34] = {"TQ1_0", 256, 54, NULL},
     [35] = {"TQ2_0", 256, 66, NULL},   [39] = {"MXFP4", 32, 17, NULL},
 };
 #define N_GGML_TYPES (sizeof GGML_TYPES / sizeof GGML_TYPES[0])

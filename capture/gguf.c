@@ -7,19 +7,15 @@
  * duplicates without quadratic work on hostile files. */
 #include "capture/gguf.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "capture/ggml_types.h"
+#include "core/filemap.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "gguf.c copies float32 data as is");
 
@@ -47,7 +43,7 @@ struct gguf_file {
     char *where;
     const uint8_t *data;  /* [size] the file image */
     size_t size;
-    void *map;            /* gguf_open's mapping, or NULL */
+    kv_filemap map;       /* gguf_open's mapping (zeroed for a borrowed buffer) */
     uint32_t version;
     uint64_t alignment;
     int64_t n_kv, n_tensors;
@@ -424,30 +420,14 @@ int gguf_parse_buffer(const uint8_t *data, size_t size, const char *where, gguf_
 int gguf_open(const char *path, gguf_file **out, kv_err *err)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return kv_fail(err, KV_EFAIL, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return kv_fail(err, KV_EINPUT, "%s: not a regular file", path);
-    }
-    void *map = NULL;
-    size_t size = (size_t)st.st_size;
-    if (size > 0) {
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return kv_fail(err, KV_EFAIL, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
-        }
-    }
-    close(fd);
-    int rc = gguf_parse_buffer(map, size, path, out, err);
+    kv_filemap fm;
+    int rc = kv_filemap_open(path, &fm, err);
+    if (!rc) rc = gguf_parse_buffer(fm.data, fm.size, path, out, err);
     if (rc) {
-        if (map) munmap(map, size);
+        kv_filemap_close(&fm);
         return rc;
     }
-    (*out)->map = map;
+    (*out)->map = fm;
     return KV_OK;
 }
 
@@ -465,7 +445,7 @@ void gguf_close(gguf_file *g)
     free(g->tensors);
     free(g->tensor_name_len);
     free(g->tensor_index);
-    if (g->map) munmap(g->map, g->size);
+    kv_filemap_close(&g->map);
     free(g->where);
     free(g);
 }

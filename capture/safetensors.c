@@ -7,18 +7,14 @@
  * against the data size) before any pointer is formed. */
 #include "capture/safetensors.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "core/filemap.h"
 #include "core/half.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors.c copies float32 as is");
@@ -30,7 +26,7 @@ struct st_file {
     char *where;
     const uint8_t *data;  /* [size] the file image */
     size_t size;
-    void *map;            /* st_open's mapping, or NULL */
+    kv_filemap map;       /* st_open's mapping (zeroed for a borrowed buffer) */
     int64_t n;
     st_tensor *t;         /* [n] sorted by name */
 };
@@ -42,15 +38,6 @@ static void f32_to_f32(const uint8_t *src, float *dst, uint64_t n)
     memcpy(dst, src, n * sizeof(float));
 }
 
-static void f16_to_f32(const uint8_t *src, float *dst, uint64_t n)
-{
-    half_le_bytes_to_float(src, dst, (size_t)n);
-}
-
-static void bf16_to_f32(const uint8_t *src, float *dst, uint64_t n)
-{
-    bf16_le_bytes_to_float(src, dst, (size_t)n);
-}
 
 /* The dtypes of the format; a converter where kvtrace reads one. */
 static const struct {
@@ -58,7 +45,9 @@ static const struct {
     uint32_t size;
     to_f32_fn to_f32;
 } DTYPES[] = {
-    {"F32", 4, f32_to_f32}, {"F16", 2, f16_to_f32}, {"BF16", 2, bf16_to_f32},
+    {"F32", 4, f32_to_f32},
+    {"F16", 2, half_le_bytes_to_float},
+    {"BF16", 2, bf16_le_bytes_to_float},
     {"F64", 8, NULL},       {"I64", 8, NULL},       {"I32", 4, NULL},
     {"I16", 2, NULL},       {"I8", 1, NULL},        {"U8", 1, NULL},
     {"BOOL", 1, NULL},      {"U16", 2, NULL},       {"U32", 4, NULL},
@@ -271,30 +260,15 @@ int st_parse_buffer(const uint8_t *data, size_t size, const char *where, st_file
 int st_open(const char *path, st_file **out, kv_err *err)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kv_fail(err, errno == ENOENT ? KV_EINPUT : KV_EFAIL, "%s: cannot open: %s", path,
-                       strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return kv_fail(err, KV_EINPUT, "%s: not a regular file", path);
-    }
-    void *map = NULL;
-    size_t size = (size_t)st.st_size;
-    if (size > 0 && (map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
-        int e = errno;
-        close(fd);
-        return kv_fail(err, KV_EFAIL, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
-    }
-    close(fd);
-    int rc = st_parse_buffer(map, size, path, out, err);
+    kv_filemap fm;
+    int rc = kv_filemap_open(path, &fm, err);
+    if (!rc) rc = st_parse_buffer(fm.data, fm.size, path, out, err);
     if (rc) {
-        if (map) munmap(map, size);
+        kv_filemap_close(&fm);
         return rc;
     }
-    (*out)->map = map;
-    if (map) madvise(map, size, MADV_WILLNEED); /* the loader reads it all, in order: read ahead */
+    (*out)->map = fm;
+    kv_filemap_will_read(&fm); /* the loader reads it all, in order */
     return KV_OK;
 }
 
@@ -303,7 +277,7 @@ void st_close(st_file *f)
     if (!f) return;
     for (int64_t i = 0; i < f->n; i++) free((char *)f->t[i].name);
     free(f->t);
-    if (f->map) munmap(f->map, f->size);
+    kv_filemap_close(&f->map);
     free(f->where);
     free(f);
 }

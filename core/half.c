@@ -87,12 +87,12 @@ uint16_t bf16_from_float(float f)
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);                 /* nearest even */
 }
 
-void half_le_bytes_to_float(const uint8_t *src, float *dst, size_t n)
+void half_le_bytes_to_float(const uint8_t *src, float *dst, uint64_t n)
 {
-    for (size_t i = 0; i < n; i++) dst[i] = half_to_float((kv_half)(src[2 * i] | (src[2 * i + 1] << 8)));
+    for (uint64_t i = 0; i < n; i++) dst[i] = half_to_float((kv_half)(src[2 * i] | (src[2 * i + 1] << 8)));
 }
 
-void bf16_le_bytes_to_float(const uint8_t *src, float *dst, size_t n)
+void bf16_le_bytes_to_float(const uint8_t *src, float *dst, uint64_t n)
 {
-    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float((uint16_t)(src[2 * i] | (src[2 * i + 1] << 8)));
+    for (uint64_t i = 0; i < n; i++) dst[i] = bf16_to_float((uint16_t)(src[2 * i] | (src[2 * i + 1] << 8)));
 }

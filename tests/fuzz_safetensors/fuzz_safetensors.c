@@ -10,7 +10,6 @@
  * then every tensor is converted (or refused with a well-formed error). Any
  * violated property calls abort(); ASan (with leak checking) and UBSan
  * report the rest. */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,41 +17,11 @@
 
 #include "capture/safetensors.h"
 
+#define FUZZ_NAME "fuzz_safetensors"
 #define WHERE "fuzz.safetensors"
+#include "tests/fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-const char *__ubsan_default_options(void);
-
-/* Stop at the first UBSan report so that libFuzzer saves the input. */
-const char *__ubsan_default_options(void) { return "halt_on_error=1:print_stacktrace=1"; }
-
-__attribute__((format(printf, 1, 2))) static _Noreturn void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "fuzz_safetensors: ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    abort();
-}
-
-#define CHECK(cond, ...)                   \
-    do {                                   \
-        if (!(cond)) die(__VA_ARGS__);     \
-    } while (0)
-
-static void check_err(int rc, kv_err *err, const char *what)
-{
-    CHECK(rc == err->code, "%s: returned %d, err.code %d", what, rc, err->code);
-    CHECK(rc == KV_EINPUT || rc == KV_EFAIL, "%s: code %d ('%s')", what, rc, err->msg);
-    CHECK(err->msg[0] != '\0', "%s: empty message", what);
-    CHECK(!strchr(err->msg, '\n') && !strchr(err->msg, '\r'), "%s: not one line: '%s'", what,
-          err->msg);
-    CHECK(rc == KV_EFAIL || strncmp(err->msg, WHERE ": ", strlen(WHERE) + 2) == 0,
-          "%s: message does not name the file: '%s'", what, err->msg);
-    kv_err_clear(err);
-}
 
 static void drive_tensor(const st_file *f, const st_tensor *t, const uint8_t *data, size_t size)
 {

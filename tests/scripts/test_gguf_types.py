@@ -12,7 +12,6 @@ GGUFs, and Llama 3.x's rope_freqs.weight. TAP output.
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -22,23 +21,12 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import ggufio as G  # noqa: E402
 import hfmodel  # noqa: E402
+from kvrun import capture, run, write_tokens  # noqa: E402
 from tap import check, close, finish  # noqa: E402
 
-KVTRACE = os.environ["KVTRACE"]
 MODELS = os.environ.get("KVTRACE_MODEL_DIR", "")
 GGUF = os.path.join(MODELS, "stories260K.gguf")
 TOKENS = [1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267]
-
-
-def run(*args):
-    return subprocess.run([KVTRACE, *args], capture_output=True, text=True)
-
-
-def capture(out, model, tokens, *args):
-    r = run("capture", "--quiet", "--logits", "--model", model, "--tokens", tokens, "-o", out, *args)
-    if r.returncode != 0:
-        raise RuntimeError("capture %s failed (%d): %s" % (model, r.returncode, r.stderr.strip()))
-    return h5py.File(out, "r")
 
 
 def kv_list(meta):
@@ -75,13 +63,6 @@ def write_gguf(path, meta, tensors, mat_type=G.T_F32):
     with open(path, "wb") as f:
         f.write(G.gguf(kv_list(meta), ts))
     return back
-
-
-def write_tokens(tmp, name, ids):
-    path = os.path.join(tmp, name)
-    with open(path, "w") as f:
-        f.write(json.dumps([int(i) for i in ids]))
-    return path
 
 
 def gguf_weights(back, L, tied=False):

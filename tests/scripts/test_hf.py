@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 
@@ -22,74 +21,14 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import ggufio  # noqa: E402
 import hfmodel  # noqa: E402
+from kvrun import capture, run, write_tokens  # noqa: E402
 from tap import check, close, finish  # noqa: E402
 
-KVTRACE = os.environ["KVTRACE"]
 MODELS = os.environ.get("KVTRACE_MODEL_DIR", "")
 GGUF = os.path.join(MODELS, "stories260K.gguf")
 TOKENS = [1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267]
-
-
-def run(*args):
-    return subprocess.run([KVTRACE, *args], capture_output=True, text=True)
-
-
-def capture(out, model, tokens, *args):
-    r = run("capture", "--quiet", "--logits", "--model", model, "--tokens", tokens, "-o", out, *args)
-    if r.returncode != 0:
-        raise RuntimeError("capture %s failed (%d): %s" % (model, r.returncode, r.stderr.strip()))
-    return h5py.File(out, "r")
-
-
-def gguf_f32_tensors(path):
-    """name -> float32 array [ne1][ne0] of an all-F32 GGUF v3 (stories260K)."""
-    b = open(path, "rb").read()
-    pos = 24
-    n_t, n_kv = struct.unpack_from("<QQ", b, 8)
-
-    def rstr():
-        nonlocal pos
-        (n,) = struct.unpack_from("<Q", b, pos)
-        pos += 8 + n
-        return b[pos - n: pos].decode()
-
-    size = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-
-    def skip(t):
-        nonlocal pos
-        if t == 8:
-            rstr()
-        elif t == 9:
-            et, n = struct.unpack_from("<IQ", b, pos)
-            pos += 12
-            for _ in range(n):
-                skip(et)
-        else:
-            pos += size[t]
-
-    for _ in range(n_kv):
-        rstr()
-        (t,) = struct.unpack_from("<I", b, pos)
-        pos += 4
-        skip(t)
-    infos = []
-    for _ in range(n_t):
-        name = rstr()
-        (nd,) = struct.unpack_from("<I", b, pos)
-        ne = struct.unpack_from("<%dQ" % nd, b, pos + 4)
-        pos += 4 + 8 * nd
-        t, off = struct.unpack_from("<IQ", b, pos)
-        pos += 12
-        assert t == 0
-        infos.append((name, ne, off))
-    start = (pos + 31) // 32 * 32
-    out = {}
-    for name, ne, off in infos:
-        n = int(np.prod(ne))
-        a = np.frombuffer(b, dtype="<f4", count=n, offset=start + off)
-        out[name] = a.reshape(tuple(reversed(ne))) if len(ne) == 2 else a
-    return out
 
 
 def permute(w, n_heads):
@@ -106,7 +45,7 @@ STORIES_CFG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hi
 
 
 def stories_weights():
-    g = gguf_f32_tensors(GGUF)
+    g = ggufio.read(GGUF)[1]
     w = {"embed": g["token_embd.weight"], "norm": g["output_norm.weight"], "lm_head": g["output.weight"],
          "layers": []}
     for l in range(5):
@@ -116,13 +55,6 @@ def stories_weights():
                             "ffn_norm": p("ffn_norm"), "wg": p("ffn_gate"), "wu": p("ffn_up"),
                             "wd": p("ffn_down")})
     return w
-
-
-def write_tokens(tmp, name, ids):
-    path = os.path.join(tmp, name)
-    with open(path, "w") as f:
-        f.write(json.dumps([int(i) for i in ids]))
-    return path
 
 
 def stories_equivalence(tmp):
@@ -296,7 +228,8 @@ def sliding_window(tmp, w):
 def tokenizers(tmp, w):
     """tokenizer.json: SentencePiece-style BPE encodes like the GGUF; byte-level BPE decodes, refuses to encode."""
     gold = json.load(open(os.path.join(MODELS, "stories260K.golden.json")))
-    pieces, scores = gguf_vocab(GGUF)
+    meta = ggufio.read(GGUF)[0]
+    pieces, scores = meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.scores"]
     vocab = {p: i for i, p in enumerate(pieces)}
     merges = []
     for i in sorted(range(259, 512), key=lambda i: -scores[i]):
@@ -338,43 +271,6 @@ def tokenizers(tmp, w):
     r = run("capture", "--quiet", "--print", "--model", d2, "--tokens", toks, "-o", os.path.join(tmp, "bl.h5"))
     check(r.returncode == 0 and r.stdout.startswith("abc d"), "byte-level BPE: --print decodes (\u0120 = space)",
           "rc %d out %r err %s" % (r.returncode, r.stdout, r.stderr))
-
-
-def gguf_vocab(path):
-    """tokenizer.ggml.tokens and scores of a GGUF."""
-    b = open(path, "rb").read()
-    pos = 24
-    (n_kv,) = struct.unpack_from("<Q", b, 16)
-    out = {}
-
-    def rstr():
-        nonlocal pos
-        (n,) = struct.unpack_from("<Q", b, pos)
-        pos += 8 + n
-        return b[pos - n: pos].decode()
-
-    size = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    fmt = {4: "<I", 5: "<i", 6: "<f"}
-    for _ in range(n_kv):
-        key = rstr()
-        (t,) = struct.unpack_from("<I", b, pos)
-        pos += 4
-        if t == 8:
-            rstr()
-        elif t == 9:
-            et, n = struct.unpack_from("<IQ", b, pos)
-            pos += 12
-            vals = []
-            for _ in range(n):
-                if et == 8:
-                    vals.append(rstr())
-                else:
-                    vals.append(struct.unpack_from(fmt.get(et, "<B"), b, pos)[0])
-                    pos += size[et]
-            out[key] = vals
-        else:
-            pos += size[t]
-    return out["tokenizer.ggml.tokens"], out["tokenizer.ggml.scores"]
 
 
 def main():
