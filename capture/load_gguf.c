@@ -150,12 +150,10 @@ static int refuse_unsupported(const gguf_file *g, const model_config *c, kv_err 
 {
     const char *w = gguf_where(g), *scaling = "none", *a = c->architecture;
     char k[96];
-    uint32_t experts = 0, vlen = (uint32_t)c->head_dim, window = 0;
+    uint32_t experts = 0, vlen = (uint32_t)c->head_dim;
     int rc = gguf_get_u32(g, akey(k, sizeof k, a, "expert_count"), false, &experts, err);
     if (!rc) rc = gguf_get_str(g, akey(k, sizeof k, a, "rope.scaling.type"), false, &scaling, err);
     if (!rc) rc = gguf_get_u32(g, akey(k, sizeof k, a, "attention.value_length"), false, &vlen, err);
-    if (!rc) rc = gguf_get_u32(g, akey(k, sizeof k, a, "attention.sliding_window"), false, &window,
-                               err);
     if (rc) return rc;
     if (experts > 0)
         return kv_fail(err, KV_EINPUT, "%s: a mixture-of-experts model (%s.expert_count = %"
@@ -253,7 +251,12 @@ static int read_config(const gguf_file *g, model_config *c, kv_err *err)
                        "head_dim %" PRIu32 " (partial RoPE is not supported)", w, a, rot, hd);
     c->n_layers = L, c->dim = dim, c->ffn_dim = ffn, c->n_heads = H, c->n_kv_heads = K;
     c->head_dim = hd, c->context_len = ctx, c->rope_theta = theta, c->norm_eps = eps;
-    if ((rc = read_vocab_size(g, a, &c->vocab_size, err))) return rc;
+    uint32_t window = 0; /* sliding-window attention: capture refuses sequences past it */
+    if ((rc = gguf_get_u32(g, akey(k, sizeof k, a, "attention.sliding_window"), false, &window,
+                           err)) ||
+        (rc = read_vocab_size(g, a, &c->vocab_size, err)))
+        return rc;
+    c->sliding_window = window;
     model_name(g, c);
     if ((rc = model_config_check(c, w, err))) return rc;
     return refuse_unsupported(g, c, err);

@@ -17,6 +17,7 @@
  *   model.layers.N.self_attn.{q,k}_norm.weight [D] (qwen3),
  *   model.layers.N.mlp.{gate,up,down}_proj.weight. */
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stddef.h>
@@ -240,9 +241,12 @@ static int load_weights(const hf_files *f, const hf_features *ft, kv_model *m, k
     return rc;
 }
 
-/* The directory's last path component (trailing slashes ignored). */
+/* The directory's last path component (trailing slashes ignored; "." and
+ * ".." resolved). */
 static void dir_name(const char *dir, char *buf, size_t cap)
 {
+    char real[PATH_MAX];
+    if (realpath(dir, real)) dir = real;
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/') n--;
     size_t b = n;

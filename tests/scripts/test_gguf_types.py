@@ -167,6 +167,11 @@ def tiny_archs(tmp):
         close("qwen2 GGUF: colsum vs float64 reference", t["attention/colsum"][:], colsum, 1e-5, 1e-4)
         nb, _, _ = hfmodel.forward(w, cfg, ids, use_bias=False)
         check(np.abs(nb - t["logits"][:]).max() > 1e-2, "qwen2 GGUF: the biases were applied")
+    sw = os.path.join(tmp, "qwen2-sw.gguf")
+    write_gguf(sw, tiny_meta("qwen2", cfg, **{"qwen2.attention.sliding_window": 8}), gguf_tensors(w, cfg))
+    r = run("capture", "--model", sw, "--tokens", toks, "-o", os.path.join(tmp, "sw.h5"))
+    check(r.returncode == 2 and "window 8" in r.stderr and not os.path.exists(os.path.join(tmp, "sw.h5")),
+          "GGUF attention.sliding_window 8 < 24 tokens: refused", r.stderr)
     r = run("capture", "--model", path, "--prompt", "abc", "-o", os.path.join(tmp, "bpe.h5"))
     check(r.returncode == 2 and path in r.stderr and "--tokens" in r.stderr and "byte-level BPE" in r.stderr
           and len(r.stderr.strip().splitlines()) == 1 and not os.path.exists(os.path.join(tmp, "bpe.h5")),
