@@ -4,15 +4,16 @@
 #                   scripts on the normal build and under ASan+UBSan, plus a short run of each fuzz harness;
 #                   ends with one combined "N passed, N failed" line
 #   make test-asan  only the ASan+UBSan build (build-asan/) and its tests
-#   make fuzz       libFuzzer on the trace validation layer, the GGUF reader, and the
-#                   token-file/tokenizer readers (FUZZ_SECONDS=60 each)
+#   make fuzz       libFuzzer on the trace validation layer, the GGUF reader, the
+#                   token-file/tokenizer readers and the safetensors reader (FUZZ_SECONDS=60 each)
 #   make demo       set-up, build, and the pipeline as far as it exists (see README)
-#   make bench      capture and sim throughput, peak RSS, GEMM/attention rate vs OpenBLAS sgemm
+#   make bench      capture and sim throughput, peak RSS, GEMM/attention rate vs OpenBLAS sgemm,
+#                   load time and capture rate of a BF16 Hugging Face directory (llama-3.2-1b)
 #   make deps       install missing Debian packages only
 
 CC      ?= cc
 BUILD   ?= build
-PKGS    := hdf5 openblas lapacke libcrypto
+PKGS    := hdf5 openblas lapacke jansson libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -77,15 +78,18 @@ test-asan: deps
 	@tests/run_all.sh build-asan
 
 FUZZ_SECONDS ?= 60
-FUZZERS    := trace_validate gguf tokens
+FUZZERS    := trace_validate gguf tokens safetensors
 FUZZ_BINS  := $(FUZZERS:%=build-fuzz/fuzz_%)
 CORE_SRC   := $(filter core/%,$(LIB_SRC))
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_trace_validate_SRC := $(wildcard tests/fuzz/*.c) $(CORE_SRC)
 FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(addprefix capture/,gguf.c gguf_meta.c \
-                   load_gguf.c load_llama2c.c model.c model_random.c vocab.c)
+                   ggml_types.c load_gguf.c load_llama2c.c load_hf.c hf_config.c vocab_hf.c \
+                   safetensors.c model.c model_random.c vocab.c)
 FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c capture/vocab.c capture/tokenizer.c \
                    capture/token_file.c core/kv_error.c
+FUZZ_safetensors_SRC := tests/fuzz_safetensors/fuzz_safetensors.c capture/safetensors.c core/filemap.c core/half.c \
+                   core/kv_error.c
 
 fuzz-bin: $(FUZZ_BINS)
 .SECONDEXPANSION:
@@ -105,6 +109,7 @@ $(BUILD)/bench_%: bench/bench_%.c $(LIB)
 bench: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/bench_sgemm $(BUILD)/bench_keyread
 	@bench/bench_capture.sh
+	@/usr/bin/python3 bench/bench_hf.py
 	@/usr/bin/python3 bench/bench_sim.py
 
 demo: deps

@@ -23,6 +23,10 @@ static int prompt_tokens(const capture_opts *o, const kv_model *m, int32_t **ids
     if ((o->prompt || o->prompt_file) && !m->has_vocab)
         return kv_fail(err, KV_EUSAGE, "%s has no vocabulary to encode a prompt: give --tokens FILE%s",
                        o->model, strncmp(o->model, "random:", 7) ? " (or --tokenizer for a llama2.c checkpoint)" : "");
+    if ((o->prompt || o->prompt_file) && m->vocab.kind == VOCAB_BYTE_BPE)
+        return kv_fail(err, KV_EUSAGE, "%s: the tokenizer is byte-level BPE (as Llama 3's and Qwen's), "
+                       "which kvtrace cannot encode yet: tokenize the prompt with the model's own tokenizer "
+                       "and give the ids with --tokens FILE", o->model);
     char *text = NULL;
     size_t len = 0;
     if (o->prompt_file) {
@@ -85,6 +89,20 @@ static void fill_meta(const capture_opts *o, const kv_model *m, int64_t prompt_l
     meta->n_layers = c->n_layers, meta->n_heads = c->n_heads, meta->n_kv_heads = c->n_kv_heads;
     meta->head_dim = c->head_dim, meta->vocab_size = c->vocab_size, meta->rope_theta = c->rope_theta;
     meta->prompt_len = prompt_len, meta->capture_chunk = o->chunk;
+    snprintf(meta->rope_scaling, sizeof meta->rope_scaling, "%s", c->rope_scaling);
+    meta->rope_freq_factors = m->rope_div;
+}
+
+/* The walk is full causal attention: a sliding-window model is only right
+ * while the window covers every position. */
+static int check_window(const capture_opts *o, const model_config *c, int64_t T, kv_err *err)
+{
+    if (c->sliding_window > 0 && T > c->sliding_window)
+        return kv_fail(err, KV_EUSAGE, "%s: the model uses sliding-window attention (window %lld) "
+                       "and the sequence has %lld tokens: kvtrace records full causal attention, "
+                       "so it refuses sequences longer than the window", o->model,
+                       (long long)c->sliding_window, (long long)T);
+    return KV_OK;
 }
 
 static int check_full_attention(const capture_opts *o, const model_config *c, int64_t T, kv_err *err)
@@ -146,11 +164,14 @@ int capture_run(const capture_opts *o, kv_err *err)
     capture_run_state s;
     memset(&s, 0, sizeof s);
     if (o->threads > 0) openblas_set_num_threads(o->threads);
+    double load_started = kv_now_seconds();
     int rc = model_load(o->model, o->tokenizer, &s.model, err);
+    double load_s = kv_now_seconds() - load_started;
     int64_t P = 0;
     if (!rc) rc = prompt_tokens(o, &s.model, &s.tokens, &P, err);
     const int64_t T = P + o->generate;
     if (!rc) rc = check_full_attention(o, &s.model.cfg, T, err);
+    if (!rc) rc = check_window(o, &s.model.cfg, T, err);
     if (!rc) {
         int32_t *grown = realloc(s.tokens, sizeof(int32_t) * (size_t)T);
         if (!grown) rc = kv_fail(err, KV_EFAIL, "out of memory for %lld tokens", (long long)T);
@@ -177,9 +198,9 @@ int capture_run(const capture_opts *o, kv_err *err)
     }
     if (!rc && o->stats) {
         double secs = kv_now_seconds() - started;
-        fprintf(stderr, "capture-stats: tokens %lld seconds %.3f tokens_per_s %.1f gemm_gflop %.3f gemm_s %.3f "
-                        "gemm_gflops %.2f attn_gflop %.3f attn_s %.3f attn_gflops %.2f\n",
-                (long long)T, secs, (double)T / secs, s.fw.gemm_flops * 1e-9, s.fw.gemm_seconds,
+        fprintf(stderr, "capture-stats: load_s %.3f tokens %lld seconds %.3f tokens_per_s %.1f gemm_gflop %.3f "
+                        "gemm_s %.3f gemm_gflops %.2f attn_gflop %.3f attn_s %.3f attn_gflops %.2f\n",
+                load_s, (long long)T, secs, (double)T / secs, s.fw.gemm_flops * 1e-9, s.fw.gemm_seconds,
                 s.fw.gemm_flops * 1e-9 / s.fw.gemm_seconds, s.fw.attn_flops * 1e-9, s.fw.attn_seconds,
                 s.fw.attn_flops * 1e-9 / s.fw.attn_seconds);
     }

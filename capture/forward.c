@@ -36,7 +36,7 @@ int forward_init(forward_state *s, const kv_model *m, const forward_kernels *ker
         forward_free(s);
         return err->code;
     }
-    rope_table_fill(s->rope_tab, cap, c->head_dim, c->rope_theta);
+    rope_table_fill_scaled(s->rope_tab, cap, c->head_dim, c->rope_theta, m->rope_div);
     return KV_OK;
 }
 
@@ -65,19 +65,33 @@ static float *cache_head(const forward_state *s, float *cache, int64_t l, int64_
     return cache + ((size_t)l * (size_t)c->n_kv_heads + (size_t)g) * (size_t)s->cap * (size_t)c->head_dim;
 }
 
-/* Attention block of layer l: projections, RoPE, cache append, GQA, output
- * projection added to the residual stream. */
+/* q, k, v of the chunk's rows: projections, biases, per-head q/k norms, RoPE. */
+static void qkv_block(forward_state *s, const model_layer *w, int64_t n)
+{
+    const model_config *c = &s->m->cfg;
+    const int64_t D = c->head_dim, H = c->n_heads, K = c->n_kv_heads;
+    s->kern.rmsnorm(s->xb, s->x, w->attn_norm, n, c->dim, c->norm_eps);
+    timed_matmul(s, s->xb, w->wq, s->q, n, c->dim, H * D);
+    timed_matmul(s, s->xb, w->wk, s->k, n, c->dim, K * D);
+    timed_matmul(s, s->xb, w->wv, s->v, n, c->dim, K * D);
+    if (w->bq) s->kern.add_bias(s->q, w->bq, n, H * D);
+    if (w->bk) s->kern.add_bias(s->k, w->bk, n, K * D);
+    if (w->bv) s->kern.add_bias(s->v, w->bv, n, K * D);
+    /* rows of D: the norm is per head (in place: the kernel reads a row before writing it) */
+    if (w->q_norm) s->kern.rmsnorm(s->q, s->q, w->q_norm, n * H, D, c->norm_eps);
+    if (w->k_norm) s->kern.rmsnorm(s->k, s->k, w->k_norm, n * K, D, c->norm_eps);
+    s->kern.rope(s->q, n, H, D, s->len, s->rope_tab, c->rope);
+    s->kern.rope(s->k, n, K, D, s->len, s->rope_tab, c->rope);
+}
+
+/* Attention block of layer l: q/k/v, cache append, GQA, output projection
+ * added to the residual stream. */
 static int attention_block(forward_state *s, int64_t l, int64_t n, const forward_observer *obs, kv_err *err)
 {
     const model_config *c = &s->m->cfg;
     const model_layer *w = &s->m->layers[l];
     const int64_t D = c->head_dim, H = c->n_heads, K = c->n_kv_heads, G = H / K, pos0 = s->len;
-    s->kern.rmsnorm(s->xb, s->x, w->attn_norm, n, c->dim, c->norm_eps);
-    timed_matmul(s, s->xb, w->wq, s->q, n, c->dim, H * D);
-    timed_matmul(s, s->xb, w->wk, s->k, n, c->dim, K * D);
-    timed_matmul(s, s->xb, w->wv, s->v, n, c->dim, K * D);
-    s->kern.rope(s->q, n, H, D, pos0, s->rope_tab, c->rope);
-    s->kern.rope(s->k, n, K, D, pos0, s->rope_tab, c->rope);
+    qkv_block(s, w, n);
     int rc = obs && obs->on_qkv ? obs->on_qkv(obs->ctx, l, pos0, n, s->q, s->k, s->v, err) : KV_OK;
     for (int64_t g = 0; !rc && g < K; g++) {
         float *kc = cache_head(s, s->k_cache, l, g), *vc = cache_head(s, s->v_cache, l, g);

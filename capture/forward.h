@@ -1,6 +1,8 @@
 /* forward: one model walk over a chunk of tokens against a growing KV cache.
  *
- * The walk (embedding, per layer: RMSNorm, Q/K/V projections, RoPE, grouped-
+ * The walk (embedding, per layer: RMSNorm, Q/K/V projections with optional
+ * bias (qwen2), optional per-head q/k RMSNorm (qwen3), RoPE (optionally
+ * frequency-scaled: llama3), grouped-
  * query attention with exact softmax, output projection, RMSNorm, SwiGLU
  * FFN; final norm and logits) is written once; the arithmetic goes through a
  * table of kernels, so a CUDA backend (issue #8) swaps the table, not the walk.
@@ -21,6 +23,8 @@ typedef struct {
     /* rotates x[n][heads][D] for positions pos0 .. pos0+n-1 */
     void (*rope)(float *x, int64_t n, int64_t heads, int64_t D, int64_t pos0, const float *rope_table,
                  rope_style style);
+    /* y[n][m] += b[m] */
+    void (*add_bias)(float *y, const float *b, int64_t n, int64_t m);
     /* gate[i] = silu(gate[i]) * up[i] */
     void (*swiglu)(float *gate, const float *up, int64_t n);
     /* One query head over a chunk: q rows [n] (row stride ldq) at positions

@@ -7,19 +7,15 @@
  * duplicates without quadratic work on hostile files. */
 #include "capture/gguf.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "core/half.h"
+#include "capture/ggml_types.h"
+#include "core/filemap.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "gguf.c copies float32 data as is");
 
@@ -47,7 +43,7 @@ struct gguf_file {
     char *where;
     const uint8_t *data;  /* [size] the file image */
     size_t size;
-    void *map;            /* gguf_open's mapping, or NULL */
+    kv_filemap map;       /* gguf_open's mapping (zeroed for a borrowed buffer) */
     uint32_t version;
     uint64_t alignment;
     int64_t n_kv, n_tensors;
@@ -69,46 +65,6 @@ static const struct {
     {"uint64", 8}, {"int64", 8},  {"float64", 8},
 };
 
-typedef void (*to_f32_fn)(const uint8_t *src, float *dst, uint64_t n); /* src [n * size / blck] */
-
-static void f32_to_f32(const uint8_t *src, float *dst, uint64_t n)
-{
-    memcpy(dst, src, n * sizeof(float));
-}
-
-static void f16_to_f32(const uint8_t *src, float *dst, uint64_t n)
-{
-    for (uint64_t i = 0; i < n; i++)
-        dst[i] = half_to_float((kv_half)(src[2 * i] | (src[2 * i + 1] << 8)));
-}
-
-/* ggml's types: block size in elements, bytes per block, and a converter
- * where kvtrace reads the type (add BF16, Q8_0 here). Unnamed ids are ones
- * ggml removed. */
-static const struct {
-    const char *name;
-    uint32_t blck, size;
-    to_f32_fn to_f32;
-} GGML_TYPES[] = {
-    [0] = {"F32", 1, 4, f32_to_f32},   [1] = {"F16", 1, 2, f16_to_f32},
-    [2] = {"Q4_0", 32, 18, NULL},      [3] = {"Q4_1", 32, 20, NULL},
-    [6] = {"Q5_0", 32, 22, NULL},      [7] = {"Q5_1", 32, 24, NULL},
-    [8] = {"Q8_0", 32, 34, NULL},      [9] = {"Q8_1", 32, 36, NULL},
-    [10] = {"Q2_K", 256, 84, NULL},    [11] = {"Q3_K", 256, 110, NULL},
-    [12] = {"Q4_K", 256, 144, NULL},   [13] = {"Q5_K", 256, 176, NULL},
-    [14] = {"Q6_K", 256, 210, NULL},   [15] = {"Q8_K", 256, 292, NULL},
-    [16] = {"IQ2_XXS", 256, 66, NULL}, [17] = {"IQ2_XS", 256, 74, NULL},
-    [18] = {"IQ3_XXS", 256, 98, NULL}, [19] = {"IQ1_S", 256, 50, NULL},
-    [20] = {"IQ4_NL", 32, 18, NULL},   [21] = {"IQ3_S", 256, 110, NULL},
-    [22] = {"IQ2_S", 256, 82, NULL},   [23] = {"IQ4_XS", 256, 136, NULL},
-    [24] = {"I8", 1, 1, NULL},         [25] = {"I16", 1, 2, NULL},
-    [26] = {"I32", 1, 4, NULL},        [27] = {"I64", 1, 8, NULL},
-    [28] = {"F64", 1, 8, NULL},        [29] = {"IQ1_M", 256, 56, NULL},
-    [30] = {"BF16", 1, 2, NULL},       [34] = {"TQ1_0", 256, 54, NULL},
-    [35] = {"TQ2_0", 256, 66, NULL},   [39] = {"MXFP4", 32, 17, NULL},
-};
-#define N_GGML_TYPES (sizeof GGML_TYPES / sizeof GGML_TYPES[0])
-
 const char *gguf_type_name(uint32_t t)
 {
     return t < GGUF_N_VALUE_TYPES ? VALUE_TYPES[t].name : "?";
@@ -116,22 +72,8 @@ const char *gguf_type_name(uint32_t t)
 
 const char *gguf_ggml_type_name(uint32_t t)
 {
-    return t < N_GGML_TYPES && GGML_TYPES[t].name ? GGML_TYPES[t].name : "?";
-}
-
-/* "F32 and F16": the types with a converter. */
-static const char *readable_types(char *buf, size_t cap)
-{
-    size_t n = 0, k = 0, total = 0;
-    for (size_t t = 0; t < N_GGML_TYPES; t++) total += GGML_TYPES[t].to_f32 != NULL;
-    buf[0] = '\0';
-    for (size_t t = 0; t < N_GGML_TYPES && n < cap; t++) {
-        if (!GGML_TYPES[t].to_f32) continue;
-        const char *sep = k == 0 ? "" : k + 1 == total ? " and " : ", ";
-        n += (size_t)snprintf(buf + n, cap - n, "%s%s", sep, GGML_TYPES[t].name);
-        k++;
-    }
-    return buf;
+    const ggml_type_info *ti = ggml_type_get(t);
+    return ti ? ti->name : "?";
 }
 
 /* ---- cursor ----------------------------------------------------------- */
@@ -344,7 +286,8 @@ static int parse_kvs(cursor *c, gguf_file *g)
 static int tensor_size(cursor *c, gguf_tensor *t)
 {
     const char *nm = t->name;
-    if (t->type >= N_GGML_TYPES || !GGML_TYPES[t->type].name)
+    const ggml_type_info *ti = ggml_type_get(t->type);
+    if (!ti)
         return kv_fail(c->err, KV_EINPUT, "%s: tensor %.*s has unknown ggml type %" PRIu32,
                        c->where, NAME_CAP, nm, t->type);
     uint64_t n = 1;
@@ -354,14 +297,14 @@ static int tensor_size(cursor *c, gguf_tensor *t)
                            "] = %" PRIu64 ")", c->where, NAME_CAP, nm, d, t->ne[d]);
         n *= t->ne[d];
     }
-    uint32_t blck = GGML_TYPES[t->type].blck, bsize = GGML_TYPES[t->type].size;
+    uint32_t blck = ti->blck, bsize = ti->size;
     if (t->ne[0] % blck != 0)
         return kv_fail(c->err, KV_EINPUT, "%s: tensor %.*s: ne[0] = %" PRIu64 " is not a "
                        "multiple of the %s block size %" PRIu32, c->where, NAME_CAP, nm, t->ne[0],
-                       GGML_TYPES[t->type].name, blck);
+                       ti->name, blck);
     if (n / blck > c->size / bsize) /* the data could never fit: also keeps nbytes exact */
         return kv_fail(c->err, KV_EINPUT, "%s: tensor %.*s: %" PRIu64 " elements of %s exceed "
-                       "the file (%zu bytes)", c->where, NAME_CAP, nm, n, GGML_TYPES[t->type].name,
+                       "the file (%zu bytes)", c->where, NAME_CAP, nm, n, ti->name,
                        c->size);
     t->n_elems = n;
     t->nbytes = n / blck * bsize;
@@ -477,30 +420,14 @@ int gguf_parse_buffer(const uint8_t *data, size_t size, const char *where, gguf_
 int gguf_open(const char *path, gguf_file **out, kv_err *err)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return kv_fail(err, KV_EFAIL, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return kv_fail(err, KV_EINPUT, "%s: not a regular file", path);
-    }
-    void *map = NULL;
-    size_t size = (size_t)st.st_size;
-    if (size > 0) {
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return kv_fail(err, KV_EFAIL, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
-        }
-    }
-    close(fd);
-    int rc = gguf_parse_buffer(map, size, path, out, err);
+    kv_filemap fm;
+    int rc = kv_filemap_open(path, &fm, err);
+    if (!rc) rc = gguf_parse_buffer(fm.data, fm.size, path, out, err);
     if (rc) {
-        if (map) munmap(map, size);
+        kv_filemap_close(&fm);
         return rc;
     }
-    (*out)->map = map;
+    (*out)->map = fm;
     return KV_OK;
 }
 
@@ -518,7 +445,7 @@ void gguf_close(gguf_file *g)
     free(g->tensors);
     free(g->tensor_name_len);
     free(g->tensor_index);
-    if (g->map) munmap(g->map, g->size);
+    kv_filemap_close(&g->map);
     free(g->where);
     free(g);
 }
@@ -578,11 +505,12 @@ const char *gguf_array_str(const gguf_file *g, const gguf_kv *kv, uint64_t i, si
 
 int gguf_tensor_readable(const gguf_file *g, const gguf_tensor *t, kv_err *err)
 {
-    if (GGML_TYPES[t->type].to_f32) return KV_OK; /* the type was checked when parsing */
+    const ggml_type_info *ti = ggml_type_get(t->type); /* checked when parsing */
+    if (ti->to_f32) return KV_OK;
     char types[128];
     return kv_fail(err, KV_EINPUT, "%s: tensor %.*s has type %s (%" PRIu32 "), kvtrace reads %s",
-                   g->where, NAME_CAP, t->name, GGML_TYPES[t->type].name, t->type,
-                   readable_types(types, sizeof types));
+                   g->where, NAME_CAP, t->name, ti->name, t->type,
+                   ggml_readable_types(types, sizeof types));
 }
 
 int gguf_tensor_read_f32(const gguf_file *g, const gguf_tensor *t, float *dst, uint64_t n,
@@ -593,7 +521,7 @@ int gguf_tensor_read_f32(const gguf_file *g, const gguf_tensor *t, float *dst, u
                        PRIu64, g->where, NAME_CAP, t->name, n, t->n_elems);
     int rc = gguf_tensor_readable(g, t, err);
     if (rc) return rc;
-    GGML_TYPES[t->type].to_f32(t->data, dst, n);
+    ggml_type_get(t->type)->to_f32(t->data, dst, n);
     for (uint64_t i = 0; i < n; i++)
         if (!isfinite(dst[i]))
             return kv_fail(err, KV_EINPUT, "%s: tensor %.*s: element %" PRIu64 " is %s",

@@ -15,7 +15,8 @@
  * (KV_EFAIL for I/O and memory) with one line that starts with the file name.
  *
  * Tensor data is read through gguf_tensor_read_f32, which converts the types
- * in the type table that have a converter (F32, F16) and names the others. */
+ * in the type table that have a converter (F32, F16, BF16, and Q8_0, which
+ * is dequantised) and names the others. */
 #ifndef KV_GGUF_H
 #define KV_GGUF_H
 
@@ -43,7 +44,7 @@ enum gguf_value_type {
 };
 
 /* The ggml tensor types kvtrace converts (the table in gguf.c names the rest). */
-enum { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1 };
+enum { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_Q8_0 = 8, GGML_TYPE_BF16 = 30 };
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_DEFAULT_ALIGNMENT 32

@@ -31,6 +31,12 @@ static void cpu_rope(float *x, int64_t n, int64_t heads, int64_t D, int64_t pos0
             rope_table_apply(x + (r * heads + h) * D, D, style, rope_table, pos0 + r);
 }
 
+static void cpu_add_bias(float *y, const float *b, int64_t n, int64_t m)
+{
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < m; i++) y[r * m + i] += b[i];
+}
+
 static void cpu_swiglu(float *gate, const float *up, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
@@ -49,6 +55,7 @@ const forward_kernels FORWARD_CPU = {
     .matmul = cpu_matmul,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
+    .add_bias = cpu_add_bias,
     .swiglu = cpu_swiglu,
     .attend = cpu_attend,
 };

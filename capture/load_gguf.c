@@ -1,12 +1,18 @@
-/* load_gguf: a llama-architecture GGUF (llama.cpp's names and layout) into
- * kv_model.
+/* load_gguf: a llama, qwen2 or qwen3 GGUF (llama.cpp's names and layout)
+ * into kv_model.
  *
- * Config from the llama.* keys, weights from token_embd / output_norm /
+ * Config from the ARCH.* keys, weights from token_embd / output_norm /
  * output / blk.N.* with every shape checked against the config, vocabulary
  * from tokenizer.ggml.*. ggml dims [ne0, ne1] hold W[ne1][ne0] row-major,
- * which is model.h's W[out][in]: ne0 is the input width. llama-architecture
- * GGUFs are converted for interleaved RoPE (llama.cpp's ROPE_TYPE_NORM), so
- * Q and K need no un-permuting. */
+ * which is model.h's W[out][in]: ne0 is the input width.
+ *
+ * RoPE as llama.cpp runs each architecture: llama GGUFs are converted for
+ * interleaved pairs (ROPE_TYPE_NORM; Q and K need no un-permuting), qwen2 and
+ * qwen3 keep HF's rotate-half rows (ROPE_TYPE_NEOX). qwen2 adds
+ * blk.N.attn_{q,k,v}.bias, qwen3 blk.N.attn_{q,k}_norm.weight and an explicit
+ * ARCH.attention.key_length (head_dim). A rope_freqs.weight tensor [D/2]
+ * (Llama 3.1+) holds per-frequency divisors, applied as llama.cpp's
+ * freq_factors. */
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -19,22 +25,30 @@
 #define ABSENT_ID 0xFFFFFFFFu /* a special-token id that is not set */
 
 /* Shapes named by what they measure, resolved against the config. */
-enum { S_ONE, S_DIM, S_Q, S_KV, S_FFN };
+enum { S_ONE, S_DIM, S_Q, S_KV, S_FFN, S_HEAD };
+/* Which architectures have a tensor. */
+enum { A_ALL, A_BIAS, A_QKNORM };
 
 static const struct {
-    const char *name;
+    const char *name;  /* blk.N.<name> */
     size_t field;      /* offsetof(model_layer, ...) */
     int ne0, ne1;      /* ggml dims: ne0 = input width, ne1 = output rows (S_ONE: 1-D) */
+    int need;
 } LAYER_TENSORS[] = {
-    {"attn_norm", offsetof(model_layer, attn_norm), S_DIM, S_ONE},
-    {"attn_q", offsetof(model_layer, wq), S_DIM, S_Q},
-    {"attn_k", offsetof(model_layer, wk), S_DIM, S_KV},
-    {"attn_v", offsetof(model_layer, wv), S_DIM, S_KV},
-    {"attn_output", offsetof(model_layer, wo), S_Q, S_DIM},
-    {"ffn_norm", offsetof(model_layer, ffn_norm), S_DIM, S_ONE},
-    {"ffn_gate", offsetof(model_layer, w_gate), S_DIM, S_FFN},
-    {"ffn_up", offsetof(model_layer, w_up), S_DIM, S_FFN},
-    {"ffn_down", offsetof(model_layer, w_down), S_FFN, S_DIM},
+    {"attn_norm.weight", offsetof(model_layer, attn_norm), S_DIM, S_ONE, A_ALL},
+    {"attn_q.weight", offsetof(model_layer, wq), S_DIM, S_Q, A_ALL},
+    {"attn_k.weight", offsetof(model_layer, wk), S_DIM, S_KV, A_ALL},
+    {"attn_v.weight", offsetof(model_layer, wv), S_DIM, S_KV, A_ALL},
+    {"attn_output.weight", offsetof(model_layer, wo), S_Q, S_DIM, A_ALL},
+    {"attn_q.bias", offsetof(model_layer, bq), S_Q, S_ONE, A_BIAS},
+    {"attn_k.bias", offsetof(model_layer, bk), S_KV, S_ONE, A_BIAS},
+    {"attn_v.bias", offsetof(model_layer, bv), S_KV, S_ONE, A_BIAS},
+    {"attn_q_norm.weight", offsetof(model_layer, q_norm), S_HEAD, S_ONE, A_QKNORM},
+    {"attn_k_norm.weight", offsetof(model_layer, k_norm), S_HEAD, S_ONE, A_QKNORM},
+    {"ffn_norm.weight", offsetof(model_layer, ffn_norm), S_DIM, S_ONE, A_ALL},
+    {"ffn_gate.weight", offsetof(model_layer, w_gate), S_DIM, S_FFN, A_ALL},
+    {"ffn_up.weight", offsetof(model_layer, w_up), S_DIM, S_FFN, A_ALL},
+    {"ffn_down.weight", offsetof(model_layer, w_down), S_FFN, S_DIM, A_ALL},
 };
 
 static int64_t shape_size(const model_config *c, int s)
@@ -44,6 +58,7 @@ static int64_t shape_size(const model_config *c, int s)
     case S_Q: return c->n_heads * c->head_dim;
     case S_KV: return c->n_kv_heads * c->head_dim;
     case S_FFN: return c->ffn_dim;
+    case S_HEAD: return c->head_dim;
     default: return 1;
     }
 }
@@ -78,19 +93,42 @@ static int load_tensor(const gguf_file *g, kv_model *m, const char *name, int64_
     return gguf_tensor_read_f32(g, t, dst, t->n_elems, err);
 }
 
+/* rope_freqs.weight [D/2]: positive finite divisors into m->rope_div. */
+static int load_rope_freqs(const gguf_file *g, kv_model *m, kv_err *err)
+{
+    const int64_t half = m->cfg.head_dim / 2;
+    float *f = NULL;
+    int rc = load_tensor(g, m, "rope_freqs.weight", half, 0, &f, err);
+    if (!rc) m->rope_div = model_alloc_raw(m, (size_t)half, sizeof(double), "rope", err);
+    if (!rc && !m->rope_div) rc = KV_EFAIL;
+    for (int64_t p = 0; p < half && !rc; p++) {
+        if (!(f[p] > 0))
+            return kv_fail(err, KV_EINPUT, "%s: rope_freqs.weight[%" PRId64 "] = %g is not a "
+                           "positive divisor", gguf_where(g), p, (double)f[p]);
+        m->rope_div[p] = f[p];
+    }
+    if (!rc) snprintf(m->cfg.rope_scaling, sizeof m->cfg.rope_scaling, "rope_freqs.weight");
+    return rc;
+}
+
 static int load_weights(const gguf_file *g, kv_model *m, kv_err *err)
 {
     const model_config *c = &m->cfg;
+    const bool bias = strcmp(c->architecture, "qwen2") == 0;
+    const bool qknorm = strcmp(c->architecture, "qwen3") == 0;
     int rc = load_tensor(g, m, "token_embd.weight", c->dim, c->vocab_size, &m->tok_embd, err);
     if (!rc) rc = load_tensor(g, m, "output_norm.weight", c->dim, 0, &m->output_norm, err);
     m->output = m->tok_embd; /* tied unless the file has its own */
     if (!rc && gguf_find_tensor(g, "output.weight"))
         rc = load_tensor(g, m, "output.weight", c->dim, c->vocab_size, &m->output, err);
+    if (!rc && gguf_find_tensor(g, "rope_freqs.weight")) rc = load_rope_freqs(g, m, err);
     if (!rc) rc = model_alloc_layers(m, err);
     for (int64_t l = 0; l < c->n_layers && !rc; l++) {
         for (size_t i = 0; i < sizeof LAYER_TENSORS / sizeof LAYER_TENSORS[0] && !rc; i++) {
+            int need = LAYER_TENSORS[i].need;
+            if ((need == A_BIAS && !bias) || (need == A_QKNORM && !qknorm)) continue;
             char name[96];
-            snprintf(name, sizeof name, "blk.%" PRId64 ".%s.weight", l, LAYER_TENSORS[i].name);
+            snprintf(name, sizeof name, "blk.%" PRId64 ".%s", l, LAYER_TENSORS[i].name);
             float **slot = (float **)((char *)&m->layers[l] + LAYER_TENSORS[i].field);
             int ne1 = LAYER_TENSORS[i].ne1;
             rc = load_tensor(g, m, name, shape_size(c, LAYER_TENSORS[i].ne0),
@@ -100,83 +138,126 @@ static int load_weights(const gguf_file *g, kv_model *m, kv_err *err)
     return rc;
 }
 
-/* Features of llama-architecture files that kvtrace's forward pass does not
- * compute: refused rather than run wrong. */
+/* "ARCH.suffix" for the file's architecture. */
+static const char *akey(char *buf, size_t cap, const char *arch, const char *suffix)
+{
+    snprintf(buf, cap, "%s.%s", arch, suffix);
+    return buf;
+}
+
+/* Features kvtrace's forward pass does not compute: refused rather than run wrong. */
 static int refuse_unsupported(const gguf_file *g, const model_config *c, kv_err *err)
 {
-    const char *w = gguf_where(g), *scaling = "none";
-    uint32_t experts = 0, klen = (uint32_t)c->head_dim, vlen = (uint32_t)c->head_dim;
-    int rc = gguf_get_u32(g, "llama.expert_count", false, &experts, err);
-    if (!rc) rc = gguf_get_str(g, "llama.rope.scaling.type", false, &scaling, err);
-    if (!rc) rc = gguf_get_u32(g, "llama.attention.key_length", false, &klen, err);
-    if (!rc) rc = gguf_get_u32(g, "llama.attention.value_length", false, &vlen, err);
+    const char *w = gguf_where(g), *scaling = "none", *a = c->architecture;
+    char k[96];
+    uint32_t experts = 0, vlen = (uint32_t)c->head_dim;
+    int rc = gguf_get_u32(g, akey(k, sizeof k, a, "expert_count"), false, &experts, err);
+    if (!rc) rc = gguf_get_str(g, akey(k, sizeof k, a, "rope.scaling.type"), false, &scaling, err);
+    if (!rc) rc = gguf_get_u32(g, akey(k, sizeof k, a, "attention.value_length"), false, &vlen, err);
     if (rc) return rc;
     if (experts > 0)
-        return kv_fail(err, KV_EINPUT, "%s: a mixture-of-experts model (llama.expert_count = %"
-                       PRIu32 ") is not supported", w, experts);
-    if (strcmp(scaling, "none") != 0 || gguf_find_tensor(g, "rope_freqs.weight"))
-        return kv_fail(err, KV_EINPUT, "%s: RoPE frequency scaling (%s) is not supported yet", w,
-                       strcmp(scaling, "none") ? scaling : "rope_freqs.weight");
-    if (klen != c->head_dim || vlen != c->head_dim)
-        return kv_fail(err, KV_EINPUT, "%s: key/value length %" PRIu32 "/%" PRIu32 " differs "
-                       "from head_dim %" PRId64, w, klen, vlen, c->head_dim);
+        return kv_fail(err, KV_EINPUT, "%s: a mixture-of-experts model (%s.expert_count = %"
+                       PRIu32 ") is not supported", w, a, experts);
+    if (strcmp(scaling, "none") != 0 && !(strcmp(scaling, "llama3") == 0 &&
+                                          gguf_find_tensor(g, "rope_freqs.weight")))
+        return kv_fail(err, KV_EINPUT, "%s: RoPE scaling '%.32s' is not supported (kvtrace "
+                       "applies rope_freqs.weight)", w, scaling);
+    if (vlen != c->head_dim)
+        return kv_fail(err, KV_EINPUT, "%s: value length %" PRIu32 " differs from the key "
+                       "length %" PRId64, w, vlen, c->head_dim);
     return KV_OK;
 }
 
-/* cfg from the llama.* keys; vocab_size from token_embd.weight. */
-static int read_config(const gguf_file *g, model_config *c, kv_err *err)
+/* The architecture: llama (interleaved RoPE) or qwen2/qwen3 (neox). */
+static int read_arch(const gguf_file *g, model_config *c, kv_err *err)
 {
-    const char *w = gguf_where(g), *arch = NULL, *name = NULL;
+    const char *arch = NULL;
     int rc = gguf_get_str(g, "general.architecture", true, &arch, err);
     if (rc) return rc;
-    if (strcmp(arch, "llama") != 0)
+    if (strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "qwen3"))
         return kv_fail(err, KV_EINPUT, "%s: architecture '%.64s' is not supported (kvtrace reads "
-                       "llama)", w, arch);
-    const char *base = strrchr(w, '/');
-    name = base ? base + 1 : w;
-    uint32_t dim = 0, ffn = 0, L = 0, H = 0, K = 0, rot = 0, ctx = 0, vocab = 0;
-    float eps = 0, theta = 10000.0f;
-    if ((rc = gguf_get_str(g, "general.name", false, &name, err)) ||
-        (rc = gguf_get_u32(g, "llama.embedding_length", true, &dim, err)) ||
-        (rc = gguf_get_u32(g, "llama.feed_forward_length", true, &ffn, err)) ||
-        (rc = gguf_get_u32(g, "llama.block_count", true, &L, err)) ||
-        (rc = gguf_get_u32(g, "llama.attention.head_count", true, &H, err)) ||
-        (rc = gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", true, &eps, err)) ||
-        (rc = gguf_get_f32(g, "llama.rope.freq_base", false, &theta, err)) ||
-        (rc = gguf_get_u32(g, "llama.context_length", false, &ctx, err)))
-        return rc;
-    K = H;
-    if ((rc = gguf_get_u32(g, "llama.attention.head_count_kv", false, &K, err))) return rc;
-    if (H == 0 || dim % H != 0)
-        return kv_fail(err, KV_EINPUT, "%s: embedding_length %" PRIu32 " is not a multiple of "
-                       "head_count %" PRIu32, w, dim, H);
-    rot = dim / H;
-    if ((rc = gguf_get_u32(g, "llama.rope.dimension_count", false, &rot, err))) return rc;
-    if (rot != dim / H)
-        return kv_fail(err, KV_EINPUT, "%s: llama.rope.dimension_count %" PRIu32 " differs from "
-                       "head_dim %" PRIu32 " (partial RoPE is not supported)", w, rot, dim / H);
+                       "llama, qwen2 and qwen3)", gguf_where(g), arch);
+    snprintf(c->architecture, sizeof c->architecture, "%s", arch);
+    c->rope = strcmp(arch, "llama") == 0 ? ROPE_INTERLEAVED : ROPE_NEOX;
+    return KV_OK;
+}
+
+/* vocab_size from token_embd.weight, checked against ARCH.vocab_size. */
+static int read_vocab_size(const gguf_file *g, const char *arch, int64_t *V, kv_err *err)
+{
+    const char *w = gguf_where(g);
     const gguf_tensor *te = gguf_find_tensor(g, "token_embd.weight");
     if (!te) return kv_fail(err, KV_EINPUT, "%s: missing tensor token_embd.weight", w);
     if (te->n_dims != 2 || te->ne[1] > INT32_MAX)
         return kv_fail(err, KV_EINPUT, "%s: tensor token_embd.weight is not a [dim, vocab] "
                        "matrix", w);
-    vocab = (uint32_t)te->ne[1];
-    uint32_t key_vocab = vocab;
-    if ((rc = gguf_get_u32(g, "llama.vocab_size", false, &key_vocab, err))) return rc;
+    uint32_t vocab = (uint32_t)te->ne[1], key_vocab = vocab;
+    char k[96];
+    int rc = gguf_get_u32(g, akey(k, sizeof k, arch, "vocab_size"), false, &key_vocab, err);
+    if (rc) return rc;
     if (key_vocab != vocab)
-        return kv_fail(err, KV_EINPUT, "%s: llama.vocab_size %" PRIu32 " but token_embd.weight "
-                       "has %" PRIu32 " rows", w, key_vocab, vocab);
-    *c = (model_config){.n_layers = L, .dim = dim, .ffn_dim = ffn, .n_heads = H,
-                        .n_kv_heads = K, .head_dim = dim / H, .vocab_size = vocab,
-                        .context_len = ctx, .rope_theta = theta, .norm_eps = eps,
-                        .rope = ROPE_INTERLEAVED};
-    /* general.name is often just the architecture ("llama"): the file name says more */
-    const char *file = base ? base + 1 : w;
-    if (strcmp(name, arch) == 0) name = file;
+        return kv_fail(err, KV_EINPUT, "%s: %s %" PRIu32 " but token_embd.weight has %" PRIu32
+                       " rows", w, k, key_vocab, vocab);
+    *V = vocab;
+    return KV_OK;
+}
+
+/* The name: general.name, or the file name when that is just the architecture. */
+static void model_name(const gguf_file *g, model_config *c)
+{
+    const char *w = gguf_where(g), *base = strrchr(w, '/'), *file = base ? base + 1 : w;
+    const char *name = file;
+    kv_err ignored = {0};
+    if (gguf_get_str(g, "general.name", false, &name, &ignored) || strcmp(name, c->architecture) == 0)
+        name = file;
     snprintf(c->name, sizeof c->name, "%.*s", (int)strcspn(name, "\n"), name);
-    if (name == file && strlen(c->name) > 5 && strcmp(c->name + strlen(c->name) - 5, ".gguf") == 0)
-        c->name[strlen(c->name) - 5] = '\0';
-    snprintf(c->architecture, sizeof c->architecture, "llama");
+    size_t n = strlen(c->name);
+    if (name == file && n > 5 && strcmp(c->name + n - 5, ".gguf") == 0) c->name[n - 5] = '\0';
+}
+
+/* cfg from the ARCH.* keys; vocab_size from token_embd.weight. */
+static int read_config(const gguf_file *g, model_config *c, kv_err *err)
+{
+    const char *w = gguf_where(g);
+    memset(c, 0, sizeof *c);
+    int rc = read_arch(g, c, err);
+    if (rc) return rc;
+    const char *a = c->architecture;
+    char k[96];
+    uint32_t dim = 0, ffn = 0, L = 0, H = 0, K = 0, rot = 0, ctx = 0, hd = 0;
+    float eps = 0, theta = 10000.0f;
+    if ((rc = gguf_get_u32(g, akey(k, sizeof k, a, "embedding_length"), true, &dim, err)) ||
+        (rc = gguf_get_u32(g, akey(k, sizeof k, a, "feed_forward_length"), true, &ffn, err)) ||
+        (rc = gguf_get_u32(g, akey(k, sizeof k, a, "block_count"), true, &L, err)) ||
+        (rc = gguf_get_u32(g, akey(k, sizeof k, a, "attention.head_count"), true, &H, err)) ||
+        (rc = gguf_get_f32(g, akey(k, sizeof k, a, "attention.layer_norm_rms_epsilon"), true,
+                           &eps, err)) ||
+        (rc = gguf_get_f32(g, akey(k, sizeof k, a, "rope.freq_base"), false, &theta, err)) ||
+        (rc = gguf_get_u32(g, akey(k, sizeof k, a, "context_length"), false, &ctx, err)))
+        return rc;
+    K = H;
+    hd = H && dim % H == 0 ? dim / H : 0;
+    if ((rc = gguf_get_u32(g, akey(k, sizeof k, a, "attention.head_count_kv"), false, &K, err)) ||
+        (rc = gguf_get_u32(g, akey(k, sizeof k, a, "attention.key_length"), false, &hd, err)))
+        return rc;
+    if (hd == 0)
+        return kv_fail(err, KV_EINPUT, "%s: embedding_length %" PRIu32 " is not a multiple of "
+                       "head_count %" PRIu32 " and there is no key_length", w, dim, H);
+    rot = hd;
+    if ((rc = gguf_get_u32(g, akey(k, sizeof k, a, "rope.dimension_count"), false, &rot, err)))
+        return rc;
+    if (rot != hd)
+        return kv_fail(err, KV_EINPUT, "%s: %s.rope.dimension_count %" PRIu32 " differs from "
+                       "head_dim %" PRIu32 " (partial RoPE is not supported)", w, a, rot, hd);
+    c->n_layers = L, c->dim = dim, c->ffn_dim = ffn, c->n_heads = H, c->n_kv_heads = K;
+    c->head_dim = hd, c->context_len = ctx, c->rope_theta = theta, c->norm_eps = eps;
+    uint32_t window = 0; /* sliding-window attention: capture refuses sequences past it */
+    if ((rc = gguf_get_u32(g, akey(k, sizeof k, a, "attention.sliding_window"), false, &window,
+                           err)) ||
+        (rc = read_vocab_size(g, a, &c->vocab_size, err)))
+        return rc;
+    c->sliding_window = window;
+    model_name(g, c);
     if ((rc = model_config_check(c, w, err))) return rc;
     return refuse_unsupported(g, c, err);
 }

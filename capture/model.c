@@ -1,5 +1,5 @@
-/* model: the loader registry (model_load picks GGUF, llama2.c or random: by
- * the spec and the file's magic), ownership of the weights, and the one
+/* model: the loader registry (model_load picks GGUF, a Hugging Face
+ * directory, llama2.c or random: by the spec, the file type and its magic), ownership of the weights, and the one
  * config check every loader runs before it sizes anything from the config. */
 #include "capture/model.h"
 
@@ -71,6 +71,11 @@ int model_config_check(const model_config *c, const char *where, kv_err *err)
 
 float *model_alloc(kv_model *m, size_t n, const char *what, kv_err *err)
 {
+    return model_alloc_raw(m, n, sizeof(float), what, err);
+}
+
+void *model_alloc_raw(kv_model *m, size_t n, size_t size, const char *what, kv_err *err)
+{
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? 2 * m->cap_owned : 32;
         void **p = realloc(m->owned, (size_t)cap * sizeof *p);
@@ -80,9 +85,26 @@ float *model_alloc(kv_model *m, size_t n, const char *what, kv_err *err)
         }
         m->owned = p, m->cap_owned = cap;
     }
-    float *f = kv_calloc(n, sizeof *f, what, err);
+    void *f = kv_calloc(n, size, what, err);
     if (f) m->owned[m->n_owned++] = f;
     return f;
+}
+
+int model_set_llama3_scaling(kv_model *m, double factor, double low, double high,
+                             double orig_ctx, const char *where, kv_err *err)
+{
+    if (!(isfinite(factor) && factor >= 1.0 && isfinite(low) && low > 0 && isfinite(high) &&
+          high > low && isfinite(orig_ctx) && orig_ctx >= 1.0))
+        return kv_fail(err, KV_EINPUT, "%s: llama3 rope scaling needs factor >= 1, 0 < "
+                       "low_freq_factor < high_freq_factor and original_max_position_embeddings "
+                       ">= 1 (got %g, %g, %g, %g)", where, factor, low, high, orig_ctx);
+    const model_config *c = &m->cfg;
+    m->rope_div = model_alloc_raw(m, (size_t)(c->head_dim / 2), sizeof(double), "rope", err);
+    if (!m->rope_div) return KV_EFAIL;
+    rope_llama3_divisors(m->rope_div, c->head_dim, c->rope_theta, factor, low, high, orig_ctx);
+    snprintf(m->cfg.rope_scaling, sizeof m->cfg.rope_scaling, "llama3 factor=%g low_freq_factor=%g "
+             "high_freq_factor=%g original_max_position_embeddings=%g", factor, low, high, orig_ctx);
+    return KV_OK;
 }
 
 int model_alloc_layers(kv_model *m, kv_err *err)
@@ -116,9 +138,12 @@ static int load_file(const char *path, const char *tokenizer, kv_model *m, kv_er
     struct stat st;
     if (stat(path, &st) != 0)
         return kv_fail(err, KV_EFAIL, "%s: cannot open model: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return kv_fail(err, KV_EUSAGE, "%s: is a directory (Hugging Face checkpoint directories "
-                       "are not supported yet)", path);
+    if (S_ISDIR(st.st_mode)) {
+        if (tokenizer)
+            return kv_fail(err, KV_EUSAGE, "%s: --tokenizer is for llama2.c checkpoints; a Hugging "
+                           "Face directory's vocabulary is its tokenizer.json", path);
+        return model_load_hf(path, m, err);
+    }
     if (S_ISREG(st.st_mode) && st.st_size == 0)
         return kv_fail(err, KV_EINPUT, "%s: empty file", path);
     FILE *f = fopen(path, "rb");

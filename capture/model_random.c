@@ -6,7 +6,10 @@
  * 1/in, so y = W x keeps O(1) activations (the variance of N(0, 1/sqrt(in))
  * at a fraction of the cost of Gaussian samples). The embedding has fan-in
  * dim too, because it doubles as the output projection (tied), which keeps
- * the logits O(1). Norm weights are 1. Every tensor is cut into chunks of
+ * the logits O(1). Norm weights are 1 (q/k norms too, for shapes that have
+ * them); Q/K/V biases (qwen2 shapes) are uniform with the same amplitude as
+ * the projection's weights. llama-3.x shapes run their llama3 RoPE scaling.
+ * Every tensor is cut into chunks of
  * 2^20 values with their own stream (seed, tensor, layer, chunk), so the
  * weights depend on the seed alone, never on the thread count. */
 #include <errno.h>
@@ -24,7 +27,8 @@
 #define DEFAULT_MAX_GIB 8.0
 #define MAX_GIB_ENV "KVTRACE_RANDOM_MAX_GB"
 
-enum { T_EMBD, T_WQ, T_WK, T_WV, T_WO, T_GATE, T_UP, T_DOWN };
+enum { T_EMBD, T_WQ, T_WK, T_WV, T_WO, T_GATE, T_UP, T_DOWN, T_BQ, T_BK, T_BV };
+#define MAX_PER_LAYER 10 /* random tensors of a layer: 7 matrices, 3 biases */
 
 typedef struct {
     float *dst;         /* [n] */
@@ -74,8 +78,26 @@ static float *ones(kv_model *m, size_t n, const char *what, kv_err *err)
     return p;
 }
 
+/* Q/K/V biases ([H*D], [K*D], [K*D]) of layer l, listed in t[]. */
+static int alloc_biases(kv_model *m, int64_t l, rand_tensor *t, int *n_t, kv_err *err)
+{
+    const model_config *c = &m->cfg;
+    size_t dim = (size_t)c->dim, qd = (size_t)(c->n_heads * c->head_dim);
+    size_t kvd = (size_t)(c->n_kv_heads * c->head_dim);
+    model_layer *y = &m->layers[l];
+    if (!(y->bq = model_alloc(m, qd, "random bias", err)) ||
+        !(y->bk = model_alloc(m, kvd, "random bias", err)) ||
+        !(y->bv = model_alloc(m, kvd, "random bias", err)))
+        return KV_EFAIL;
+    t[(*n_t)++] = (rand_tensor){y->bq, qd, dim, T_BQ, (uint64_t)l};
+    t[(*n_t)++] = (rand_tensor){y->bk, kvd, dim, T_BK, (uint64_t)l};
+    t[(*n_t)++] = (rand_tensor){y->bv, kvd, dim, T_BV, (uint64_t)l};
+    return KV_OK;
+}
+
 /* Allocates every tensor, norms set to 1, the random ones listed in t[]. */
-static int alloc_weights(kv_model *m, rand_tensor *t, int *n_t, kv_err *err)
+static int alloc_weights(kv_model *m, const model_shape *sh, rand_tensor *t, int *n_t,
+                         kv_err *err)
 {
     const model_config *c = &m->cfg;
     size_t dim = (size_t)c->dim, ffn = (size_t)c->ffn_dim, V = (size_t)c->vocab_size;
@@ -103,6 +125,10 @@ static int alloc_weights(kv_model *m, rand_tensor *t, int *n_t, kv_err *err)
         y->attn_norm = ones(m, dim, "random attn_norm", err); /* [dim] */
         y->ffn_norm = ones(m, dim, "random ffn_norm", err);   /* [dim] */
         if (!y->attn_norm || !y->ffn_norm) return KV_EFAIL;
+        if (sh->qk_norm && (!(y->q_norm = ones(m, (size_t)c->head_dim, "random q_norm", err)) ||
+                            !(y->k_norm = ones(m, (size_t)c->head_dim, "random k_norm", err))))
+            return KV_EFAIL;
+        if (sh->qkv_bias && (rc = alloc_biases(m, l, t, n_t, err))) return rc;
         for (size_t i = 0; i < sizeof W / sizeof W[0]; i++) {
             /* [rows][cols] */
             *W[i].slot = model_alloc(m, W[i].rows * W[i].cols, "random weights", err);
@@ -118,7 +144,7 @@ static double weight_bytes(const model_config *c)
 {
     double dim = (double)c->dim, qd = (double)(c->n_heads * c->head_dim);
     double kvd = (double)(c->n_kv_heads * c->head_dim), ffn = (double)c->ffn_dim;
-    double layer = 2 * dim + 2 * dim * qd + 2 * dim * kvd + 3 * dim * ffn;
+    double layer = 2 * dim + 2 * dim * qd + 2 * dim * kvd + 3 * dim * ffn; /* biases, norms: tiny */
     return 4.0 * ((double)c->vocab_size * dim + dim + (double)c->n_layers * layer);
 }
 
@@ -184,10 +210,14 @@ int model_load_random(const char *spec, kv_model *m, kv_err *err)
     snprintf(c->architecture, sizeof c->architecture, "%s", sh->architecture);
     KV_ASSERT(rope_style_parse(sh->rope_style, &c->rope));
     if ((rc = model_config_check(c, spec, err)) || (rc = check_size(spec, c, err))) return rc;
-    /* one entry per random tensor: the embedding and 7 matrices a layer */
-    rand_tensor *t = kv_calloc(1 + 7 * (size_t)c->n_layers, sizeof *t, "random weights", err);
+    if (sh->llama3_factor > 0 &&
+        (rc = model_set_llama3_scaling(m, sh->llama3_factor, 1.0, 4.0, 8192.0, spec, err)))
+        return rc;
+    /* one entry per random tensor: the embedding and up to 10 a layer */
+    rand_tensor *t = kv_calloc(1 + MAX_PER_LAYER * (size_t)c->n_layers, sizeof *t,
+                               "random weights", err);
     int n_t = 0;
-    rc = t ? alloc_weights(m, t, &n_t, err) : KV_EFAIL;
+    rc = t ? alloc_weights(m, sh, t, &n_t, err) : KV_EFAIL;
     if (!rc) rc = fill_tensors(t, n_t, seed, err);
     free(t);
     return rc;

@@ -36,7 +36,8 @@ static void print_meta(const trace_meta *m, const char *path, long long file_byt
            (long long)m->head_dim, (long long)m->vocab_size);
     printf("tokens        T=%lld (prompt %lld, generated %lld)\n", (long long)m->n_tokens,
            (long long)m->prompt_len, (long long)(m->n_tokens - m->prompt_len));
-    printf("rope          %s, theta %g\n", m->rope_style, m->rope_theta);
+    printf("rope          %s, theta %g%s%s\n", m->rope_style, m->rope_theta, m->rope_scaling[0] ? ", scaling " : "",
+           m->rope_scaling);
     printf("capture       mode %s, chunk %lld%s\n", m->capture_mode, (long long)m->capture_chunk,
            m->capture_chunk == 0 ? " (synthetic: no model run)" : "");
     if (strcmp(m->capture_mode, "evict") == 0)

@@ -98,7 +98,12 @@ int h5u_write_attr_i64(hid_t obj, const char *name, const int64_t *values, int n
 
 int h5u_write_attr_f64(hid_t obj, const char *name, double value, kv_err *err)
 {
-    return write_attr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value, 1, err);
+    return h5u_write_attr_f64s(obj, name, &value, 1, err);
+}
+
+int h5u_write_attr_f64s(hid_t obj, const char *name, const double *values, int n, kv_err *err)
+{
+    return write_attr(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, values, n, err);
 }
 
 /* Opens attribute `name` and checks its element count. Returns the attribute

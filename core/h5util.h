@@ -25,6 +25,7 @@ const char *h5u_kind_name(h5u_kind k);
 int h5u_write_attr_str(hid_t obj, const char *name, const char *value, kv_err *err);
 int h5u_write_attr_i64(hid_t obj, const char *name, const int64_t *values, int n, kv_err *err);
 int h5u_write_attr_f64(hid_t obj, const char *name, double value, kv_err *err);
+int h5u_write_attr_f64s(hid_t obj, const char *name, const double *values, int n, kv_err *err);
 
 /* Attribute readers: any integer type (or any float type for f64) converts;
  * `n` elements exactly, else a KV_EINPUT error naming `where` and the attr.

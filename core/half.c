@@ -74,3 +74,25 @@ void half_from_float_array(const float *src, kv_half *dst, size_t n)
 {
     for (size_t i = 0; i < n; i++) dst[i] = half_from_float(src[i]);
 }
+
+float bf16_to_float(uint16_t b)
+{
+    return bits_float((uint32_t)b << 16);
+}
+
+uint16_t bf16_from_float(float f)
+{
+    uint32_t u = float_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);                 /* nearest even */
+}
+
+void half_le_bytes_to_float(const uint8_t *src, float *dst, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) dst[i] = half_to_float((kv_half)(src[2 * i] | (src[2 * i + 1] << 8)));
+}
+
+void bf16_le_bytes_to_float(const uint8_t *src, float *dst, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) dst[i] = bf16_to_float((uint16_t)(src[2 * i] | (src[2 * i + 1] << 8)));
+}

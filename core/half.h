@@ -15,6 +15,16 @@ typedef uint16_t kv_half;  /* raw bits: 1 sign, 5 exponent (bias 15), 10 mantiss
 float half_to_float(kv_half h);
 kv_half half_from_float(float f);
 
+/* bfloat16 (the top 16 bits of a float32): exact to float, rounded to
+ * nearest even from float (NaN stays NaN). */
+float bf16_to_float(uint16_t b);
+uint16_t bf16_from_float(float f);
+
+/* n little-endian half / bfloat16 values at src (any alignment) into dst[n]
+ * (the converter signature of the GGUF and safetensors type tables). */
+void half_le_bytes_to_float(const uint8_t *src, float *dst, uint64_t n);
+void bf16_le_bytes_to_float(const uint8_t *src, float *dst, uint64_t n);
+
 void half_to_float_array(const kv_half *src, float *dst, size_t n);
 void half_from_float_array(const float *src, kv_half *dst, size_t n);
 

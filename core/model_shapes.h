@@ -12,6 +12,11 @@ typedef struct {
     int64_t n_layers, n_heads, n_kv_heads, head_dim;
     int64_t dim, ffn_dim, vocab_size;
     double rope_theta;
+    /* architecture features a model of the shape computes */
+    int qkv_bias;           /* Q/K/V projection biases (qwen2) */
+    int qk_norm;            /* per-head q/k RMSNorm before RoPE (qwen3) */
+    double llama3_factor;   /* llama3 RoPE scaling factor (low 1, high 4, original context
+                               8192, as every Llama 3.x); 0: none */
 } model_shape;
 
 /* NULL if unknown. */

@@ -1,6 +1,7 @@
 #include "rope.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 bool rope_style_parse(const char *s, rope_style *out)
@@ -32,8 +33,13 @@ void rope_apply(float *x, int64_t D, int64_t pos, double theta, rope_style style
 
 void rope_table_fill(float *table, int64_t T, int64_t D, double theta)
 {
+    rope_table_fill_scaled(table, T, D, theta, NULL);
+}
+
+void rope_table_fill_scaled(float *table, int64_t T, int64_t D, double theta, const double *div)
+{
     for (int64_t p = 0; p < D / 2; p++) {
-        double freq = pow(theta, -2.0 * (double)p / (double)D);
+        double freq = pow(theta, -2.0 * (double)p / (double)D) / (div ? div[p] : 1.0);
         for (int64_t t = 0; t < T; t++) {
             double ang = (double)t * freq;
             table[(t * (D / 2) + p) * 2] = (float)cos(ang);
@@ -52,5 +58,22 @@ void rope_table_apply(float *x, int64_t D, rope_style style, const float *table,
         float xa = x[a], xb = x[b];
         x[a] = xa * c - xb * s;
         x[b] = xa * s + xb * c;
+    }
+}
+
+void rope_llama3_divisors(double *div, int64_t D, double theta, double factor, double low,
+                          double high, double orig_ctx)
+{
+    const double pi = 3.14159265358979323846;
+    for (int64_t p = 0; p < D / 2; p++) {
+        double wavelen = 2.0 * pi / pow(theta, -2.0 * (double)p / (double)D);
+        if (wavelen < orig_ctx / high) {
+            div[p] = 1.0;
+        } else if (wavelen > orig_ctx / low) {
+            div[p] = factor;
+        } else {
+            double s = (orig_ctx / wavelen - low) / (high - low);
+            div[p] = 1.0 / ((1.0 - s) / factor + s);
+        }
     }
 }

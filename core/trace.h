@@ -47,6 +47,13 @@ typedef struct {
     int64_t n_tokens, prompt_len, vocab_size;
     int64_t capture_chunk;   /* 0: not a model run (synthetic trace) */
     double rope_theta;
+    /* RoPE frequency scaling, optional attributes (absent: none). Pair p
+     * turned at rope_theta^(-2p/D) / rope_freq_factors[p]; rope_scaling names
+     * the rule ("llama3 factor=8 ..." or "rope_freqs.weight"). The factors
+     * are written from the pointer ([head_dim/2], NULL: not written); readers
+     * read rope_scaling only. */
+    char rope_scaling[160];
+    const double *rope_freq_factors;
     trace_dtype storage;
     /* capture_mode = evict only */
     char evict_policy[64];

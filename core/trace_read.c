@@ -60,6 +60,8 @@ static int read_meta(trace *tr, kv_err *err)
     for (size_t i = 0; !rc && i < sizeof strs / sizeof strs[0]; i++)
         rc = h5u_read_attr_str(root, where, strs[i].name, strs[i].buf, strs[i].cap, NULL, err);
     if (!rc) rc = h5u_read_attr_f64(root, where, "rope_theta", &m->rope_theta, NULL, err);
+    bool scaled = false;
+    if (!rc) rc = h5u_read_attr_str(root, where, "rope_scaling", m->rope_scaling, sizeof m->rope_scaling, &scaled, err);
     char storage[8];
     if (!rc) rc = h5u_read_attr_str(root, where, "storage_dtype", storage, sizeof storage, NULL, err);
     if (rc) return rc;

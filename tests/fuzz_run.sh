@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs one libFuzzer harness from its seed corpus (after its regression inputs).
 #   tests/fuzz_run.sh NAME SECONDS WORKDIR
-# NAME: trace_validate (tests/fuzz), gguf (tests/fuzz_gguf), tokens (tests/fuzz_tokens);
+# NAME: trace_validate (tests/fuzz), gguf (tests/fuzz_gguf), tokens (tests/fuzz_tokens),
+# safetensors (tests/fuzz_safetensors);
 # the binary is build-fuzz/fuzz_NAME. Crash inputs land in WORKDIR. Exit 0 when clean.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,6 +23,9 @@ tokens)
     printf '\002\000\000Once upon a time, the caf\303\251 \344\270\255\n' >"$CORPUS/text"
     M=${KVTRACE_MODEL_DIR:-$ROOT/../shared/models}/derived/tok512.bin
     if [ -f "$M" ]; then (printf '\001\000\002'; cat "$M") >"$CORPUS/tok512"; fi ;;
+safetensors)
+    "$BIN" "$ROOT"/tests/fuzz_safetensors/regressions/* >"$WORK/regressions_$NAME.log" 2>&1
+    "$PY" "$ROOT/tests/fuzz_safetensors/make_seeds.py" "$CORPUS" >/dev/null ;;
 *) echo "fuzz_run.sh: unknown fuzzer '$NAME'" >&2; exit 2 ;;
 esac
 exec "$BIN" -max_total_time="$SECONDS_" -rss_limit_mb=2048 -artifact_prefix="$WORK/" "$CORPUS"

@@ -10,52 +10,20 @@
  * every tensor lookup and conversion, and finally model_from_gguf, whose
  * model is freed. Any violated property calls abort(); ASan (with leak
  * checking) and UBSan report the rest. */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture/ggml_types.h"
 #include "capture/gguf.h"
 #include "capture/model.h"
 
+#define FUZZ_NAME "fuzz_gguf"
 #define WHERE "fuzz.gguf"
+#include "tests/fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-const char *__ubsan_default_options(void);
-
-/* Stop at the first UBSan report so that libFuzzer saves the input. */
-const char *__ubsan_default_options(void) { return "halt_on_error=1:print_stacktrace=1"; }
-
-__attribute__((format(printf, 1, 2))) static _Noreturn void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "fuzz_gguf: ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    abort();
-}
-
-#define CHECK(cond, ...)                   \
-    do {                                   \
-        if (!(cond)) die(__VA_ARGS__);     \
-    } while (0)
-
-/* An error: code 1 or 3, one line, naming the file (allocation failures excepted). */
-static void check_err(int rc, kv_err *err, const char *what)
-{
-    CHECK(rc == err->code, "%s: returned %d, err.code %d", what, rc, err->code);
-    CHECK(rc == KV_EINPUT || rc == KV_EFAIL, "%s: code %d ('%s')", what, rc, err->msg);
-    CHECK(err->msg[0] != '\0', "%s: empty message", what);
-    CHECK(memchr(err->msg, '\0', sizeof err->msg) != NULL, "%s: unterminated message", what);
-    CHECK(!strchr(err->msg, '\n') && !strchr(err->msg, '\r'), "%s: not one line: '%s'", what,
-          err->msg);
-    CHECK(rc == KV_EFAIL || strncmp(err->msg, WHERE ": ", strlen(WHERE) + 2) == 0,
-          "%s: message does not name the file: '%s'", what, err->msg);
-    kv_err_clear(err);
-}
 
 static void inside(const uint8_t *base, size_t size, const void *p, uint64_t n, const char *what)
 {
@@ -134,8 +102,10 @@ static void drive_tensor(const gguf_file *g, const gguf_tensor *t, const uint8_t
         check_err(rc, &err, "tensor_readable");
         return;
     }
-    CHECK(t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16, "reads type %u", t->type);
-    CHECK(t->nbytes == n * (t->type == GGML_TYPE_F32 ? 4 : 2), "nbytes %llu for %llu elements",
+    CHECK(t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16 ||
+          t->type == GGML_TYPE_Q8_0, "reads type %u", t->type);
+    const ggml_type_info *ti = ggml_type_get(t->type);
+    CHECK(n % ti->blck == 0 && t->nbytes == n / ti->blck * ti->size, "nbytes %llu for %llu elements",
           (unsigned long long)t->nbytes, (unsigned long long)n);
     float *dst = malloc((n ? n : 1) * sizeof *dst);
     CHECK(dst, "out of memory");

@@ -1,6 +1,8 @@
 /* The forward pass against a plain-loop reference in double, on a tiny
  * random model built here (GQA with 2 query heads per kv head, both RoPE
- * layouts), and chunk-size invariance of logits and attention weights. */
+ * layouts; with and without QKV biases, per-head q/k norms and RoPE
+ * frequency divisors), and chunk-size invariance of logits and attention
+ * weights. */
 #include "testutil.h"
 
 #include <math.h>
@@ -18,7 +20,10 @@ static float *rand_vec(kv_rng *r, size_t n, double scale)
     return x;
 }
 
-static void build(kv_model *m, rope_style style)
+enum { F_BIAS = 1, F_QKNORM = 2, F_ROPEDIV = 4 };
+static double ROPE_DIV[D / 2] = {1.0, 5.5}; /* pair 1 turns 5.5 times slower */
+
+static void build(kv_model *m, rope_style style, int features)
 {
     memset(m, 0, sizeof *m);
     model_config *c = &m->cfg;
@@ -40,7 +45,11 @@ static void build(kv_model *m, rope_style style)
         w->wv = rand_vec(&r, K * D * DIM, 0.5), w->wo = rand_vec(&r, DIM * H * D, 0.3);
         w->w_gate = rand_vec(&r, FFN * DIM, 0.4), w->w_up = rand_vec(&r, FFN * DIM, 0.4);
         w->w_down = rand_vec(&r, DIM * FFN, 0.3);
+        if (features & F_BIAS)
+            w->bq = rand_vec(&r, H * D, 0.5), w->bk = rand_vec(&r, K * D, 0.5), w->bv = rand_vec(&r, K * D, 0.5);
+        if (features & F_QKNORM) w->q_norm = rand_vec(&r, D, 1.0), w->k_norm = rand_vec(&r, D, 1.0);
     }
+    if (features & F_ROPEDIV) m->rope_div = ROPE_DIV;
 }
 
 static void destroy(kv_model *m)
@@ -50,6 +59,7 @@ static void destroy(kv_model *m)
         model_layer *w = &m->layers[l];
         free(w->attn_norm), free(w->ffn_norm), free(w->wq), free(w->wk), free(w->wv), free(w->wo);
         free(w->w_gate), free(w->w_up), free(w->w_down);
+        free(w->bq), free(w->bk), free(w->bv), free(w->q_norm), free(w->k_norm);
     }
     free(m->layers);
 }
@@ -63,22 +73,34 @@ static void matvec(const float *w, const double *x, double *y, int out, int in)
     }
 }
 
-static void rmsnorm(const double *x, const float *w, double *out)
+static void rmsnorm_n(const double *x, const float *w, double *out, int n)
 {
     double ss = 0;
-    for (int i = 0; i < DIM; i++) ss += x[i] * x[i];
-    double s = 1.0 / sqrt(ss / DIM + 1e-5);
-    for (int i = 0; i < DIM; i++) out[i] = x[i] * s * w[i];
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    double s = 1.0 / sqrt(ss / n + 1e-5);
+    for (int i = 0; i < n; i++) out[i] = x[i] * s * w[i];
 }
 
-static void rope(double *x, int pos, rope_style style)
+static void rmsnorm(const double *x, const float *w, double *out)
 {
-    for (int p = 0; p < D / 2; p++) {
-        double ang = pos * pow(10000.0, -2.0 * p / D);
-        int a = style == ROPE_INTERLEAVED ? 2 * p : p, b = style == ROPE_INTERLEAVED ? 2 * p + 1 : p + D / 2;
-        double xa = x[a], xb = x[b];
-        x[a] = xa * cos(ang) - xb * sin(ang);
-        x[b] = xa * sin(ang) + xb * cos(ang);
+    rmsnorm_n(x, w, out, DIM);
+}
+
+/* bias, per-head norm and RoPE of one row's heads x[heads][D] */
+static void qk_head(double *x, int heads, const float *bias, const float *norm, int pos, const kv_model *m)
+{
+    for (int i = 0; bias && i < heads * D; i++) x[i] += bias[i];
+    for (int h = 0; h < heads; h++) {
+        double *v = x + h * D;
+        if (norm) rmsnorm_n(v, norm, v, D);
+        for (int p = 0; p < D / 2; p++) {
+            double ang = pos * pow(10000.0, -2.0 * p / D) / (m->rope_div ? m->rope_div[p] : 1.0);
+            int a = m->cfg.rope == ROPE_INTERLEAVED ? 2 * p : p;
+            int b = m->cfg.rope == ROPE_INTERLEAVED ? 2 * p + 1 : p + D / 2;
+            double xa = v[a], xb = v[b];
+            v[a] = xa * cos(ang) - xb * sin(ang);
+            v[b] = xa * sin(ang) + xb * cos(ang);
+        }
     }
 }
 
@@ -93,8 +115,9 @@ static void reference(const kv_model *m, const int32_t *tok, double *logits, dou
         for (int t = 0; t < T; t++) {
             rmsnorm(x[t], w->attn_norm, xb);
             matvec(w->wq, xb, q[t], H * D, DIM), matvec(w->wk, xb, k[t], K * D, DIM), matvec(w->wv, xb, v[t], K * D, DIM);
-            for (int h = 0; h < H; h++) rope(q[t] + h * D, t, m->cfg.rope);
-            for (int h = 0; h < K; h++) rope(k[t] + h * D, t, m->cfg.rope);
+            qk_head(q[t], H, w->bq, w->q_norm, t, m);
+            qk_head(k[t], K, w->bk, w->k_norm, t, m);
+            for (int i = 0; w->bv && i < K * D; i++) v[t][i] += w->bv[i];
         }
         for (int t = 0; t < T; t++) {
             for (int h = 0; h < H; h++) {
@@ -168,21 +191,25 @@ static void matches_reference(void **state)
     (void)state;
     const int32_t tok[T] = {1, 5, 7, 19, 0, 3, 3, 12, 8, 2, 11};
     for (int style = 0; style < 2; style++) {
-        kv_model m;
-        build(&m, (rope_style)style);
-        static double ref_logits[T * V], ref_att[L * H * T * T];
-        reference(&m, tok, ref_logits, ref_att);
-        static observed o;
-        const int64_t chunks[] = {1, 3, 4, T};
-        for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
-            run_chunks(&m, tok, chunks[c], &o);
-            char what[64];
-            snprintf(what, sizeof what, "logits (%s rope, B=%lld)", style ? "neox" : "interleaved", (long long)chunks[c]);
-            assert_int_equal(tu_close_array(what, ref_logits, o.logits, T * V, 1e-5, 1e-4), 0);
-            snprintf(what, sizeof what, "attention (%s rope, B=%lld)", style ? "neox" : "interleaved", (long long)chunks[c]);
-            assert_int_equal(tu_close_array(what, ref_att, o.att, L * H * T * T, 1e-6, 1e-4), 0);
+        for (int features = 0; features < 8; features++) {
+            kv_model m;
+            build(&m, (rope_style)style, features);
+            static double ref_logits[T * V], ref_att[L * H * T * T];
+            reference(&m, tok, ref_logits, ref_att);
+            static observed o;
+            const int64_t chunks[] = {1, 3, 4, T};
+            for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+                run_chunks(&m, tok, chunks[c], &o);
+                char what[96];
+                snprintf(what, sizeof what, "logits (%s rope, features %d, B=%lld)", style ? "neox" : "interleaved",
+                         features, (long long)chunks[c]);
+                assert_int_equal(tu_close_array(what, ref_logits, o.logits, T * V, 1e-5, 1e-4), 0);
+                snprintf(what, sizeof what, "attention (%s rope, features %d, B=%lld)",
+                         style ? "neox" : "interleaved", features, (long long)chunks[c]);
+                assert_int_equal(tu_close_array(what, ref_att, o.att, L * H * T * T, 1e-6, 1e-4), 0);
+            }
+            destroy(&m);
         }
-        destroy(&m);
     }
 }
 
@@ -190,7 +217,7 @@ static void rejects_bad_tokens_and_overflow(void **state)
 {
     (void)state;
     kv_model m;
-    build(&m, ROPE_INTERLEAVED);
+    build(&m, ROPE_INTERLEAVED, 0);
     forward_state s;
     kv_err err = {0};
     assert_int_equal(forward_init(&s, &m, &FORWARD_CPU, 4, 2, &err), 0);

@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "capture/model.h"
+#include "core/model_shapes.h"
 
 /* ---- tiny checkpoints ------------------------------------------------------ */
 
@@ -230,9 +231,16 @@ static void random_models(void **state)
     printf("# random w_down: mean %.4f, var %.5f (want %.5f)\n", s / (double)n, var, 1.0 / 172);
     assert_true(fabs(var * 172 - 1) < 0.1 && fabs(s / (double)n) < 0.01);
     assert_true(memcmp(a.tok_embd, c.tok_embd, 512 * dim * sizeof(float)) != 0);
+    assert_true(!a.layers[0].bq && !a.layers[0].q_norm && !a.rope_div && !a.cfg.rope_scaling[0]);
     model_free(&a);
     model_free(&b);
     model_free(&c);
+    /* the big shapes carry their architecture's features (loading them takes GiBs) */
+    const model_shape *q2 = model_shape_find("qwen2.5-7b"), *q3 = model_shape_find("qwen3-8b");
+    const model_shape *l1 = model_shape_find("llama-3.2-1b"), *l8 = model_shape_find("llama-3.1-8b");
+    assert_true(q2->qkv_bias && !q2->qk_norm && q2->llama3_factor == 0);
+    assert_true(q3->qk_norm && !q3->qkv_bias && q3->llama3_factor == 0);
+    assert_true(l1->llama3_factor == 32.0 && l8->llama3_factor == 8.0 && !l1->qkv_bias);
     /* the shape table's rope style and architecture */
     assert_int_equal(model_load("random:stories260k", NULL, &a, &err), KV_OK);
     model_free(&a);
@@ -264,7 +272,9 @@ static void spec_errors(void **state)
     char path[512];
     snprintf(path, sizeof path, "%s/does-not-exist.bin", tu_dir);
     expect_code(path, NULL, KV_EFAIL, path);
-    expect_code(tu_dir, NULL, KV_EUSAGE, "is a directory");
+    /* a directory is a Hugging Face checkpoint: without config.json, an input error */
+    expect_code(tu_dir, NULL, KV_EINPUT, "needs config.json");
+    expect_code(tu_dir, "tok.bin", KV_EUSAGE, "--tokenizer");
     expect_code("", NULL, KV_EUSAGE, "no model");
     const char *dir = model_dir();
     if (dir) {
