@@ -1,6 +1,7 @@
 /* `kvtrace plot`: command line of the figure and report writer. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cli_args.h"
@@ -35,23 +36,10 @@ static const struct option OPTIONS[] = {
     {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
 };
 
-/* "kvtrace ARGV..." with arguments that need it in single quotes, for the report. */
-static void join_command(int argc, char **argv, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "kvtrace");
-    for (int i = 0; i < argc; i++) {
-        size_t at = strlen(buf);
-        bool plain = argv[i][0] && strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                   "0123456789-_./=:,+@%") == strlen(argv[i]);
-        snprintf(buf + at, cap - at, plain ? " %s" : " '%s'", argv[i]);
-    }
-}
-
 int plot_main(int argc, char **argv)
 {
-    static char command[8192];
     kv_err err = {0};
-    plot_opts o = {.format = PLOT_PNG, .command = command};
+    plot_opts o = {.format = PLOT_PNG};
     const char *v = "plot";
     bool help = false;
     optind = 1;
@@ -78,8 +66,10 @@ int plot_main(int argc, char **argv)
         rc = cli_usage(&err, v, optind >= argc ? "missing DIR (an analysis directory)" : "expects exactly one DIR");
     if (!rc) {
         o.input = argv[optind];
-        join_command(argc, argv, command, sizeof command);
-        rc = plot_run(&o, &err);
+        char *command = cli_command_line(argc, argv);
+        o.command = command;
+        rc = command ? plot_run(&o, &err) : kv_fail(&err, KV_EFAIL, "plot: out of memory");
+        free(command);
     }
     return rc ? cli_report(&err) : 0;
 }
