@@ -2,11 +2,14 @@
 #include "outfile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Temporary paths the signal handler removes; a handful of outputs at once is plenty. */
@@ -31,10 +34,49 @@ static void pending_remove(int slot)
     if (slot >= 0) pending_used[slot] = 0;
 }
 
+#ifdef __linux__
+/* The entries of the open directory fd, removed with what a signal handler may
+ * call: getdents64 (a raw system call: readdir may allocate), unlinkat,
+ * openat, close. Output directories are shallow (demo: two levels). */
+static void clear_dir_fd(int fd, int depth)
+{
+    struct dent { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type; char name[]; };
+    _Alignas(8) char buf[2048];
+    long n;
+    while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+        for (long at = 0; at < n;) {
+            const struct dent *e = (const void *)(buf + at);
+            at += e->reclen;
+            if (e->name[0] == '.' && (!e->name[1] || (e->name[1] == '.' && !e->name[2]))) continue;
+            if (unlinkat(fd, e->name, 0) == 0 || depth == 0) continue;
+            int sub = openat(fd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+            if (sub < 0) continue;
+            clear_dir_fd(sub, depth - 1);
+            close(sub);
+            unlinkat(fd, e->name, AT_REMOVEDIR);
+        }
+}
+
+static void remove_pending_dir(const char *path)
+{
+    for (int pass = 0; pass < 3 && rmdir(path) != 0; pass++) { /* entries removed while listing: list again */
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+        if (fd < 0) return;
+        clear_dir_fd(fd, 4);
+        close(fd);
+    }
+}
+#else
+static void remove_pending_dir(const char *path) { (void)path; }
+#endif
+
+/* Removes every pending temporary output, a file or (outdir_begin's) a
+ * directory and what it holds, then dies of the signal as it would have. */
 static void on_signal(int sig)
 {
     for (int i = 0; i < MAX_PENDING; i++)
-        if (pending_used[i]) unlink(pending[i]);
+        if (pending_used[i] && unlink(pending[i]) != 0 && (errno == EISDIR || errno == EPERM))
+            remove_pending_dir(pending[i]);
     signal(sig, SIG_DFL);
     raise(sig);
 }

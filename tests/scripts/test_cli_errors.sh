@@ -400,5 +400,30 @@ interrupt() { # signal expected-status
 interrupt INT 130
 interrupt TERM 143
 
+# an output directory (sim's) is removed with everything in it when interrupted
+newdir
+"$KVTRACE" synth --layers 4 --heads 32 --kv-heads 8 --head-dim 64 --tokens 1024 -o "$DIR/t.h5" --quiet >/dev/null 2>&1
+(cd "$DIR" && exec "$KVTRACE" sim t.h5 --policies keydiff,tova,snapkv,oracle --budgets 64,128 --chunk 64 \
+    --threads 1 -o res --quiet) >"$OUT" 2>"$ERR" &
+BGPID=$!
+i=0
+while [ $i -lt 100 ] && ! ls -A "$DIR" | grep -q '^\.res\.tmp\.'; do
+    sleep 0.1
+    i=$((i + 1))
+done
+tmpseen=$(ls -A "$DIR" | grep '^\.res\.tmp\.')
+sleep 0.3
+if [ -n "$tmpseen" ] && kill -s INT "$BGPID" 2>/dev/null; then
+    wait "$BGPID" 2>/dev/null
+    RC=$?
+    BGPID=
+    if [ "$RC" -eq 130 ]; then pass "sim ends on SIGINT with status 130"; else fail "sim ends on SIGINT with status 130" "status $RC"; fi
+    expect_only "after SIGINT: neither res/ nor .res.tmp.*/ remains, only the trace" "$DIR" t.h5
+else
+    wait "$BGPID" 2>/dev/null
+    BGPID=
+    fail "sim working in a temporary .res.tmp.* directory, to interrupt" "saw: '$tmpseen'; $(head -c 300 "$ERR")"
+fi
+
 echo "1..$n"
 [ "$failed" -eq 0 ]
