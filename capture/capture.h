@@ -8,6 +8,7 @@
 
 #include "core/kv_error.h"
 #include "core/trace.h"
+#include "policies/policy.h"
 
 typedef enum { ATTN_COLSUM, ATTN_FULL, ATTN_NONE } capture_attention;
 
@@ -31,6 +32,10 @@ typedef struct {
     bool force, quiet;
     bool print_text;          /* decode the tokens to stdout */
     bool stats;               /* throughput and GEMM rate on stderr (benchmarks) */
+    /* eviction inside the run (capture_mode = evict): evict.iface NULL for none */
+    policy_config evict;
+    int64_t budget;           /* N */
+    bool retained;            /* /evict/retained snapshots after every chunk */
 } capture_opts;
 
 int capture_run(const capture_opts *o, kv_err *err);
