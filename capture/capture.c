@@ -19,7 +19,7 @@
 #include "core/version.h"
 
 /* The prompt's token ids, BOS first: from --tokens, --prompt, --prompt-file, or BOS alone. */
-static int prompt_tokens(const capture_opts *o, const kv_model *m, int32_t **ids, int64_t *n, kv_err *err)
+int capture_prompt_tokens(const capture_opts *o, const kv_model *m, int32_t **ids, int64_t *n, kv_err *err)
 {
     if (o->tokens_file) return token_file_read(o->tokens_file, m->cfg.vocab_size, ids, n, err);
     if ((o->prompt || o->prompt_file) && !m->has_vocab)
@@ -220,7 +220,7 @@ int capture_run(const capture_opts *o, kv_err *err)
     int rc = model_load(o->model, o->tokenizer, &s.model, err);
     double load_s = kv_now_seconds() - load_started;
     int64_t P = 0;
-    if (!rc) rc = prompt_tokens(o, &s.model, &s.tokens, &P, err);
+    if (!rc) rc = capture_prompt_tokens(o, &s.model, &s.tokens, &P, err);
     const int64_t T = P + o->generate;
     if (!rc) rc = check_full_attention(o, &s.model.cfg, T, err);
     if (!rc) rc = check_window(o, &s.model.cfg, T, err);

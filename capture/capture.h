@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "capture/model.h"
 #include "core/kv_error.h"
 #include "core/trace.h"
 #include "policies/policy.h"
@@ -39,6 +40,10 @@ typedef struct {
 } capture_opts;
 
 int capture_run(const capture_opts *o, kv_err *err);
+
+/* The prompt's token ids of o (--tokens, --prompt, --prompt-file; none: BOS
+ * alone) for model m; *ids is malloc'ed, *n >= 1. */
+int capture_prompt_tokens(const capture_opts *o, const kv_model *m, int32_t **ids, int64_t *n, kv_err *err);
 
 /* `kvtrace capture` */
 int capture_main(int argc, char **argv);
