@@ -49,25 +49,6 @@ static const struct option OPTIONS[] = {
 
 enum { MAX_LIST = 64 };
 
-static int parse_policies(const char *list, fidelity_opts *o, policy_config *cfgs, kv_err *err)
-{
-    char buf[4096];
-    if (strlen(list) >= sizeof buf) return cli_usage(err, "fidelity", "--policies list is too long");
-    snprintf(buf, sizeof buf, "%s", list);
-    o->n_policies = 0;
-    for (char *save = NULL, *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
-        if (o->n_policies == MAX_LIST) return cli_usage(err, "fidelity", "at most %d policies", MAX_LIST);
-        int rc = policy_parse(it, &cfgs[o->n_policies], err);
-        if (rc) return rc;
-        if (cfgs[o->n_policies].iface->offline_only)
-            return cli_usage(err, "fidelity", "--policies: %s reads the future, so it is offline only (kvtrace sim)",
-                             it);
-        o->n_policies++;
-    }
-    if (!o->n_policies) return cli_usage(err, "fidelity", "--policies is empty");
-    return KV_OK;
-}
-
 /* Every registered policy that can run in the model and evicts, with its defaults. */
 static void default_policies(fidelity_opts *o, policy_config *cfgs)
 {
@@ -76,20 +57,6 @@ static void default_policies(fidelity_opts *o, policy_config *cfgs)
     for (const policy_iface *const *p = policy_all(); *p; p++)
         if (!(*p)->offline_only && !(*p)->never_evicts && policy_parse((*p)->name, &cfgs[o->n_policies], &err) == KV_OK)
             o->n_policies++;
-}
-
-static int parse_budgets(const char *list, fidelity_opts *o, int64_t *budgets, kv_err *err)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", list);
-    o->n_budgets = 0;
-    for (char *save = NULL, *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
-        if (o->n_budgets == MAX_LIST) return cli_usage(err, "fidelity", "at most %d budgets", MAX_LIST);
-        int rc = cli_parse_i64("fidelity", "--budgets", it, 1, (int64_t)1 << 30, &budgets[o->n_budgets++], err);
-        if (rc) return rc;
-    }
-    if (!o->n_budgets) return cli_usage(err, "fidelity", "--budgets is empty");
-    return KV_OK;
 }
 
 static int parse_args(int argc, char **argv, fidelity_opts *o, policy_config *cfgs, int64_t *budgets, bool *help,
@@ -108,8 +75,10 @@ static int parse_args(int argc, char **argv, fidelity_opts *o, policy_config *cf
         case OPT_PROMPT_FILE: o->seq.prompt_file = optarg; break;
         case OPT_TOKENS: o->seq.tokens_file = optarg; break;
         case OPT_GENERATE: rc = cli_parse_i64(v, "--generate", optarg, 0, (int64_t)1 << 24, &generate, err); break;
-        case OPT_POLICIES: rc = parse_policies(optarg, o, cfgs, err); break;
-        case OPT_BUDGETS: rc = parse_budgets(optarg, o, budgets, err); break;
+        case OPT_POLICIES: rc = policy_parse_list(v, optarg, cfgs, MAX_LIST, &o->n_policies, err); break;
+        case OPT_BUDGETS:
+            rc = cli_parse_i64_list(v, "--budgets", optarg, 1, (int64_t)1 << 30, budgets, MAX_LIST, &o->n_budgets, err);
+            break;
         case OPT_CHUNK: rc = cli_parse_i64(v, "--chunk", optarg, 1, (int64_t)1 << 20, &o->seq.chunk, err); break;
         case OPT_THREADS: rc = cli_parse_i64(v, "--threads", optarg, 1, 256, &threads, err); break;
         case 'o': o->output = optarg; break;
@@ -126,6 +95,10 @@ static int parse_args(int argc, char **argv, fidelity_opts *o, policy_config *cf
     if (!o->output) return cli_usage(err, v, "-o DIR is required");
     o->seq.generate = generate >= 0 ? generate : sources ? 0 : 511;
     o->sim_threads = (int)threads;
+    for (int p = 0; p < o->n_policies; p++)
+        if (cfgs[p].iface->offline_only)
+            return cli_usage(err, v, "--policies: %s reads the future, so it is offline only (kvtrace sim)",
+                             cfgs[p].iface->name);
     if (!o->n_policies) default_policies(o, cfgs);
     if (!o->n_budgets) budgets[0] = 32, budgets[1] = 64, budgets[2] = 128, o->n_budgets = 3;
     o->policies = cfgs, o->budgets = budgets;

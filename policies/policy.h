@@ -104,6 +104,10 @@ const policy_iface *policy_find(const char *name);
  * KV_EUSAGE error that lists what is valid. */
 int policy_parse(const char *spec, policy_config *out, kv_err *err);
 
+/* A comma-separated list of policies into out[0..max): *n of them. Errors
+ * are policy_parse's, or a usage error of `verb` for an empty or long list. */
+int policy_parse_list(const char *verb, const char *list, policy_config *out, int max, int *n, kv_err *err);
+
 /* Parameter value helpers for policy implementations. */
 double policy_num(const policy_config *cfg, const char *key);
 int policy_choice(const policy_config *cfg, const char *key);
