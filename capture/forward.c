@@ -19,6 +19,10 @@ int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernel
     const model_config *c = &m->cfg;
     if (n_pos < 1 || cap < 1 || max_chunk < 1)
         return kv_fail(err, KV_EUSAGE, "forward: need at least one token and a chunk of at least one");
+    if (cap < n_pos && (!kern->compact || !kern->host_rows))
+        return kv_fail(err, KV_EUSAGE, "forward: this backend has no compact/host_rows kernels, so it cannot "
+                       "evict inside the run (a cache of %lld rows for %lld positions)", (long long)cap,
+                       (long long)n_pos);
     s->m = m;
     s->kern = *kern;
     s->n_pos = n_pos;

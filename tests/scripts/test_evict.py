@@ -85,6 +85,10 @@ def main():
                 ends, snaps = e["evict/step_end"][:], e["evict/retained"][:]
                 s = int(np.nonzero(ends == first - 1)[0][0])
                 check(np.array_equal(snaps[s], want[:, :, :N]), "%s: the long run's snapshot at step %d is sim's" % (spec, s))
+                if name == "keydiff" and ":" not in spec:
+                    info = run("info", os.path.join(tmp, "ev_long.h5"))
+                    check(info.returncode == 0 and "/evict/retained" in info.stdout and "evict" in info.stdout,
+                          "the evicting trace (with /evict) passes the reader's validation", info.stderr)
                 valid = snaps >= 0
                 sorted_ok = all(np.all(np.diff(r[r >= 0]) > 0) for r in snaps.reshape(-1, N))
                 check(sorted_ok and valid.sum(-1).max() <= N and (snaps < len(ids)).all()

@@ -3,7 +3,8 @@
  * every policy allowed in-model, every (layer, kv head) cache is allocated
  * at N + B rows, its own high-water counter never exceeds N + B and its
  * length is at most N after each chunk (all kv heads of a layer equal for
- * tova:scope=layer); the CPU compact kernel against a plain copy; oracle is
+ * tova:scope=layer); the CPU compact kernel against a plain copy (and a
+ * backend without it refused a cache smaller than the run); oracle is
  * refused. */
 #include "testutil.h"
 
@@ -140,6 +141,14 @@ static void cpu_compact_kernel(void **state)
     for (int i = 0; i < 4; i++)
         for (int d = 0; d < DD; d++) wk[i * DD + d] = k[keep[i] * DD + d], wv[i * DD + d] = v[keep[i] * DD + d];
     FORWARD_CPU.compact(k, v, keep, 4, DD);
+    /* a backend without the eviction kernels is refused a cache smaller than the run */
+    forward_kernels partial = FORWARD_CPU;
+    partial.compact = NULL;
+    forward_state s;
+    kv_err err = {0};
+    assert_int_equal(forward_init_cache(&s, &M, &partial, T, N + B, B, &err), KV_EUSAGE);
+    assert_int_equal(forward_init_cache(&s, &M, &partial, T, T, B, &err), 0);
+    forward_free(&s);
     assert_memory_equal(k, wk, sizeof(float) * 4 * DD);
     assert_memory_equal(v, wv, sizeof(float) * 4 * DD);
     assert_ptr_equal(FORWARD_CPU.host_rows(k, 4, DD, wk), k);
