@@ -31,6 +31,7 @@ typedef struct {
     bool force, quiet;
     bool print_text;          /* decode the tokens to stdout */
     bool stats;               /* throughput and GEMM rate on stderr (benchmarks) */
+    bool device_cuda;         /* --device cuda (capture/backend.h) */
 } capture_opts;
 
 int capture_run(const capture_opts *o, kv_err *err);

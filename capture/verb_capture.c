@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "capture/backend.h"
 #include "capture/capture.h"
 #include "capture/model_fetch.h"
 #include "core/cli_args.h"
@@ -38,7 +39,8 @@ static const char USAGE[] =
     "  --temperature X      sample with temperature X (default 0: greedy)\n"
     "  --seed S             sampling seed (default 0)\n"
     "  --threads N          OpenBLAS threads (default: OpenBLAS's own)\n"
-    "  --device cpu|cuda    cuda: not implemented yet (issue #8)\n"
+    "  --device cpu|cuda    where the model runs (default cpu); cuda loads libkvtrace_cuda.so from beside\n"
+    "                       kvtrace (or $KVTRACE_CUDA_LIB) and exits 1 when no usable GPU is found\n"
     "  --evict P --budget N eviction inside the run: not implemented yet (issue #9)\n"
     "  --print              print the decoded text of all tokens to stdout\n"
     "  --stats              print throughput and GEMM/attention GFLOP/s to stderr\n"
@@ -131,9 +133,8 @@ static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err
             o->threads = (int)i64;
             break;
         case OPT_DEVICE:
-            if (strcmp(optarg, "cuda") == 0)
-                rc = kv_fail(err, KV_EFAIL, "capture: --device cuda is not implemented yet (planned: issue #8)");
-            else if (strcmp(optarg, "cpu") != 0)
+            if (strcmp(optarg, "cuda") == 0 || strcmp(optarg, "cpu") == 0) o->device_cuda = optarg[1] == 'u';
+            else
                 rc = cli_usage(err, v, "--device must be cpu or cuda, got '%s'", optarg);
             break;
         case OPT_EVICT:
@@ -158,6 +159,17 @@ static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err
     return KV_OK;
 }
 
+/* A usable GPU before any work: the library, the driver, a device. */
+static int probe_cuda(kv_err *err)
+{
+    backend_cuda b;
+    int rc = backend_open_cuda(&b, NULL, 0, err);
+    if (rc) return rc;
+    backend_close_cuda(&b);
+    return kv_fail(err, KV_EFAIL, "--device cuda: the CUDA kernels are built and the device is usable, but the "
+                   "capture walk is not wired to them yet (issue #8, phase B)");
+}
+
 int capture_main(int argc, char **argv)
 {
     kv_err err = {0};
@@ -169,6 +181,7 @@ int capture_main(int argc, char **argv)
         return 0;
     }
     static char model_path[4096];
+    if (!rc && o.device_cuda) rc = probe_cuda(&err);
     if (!rc && !o.model && !(rc = model_default_path(model_path, sizeof model_path, true, &err))) o.model = model_path;
     if (!rc) rc = capture_run(&o, &err);
     return rc ? cli_report(&err) : 0;
