@@ -7,7 +7,8 @@
 #   make fuzz       libFuzzer on the trace validation layer, the GGUF reader, the
 #                   token-file/tokenizer readers and the safetensors reader (FUZZ_SECONDS=60 each)
 #   make demo       set-up, build, and the pipeline as far as it exists (see README)
-#   make bench      capture and sim throughput, peak RSS, GEMM/attention rate vs OpenBLAS sgemm,
+#   make bench      capture and sim throughput, peak RSS (flat in T with eviction inside the run),
+#                   GEMM/attention rate vs OpenBLAS sgemm,
 #                   load time and capture rate of a BF16 Hugging Face directory (llama-3.2-1b)
 #   make deps       install missing Debian packages only
 #   make test-gpu   the CUDA kernels against their CPU references (skips without a GPU)
@@ -34,7 +35,7 @@ ifeq ($(SAN),1)
   LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_DIRS := core synth capture sim policies analysis plots
+LIB_DIRS := core synth capture sim policies analysis plots fidelity
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)) $(filter-out cli/main.c,$(wildcard cli/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libkvtrace.a
@@ -154,6 +155,7 @@ $(BUILD)/bench_%: bench/bench_%.c $(LIB)
 bench: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/bench_sgemm $(BUILD)/bench_keyread
 	@bench/bench_capture.sh
+	@bench/bench_evict_rss.sh
 	@/usr/bin/python3 bench/bench_hf.py
 	@/usr/bin/python3 bench/bench_sim.py
 

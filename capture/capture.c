@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
+#include "capture/evict.h"
 #include "capture/forward.h"
 #include "capture/model.h"
 #include "capture/recorder.h"
@@ -17,7 +19,7 @@
 #include "core/version.h"
 
 /* The prompt's token ids, BOS first: from --tokens, --prompt, --prompt-file, or BOS alone. */
-static int prompt_tokens(const capture_opts *o, const kv_model *m, int32_t **ids, int64_t *n, kv_err *err)
+int capture_prompt_tokens(const capture_opts *o, const kv_model *m, int32_t **ids, int64_t *n, kv_err *err)
 {
     if (o->tokens_file) return token_file_read(o->tokens_file, m->cfg.vocab_size, ids, n, err);
     if ((o->prompt || o->prompt_file) && !m->has_vocab)
@@ -85,7 +87,12 @@ static void fill_meta(const capture_opts *o, const kv_model *m, int64_t prompt_l
     snprintf(meta->model_name, sizeof meta->model_name, "%s", c->name[0] ? c->name : o->model);
     snprintf(meta->architecture, sizeof meta->architecture, "%s", c->architecture);
     snprintf(meta->rope_style, sizeof meta->rope_style, "%s", c->rope == ROPE_NEOX ? "neox" : "interleaved");
-    snprintf(meta->capture_mode, sizeof meta->capture_mode, "full");
+    snprintf(meta->capture_mode, sizeof meta->capture_mode, "%s", o->evict.iface ? "evict" : "full");
+    if (o->evict.iface) {
+        snprintf(meta->evict_policy, sizeof meta->evict_policy, "%s", o->evict.iface->name);
+        snprintf(meta->evict_params, sizeof meta->evict_params, "%s", o->evict.canonical);
+        meta->evict_budget = o->budget, meta->evict_chunk = o->chunk;
+    }
     meta->n_layers = c->n_layers, meta->n_heads = c->n_heads, meta->n_kv_heads = c->n_kv_heads;
     meta->head_dim = c->head_dim, meta->vocab_size = c->vocab_size, meta->rope_theta = c->rope_theta;
     meta->prompt_len = prompt_len, meta->capture_chunk = o->chunk;
@@ -121,7 +128,17 @@ typedef struct {
     trace_writer *w;
     forward_state fw;
     recorder rec;
+    evict_engine ev;   /* with --evict */
+    int32_t *snap;     /* [L][K][N] with --retained */
 } capture_run_state;
+
+/* After each chunk of an evicting run: the /evict/retained snapshot. */
+static int after_chunk(const capture_opts *o, capture_run_state *s, kv_err *err)
+{
+    if (!o->evict.iface || !o->retained) return KV_OK;
+    evict_snapshot(&s->ev, &s->fw, s->snap);
+    return trace_write_retained(s->w, s->fw.steps - 1, s->fw.len - 1, s->snap, err);
+}
 
 /* Prefill in chunks of B, then generate one token at a time, each chosen
  * from the logits of the last row processed. */
@@ -138,6 +155,7 @@ static int run_model(const capture_opts *o, capture_run_state *s, int64_t P, int
     for (int64_t p0 = 0; !rc && p0 < P; p0 += o->chunk) {
         last_rows = P - p0 < o->chunk ? P - p0 : o->chunk;
         rc = forward_chunk(&s->fw, s->tokens + p0, last_rows, &obs, err);
+        if (!rc) rc = after_chunk(o, s, err);
         progress_update(&prog, p0 + last_rows);
     }
     for (int64_t t = P; !rc && t < T; t++) {
@@ -145,10 +163,44 @@ static int run_model(const capture_opts *o, capture_run_state *s, int64_t P, int
         s->rec.known = t + 1;
         last_rows = 1;
         rc = forward_chunk(&s->fw, s->tokens + t, 1, &obs, err);
+        if (!rc) rc = after_chunk(o, s, err);
         progress_update(&prog, t + 1);
     }
     progress_end(&prog);
     return rc;
+}
+
+/* The walk's state: caches of T rows, or N + B with eviction (and its engine). */
+static int start_walk(const capture_opts *o, capture_run_state *s, int64_t T, kv_err *err)
+{
+    const model_config *c = &s->model.cfg;
+    if (!o->evict.iface) return forward_init(&s->fw, &s->model, &FORWARD_CPU, T, o->chunk, err);
+    const int64_t cap = evict_cache_rows(&o->evict, o->budget, o->chunk, T);
+    int rc = forward_init_cache(&s->fw, &s->model, &FORWARD_CPU, T, cap, o->chunk, err);
+    if (!rc) rc = evict_init(&s->ev, &o->evict, o->budget, c, s->fw.max_chunk, s->fw.cap, err);
+    if (!rc && o->retained &&
+        !(s->snap = kv_calloc((size_t)(c->n_layers * c->n_kv_heads * o->budget), sizeof(int32_t), "snapshot", err)))
+        rc = err->code;
+    if (!rc) s->fw.ev = &s->ev.hooks;
+    return rc;
+}
+
+/* --stats: throughput, GEMM and attention rates, the largest cache (rows of
+ * one layer and kv head) and the process's peak RSS (benchmarks). */
+static void print_stats(const capture_run_state *s, int64_t T, double load_s, double secs)
+{
+    const forward_state *f = &s->fw;
+    int64_t peak = 0;
+    for (int64_t i = 0; i < s->model.cfg.n_layers * s->model.cfg.n_kv_heads; i++)
+        peak = f->cache_peak[i] > peak ? f->cache_peak[i] : peak;
+    struct rusage ru;
+    long rss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+    fprintf(stderr, "capture-stats: load_s %.3f tokens %lld seconds %.3f tokens_per_s %.1f gemm_gflop %.3f "
+                    "gemm_s %.3f gemm_gflops %.2f attn_gflop %.3f attn_s %.3f attn_gflops %.2f "
+                    "cache_rows %lld cache_peak_rows %lld peak_rss_kib %ld\n",
+            load_s, (long long)T, secs, (double)T / secs, f->gemm_flops * 1e-9, f->gemm_seconds,
+            f->gemm_flops * 1e-9 / f->gemm_seconds, f->attn_flops * 1e-9, f->attn_seconds,
+            f->attn_flops * 1e-9 / f->attn_seconds, (long long)f->cap, (long long)peak, rss_kib);
 }
 
 static void print_text(const kv_model *m, const int32_t *tokens, int64_t T)
@@ -168,7 +220,7 @@ int capture_run(const capture_opts *o, kv_err *err)
     int rc = model_load(o->model, o->tokenizer, &s.model, err);
     double load_s = kv_now_seconds() - load_started;
     int64_t P = 0;
-    if (!rc) rc = prompt_tokens(o, &s.model, &s.tokens, &P, err);
+    if (!rc) rc = capture_prompt_tokens(o, &s.model, &s.tokens, &P, err);
     const int64_t T = P + o->generate;
     if (!rc) rc = check_full_attention(o, &s.model.cfg, T, err);
     if (!rc) rc = check_window(o, &s.model.cfg, T, err);
@@ -184,11 +236,12 @@ int capture_run(const capture_opts *o, kv_err *err)
     topts.want[TRACE_ATTN_FULL] = o->attention == ATTN_FULL;
     topts.want[TRACE_LOGITS] = o->logits;
     topts.want[TRACE_LOGPROBS] = true;
+    topts.want[TRACE_EVICT_RETAINED] = topts.want[TRACE_EVICT_STEP_END] = o->evict.iface && o->retained;
     if (!rc) {
         fill_meta(o, &s.model, P, &meta);
         rc = trace_create(o->output, &meta, &topts, &s.w, err);
     }
-    if (!rc) rc = forward_init(&s.fw, &s.model, &FORWARD_CPU, T, o->chunk, err);
+    if (!rc) rc = start_walk(o, &s, T, err);
     recorder_wants want = {o->record_queries, topts.want[TRACE_COLSUM], topts.want[TRACE_ATTN_FULL], o->logits};
     if (!rc) rc = recorder_init(&s.rec, s.w, &s.model.cfg, want, s.tokens, T, o->chunk, err);
     double started = kv_now_seconds();
@@ -196,14 +249,7 @@ int capture_run(const capture_opts *o, kv_err *err)
         s.rec.known = P;
         rc = run_model(o, &s, P, T, err);
     }
-    if (!rc && o->stats) {
-        double secs = kv_now_seconds() - started;
-        fprintf(stderr, "capture-stats: load_s %.3f tokens %lld seconds %.3f tokens_per_s %.1f gemm_gflop %.3f "
-                        "gemm_s %.3f gemm_gflops %.2f attn_gflop %.3f attn_s %.3f attn_gflops %.2f\n",
-                load_s, (long long)T, secs, (double)T / secs, s.fw.gemm_flops * 1e-9, s.fw.gemm_seconds,
-                s.fw.gemm_flops * 1e-9 / s.fw.gemm_seconds, s.fw.attn_flops * 1e-9, s.fw.attn_seconds,
-                s.fw.attn_flops * 1e-9 / s.fw.attn_seconds);
-    }
+    if (!rc && o->stats) print_stats(&s, T, load_s, kv_now_seconds() - started);
     if (!rc) rc = recorder_finish(&s.rec, err);
     if (!rc) {
         rc = trace_finish(s.w, err);
@@ -213,6 +259,8 @@ int capture_run(const capture_opts *o, kv_err *err)
     if (s.w) trace_abort(s.w);
     recorder_free(&s.rec);
     forward_free(&s.fw);
+    evict_free(&s.ev);
+    free(s.snap);
     free(s.tokens);
     model_free(&s.model);
     return rc;

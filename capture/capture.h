@@ -6,8 +6,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "capture/model.h"
 #include "core/kv_error.h"
 #include "core/trace.h"
+#include "policies/policy.h"
 
 typedef enum { ATTN_COLSUM, ATTN_FULL, ATTN_NONE } capture_attention;
 
@@ -31,10 +33,18 @@ typedef struct {
     bool force, quiet;
     bool print_text;          /* decode the tokens to stdout */
     bool stats;               /* throughput and GEMM rate on stderr (benchmarks) */
+    /* eviction inside the run (capture_mode = evict): evict.iface NULL for none */
+    policy_config evict;
+    int64_t budget;           /* N */
+    bool retained;            /* /evict/retained snapshots after every chunk */
     bool device_cuda;         /* --device cuda (capture/backend.h) */
 } capture_opts;
 
 int capture_run(const capture_opts *o, kv_err *err);
+
+/* The prompt's token ids of o (--tokens, --prompt, --prompt-file; none: BOS
+ * alone) for model m; *ids is malloc'ed, *n >= 1. */
+int capture_prompt_tokens(const capture_opts *o, const kv_model *m, int32_t **ids, int64_t *n, kv_err *err);
 
 /* `kvtrace capture` */
 int capture_main(int argc, char **argv);

@@ -9,20 +9,34 @@
 int forward_init(forward_state *s, const kv_model *m, const forward_kernels *kern, int64_t cap,
                  int64_t max_chunk, kv_err *err)
 {
+    return forward_init_cache(s, m, kern, cap, cap, max_chunk, err);
+}
+
+int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernels *kern, int64_t n_pos,
+                       int64_t cap, int64_t max_chunk, kv_err *err)
+{
     memset(s, 0, sizeof *s);
     const model_config *c = &m->cfg;
-    if (cap < 1 || max_chunk < 1)
+    if (n_pos < 1 || cap < 1 || max_chunk < 1)
         return kv_fail(err, KV_EUSAGE, "forward: need at least one token and a chunk of at least one");
+    if (cap < n_pos && (!kern->compact || !kern->host_rows))
+        return kv_fail(err, KV_EUSAGE, "forward: this backend has no compact/host_rows kernels, so it cannot "
+                       "evict inside the run (a cache of %lld rows for %lld positions)", (long long)cap,
+                       (long long)n_pos);
     s->m = m;
     s->kern = *kern;
-    s->cap = cap;
+    s->n_pos = n_pos;
+    s->cap = cap = cap < n_pos ? cap : n_pos;
     s->max_chunk = max_chunk = max_chunk < cap ? max_chunk : cap;
     const size_t B = (size_t)max_chunk, T = (size_t)cap, D = (size_t)c->head_dim;
     const size_t HD = (size_t)c->n_heads * D, KD = (size_t)c->n_kv_heads * D;
-    const size_t cache = (size_t)c->n_layers * KD * T;
+    const size_t cache = (size_t)c->n_layers * KD * T, LK = (size_t)(c->n_layers * c->n_kv_heads);
     if (!(s->k_cache = kv_calloc(cache, sizeof(float), "key cache", err)) ||
         !(s->v_cache = kv_calloc(cache, sizeof(float), "value cache", err)) ||
-        !(s->rope_tab = kv_calloc(T * D, sizeof(float), "rope table", err)) ||
+        !(s->cache_len = kv_calloc(LK, sizeof(int64_t), "cache lengths", err)) ||
+        !(s->cache_pos = kv_calloc(LK * T, sizeof(int64_t), "cache positions", err)) ||
+        !(s->cache_peak = kv_calloc(LK, sizeof(int64_t), "cache lengths", err)) ||
+        !(s->rope_tab = kv_calloc((size_t)n_pos * D, sizeof(float), "rope table", err)) ||
         !(s->x = kv_calloc(B * (size_t)c->dim, sizeof(float), "activations", err)) ||
         !(s->xb = kv_calloc(B * (size_t)c->dim, sizeof(float), "activations", err)) ||
         !(s->q = kv_calloc(B * HD, sizeof(float), "queries", err)) ||
@@ -36,13 +50,14 @@ int forward_init(forward_state *s, const kv_model *m, const forward_kernels *ker
         forward_free(s);
         return err->code;
     }
-    rope_table_fill_scaled(s->rope_tab, cap, c->head_dim, c->rope_theta, m->rope_div);
+    rope_table_fill_scaled(s->rope_tab, n_pos, c->head_dim, c->rope_theta, m->rope_div);
     return KV_OK;
 }
 
 void forward_free(forward_state *s)
 {
-    free(s->k_cache), free(s->v_cache), free(s->rope_tab), free(s->x), free(s->xb);
+    free(s->k_cache), free(s->v_cache), free(s->cache_len), free(s->cache_pos), free(s->cache_peak);
+    free(s->rope_tab), free(s->x), free(s->xb);
     free(s->q), free(s->k), free(s->v), free(s->att), free(s->gate), free(s->up), free(s->p);
     free(s->logits);
     memset(s, 0, sizeof *s);
@@ -65,6 +80,41 @@ static float *cache_head(const forward_state *s, float *cache, int64_t l, int64_
     return cache + ((size_t)l * (size_t)c->n_kv_heads + (size_t)g) * (size_t)s->cap * (size_t)c->head_dim;
 }
 
+const float *forward_cache_rows(const forward_state *s, int64_t layer, int64_t kv_head, int values, float *host)
+{
+    const int64_t lg = layer * s->m->cfg.n_kv_heads + kv_head;
+    return s->kern.host_rows(cache_head(s, values ? s->v_cache : s->k_cache, layer, kv_head), s->cache_len[lg],
+                             s->m->cfg.head_dim, host);
+}
+
+void forward_cache_keep(forward_state *s, int64_t layer, int64_t kv_head, const int64_t *keep, int64_t n_keep)
+{
+    const int64_t lg = layer * s->m->cfg.n_kv_heads + kv_head;
+    KV_ASSERT(n_keep <= s->cache_len[lg]);
+    s->kern.compact(cache_head(s, s->k_cache, layer, kv_head), cache_head(s, s->v_cache, layer, kv_head), keep, n_keep,
+                    s->m->cfg.head_dim);
+    int64_t *pos = s->cache_pos + lg * s->cap; /* host bookkeeping: which position each row holds */
+    for (int64_t i = 0; i < n_keep; i++) pos[i] = pos[keep[i]];
+    s->cache_len[lg] = n_keep;
+}
+
+/* Appends the chunk's rows of kv head g (positions pos0..) to its cache of
+ * layer l; returns the rows cached before them. */
+static int64_t cache_append(forward_state *s, int64_t l, int64_t g, int64_t pos0, int64_t n)
+{
+    const model_config *c = &s->m->cfg;
+    const int64_t D = c->head_dim, K = c->n_kv_heads, lg = l * K + g, c0 = s->cache_len[lg];
+    float *kc = cache_head(s, s->k_cache, l, g), *vc = cache_head(s, s->v_cache, l, g);
+    for (int64_t r = 0; r < n; r++) {
+        memcpy(kc + (c0 + r) * D, s->k + (r * K + g) * D, sizeof(float) * (size_t)D);
+        memcpy(vc + (c0 + r) * D, s->v + (r * K + g) * D, sizeof(float) * (size_t)D);
+        s->cache_pos[lg * s->cap + c0 + r] = pos0 + r;
+    }
+    s->cache_len[lg] = c0 + n;
+    if (s->cache_peak[lg] < c0 + n) s->cache_peak[lg] = c0 + n;
+    return c0;
+}
+
 /* q, k, v of the chunk's rows: projections, biases, per-head q/k norms, RoPE. */
 static void qkv_block(forward_state *s, const model_layer *w, int64_t n)
 {
@@ -84,29 +134,35 @@ static void qkv_block(forward_state *s, const model_layer *w, int64_t n)
     s->kern.rope(s->k, n, K, D, s->len, s->rope_tab, c->rope);
 }
 
-/* Attention block of layer l: q/k/v, cache append, GQA, output projection
- * added to the residual stream. */
+/* Attention block of layer l: q/k/v, cache append, GQA over each kv head's
+ * cache (its own length once eviction ran), output projection added to the
+ * residual stream; then the evictor may shrink the layer's caches. */
 static int attention_block(forward_state *s, int64_t l, int64_t n, const forward_observer *obs, kv_err *err)
 {
     const model_config *c = &s->m->cfg;
     const model_layer *w = &s->m->layers[l];
     const int64_t D = c->head_dim, H = c->n_heads, K = c->n_kv_heads, G = H / K, pos0 = s->len;
+    const forward_evictor *ev = s->ev;
     qkv_block(s, w, n);
     int rc = obs && obs->on_qkv ? obs->on_qkv(obs->ctx, l, pos0, n, s->q, s->k, s->v, err) : KV_OK;
+    if (ev && ev->on_queries) ev->on_queries(ev->ctx, l, pos0, n, s->q);
     for (int64_t g = 0; !rc && g < K; g++) {
-        float *kc = cache_head(s, s->k_cache, l, g), *vc = cache_head(s, s->v_cache, l, g);
-        for (int64_t r = 0; r < n; r++) {
-            memcpy(kc + (pos0 + r) * D, s->k + (r * K + g) * D, sizeof(float) * (size_t)D);
-            memcpy(vc + (pos0 + r) * D, s->v + (r * K + g) * D, sizeof(float) * (size_t)D);
-        }
+        if (s->cache_len[l * K + g] + n > s->cap)
+            return kv_fail(err, KV_EFAIL, "forward: the cache of layer %lld, kv head %lld holds %lld of %lld rows: "
+                           "no room for a chunk of %lld", (long long)l, (long long)g,
+                           (long long)s->cache_len[l * K + g], (long long)s->cap, (long long)n);
+        const int64_t c0 = cache_append(s, l, g, pos0, n);
+        const float *kc = cache_head(s, s->k_cache, l, g), *vc = cache_head(s, s->v_cache, l, g);
         for (int64_t h = g * G; !rc && h < (g + 1) * G; h++) {
             double t0 = kv_now_seconds();
-            s->kern.attend(s->q + h * D, H * D, kc, vc, pos0, n, D, s->p, s->att + h * D, H * D);
+            s->kern.attend(s->q + h * D, H * D, kc, vc, c0, n, D, s->p, s->att + h * D, H * D);
             s->attn_seconds += kv_now_seconds() - t0;
-            s->attn_flops += 4.0 * (double)n * (double)(pos0 + n) * (double)D; /* q.k and p.v */
-            if (obs && obs->on_attention) rc = obs->on_attention(obs->ctx, l, h, pos0, n, s->p, err);
+            s->attn_flops += 4.0 * (double)n * (double)(c0 + n) * (double)D; /* q.k and p.v */
+            if (obs && obs->on_attention) rc = obs->on_attention(obs->ctx, l, h, c0, n, s->p, err);
+            if (ev && ev->on_attention) ev->on_attention(ev->ctx, l, h, c0, n, s->p);
         }
     }
+    if (!rc && ev && ev->after_layer) rc = ev->after_layer(ev->ctx, s, l, n, err);
     if (rc) return rc;
     /* x += att . wo^T (through xb: the matmul kernel overwrites its output) */
     timed_matmul(s, s->att, w->wo, s->xb, n, H * D, c->dim);
@@ -131,9 +187,10 @@ int forward_chunk(forward_state *s, const int32_t *tokens, int64_t n, const forw
 {
     const kv_model *m = s->m;
     const model_config *c = &m->cfg;
-    if (n < 1 || n > s->max_chunk || s->len + n > s->cap)
-        return kv_fail(err, KV_EFAIL, "forward: chunk of %lld at position %lld exceeds the cache of %lld",
-                       (long long)n, (long long)s->len, (long long)s->cap);
+    if (n < 1 || n > s->max_chunk || s->len + n > s->n_pos)
+        return kv_fail(err, KV_EFAIL, "forward: chunk of %lld at position %lld exceeds the run's %lld positions "
+                       "(or the chunk of %lld)", (long long)n, (long long)s->len, (long long)s->n_pos,
+                       (long long)s->max_chunk);
     for (int64_t r = 0; r < n; r++) {
         if (tokens[r] < 0 || tokens[r] >= c->vocab_size)
             return kv_fail(err, KV_EINPUT, "token id %d at position %lld is outside the vocabulary [0, %lld)",
@@ -149,6 +206,6 @@ int forward_chunk(forward_state *s, const int32_t *tokens, int64_t n, const forw
     s->kern.rmsnorm(s->xb, s->x, m->output_norm, n, c->dim, c->norm_eps);
     timed_matmul(s, s->xb, m->output, s->logits, n, c->dim, c->vocab_size);
     int rc = obs && obs->on_logits ? obs->on_logits(obs->ctx, s->len, n, s->logits, err) : KV_OK;
-    if (!rc) s->len += n;
+    if (!rc) s->len += n, s->steps++;
     return rc;
 }

@@ -33,6 +33,14 @@ typedef struct {
      * diagonal). */
     void (*attend)(const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0,
                    int64_t n, int64_t D, float *p, float *out, int64_t ldo);
+    /* In-model eviction (issue #9). Keeps rows keep[0..n_keep) of one (layer,
+     * kv head) cache k, v [cap][D] as its rows 0..n_keep-1, in order; keep is
+     * a host array, ascending, keep[i] >= i. */
+    void (*compact)(float *k, float *v, const int64_t *keep, int64_t n_keep, int64_t D);
+    /* Rows [0, n) of a cache readable on the host (the policies score them):
+     * the cache itself where it is host memory (CPU), else a copy into
+     * host [n][D], returned. */
+    const float *(*host_rows)(const float *cache, int64_t n, int64_t D, float *host);
 } forward_kernels;
 
 /* The CPU kernels (OpenBLAS sgemm for every product). */
@@ -45,22 +53,46 @@ typedef struct {
     /* after RoPE, per layer: q [n][H*D], k and v [n][K*D] of positions pos0.. */
     int (*on_qkv)(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float *q, const float *k,
                   const float *v, kv_err *err);
-    /* normalised causal weights of query head `head`: p [n][pos0+n] */
+    /* normalised causal weights of query head `head`: p [n][pos0+n] over the
+     * rows of its kv head's cache; pos0 = rows cached before the chunk (the
+     * chunk's first position in a full run, fewer once eviction ran) */
     int (*on_attention)(void *ctx, int64_t layer, int64_t head, int64_t pos0, int64_t n,
                         const float *p, kv_err *err);
     /* next-token logits of positions pos0.. : [n][V] */
     int (*on_logits)(void *ctx, int64_t pos0, int64_t n, const float *logits, kv_err *err);
 } forward_observer;
 
+struct forward_state;
+
+/* In-model eviction (issue #9, capture/evict.h): hooks the walk calls so that
+ * an eviction engine can watch a layer's chunk and then shrink its caches.
+ * Any hook may be NULL. */
 typedef struct {
+    void *ctx;
+    /* after RoPE: the chunk's queries q [n][H*D] of `layer`, positions pos0.. */
+    void (*on_queries)(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float *q);
+    /* query head `head`'s weights p [n][n_cached+n] over its kv head's cache rows */
+    void (*on_attention)(void *ctx, int64_t layer, int64_t head, int64_t n_cached, int64_t n, const float *p);
+    /* after every query head of `layer` attended: may shrink the layer's
+     * caches through forward_cache_keep */
+    int (*after_layer)(void *ctx, struct forward_state *s, int64_t layer, int64_t n, kv_err *err);
+} forward_evictor;
+
+typedef struct forward_state {
     const kv_model *m;
     forward_kernels kern;
-    int64_t cap;       /* tokens the cache can hold (T) */
-    int64_t len;       /* tokens processed so far */
+    int64_t cap;       /* rows each (layer, kv head) cache holds: T, or N + B when evicting */
+    int64_t n_pos;     /* positions the run may reach (T): the RoPE table */
+    int64_t len;       /* tokens processed so far (the next token's position) */
+    int64_t steps;     /* chunks processed so far (forward_chunk calls) */
     int64_t max_chunk; /* B */
     float *k_cache;    /* [L][K][cap][D] */
     float *v_cache;    /* [L][K][cap][D] */
-    float *rope_tab;   /* [cap][D] cos/sin */
+    int64_t *cache_len;  /* [L][K] rows in use */
+    int64_t *cache_pos;  /* [L][K][cap] original position of each row, ascending */
+    int64_t *cache_peak; /* [L][K] high-water mark of cache_len: never above cap */
+    const forward_evictor *ev; /* NULL: the cache keeps everything */
+    float *rope_tab;   /* [n_pos][D] cos/sin */
     /* scratch for one chunk */
     float *x;          /* [B][dim] residual stream */
     float *xb;         /* [B][dim] normalised */
@@ -82,8 +114,21 @@ typedef struct {
 int forward_init(forward_state *s, const kv_model *m, const forward_kernels *kern, int64_t cap,
                  int64_t max_chunk, kv_err *err);
 
+/* The same for a run over up to n_pos positions whose caches hold at most
+ * `cap` rows per (layer, kv head) (N + B with eviction: s->ev must then keep
+ * every cache at <= cap - B after each chunk). */
+int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernels *kern, int64_t n_pos,
+                       int64_t cap, int64_t max_chunk, kv_err *err);
+
+/* Rows [0, cache_len) of one (layer, kv head) cache, keys or values, as host
+ * memory (kern.host_rows; host: cap x D floats of scratch). */
+const float *forward_cache_rows(const forward_state *s, int64_t layer, int64_t kv_head, int values, float *host);
+
+/* Keeps rows keep[0..n_keep) (ascending) of one (layer, kv head) cache, through kern.compact. */
+void forward_cache_keep(forward_state *s, int64_t layer, int64_t kv_head, const int64_t *keep, int64_t n_keep);
+
 /* Processes tokens[0..n) at positions len .. len+n-1 (n <= max_chunk,
- * len + n <= cap); the logits of the chunk stay in s->logits ([n][V]). */
+ * len + n <= n_pos); the logits of the chunk stay in s->logits ([n][V]). */
 int forward_chunk(forward_state *s, const int32_t *tokens, int64_t n, const forward_observer *obs,
                   kv_err *err);
 

@@ -2,6 +2,7 @@
  * (vectorised by the compiler) for the rest. */
 #include <cblas.h>
 #include <math.h>
+#include <string.h>
 
 #include "capture/forward.h"
 #include "core/attn_causal.h"
@@ -51,6 +52,21 @@ static void cpu_attend(const float *q, int64_t ldq, const float *k, const float 
     attn_causal_rows(q, ldq, k, v, pos0, n, D, p, out, ldo, NULL);
 }
 
+static void cpu_compact(float *k, float *v, const int64_t *keep, int64_t n_keep, int64_t D)
+{
+    for (int64_t i = 0; i < n_keep; i++) { /* keep[i] >= i: in place, front to back */
+        if (keep[i] == i) continue;
+        memmove(k + i * D, k + keep[i] * D, sizeof(float) * (size_t)D);
+        memmove(v + i * D, v + keep[i] * D, sizeof(float) * (size_t)D);
+    }
+}
+
+static const float *cpu_host_rows(const float *cache, int64_t n, int64_t D, float *host)
+{
+    (void)n, (void)D, (void)host; /* the cache is host memory */
+    return cache;
+}
+
 const forward_kernels FORWARD_CPU = {
     .matmul = cpu_matmul,
     .rmsnorm = cpu_rmsnorm,
@@ -58,4 +74,6 @@ const forward_kernels FORWARD_CPU = {
     .add_bias = cpu_add_bias,
     .swiglu = cpu_swiglu,
     .attend = cpu_attend,
+    .compact = cpu_compact,
+    .host_rows = cpu_host_rows,
 };

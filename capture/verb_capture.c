@@ -9,6 +9,7 @@
 #include "capture/capture.h"
 #include "capture/model_fetch.h"
 #include "core/cli_args.h"
+#include "policies/policy.h"
 
 static const char USAGE[] =
     "usage: kvtrace capture [--model M] [--tokenizer F] [--prompt TEXT | --prompt-file F | --tokens F]\n"
@@ -41,7 +42,13 @@ static const char USAGE[] =
     "  --threads N          OpenBLAS threads (default: OpenBLAS's own)\n"
     "  --device cpu|cuda    where the model runs (default cpu); cuda loads libkvtrace_cuda.so from beside\n"
     "                       kvtrace (or $KVTRACE_CUDA_LIB) and exits 1 when no usable GPU is found\n"
-    "  --evict P --budget N eviction inside the run: not implemented yet (issue #9)\n"
+    "  --evict P[:k=v...]   evict inside the run with policy P (kvtrace policies; not oracle): after\n"
+    "                       every prefill chunk and decode step each layer's kv head (tova:scope=layer:\n"
+    "                       each layer) keeps N of its cache plus the chunk, as sim replays it; the\n"
+    "                       cache never holds more than N + B rows; RoPE positions stay the original\n"
+    "                       ones. The trace gets capture_mode=evict (no /attention: off by default)\n"
+    "  --budget N           the cache budget N (required with --evict)\n"
+    "  --retained           with --evict: /evict/retained, the kept positions after every chunk\n"
     "  --print              print the decoded text of all tokens to stdout\n"
     "  --stats              print throughput and GEMM/attention GFLOP/s to stderr\n"
     "  -o, --output PATH    output trace (required)\n"
@@ -50,7 +57,7 @@ static const char USAGE[] =
 enum {
     OPT_MODEL = 256, OPT_TOKENIZER, OPT_PROMPT, OPT_PROMPT_FILE, OPT_TOKENS, OPT_GENERATE, OPT_CHUNK,
     OPT_RECORD, OPT_ATTENTION, OPT_MAX_ATTN, OPT_LOGITS, OPT_DTYPE, OPT_TEMPERATURE, OPT_SEED,
-    OPT_THREADS, OPT_DEVICE, OPT_EVICT, OPT_BUDGET, OPT_PRINT, OPT_FORCE, OPT_QUIET, OPT_STATS,
+    OPT_THREADS, OPT_DEVICE, OPT_EVICT, OPT_BUDGET, OPT_RETAINED, OPT_PRINT, OPT_FORCE, OPT_QUIET, OPT_STATS,
 };
 
 static const struct option OPTIONS[] = {
@@ -72,6 +79,7 @@ static const struct option OPTIONS[] = {
     {"device", required_argument, NULL, OPT_DEVICE},
     {"evict", required_argument, NULL, OPT_EVICT},
     {"budget", required_argument, NULL, OPT_BUDGET},
+    {"retained", no_argument, NULL, OPT_RETAINED},
     {"print", no_argument, NULL, OPT_PRINT},
     {"stats", no_argument, NULL, OPT_STATS},
     {"output", required_argument, NULL, 'o'},
@@ -98,6 +106,29 @@ static int parse_record(const char *list, capture_opts *o, kv_err *err)
     return KV_OK;
 }
 
+/* --evict, --budget and --retained together, and what an evicting run cannot record. */
+static int check_evict(capture_opts *o, bool attention_given, kv_err *err)
+{
+    const char *v = "capture";
+    if (!o->evict.iface) {
+        if (o->budget || o->retained) return cli_usage(err, v, "--budget and --retained need --evict POLICY");
+        return KV_OK;
+    }
+    if (o->budget < 1) return cli_usage(err, v, "--evict needs --budget N");
+    if (o->evict.iface->offline_only)
+        return cli_usage(err, v, "--evict %s: it reads the future, so it is offline only (use kvtrace sim)",
+                         o->evict.iface->name);
+    if (o->retained && o->evict.iface->never_evicts)
+        return cli_usage(err, v, "--retained: %s never evicts, its cache does not fit N = %lld", o->evict.iface->name,
+                         (long long)o->budget);
+    if (attention_given && o->attention != ATTN_NONE)
+        return cli_usage(err, v, "--attention %s: attention column sums and weights are recorded for "
+                         "full-cache runs only (SPEC §3); an evicting run's weights cover its cache, not every position",
+                         o->attention == ATTN_FULL ? "full" : "colsum");
+    o->attention = ATTN_NONE;
+    return KV_OK;
+}
+
 static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err *err)
 {
     const char *v = "capture";
@@ -107,6 +138,7 @@ static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err
     opterr = 0;
     int c, rc = KV_OK;
     int64_t i64;
+    bool attention_given = false;
     while (!rc && (c = getopt_long(argc, argv, ":o:h", OPTIONS, NULL)) != -1) {
         switch (c) {
         case OPT_MODEL: o->model = optarg; break;
@@ -118,6 +150,7 @@ static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err
         case OPT_CHUNK: rc = cli_parse_i64(v, "--chunk", optarg, 1, (int64_t)1 << 20, &o->chunk, err); break;
         case OPT_RECORD: rc = parse_record(optarg, o, err); break;
         case OPT_ATTENTION:
+            attention_given = true;
             if (strcmp(optarg, "colsum") == 0) o->attention = ATTN_COLSUM;
             else if (strcmp(optarg, "full") == 0) o->attention = ATTN_FULL;
             else if (strcmp(optarg, "none") == 0) o->attention = ATTN_NONE;
@@ -138,10 +171,14 @@ static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err
                 rc = cli_usage(err, v, "--device must be cpu or cuda, got '%s'", optarg);
             break;
         case OPT_EVICT:
-        case OPT_BUDGET:
-            rc = kv_fail(err, KV_EFAIL, "capture: eviction inside the run (--evict/--budget) is not implemented "
-                                        "yet (planned: issue #9)");
+            if ((rc = policy_parse(optarg, &o->evict, err))) {
+                char msg[sizeof err->msg];
+                snprintf(msg, sizeof msg, "%s", err->msg);
+                rc = cli_usage(err, v, "--evict: %s", msg);
+            }
             break;
+        case OPT_BUDGET: rc = cli_parse_i64(v, "--budget", optarg, 1, (int64_t)1 << 30, &o->budget, err); break;
+        case OPT_RETAINED: o->retained = true; break;
         case OPT_PRINT: o->print_text = true; break;
         case OPT_STATS: o->stats = true; break;
         case 'o': o->output = optarg; break;
@@ -156,7 +193,7 @@ static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err
     if (!!o->prompt + !!o->prompt_file + !!o->tokens_file > 1)
         return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");
     if (!o->output) return cli_usage(err, v, "-o PATH is required");
-    return KV_OK;
+    return check_evict(o, attention_given, err);
 }
 
 /* A usable GPU before any work: the library, the driver, a device. */

@@ -9,6 +9,7 @@
 #include "core/outfile.h"
 #include "capture/capture.h"
 #include "core/version.h"
+#include "fidelity/fidelity.h"
 #include "plots/plot.h"
 #include "policies/policy.h"
 #include "sim/sim.h"
@@ -30,8 +31,7 @@ static const verb VERBS[] = {
     {"sim", "replay eviction under many policies and budgets", sim_main, NULL, NULL},
     {"analyze", "Spearman, log-det, PCA and the data every figure needs", analyze_main, NULL, NULL},
     {"plot", "gnuplot figures and report.html from an analysis directory", plot_main, NULL, NULL},
-    {"fidelity", "in-model eviction versus offline replay", NULL,
-     "kvtrace fidelity --model M [...] --policies LIST --budgets LIST --chunk B -o DIR", "issue #9"},
+    {"fidelity", "in-model eviction versus offline replay", fidelity_main, NULL, NULL},
     {"policies", "every policy, its parameters and defaults", policies_main, NULL, NULL},
     {"demo", "the whole pipeline on the default model", demo_main, NULL, NULL},
 };

@@ -21,6 +21,22 @@ int cli_parse_i64(const char *verb, const char *opt, const char *s, int64_t lo, 
     return KV_OK;
 }
 
+int cli_parse_i64_list(const char *verb, const char *opt, const char *list, int64_t lo, int64_t hi, int64_t *out,
+                       int max, int *n, kv_err *err)
+{
+    char buf[4096];
+    if (strlen(list) >= sizeof buf) return cli_usage(err, verb, "%s list is too long", opt);
+    snprintf(buf, sizeof buf, "%s", list);
+    *n = 0;
+    for (char *save = NULL, *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+        if (*n == max) return cli_usage(err, verb, "%s: at most %d values", opt, max);
+        int rc = cli_parse_i64(verb, opt, it, lo, hi, &out[(*n)++], err);
+        if (rc) return rc;
+    }
+    if (!*n) return cli_usage(err, verb, "%s is empty", opt);
+    return KV_OK;
+}
+
 int cli_parse_u64(const char *verb, const char *opt, const char *s, uint64_t *out, kv_err *err)
 {
     char *end;

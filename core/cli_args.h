@@ -12,6 +12,10 @@
 /* Parses a whole decimal integer in [lo, hi]; KV_EUSAGE naming verb and option otherwise. */
 int cli_parse_i64(const char *verb, const char *opt, const char *s, int64_t lo, int64_t hi,
                   int64_t *out, kv_err *err);
+/* A comma-separated list of integers in [lo, hi] into out[0..max): *n of
+ * them; an empty list, a bad item or more than max is a usage error. */
+int cli_parse_i64_list(const char *verb, const char *opt, const char *list, int64_t lo, int64_t hi, int64_t *out,
+                       int max, int *n, kv_err *err);
 int cli_parse_u64(const char *verb, const char *opt, const char *s, uint64_t *out, kv_err *err);
 /* A number (strtod syntax; NaN and infinities refused) in [lo, hi]. */
 int cli_parse_double(const char *verb, const char *opt, const char *s, double lo, double hi, double *out,

@@ -145,6 +145,11 @@ int trace_write_tokens(trace_writer *w, int64_t t0, int64_t n, const int32_t *to
 int trace_write_rows(trace_writer *w, trace_dset d, int64_t layer, int64_t head,
                      int64_t t0, int64_t n, const float *rows, kv_err *err);
 
+/* Eviction snapshot `step` (0, 1, ... in order): the cache positions of
+ * every (layer, kv head) after the step, pos [L][K][N] (sorted, -1 padded;
+ * N = evict_budget), and the last position processed before it. */
+int trace_write_retained(trace_writer *w, int64_t step, int64_t step_end, const int32_t *pos, kv_err *err);
+
 /* Checks that every dataset reached the same T as /tokens, writes n_tokens,
  * closes, and renames to the final path. The writer is freed either way. */
 int trace_finish(trace_writer *w, kv_err *err);

@@ -72,12 +72,17 @@ static int create_dset(trace_writer *w, trace_dset d, kv_err *err)
     int64_t want[4];
     trace_expected_dims(&w->meta, d, 0, want);
     hsize_t cur[4], max[4], chunk[4];
+    const bool evict = d == TRACE_EVICT_RETAINED || d == TRACE_EVICT_STEP_END;
+    if (evict) /* snapshots grow along S (axis 0); a snapshot is [L][K][N], N = evict_budget */
+        want[0] = 0, want[3] = w->meta.evict_budget;
     for (int a = 0; a < s->rank; a++) {
-        bool grows = a == s->t_axis || a == s->t_axis2;
+        bool grows = evict ? a == 0 : a == s->t_axis || a == s->t_axis2;
         cur[a] = grows ? 0 : (hsize_t)want[a];
         max[a] = grows ? H5S_UNLIMITED : (hsize_t)want[a];
     }
     chunk_dims(w, d, chunk);
+    if (d == TRACE_EVICT_RETAINED) /* one snapshot per chunk */
+        chunk[0] = 1, chunk[1] = (hsize_t)want[1], chunk[2] = (hsize_t)want[2], chunk[3] = (hsize_t)want[3];
 
     hid_t space = H5Screate_simple(s->rank, cur, max);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -145,6 +150,28 @@ static void writer_free(trace_writer *w)
     free(w);
 }
 
+/* File access with HDF5's metadata cache held at 1-4 MiB (the default adapts
+ * up to 32 MiB): the chunk index of a long trace
+ * grows with T, and a capture with eviction inside the run must keep its
+ * memory flat in T. The format on disk is unchanged. */
+static hid_t bounded_metadata_fapl(void)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5AC_cache_config_t mdc;
+    memset(&mdc, 0, sizeof mdc);
+    mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+    if (fapl < 0 || H5Pget_mdc_config(fapl, &mdc) < 0) return fapl;
+    mdc.set_initial_size = 1;
+    mdc.initial_size = (size_t)1 << 20;
+    mdc.min_size = (size_t)1 << 20;
+    mdc.max_size = (size_t)4 << 20;
+    if (H5Pset_mdc_config(fapl, &mdc) < 0) { /* keep HDF5's defaults rather than fail a capture */
+        H5Pclose(fapl);
+        fapl = H5Pcreate(H5P_FILE_ACCESS);
+    }
+    return fapl;
+}
+
 int trace_create(const char *path, const trace_meta *meta, const trace_create_opts *opts,
                  trace_writer **out, kv_err *err)
 {
@@ -161,8 +188,10 @@ int trace_create(const char *path, const trace_meta *meta, const trace_create_op
     }
     if (opts->deflate < 0 || opts->deflate > 9)
         return kv_fail(err, KV_EUSAGE, "%s: deflate level %d is not in 0..9", path, opts->deflate);
-    if (opts->want[TRACE_EVICT_RETAINED] || opts->want[TRACE_EVICT_STEP_END])
-        return kv_fail(err, KV_EFAIL, "%s: writing /evict datasets is not implemented yet", path);
+    if (opts->want[TRACE_EVICT_RETAINED] != opts->want[TRACE_EVICT_STEP_END])
+        return kv_fail(err, KV_EUSAGE, "%s: /evict/retained and /evict/step_end go together", path);
+    if (opts->want[TRACE_EVICT_RETAINED] && strcmp(m.capture_mode, "evict") != 0)
+        return kv_fail(err, KV_EUSAGE, "%s: /evict datasets are for capture_mode=evict only", path);
     if (opts->want[TRACE_COLSUM] && strcmp(m.capture_mode, "full") != 0)
         return kv_fail(err, KV_EUSAGE, "%s: /attention/colsum is for capture_mode=full only", path);
 
@@ -183,10 +212,11 @@ int trace_create(const char *path, const trace_meta *meta, const trace_create_op
     }
 
     /* No object timestamps anywhere, so equal inputs give equal files. */
-    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
-    if (fcpl >= 0 && H5Pset_obj_track_times(fcpl, 0) >= 0)
-        w->file = H5Fcreate(w->out.tmp_path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = bounded_metadata_fapl();
+    if (fcpl >= 0 && fapl >= 0 && H5Pset_obj_track_times(fcpl, 0) >= 0)
+        w->file = H5Fcreate(w->out.tmp_path, H5F_ACC_TRUNC, fcpl, fapl);
     if (fcpl >= 0) H5Pclose(fcpl);
+    if (fapl >= 0) H5Pclose(fapl);
     if (w->file < 0) {
         rc = kv_fail(err, KV_EFAIL, "%s: cannot create the file", path);
         trace_abort(w);
@@ -291,12 +321,37 @@ int trace_write_rows(trace_writer *w, trace_dset d, int64_t layer, int64_t head,
     return write_slab(w, d, start, count, w->half, w->half_buf, err);
 }
 
+int trace_write_retained(trace_writer *w, int64_t step, int64_t step_end, const int32_t *pos, kv_err *err)
+{
+    const trace_meta *m = &w->meta;
+    if (!is_created(w, TRACE_EVICT_RETAINED))
+        return kv_fail(err, KV_EFAIL, "%s: /evict/retained was not requested at creation", w->out.final_path);
+    if (step != w->extent[TRACE_EVICT_RETAINED] || step_end < 0 || step_end > INT32_MAX)
+        return kv_fail(err, KV_EFAIL, "%s: snapshot %lld (ending at %lld) out of order", w->out.final_path,
+                       (long long)step, (long long)step_end);
+    hsize_t dims[4] = {(hsize_t)step + 1, (hsize_t)m->n_layers, (hsize_t)m->n_kv_heads, (hsize_t)m->evict_budget};
+    if (H5Dset_extent(w->dset[TRACE_EVICT_RETAINED], dims) < 0 || H5Dset_extent(w->dset[TRACE_EVICT_STEP_END], dims) < 0)
+        return kv_fail(err, KV_EFAIL, "%s: cannot extend /evict datasets", w->out.final_path);
+    w->extent[TRACE_EVICT_RETAINED] = w->extent[TRACE_EVICT_STEP_END] = step + 1;
+    hsize_t start[4] = {(hsize_t)step, 0, 0, 0};
+    int32_t end = (int32_t)step_end;
+    hsize_t count[4] = {1, dims[1], dims[2], dims[3]}, one = 1;
+    int rc = write_slab(w, TRACE_EVICT_RETAINED, start, count, H5T_NATIVE_INT32, pos, err);
+    if (!rc) rc = write_slab(w, TRACE_EVICT_STEP_END, start, &one, H5T_NATIVE_INT32, &end, err);
+    return rc;
+}
+
 int trace_finish(trace_writer *w, kv_err *err)
 {
     int64_t T = w->extent[TRACE_TOKENS];
     int rc = KV_OK;
     if (T < 1) rc = kv_fail(err, KV_EFAIL, "%s: no tokens were written", w->out.final_path);
+    if (!rc && w->extent[TRACE_EVICT_RETAINED] != w->extent[TRACE_EVICT_STEP_END])
+        rc = kv_fail(err, KV_EFAIL, "%s: /evict/retained has %lld snapshots but /evict/step_end %lld",
+                     w->out.final_path, (long long)w->extent[TRACE_EVICT_RETAINED],
+                     (long long)w->extent[TRACE_EVICT_STEP_END]);
     for (int d = 0; !rc && d < TRACE_NDSETS; d++) {
+        if (d == TRACE_EVICT_RETAINED || d == TRACE_EVICT_STEP_END) continue; /* along S, not T */
         if (is_created(w, (trace_dset)d) && w->extent[d] != T)
             rc = kv_fail(err, KV_EFAIL, "%s: %s has %lld tokens but /tokens has %lld",
                          w->out.final_path, trace_dset_path((trace_dset)d),

@@ -11,9 +11,13 @@
 
 #include "policies/registry.h"
 
+/* The accumulated attention of the candidates seen at the last observe(),
+ * by ascending position: memory follows the cache, not the sequence (an
+ * evicted position never comes back, so its sum is dropped). */
 typedef struct {
-    double *acc;   /* [cap] accumulated attention by position */
-    int64_t cap;
+    int64_t *pos, *npos;   /* [cap] positions; the next step's */
+    double *acc, *nacc;    /* [cap] their sums; the next step's */
+    int64_t n, cap;
 } h2o_state;
 
 static int h2o_create(const policy_config *cfg, void **state, kv_err *err)
@@ -28,20 +32,32 @@ static int h2o_create(const policy_config *cfg, void **state, kv_err *err)
 static void h2o_destroy(void *state)
 {
     h2o_state *s = state;
-    if (s) free(s->acc);
+    if (s) free(s->pos), free(s->npos), free(s->acc), free(s->nacc);
     free(s);
 }
 
-/* Grows acc to cover position `pos` (zero-filled). */
-static void ensure(h2o_state *s, int64_t pos)
+static void ensure(h2o_state *s, int64_t n)
 {
-    if (pos < s->cap) return;
-    int64_t cap = s->cap ? s->cap : 1024;
-    while (cap <= pos) cap *= 2;
-    double *acc = realloc(s->acc, sizeof(double) * (size_t)cap);
-    KV_ASSERT(acc); /* the interface's observe has no error channel */
-    memset(acc + s->cap, 0, sizeof(double) * (size_t)(cap - s->cap));
-    s->acc = acc, s->cap = cap;
+    if (n <= s->cap) return;
+    int64_t cap = s->cap ? s->cap : 256;
+    while (cap < n) cap *= 2;
+    int64_t *p = realloc(s->pos, sizeof(int64_t) * (size_t)cap), *np = p ? realloc(s->npos, sizeof(int64_t) * (size_t)cap) : NULL;
+    if (p) s->pos = p;
+    if (np) s->npos = np;
+    double *a = np ? realloc(s->acc, sizeof(double) * (size_t)cap) : NULL, *na = a ? realloc(s->nacc, sizeof(double) * (size_t)cap) : NULL;
+    if (a) s->acc = a;
+    if (na) s->nacc = na;
+    KV_ASSERT(na != NULL); /* the interface's observe has no error channel */
+    s->cap = cap;
+}
+
+/* out[c] = the sum held for v->pos[c] (0 for a new candidate); both lists ascend. */
+static void lookup(const h2o_state *s, const policy_view *v, double *out)
+{
+    for (int64_t c = 0, i = 0; c < v->n; c++) {
+        while (i < s->n && s->pos[i] < v->pos[c]) i++;
+        out[c] = i < s->n && s->pos[i] == v->pos[c] ? s->acc[i] : 0.0;
+    }
 }
 
 static void h2o_observe(const policy_config *cfg, void *state, const policy_view *v)
@@ -49,17 +65,23 @@ static void h2o_observe(const policy_config *cfg, void *state, const policy_view
     (void)cfg;
     h2o_state *s = state;
     if (!v->attn || v->n == 0) return;
-    ensure(s, v->pos[v->n - 1]);
+    ensure(s, v->n);
+    lookup(s, v, s->nacc);
+    memcpy(s->npos, v->pos, sizeof(int64_t) * (size_t)v->n);
     for (int64_t r = 0; r < v->n_queries; r++) {
         const float *row = v->attn + r * v->n;
-        for (int64_t c = 0; c < v->n; c++) s->acc[v->pos[c]] += (double)row[c];
+        for (int64_t c = 0; c < v->n; c++) s->nacc[c] += (double)row[c];
     }
+    int64_t *tp = s->pos;
+    double *ta = s->acc;
+    s->pos = s->npos, s->acc = s->nacc, s->npos = tp, s->nacc = ta, s->n = v->n;
 }
 
 static void h2o_score(const policy_config *cfg, void *state, const policy_view *v, double *scores)
 {
     h2o_state *s = state;
-    for (int64_t c = 0; c < v->n; c++) scores[c] = s && v->pos[c] < s->cap ? s->acc[v->pos[c]] : 0.0;
+    if (s) lookup(s, v, scores);
+    else for (int64_t c = 0; c < v->n; c++) scores[c] = 0.0;
     policy_protect_recent(v, policy_recent_count(policy_num(cfg, "recent"), v->budget), scores);
 }
 

@@ -81,4 +81,5 @@ const policy_iface policy_oracle = {
     .create = oracle_create,
     .destroy = oracle_destroy,
     .score = oracle_score,
+    .offline_only = true,
 };

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cli_args.h"
 #include "policies/registry.h"
 
 static const policy_iface *const REGISTRY[] = {
@@ -187,6 +188,21 @@ int policy_parse(const char *spec, policy_config *out, kv_err *err)
         s = item + len;
     }
     make_canonical(out);
+    return KV_OK;
+}
+
+int policy_parse_list(const char *verb, const char *list, policy_config *out, int max, int *n, kv_err *err)
+{
+    char buf[4096];
+    if (strlen(list) >= sizeof buf) return cli_usage(err, verb, "--policies list is too long");
+    snprintf(buf, sizeof buf, "%s", list);
+    *n = 0;
+    for (char *save = NULL, *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+        if (*n == max) return cli_usage(err, verb, "at most %d policies", max);
+        int rc = policy_parse(it, &out[(*n)++], err);
+        if (rc) return rc;
+    }
+    if (!*n) return cli_usage(err, verb, "--policies is empty");
     return KV_OK;
 }
 

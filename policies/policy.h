@@ -60,10 +60,13 @@ typedef struct {
     /* the trace's queries of the stream's query heads (snapkv's observation
      * window) and the full-cache log-sum-exp of their rows (oracle's future
      * attention a_ij = exp(q_i.k_j/sqrt(D) - lse_i)); the keys of query head j
-     * are `keys` (j < q_heads: one kv head's group, or the layer's first group) */
-    const float *queries;    /* [q_heads][T][D], all positions */
-    const double *lse;       /* [q_heads][T] */
-    int64_t q_heads, T;
+     * are `keys` (j < q_heads: one kv head's group, or the layer's first group).
+     * Row t of a head holds position q0 + t: sim has every position (q0 = 0);
+     * in-model eviction keeps only the latest query_window() positions up to
+     * now (q0 > 0 later in a run; T is then the row stride of a head) */
+    const float *queries;    /* [q_heads][T][D] */
+    const double *lse;       /* [q_heads][T]; NULL in-model (no full-cache run to take it from) */
+    int64_t q_heads, T, q0;
 } policy_view;
 
 typedef struct policy_iface {
@@ -86,6 +89,11 @@ typedef struct policy_iface {
      * a layer (tova:scope=layer); the engine then replays the layer's kv heads
      * as one stream and v->attn averages over all the layer's query heads */
     bool (*layer_scope)(const policy_config *cfg);
+    /* optional: how many of the latest query positions (up to now) score()
+     * reads from v->queries; an in-model engine keeps only these. NULL: none */
+    int64_t (*query_window)(const policy_config *cfg);
+    /* reads the future (oracle): sim only, refused by in-model eviction */
+    bool offline_only;
 } policy_iface;
 
 /* The registry: every policy, in a fixed order; NULL-terminated. */
@@ -95,6 +103,10 @@ const policy_iface *policy_find(const char *name);
 /* Parses "name[:key=value...]": an unknown name, key, or a bad value is a
  * KV_EUSAGE error that lists what is valid. */
 int policy_parse(const char *spec, policy_config *out, kv_err *err);
+
+/* A comma-separated list of policies into out[0..max): *n of them. Errors
+ * are policy_parse's, or a usage error of `verb` for an empty or long list. */
+int policy_parse_list(const char *verb, const char *list, policy_config *out, int max, int *n, kv_err *err);
 
 /* Parameter value helpers for policy implementations. */
 double policy_num(const policy_config *cfg, const char *key);

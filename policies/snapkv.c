@@ -28,7 +28,7 @@ static void snapkv_score(const policy_config *cfg, void *state, const policy_vie
     for (int64_t j = 0; v->queries && n > 0 && j < v->q_heads; j++) {
         /* the window's scores against every candidate in one product: s[W][n] */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)W, (int)n, (int)D, (float)(1.0 / sqrt((double)D)),
-                    v->queries + (j * v->T + i0) * D, (int)D, v->keys, (int)D, 0.0f, s, (int)n);
+                    v->queries + (j * v->T + i0 - v->q0) * D, (int)D, v->keys, (int)D, 0.0f, s, (int)n);
         for (int64_t r = 0, vis = 0; r < W; r++) {
             float *row = s + r * n;
             while (vis < n && v->pos[vis] <= i0 + r) vis++; /* candidates ascending: visible = a prefix */
@@ -48,6 +48,11 @@ static void snapkv_score(const policy_config *cfg, void *state, const policy_vie
     free(sum), free(s);
 }
 
+static int64_t snapkv_query_window(const policy_config *cfg)
+{
+    return (int64_t)policy_num(cfg, "window");
+}
+
 const policy_iface policy_snapkv = {
     .name = "snapkv",
     .summary = "SnapKV: attention of the last `window` queries, pooled over cache neighbours; window protected",
@@ -57,4 +62,5 @@ const policy_iface policy_snapkv = {
                {.key = "window", .kind = PARAM_NUMBER, .def = "32", .min = 1, .max = 1 << 20, .integer = true,
                 .doc = "observation window: queries of the last `window` positions"}},
     .score = snapkv_score,
+    .query_window = snapkv_query_window,
 };

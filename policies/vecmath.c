@@ -148,7 +148,20 @@ void vm_dots(const float *rows, int64_t n, int64_t D, const double *y, double *o
 
 void vm_norm_cache_free(vm_norm_cache *c)
 {
-    if (c) free(c->norm);
+    if (c) free(c->pos), free(c->norm);
+}
+
+/* At least 2n slots (a power of two), emptied when it grows. */
+static void norm_cache_fit(vm_norm_cache *c, int64_t n)
+{
+    if (2 * n <= c->cap) return;
+    int64_t cap = c->cap ? c->cap : 64;
+    while (cap < 2 * n) cap *= 2;
+    int64_t *pos = realloc(c->pos, sizeof(int64_t) * (size_t)cap);
+    double *norm = pos ? realloc(c->norm, sizeof(double) * (size_t)cap) : NULL;
+    KV_ASSERT(pos && norm); /* score() has no error channel */
+    for (int64_t i = 0; i < cap; i++) pos[i] = -1;
+    c->pos = pos, c->norm = norm, c->cap = cap;
 }
 
 KV_VECTOR_CLONES
@@ -159,18 +172,12 @@ void vm_norms_cached(vm_norm_cache *c, const float *rows, const int64_t *pos, in
         for (int64_t j = 0; j < n; j++) norms[j] = sqrt(sq16(rows + j * D, D));
         return;
     }
-    const int64_t last = n > 0 ? pos[n - 1] : -1; /* positions ascend */
-    if (last >= c->cap) {
-        int64_t cap = c->cap ? c->cap : 1024;
-        while (cap <= last) cap *= 2;
-        double *p = realloc(c->norm, sizeof(double) * (size_t)cap);
-        KV_ASSERT(p != NULL); /* score() has no error channel */
-        for (int64_t i = c->cap; i < cap; i++) p[i] = -1.0; /* not computed yet */
-        c->norm = p, c->cap = cap;
-    }
+    norm_cache_fit(c, n);
+    const int64_t mask = c->cap - 1;
     for (int64_t j = 0; j < n; j++) {
-        if (c->norm[pos[j]] < 0) c->norm[pos[j]] = sqrt(sq16(rows + j * D, D));
-        norms[j] = c->norm[pos[j]];
+        const int64_t slot = pos[j] & mask;
+        if (c->pos[slot] != pos[j]) c->pos[slot] = pos[j], c->norm[slot] = sqrt(sq16(rows + j * D, D));
+        norms[j] = c->norm[slot];
     }
 }
 

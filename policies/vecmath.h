@@ -29,12 +29,17 @@ void vm_dots(const float *rows, int64_t n, int64_t D, const double *y, double *o
  * when either norm is 0 (vm_cos, for a whole row of candidates). */
 void vm_cos_scores(double *dots, const double *norms, double ny, int64_t n);
 
-/* Key norms by position, computed once per position: a key is a candidate at
- * every step it survives, its norm never changes. cap 0 and norm NULL start
- * it empty; c NULL computes every norm. pos ascending. */
+/* Key norms by position, computed once per position while it stays a
+ * candidate: a key is a candidate at every step it survives, its norm never
+ * changes. A direct-mapped table of at least 2n slots (n the candidates), so
+ * its size follows the cache, not the sequence (in-model eviction keeps
+ * memory flat in T); a slot taken by another position is recomputed, which
+ * gives the same value. A zeroed struct starts it empty; c NULL computes
+ * every norm. */
 typedef struct {
-    double *norm;   /* [cap] by position, < 0 when not computed yet */
-    int64_t cap;
+    int64_t *pos;   /* [cap] position held by each slot, -1: none */
+    double *norm;   /* [cap] */
+    int64_t cap;    /* a power of two */
 } vm_norm_cache;
 
 void vm_norms_cached(vm_norm_cache *c, const float *rows, const int64_t *pos, int64_t n, int64_t D,

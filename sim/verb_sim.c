@@ -37,37 +37,6 @@ static const struct option OPTIONS[] = {
 
 enum { MAX_LIST = 256 };
 
-static int parse_policies(const char *list, sim_opts *o, policy_config *cfgs, kv_err *err)
-{
-    char buf[4096];
-    if (strlen(list) >= sizeof buf) return cli_usage(err, "sim", "--policies list is too long");
-    snprintf(buf, sizeof buf, "%s", list);
-    o->n_policies = 0;
-    for (char *save = NULL, *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
-        if (o->n_policies == MAX_LIST) return cli_usage(err, "sim", "at most %d policies", MAX_LIST);
-        int rc = policy_parse(it, &cfgs[o->n_policies++], err);
-        if (rc) return rc;
-    }
-    if (!o->n_policies) return cli_usage(err, "sim", "--policies is empty");
-    o->policies = cfgs;
-    return KV_OK;
-}
-
-static int parse_budgets(const char *list, sim_opts *o, int64_t *budgets, kv_err *err)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", list);
-    o->n_budgets = 0;
-    for (char *save = NULL, *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
-        if (o->n_budgets == MAX_LIST) return cli_usage(err, "sim", "at most %d budgets", MAX_LIST);
-        int rc = cli_parse_i64("sim", "--budgets", it, 1, (int64_t)1 << 40, &budgets[o->n_budgets++], err);
-        if (rc) return rc;
-    }
-    if (!o->n_budgets) return cli_usage(err, "sim", "--budgets is empty");
-    o->budgets = budgets;
-    return KV_OK;
-}
-
 int sim_main(int argc, char **argv)
 {
     static policy_config cfgs[MAX_LIST];
@@ -82,8 +51,14 @@ int sim_main(int argc, char **argv)
     int c, rc = KV_OK;
     while (!rc && (c = getopt_long(argc, argv, ":o:h", OPTIONS, NULL)) != -1) {
         switch (c) {
-        case OPT_POLICIES: rc = parse_policies(optarg, &o, cfgs, &err); break;
-        case OPT_BUDGETS: rc = parse_budgets(optarg, &o, budgets, &err); break;
+        case OPT_POLICIES:
+            rc = policy_parse_list(v, optarg, cfgs, MAX_LIST, &o.n_policies, &err);
+            o.policies = cfgs;
+            break;
+        case OPT_BUDGETS:
+            rc = cli_parse_i64_list(v, "--budgets", optarg, 1, (int64_t)1 << 40, budgets, MAX_LIST, &o.n_budgets, &err);
+            o.budgets = budgets;
+            break;
         case OPT_CHUNK: rc = cli_parse_i64(v, "--chunk", optarg, 1, (int64_t)1 << 30, &o.chunk, &err); break;
         case OPT_DECODE: rc = cli_parse_i64(v, "--decode-chunk", optarg, 1, (int64_t)1 << 30, &o.decode_chunk, &err); break;
         case OPT_STRIDE: rc = cli_parse_i64(v, "--eval-stride", optarg, 1, (int64_t)1 << 30, &o.eval_stride, &err); break;

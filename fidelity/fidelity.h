@@ -1,0 +1,73 @@
+/* fidelity: in-model eviction versus offline replay (SPEC §11).
+ *
+ * One teacher-forced token sequence (the prompt, plus the full model's
+ * greedy continuation with --generate), one full-cache run and one run with
+ * eviction inside the model per (policy x budget), all in lockstep chunk by
+ * chunk (prompt in chunks of B, then one token per step, as sim replays), so
+ * that each position's KL(p_full || p_evict) is computed as the logits appear
+ * and no run's logits are kept. The full run is also recorded as a trace and
+ * replayed by `sim` for the same configurations; the two views are then set
+ * side by side: per configuration (fidelity.csv), per position
+ * (positions.csv), Spearman ρ between offline error and online KL and the
+ * pairs of policies offline replay orders wrongly (summary.csv,
+ * misordered.csv), a figure and report.html. */
+#ifndef KV_FIDELITY_H
+#define KV_FIDELITY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "capture/capture.h"
+#include "core/kv_error.h"
+#include "policies/policy.h"
+
+typedef struct {
+    capture_opts seq;        /* model, tokenizer, prompt source, generate, chunk, threads (the rest unused) */
+    const char *output;      /* directory */
+    const char *command;     /* for command.txt and the report (may be NULL) */
+    policy_config *policies; /* [n_policies] */
+    int n_policies;
+    int64_t *budgets;        /* [n_budgets] */
+    int n_budgets;
+    int sim_threads;         /* 0: one per CPU */
+    bool force, quiet;
+} fidelity_opts;
+
+/* One (policy, budget) configuration: what the runs measured and what sim says. */
+typedef struct {
+    const policy_config *pc;
+    int64_t budget;
+    int64_t n_positions;     /* positions t >= N */
+    double kl_mean, kl_p95, kl_max, greedy_agree;
+    double ppl_evict;        /* over every predicted token of the sequence */
+    int64_t cache_peak;      /* largest rows a (layer, kv head) cache ever held */
+    double out_rel_err_mean, out_rel_err_p95, attn_recall_mean; /* sim, phase=all */
+    double *kl;              /* [n_positions] KL at t = N .. T-1 */
+    uint8_t *agree;          /* [n_positions] */
+} fid_config;
+
+typedef struct {
+    int64_t T, prompt_len, V;
+    double ppl_full;
+    int n;                   /* configurations, policy-major */
+    fid_config *c;           /* [n] */
+} fid_results;
+
+int fidelity_run(const fidelity_opts *o, kv_err *err);
+
+/* The model runs (runs.c): writes the full-cache trace to `trace_path` and
+ * fills every configuration's online measurements. */
+int fid_run_models(const fidelity_opts *o, const char *trace_path, fid_results *r, kv_err *err);
+
+/* The offline side (compare.c): reads sim's summary.csv in sim_dir into r. */
+int fid_read_sim(const char *sim_dir, fid_results *r, kv_err *err);
+
+/* Outputs (output.c): CSVs, the figure and report.html into dir. */
+int fid_write_outputs(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err);
+
+void fid_results_free(fid_results *r);
+
+/* `kvtrace fidelity` */
+int fidelity_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,184 @@
+/* The fidelity figure and report.html (see report.h). */
+#include "fidelity/report.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/version.h"
+#include "plots/plot_gnuplot.h"
+#include "plots/plot_html.h"
+#include "plots/plot_style.h"
+
+/* Configurations of the same policy with other params are its variants 0, 1, ... in order of appearance. */
+static int variant_of(const fid_results *r, int i)
+{
+    int v = 0;
+    const fid_config *c = &r->c[i];
+    for (int j = 0; j < i; j++) {
+        const fid_config *d = &r->c[j];
+        if (d->pc->iface != c->pc->iface || strcmp(d->pc->canonical, c->pc->canonical) == 0) continue;
+        bool first = true; /* count each earlier distinct params once */
+        for (int k = 0; k < j; k++)
+            if (r->c[k].pc->iface == d->pc->iface && strcmp(r->c[k].pc->canonical, d->pc->canonical) == 0) first = false;
+        v += first;
+    }
+    return v;
+}
+
+/* The first configuration of each (policy, params) series: one data block per series. */
+static bool series_head(const fid_results *r, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (r->c[j].pc->iface == r->c[i].pc->iface && strcmp(r->c[j].pc->canonical, r->c[i].pc->canonical) == 0)
+            return false;
+    return true;
+}
+
+static int write_data(const fid_results *r, const plot_ctx *ctx, int *blocks, kv_err *err)
+{
+    FILE *f;
+    int rc = plot_open(ctx, "fidelity.dat", &f, err);
+    if (rc) return rc;
+    fputs("# one block (index) per policy configuration, one row per budget:\n"
+          "# out_rel_err_mean kl_mean budget attn_recall_mean greedy_agree\n", f);
+    *blocks = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (!series_head(r, i) || !fid_ranked(&r->c[i])) continue;
+        fprintf(f, "%s# %s %s\n", *blocks ? "\n\n" : "", r->c[i].pc->iface->name, r->c[i].pc->canonical);
+        for (int j = i; j < r->n; j++) {
+            const fid_config *c = &r->c[j];
+            if (c->pc->iface != r->c[i].pc->iface || strcmp(c->pc->canonical, r->c[i].pc->canonical) != 0) continue;
+            fprintf(f, "%.9g %.9g %lld %.9g %.9g\n", c->out_rel_err_mean, c->kl_mean, (long long)c->budget,
+                    c->attn_recall_mean, c->greedy_agree);
+        }
+        (*blocks)++;
+    }
+    return plot_close(f, ctx, "fidelity.dat", err);
+}
+
+static void write_script(FILE *f, const fid_results *r, const plot_ctx *ctx, bool logscale)
+{
+    fid_rank k;
+    fid_rank_stats(r, 0, &k);
+    plot_gp_preamble(f, ctx, "fidelity", "offline output error versus online KL, one point per configuration", 1000,
+                     640);
+    fprintf(f, "set title sprintf('Offline replay vs eviction inside the model (Spearman rho = %%.3f, %lld of %lld "
+               "pairs mis-ordered)', %.6g)\n", (long long)k.misordered, (long long)k.pairs,
+            isnan(k.rho_err) ? 0.0 : k.rho_err);
+    fprintf(f, "set xlabel 'offline: sim out_rel_err, mean over layers, heads, positions >= N'\n");
+    fprintf(f, "set ylabel 'online: KL(p_full || p_evict), mean over positions >= N (nats)'\n");
+    if (logscale) fprintf(f, "set logscale xy 10\n");
+    fprintf(f, "set key outside right top\n");
+    fputs("plot ", f);
+    int b = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (!series_head(r, i) || !fid_ranked(&r->c[i])) continue;
+        const fid_config *c = &r->c[i];
+        char label[320];
+        snprintf(label, sizeof label, "%s%s%s", c->pc->iface->name, variant_of(r, i) ? " " : "",
+                 variant_of(r, i) ? c->pc->canonical : "");
+        fprintf(f, "%s'fidelity.dat' index %d using 1:2 with points ps 1.6 lc rgb '%s' pt %d title ", b ? ", \\\n     " : "",
+                b, plot_policy_colour(c->pc->iface->name), plot_point_type(variant_of(r, i)) | 1);
+        plot_gp_quote(f, label);
+        fprintf(f, ", \\\n     '' index %d using 1:2:(sprintf('N=%%d', $3)) with labels offset 0.4,0.7 font ',8' "
+                   "tc rgb '%s' notitle", b, plot_policy_colour(c->pc->iface->name));
+        b++;
+    }
+    fputc('\n', f);
+}
+
+int fid_write_figure(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err)
+{
+    (void)o;
+    plot_ctx ctx = {.dir = dir, .format = PLOT_PNG};
+    int blocks = 0;
+    int rc = write_data(r, &ctx, &blocks, err);
+    if (rc || blocks == 0) return rc; /* nothing evicts: no figure */
+    bool logscale = true;
+    for (int i = 0; i < r->n; i++)
+        if (fid_ranked(&r->c[i]) && !(r->c[i].out_rel_err_mean > 0 && r->c[i].kl_mean > 0)) logscale = false;
+    FILE *f;
+    if ((rc = plot_open(&ctx, "fidelity.gp", &f, err))) return rc;
+    write_script(f, r, &ctx, logscale);
+    if ((rc = plot_close(f, &ctx, "fidelity.gp", err))) return rc;
+    return plot_gnuplot_run(dir, "fidelity.gp", "fidelity.png", err);
+}
+
+/* ---- report.html ---------------------------------------------------------- */
+
+static void table_row(FILE *f, const fid_results *r, const fid_config *c)
+{
+    fputs("<tr><td>", f);
+    plot_html_escape(f, c->pc->iface->name);
+    fputs("</td><td>", f);
+    plot_html_escape(f, c->pc->canonical);
+    fprintf(f, "</td><td class=num>%lld</td><td class=num>%.4g</td><td class=num>%.4g</td><td class=num>%.1f%%</td>"
+               "<td class=num>%.3f</td><td class=num>%.4g</td><td class=num>%.4f</td></tr>\n",
+            (long long)c->budget, c->kl_mean, c->kl_p95, 100.0 * c->greedy_agree, c->ppl_evict - r->ppl_full,
+            c->out_rel_err_mean, c->attn_recall_mean);
+}
+
+static void pairs_list(FILE *f, const fid_results *r)
+{
+    fputs("<ul>\n", f);
+    int n = 0;
+    for (int i = 0; i < r->n; i++)
+        for (int j = 0; j < r->n; j++) {
+            const fid_config *a = &r->c[i], *b = &r->c[j];
+            if (!fid_misordered(a, b)) continue;
+            fprintf(f, "<li>N = %lld: offline prefers <b>", (long long)a->budget);
+            plot_html_escape(f, a->pc->iface->name);
+            fputs("</b> <code>", f);
+            plot_html_escape(f, a->pc->canonical);
+            fprintf(f, "</code> (err %.4g vs %.4g) over <b>", a->out_rel_err_mean, b->out_rel_err_mean);
+            plot_html_escape(f, b->pc->iface->name);
+            fputs("</b> <code>", f);
+            plot_html_escape(f, b->pc->canonical);
+            fprintf(f, "</code>, but in the model its KL is higher (%.4g vs %.4g)</li>\n", a->kl_mean, b->kl_mean);
+            n++;
+        }
+    if (!n) fputs("<li>none: offline replay orders every pair of policies as the model does</li>\n", f);
+    fputs("</ul>\n", f);
+}
+
+int fid_write_report(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err)
+{
+    plot_ctx ctx = {.dir = dir, .format = PLOT_PNG};
+    FILE *f;
+    int rc = plot_open(&ctx, "report.html", &f, err);
+    if (rc) return rc;
+    fid_rank k;
+    fid_rank_stats(r, 0, &k);
+    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>kvtrace fidelity: ", f);
+    plot_html_escape(f, o->seq.model);
+    fputs("</title>\n<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+          "table{border-collapse:collapse;font-size:.92em}th,td{border:1px solid #ddd;padding:.25em .6em}"
+          "th{background:#f4f4f4}td.num{text-align:right}pre{background:#f6f8fa;padding:.6em;white-space:pre-wrap}"
+          "img{max-width:100%}</style>\n</head>\n<body>\n<h1>Fidelity: offline replay vs eviction inside the model</h1>\n", f);
+    fputs("<p>Model <code>", f);
+    plot_html_escape(f, o->seq.model);
+    fprintf(f, "</code>, %lld tokens (prompt %lld, chunk B = %lld, then one token per step), teacher-forced; "
+               "full-cache perplexity %.4f. Written by kvtrace %s.</p>\n", (long long)r->T, (long long)r->prompt_len,
+            (long long)o->seq.chunk, r->ppl_full, KVTRACE_VERSION);
+    if (o->command) {
+        fputs("<pre>", f);
+        plot_html_escape(f, o->command);
+        fputs("</pre>\n", f);
+    }
+    fprintf(f, "<h2>How well offline replay ranks policies</h2>\n<p>Spearman &rho; between sim's out_rel_err and "
+               "the online KL over %lld configurations: <b>%.3f</b> (with 1 &minus; attn_recall: %.3f). "
+               "%lld of %lld same-budget pairs are ordered the other way round in the model:</p>\n",
+            (long long)k.n_configs, k.rho_err, k.rho_recall, (long long)k.misordered, (long long)k.pairs);
+    pairs_list(f, r);
+    fputs("<figure><img src=\"fidelity.png\" alt=\"offline error vs online KL\"><figcaption>One point per "
+          "configuration (label: budget N), one colour per policy; data fidelity.dat, script fidelity.gp."
+          "</figcaption></figure>\n", f);
+    fputs("<h2>Per configuration</h2>\n<table><tr><th>policy</th><th>params</th><th>N</th><th>KL mean</th>"
+          "<th>KL p95</th><th>greedy agree</th><th>&Delta; ppl</th><th>out_rel_err</th><th>attn_recall</th></tr>\n", f);
+    for (int i = 0; i < r->n; i++) table_row(f, r, &r->c[i]);
+    fputs("</table>\n<p>KL and agreement over positions t &ge; N; perplexity over the whole sequence. Files: "
+          "fidelity.csv, positions.csv, summary.csv, misordered.csv, full.h5 (the full-cache trace), sim/ "
+          "(sim's results on it).</p>\n</body>\n</html>\n", f);
+    return plot_close(f, &ctx, "report.html", err);
+}
