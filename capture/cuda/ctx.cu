@@ -141,6 +141,12 @@ static void dev_release(kvcuda_ctx *c, void *d)
     cudaFree(d);
 }
 
+static int dev_zero(kvcuda_ctx *c, void *d, size_t bytes, kv_err *err)
+{
+    cudaCheck(cudaMemsetAsync(d, 0, bytes, c->stream), err);
+    return KV_OK;
+}
+
 static int host_alloc(kvcuda_ctx *c, void **h, size_t bytes, const char *what, kv_err *err)
 {
     (void)c;
@@ -236,17 +242,17 @@ static void fence_free(kvcuda_fence *f)
     free(f);
 }
 
-static int sync_all(kvcuda_ctx *c, kv_err *err)
+/* the compute stream only: the copy stream's downloads are waited for by their fences */
+static int sync_compute(kvcuda_ctx *c, kv_err *err)
 {
     cudaCheck(cudaStreamSynchronize(c->stream), err);
-    cudaCheck(cudaStreamSynchronize(c->copy), err);
     return KV_OK;
 }
 
 static const kvcuda_api API = {
     KVCUDA_ABI, sizeof(kvcuda_api),
-    ctx_open, ctx_close, mem_info, dev_alloc, dev_release, host_alloc, host_release,
-    upload, upload_convert, download, download_async, copy2d, fence, fence_wait, fence_free, sync_all,
+    ctx_open, ctx_close, mem_info, dev_alloc, dev_release, dev_zero, host_alloc, host_release,
+    upload, upload_convert, download, download_async, copy2d, fence, fence_wait, fence_free, sync_compute,
     kvcuda_matmul, kvcuda_rmsnorm, kvcuda_rope, kvcuda_add_bias, kvcuda_swiglu, kvcuda_add, kvcuda_embed,
     kvcuda_attend, kvcuda_colsum, kvcuda_gather_rows,
 };

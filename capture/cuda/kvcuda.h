@@ -60,6 +60,8 @@ typedef struct {
     int (*mem_info)(kvcuda_ctx *ctx, size_t *free_b, size_t *total_b, size_t *peak_b, kv_err *err);
     int (*alloc)(kvcuda_ctx *ctx, void **d, size_t bytes, const char *what, kv_err *err);
     void (*release)(kvcuda_ctx *ctx, void *d);
+    /* d[0..bytes) = 0, enqueued */
+    int (*zero)(kvcuda_ctx *ctx, void *d, size_t bytes, kv_err *err);
     /* page-locked host memory, for asynchronous downloads */
     int (*host_alloc)(kvcuda_ctx *ctx, void **h, size_t bytes, const char *what, kv_err *err);
     void (*host_release)(kvcuda_ctx *ctx, void *h);
@@ -79,7 +81,8 @@ typedef struct {
     int (*fence)(kvcuda_ctx *ctx, kvcuda_fence **f, kv_err *err);
     int (*fence_wait)(kvcuda_fence *f, kv_err *err);
     void (*fence_free)(kvcuda_fence *f);
-    /* waits for everything enqueued; reports execution errors */
+    /* waits for the kernels enqueued so far (not the copy stream: fences
+     * do that); reports execution errors */
     int (*sync)(kvcuda_ctx *ctx, kv_err *err);
 
     /* ---- kernels (the CPU references are capture/kernels_cpu.c and
