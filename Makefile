@@ -97,7 +97,13 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-missing-prototypes $< $(LIB) $(LDFLAGS) \
 	    $(shell pkg-config --libs cmocka 2>/dev/null) $(LDLIBS) -o $@
 
-tests: $(BIN) $(TEST_BIN) $(CUDA_TARGETS) $(GPU_BIN)
+tests: $(BIN) $(TEST_BIN) $(CUDA_TARGETS) $(GPU_BIN) $(BUILD)/emul/libkvcuda_emul.so
+
+# a host emulation of the CUDA backend's ABI: CI runs the --device cuda path with it
+EMUL_SRC := tests/emul/kvcuda_emul.c $(addprefix core/,attn_causal.c attn_colsum.c softmax.c half.c rope.c kv_error.c)
+$(BUILD)/emul/libkvcuda_emul.so: $(EMUL_SRC) capture/cuda/kvcuda.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O2 -g -fPIC -shared -fvisibility=hidden $(VEC) $(WARN) $(EMUL_SRC) $(PKG_LIBS) -lm -o $@
 
 $(BUILD)/gpu/%: tests/gpu/%.c $(wildcard tests/gpu/*.h) $(LIB)
 	@mkdir -p $(dir $@)
