@@ -17,6 +17,7 @@ export KVTRACE_CUDA_LIB="$LIB"
 MODEL=${KVTRACE_BENCH_MODEL:-random:llama-3.1-8b}
 T1=${KVTRACE_BENCH_T1:-8192}
 T2=${KVTRACE_BENCH_T2:-32768}
+VOCAB=${KVTRACE_BENCH_VOCAB:-128000}     # ids drawn below this (the model's vocabulary)
 PEAK_F32=${KVTRACE_PEAK_F32_TFLOPS:-67} # H200 SXM datasheet, plain float32
 if [ ! -e "$LIB" ]; then
     echo "bench-gpu: skipped: $LIB was not built (nvcc not found)"
@@ -31,13 +32,13 @@ DIR=${KVTRACE_BENCH_DIR:-$ROOT/out/bench-gpu}
 mkdir -p "$DIR"
 
 # the disk the traces go to: 4 GiB written and synced
-dd_out=$(dd if=/dev/zero of="$DIR/dd.bin" bs=16M count=256 conv=fdatasync 2>&1 | tail -1)
+dd_out=$(dd if=/dev/zero of="$DIR/dd.bin" bs=16M count="${KVTRACE_BENCH_DD_COUNT:-256}" conv=fdatasync 2>&1 | tail -1)
 rm -f "$DIR/dd.bin"
 disk_bps=$(echo "$dd_out" | awk '{ for (i = 1; i < NF; i++) if ($(i+1) == "s,") s = $i; print $1 / s }')
 echo "disk: $dd_out  => $(awk -v b="$disk_bps" 'BEGIN { printf "%.2f GB/s", b / 1e9 }')"
 
 ids() { # T -> file of T random token ids
-    awk -v n="$1" 'BEGIN { srand(11); printf "128000"; for (i = 1; i < n; i++) printf " %d", int(rand() * 128000); print "" }' \
+    awk -v n="$1" -v v="$VOCAB" 'BEGIN { srand(11); printf "1"; for (i = 1; i < n; i++) printf " %d", int(rand() * v); print "" }' \
         >"$DIR/ids$1.txt"
 }
 ids "$T1"
@@ -64,10 +65,10 @@ run() {
     }'
     rm -f "$DIR/t.h5"
 }
-run 8k-rec "$T1" --record keys,values,queries --attention colsum
-run 8k-bare "$T1" --record keys,values,queries --attention colsum --dry-run
-run 32k-rec "$T2" --dtype f16 --record keys,values
-run 32k-bare "$T2" --dtype f16 --record keys,values --dry-run
+run "T$T1-rec" "$T1" --record keys,values,queries --attention colsum
+run "T$T1-bare" "$T1" --record keys,values,queries --attention colsum --dry-run
+run "T$T2-rec" "$T2" --dtype f16 --record keys,values
+run "T$T2-bare" "$T2" --dtype f16 --record keys,values --dry-run
 
 verdict() { # on, off
     [ -f "$DIR/$1.s" ] && [ -f "$DIR/$2.s" ] || return
@@ -78,5 +79,5 @@ verdict() { # on, off
                l, cost, on, off, disk, cost <= 25 ? "within the 25% goal" : bound ? "over 25%, bound by the disk" : "over 25% and NOT bound by the disk"
     }'
 }
-verdict 8k-rec 8k-bare
-verdict 32k-rec 32k-bare
+verdict "T$T1-rec" "T$T1-bare"
+verdict "T$T2-rec" "T$T2-bare"

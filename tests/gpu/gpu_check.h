@@ -87,6 +87,17 @@ static inline int gpu_compare_f(const char *what, const float *ref, const float 
     return ok;
 }
 
+/* For the record only: the largest gap between two arrays, absolute and relative to max |ref|. */
+static inline void gpu_gap(const char *what, const float *ref, const float *got, size_t n)
+{
+    double worst = 0.0, scale = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        worst = fmax(worst, fabs((double)got[i] - ref[i]));
+        scale = fmax(scale, fabs((double)ref[i]));
+    }
+    printf("# %s: max |diff| %.3g = %.3g of max |ref|\n", what, worst, scale > 0 ? worst / scale : 0.0);
+}
+
 static inline float *rand_floats(kv_rng *r, size_t n, double scale, double offset)
 {
     float *x = malloc(n * sizeof *x);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # make test-gpu: every CUDA kernel against its CPU reference, then whole-capture
 # parity CPU vs GPU (keys, values, queries, column sums) on stories260K and on
-# random:llama-3.2-1b, in float32 (within 1e-3) and bf16 weights (within 3e-2).
+# random:llama-3.2-1b, in float32 (within 1e-3) and with bf16 weights (within 3e-2 on the
+# 5 layers of stories260K, 1e-1 on the 16 of llama-3.2-1b: the rounding error grows with depth).
 # Without a usable GPU it prints why and exits 0 (a skip, not a pass).
 #   tests/gpu/run.sh [BUILD_DIR]        (KVTRACE_GPU_OUT: keep the traces there)
 set -u
@@ -27,12 +28,12 @@ failed=0
 "$ROOT/$BUILD/gpu/test_cuda_kernels" "$LIB" || failed=$((failed + 1))
 
 # parity: one capture on each device, compared by build/gpu/trace_compare
-parity() { # name, relative tolerance, capture arguments...
-    name=$1 rel=$2
-    shift 2
-    echo "# parity $name: $*"
+parity() { # name, relative tolerance, weight type on the GPU, capture arguments...
+    name=$1 rel=$2 wt=$3
+    shift 3
+    echo "# parity $name ($wt weights): $*"
     if ! "$KV" capture "$@" --quiet --force -o "$TMP/$name.cpu.h5" ||
-       ! "$KV" capture "$@" --device cuda --stats --quiet --force -o "$TMP/$name.gpu.h5"; then
+       ! "$KV" capture "$@" --device cuda --weights "$wt" --stats --quiet --force -o "$TMP/$name.gpu.h5"; then
         echo "not ok - parity $name: a capture failed"
         failed=$((failed + 1))
         return
@@ -41,9 +42,10 @@ parity() { # name, relative tolerance, capture arguments...
 }
 awk 'BEGIN { srand(7); printf "1"; for (i = 1; i < 300; i++) printf " %d", int(rand() * 128000); print "" }' \
     >"$TMP/ids300.txt"
-parity stories 1e-3 --model "$MODELS/stories260K.gguf" --prompt "Once upon a time" --generate 40 --chunk 16
-parity llama1b 1e-3 --model random:llama-3.2-1b --tokens "$TMP/ids300.txt" --chunk 128
-parity llama1b-bf16 3e-2 --model random:llama-3.2-1b --tokens "$TMP/ids300.txt" --chunk 128 --weights bf16
+parity stories 1e-3 f32 --model "$MODELS/stories260K.gguf" --prompt "Once upon a time" --generate 40 --chunk 16
+parity llama1b 1e-3 f32 --model random:llama-3.2-1b --tokens "$TMP/ids300.txt" --chunk 128
+parity stories-bf16 3e-2 bf16 --model "$MODELS/stories260K.gguf" --prompt "Once upon a time there was a little girl" --chunk 16
+parity llama1b-bf16 1e-1 bf16 --model random:llama-3.2-1b --tokens "$TMP/ids300.txt" --chunk 128
 [ -n "${KVTRACE_GPU_OUT:-}" ] || rm -rf "$TMP"
 echo "test-gpu: $failed failed"
 [ "$failed" -eq 0 ]

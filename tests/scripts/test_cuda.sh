@@ -74,6 +74,14 @@ else
     fail "a missing backend library: exit 1 naming it" "exit $rc" "$(cat "$TMP/err")"
 fi
 
+if [ -f "$SO" ] && [ "$probe_rc" -ne 0 ]; then
+    for s in tests/gpu/run.sh bench/bench_gpu.sh; do
+        out=$(KVTRACE_CUDA_LIB="$SO" sh "$ROOT/$s" build 2>&1)
+        rc=$?
+        if [ $rc -eq 0 ] && echo "$out" | grep -q 'skipped: --device cuda: '; then pass "$s without a GPU: skips, saying why"
+        else fail "$s without a GPU: skips, saying why" "exit $rc" "$out"; fi
+    done
+fi
 "$KVTRACE" capture --model "$M" --prompt "Once upon a time" --generate 8 --quiet -o "$TMP/plain.h5" &&
     "$KVTRACE" capture --model "$M" --prompt "Once upon a time" --generate 8 --device cpu --quiet -o "$TMP/cpu.h5"
 check "--device cpu writes the same file as a plain capture" cmp "$TMP/plain.h5" "$TMP/cpu.h5"
