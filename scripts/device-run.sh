@@ -17,7 +17,8 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
     [ -d "$d" ] && CUDALIB="$CUDALIB:$d"
 done
 export LD_LIBRARY_PATH="$W/lib$CUDALIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export KVTRACE_MODEL_DIR="$W/models" KVTRACE_CUDA_LIB="$W/build/libkvtrace_cuda.so"
+# KVTRACE_REHEARSAL_LIB: another backend (tests/emul) to rehearse this script without a GPU
+export KVTRACE_MODEL_DIR="$W/models" KVTRACE_CUDA_LIB="${KVTRACE_REHEARSAL_LIB:-$W/build/libkvtrace_cuda.so}"
 export KVTRACE_BENCH_DIR=/tmp/kvtrace-bench KVTRACE_GPU_OUT=/tmp/kvtrace-gpu
 { nvidia-smi; uname -a; ldd "$W/build/kvtrace" "$KVTRACE_CUDA_LIB"; } >"$OUT/machine.txt" 2>&1
 if ! "$W/build/kvtrace" --version >/dev/null 2>&1; then
