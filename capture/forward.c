@@ -75,7 +75,8 @@ int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernel
                 (!kern->attend_layer && !(s->p = kv_calloc(B * T, sizeof(float), "attention weights", err)))))
         rc = err->code;
     if (!rc) {
-        s->logits = kern->host_memory ? s->logits_k : kv_calloc(B * (size_t)c->vocab_size, sizeof(float), "logits", err);
+        s->logits = kern->host_memory ? s->logits_k
+                                      : kv_calloc(B * (size_t)c->vocab_size, sizeof(float), "logits", err);
         rc = s->logits ? fill_rope_table(s, err) : err->code;
     }
     if (rc) forward_free(s);

@@ -28,7 +28,8 @@ int record_device_init(record_device *rd, recorder *rec, backend_cuda *b, const 
     const size_t bytes = sizeof(float) * (size_t)B * (size_t)((rd->H + 2 * rd->K) * rd->D);
     record_async_mem mem = {pinned_alloc, pinned_release, rd};
     int rc = record_async_init(&rd->ra, nbuf, bytes, &mem, err);
-    for (int i = 0; !rc && i < rd->ra.nbuf; i++) rc = rd->api->alloc(rd->ctx, &rd->dstage[i], bytes, "recording stage", err);
+    for (int i = 0; !rc && i < rd->ra.nbuf; i++)
+        rc = rd->api->alloc(rd->ctx, &rd->dstage[i], bytes, "recording stage", err);
     return rc;
 }
 
@@ -92,7 +93,8 @@ static int on_qkv(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float
 {
     record_device *rd = ctx;
     const size_t qb = sizeof(float) * (size_t)(n * rd->H * rd->D), kb = sizeof(float) * (size_t)(n * rd->K * rd->D);
-    if (qb + 2 * kb > rd->ra.bytes) return kv_fail(err, KV_EFAIL, "recording: a chunk of %lld rows exceeds the buffers", (long long)n);
+    if (qb + 2 * kb > rd->ra.bytes)
+        return kv_fail(err, KV_EFAIL, "recording: a chunk of %lld rows exceeds the buffers", (long long)n);
     rd_job *j = calloc(1, sizeof *j);
     if (!j) return kv_fail(err, KV_EFAIL, "recording: out of memory");
     j->rd = rd, j->layer = layer, j->pos0 = pos0, j->n = n;

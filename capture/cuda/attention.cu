@@ -132,7 +132,8 @@ static int attend_launch(kvcuda_ctx *c, dim3 grid, size_t smem, const float *q, 
                          int64_t n, float *out, float *row_max, float *row_sum, kv_err *err)
 {
     if (smem > 48 * 1024)
-        cudaCheck(cudaFuncSetAttribute(attend_kernel<DPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), err);
+        cudaCheck(cudaFuncSetAttribute(attend_kernel<DPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                  err);
     const float scale = (float)(1.0 / sqrt((double)D));
     attend_kernel<DPL><<<grid, WARPS * 32, smem, c->stream>>>(q, k, v, cap, H, K, D, pos0, n_cached, n, out, row_max,
                                                               row_sum, scale);
@@ -149,10 +150,9 @@ int kvcuda_attend(kvcuda_ctx *c, const float *q, const float *k, const float *v,
     if (rc) return rc;
     dim3 grid((unsigned)((n + ROWS - 1) / ROWS), (unsigned)H);
     size_t smem = sizeof(float) * (size_t)(TILE * (D + 1) + TILE * D + ROWS * D);
-    if (D <= 32) return attend_launch<1>(c, grid, smem, q, k, v, cap, H, K, D, pos0, n_cached, n, out, row_max, row_sum, err);
-    if (D <= 64) return attend_launch<2>(c, grid, smem, q, k, v, cap, H, K, D, pos0, n_cached, n, out, row_max, row_sum, err);
-    if (D <= 128) return attend_launch<4>(c, grid, smem, q, k, v, cap, H, K, D, pos0, n_cached, n, out, row_max, row_sum, err);
-    return attend_launch<8>(c, grid, smem, q, k, v, cap, H, K, D, pos0, n_cached, n, out, row_max, row_sum, err);
+    /* head dimensions per lane, a template parameter so the accumulators stay in registers */
+    auto launch = D <= 32 ? attend_launch<1> : D <= 64 ? attend_launch<2> : D <= 128 ? attend_launch<4> : attend_launch<8>;
+    return launch(c, grid, smem, q, k, v, cap, H, K, D, pos0, n_cached, n, out, row_max, row_sum, err);
 }
 
 __global__ void __launch_bounds__(WARPS * 32) colsum_kernel(const float *q, const float *k, int64_t cap, int64_t H,

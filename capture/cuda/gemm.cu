@@ -26,7 +26,8 @@ int kvcuda_convert(kvcuda_ctx *c, void *dst, kvcuda_dtype dt, const float *src, 
     if (!n) return KV_OK;
     unsigned blocks = kvcuda_blocks((int64_t)n, 256);
     if (dt == KVCUDA_F16) convert_kernel<__half><<<blocks, 256, 0, c->stream>>>((__half *)dst, src, n);
-    else if (dt == KVCUDA_BF16) convert_kernel<__nv_bfloat16><<<blocks, 256, 0, c->stream>>>((__nv_bfloat16 *)dst, src, n);
+    else if (dt == KVCUDA_BF16)
+        convert_kernel<__nv_bfloat16><<<blocks, 256, 0, c->stream>>>((__nv_bfloat16 *)dst, src, n);
     else return kv_fail(err, KV_EFAIL, "CUDA convert: not a 16-bit type (%d)", (int)dt);
     launchCheck("convert_kernel", err);
     return KV_OK;

@@ -14,6 +14,13 @@
 
 static kv_rng R;
 
+/* x as the device holds it in type dt (rounded to nearest even) */
+static float as_stored(float x, kvcuda_dtype dt)
+{
+    if (dt == KVCUDA_F16) return half_to_float(half_from_float(x));
+    return dt == KVCUDA_BF16 ? bf16_to_float(bf16_from_float(x)) : x;
+}
+
 static void test_matmul(gpu_t *g, kvcuda_dtype dt, const char *name)
 {
     const int64_t n = 37, in = 96, out = 80;
@@ -21,9 +28,9 @@ static void test_matmul(gpu_t *g, kvcuda_dtype dt, const char *name)
     float *ref = malloc(sizeof(float) * n * out), *got = malloc(sizeof(float) * n * out);
     float *xr = malloc(sizeof(float) * n * in), *wr = malloc(sizeof(float) * out * in);
     for (int64_t i = 0; i < n * in; i++) /* the reference multiplies the operands as the GPU holds them */
-        xr[i] = dt == KVCUDA_F16 ? half_to_float(half_from_float(x[i])) : dt == KVCUDA_BF16 ? bf16_to_float(bf16_from_float(x[i])) : x[i];
+        xr[i] = as_stored(x[i], dt);
     for (int64_t i = 0; i < out * in; i++)
-        wr[i] = dt == KVCUDA_F16 ? half_to_float(half_from_float(w[i])) : dt == KVCUDA_BF16 ? bf16_to_float(bf16_from_float(w[i])) : w[i];
+        wr[i] = as_stored(w[i], dt);
     FORWARD_CPU.matmul(xr, wr, ref, n, in, out);
     kv_err err = {0};
     float *dx = gpu_upload(g, x, sizeof(float) * n * in), *dy = gpu_upload(g, NULL, sizeof(float) * n * out);
@@ -83,7 +90,8 @@ static void test_rope(gpu_t *g, rope_style style, int scaled, const char *name)
 static void test_elementwise(gpu_t *g)
 {
     const int64_t n = 33, m = 130;
-    float *y = rand_floats(&R, n * m, 1.0, 0.0), *b = rand_floats(&R, m, 0.5, 0.0), *up = rand_floats(&R, n * m, 1.0, 0.0);
+    float *y = rand_floats(&R, n * m, 1.0, 0.0), *b = rand_floats(&R, m, 0.5, 0.0);
+    float *up = rand_floats(&R, n * m, 1.0, 0.0);
     float *got = malloc(sizeof(float) * n * m), *ref = malloc(sizeof(float) * n * m);
     float *dy = gpu_upload(g, y, sizeof(float) * n * m), *db = gpu_upload(g, b, sizeof(float) * m);
     float *dup = gpu_upload(g, up, sizeof(float) * n * m);
@@ -113,7 +121,7 @@ static void test_embed(gpu_t *g, kvcuda_dtype dt, const char *name)
     for (int64_t r = 0; r < n; r++)
         for (int64_t i = 0; i < dim; i++) {
             float v = table[tok[r] * dim + i];
-            ref[r * dim + i] = dt == KVCUDA_BF16 ? bf16_to_float(bf16_from_float(v)) : dt == KVCUDA_F16 ? half_to_float(half_from_float(v)) : v;
+            ref[r * dim + i] = as_stored(v, dt);
         }
     kv_err err = {0};
     void *dtab = gpu_upload(g, NULL, (size_t)(V * dim) * (size_t)backend_dtype_size(dt));
@@ -149,7 +157,8 @@ static void test_gather(gpu_t *g)
     int ok = dc && dk && !g->b.api->gather_rows(g->b.ctx, dc, heads, cap, D, dk, n_keep, &err) &&
              !gpu_download(g, got, dc, sizeof(float) * heads * cap * D);
     if (err.code) printf("# %s\n", err.msg);
-    gpu_result(g, ok && gpu_compare_f("gather_rows", ref, got, (size_t)(heads * cap * D), 0, 0), "gather_rows (exact, in place)");
+    ok = ok && gpu_compare_f("gather_rows", ref, got, (size_t)(heads * cap * D), 0, 0);
+    gpu_result(g, ok, "gather_rows (exact, in place)");
     gpu_free(g, dc), gpu_free(g, dk);
     free(cache), free(got), free(ref), free(keep);
 }
@@ -186,7 +195,8 @@ static int attn_gpu(gpu_t *g, const attn_case *a, const float *q, const float *k
     int32_t nc[64];
     for (int64_t i = 0; i < a->K; i++) nc[i] = (int32_t)(a->pos0 - 7 * i);
     float *dq = gpu_upload(g, q, sizeof(float) * n * H * D), *dk = gpu_upload(g, k, sizeof(float) * a->K * a->cap * D);
-    float *dv = gpu_upload(g, v, sizeof(float) * a->K * a->cap * D), *dout = gpu_upload(g, NULL, sizeof(float) * n * H * D);
+    float *dv = gpu_upload(g, v, sizeof(float) * a->K * a->cap * D);
+    float *dout = gpu_upload(g, NULL, sizeof(float) * n * H * D);
     float *dm = gpu_upload(g, NULL, sizeof(float) * H * n), *dl = gpu_upload(g, NULL, sizeof(float) * H * n);
     int32_t *dnc = a->per_head ? gpu_upload(g, nc, sizeof(int32_t) * a->K) : NULL;
     double *dcs = colsum ? gpu_upload(g, colsum, sizeof(double) * H * cols) : NULL;
@@ -264,9 +274,10 @@ int main(int argc, char **argv)
         printf(probe ? "%s\n" : "1..0 # skip test_cuda_kernels: %s\n", err.msg);
         return probe ? 1 : 0;
     }
-    printf("%sdevice: %s (sm_%d%d, %d SMs, %.1f GiB free), runtime %d, driver %d\n", probe ? "" : "# ", g.b.info.name, g.b.info.cc_major,
-           g.b.info.cc_minor, g.b.info.sm_count, g.b.info.free_bytes / 1073741824.0, g.b.info.runtime_version,
-           g.b.info.driver_version);
+    const kvcuda_info *in = &g.b.info;
+    printf("%sdevice: %s (sm_%d%d, %d SMs, %.1f GiB free), runtime %d, driver %d\n", probe ? "" : "# ", in->name,
+           in->cc_major, in->cc_minor, in->sm_count, in->free_bytes / 1073741824.0, in->runtime_version,
+           in->driver_version);
     if (probe) return backend_close_cuda(&g.b), 0;
     run_all(&g);
     printf("1..%d\n", g.n);

@@ -67,7 +67,8 @@ static int same_run(trace *a, trace *b, kv_err *err)
     int64_t first = -1;
     for (int64_t t = 0; !rc && t < ma->n_tokens && first < 0; t++)
         if (ta[t] != tb[t]) first = t;
-    if (!rc && first >= 0) printf("# tokens differ first at position %lld: %d vs %d\n", (long long)first, ta[first], tb[first]);
+    if (!rc && first >= 0)
+        printf("# tokens differ first at position %lld: %d vs %d\n", (long long)first, ta[first], tb[first]);
     if (!rc) result(first < 0, "same tokens (generated ones included)");
     free(ta), free(tb);
     return rc ? rc : first < 0 ? KV_OK : KV_EFAIL;
