@@ -9,10 +9,14 @@ set -u
 TARBALL=${1:-device/kvtrace-device.tar.xz}
 OUT=${OUT:-/tmp/kvtrace-out}
 W=/tmp/kvtrace-device
-mkdir -p "$OUT" && rm -rf "$W" && mkdir -p /tmp && tar -C /tmp -xJf "$TARBALL" || { echo "cannot unpack $TARBALL"; exit 1; }
+mkdir -p "$OUT" && rm -rf "$W"
+# tar -J needs the xz program; Python's lzma module is the fallback
+tar -C /tmp -xJf "$TARBALL" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall("/tmp")' "$TARBALL" ||
+    { echo "cannot unpack $TARBALL"; exit 1; }
 # CUDA's libraries: the toolkit's, or the ones PyTorch's packages carry
 CUDALIB=""
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia/lib64 /usr/local/nvidia/lib \
          $(python3 -c 'import nvidia.cublas, os; print(os.path.join(nvidia.cublas.__path__[0], "lib"))' 2>/dev/null); do
     [ -d "$d" ] && CUDALIB="$CUDALIB:$d"
 done
