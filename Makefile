@@ -11,8 +11,12 @@
 #                   GEMM/attention rate vs OpenBLAS sgemm,
 #                   load time and capture rate of a BF16 Hugging Face directory (llama-3.2-1b)
 #   make deps       install missing Debian packages only
+#   make test-gpu   the CUDA kernels against their CPU references (skips without a GPU)
+#   make bench-gpu  capture rate and device memory on the GPU (skips without a GPU)
+#   (build/libkvtrace_cuda.so, the CUDA backend, is built by make whenever nvcc is found)
 
 CC      ?= cc
+.DEFAULT_GOAL := all
 BUILD   ?= build
 PKGS    := hdf5 openblas lapacke jansson libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -24,7 +28,7 @@ VEC     := -fno-trapping-math -ffp-contract=off -fvect-cost-model=dynamic
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
            -Wno-format-nonliteral -Wvla
 CPPFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I. $(PKG_CFLAGS)
-LDLIBS  := $(PKG_LIBS) -lm -lpthread
+LDLIBS  := $(PKG_LIBS) -lm -lpthread -ldl
 SAN     ?=
 ifeq ($(SAN),1)
   CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -37,11 +41,42 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libkvtrace.a
 BIN      := $(BUILD)/kvtrace
 
+# ---- the CUDA backend (issue #8): a shared object opened with dlopen for
+# --device cuda, built whenever nvcc is found; Hopper sm_90 code plus PTX.
+# It is built once, in build/; other build directories link to it.
+NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+CUDA_SO      := build/libkvtrace_cuda.so
+CUDA_SRC     := $(wildcard capture/cuda/*.cu)
+CUDA_OBJ     := $(CUDA_SRC:%.cu=build/cuda/%.o) build/cuda/kv_error.o
+CUDA_ARCH    ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVFLAGS      := -O2 -g -std=c++17 -I. $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra
+CUDA_TARGETS :=
+ifneq ($(NVCC),)
+CUDA_TARGETS := $(BUILD)/libkvtrace_cuda.so
+build/cuda/%.o: %.cu capture/cuda/kvcuda.h capture/cuda/cuda_check.h core/kv_error.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+build/cuda/kv_error.o: core/kv_error.c core/kv_error.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O2 -g -fPIC -fvisibility=hidden $(WARN) -c $< -o $@
+$(CUDA_SO): $(CUDA_OBJ)
+	$(NVCC) -shared $(CUDA_ARCH) -o $@ $^ -lcublas
+ifneq ($(BUILD),build)
+$(BUILD)/libkvtrace_cuda.so: $(CUDA_SO)
+	@mkdir -p $(BUILD)
+	ln -sf $(abspath $(CUDA_SO)) $@
+endif
+endif
+
+# GPU validation programs: compiled with the tests (so CI compiles them), run
+# only by make test-gpu (they skip, saying why, without a usable GPU)
+GPU_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/gpu/%,$(wildcard tests/gpu/*.c))
+
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test check tests test-asan fuzz fuzz-bin demo bench clean
-all: $(BIN)
+.PHONY: all deps test check tests test-asan fuzz fuzz-bin demo bench clean test-gpu bench-gpu
+all: $(BIN) $(CUDA_TARGETS)
 
 deps:
 	@scripts/install-deps.sh
@@ -62,7 +97,23 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-missing-prototypes $< $(LIB) $(LDFLAGS) \
 	    $(shell pkg-config --libs cmocka 2>/dev/null) $(LDLIBS) -o $@
 
-tests: $(BIN) $(TEST_BIN)
+tests: $(BIN) $(TEST_BIN) $(CUDA_TARGETS) $(GPU_BIN) $(BUILD)/emul/libkvcuda_emul.so
+
+# a host emulation of the CUDA backend's ABI: CI runs the --device cuda path with it
+EMUL_SRC := tests/emul/kvcuda_emul.c $(addprefix core/,attn_causal.c attn_colsum.c softmax.c half.c rope.c kv_error.c)
+$(BUILD)/emul/libkvcuda_emul.so: $(EMUL_SRC) capture/cuda/kvcuda.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -O2 -g -fPIC -shared -fvisibility=hidden $(VEC) $(WARN) $(EMUL_SRC) $(PKG_LIBS) -lm -o $@
+
+$(BUILD)/gpu/%: tests/gpu/%.c $(wildcard tests/gpu/*.h) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-missing-prototypes $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+test-gpu: all $(GPU_BIN)
+	@tests/gpu/run.sh $(BUILD)
+
+bench-gpu: all $(GPU_BIN)
+	@bench/bench_gpu.sh $(BUILD)
 
 # test, test-asan and fuzz re-run make after deps so that pkg-config sees new packages
 test: deps

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "capture/capture_device.h"
 #include "capture/evict.h"
 #include "capture/forward.h"
 #include "capture/model.h"
@@ -129,6 +130,7 @@ typedef struct {
     forward_state fw;
     recorder rec;
     evict_engine ev;   /* with --evict */
+    capture_device dev; /* with --device cuda */
     int32_t *snap;     /* [L][K][N] with --retained */
 } capture_run_state;
 
@@ -145,7 +147,8 @@ static int after_chunk(const capture_opts *o, capture_run_state *s, kv_err *err)
 static int run_model(const capture_opts *o, capture_run_state *s, int64_t P, int64_t T, kv_err *err)
 {
     const int64_t V = s->model.cfg.vocab_size;
-    forward_observer obs = recorder_observer(&s->rec);
+    forward_observer obs = o->device_cuda ? capture_device_observer(&s->dev) : recorder_observer(&s->rec);
+    const forward_observer *hooks = o->dry_run ? NULL : &obs;
     kv_rng rng;
     rng_init(&rng, o->seed, 0x5a3b1e, 0, 0);
     kv_progress prog;
@@ -154,15 +157,16 @@ static int run_model(const capture_opts *o, capture_run_state *s, int64_t P, int
     int64_t last_rows = 0; /* rows of the chunk whose logits fw.logits holds */
     for (int64_t p0 = 0; !rc && p0 < P; p0 += o->chunk) {
         last_rows = P - p0 < o->chunk ? P - p0 : o->chunk;
-        rc = forward_chunk(&s->fw, s->tokens + p0, last_rows, &obs, err);
+        rc = forward_chunk(&s->fw, s->tokens + p0, last_rows, hooks, err);
         if (!rc) rc = after_chunk(o, s, err);
         progress_update(&prog, p0 + last_rows);
     }
     for (int64_t t = P; !rc && t < T; t++) {
         s->tokens[t] = pick_token(s->fw.logits + (last_rows - 1) * V, V, o->temperature, &rng);
-        s->rec.known = t + 1;
+        if (o->device_cuda) capture_device_known(&s->dev, t + 1); /* the recorder is the writer thread's */
+        else s->rec.known = t + 1;
         last_rows = 1;
-        rc = forward_chunk(&s->fw, s->tokens + t, 1, &obs, err);
+        rc = forward_chunk(&s->fw, s->tokens + t, 1, hooks, err);
         if (!rc) rc = after_chunk(o, s, err);
         progress_update(&prog, t + 1);
     }
@@ -174,6 +178,7 @@ static int run_model(const capture_opts *o, capture_run_state *s, int64_t P, int
 static int start_walk(const capture_opts *o, capture_run_state *s, int64_t T, kv_err *err)
 {
     const model_config *c = &s->model.cfg;
+    if (o->device_cuda) return capture_device_start(&s->dev, o, &s->model, T, &s->fw, err);
     if (!o->evict.iface) return forward_init(&s->fw, &s->model, &FORWARD_CPU, T, o->chunk, err);
     const int64_t cap = evict_cache_rows(&o->evict, o->budget, o->chunk, T);
     int rc = forward_init_cache(&s->fw, &s->model, &FORWARD_CPU, T, cap, o->chunk, err);
@@ -197,10 +202,11 @@ static void print_stats(const capture_run_state *s, int64_t T, double load_s, do
     long rss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
     fprintf(stderr, "capture-stats: load_s %.3f tokens %lld seconds %.3f tokens_per_s %.1f gemm_gflop %.3f "
                     "gemm_s %.3f gemm_gflops %.2f attn_gflop %.3f attn_s %.3f attn_gflops %.2f "
-                    "cache_rows %lld cache_peak_rows %lld peak_rss_kib %ld\n",
+                    "cache_rows %lld cache_peak_rows %lld peak_rss_kib %ld device_peak_gib %.3f\n",
             load_s, (long long)T, secs, (double)T / secs, f->gemm_flops * 1e-9, f->gemm_seconds,
             f->gemm_flops * 1e-9 / f->gemm_seconds, f->attn_flops * 1e-9, f->attn_seconds,
-            f->attn_flops * 1e-9 / f->attn_seconds, (long long)f->cap, (long long)peak, rss_kib);
+            f->attn_flops * 1e-9 / f->attn_seconds, (long long)f->cap, (long long)peak, rss_kib,
+            capture_device_peak_gib(&s->dev));
 }
 
 static void print_text(const kv_model *m, const int32_t *tokens, int64_t T)
@@ -216,8 +222,9 @@ int capture_run(const capture_opts *o, kv_err *err)
     capture_run_state s;
     memset(&s, 0, sizeof s);
     if (o->threads > 0) openblas_set_num_threads(o->threads);
+    int rc = o->device_cuda ? capture_device_open(&s.dev, o, err) : KV_OK; /* no usable GPU: before any work */
     double load_started = kv_now_seconds();
-    int rc = model_load(o->model, o->tokenizer, &s.model, err);
+    if (!rc) rc = model_load(o->model, o->tokenizer, &s.model, err);
     double load_s = kv_now_seconds() - load_started;
     int64_t P = 0;
     if (!rc) rc = capture_prompt_tokens(o, &s.model, &s.tokens, &P, err);
@@ -237,21 +244,22 @@ int capture_run(const capture_opts *o, kv_err *err)
     topts.want[TRACE_LOGITS] = o->logits;
     topts.want[TRACE_LOGPROBS] = true;
     topts.want[TRACE_EVICT_RETAINED] = topts.want[TRACE_EVICT_STEP_END] = o->evict.iface && o->retained;
-    if (!rc) {
+    if (!rc && !o->dry_run) {
         fill_meta(o, &s.model, P, &meta);
         rc = trace_create(o->output, &meta, &topts, &s.w, err);
     }
     if (!rc) rc = start_walk(o, &s, T, err);
     recorder_wants want = {o->record_queries, topts.want[TRACE_COLSUM], topts.want[TRACE_ATTN_FULL], o->logits};
-    if (!rc) rc = recorder_init(&s.rec, s.w, &s.model.cfg, want, s.tokens, T, o->chunk, err);
+    if (!rc && !o->dry_run) rc = recorder_init(&s.rec, s.w, &s.model.cfg, want, s.tokens, T, o->chunk, err);
+    s.rec.known = P;
+    if (!rc && !o->dry_run && o->device_cuda) rc = capture_device_record(&s.dev, &s.rec, s.fw.max_chunk, err);
     double started = kv_now_seconds();
-    if (!rc) {
-        s.rec.known = P;
-        rc = run_model(o, &s, P, T, err);
-    }
+    if (!rc) rc = run_model(o, &s, P, T, err);
+    if (!rc && !o->dry_run && o->device_cuda) rc = capture_device_finish(&s.dev, &s.rec, err); /* writes drained */
     if (!rc && o->stats) print_stats(&s, T, load_s, kv_now_seconds() - started);
-    if (!rc) rc = recorder_finish(&s.rec, err);
-    if (!rc) {
+    if (o->device_cuda) capture_device_free(&s.dev, &s.fw); /* the writer thread stops here */
+    if (!rc && !o->dry_run) rc = recorder_finish(&s.rec, err);
+    if (!rc && !o->dry_run) {
         rc = trace_finish(s.w, err);
         s.w = NULL;
     }

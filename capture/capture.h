@@ -37,6 +37,9 @@ typedef struct {
     policy_config evict;
     int64_t budget;           /* N */
     bool retained;            /* /evict/retained snapshots after every chunk */
+    bool device_cuda;         /* --device cuda (capture/capture_device.h) */
+    int weights;              /* --weights: kvcuda_dtype of the weights on the device (0 f32, 1 f16, 2 bf16) */
+    bool dry_run;             /* --dry-run: the walk alone, nothing recorded or written (benchmarks) */
 } capture_opts;
 
 int capture_run(const capture_opts *o, kv_err *err);

@@ -12,6 +12,45 @@ int forward_init(forward_state *s, const kv_model *m, const forward_kernels *ker
     return forward_init_cache(s, m, kern, cap, cap, max_chunk, err);
 }
 
+/* Buffers in the kernels' memory (device memory for a device table). */
+static int alloc_kernel_buffers(forward_state *s, size_t B, size_t T, kv_err *err)
+{
+    const model_config *c = &s->m->cfg;
+    const forward_kernels *k = &s->kern;
+    const size_t D = (size_t)c->head_dim, HD = (size_t)c->n_heads * D, KD = (size_t)c->n_kv_heads * D;
+    const size_t cache = (size_t)c->n_layers * KD * T;
+    if (!(s->k_cache = k->alloc(cache, sizeof(float), "key cache", err)) ||
+        !(s->v_cache = k->alloc(cache, sizeof(float), "value cache", err)) ||
+        !(s->rope_tab = k->alloc((size_t)s->n_pos * D, sizeof(float), "rope table", err)) ||
+        !(s->x = k->alloc(B * (size_t)c->dim, sizeof(float), "activations", err)) ||
+        !(s->xb = k->alloc(B * (size_t)c->dim, sizeof(float), "activations", err)) ||
+        !(s->q = k->alloc(B * HD, sizeof(float), "queries", err)) ||
+        !(s->k = k->alloc(B * KD, sizeof(float), "keys", err)) ||
+        !(s->v = k->alloc(B * KD, sizeof(float), "values", err)) ||
+        !(s->att = k->alloc(B * HD, sizeof(float), "attention output", err)) ||
+        !(s->gate = k->alloc(B * (size_t)c->ffn_dim, sizeof(float), "ffn", err)) ||
+        !(s->up = k->alloc(B * (size_t)c->ffn_dim, sizeof(float), "ffn", err)) ||
+        !(s->logits_k = k->alloc(B * (size_t)c->vocab_size, sizeof(float), "logits", err)))
+        return err->code;
+    return KV_OK;
+}
+
+/* The RoPE table, filled on the host and uploaded where the kernels' memory is not the host's. */
+static int fill_rope_table(forward_state *s, kv_err *err)
+{
+    const model_config *c = &s->m->cfg;
+    if (s->kern.host_memory) {
+        rope_table_fill_scaled(s->rope_tab, s->n_pos, c->head_dim, c->rope_theta, s->m->rope_div);
+        return KV_OK;
+    }
+    float *tab = kv_calloc((size_t)(s->n_pos * c->head_dim), sizeof(float), "rope table", err);
+    if (!tab) return err->code;
+    rope_table_fill_scaled(tab, s->n_pos, c->head_dim, c->rope_theta, s->m->rope_div);
+    int rc = s->kern.upload(s->rope_tab, tab, sizeof(float) * (size_t)(s->n_pos * c->head_dim), err);
+    free(tab);
+    return rc;
+}
+
 int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernels *kern, int64_t n_pos,
                        int64_t cap, int64_t max_chunk, kv_err *err)
 {
@@ -28,39 +67,40 @@ int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernel
     s->n_pos = n_pos;
     s->cap = cap = cap < n_pos ? cap : n_pos;
     s->max_chunk = max_chunk = max_chunk < cap ? max_chunk : cap;
-    const size_t B = (size_t)max_chunk, T = (size_t)cap, D = (size_t)c->head_dim;
-    const size_t HD = (size_t)c->n_heads * D, KD = (size_t)c->n_kv_heads * D;
-    const size_t cache = (size_t)c->n_layers * KD * T, LK = (size_t)(c->n_layers * c->n_kv_heads);
-    if (!(s->k_cache = kv_calloc(cache, sizeof(float), "key cache", err)) ||
-        !(s->v_cache = kv_calloc(cache, sizeof(float), "value cache", err)) ||
-        !(s->cache_len = kv_calloc(LK, sizeof(int64_t), "cache lengths", err)) ||
-        !(s->cache_pos = kv_calloc(LK * T, sizeof(int64_t), "cache positions", err)) ||
-        !(s->cache_peak = kv_calloc(LK, sizeof(int64_t), "cache lengths", err)) ||
-        !(s->rope_tab = kv_calloc((size_t)n_pos * D, sizeof(float), "rope table", err)) ||
-        !(s->x = kv_calloc(B * (size_t)c->dim, sizeof(float), "activations", err)) ||
-        !(s->xb = kv_calloc(B * (size_t)c->dim, sizeof(float), "activations", err)) ||
-        !(s->q = kv_calloc(B * HD, sizeof(float), "queries", err)) ||
-        !(s->k = kv_calloc(B * KD, sizeof(float), "keys", err)) ||
-        !(s->v = kv_calloc(B * KD, sizeof(float), "values", err)) ||
-        !(s->att = kv_calloc(B * HD, sizeof(float), "attention output", err)) ||
-        !(s->gate = kv_calloc(B * (size_t)c->ffn_dim, sizeof(float), "ffn", err)) ||
-        !(s->up = kv_calloc(B * (size_t)c->ffn_dim, sizeof(float), "ffn", err)) ||
-        !(s->p = kv_calloc(B * T, sizeof(float), "attention weights", err)) ||
-        !(s->logits = kv_calloc(B * (size_t)c->vocab_size, sizeof(float), "logits", err))) {
-        forward_free(s);
-        return err->code;
+    const size_t B = (size_t)max_chunk, T = (size_t)cap, LK = (size_t)(c->n_layers * c->n_kv_heads);
+    int rc = alloc_kernel_buffers(s, B, T, err);
+    if (!rc && (!(s->cache_len = kv_calloc(LK, sizeof(int64_t), "cache lengths", err)) ||
+                !(s->cache_pos = kv_calloc(LK * T, sizeof(int64_t), "cache positions", err)) ||
+                !(s->cache_peak = kv_calloc(LK, sizeof(int64_t), "cache lengths", err)) ||
+                (!kern->attend_layer && !(s->p = kv_calloc(B * T, sizeof(float), "attention weights", err)))))
+        rc = err->code;
+    if (!rc) {
+        s->logits = kern->host_memory ? s->logits_k
+                                      : kv_calloc(B * (size_t)c->vocab_size, sizeof(float), "logits", err);
+        rc = s->logits ? fill_rope_table(s, err) : err->code;
     }
-    rope_table_fill_scaled(s->rope_tab, n_pos, c->head_dim, c->rope_theta, m->rope_div);
-    return KV_OK;
+    if (rc) forward_free(s);
+    return rc;
 }
 
 void forward_free(forward_state *s)
 {
-    free(s->k_cache), free(s->v_cache), free(s->cache_len), free(s->cache_pos), free(s->cache_peak);
-    free(s->rope_tab), free(s->x), free(s->xb);
-    free(s->q), free(s->k), free(s->v), free(s->att), free(s->gate), free(s->up), free(s->p);
-    free(s->logits);
+    if (s->kern.release) { /* a state that got as far as its kernels */
+        float *kmem[] = {s->k_cache, s->v_cache, s->rope_tab, s->x, s->xb, s->q, s->k, s->v, s->att, s->gate, s->up,
+                         s->logits_k};
+        for (size_t i = 0; i < sizeof kmem / sizeof kmem[0]; i++) s->kern.release(kmem[i]);
+        if (s->logits != s->logits_k) free(s->logits);
+    }
+    free(s->cache_len), free(s->cache_pos), free(s->cache_peak), free(s->p);
     memset(s, 0, sizeof *s);
+}
+
+/* Device kernels run asynchronously: wait for them before reading the clock
+ * (a failure stays with the table and is reported at the chunk's end). */
+static void settle(const forward_state *s)
+{
+    kv_err ignored = {0};
+    if (!s->kern.host_memory) (void)s->kern.sync(&ignored);
 }
 
 /* The matmul kernel, timed and counted (2 n in out operations). */
@@ -69,6 +109,7 @@ static void timed_matmul(forward_state *s, const float *x, const float *w, float
 {
     double t0 = kv_now_seconds();
     s->kern.matmul(x, w, y, n, in, out);
+    settle(s);
     s->gemm_seconds += kv_now_seconds() - t0;
     s->gemm_flops += 2.0 * (double)n * (double)in * (double)out;
 }
@@ -105,11 +146,9 @@ static int64_t cache_append(forward_state *s, int64_t l, int64_t g, int64_t pos0
     const model_config *c = &s->m->cfg;
     const int64_t D = c->head_dim, K = c->n_kv_heads, lg = l * K + g, c0 = s->cache_len[lg];
     float *kc = cache_head(s, s->k_cache, l, g), *vc = cache_head(s, s->v_cache, l, g);
-    for (int64_t r = 0; r < n; r++) {
-        memcpy(kc + (c0 + r) * D, s->k + (r * K + g) * D, sizeof(float) * (size_t)D);
-        memcpy(vc + (c0 + r) * D, s->v + (r * K + g) * D, sizeof(float) * (size_t)D);
-        s->cache_pos[lg * s->cap + c0 + r] = pos0 + r;
-    }
+    s->kern.copy_rows(kc + c0 * D, D, s->k + g * D, K * D, n, D);
+    s->kern.copy_rows(vc + c0 * D, D, s->v + g * D, K * D, n, D);
+    for (int64_t r = 0; r < n; r++) s->cache_pos[lg * s->cap + c0 + r] = pos0 + r;
     s->cache_len[lg] = c0 + n;
     if (s->cache_peak[lg] < c0 + n) s->cache_peak[lg] = c0 + n;
     return c0;
@@ -134,6 +173,27 @@ static void qkv_block(forward_state *s, const model_layer *w, int64_t n)
     s->kern.rope(s->k, n, K, D, s->len, s->rope_tab, c->rope);
 }
 
+/* A device table: every head of layer l in one call, after all kv heads'
+ * rows are appended (their caches are as long as each other: no eviction). */
+static int attend_layer(forward_state *s, int64_t l, int64_t n, kv_err *err)
+{
+    const model_config *c = &s->m->cfg;
+    const int64_t D = c->head_dim, H = c->n_heads, K = c->n_kv_heads;
+    int64_t c0 = 0;
+    for (int64_t g = 0; g < K; g++) {
+        const int64_t cg = cache_append(s, l, g, s->len, n);
+        if (g > 0 && cg != c0) return kv_fail(err, KV_EFAIL, "forward: a device table needs equal cache lengths");
+        c0 = cg;
+    }
+    double t0 = kv_now_seconds();
+    s->kern.attend_layer(l, s->q, cache_head(s, s->k_cache, l, 0), cache_head(s, s->v_cache, l, 0), s->cap, H, K, D,
+                         c0, n, s->att);
+    settle(s);
+    s->attn_seconds += kv_now_seconds() - t0;
+    s->attn_flops += 4.0 * (double)H * (double)n * (double)(c0 + n) * (double)D; /* q.k and p.v */
+    return KV_OK;
+}
+
 /* Attention block of layer l: q/k/v, cache append, GQA over each kv head's
  * cache (its own length once eviction ran), output projection added to the
  * residual stream; then the evictor may shrink the layer's caches. */
@@ -146,11 +206,13 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
     qkv_block(s, w, n);
     int rc = obs && obs->on_qkv ? obs->on_qkv(obs->ctx, l, pos0, n, s->q, s->k, s->v, err) : KV_OK;
     if (ev && ev->on_queries) ev->on_queries(ev->ctx, l, pos0, n, s->q);
-    for (int64_t g = 0; !rc && g < K; g++) {
+    for (int64_t g = 0; !rc && g < K; g++)
         if (s->cache_len[l * K + g] + n > s->cap)
             return kv_fail(err, KV_EFAIL, "forward: the cache of layer %lld, kv head %lld holds %lld of %lld rows: "
                            "no room for a chunk of %lld", (long long)l, (long long)g,
                            (long long)s->cache_len[l * K + g], (long long)s->cap, (long long)n);
+    if (!rc && s->kern.attend_layer) rc = attend_layer(s, l, n, err);
+    for (int64_t g = 0; !rc && !s->kern.attend_layer && g < K; g++) {
         const int64_t c0 = cache_append(s, l, g, pos0, n);
         const float *kc = cache_head(s, s->k_cache, l, g), *vc = cache_head(s, s->v_cache, l, g);
         for (int64_t h = g * G; !rc && h < (g + 1) * G; h++) {
@@ -166,7 +228,7 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
     if (rc) return rc;
     /* x += att . wo^T (through xb: the matmul kernel overwrites its output) */
     timed_matmul(s, s->att, w->wo, s->xb, n, H * D, c->dim);
-    for (int64_t i = 0; i < n * c->dim; i++) s->x[i] += s->xb[i];
+    s->kern.add(s->x, s->xb, n * c->dim);
     return KV_OK;
 }
 
@@ -179,7 +241,7 @@ static void ffn_block(forward_state *s, int64_t l, int64_t n)
     timed_matmul(s, s->xb, w->w_up, s->up, n, c->dim, c->ffn_dim);
     s->kern.swiglu(s->gate, s->up, n * c->ffn_dim);
     timed_matmul(s, s->gate, w->w_down, s->xb, n, c->ffn_dim, c->dim);
-    for (int64_t i = 0; i < n * c->dim; i++) s->x[i] += s->xb[i];
+    s->kern.add(s->x, s->xb, n * c->dim);
 }
 
 int forward_chunk(forward_state *s, const int32_t *tokens, int64_t n, const forward_observer *obs,
@@ -191,21 +253,22 @@ int forward_chunk(forward_state *s, const int32_t *tokens, int64_t n, const forw
         return kv_fail(err, KV_EFAIL, "forward: chunk of %lld at position %lld exceeds the run's %lld positions "
                        "(or the chunk of %lld)", (long long)n, (long long)s->len, (long long)s->n_pos,
                        (long long)s->max_chunk);
-    for (int64_t r = 0; r < n; r++) {
+    for (int64_t r = 0; r < n; r++)
         if (tokens[r] < 0 || tokens[r] >= c->vocab_size)
             return kv_fail(err, KV_EINPUT, "token id %d at position %lld is outside the vocabulary [0, %lld)",
                            tokens[r], (long long)(s->len + r), (long long)c->vocab_size);
-        memcpy(s->x + r * c->dim, m->tok_embd + (size_t)tokens[r] * (size_t)c->dim,
-               sizeof(float) * (size_t)c->dim);
-    }
+    s->kern.embed(s->x, m->tok_embd, tokens, n, c->dim);
     for (int64_t l = 0; l < c->n_layers; l++) {
         int rc = attention_block(s, l, n, obs, err);
         if (rc) return rc;
         ffn_block(s, l, n);
     }
     s->kern.rmsnorm(s->xb, s->x, m->output_norm, n, c->dim, c->norm_eps);
-    timed_matmul(s, s->xb, m->output, s->logits, n, c->dim, c->vocab_size);
-    int rc = obs && obs->on_logits ? obs->on_logits(obs->ctx, s->len, n, s->logits, err) : KV_OK;
+    timed_matmul(s, s->xb, m->output, s->logits_k, n, c->dim, c->vocab_size);
+    int rc = s->kern.sync(err); /* a device kernel's failure surfaces here, once per chunk */
+    if (!rc && !s->kern.host_memory)
+        rc = s->kern.download(s->logits, s->logits_k, sizeof(float) * (size_t)(n * c->vocab_size), err);
+    if (!rc && obs && obs->on_logits) rc = obs->on_logits(obs->ctx, s->len, n, s->logits, err);
     if (!rc) s->len += n, s->steps++;
     return rc;
 }

@@ -10,6 +10,8 @@
 #ifndef KV_FORWARD_H
 #define KV_FORWARD_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "capture/model.h"
@@ -41,16 +43,46 @@ typedef struct {
      * the cache itself where it is host memory (CPU), else a copy into
      * host [n][D], returned. */
     const float *(*host_rows)(const float *cache, int64_t n, int64_t D, float *host);
+
+    /* ---- memory and device work (issue #8) ------------------------------
+     * The CPU table's versions are trivial: its memory is the host's
+     * (calloc, memcpy), the loops are the plain ones. A device table
+     * (capture/kernels_cuda.c) sets host_memory false: the walk then keeps
+     * its caches and scratch in the device's memory (alloc), passes device
+     * pointers to every kernel, calls attend_layer instead of attend (no
+     * weights matrix p exists), and hands observers' on_qkv device pointers
+     * (capture/record_device.c stages them to the host); logits come back to
+     * s->logits (host) through download. */
+    bool host_memory;
+    /* n zeroed elements of `size` bytes in the kernels' memory; NULL + err */
+    void *(*alloc)(size_t n, size_t size, const char *what, kv_err *err);
+    void (*release)(void *p);
+    int (*upload)(void *dst, const void *src, size_t bytes, kv_err *err);
+    int (*download)(void *dst, const void *src, size_t bytes, kv_err *err);
+    /* x[n][dim] = rows tokens[0..n) (a host array) of the embedding table */
+    void (*embed)(float *x, const float *table, const int32_t *tokens, int64_t n, int64_t dim);
+    /* x[i] += y[i] (the residual stream) */
+    void (*add)(float *x, const float *y, int64_t n);
+    /* rows of `width` floats from src (row stride lds) to dst (row stride ldd) */
+    void (*copy_rows)(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t width);
+    /* Every query head of layer `layer` at once (NULL: attend per head):
+     * q [n][H*D], caches [K][cap][D] with n_cached rows before the chunk's
+     * n; out [n][H*D]. A device table may accumulate column sums here. */
+    void (*attend_layer)(int64_t layer, const float *q, const float *k_cache, const float *v_cache, int64_t cap,
+                         int64_t H, int64_t K, int64_t D, int64_t n_cached, int64_t n, float *out);
+    /* waits for the kernels enqueued so far; the first failure among them */
+    int (*sync)(kv_err *err);
 } forward_kernels;
 
-/* The CPU kernels (OpenBLAS sgemm for every product). */
+/* The CPU kernels (OpenBLAS sgemm for every product), host memory. */
 extern const forward_kernels FORWARD_CPU;
 
 /* What a capture records; any hook may be NULL. Hooks return KV_OK or an
  * error code (the walk stops and returns it). */
 typedef struct {
     void *ctx;
-    /* after RoPE, per layer: q [n][H*D], k and v [n][K*D] of positions pos0.. */
+    /* after RoPE, per layer: q [n][H*D], k and v [n][K*D] of positions pos0..,
+     * in the kernels' memory (device memory for a device table) */
     int (*on_qkv)(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float *q, const float *k,
                   const float *v, kv_err *err);
     /* normalised causal weights of query head `head`: p [n][pos0+n] over the
@@ -102,8 +134,9 @@ typedef struct forward_state {
     float *att;        /* [B][H*D] attention output */
     float *gate;       /* [B][ffn] */
     float *up;         /* [B][ffn] */
-    float *p;          /* [B][cap] attention weights of one head */
-    float *logits;     /* [B][V] */
+    float *p;          /* [B][cap] attention weights of one head (host tables only) */
+    float *logits;     /* [B][V] host memory */
+    float *logits_k;   /* [B][V] in the kernels' memory (== logits for host tables) */
     /* work done, for benchmarks: matrix products (projections, FFN, logits)
      * and attention, in floating-point operations and seconds */
     double gemm_flops, gemm_seconds, attn_flops, attn_seconds;

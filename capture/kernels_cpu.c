@@ -2,6 +2,7 @@
  * (vectorised by the compiler) for the rest. */
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "capture/forward.h"
@@ -67,6 +68,47 @@ static const float *cpu_host_rows(const float *cache, int64_t n, int64_t D, floa
     return cache;
 }
 
+/* ---- memory: the host's own (the walk's buffers are plain host arrays) ---- */
+
+static void *cpu_alloc(size_t n, size_t size, const char *what, kv_err *err)
+{
+    return kv_calloc(n, size, what, err);
+}
+
+static void cpu_release(void *p)
+{
+    free(p);
+}
+
+static int cpu_copy(void *dst, const void *src, size_t bytes, kv_err *err)
+{
+    (void)err;
+    memcpy(dst, src, bytes);
+    return KV_OK;
+}
+
+static void cpu_embed(float *x, const float *table, const int32_t *tokens, int64_t n, int64_t dim)
+{
+    for (int64_t r = 0; r < n; r++)
+        memcpy(x + r * dim, table + (size_t)tokens[r] * (size_t)dim, sizeof(float) * (size_t)dim);
+}
+
+static void cpu_add(float *x, const float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+static void cpu_copy_rows(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t width)
+{
+    for (int64_t r = 0; r < rows; r++) memcpy(dst + r * ldd, src + r * lds, sizeof(float) * (size_t)width);
+}
+
+static int cpu_sync(kv_err *err)
+{
+    (void)err; /* the CPU kernels finished when they returned */
+    return KV_OK;
+}
+
 const forward_kernels FORWARD_CPU = {
     .matmul = cpu_matmul,
     .rmsnorm = cpu_rmsnorm,
@@ -76,4 +118,14 @@ const forward_kernels FORWARD_CPU = {
     .attend = cpu_attend,
     .compact = cpu_compact,
     .host_rows = cpu_host_rows,
+    .host_memory = true,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .embed = cpu_embed,
+    .add = cpu_add,
+    .copy_rows = cpu_copy_rows,
+    .attend_layer = NULL, /* attend per head, with its weights for the observers and the evictor */
+    .sync = cpu_sync,
 };

@@ -39,7 +39,11 @@ static const char USAGE[] =
     "  --temperature X      sample with temperature X (default 0: greedy)\n"
     "  --seed S             sampling seed (default 0)\n"
     "  --threads N          OpenBLAS threads (default: OpenBLAS's own)\n"
-    "  --device cpu|cuda    cuda: not implemented yet (issue #8)\n"
+    "  --device cpu|cuda    where the model runs (default cpu). cuda: the same walk on the GPU\n"
+    "                       (build/libkvtrace_cuda.so beside kvtrace, or $KVTRACE_CUDA_LIB; exit 1 when\n"
+    "                       no usable GPU is found; not with --evict or --attention full; docs/cuda.md)\n"
+    "  --weights f32|f16|bf16  type of the weights on the GPU (default f32; products accumulate in f32)\n"
+    "  --dry-run            run the model but record and write nothing (benchmarks)\n"
     "  --evict P[:k=v...]   evict inside the run with policy P (kvtrace policies; not oracle): after\n"
     "                       every prefill chunk and decode step each layer's kv head (tova:scope=layer:\n"
     "                       each layer) keeps N of its cache plus the chunk, as sim replays it; the\n"
@@ -56,6 +60,7 @@ enum {
     OPT_MODEL = 256, OPT_TOKENIZER, OPT_PROMPT, OPT_PROMPT_FILE, OPT_TOKENS, OPT_GENERATE, OPT_CHUNK,
     OPT_RECORD, OPT_ATTENTION, OPT_MAX_ATTN, OPT_LOGITS, OPT_DTYPE, OPT_TEMPERATURE, OPT_SEED,
     OPT_THREADS, OPT_DEVICE, OPT_EVICT, OPT_BUDGET, OPT_RETAINED, OPT_PRINT, OPT_FORCE, OPT_QUIET, OPT_STATS,
+    OPT_WEIGHTS, OPT_DRY_RUN,
 };
 
 static const struct option OPTIONS[] = {
@@ -80,6 +85,8 @@ static const struct option OPTIONS[] = {
     {"retained", no_argument, NULL, OPT_RETAINED},
     {"print", no_argument, NULL, OPT_PRINT},
     {"stats", no_argument, NULL, OPT_STATS},
+    {"weights", required_argument, NULL, OPT_WEIGHTS},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"output", required_argument, NULL, 'o'},
     {"force", no_argument, NULL, OPT_FORCE},
     {"quiet", no_argument, NULL, OPT_QUIET},
@@ -127,6 +134,15 @@ static int check_evict(capture_opts *o, bool attention_given, kv_err *err)
     return KV_OK;
 }
 
+/* --weights f32|f16|bf16: the kvcuda_dtype (0, 1, 2) */
+static int parse_weights(const char *s, capture_opts *o, kv_err *err)
+{
+    static const char *const names[] = {"f32", "f16", "bf16"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, names[i]) == 0) return o->weights = i, KV_OK;
+    return cli_usage(err, "capture", "--weights must be f32, f16 or bf16, got '%s'", s);
+}
+
 static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err *err)
 {
     const char *v = "capture";
@@ -164,9 +180,8 @@ static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err
             o->threads = (int)i64;
             break;
         case OPT_DEVICE:
-            if (strcmp(optarg, "cuda") == 0)
-                rc = kv_fail(err, KV_EFAIL, "capture: --device cuda is not implemented yet (planned: issue #8)");
-            else if (strcmp(optarg, "cpu") != 0)
+            if (strcmp(optarg, "cuda") == 0 || strcmp(optarg, "cpu") == 0) o->device_cuda = optarg[1] == 'u';
+            else
                 rc = cli_usage(err, v, "--device must be cpu or cuda, got '%s'", optarg);
             break;
         case OPT_EVICT:
@@ -180,6 +195,8 @@ static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err
         case OPT_RETAINED: o->retained = true; break;
         case OPT_PRINT: o->print_text = true; break;
         case OPT_STATS: o->stats = true; break;
+        case OPT_WEIGHTS: rc = parse_weights(optarg, o, err); break;
+        case OPT_DRY_RUN: o->dry_run = true; break;
         case 'o': o->output = optarg; break;
         case OPT_FORCE: o->force = true; break;
         case OPT_QUIET: o->quiet = true; break;
@@ -192,6 +209,8 @@ static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err
     if (!!o->prompt + !!o->prompt_file + !!o->tokens_file > 1)
         return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");
     if (!o->output) return cli_usage(err, v, "-o PATH is required");
+    if (o->weights && !o->device_cuda)
+        return cli_usage(err, v, "--weights applies to --device cuda (the CPU computes in float32)");
     return check_evict(o, attention_given, err);
 }
 
