@@ -24,8 +24,9 @@
 
 #define ABSENT_ID 0xFFFFFFFFu /* a special-token id that is not set */
 
-/* Shapes named by what they measure, resolved against the config. */
-enum { S_ONE, S_DIM, S_Q, S_KV, S_FFN, S_HEAD };
+/* Shapes named by what they measure (model.h), short for the table below. */
+enum { S_ONE = MODEL_DIM_NONE, S_DIM = MODEL_DIM_HIDDEN, S_Q = MODEL_DIM_Q, S_KV = MODEL_DIM_KV, S_FFN = MODEL_DIM_FFN,
+       S_HEAD = MODEL_DIM_HEAD };
 /* Which architectures have a tensor. */
 enum { A_ALL, A_BIAS, A_QKNORM };
 
@@ -51,17 +52,6 @@ static const struct {
     {"ffn_down.weight", offsetof(model_layer, w_down), S_FFN, S_DIM, A_ALL},
 };
 
-static int64_t shape_size(const model_config *c, int s)
-{
-    switch (s) {
-    case S_DIM: return c->dim;
-    case S_Q: return c->n_heads * c->head_dim;
-    case S_KV: return c->n_kv_heads * c->head_dim;
-    case S_FFN: return c->ffn_dim;
-    case S_HEAD: return c->head_dim;
-    default: return 1;
-    }
-}
 
 static void shape_str(char *buf, size_t cap, const uint64_t *ne, uint32_t n_dims)
 {
@@ -131,8 +121,8 @@ static int load_weights(const gguf_file *g, kv_model *m, kv_err *err)
             snprintf(name, sizeof name, "blk.%" PRId64 ".%s", l, LAYER_TENSORS[i].name);
             float **slot = (float **)((char *)&m->layers[l] + LAYER_TENSORS[i].field);
             int ne1 = LAYER_TENSORS[i].ne1;
-            rc = load_tensor(g, m, name, shape_size(c, LAYER_TENSORS[i].ne0),
-                             ne1 == S_ONE ? 0 : shape_size(c, ne1), slot, err);
+            rc = load_tensor(g, m, name, model_dim_size(c, LAYER_TENSORS[i].ne0),
+                             model_dim_size(c, ne1), slot, err);
         }
     }
     return rc;

@@ -177,20 +177,10 @@ static int load_tensor(const hf_files *f, kv_model *m, const char *name, int64_t
     return st_tensor_read_f32(sf, t, dst, t->n_elems, err);
 }
 
-/* Shapes named by what they measure, resolved against the config. */
-enum { S_NONE, S_DIM, S_Q, S_KV, S_FFN, S_HEAD };
+/* Shapes named by what they measure (model.h), short for the table below. */
+enum { S_NONE = MODEL_DIM_NONE, S_DIM = MODEL_DIM_HIDDEN, S_Q = MODEL_DIM_Q, S_KV = MODEL_DIM_KV, S_FFN = MODEL_DIM_FFN,
+       S_HEAD = MODEL_DIM_HEAD };
 
-static int64_t shape_size(const model_config *c, int s)
-{
-    switch (s) {
-    case S_DIM: return c->dim;
-    case S_Q: return c->n_heads * c->head_dim;
-    case S_KV: return c->n_kv_heads * c->head_dim;
-    case S_FFN: return c->ffn_dim;
-    case S_HEAD: return c->head_dim;
-    default: return 0;
-    }
-}
 
 enum { NEED_ALWAYS, NEED_BIAS, NEED_QKNORM };
 
@@ -234,8 +224,8 @@ static int load_weights(const hf_files *f, const hf_features *ft, kv_model *m, k
             char name[128];
             snprintf(name, sizeof name, "model.layers.%" PRId64 ".%s", l, LAYER_TENSORS[i].name);
             float **slot = (float **)((char *)&m->layers[l] + LAYER_TENSORS[i].field);
-            rc = load_tensor(f, m, name, shape_size(c, LAYER_TENSORS[i].rows),
-                             shape_size(c, LAYER_TENSORS[i].cols), false, slot, err);
+            rc = load_tensor(f, m, name, model_dim_size(c, LAYER_TENSORS[i].rows),
+                             model_dim_size(c, LAYER_TENSORS[i].cols), false, slot, err);
         }
     }
     return rc;

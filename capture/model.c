@@ -178,3 +178,15 @@ int model_load(const char *spec, const char *tokenizer, kv_model *m, kv_err *err
     if (rc) model_free(m);
     return rc;
 }
+
+int64_t model_dim_size(const model_config *c, int dim)
+{
+    switch (dim) {
+    case MODEL_DIM_HIDDEN: return c->dim;
+    case MODEL_DIM_Q: return c->n_heads * c->head_dim;
+    case MODEL_DIM_KV: return c->n_kv_heads * c->head_dim;
+    case MODEL_DIM_FFN: return c->ffn_dim;
+    case MODEL_DIM_HEAD: return c->head_dim;
+    default: return 0;
+    }
+}

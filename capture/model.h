@@ -77,6 +77,11 @@ void model_free(kv_model *m);
 /* Checks cfg's ranges and consistency (H % K, D even, dims > 0, ...). */
 int model_config_check(const model_config *c, const char *where, kv_err *err);
 
+/* A tensor dimension named by what it measures, for the loaders' tables:
+ * MODEL_DIM_NONE (a vector's missing second dimension) is 0. */
+enum { MODEL_DIM_NONE, MODEL_DIM_HIDDEN, MODEL_DIM_Q, MODEL_DIM_KV, MODEL_DIM_FFN, MODEL_DIM_HEAD };
+int64_t model_dim_size(const model_config *c, int dim);
+
 /* Allocates `n` floats owned by m (freed by model_free); NULL + err on failure. */
 float *model_alloc(kv_model *m, size_t n, const char *what, kv_err *err);
 
