@@ -14,64 +14,11 @@ double *vm_alloc(int64_t n)
     return p;
 }
 
-/* Reductions in double keep four partial sums (combined in a fixed order):
- * a single running sum is bound by the latency of each addition. */
-double vm_norm(const float *x, int64_t D)
-{
-    return sqrt(vm_dot_ff(x, x, D));
-}
-
 double vm_norm_d(const double *y, int64_t D)
 {
     double s = 0;
     for (int64_t d = 0; d < D; d++) s += y[d] * y[d];
     return sqrt(s);
-}
-
-double vm_dot(const float *x, const double *y, int64_t D)
-{
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    int64_t d = 0;
-    for (; d + 4 <= D; d += 4) {
-        a0 += (double)x[d] * y[d];
-        a1 += (double)x[d + 1] * y[d + 1];
-        a2 += (double)x[d + 2] * y[d + 2];
-        a3 += (double)x[d + 3] * y[d + 3];
-    }
-    double s = (a0 + a1) + (a2 + a3);
-    for (; d < D; d++) s += (double)x[d] * y[d];
-    return s;
-}
-
-double vm_dot_ff(const float *x, const float *y, int64_t D)
-{
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    int64_t d = 0;
-    for (; d + 4 <= D; d += 4) {
-        a0 += (double)x[d] * y[d];
-        a1 += (double)x[d + 1] * y[d + 1];
-        a2 += (double)x[d + 2] * y[d + 2];
-        a3 += (double)x[d + 3] * y[d + 3];
-    }
-    double s = (a0 + a1) + (a2 + a3);
-    for (; d < D; d++) s += (double)x[d] * y[d];
-    return s;
-}
-void vm_mean(const float *rows, int64_t n, int64_t D, bool normalize, double *mean)
-{
-    for (int64_t d = 0; d < D; d++) mean[d] = 0;
-    for (int64_t j = 0; j < n; j++) {
-        const float *x = rows + j * D;
-        double w = 1;
-        if (normalize) {
-            double nx = vm_norm(x, D);
-            if (nx == 0) continue;
-            w = 1 / nx;
-        }
-        for (int64_t d = 0; d < D; d++) mean[d] += w * x[d];
-    }
-    if (n > 0)
-        for (int64_t d = 0; d < D; d++) mean[d] /= (double)n;
 }
 
 double vm_cos(double dot, double nx, double ny)
@@ -104,16 +51,21 @@ static inline double dot16(const float *x, const double *y, int64_t D)
     return s;
 }
 
-static inline double sq16(const float *x, int64_t D)
+static inline double dot16_ff(const float *x, const float *y, int64_t D)
 {
     double a[VL] = {0};
     int64_t d = 0;
     for (; d + VL <= D; d += VL)
-        for (int l = 0; l < VL; l++) a[l] += (double)x[d + l] * x[d + l];
+        for (int l = 0; l < VL; l++) a[l] += (double)x[d + l] * y[d + l];
     double s = lanes_sum(a);
-    for (; d < D; d++) s += (double)x[d] * x[d];
+    for (; d < D; d++) s += (double)x[d] * y[d];
     return s;
 }
+
+/* The single-row forms share the batch passes' reductions. */
+double vm_dot(const float *x, const double *y, int64_t D) { return dot16(x, y, D); }
+double vm_dot_ff(const float *x, const float *y, int64_t D) { return dot16_ff(x, y, D); }
+double vm_norm(const float *x, int64_t D) { return sqrt(dot16_ff(x, x, D)); }
 
 /* Column blocks of VL doubles: each block's sums stay in registers over all
  * rows (no store-to-load chain through mean[] from one row to the next); the
@@ -138,6 +90,17 @@ void vm_weighted_mean(const float *rows, int64_t n, int64_t D, const double *nor
     free(w);
     if (n > 0)
         for (int64_t d = 0; d < D; d++) mean[d] /= (double)n;
+}
+
+void vm_mean(const float *rows, int64_t n, int64_t D, bool normalize, double *mean)
+{
+    double *norms = NULL;
+    if (normalize) {
+        norms = vm_alloc(n);
+        for (int64_t j = 0; j < n; j++) norms[j] = vm_norm(rows + j * D, D);
+    }
+    vm_weighted_mean(rows, n, D, norms, mean);
+    free(norms);
 }
 
 KV_VECTOR_CLONES
@@ -169,14 +132,14 @@ void vm_norms_cached(vm_norm_cache *c, const float *rows, const int64_t *pos, in
                      double *norms)
 {
     if (!c) {
-        for (int64_t j = 0; j < n; j++) norms[j] = sqrt(sq16(rows + j * D, D));
+        for (int64_t j = 0; j < n; j++) norms[j] = vm_norm(rows + j * D, D);
         return;
     }
     norm_cache_fit(c, n);
     const int64_t mask = c->cap - 1;
     for (int64_t j = 0; j < n; j++) {
         const int64_t slot = pos[j] & mask;
-        if (c->pos[slot] != pos[j]) c->pos[slot] = pos[j], c->norm[slot] = sqrt(sq16(rows + j * D, D));
+        if (c->pos[slot] != pos[j]) c->pos[slot] = pos[j], c->norm[slot] = vm_norm(rows + j * D, D);
         norms[j] = c->norm[slot];
     }
 }
@@ -184,10 +147,5 @@ void vm_norms_cached(vm_norm_cache *c, const float *rows, const int64_t *pos, in
 KV_VECTOR_CLONES
 void vm_cos_scores(double *dots, const double *norms, double ny, int64_t n)
 {
-    for (int64_t j = 0; j < n; j++) {
-        const double den = norms[j] * ny;
-        double c = den != 0 ? dots[j] / den : 0.0;
-        c = c > 1 ? 1 : c < -1 ? -1 : c;
-        dots[j] = -c;
-    }
+    for (int64_t j = 0; j < n; j++) dots[j] = -vm_cos(dots[j], norms[j], ny);
 }

@@ -11,22 +11,23 @@
  * and needs O(n + D) doubles; failing that, the process is lost anyway. */
 double *vm_alloc(int64_t n);
 
+/* Every dot product and norm here sums in 16 double lanes combined in a
+ * fixed order; the single-row and batch forms give the same values. */
 double vm_norm(const float *x, int64_t D);
 double vm_dot(const float *x, const double *y, int64_t D);
 double vm_dot_ff(const float *x, const float *y, int64_t D);
 
-/* mean[D] of the n rows; normalize: of x_j/‖x_j‖ (zero rows count as zero). */
+/* mean[D] of the n rows; normalize: of x_j/‖x_j‖ (zero rows count as zero).
+ * vm_weighted_mean with the rows' norms, or NULL. */
 void vm_mean(const float *rows, int64_t n, int64_t D, bool normalize, double *mean);
 
-/* Batch forms, vectorised, sums in 16 double lanes in a fixed order.
- * vm_weighted_mean: mean[D] of the rows, each divided by its norm (norms[j];
- * zero rows count as zero) or, with norms NULL, as they are (vm_mean's result
- * up to summation order). vm_dots: out[j] = x_j · y. */
+/* Batch forms, vectorised. vm_weighted_mean: mean[D] of the rows, each
+ * divided by its norm (norms[j]; zero rows count as zero) or, with norms
+ * NULL, as they are. vm_dots: out[j] = x_j · y. */
 void vm_weighted_mean(const float *rows, int64_t n, int64_t D, const double *norms, double *mean);
 void vm_dots(const float *rows, int64_t n, int64_t D, const double *y, double *out);
 
-/* dots[j] becomes −cos = −dots[j] / (norms[j]·ny), clamped to [−1, 1]; 0
- * when either norm is 0 (vm_cos, for a whole row of candidates). */
+/* dots[j] becomes −vm_cos(dots[j], norms[j], ny), for a whole row of candidates. */
 void vm_cos_scores(double *dots, const double *norms, double ny, int64_t n);
 
 /* Key norms by position, computed once per position while it stays a
