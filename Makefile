@@ -35,7 +35,7 @@ ifeq ($(SAN),1)
   LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_DIRS := core synth capture sim policies analysis plots fidelity
+LIB_DIRS := core model model/formats model/tokenizer synth capture sim policies analysis plots fidelity
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)) $(filter-out cli/main.c,$(wildcard cli/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libkvtrace.a
@@ -46,14 +46,14 @@ BIN      := $(BUILD)/kvtrace
 # It is built once, in build/; other build directories link to it.
 NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 CUDA_SO      := build/libkvtrace_cuda.so
-CUDA_SRC     := $(wildcard capture/cuda/*.cu)
+CUDA_SRC     := $(wildcard model/cuda/*.cu)
 CUDA_OBJ     := $(CUDA_SRC:%.cu=build/cuda/%.o) build/cuda/kv_error.o
 CUDA_ARCH    ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVFLAGS      := -O2 -g -std=c++17 -I. $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra
 CUDA_TARGETS :=
 ifneq ($(NVCC),)
 CUDA_TARGETS := $(BUILD)/libkvtrace_cuda.so
-build/cuda/%.o: %.cu capture/cuda/kvcuda.h capture/cuda/cuda_check.h core/kv_error.h
+build/cuda/%.o: %.cu model/cuda/kvcuda.h model/cuda/cuda_check.h core/kv_error.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 build/cuda/kv_error.o: core/kv_error.c core/kv_error.h
@@ -101,7 +101,7 @@ tests: $(BIN) $(TEST_BIN) $(CUDA_TARGETS) $(GPU_BIN) $(BUILD)/emul/libkvcuda_emu
 
 # a host emulation of the CUDA backend's ABI: CI runs the --device cuda path with it
 EMUL_SRC := tests/emul/kvcuda_emul.c $(addprefix core/,attn_causal.c attn_colsum.c softmax.c half.c rope.c kv_error.c)
-$(BUILD)/emul/libkvcuda_emul.so: $(EMUL_SRC) capture/cuda/kvcuda.h
+$(BUILD)/emul/libkvcuda_emul.so: $(EMUL_SRC) model/cuda/kvcuda.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -O2 -g -fPIC -shared -fvisibility=hidden $(VEC) $(WARN) $(EMUL_SRC) $(PKG_LIBS) -lm -o $@
 
@@ -135,17 +135,16 @@ FUZZ_BINS  := $(FUZZERS:%=build-fuzz/fuzz_%)
 CORE_SRC   := $(filter core/%,$(LIB_SRC))
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_trace_validate_SRC := $(wildcard tests/fuzz/*.c) $(CORE_SRC)
-FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(addprefix capture/,gguf.c gguf_meta.c \
-                   ggml_types.c load_gguf.c load_llama2c.c load_hf.c hf_config.c vocab_hf.c \
-                   safetensors.c model.c model_random.c vocab.c)
-FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c capture/vocab.c capture/tokenizer.c \
-                   capture/token_file.c core/kv_error.c
-FUZZ_safetensors_SRC := tests/fuzz_safetensors/fuzz_safetensors.c capture/safetensors.c core/filemap.c core/half.c \
+FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(wildcard model/formats/*.c) model/model.c \
+                   model/tokenizer/vocab.c model/tokenizer/vocab_hf.c
+FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c model/tokenizer/vocab.c model/tokenizer/tokenizer.c \
+                   model/tokenizer/token_file.c core/kv_error.c
+FUZZ_safetensors_SRC := tests/fuzz_safetensors/fuzz_safetensors.c model/formats/safetensors.c core/filemap.c core/half.c \
                    core/kv_error.c
 
 fuzz-bin: $(FUZZ_BINS)
 .SECONDEXPANSION:
-$(FUZZ_BINS): build-fuzz/fuzz_%: $$(FUZZ_$$*_SRC) $(wildcard core/*.h capture/*.h tests/*.h tests/fuzz*/*.h)
+$(FUZZ_BINS): build-fuzz/fuzz_%: $$(FUZZ_$$*_SRC) $(wildcard core/*.h model/*.h model/*/*.h tests/*.h tests/fuzz*/*.h)
 	@mkdir -p build-fuzz
 	clang $(CPPFLAGS) $(FUZZ_FLAGS) $(FUZZ_$*_SRC) $(LDLIBS) -o $@
 

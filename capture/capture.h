@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "capture/model.h"
+#include "model/model.h"
 #include "core/kv_error.h"
 #include "core/trace.h"
 #include "policies/policy.h"

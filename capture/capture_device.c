@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "capture/kernels_cuda.h"
+#include "model/kernels_cuda.h"
 
 int capture_device_check_opts(const capture_opts *o, kv_err *err)
 {

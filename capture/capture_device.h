@@ -10,7 +10,7 @@
 #include <stdbool.h>
 
 #include "capture/capture.h"
-#include "capture/forward.h"
+#include "model/forward.h"
 #include "capture/record_device.h"
 
 typedef struct {

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "capture/forward.h"
+#include "model/forward.h"
 #include "policies/policy.h"
 
 typedef struct {

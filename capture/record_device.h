@@ -14,7 +14,7 @@
 #ifndef KV_RECORD_DEVICE_H
 #define KV_RECORD_DEVICE_H
 
-#include "capture/backend.h"
+#include "model/backend.h"
 #include "capture/record_async.h"
 #include "capture/recorder.h"
 

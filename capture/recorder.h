@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "capture/forward.h"
+#include "model/forward.h"
 #include "core/trace.h"
 
 typedef struct {

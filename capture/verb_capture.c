@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 
 #include "capture/capture.h"
-#include "capture/model_fetch.h"
+#include "model/model_fetch.h"
 #include "core/cli_args.h"
 #include "policies/policy.h"
 

@@ -17,7 +17,7 @@
 
 #include "analysis/analyze.h"
 #include "capture/capture.h"
-#include "capture/model_fetch.h"
+#include "model/model_fetch.h"
 #include "core/cli_args.h"
 #include "core/outfile.h"
 #include "core/progress.h"

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "capture/evict.h"
-#include "capture/forward.h"
+#include "model/forward.h"
 #include "capture/recorder.h"
 #include "core/progress.h"
 #include "core/version.h"

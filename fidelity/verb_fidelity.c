@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/model_fetch.h"
+#include "model/model_fetch.h"
 #include "core/cli_args.h"
 #include "fidelity/fidelity.h"
 

@@ -1,6 +1,6 @@
 /* The naive SentencePiece merge (llama2.c's loop: rescan every adjacent pair
  * after each merge, take the highest score, leftmost on ties), as an
- * independent reference for capture/tokenizer.c's priority-queue encoder.
+ * independent reference for model/tokenizer/tokenizer.c's priority-queue encoder.
  * Shared by tests/unit/test_tokenizer.c and tests/fuzz_tokens (header-only). */
 #ifndef KV_SPM_REFERENCE_H
 #define KV_SPM_REFERENCE_H
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/vocab.h"
+#include "model/tokenizer/vocab.h"
 
 #ifndef SP
 #define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space */

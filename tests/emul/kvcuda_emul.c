@@ -1,4 +1,4 @@
-/* A host emulation of the CUDA backend's ABI (capture/cuda/kvcuda.h), so
+/* A host emulation of the CUDA backend's ABI (model/cuda/kvcuda.h), so
  * that CI, which has no GPU, runs the whole `--device cuda` path — the walk
  * on a device table, weights uploaded in F32/F16/BF16, the recording
  * through "pinned" buffers, fences and the writer thread, the column sums
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/cuda/kvcuda.h"
+#include "model/cuda/kvcuda.h"
 #include "core/attn_causal.h"
 #include "core/attn_colsum.h"
 #include "core/half.h"

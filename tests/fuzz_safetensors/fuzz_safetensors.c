@@ -1,5 +1,5 @@
 /* fuzz_safetensors: libFuzzer harness for the safetensors reader
- * (capture/safetensors.c).
+ * (model/formats/safetensors.c).
  *
  * The input is a whole file, parsed from memory (st_parse_buffer; libFuzzer
  * hands over an exactly sized heap copy, so ASan sees any read past its end).
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/safetensors.h"
+#include "model/formats/safetensors.h"
 
 #define FUZZ_NAME "fuzz_safetensors"
 #define WHERE "fuzz.safetensors"

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/token_file.h"
-#include "capture/tokenizer.h"
-#include "capture/vocab.h"
+#include "model/tokenizer/token_file.h"
+#include "model/tokenizer/tokenizer.h"
+#include "model/tokenizer/vocab.h"
 
 #define SP "\xe2\x96\x81"
 #include "tests/spm_reference.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/backend.h"
+#include "model/backend.h"
 #include "core/rng.h"
 
 typedef struct {

@@ -6,7 +6,7 @@
  * product of the rounded operands on the CPU, 1e-4 + 1e-3 rel. */
 #include "tests/gpu/gpu_check.h"
 
-#include "capture/forward.h"
+#include "model/forward.h"
 #include "core/attn_causal.h"
 #include "core/attn_colsum.h"
 #include "core/half.h"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The default model's download (capture/model_fetch.c), without a network: a
+# The default model's download (model/model_fetch.c), without a network: a
 # fake curl on PATH serves a local file. Checked: a good file lands in the user
 # cache and capture runs on it; a corrupted one is refused by its sha256 and
 # nothing is left behind; no curl, and a failing curl, are one clear error

@@ -4,7 +4,7 @@
  * table of build/libkvtrace_cuda.so complete when nvcc built it. */
 #include "testutil.h"
 
-#include "capture/backend.h"
+#include "model/backend.h"
 #include "core/model_shapes.h"
 
 static void shape_model(kv_model *m, const char *name)

@@ -1,14 +1,14 @@
 /* The float converters against float32 weights: GGUF's F16, BF16 and Q8_0
- * (capture/ggml_types.c) and safetensors' F32, F16 and BF16
- * (capture/safetensors.c) round trip within each type's precision, with
+ * (model/formats/ggml_types.c) and safetensors' F32, F16 and BF16
+ * (model/formats/safetensors.c) round trip within each type's precision, with
  * exact values where the type is exact; and the safetensors reader's own
  * checks on a buffer built here. */
 #include "testutil.h"
 
 #include <math.h>
 
-#include "capture/ggml_types.h"
-#include "capture/safetensors.h"
+#include "model/formats/ggml_types.h"
+#include "model/formats/safetensors.h"
 #include "core/half.h"
 #include "core/rng.h"
 

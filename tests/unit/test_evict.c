@@ -9,8 +9,8 @@
 #include "testutil.h"
 
 #include "capture/evict.h"
-#include "capture/forward.h"
-#include "capture/model.h"
+#include "model/forward.h"
+#include "model/model.h"
 #include "core/rng.h"
 
 enum { T = 150, B = 8, N = 16 };

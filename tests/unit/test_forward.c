@@ -7,7 +7,7 @@
 
 #include <math.h>
 
-#include "capture/forward.h"
+#include "model/forward.h"
 #include "core/rng.h"
 
 enum { L = 2, DIM = 16, H = 4, K = 2, D = 4, FFN = 24, V = 20, T = 11 };

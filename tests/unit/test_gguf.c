@@ -7,8 +7,8 @@
 
 #include <math.h>
 
-#include "capture/gguf.h"
-#include "capture/model.h"
+#include "model/formats/gguf.h"
+#include "model/model.h"
 #include "core/half.h"
 
 /* ---- a small GGUF writer ----------------------------------------------- */

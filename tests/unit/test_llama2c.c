@@ -9,7 +9,7 @@
 
 #include <math.h>
 
-#include "capture/model.h"
+#include "model/model.h"
 #include "core/model_shapes.h"
 
 /* ---- tiny checkpoints ------------------------------------------------------ */

@@ -2,7 +2,7 @@
  * the file for everything else. */
 #include "testutil.h"
 
-#include "capture/token_file.h"
+#include "model/tokenizer/token_file.h"
 
 enum { V = 512 };
 

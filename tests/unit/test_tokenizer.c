@@ -4,8 +4,8 @@
  * priority, tie-breaking and fallbacks. */
 #include "testutil.h"
 
-#include "capture/tokenizer.h"
-#include "capture/vocab.h"
+#include "model/tokenizer/tokenizer.h"
+#include "model/tokenizer/vocab.h"
 
 #define SP "\xe2\x96\x81" /* "▁" */
 #include "tests/spm_reference.h"

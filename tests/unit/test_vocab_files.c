@@ -5,7 +5,7 @@
 
 #include <math.h>
 
-#include "capture/vocab.h"
+#include "model/tokenizer/vocab.h"
 
 #define SP "\xe2\x96\x81"
 

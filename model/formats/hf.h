@@ -1,0 +1,35 @@
+/* hf: the parts of a Hugging Face checkpoint directory that load_hf.c puts
+ * together: config.json (hf_config.c) and tokenizer.json (vocab_hf.c), both
+ * parsed with jansson. Internal to capture/. */
+#ifndef KV_HF_H
+#define KV_HF_H
+
+#include <stdbool.h>
+
+#include "model/model.h"
+#include "model/tokenizer/vocab.h"
+#include "core/kv_error.h"
+
+/* What config.json says beyond model_config. */
+typedef struct {
+    bool qkv_bias;      /* q/k/v_proj.bias tensors (qwen2) */
+    bool qk_norm;       /* q_norm/k_norm tensors (qwen3) */
+    bool tied;          /* tie_word_embeddings: no lm_head.weight needed */
+    bool llama3;        /* rope_scaling of rope_type llama3: */
+    double factor, low_freq_factor, high_freq_factor, original_ctx;
+} hf_features;
+
+/* config.json at `path` into c (name not set) and f. Architectures llama,
+ * mistral, qwen2 and qwen3; anything else, and features the walk does not
+ * compute (other rope scalings, o_proj or mlp biases, other activations,
+ * partial rotary), is KV_EINPUT naming the file. */
+int hf_read_config(const char *path, model_config *c, hf_features *f, kv_err *err);
+
+/* tokenizer.json at `path` into v, for a model of vocab_size V (ids past the
+ * file's tokens are unused pieces). A ByteLevel pre-tokenizer gives a
+ * VOCAB_BYTE_BPE vocabulary (decode only); a SentencePiece-style BPE
+ * (Metaspace / "▁" pieces, byte fallback) a VOCAB_SPM one whose scores are
+ * the merges' priorities. *has false (KV_OK) for other tokenizer models. */
+int hf_read_tokenizer(const char *path, int64_t V, kv_vocab *v, bool *has, kv_err *err);
+
+#endif

@@ -1,0 +1,188 @@
+/* hf_config: a Hugging Face config.json (transformers' LlamaConfig,
+ * MistralConfig, Qwen2Config, Qwen3Config) into model_config (see hf.h).
+ *
+ * Defaults are transformers' own: num_key_value_heads = heads, head_dim =
+ * hidden / heads, rope_theta 10000, rms_norm_eps 1e-6, hidden_act silu,
+ * tie_word_embeddings false. HF checkpoints hold Q/K rows for rotate-half
+ * RoPE, so rope is neox. */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/formats/hf.h"
+
+typedef struct {
+    const char *path;
+    json_t *root;
+    kv_err *err;
+} cfg_ctx;
+
+static int bad(const cfg_ctx *x, const char *key, const char *what)
+{
+    return kv_fail(x->err, KV_EINPUT, "%s: \"%s\" %s", x->path, key, what);
+}
+
+/* An integer field in [lo, hi] (absent: *out unchanged, unless required). */
+static int get_int(const cfg_ctx *x, const char *key, bool required, int64_t lo, int64_t hi,
+                   int64_t *out)
+{
+    json_t *v = json_object_get(x->root, key);
+    if (!v || json_is_null(v)) return required ? bad(x, key, "is missing") : KV_OK;
+    if (!json_is_integer(v)) return bad(x, key, "is not an integer");
+    json_int_t i = json_integer_value(v);
+    if (i < lo || i > hi)
+        return kv_fail(x->err, KV_EINPUT, "%s: \"%s\" = %" PRId64 " is outside [%" PRId64 ", %"
+                       PRId64 "]", x->path, key, (int64_t)i, lo, hi);
+    *out = i;
+    return KV_OK;
+}
+
+static int get_num(const cfg_ctx *x, json_t *obj, const char *key, bool required, double *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) return required ? bad(x, key, "is missing") : KV_OK;
+    if (!json_is_number(v) || !isfinite(json_number_value(v))) return bad(x, key, "is not a number");
+    *out = json_number_value(v);
+    return KV_OK;
+}
+
+static int get_bool(const cfg_ctx *x, const char *key, bool *out)
+{
+    json_t *v = json_object_get(x->root, key);
+    if (!v || json_is_null(v)) return KV_OK;
+    if (!json_is_boolean(v)) return bad(x, key, "is not true or false");
+    *out = json_is_true(v);
+    return KV_OK;
+}
+
+/* model_type, or the class in architectures[0]; one of the four. */
+static int architecture(const cfg_ctx *x, char *arch, size_t cap)
+{
+    static const char *const TYPES[][2] = {
+        {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"},
+        {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"},
+    };
+    json_t *mt = json_object_get(x->root, "model_type");
+    json_t *ar = json_array_get(json_object_get(x->root, "architectures"), 0);
+    const char *name = json_is_string(mt) ? json_string_value(mt) :
+                       json_is_string(ar) ? json_string_value(ar) : NULL;
+    if (!name) return bad(x, "model_type", "is missing (and so is \"architectures\")");
+    for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++)
+        if (strcmp(name, TYPES[i][0]) == 0 || strcmp(name, TYPES[i][1]) == 0) {
+            snprintf(arch, cap, "%s", TYPES[i][0]);
+            return KV_OK;
+        }
+    return kv_fail(x->err, KV_EINPUT, "%s: architecture '%.64s' is not supported (kvtrace runs "
+                   "llama, mistral, qwen2 and qwen3)", x->path, name);
+}
+
+static int rope_scaling(const cfg_ctx *x, hf_features *f)
+{
+    json_t *rs = json_object_get(x->root, "rope_scaling");
+    if (!rs || json_is_null(rs)) return KV_OK;
+    if (!json_is_object(rs)) return bad(x, "rope_scaling", "is not an object");
+    json_t *t = json_object_get(rs, "rope_type");
+    if (!t) t = json_object_get(rs, "type");
+    const char *type = json_is_string(t) ? json_string_value(t) : "?";
+    if (strcmp(type, "default") == 0) return KV_OK;
+    if (strcmp(type, "llama3") != 0)
+        return kv_fail(x->err, KV_EINPUT, "%s: rope_scaling type '%.32s' is not supported "
+                       "(kvtrace computes llama3 scaling)", x->path, type);
+    f->llama3 = true;
+    int rc = get_num(x, rs, "factor", true, &f->factor);
+    if (!rc) rc = get_num(x, rs, "low_freq_factor", true, &f->low_freq_factor);
+    if (!rc) rc = get_num(x, rs, "high_freq_factor", true, &f->high_freq_factor);
+    if (!rc) rc = get_num(x, rs, "original_max_position_embeddings", true, &f->original_ctx);
+    return rc;
+}
+
+/* Sliding-window attention: mistral's sliding_window; qwen's only with
+ * use_sliding_window. */
+static int sliding_window(const cfg_ctx *x, model_config *c)
+{
+    bool use = strcmp(c->architecture, "mistral") == 0;
+    int rc = strcmp(c->architecture, "qwen2") == 0 || strcmp(c->architecture, "qwen3") == 0
+                 ? get_bool(x, "use_sliding_window", &use) : KV_OK;
+    if (!rc && use) rc = get_int(x, "sliding_window", false, 1, INT64_MAX, &c->sliding_window);
+    return rc;
+}
+
+/* Features the walk does not compute: refused, never silently ignored. */
+static int refuse_unsupported(const cfg_ctx *x, const char *arch)
+{
+    json_t *act = json_object_get(x->root, "hidden_act");
+    if (act && !(json_is_string(act) && strcmp(json_string_value(act), "silu") == 0))
+        return bad(x, "hidden_act", "is not \"silu\" (kvtrace computes SwiGLU)");
+    bool attn_bias = false, mlp_bias = false;
+    int rc = get_bool(x, "mlp_bias", &mlp_bias);
+    if (!rc && strcmp(arch, "qwen2") != 0) /* qwen2's q/k/v biases are not in the config */
+        rc = get_bool(x, "attention_bias", &attn_bias);
+    if (!rc && (attn_bias || mlp_bias))
+        return bad(x, attn_bias ? "attention_bias" : "mlp_bias", "is true: biases on o_proj or "
+                   "the MLP are not supported");
+    double partial = 1.0;
+    if (!rc) rc = get_num(x, x->root, "partial_rotary_factor", false, &partial);
+    if (!rc && partial != 1.0) return bad(x, "partial_rotary_factor", "is not 1 (partial RoPE)");
+    return rc;
+}
+
+static int read_shape(const cfg_ctx *x, model_config *c)
+{
+    int64_t dim = 0, ffn = 0, L = 0, H = 0, K = 0, V = 0, ctx = 0, hd = 0;
+    int rc;
+    if ((rc = get_int(x, "hidden_size", true, 1, 1 << 20, &dim)) ||
+        (rc = get_int(x, "intermediate_size", true, 1, 1 << 22, &ffn)) ||
+        (rc = get_int(x, "num_hidden_layers", true, 1, 4096, &L)) ||
+        (rc = get_int(x, "num_attention_heads", true, 1, 4096, &H)) ||
+        (rc = get_int(x, "vocab_size", true, 1, 1 << 26, &V)) ||
+        (rc = get_int(x, "max_position_embeddings", false, 0, INT64_C(1) << 32, &ctx)))
+        return rc;
+    K = H;
+    hd = dim % H == 0 ? dim / H : 0;
+    if ((rc = get_int(x, "num_key_value_heads", false, 1, H, &K)) ||
+        (rc = get_int(x, "head_dim", false, 2, 4096, &hd)))
+        return rc;
+    if (hd == 0) return bad(x, "hidden_size", "is not a multiple of num_attention_heads and "
+                            "there is no \"head_dim\"");
+    c->dim = dim, c->ffn_dim = ffn, c->n_layers = L, c->n_heads = H, c->n_kv_heads = K;
+    c->head_dim = hd, c->vocab_size = V, c->context_len = ctx;
+    return KV_OK;
+}
+
+static int read_all(const cfg_ctx *x, model_config *c, hf_features *f)
+{
+    int rc = architecture(x, c->architecture, sizeof c->architecture);
+    if (!rc) rc = read_shape(x, c);
+    c->rope_theta = 10000.0, c->norm_eps = 1e-6, c->rope = ROPE_NEOX;
+    if (!rc) rc = get_num(x, x->root, "rope_theta", false, &c->rope_theta);
+    if (!rc) rc = get_num(x, x->root, "rms_norm_eps", false, &c->norm_eps);
+    if (!rc) rc = get_bool(x, "tie_word_embeddings", &f->tied);
+    if (!rc) rc = rope_scaling(x, f);
+    if (!rc) rc = sliding_window(x, c);
+    if (!rc) rc = refuse_unsupported(x, c->architecture);
+    f->qkv_bias = strcmp(c->architecture, "qwen2") == 0;
+    f->qk_norm = strcmp(c->architecture, "qwen3") == 0;
+    return rc;
+}
+
+int hf_read_config(const char *path, model_config *c, hf_features *f, kv_err *err)
+{
+    memset(f, 0, sizeof *f);
+    if (access(path, R_OK) != 0)
+        return kv_fail(err, KV_EINPUT, "%s: cannot be read (%s): a Hugging Face checkpoint "
+                       "directory needs config.json", path, strerror(errno));
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return kv_fail(err, KV_EINPUT, "%s: malformed JSON at line %d: %.200s", path, je.line,
+                       je.text);
+    cfg_ctx x = {path, root, err};
+    int rc = json_is_object(root) ? read_all(&x, c, f)
+                                  : kv_fail(err, KV_EINPUT, "%s: is not a JSON object", path);
+    json_decref(root);
+    return rc;
+}

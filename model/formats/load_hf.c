@@ -1,0 +1,274 @@
+/* load_hf: a Hugging Face checkpoint directory into kv_model.
+ *
+ * config.json (hf_config.c) gives the shape; the weights come from
+ * model.safetensors, or from the shards that model.safetensors.index.json's
+ * weight_map names (file names only: no path may leave the directory). Every
+ * tensor's shape is checked against the config before it is read; F32, F16
+ * and BF16 become float32. HF stores Q/K rows for rotate-half RoPE, and the
+ * walk runs them that way (rope neox), each head's dimensions in the order
+ * the model computes them. tokenizer.json, when present, gives the
+ * vocabulary (vocab_hf.c).
+ *
+ * Names (transformers' LlamaForCausalLM and kin):
+ *   model.embed_tokens.weight [V][dim], model.norm.weight [dim],
+ *   lm_head.weight [V][dim] (absent with tie_word_embeddings),
+ *   model.layers.N.{input_layernorm, post_attention_layernorm}.weight [dim],
+ *   model.layers.N.self_attn.{q,k,v,o}_proj.weight, .{q,k,v}_proj.bias (qwen2),
+ *   model.layers.N.self_attn.{q,k}_norm.weight [D] (qwen3),
+ *   model.layers.N.mlp.{gate,up,down}_proj.weight. */
+#include <errno.h>
+#include <limits.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/formats/hf.h"
+#include "model/model.h"
+#include "model/formats/safetensors.h"
+
+#define MAX_SHARDS 4096
+#define PATH_CAP 4096
+
+typedef struct {
+    const char *dir;
+    json_t *weight_map;  /* the index's name -> shard file, or NULL (one file) */
+    st_file **shard;     /* [n_shards] */
+    const char **shard_name; /* [n_shards] borrowed from weight_map */
+    int n_shards;
+} hf_files;
+
+static int join(char *buf, const char *dir, const char *name, kv_err *err)
+{
+    if ((size_t)snprintf(buf, PATH_CAP, "%s/%s", dir, name) >= PATH_CAP)
+        return kv_fail(err, KV_EUSAGE, "%s: path too long", dir);
+    return KV_OK;
+}
+
+static void files_close(hf_files *f)
+{
+    for (int i = 0; i < f->n_shards; i++) st_close(f->shard[i]);
+    free(f->shard);
+    free(f->shard_name);
+    json_decref(f->weight_map);
+    memset(f, 0, sizeof *f);
+}
+
+/* A shard file name from the index: a plain name inside the directory. */
+static int check_shard_name(const char *index, const char *s, kv_err *err)
+{
+    if (!s[0] || strchr(s, '/') || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return kv_fail(err, KV_EINPUT, "%s: shard name '%.200s' is not a file name in the "
+                       "checkpoint directory", index, s);
+    return KV_OK;
+}
+
+/* Opens every shard the index names, once each. */
+static int open_shards(hf_files *f, const char *index, kv_err *err)
+{
+    size_t n = json_object_size(f->weight_map);
+    f->shard = kv_calloc(n ? n : 1, sizeof *f->shard, "shards", err);
+    f->shard_name = kv_calloc(n ? n : 1, sizeof *f->shard_name, "shards", err);
+    if (!f->shard || !f->shard_name) return KV_EFAIL;
+    const char *tname;
+    json_t *v;
+    json_object_foreach(f->weight_map, tname, v) {
+        if (!json_is_string(v))
+            return kv_fail(err, KV_EINPUT, "%s: weight_map entry '%.200s' is not a file name",
+                           index, tname);
+        const char *s = json_string_value(v);
+        int rc = check_shard_name(index, s, err), seen = 0;
+        for (int i = 0; !rc && i < f->n_shards && !seen; i++) seen = !strcmp(f->shard_name[i], s);
+        if (rc || seen) {
+            if (rc) return rc;
+            continue;
+        }
+        if (f->n_shards == MAX_SHARDS)
+            return kv_fail(err, KV_EINPUT, "%s: more than %d shards", index, MAX_SHARDS);
+        char path[PATH_CAP];
+        if ((rc = join(path, f->dir, s, err))) return rc;
+        if (access(path, F_OK) != 0)
+            return kv_fail(err, KV_EINPUT, "%s: missing shard (named by %s): %s", path, index,
+                           strerror(errno));
+        f->shard_name[f->n_shards] = s;
+        if ((rc = st_open(path, &f->shard[f->n_shards], err))) return rc;
+        f->n_shards++;
+    }
+    return KV_OK;
+}
+
+static int files_open(hf_files *f, const char *dir, kv_err *err)
+{
+    memset(f, 0, sizeof *f);
+    f->dir = dir;
+    char index[PATH_CAP], single[PATH_CAP];
+    int rc = join(index, dir, "model.safetensors.index.json", err);
+    if (!rc) rc = join(single, dir, "model.safetensors", err);
+    if (rc) return rc;
+    if (access(index, F_OK) != 0) {
+        if (access(single, F_OK) != 0)
+            return kv_fail(err, KV_EINPUT, "%s: no model.safetensors or model.safetensors."
+                           "index.json in the checkpoint directory", dir);
+        f->shard = kv_calloc(1, sizeof *f->shard, "shards", err);
+        if (!f->shard) return KV_EFAIL;
+        if ((rc = st_open(single, &f->shard[0], err))) return rc;
+        f->n_shards = 1;
+        return KV_OK;
+    }
+    json_error_t je;
+    json_t *root = json_load_file(index, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return kv_fail(err, KV_EINPUT, "%s: malformed JSON at line %d: %.200s", index, je.line,
+                       je.text);
+    json_t *wm = json_object_get(root, "weight_map");
+    if (!json_is_object(wm)) {
+        json_decref(root);
+        return kv_fail(err, KV_EINPUT, "%s: no \"weight_map\" object", index);
+    }
+    f->weight_map = json_incref(wm);
+    json_decref(root);
+    return open_shards(f, index, err);
+}
+
+/* The tensor `name`: NULL (and KV_OK) when absent. */
+static int find_tensor(const hf_files *f, const char *name, const st_file **sf,
+                       const st_tensor **t, kv_err *err)
+{
+    *t = NULL, *sf = NULL;
+    if (!f->weight_map) {
+        *sf = f->shard[0];
+        *t = st_find(*sf, name);
+        return KV_OK;
+    }
+    json_t *v = json_object_get(f->weight_map, name);
+    if (!v) return KV_OK;
+    for (int i = 0; i < f->n_shards; i++)
+        if (strcmp(f->shard_name[i], json_string_value(v)) == 0) *sf = f->shard[i];
+    if (!(*t = st_find(*sf, name)))
+        return kv_fail(err, KV_EINPUT, "%s: tensor %s (listed in the index) is missing",
+                       st_where(*sf), name);
+    return KV_OK;
+}
+
+/* Tensor `name` of shape [rows] (cols == 0) or [rows][cols] as float32 owned
+ * by m; absent: an error unless optional (then *out stays NULL). */
+static int load_tensor(const hf_files *f, kv_model *m, const char *name, int64_t rows,
+                       int64_t cols, bool optional, float **out, kv_err *err)
+{
+    const st_file *sf;
+    const st_tensor *t;
+    int rc = find_tensor(f, name, &sf, &t, err);
+    if (rc || (!t && optional)) return rc;
+    if (!t) return kv_fail(err, KV_EINPUT, "%s: missing tensor %s", f->dir, name);
+    int want_dims = cols ? 2 : 1;
+    if (t->n_dims != want_dims || t->shape[0] != rows || (cols && t->shape[1] != cols))
+        return kv_fail(err, KV_EINPUT, "%s: tensor %s has shape [%" PRId64 "%s%" PRId64 "%s], "
+                       "config.json implies [%" PRId64 "%s%" PRId64 "]", st_where(sf), name,
+                       t->n_dims ? t->shape[0] : 0, t->n_dims > 1 ? ", " : "",
+                       t->n_dims > 1 ? t->shape[1] : 0, t->n_dims > 2 ? ", ..." : "", rows,
+                       cols ? ", " : "", cols);
+    if ((rc = st_tensor_readable(sf, t, err))) return rc;
+    float *dst = model_alloc(m, (size_t)t->n_elems, name, err);
+    if (!dst) return KV_EFAIL;
+    *out = dst;
+    return st_tensor_read_f32(sf, t, dst, t->n_elems, err);
+}
+
+/* Shapes named by what they measure (model.h), short for the table below. */
+enum { S_NONE = MODEL_DIM_NONE, S_DIM = MODEL_DIM_HIDDEN, S_Q = MODEL_DIM_Q, S_KV = MODEL_DIM_KV, S_FFN = MODEL_DIM_FFN,
+       S_HEAD = MODEL_DIM_HEAD };
+
+
+enum { NEED_ALWAYS, NEED_BIAS, NEED_QKNORM };
+
+static const struct {
+    const char *name;  /* after model.layers.N. */
+    size_t field;      /* offsetof(model_layer, ...) */
+    int rows, cols, need;
+} LAYER_TENSORS[] = {
+    {"input_layernorm.weight", offsetof(model_layer, attn_norm), S_DIM, S_NONE, NEED_ALWAYS},
+    {"self_attn.q_proj.weight", offsetof(model_layer, wq), S_Q, S_DIM, NEED_ALWAYS},
+    {"self_attn.k_proj.weight", offsetof(model_layer, wk), S_KV, S_DIM, NEED_ALWAYS},
+    {"self_attn.v_proj.weight", offsetof(model_layer, wv), S_KV, S_DIM, NEED_ALWAYS},
+    {"self_attn.o_proj.weight", offsetof(model_layer, wo), S_DIM, S_Q, NEED_ALWAYS},
+    {"self_attn.q_proj.bias", offsetof(model_layer, bq), S_Q, S_NONE, NEED_BIAS},
+    {"self_attn.k_proj.bias", offsetof(model_layer, bk), S_KV, S_NONE, NEED_BIAS},
+    {"self_attn.v_proj.bias", offsetof(model_layer, bv), S_KV, S_NONE, NEED_BIAS},
+    {"self_attn.q_norm.weight", offsetof(model_layer, q_norm), S_HEAD, S_NONE, NEED_QKNORM},
+    {"self_attn.k_norm.weight", offsetof(model_layer, k_norm), S_HEAD, S_NONE, NEED_QKNORM},
+    {"post_attention_layernorm.weight", offsetof(model_layer, ffn_norm), S_DIM, S_NONE,
+     NEED_ALWAYS},
+    {"mlp.gate_proj.weight", offsetof(model_layer, w_gate), S_FFN, S_DIM, NEED_ALWAYS},
+    {"mlp.up_proj.weight", offsetof(model_layer, w_up), S_FFN, S_DIM, NEED_ALWAYS},
+    {"mlp.down_proj.weight", offsetof(model_layer, w_down), S_DIM, S_FFN, NEED_ALWAYS},
+};
+
+static int load_weights(const hf_files *f, const hf_features *ft, kv_model *m, kv_err *err)
+{
+    const model_config *c = &m->cfg;
+    int rc = load_tensor(f, m, "model.embed_tokens.weight", c->vocab_size, c->dim, false,
+                         &m->tok_embd, err);
+    if (!rc) rc = load_tensor(f, m, "model.norm.weight", c->dim, 0, false, &m->output_norm, err);
+    m->output = m->tok_embd;
+    if (!rc && !ft->tied)
+        rc = load_tensor(f, m, "lm_head.weight", c->vocab_size, c->dim, false, &m->output, err);
+    if (!rc) rc = model_alloc_layers(m, err);
+    for (int64_t l = 0; l < c->n_layers && !rc; l++) {
+        for (size_t i = 0; i < sizeof LAYER_TENSORS / sizeof LAYER_TENSORS[0] && !rc; i++) {
+            int need = LAYER_TENSORS[i].need;
+            if ((need == NEED_BIAS && !ft->qkv_bias) || (need == NEED_QKNORM && !ft->qk_norm))
+                continue;
+            char name[128];
+            snprintf(name, sizeof name, "model.layers.%" PRId64 ".%s", l, LAYER_TENSORS[i].name);
+            float **slot = (float **)((char *)&m->layers[l] + LAYER_TENSORS[i].field);
+            rc = load_tensor(f, m, name, model_dim_size(c, LAYER_TENSORS[i].rows),
+                             model_dim_size(c, LAYER_TENSORS[i].cols), false, slot, err);
+        }
+    }
+    return rc;
+}
+
+/* The directory's last path component (trailing slashes ignored; "." and
+ * ".." resolved). */
+static void dir_name(const char *dir, char *buf, size_t cap)
+{
+    char real[PATH_MAX];
+    if (realpath(dir, real)) dir = real;
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && dir[b - 1] != '/') b--;
+    snprintf(buf, cap, "%.*s", (int)(n - b), dir + b);
+}
+
+static int read_vocab(const char *dir, kv_model *m, kv_err *err)
+{
+    char path[PATH_CAP];
+    int rc = join(path, dir, "tokenizer.json", err);
+    if (rc || access(path, F_OK) != 0) return rc;
+    return hf_read_tokenizer(path, m->cfg.vocab_size, &m->vocab, &m->has_vocab, err);
+}
+
+int model_load_hf(const char *dir, kv_model *m, kv_err *err)
+{
+    char path[PATH_CAP];
+    hf_features ft;
+    int rc = join(path, dir, "config.json", err);
+    if (!rc) rc = hf_read_config(path, &m->cfg, &ft, err);
+    if (rc) return rc;
+    dir_name(dir, m->cfg.name, sizeof m->cfg.name);
+    if ((rc = model_config_check(&m->cfg, path, err))) return rc;
+    if (ft.llama3 && (rc = model_set_llama3_scaling(m, ft.factor, ft.low_freq_factor,
+                                                    ft.high_freq_factor, ft.original_ctx, path,
+                                                    err)))
+        return rc;
+    hf_files f;
+    rc = files_open(&f, dir, err);
+    if (!rc) rc = load_weights(&f, &ft, m, err);
+    files_close(&f);
+    if (!rc) rc = read_vocab(dir, m, err);
+    return rc;
+}

@@ -1,0 +1,131 @@
+/* CPU kernels of the forward pass: OpenBLAS for every product, plain loops
+ * (vectorised by the compiler) for the rest. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/forward.h"
+#include "core/attn_causal.h"
+
+static void cpu_matmul(const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f, x, (int)in,
+                w, (int)in, 0.0f, y, (int)out);
+}
+
+static void cpu_rmsnorm(float *out, const float *x, const float *w, int64_t n, int64_t dim, double eps)
+{
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * dim;
+        double ss = 0.0;
+        for (int64_t i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
+        float scale = (float)(1.0 / sqrt(ss / (double)dim + eps));
+        for (int64_t i = 0; i < dim; i++) out[r * dim + i] = xr[i] * scale * w[i];
+    }
+}
+
+static void cpu_rope(float *x, int64_t n, int64_t heads, int64_t D, int64_t pos0, const float *rope_table,
+                     rope_style style)
+{
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t h = 0; h < heads; h++)
+            rope_table_apply(x + (r * heads + h) * D, D, style, rope_table, pos0 + r);
+}
+
+static void cpu_add_bias(float *y, const float *b, int64_t n, int64_t m)
+{
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < m; i++) y[r * m + i] += b[i];
+}
+
+static void cpu_swiglu(float *gate, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+static void cpu_attend(const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0,
+                       int64_t n, int64_t D, float *p, float *out, int64_t ldo)
+{
+    attn_causal_rows(q, ldq, k, v, pos0, n, D, p, out, ldo, NULL);
+}
+
+static void cpu_compact(float *k, float *v, const int64_t *keep, int64_t n_keep, int64_t D)
+{
+    for (int64_t i = 0; i < n_keep; i++) { /* keep[i] >= i: in place, front to back */
+        if (keep[i] == i) continue;
+        memmove(k + i * D, k + keep[i] * D, sizeof(float) * (size_t)D);
+        memmove(v + i * D, v + keep[i] * D, sizeof(float) * (size_t)D);
+    }
+}
+
+static const float *cpu_host_rows(const float *cache, int64_t n, int64_t D, float *host)
+{
+    (void)n, (void)D, (void)host; /* the cache is host memory */
+    return cache;
+}
+
+/* ---- memory: the host's own (the walk's buffers are plain host arrays) ---- */
+
+static void *cpu_alloc(size_t n, size_t size, const char *what, kv_err *err)
+{
+    return kv_calloc(n, size, what, err);
+}
+
+static void cpu_release(void *p)
+{
+    free(p);
+}
+
+static int cpu_copy(void *dst, const void *src, size_t bytes, kv_err *err)
+{
+    (void)err;
+    memcpy(dst, src, bytes);
+    return KV_OK;
+}
+
+static void cpu_embed(float *x, const float *table, const int32_t *tokens, int64_t n, int64_t dim)
+{
+    for (int64_t r = 0; r < n; r++)
+        memcpy(x + r * dim, table + (size_t)tokens[r] * (size_t)dim, sizeof(float) * (size_t)dim);
+}
+
+static void cpu_add(float *x, const float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+static void cpu_copy_rows(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t width)
+{
+    for (int64_t r = 0; r < rows; r++) memcpy(dst + r * ldd, src + r * lds, sizeof(float) * (size_t)width);
+}
+
+static int cpu_sync(kv_err *err)
+{
+    (void)err; /* the CPU kernels finished when they returned */
+    return KV_OK;
+}
+
+const forward_kernels FORWARD_CPU = {
+    .matmul = cpu_matmul,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .add_bias = cpu_add_bias,
+    .swiglu = cpu_swiglu,
+    .attend = cpu_attend,
+    .compact = cpu_compact,
+    .host_rows = cpu_host_rows,
+    .host_memory = true,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .embed = cpu_embed,
+    .add = cpu_add,
+    .copy_rows = cpu_copy_rows,
+    .attend_layer = NULL, /* attend per head, with its weights for the observers and the evictor */
+    .sync = cpu_sync,
+};

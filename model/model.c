@@ -1,0 +1,192 @@
+/* model: the loader registry (model_load picks GGUF, a Hugging Face
+ * directory, llama2.c or random: by the spec, the file type and its magic), ownership of the weights, and the one
+ * config check every loader runs before it sizes anything from the config. */
+#include "model/model.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+/* Limits that keep every size product of the config far from overflow
+ * (vocab * dim < 2^47, ffn * dim < 2^43) and still admit every public model. */
+#define MAX_LAYERS 4096
+#define MAX_DIM (1 << 20)
+#define MAX_FFN (1 << 22)
+#define MAX_HEADS 4096
+#define MAX_HEAD_DIM 4096
+#define MAX_VOCAB (1 << 26)
+#define MAX_CONTEXT (1LL << 32)
+
+static int out_of_range(const char *where, const char *what, int64_t v, int64_t lo, int64_t hi,
+                        kv_err *err)
+{
+    return kv_fail(err, KV_EINPUT, "%s: %s = %" PRId64 " is outside [%" PRId64 ", %" PRId64 "]",
+                   where, what, v, lo, hi);
+}
+
+int model_config_check(const model_config *c, const char *where, kv_err *err)
+{
+    const struct {
+        const char *what;
+        int64_t v, lo, hi;
+    } R[] = {
+        {"n_layers", c->n_layers, 1, MAX_LAYERS},
+        {"dim", c->dim, 1, MAX_DIM},
+        {"ffn_dim", c->ffn_dim, 1, MAX_FFN},
+        {"n_heads", c->n_heads, 1, MAX_HEADS},
+        {"n_kv_heads", c->n_kv_heads, 1, c->n_heads},
+        {"head_dim", c->head_dim, 2, MAX_HEAD_DIM},
+        {"vocab_size", c->vocab_size, 1, MAX_VOCAB},
+        {"context_len", c->context_len, 0, MAX_CONTEXT},
+    };
+    for (size_t i = 0; i < sizeof R / sizeof R[0]; i++)
+        if (R[i].v < R[i].lo || R[i].v > R[i].hi)
+            return out_of_range(where, R[i].what, R[i].v, R[i].lo, R[i].hi, err);
+    if (c->n_heads % c->n_kv_heads != 0)
+        return kv_fail(err, KV_EINPUT, "%s: n_heads %" PRId64 " is not a multiple of n_kv_heads %"
+                       PRId64, where, c->n_heads, c->n_kv_heads);
+    if (c->head_dim % 2 != 0)
+        return kv_fail(err, KV_EINPUT, "%s: head_dim %" PRId64 " is odd (RoPE rotates pairs)",
+                       where, c->head_dim);
+    if (c->n_heads * c->head_dim > MAX_DIM)
+        return kv_fail(err, KV_EINPUT, "%s: n_heads x head_dim = %" PRId64 " is over %d", where,
+                       c->n_heads * c->head_dim, MAX_DIM);
+    if (!(isfinite(c->rope_theta) && c->rope_theta > 1.0))
+        return kv_fail(err, KV_EINPUT, "%s: rope theta %g is not a finite number > 1", where,
+                       c->rope_theta);
+    if (!(isfinite(c->norm_eps) && c->norm_eps >= 0.0 && c->norm_eps < 1.0))
+        return kv_fail(err, KV_EINPUT, "%s: RMSNorm epsilon %g is outside [0, 1)", where,
+                       c->norm_eps);
+    if (c->rope != ROPE_INTERLEAVED && c->rope != ROPE_NEOX)
+        return kv_fail(err, KV_EINPUT, "%s: unknown RoPE style %d", where, (int)c->rope);
+    if (c->architecture[0] == '\0')
+        return kv_fail(err, KV_EINPUT, "%s: no architecture", where);
+    return KV_OK;
+}
+
+float *model_alloc(kv_model *m, size_t n, const char *what, kv_err *err)
+{
+    return model_alloc_raw(m, n, sizeof(float), what, err);
+}
+
+void *model_alloc_raw(kv_model *m, size_t n, size_t size, const char *what, kv_err *err)
+{
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 32;
+        void **p = realloc(m->owned, (size_t)cap * sizeof *p);
+        if (!p) {
+            kv_fail(err, KV_EFAIL, "%s: out of memory", what);
+            return NULL;
+        }
+        m->owned = p, m->cap_owned = cap;
+    }
+    void *f = kv_calloc(n, size, what, err);
+    if (f) m->owned[m->n_owned++] = f;
+    return f;
+}
+
+int model_set_llama3_scaling(kv_model *m, double factor, double low, double high,
+                             double orig_ctx, const char *where, kv_err *err)
+{
+    if (!(isfinite(factor) && factor >= 1.0 && isfinite(low) && low > 0 && isfinite(high) &&
+          high > low && isfinite(orig_ctx) && orig_ctx >= 1.0))
+        return kv_fail(err, KV_EINPUT, "%s: llama3 rope scaling needs factor >= 1, 0 < "
+                       "low_freq_factor < high_freq_factor and original_max_position_embeddings "
+                       ">= 1 (got %g, %g, %g, %g)", where, factor, low, high, orig_ctx);
+    const model_config *c = &m->cfg;
+    m->rope_div = model_alloc_raw(m, (size_t)(c->head_dim / 2), sizeof(double), "rope", err);
+    if (!m->rope_div) return KV_EFAIL;
+    rope_llama3_divisors(m->rope_div, c->head_dim, c->rope_theta, factor, low, high, orig_ctx);
+    snprintf(m->cfg.rope_scaling, sizeof m->cfg.rope_scaling, "llama3 factor=%g low_freq_factor=%g "
+             "high_freq_factor=%g original_max_position_embeddings=%g", factor, low, high, orig_ctx);
+    return KV_OK;
+}
+
+int model_alloc_layers(kv_model *m, kv_err *err)
+{
+    KV_ASSERT(!m->layers && m->cfg.n_layers > 0);
+    m->layers = kv_calloc((size_t)m->cfg.n_layers, sizeof *m->layers, "model layers", err);
+    return m->layers ? KV_OK : KV_EFAIL;
+}
+
+void model_free(kv_model *m)
+{
+    if (!m) return;
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    vocab_free(&m->vocab);
+    memset(m, 0, sizeof *m);
+    m->vocab.bos = m->vocab.eos = m->vocab.unk = -1;
+}
+
+static bool has_gguf_suffix(const char *path)
+{
+    size_t n = strlen(path);
+    return n >= 5 && strcasecmp(path + n - 5, ".gguf") == 0;
+}
+
+/* A file: GGUF by its magic (or its name, so that a damaged GGUF is reported
+ * as one), otherwise a llama2.c checkpoint. */
+static int load_file(const char *path, const char *tokenizer, kv_model *m, kv_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return kv_fail(err, KV_EFAIL, "%s: cannot open model: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        if (tokenizer)
+            return kv_fail(err, KV_EUSAGE, "%s: --tokenizer is for llama2.c checkpoints; a Hugging "
+                           "Face directory's vocabulary is its tokenizer.json", path);
+        return model_load_hf(path, m, err);
+    }
+    if (S_ISREG(st.st_mode) && st.st_size == 0)
+        return kv_fail(err, KV_EINPUT, "%s: empty file", path);
+    FILE *f = fopen(path, "rb");
+    if (!f) return kv_fail(err, KV_EFAIL, "%s: cannot open model: %s", path, strerror(errno));
+    char magic[4] = {0};
+    size_t got = fread(magic, 1, sizeof magic, f);
+    fclose(f);
+    if ((got == 4 && memcmp(magic, "GGUF", 4) == 0) || has_gguf_suffix(path)) {
+        if (tokenizer)
+            return kv_fail(err, KV_EUSAGE, "%s: --tokenizer is for llama2.c checkpoints; a GGUF "
+                           "holds its own vocabulary", path);
+        return model_load_gguf(path, m, err);
+    }
+    return model_load_llama2c(path, tokenizer, m, err);
+}
+
+int model_load(const char *spec, const char *tokenizer, kv_model *m, kv_err *err)
+{
+    memset(m, 0, sizeof *m);
+    m->vocab.bos = m->vocab.eos = m->vocab.unk = -1;
+    int rc;
+    if (!spec || !spec[0]) {
+        rc = kv_fail(err, KV_EUSAGE, "no model given");
+    } else if (strncmp(spec, "random:", 7) == 0) {
+        rc = tokenizer ? kv_fail(err, KV_EUSAGE, "%s: --tokenizer does not apply to random "
+                                 "models (they have no vocabulary)", spec)
+                       : model_load_random(spec, m, err);
+    } else {
+        rc = load_file(spec, tokenizer, m, err);
+    }
+    if (!rc) rc = model_config_check(&m->cfg, spec, err);
+    if (rc) model_free(m);
+    return rc;
+}
+
+int64_t model_dim_size(const model_config *c, int dim)
+{
+    switch (dim) {
+    case MODEL_DIM_HIDDEN: return c->dim;
+    case MODEL_DIM_Q: return c->n_heads * c->head_dim;
+    case MODEL_DIM_KV: return c->n_kv_heads * c->head_dim;
+    case MODEL_DIM_FFN: return c->ffn_dim;
+    case MODEL_DIM_HEAD: return c->head_dim;
+    default: return 0;
+    }
+}

@@ -1,0 +1,120 @@
+/* model: the one in-memory description of a model that every loader fills
+ * (GGUF, Hugging Face checkpoint directories, llama2.c, random:NAME) and
+ * the forward pass reads. Weights are float32, row-major W[out][in], so that
+ * y = W x is cblas_sgemm(RowMajor, NoTrans, Trans) over a chunk of rows. */
+#ifndef KV_MODEL_H
+#define KV_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/tokenizer/vocab.h"
+#include "core/kv_error.h"
+#include "core/rope.h"
+
+typedef struct {
+    char name[256];          /* for the trace's model_name */
+    char architecture[16];   /* llama, mistral, qwen2, qwen3 */
+    int64_t n_layers;        /* L */
+    int64_t dim;             /* model width */
+    int64_t ffn_dim;         /* SwiGLU hidden width */
+    int64_t n_heads;         /* H */
+    int64_t n_kv_heads;      /* K */
+    int64_t head_dim;        /* D */
+    int64_t vocab_size;      /* V */
+    int64_t context_len;     /* trained context (informational) */
+    double rope_theta;
+    double norm_eps;         /* RMSNorm epsilon */
+    rope_style rope;
+    /* what RoPE frequency scaling ran ("" none; "llama3 factor=8 ..." or
+     * "rope_freqs.weight"): the divisors are kv_model.rope_div */
+    char rope_scaling[160];
+    /* sliding-window attention of the checkpoint (0: none). The walk is full
+     * causal, so capture refuses sequences longer than the window. */
+    int64_t sliding_window;
+} model_config;
+
+typedef struct {
+    float *attn_norm;  /* [dim] */
+    float *wq;         /* [H*D][dim] */
+    float *wk;         /* [K*D][dim] */
+    float *wv;         /* [K*D][dim] */
+    float *bq;         /* [H*D] Q bias (qwen2), or NULL */
+    float *bk;         /* [K*D] K bias, or NULL */
+    float *bv;         /* [K*D] V bias, or NULL */
+    float *q_norm;     /* [D] per-head RMSNorm of q before RoPE (qwen3), or NULL */
+    float *k_norm;     /* [D] per-head RMSNorm of k before RoPE, or NULL */
+    float *wo;         /* [dim][H*D] */
+    float *ffn_norm;   /* [dim] */
+    float *w_gate;     /* [ffn_dim][dim]  (w1) */
+    float *w_up;       /* [ffn_dim][dim]  (w3) */
+    float *w_down;     /* [dim][ffn_dim]  (w2) */
+} model_layer;
+
+typedef struct {
+    model_config cfg;
+    float *tok_embd;       /* [V][dim] */
+    float *output_norm;    /* [dim] */
+    float *output;         /* [V][dim] (may equal tok_embd: tied) */
+    model_layer *layers;   /* [L] */
+    double *rope_div;      /* [D/2] RoPE frequency divisors (cfg.rope_scaling), or NULL */
+    bool has_vocab;
+    kv_vocab vocab;
+    /* ownership: every weight lives in allocations listed here */
+    void **owned;
+    int n_owned, cap_owned;
+} kv_model;
+
+/* Loads `spec`: a GGUF file (by its magic), a Hugging Face checkpoint
+ * directory, "random:NAME[:SEED]", or a
+ * llama2.c checkpoint (then `tokenizer` names its tokenizer.bin; NULL: no
+ * vocabulary, --tokens only). Errors: KV_EINPUT for a bad file (one line
+ * naming file and problem), KV_EUSAGE for a bad spec, KV_EFAIL otherwise. */
+int model_load(const char *spec, const char *tokenizer, kv_model *m, kv_err *err);
+
+void model_free(kv_model *m);
+
+/* Checks cfg's ranges and consistency (H % K, D even, dims > 0, ...). */
+int model_config_check(const model_config *c, const char *where, kv_err *err);
+
+/* A tensor dimension named by what it measures, for the loaders' tables:
+ * MODEL_DIM_NONE (a vector's missing second dimension) is 0. */
+enum { MODEL_DIM_NONE, MODEL_DIM_HIDDEN, MODEL_DIM_Q, MODEL_DIM_KV, MODEL_DIM_FFN, MODEL_DIM_HEAD };
+int64_t model_dim_size(const model_config *c, int dim);
+
+/* Allocates `n` floats owned by m (freed by model_free); NULL + err on failure. */
+float *model_alloc(kv_model *m, size_t n, const char *what, kv_err *err);
+
+/* The same for n zeroed elements of `size` bytes. */
+void *model_alloc_raw(kv_model *m, size_t n, size_t size, const char *what, kv_err *err);
+
+/* m->rope_div from Llama 3.x "llama3" scaling (core/rope.h), cfg.rope_scaling
+ * naming it. KV_EINPUT naming `where` for parameters out of range. */
+int model_set_llama3_scaling(kv_model *m, double factor, double low, double high,
+                             double orig_ctx, const char *where, kv_err *err);
+
+/* ---- for the loaders (model.c dispatches; each fills a zeroed m, and on
+ * failure model_load frees what it allocated) ---------------------------- */
+
+/* m->layers, zeroed, for m->cfg.n_layers layers (freed by model_free). */
+int model_alloc_layers(kv_model *m, kv_err *err);
+
+/* A llama/qwen2/qwen3 GGUF (load_gguf.c): config, weights, vocabulary. */
+int model_load_gguf(const char *path, kv_model *m, kv_err *err);
+
+/* The same from a parsed file (model/formats/gguf.h), e.g. one parsed from memory. */
+struct gguf_file;
+int model_from_gguf(const struct gguf_file *g, kv_model *m, kv_err *err);
+
+/* A Hugging Face checkpoint directory (load_hf.c): config.json, safetensors
+ * (one file or shards), tokenizer.json when present. */
+int model_load_hf(const char *dir, kv_model *m, kv_err *err);
+
+/* A llama2.c legacy checkpoint (load_llama2c.c); `tokenizer` may be NULL. */
+int model_load_llama2c(const char *path, const char *tokenizer, kv_model *m, kv_err *err);
+
+/* "random:NAME[:SEED]" (model_random.c): a core/model_shapes.h shape with
+ * seeded random weights and no vocabulary. */
+int model_load_random(const char *spec, kv_model *m, kv_err *err);
+
+#endif
