@@ -1,0 +1,203 @@
+"""The layout's rules, checked on the built objects and the sources (TAP).
+
+- No loops between files: file A "uses" file B when A's object refers to a
+  symbol B's object defines (nm); no set of two or more files reaches itself.
+- One way down between folders: a folder may use (by symbol or by #include)
+  only the folders listed below it in LAYERS.
+- No process-wide mutable state in the library: no object of ours holds a
+  writable global or static variable (.data/.bss), apart from ALLOWED_STATE.
+- No source folder above FOLDER_MAX_LINES lines of C (tests excluded), apart
+  from model/ with its subfolders.
+
+    /usr/bin/python3 tests/scripts/test_layering.py   (BUILD selects the build directory)
+"""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from tap import check, finish  # noqa: E402
+
+ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("BUILD", "build")
+OBJ = os.path.join(ROOT, BUILD, "obj")
+
+# Each folder and the folders it may use. model/'s subfolders are one layer
+# with model/ (the loaders fill the model description, the walk reads it).
+LAYERS = {
+    "core": [],
+    "policies": ["core"],
+    "model": ["core"],
+    "synth": ["core"],
+    "results": ["core"],
+    "analysis": ["core", "results"],
+    "sim": ["core", "policies", "analysis", "results"],
+    "capture": ["core", "model", "policies"],
+    "plots": ["core"],
+    "fidelity": ["core", "model", "policies", "capture", "sim", "analysis", "results", "plots"],
+    "cli": ["core", "model", "policies", "synth", "results", "analysis", "sim", "capture", "plots", "fidelity"],
+}
+
+# Writable static state that is process-wide by nature: the registry of
+# temporary outputs that the signal handler removes.
+ALLOWED_STATE = {("core/outfile.o", "pending"), ("core/outfile.o", "pending_used")}
+
+FOLDER_MAX_LINES = 3500
+BIG_FOLDER_OK = "model"
+
+
+def folder_of(rel):
+    """The layer of a path relative to ROOT or OBJ: its first component."""
+    return rel.split("/", 1)[0]
+
+
+def objects():
+    out = []
+    for d, _, files in os.walk(OBJ):
+        for f in files:
+            if f.endswith(".o"):
+                rel = os.path.relpath(os.path.join(d, f), OBJ)
+                src = os.path.join(ROOT, rel[:-2] + ".c")
+                if os.path.exists(src):  # objects of files since moved are stale
+                    out.append(rel)
+    return sorted(out)
+
+
+def symbols(objs):
+    """defined[sym] = object; used[object] = set of symbols it refers to."""
+    defined, used = {}, {}
+    for o in objs:
+        text = subprocess.run(["nm", os.path.join(OBJ, o)], capture_output=True, text=True, check=True).stdout
+        used[o] = set()
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "U":
+                used[o].add(parts[1])
+            elif len(parts) == 3 and parts[1] in "TDRBiW":
+                defined[parts[2]] = o
+    return defined, used
+
+
+def file_graph(objs, defined, used):
+    g = {o: set() for o in objs}
+    for o in objs:
+        for s in used[o]:
+            d = defined.get(s)
+            if d and d != o:
+                g[o].add(d)
+    return g
+
+
+def loops(g):
+    """Strongly connected components of two or more nodes (Tarjan)."""
+    index, low, stack, on, comps = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        work = [(v, iter(sorted(g[v])))]
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        while work:
+            node, it = work[-1]
+            advanced = False
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(g[w]))))
+                    advanced = True
+                    break
+                if w in on:
+                    low[node] = min(low[node], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == node:
+                        break
+                if len(comp) > 1:
+                    comps.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return comps
+
+
+def mutable_state(objs):
+    found = []
+    for o in objs:
+        text = subprocess.run(["objdump", "-t", os.path.join(OBJ, o)], capture_output=True, text=True,
+                              check=True).stdout
+        for line in text.splitlines():
+            m = re.search(r"\sO\s+(\.data|\.bss)(\.\S+)?\s+\S+\s+(\S+)$", line)
+            if not m or (m.group(2) or "").startswith(".rel.ro"):
+                continue
+            name = m.group(3).split(".")[0]
+            if (o, name) not in ALLOWED_STATE:
+                found.append("%s: %s (%s%s)" % (o, m.group(3), m.group(1), m.group(2) or ""))
+    return found
+
+
+def sources():
+    out = []
+    for folder in LAYERS:
+        for d, _, files in os.walk(os.path.join(ROOT, folder)):
+            for f in files:
+                if f.endswith((".c", ".h", ".cu")):
+                    out.append(os.path.relpath(os.path.join(d, f), ROOT))
+    return sorted(out)
+
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"', re.M)
+
+
+def main():
+    objs = [o for o in objects() if folder_of(o) in LAYERS]
+    check(len(objs) > 50, "the build's objects are there (%d in %s)" % (len(objs), OBJ))
+    defined, used = symbols(objs)
+    g = file_graph(objs, defined, used)
+
+    cyc = loops(g)
+    check(not cyc, "no loops between files (%d files, %d uses)" % (len(g), sum(len(v) for v in g.values())),
+          "\n".join(" <-> ".join(c) for c in cyc))
+
+    bad = sorted({"%s uses %s (%s)" % (folder_of(a), folder_of(b), a + " -> " + b)
+                  for a in g for b in g[a]
+                  if folder_of(a) != folder_of(b) and folder_of(b) not in LAYERS[folder_of(a)]})
+    check(not bad, "folders call only the layers below them", "\n".join(bad))
+
+    bad_inc = []
+    lines = {}
+    for src in sources():
+        text = open(os.path.join(ROOT, src), encoding="utf-8").read()
+        top = folder_of(src)
+        lines[top] = lines.get(top, 0) + text.count("\n")
+        for inc in INCLUDE.findall(text):
+            if inc != top and inc not in LAYERS[top]:
+                bad_inc.append("%s includes %s/" % (src, inc))
+    check(not bad_inc, "folders include only the layers below them", "\n".join(bad_inc))
+
+    state = mutable_state(objs)
+    check(not state, "no process-wide mutable state in the library", "\n".join(state))
+
+    big = ["%s/: %d lines" % (f, n) for f, n in sorted(lines.items()) if n > FOLDER_MAX_LINES and f != BIG_FOLDER_OK]
+    check(not big, "no source folder over %d lines but %s/ (%s)" % (
+        FOLDER_MAX_LINES, BIG_FOLDER_OK, ", ".join("%s %d" % kv for kv in sorted(lines.items()))), "\n".join(big))
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
