@@ -12,11 +12,15 @@ set -u
 [ $# -ge 1 ] || set -- build
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export ROOT
-# test models: CI sets KVTRACE_MODEL_DIR; a checkout beside shared/ finds them there
+# test models, found as the demo finds the default model: KVTRACE_MODEL_DIR, a
+# checkout beside shared/, then the user cache (where `make demo` downloads it)
+CACHE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/kvtrace
 if [ -z "${KVTRACE_MODEL_DIR:-}" ] && [ -d "$ROOT/../shared/models" ]; then
     KVTRACE_MODEL_DIR=$(cd "$ROOT/../shared/models" && pwd)
-    export KVTRACE_MODEL_DIR
+elif [ -z "${KVTRACE_MODEL_DIR:-}" ] && [ -f "$CACHE_DIR/stories260K.gguf" ]; then
+    KVTRACE_MODEL_DIR=$CACHE_DIR
 fi
+[ -n "${KVTRACE_MODEL_DIR:-}" ] && export KVTRACE_MODEL_DIR
 export CMOCKA_MESSAGE_OUTPUT=TAP
 PY=/usr/bin/python3
 LOG=$(mktemp -d)
