@@ -1,10 +1,10 @@
 /* `kvtrace synth`: command line of the synthetic trace generator. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/cli_args.h"
+#include "core/cli_opts.h"
 #include "core/model_shapes.h"
 #include "core/version.h"
 #include "synth.h"
@@ -36,35 +36,6 @@ static const char USAGE[] =
     "  --quiet              no progress line\n"
     "  -h, --help           this text\n";
 
-enum {
-    OPT_LIKE = 256, OPT_LAYERS, OPT_HEADS, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_VOCAB, OPT_THETA,
-    OPT_ROPE_STYLE, OPT_TOKENS, OPT_PROMPT_LEN, OPT_SEED, OPT_SINKS, OPT_DTYPE, OPT_DEFLATE,
-    OPT_FORCE, OPT_QUIET, OPT_THREADS,
-};
-
-static const struct option OPTIONS[] = {
-    {"like", required_argument, NULL, OPT_LIKE},
-    {"layers", required_argument, NULL, OPT_LAYERS},
-    {"heads", required_argument, NULL, OPT_HEADS},
-    {"kv-heads", required_argument, NULL, OPT_KV_HEADS},
-    {"head-dim", required_argument, NULL, OPT_HEAD_DIM},
-    {"vocab", required_argument, NULL, OPT_VOCAB},
-    {"rope-theta", required_argument, NULL, OPT_THETA},
-    {"rope-style", required_argument, NULL, OPT_ROPE_STYLE},
-    {"tokens", required_argument, NULL, OPT_TOKENS},
-    {"prompt-len", required_argument, NULL, OPT_PROMPT_LEN},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"sinks", required_argument, NULL, OPT_SINKS},
-    {"dtype", required_argument, NULL, OPT_DTYPE},
-    {"deflate", required_argument, NULL, OPT_DEFLATE},
-    {"output", required_argument, NULL, 'o'},
-    {"threads", required_argument, NULL, OPT_THREADS},
-    {"force", no_argument, NULL, OPT_FORCE},
-    {"quiet", no_argument, NULL, OPT_QUIET},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
 typedef struct {
     const char *like, *output, *rope_style, *dtype;
     int64_t layers, heads, kv_heads, head_dim, vocab, tokens, prompt_len, sinks, deflate, threads;
@@ -73,41 +44,38 @@ typedef struct {
     bool force, quiet, help;
 } synth_args;
 
+#define BIG ((double)((int64_t)1 << 31))
+static const cli_opt OPTIONS[] = {
+    {CLI_ROW("like", CLI_TEXT, synth_args, like)},
+    {CLI_ROW("layers", CLI_I64, synth_args, layers), .lo = 1, .hi = 1024},
+    {CLI_ROW("heads", CLI_I64, synth_args, heads), .lo = 1, .hi = 1024},
+    {CLI_ROW("kv-heads", CLI_I64, synth_args, kv_heads), .lo = 1, .hi = 1024},
+    {CLI_ROW("head-dim", CLI_I64, synth_args, head_dim), .lo = 2, .hi = 4096},
+    {CLI_ROW("vocab", CLI_I64, synth_args, vocab), .lo = 1, .hi = 1 << 24},
+    {CLI_ROW("rope-theta", CLI_F64, synth_args, theta), .lo = 1e-6, .hi = 1e12},
+    {CLI_ROW("rope-style", CLI_TEXT, synth_args, rope_style)},
+    {CLI_ROW("tokens", CLI_I64, synth_args, tokens), .lo = 1, .hi = BIG},
+    {CLI_ROW("prompt-len", CLI_I64, synth_args, prompt_len), .lo = 1, .hi = BIG},
+    {CLI_ROW("seed", CLI_U64, synth_args, seed)},
+    {CLI_ROW("sinks", CLI_I64, synth_args, sinks), .lo = 0, .hi = BIG},
+    {CLI_ROW("dtype", CLI_TEXT, synth_args, dtype)}, /* checked after the shape, as before */
+    {CLI_ROW("threads", CLI_I64, synth_args, threads), .lo = 1, .hi = 256},
+    {CLI_ROW("deflate", CLI_I64, synth_args, deflate), .lo = 0, .hi = 9},
+    {CLI_ROW("output", CLI_TEXT, synth_args, output)},
+    {CLI_ROW("force", CLI_FLAG, synth_args, force)},
+    {CLI_ROW("quiet", CLI_FLAG, synth_args, quiet)},
+    {0},
+};
+#undef BIG
+
 static int parse_args(int argc, char **argv, synth_args *a, kv_err *err)
 {
-    const char *v = "synth";
-    const int64_t BIG = (int64_t)1 << 31;
     memset(a, 0, sizeof *a);
     a->vocab = 32000, a->theta = 10000.0, a->sinks = -1, a->prompt_len = -1, a->dtype = "f32";
-    optind = 1;
-    opterr = 0;
-    int c, rc = KV_OK;
-    while (!rc && (c = getopt_long(argc, argv, ":o:h", OPTIONS, NULL)) != -1) {
-        switch (c) {
-        case OPT_LIKE: a->like = optarg; break;
-        case OPT_LAYERS: rc = cli_parse_i64(v, "--layers", optarg, 1, 1024, &a->layers, err); break;
-        case OPT_HEADS: rc = cli_parse_i64(v, "--heads", optarg, 1, 1024, &a->heads, err); break;
-        case OPT_KV_HEADS: rc = cli_parse_i64(v, "--kv-heads", optarg, 1, 1024, &a->kv_heads, err); break;
-        case OPT_HEAD_DIM: rc = cli_parse_i64(v, "--head-dim", optarg, 2, 4096, &a->head_dim, err); break;
-        case OPT_VOCAB: rc = cli_parse_i64(v, "--vocab", optarg, 1, (int64_t)1 << 24, &a->vocab, err); break;
-        case OPT_THETA: rc = cli_parse_double(v, "--rope-theta", optarg, 1e-6, 1e12, &a->theta, err); break;
-        case OPT_ROPE_STYLE: a->rope_style = optarg; break;
-        case OPT_TOKENS: rc = cli_parse_i64(v, "--tokens", optarg, 1, BIG, &a->tokens, err); break;
-        case OPT_PROMPT_LEN: rc = cli_parse_i64(v, "--prompt-len", optarg, 1, BIG, &a->prompt_len, err); break;
-        case OPT_SEED: rc = cli_parse_u64(v, "--seed", optarg, &a->seed, err); break;
-        case OPT_SINKS: rc = cli_parse_i64(v, "--sinks", optarg, 0, BIG, &a->sinks, err); break;
-        case OPT_DTYPE: a->dtype = optarg; break;
-        case OPT_THREADS: rc = cli_parse_i64(v, "--threads", optarg, 1, 256, &a->threads, err); break;
-        case OPT_DEFLATE: rc = cli_parse_i64(v, "--deflate", optarg, 0, 9, &a->deflate, err); break;
-        case 'o': a->output = optarg; break;
-        case OPT_FORCE: a->force = true; break;
-        case OPT_QUIET: a->quiet = true; break;
-        case 'h': a->help = true; break;
-        default: rc = cli_bad_option(err, v, c, optopt, argv[optind - 1]); break;
-        }
-    }
+    int first;
+    int rc = cli_opts_parse("synth", argc, argv, OPTIONS, a, &a->help, &first, err);
     if (rc || a->help) return rc;
-    if (optind < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[optind]);
+    if (first < argc) return cli_usage(err, "synth", "unexpected argument '%s'", argv[first]);
     return KV_OK;
 }
 
