@@ -146,6 +146,8 @@ def mutable_state(objs):
             if not m or (m.group(2) or "").startswith(".rel.ro"):
                 continue
             name = m.group(3).split(".")[0]
+            if name.startswith("__odr_asan"):  # AddressSanitizer's one-definition-rule markers
+                continue
             if (o, name) not in ALLOWED_STATE:
                 found.append("%s: %s (%s%s)" % (o, m.group(3), m.group(1), m.group(2) or ""))
     return found
