@@ -12,18 +12,19 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Features left out are false; gguf_rope matters only with gguf. */
 static const model_arch ARCHS[] = {
-    /* name      HF class              GGUF  GGUF rope          HF rope    bias   qk-norm
-     *           sliding window        switch */
-    {"llama", "LlamaForCausalLM", true, ROPE_INTERLEAVED, ROPE_NEOX, false, false,
-     NULL, NULL},
-    {"mistral", "MistralForCausalLM", false, ROPE_INTERLEAVED, ROPE_NEOX, false, false,
-     "sliding_window", NULL},
-    {"qwen2", "Qwen2ForCausalLM", true, ROPE_NEOX, ROPE_NEOX, true, false,
-     "sliding_window", "use_sliding_window"},
-    {"qwen3", "Qwen3ForCausalLM", true, ROPE_NEOX, ROPE_NEOX, false, true,
-     "sliding_window", "use_sliding_window"},
-    {NULL, NULL, false, ROPE_INTERLEAVED, ROPE_NEOX, false, false, NULL, NULL},
+    {.name = "llama", .hf_class = "LlamaForCausalLM", .gguf = true, .gguf_rope = ROPE_INTERLEAVED,
+     .hf_rope = ROPE_NEOX},
+    {.name = "mistral", .hf_class = "MistralForCausalLM", .hf_rope = ROPE_NEOX,
+     .hf_window = "sliding_window"},
+    {.name = "qwen2", .hf_class = "Qwen2ForCausalLM", .gguf = true, .gguf_rope = ROPE_NEOX,
+     .hf_rope = ROPE_NEOX, .qkv_bias = true, .hf_window = "sliding_window",
+     .hf_window_switch = "use_sliding_window"},
+    {.name = "qwen3", .hf_class = "Qwen3ForCausalLM", .gguf = true, .gguf_rope = ROPE_NEOX,
+     .hf_rope = ROPE_NEOX, .qk_norm = true, .hf_window = "sliding_window",
+     .hf_window_switch = "use_sliding_window"},
+    {.name = NULL},
 };
 
 const model_arch *arch_all(void)
