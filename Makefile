@@ -135,7 +135,7 @@ FUZZ_BINS  := $(FUZZERS:%=build-fuzz/fuzz_%)
 CORE_SRC   := $(filter core/%,$(LIB_SRC))
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_trace_validate_SRC := $(wildcard tests/fuzz/*.c) $(CORE_SRC)
-FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(wildcard model/formats/*.c) model/model.c \
+FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(wildcard model/formats/*.c) model/model.c model/arch.c \
                    model/tokenizer/vocab.c model/tokenizer/vocab_hf.c
 FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c model/tokenizer/vocab.c model/tokenizer/tokenizer.c \
                    model/tokenizer/token_file.c core/kv_error.c

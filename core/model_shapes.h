@@ -1,5 +1,7 @@
 /* model_shapes: the named model shapes that `synth --like` and
- * `random:NAME` models use. Dimensions are those of the public checkpoints. */
+ * `random:NAME` models use. Dimensions are those of the public checkpoints.
+ * What an architecture computes (biases, q/k norms) is not a shape's: a
+ * random:NAME model takes it from its architecture's row in model/arch.c. */
 #ifndef KV_MODEL_SHAPES_H
 #define KV_MODEL_SHAPES_H
 
@@ -11,10 +13,8 @@ typedef struct {
     const char *rope_style;    /* as the usual checkpoint of it is run */
     int64_t n_layers, n_heads, n_kv_heads, head_dim;
     int64_t dim, ffn_dim, vocab_size;
+    /* RoPE frequencies of the checkpoint (the trace's rope_theta, rope_scaling) */
     double rope_theta;
-    /* architecture features a model of the shape computes */
-    int qkv_bias;           /* Q/K/V projection biases (qwen2) */
-    int qk_norm;            /* per-head q/k RMSNorm before RoPE (qwen3) */
     double llama3_factor;   /* llama3 RoPE scaling factor (low 1, high 4, original context
                                8192, as every Llama 3.x); 0: none */
 } model_shape;

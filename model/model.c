@@ -1,16 +1,14 @@
-/* model: the loader registry (model_load picks GGUF, a Hugging Face
- * directory, llama2.c or random: by the spec, the file type and its magic), ownership of the weights, and the one
- * config check every loader runs before it sizes anything from the config. */
+/* model: the model description's life: an empty model, ownership of the
+ * weights, the one config check every loader runs before it sizes anything
+ * from the config, llama3 RoPE scaling, and the dimensions and features the
+ * loaders' tensor tables name. Which loader fills it is model/load.c's. */
 #include "model/model.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
 
 /* Limits that keep every size product of the config far from overflow
  * (vocab * dim < 2^47, ffn * dim < 2^43) and still admit every public model. */
@@ -114,6 +112,12 @@ int model_alloc_layers(kv_model *m, kv_err *err)
     return m->layers ? KV_OK : KV_EFAIL;
 }
 
+void model_init(kv_model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->vocab.bos = m->vocab.eos = m->vocab.unk = -1;
+}
+
 void model_free(kv_model *m)
 {
     if (!m) return;
@@ -121,62 +125,7 @@ void model_free(kv_model *m)
     free(m->owned);
     free(m->layers);
     vocab_free(&m->vocab);
-    memset(m, 0, sizeof *m);
-    m->vocab.bos = m->vocab.eos = m->vocab.unk = -1;
-}
-
-static bool has_gguf_suffix(const char *path)
-{
-    size_t n = strlen(path);
-    return n >= 5 && strcasecmp(path + n - 5, ".gguf") == 0;
-}
-
-/* A file: GGUF by its magic (or its name, so that a damaged GGUF is reported
- * as one), otherwise a llama2.c checkpoint. */
-static int load_file(const char *path, const char *tokenizer, kv_model *m, kv_err *err)
-{
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return kv_fail(err, KV_EFAIL, "%s: cannot open model: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode)) {
-        if (tokenizer)
-            return kv_fail(err, KV_EUSAGE, "%s: --tokenizer is for llama2.c checkpoints; a Hugging "
-                           "Face directory's vocabulary is its tokenizer.json", path);
-        return model_load_hf(path, m, err);
-    }
-    if (S_ISREG(st.st_mode) && st.st_size == 0)
-        return kv_fail(err, KV_EINPUT, "%s: empty file", path);
-    FILE *f = fopen(path, "rb");
-    if (!f) return kv_fail(err, KV_EFAIL, "%s: cannot open model: %s", path, strerror(errno));
-    char magic[4] = {0};
-    size_t got = fread(magic, 1, sizeof magic, f);
-    fclose(f);
-    if ((got == 4 && memcmp(magic, "GGUF", 4) == 0) || has_gguf_suffix(path)) {
-        if (tokenizer)
-            return kv_fail(err, KV_EUSAGE, "%s: --tokenizer is for llama2.c checkpoints; a GGUF "
-                           "holds its own vocabulary", path);
-        return model_load_gguf(path, m, err);
-    }
-    return model_load_llama2c(path, tokenizer, m, err);
-}
-
-int model_load(const char *spec, const char *tokenizer, kv_model *m, kv_err *err)
-{
-    memset(m, 0, sizeof *m);
-    m->vocab.bos = m->vocab.eos = m->vocab.unk = -1;
-    int rc;
-    if (!spec || !spec[0]) {
-        rc = kv_fail(err, KV_EUSAGE, "no model given");
-    } else if (strncmp(spec, "random:", 7) == 0) {
-        rc = tokenizer ? kv_fail(err, KV_EUSAGE, "%s: --tokenizer does not apply to random "
-                                 "models (they have no vocabulary)", spec)
-                       : model_load_random(spec, m, err);
-    } else {
-        rc = load_file(spec, tokenizer, m, err);
-    }
-    if (!rc) rc = model_config_check(&m->cfg, spec, err);
-    if (rc) model_free(m);
-    return rc;
+    model_init(m);
 }
 
 int64_t model_dim_size(const model_config *c, int dim)
@@ -188,5 +137,14 @@ int64_t model_dim_size(const model_config *c, int dim)
     case MODEL_DIM_FFN: return c->ffn_dim;
     case MODEL_DIM_HEAD: return c->head_dim;
     default: return 0;
+    }
+}
+
+bool model_has(const model_config *c, int need)
+{
+    switch (need) {
+    case MODEL_NEED_QKV_BIAS: return c->qkv_bias;
+    case MODEL_NEED_QK_NORM: return c->qk_norm;
+    default: return true;
     }
 }

@@ -32,6 +32,9 @@ typedef struct {
     /* sliding-window attention of the checkpoint (0: none). The walk is full
      * causal, so capture refuses sequences longer than the window. */
     int64_t sliding_window;
+    /* the architecture's features (model/arch.c's row): which tensors a layer has */
+    bool qkv_bias;           /* bq, bk, bv */
+    bool qk_norm;            /* q_norm, k_norm */
 } model_config;
 
 typedef struct {
@@ -65,12 +68,15 @@ typedef struct {
     int n_owned, cap_owned;
 } kv_model;
 
-/* Loads `spec`: a GGUF file (by its magic), a Hugging Face checkpoint
- * directory, "random:NAME[:SEED]", or a
+/* Loads `spec` by the table of formats (model/load.c): a GGUF file (by its
+ * magic), a Hugging Face checkpoint directory, "random:NAME[:SEED]", or a
  * llama2.c checkpoint (then `tokenizer` names its tokenizer.bin; NULL: no
  * vocabulary, --tokens only). Errors: KV_EINPUT for a bad file (one line
  * naming file and problem), KV_EUSAGE for a bad spec, KV_EFAIL otherwise. */
 int model_load(const char *spec, const char *tokenizer, kv_model *m, kv_err *err);
+
+/* An empty model: no weights, no vocabulary (special ids -1). */
+void model_init(kv_model *m);
 
 void model_free(kv_model *m);
 
@@ -81,6 +87,11 @@ int model_config_check(const model_config *c, const char *where, kv_err *err);
  * MODEL_DIM_NONE (a vector's missing second dimension) is 0. */
 enum { MODEL_DIM_NONE, MODEL_DIM_HIDDEN, MODEL_DIM_Q, MODEL_DIM_KV, MODEL_DIM_FFN, MODEL_DIM_HEAD };
 int64_t model_dim_size(const model_config *c, int dim);
+
+/* Which models have a tensor, for the same tables: every model
+ * (MODEL_NEED_ALL), or those with a feature of model_config. */
+enum { MODEL_NEED_ALL, MODEL_NEED_QKV_BIAS, MODEL_NEED_QK_NORM };
+bool model_has(const model_config *c, int need);
 
 /* Allocates `n` floats owned by m (freed by model_free); NULL + err on failure. */
 float *model_alloc(kv_model *m, size_t n, const char *what, kv_err *err);
@@ -93,28 +104,7 @@ void *model_alloc_raw(kv_model *m, size_t n, size_t size, const char *what, kv_e
 int model_set_llama3_scaling(kv_model *m, double factor, double low, double high,
                              double orig_ctx, const char *where, kv_err *err);
 
-/* ---- for the loaders (model.c dispatches; each fills a zeroed m, and on
- * failure model_load frees what it allocated) ---------------------------- */
-
 /* m->layers, zeroed, for m->cfg.n_layers layers (freed by model_free). */
 int model_alloc_layers(kv_model *m, kv_err *err);
-
-/* A llama/qwen2/qwen3 GGUF (load_gguf.c): config, weights, vocabulary. */
-int model_load_gguf(const char *path, kv_model *m, kv_err *err);
-
-/* The same from a parsed file (model/formats/gguf.h), e.g. one parsed from memory. */
-struct gguf_file;
-int model_from_gguf(const struct gguf_file *g, kv_model *m, kv_err *err);
-
-/* A Hugging Face checkpoint directory (load_hf.c): config.json, safetensors
- * (one file or shards), tokenizer.json when present. */
-int model_load_hf(const char *dir, kv_model *m, kv_err *err);
-
-/* A llama2.c legacy checkpoint (load_llama2c.c); `tokenizer` may be NULL. */
-int model_load_llama2c(const char *path, const char *tokenizer, kv_model *m, kv_err *err);
-
-/* "random:NAME[:SEED]" (model_random.c): a core/model_shapes.h shape with
- * seeded random weights and no vocabulary. */
-int model_load_random(const char *spec, kv_model *m, kv_err *err);
 
 #endif

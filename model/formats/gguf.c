@@ -56,20 +56,6 @@ struct gguf_file {
 
 /* ---- type tables ---------------------------------------------------- */
 
-static const struct {
-    const char *name;
-    uint32_t size; /* bytes of one scalar; 0: string/array */
-} VALUE_TYPES[GGUF_N_VALUE_TYPES] = {
-    {"uint8", 1}, {"int8", 1},    {"uint16", 2}, {"int16", 2},   {"uint32", 4},
-    {"int32", 4}, {"float32", 4}, {"bool", 1},   {"string", 0},  {"array", 0},
-    {"uint64", 8}, {"int64", 8},  {"float64", 8},
-};
-
-const char *gguf_type_name(uint32_t t)
-{
-    return t < GGUF_N_VALUE_TYPES ? VALUE_TYPES[t].name : "?";
-}
-
 const char *gguf_ggml_type_name(uint32_t t)
 {
     const ggml_type_info *ti = ggml_type_get(t);
@@ -84,13 +70,6 @@ typedef struct {
     const char *where;
     kv_err *err;
 } cursor;
-
-uint64_t gguf_read_le(const uint8_t *p, uint32_t n)
-{
-    uint64_t v = 0;
-    for (uint32_t i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 static int need(cursor *c, uint64_t n, const char *what)
 {
@@ -184,7 +163,7 @@ static int parse_array(cursor *c, gguf_kv *kv)
         return kv_fail(c->err, KV_EINPUT, "%s: key '%.*s': arrays of %s (%" PRIu32 ") are not "
                        "supported", c->where, NAME_CAP, k, gguf_type_name(kv->elem_type),
                        kv->elem_type);
-    uint64_t min = kv->elem_type == GGUF_STRING ? 8 : VALUE_TYPES[kv->elem_type].size;
+    uint64_t min = kv->elem_type == GGUF_STRING ? 8 : gguf_value_size(kv->elem_type);
     if (kv->count > (c->size - c->pos) / min)
         return kv_fail(c->err, KV_EINPUT, "%s: key '%.*s': array count %" PRIu64 " at offset "
                        "%zu exceeds the file (%zu bytes left)", c->where, NAME_CAP, k, kv->count,
@@ -231,8 +210,8 @@ static int parse_kv(cursor *c, gguf_kv *kv, uint64_t i)
         kv->str = dup_bytes(c->p + off, kv->str_len, c->err);
         return kv->str ? KV_OK : KV_EFAIL;
     }
-    if ((rc = need(c, VALUE_TYPES[kv->type].size, kv->key))) return rc;
-    c->pos += VALUE_TYPES[kv->type].size;
+    if ((rc = need(c, gguf_value_size(kv->type), kv->key))) return rc;
+    c->pos += gguf_value_size(kv->type);
     return KV_OK;
 }
 
@@ -273,7 +252,9 @@ static int parse_kvs(cursor *c, gguf_file *g)
     int rc = sort_unique(g, g->kv_index, g->n_kv, "key", c->err);
     if (rc) return rc;
     uint64_t a = GGUF_DEFAULT_ALIGNMENT;
-    if ((rc = gguf_get_u64(g, "general.alignment", false, &a, c->err))) return rc;
+    const gguf_kv *akv = gguf_find_kv(g, "general.alignment");
+    bool neg = false;
+    if (akv && (rc = gguf_kv_int(g, akv, 0, UINT64_MAX, "uint64", &neg, &a, c->err))) return rc;
     if (a == 0 || (a & (a - 1)) != 0 || a > (1u << 30))
         return kv_fail(c->err, KV_EINPUT, "%s: general.alignment %" PRIu64 " is not a power "
                        "of two up to 2^30", c->where, a);
@@ -467,11 +448,6 @@ const char *gguf_kv_str(const gguf_kv *kv, size_t *len)
     return kv->str;
 }
 
-uint32_t gguf_value_size(uint32_t t)
-{
-    return t < GGUF_N_VALUE_TYPES ? VALUE_TYPES[t].size : 0;
-}
-
 const gguf_kv *gguf_kv_at(const gguf_file *g, int64_t i)
 {
     return i >= 0 && i < g->n_kv ? &g->kv[i] : NULL;
@@ -492,6 +468,26 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name)
 {
     const name_ref *r = find_ref(g->tensor_index, g->n_tensors, name);
     return r ? &g->tensors[r->idx] : NULL;
+}
+
+int gguf_kv_type_error(const gguf_file *g, const gguf_kv *kv, const char *expected, kv_err *err)
+{
+    bool arr = kv->type == GGUF_ARRAY;
+    return kv_fail(err, KV_EINPUT, "%s: key '%.*s' is %s%s, expected %s", g->where, NAME_CAP,
+                   kv->key, arr ? "an array of " : "", gguf_type_name(arr ? kv->elem_type : kv->type),
+                   expected);
+}
+
+int gguf_kv_int(const gguf_file *g, const gguf_kv *kv, int64_t lo, uint64_t hi, const char *range,
+                bool *neg, uint64_t *mag, kv_err *err)
+{
+    if (kv->type == GGUF_ARRAY || !gguf_value_int(kv->val, kv->type, neg, mag))
+        return gguf_kv_type_error(g, kv, "an integer", err);
+    bool ok = *neg ? (*mag == 0 || (lo < 0 && *mag - 1 <= (uint64_t)(-(lo + 1)))) : *mag <= hi;
+    if (!ok)
+        return kv_fail(err, KV_EINPUT, "%s: key '%s' = %s%" PRIu64 " is out of range for %s",
+                       g->where, kv->key, *neg ? "-" : "", *mag, range);
+    return KV_OK;
 }
 
 const char *gguf_array_str(const gguf_file *g, const gguf_kv *kv, uint64_t i, size_t *len)

@@ -86,18 +86,32 @@ uint32_t gguf_kv_type(const gguf_kv *kv);
 uint32_t gguf_kv_elem_type(const gguf_kv *kv);   /* arrays: element type; else = type */
 uint64_t gguf_kv_count_elems(const gguf_kv *kv); /* arrays: count; scalars: 1 */
 
-/* "uint32", "string", ... ("?" for an unknown code). */
-const char *gguf_type_name(uint32_t value_type);
-/* Bytes of one scalar of that type (0 for string, array and unknown codes). */
-uint32_t gguf_value_size(uint32_t value_type);
-
 /* The raw bytes of a scalar value, or of an array's first element (a string
  * array's elements: gguf_array_str). Checked to lie inside the file. */
 const uint8_t *gguf_kv_data(const gguf_kv *kv);
 /* A string value: a NUL-terminated copy and its length (which counts any NUL inside). */
 const char *gguf_kv_str(const gguf_kv *kv, size_t *len);
+
+/* The integer of a scalar entry in [lo, hi] (lo 0 or negative) as its sign
+ * and magnitude; KV_EINPUT when it is no integer or "out of range for
+ * `range`". */
+int gguf_kv_int(const gguf_file *g, const gguf_kv *kv, int64_t lo, uint64_t hi, const char *range,
+                bool *neg, uint64_t *mag, kv_err *err);
+/* KV_EINPUT: "FILE: key 'KEY' is TYPE, expected `expected`". */
+int gguf_kv_type_error(const gguf_file *g, const gguf_kv *kv, const char *expected, kv_err *err);
+
+/* ---- values (gguf_value.c) ------------------------------------------- */
+
+/* "uint32", "string", ... ("?" for an unknown code). */
+const char *gguf_type_name(uint32_t value_type);
+/* Bytes of one scalar of that type (0 for string, array and unknown codes). */
+uint32_t gguf_value_size(uint32_t value_type);
 /* The little-endian unsigned integer of `nbytes` (<= 8) bytes at p. */
 uint64_t gguf_read_le(const uint8_t *p, uint32_t nbytes);
+/* The integer at p of value type t as sign and magnitude; false if t is no integer type. */
+bool gguf_value_int(const uint8_t *p, uint32_t t, bool *neg, uint64_t *mag);
+/* The number at p of value type t (float or integer) as a finite float32; false if not one. */
+bool gguf_value_float(const uint8_t *p, uint32_t t, float *out);
 
 /* ---- typed getters (gguf_meta.c) ------------------------------------- */
 

@@ -3,35 +3,11 @@
  * parsed, so these functions only decode, convert and range-check. */
 #include "model/formats/gguf.h"
 
-#include <float.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #define NAME_CAP 200 /* longest key quoted in a message */
-
-/* The integer at p of value type t as sign and magnitude; false if t is not an integer type. */
-static bool int_value(const uint8_t *p, uint32_t t, bool *neg, uint64_t *mag)
-{
-    bool is_signed = t == GGUF_INT8 || t == GGUF_INT16 || t == GGUF_INT32 || t == GGUF_INT64;
-    if (!is_signed && t != GGUF_UINT8 && t != GGUF_UINT16 && t != GGUF_UINT32 && t != GGUF_UINT64)
-        return false;
-    uint32_t n = gguf_value_size(t);
-    uint64_t u = gguf_read_le(p, n);
-    if (is_signed && n < 8 && ((u >> (8 * n - 1)) & 1)) u |= ~0ull << (8 * n);
-    *neg = is_signed && (u >> 63);
-    *mag = *neg ? ~u + 1 : u;
-    return true;
-}
-
-static int bad_type(const gguf_file *g, const gguf_kv *kv, const char *expected, kv_err *err)
-{
-    bool arr = gguf_kv_type(kv) == GGUF_ARRAY;
-    return kv_fail(err, KV_EINPUT, "%s: key '%.*s' is %s%s, expected %s", gguf_where(g), NAME_CAP,
-                   gguf_kv_key(kv), arr ? "an array of " : "",
-                   gguf_type_name(arr ? gguf_kv_elem_type(kv) : gguf_kv_type(kv)), expected);
-}
 
 /* *kv = the entry (NULL: absent and not required). */
 static int find_req(const gguf_file *g, const char *key, bool required, const gguf_kv **kv,
@@ -50,13 +26,7 @@ static int get_int(const gguf_file *g, const char *key, bool required, int64_t l
     const gguf_kv *kv;
     int rc = find_req(g, key, required, &kv, err);
     if (rc || !kv) return rc;
-    if (gguf_kv_type(kv) == GGUF_ARRAY || !int_value(gguf_kv_data(kv), gguf_kv_type(kv), neg, mag))
-        return bad_type(g, kv, "an integer", err);
-    bool ok = *neg ? (*mag == 0 || (lo < 0 && *mag - 1 <= (uint64_t)(-(lo + 1)))) : *mag <= hi;
-    if (!ok)
-        return kv_fail(err, KV_EINPUT, "%s: key '%s' = %s%" PRIu64 " is out of range for %s",
-                       gguf_where(g), key, *neg ? "-" : "", *mag, range);
-    return KV_OK;
+    return gguf_kv_int(g, kv, lo, hi, range, neg, mag, err);
 }
 
 int gguf_get_u32(const gguf_file *g, const char *key, bool required, uint32_t *out, kv_err *err)
@@ -86,37 +56,14 @@ int gguf_get_i32(const gguf_file *g, const char *key, bool required, int32_t *ou
     return rc;
 }
 
-/* The float at p of value type t (float32/float64, finite, in float range). */
-static bool float_value(const uint8_t *p, uint32_t t, float *out)
-{
-    double d;
-    if (t == GGUF_FLOAT32) {
-        uint32_t b = (uint32_t)gguf_read_le(p, 4);
-        float f;
-        memcpy(&f, &b, sizeof f);
-        d = f;
-    } else if (t == GGUF_FLOAT64) {
-        uint64_t b = gguf_read_le(p, 8);
-        memcpy(&d, &b, sizeof d);
-    } else {
-        bool neg;
-        uint64_t mag;
-        if (!int_value(p, t, &neg, &mag)) return false;
-        d = neg ? -(double)mag : (double)mag;
-    }
-    if (!isfinite(d) || fabs(d) > FLT_MAX) return false;
-    *out = (float)d;
-    return true;
-}
-
 int gguf_get_f32(const gguf_file *g, const char *key, bool required, float *out, kv_err *err)
 {
     const gguf_kv *kv;
     int rc = find_req(g, key, required, &kv, err);
     if (rc || !kv) return rc;
     if (gguf_kv_type(kv) != GGUF_FLOAT32 && gguf_kv_type(kv) != GGUF_FLOAT64)
-        return bad_type(g, kv, "float32", err);
-    if (!float_value(gguf_kv_data(kv), gguf_kv_type(kv), out))
+        return gguf_kv_type_error(g, kv, "float32", err);
+    if (!gguf_value_float(gguf_kv_data(kv), gguf_kv_type(kv), out))
         return kv_fail(err, KV_EINPUT, "%s: key '%s' is not a finite float32", gguf_where(g), key);
     return KV_OK;
 }
@@ -126,7 +73,7 @@ int gguf_get_bool(const gguf_file *g, const char *key, bool required, bool *out,
     const gguf_kv *kv;
     int rc = find_req(g, key, required, &kv, err);
     if (rc || !kv) return rc;
-    if (gguf_kv_type(kv) != GGUF_BOOL) return bad_type(g, kv, "bool", err);
+    if (gguf_kv_type(kv) != GGUF_BOOL) return gguf_kv_type_error(g, kv, "bool", err);
     uint8_t b = gguf_kv_data(kv)[0];
     if (b > 1)
         return kv_fail(err, KV_EINPUT, "%s: key '%s' holds %u, not a bool (0 or 1)", gguf_where(g),
@@ -141,7 +88,7 @@ int gguf_get_str(const gguf_file *g, const char *key, bool required, const char 
     const gguf_kv *kv;
     int rc = find_req(g, key, required, &kv, err);
     if (rc || !kv) return rc;
-    if (gguf_kv_type(kv) != GGUF_STRING) return bad_type(g, kv, "string", err);
+    if (gguf_kv_type(kv) != GGUF_STRING) return gguf_kv_type_error(g, kv, "string", err);
     size_t len;
     const char *s = gguf_kv_str(kv, &len);
     if (memchr(s, '\0', len))
@@ -161,7 +108,7 @@ int gguf_get_array(const gguf_file *g, const char *key, bool required, uint32_t 
         char want[40];
         snprintf(want, sizeof want, "an array of %s",
                  elem_type < GGUF_N_VALUE_TYPES ? gguf_type_name(elem_type) : "any type");
-        rc = bad_type(g, *kv, want, err);
+        rc = gguf_kv_type_error(g, *kv, want, err);
         *kv = NULL;
         return rc;
     }
@@ -183,9 +130,9 @@ int gguf_array_f32(const gguf_file *g, const gguf_kv *kv, float *dst, uint64_t n
     int rc = check_array(g, kv, n, err);
     if (rc) return rc;
     uint32_t t = gguf_kv_elem_type(kv), sz = gguf_value_size(t);
-    if (t == GGUF_BOOL || sz == 0) return bad_type(g, kv, "an array of numbers", err);
+    if (t == GGUF_BOOL || sz == 0) return gguf_kv_type_error(g, kv, "an array of numbers", err);
     for (uint64_t i = 0; i < n; i++)
-        if (!float_value(gguf_kv_data(kv) + i * sz, t, &dst[i]))
+        if (!gguf_value_float(gguf_kv_data(kv) + i * sz, t, &dst[i]))
             return kv_fail(err, KV_EINPUT, "%s: key '%.*s': element %" PRIu64 " is not a "
                            "finite float32", gguf_where(g), NAME_CAP, gguf_kv_key(kv), i);
     return KV_OK;
@@ -199,8 +146,8 @@ int gguf_array_i32(const gguf_file *g, const gguf_kv *kv, int32_t *dst, uint64_t
     bool neg;
     uint64_t mag;
     for (uint64_t i = 0; i < n; i++) {
-        if (!int_value(gguf_kv_data(kv) + i * sz, t, &neg, &mag))
-            return bad_type(g, kv, "an array of integers", err);
+        if (!gguf_value_int(gguf_kv_data(kv) + i * sz, t, &neg, &mag))
+            return gguf_kv_type_error(g, kv, "an array of integers", err);
         if (neg ? mag > (uint64_t)INT32_MAX + 1 : mag > INT32_MAX)
             return kv_fail(err, KV_EINPUT, "%s: key '%.*s': element %" PRIu64 " = %s%" PRIu64
                            " is out of range for int32", gguf_where(g), NAME_CAP,

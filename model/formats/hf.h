@@ -1,6 +1,6 @@
 /* hf: the parts of a Hugging Face checkpoint directory that load_hf.c puts
  * together: config.json (hf_config.c) and tokenizer.json (vocab_hf.c), both
- * parsed with jansson. Internal to capture/. */
+ * parsed with jansson. Internal to model/formats/. */
 #ifndef KV_HF_H
 #define KV_HF_H
 
@@ -12,15 +12,13 @@
 
 /* What config.json says beyond model_config. */
 typedef struct {
-    bool qkv_bias;      /* q/k/v_proj.bias tensors (qwen2) */
-    bool qk_norm;       /* q_norm/k_norm tensors (qwen3) */
     bool tied;          /* tie_word_embeddings: no lm_head.weight needed */
     bool llama3;        /* rope_scaling of rope_type llama3: */
     double factor, low_freq_factor, high_freq_factor, original_ctx;
 } hf_features;
 
-/* config.json at `path` into c (name not set) and f. Architectures llama,
- * mistral, qwen2 and qwen3; anything else, and features the walk does not
+/* config.json at `path` into c (name not set) and f. The architectures of
+ * model/arch.c's table; anything else, and features the walk does not
  * compute (other rope scalings, o_proj or mlp biases, other activations,
  * partial rotary), is KV_EINPUT naming the file. */
 int hf_read_config(const char *path, model_config *c, hf_features *f, kv_err *err);

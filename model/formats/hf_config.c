@@ -1,10 +1,12 @@
-/* hf_config: a Hugging Face config.json (transformers' LlamaConfig,
- * MistralConfig, Qwen2Config, Qwen3Config) into model_config (see hf.h).
+/* hf_config: a Hugging Face config.json (transformers' config of an
+ * architecture in model/arch.c's table: LlamaConfig, MistralConfig,
+ * Qwen2Config, Qwen3Config) into model_config (see hf.h).
  *
  * Defaults are transformers' own: num_key_value_heads = heads, head_dim =
  * hidden / heads, rope_theta 10000, rms_norm_eps 1e-6, hidden_act silu,
- * tie_word_embeddings false. HF checkpoints hold Q/K rows for rotate-half
- * RoPE, so rope is neox. */
+ * tie_word_embeddings false. The architecture's row gives the features, the
+ * sliding-window keys and the RoPE layout (HF checkpoints hold Q/K rows for
+ * rotate-half RoPE: neox). */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/arch.h"
 #include "model/formats/hf.h"
 
 typedef struct {
@@ -59,25 +62,22 @@ static int get_bool(const cfg_ctx *x, const char *key, bool *out)
     return KV_OK;
 }
 
-/* model_type, or the class in architectures[0]; one of the four. */
-static int architecture(const cfg_ctx *x, char *arch, size_t cap)
+/* model_type, or the class in architectures[0]: a row of model/arch.c, whose
+ * name, features and RoPE layout go into c. */
+static int architecture(const cfg_ctx *x, model_config *c, const model_arch **row)
 {
-    static const char *const TYPES[][2] = {
-        {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"},
-        {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"},
-    };
     json_t *mt = json_object_get(x->root, "model_type");
     json_t *ar = json_array_get(json_object_get(x->root, "architectures"), 0);
     const char *name = json_is_string(mt) ? json_string_value(mt) :
                        json_is_string(ar) ? json_string_value(ar) : NULL;
     if (!name) return bad(x, "model_type", "is missing (and so is \"architectures\")");
-    for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++)
-        if (strcmp(name, TYPES[i][0]) == 0 || strcmp(name, TYPES[i][1]) == 0) {
-            snprintf(arch, cap, "%s", TYPES[i][0]);
-            return KV_OK;
-        }
-    return kv_fail(x->err, KV_EINPUT, "%s: architecture '%.64s' is not supported (kvtrace runs "
-                   "llama, mistral, qwen2 and qwen3)", x->path, name);
+    char names[128];
+    if (!(*row = arch_find_hf(name)))
+        return kv_fail(x->err, KV_EINPUT, "%s: architecture '%.64s' is not supported (kvtrace "
+                       "runs %s)", x->path, name, arch_names(names, sizeof names, false));
+    arch_apply(*row, c);
+    c->rope = (*row)->hf_rope;
+    return KV_OK;
 }
 
 static int rope_scaling(const cfg_ctx *x, hf_features *f)
@@ -100,26 +100,25 @@ static int rope_scaling(const cfg_ctx *x, hf_features *f)
     return rc;
 }
 
-/* Sliding-window attention: mistral's sliding_window; qwen's only with
- * use_sliding_window. */
-static int sliding_window(const cfg_ctx *x, model_config *c)
+/* Sliding-window attention: the row's key, when its switch (if it has one)
+ * is true (mistral: sliding_window; qwen: only with use_sliding_window). */
+static int sliding_window(const cfg_ctx *x, const model_arch *a, model_config *c)
 {
-    bool use = strcmp(c->architecture, "mistral") == 0;
-    int rc = strcmp(c->architecture, "qwen2") == 0 || strcmp(c->architecture, "qwen3") == 0
-                 ? get_bool(x, "use_sliding_window", &use) : KV_OK;
-    if (!rc && use) rc = get_int(x, "sliding_window", false, 1, INT64_MAX, &c->sliding_window);
+    bool use = a->hf_window && !a->hf_window_switch;
+    int rc = a->hf_window && a->hf_window_switch ? get_bool(x, a->hf_window_switch, &use) : KV_OK;
+    if (!rc && use) rc = get_int(x, a->hf_window, false, 1, INT64_MAX, &c->sliding_window);
     return rc;
 }
 
 /* Features the walk does not compute: refused, never silently ignored. */
-static int refuse_unsupported(const cfg_ctx *x, const char *arch)
+static int refuse_unsupported(const cfg_ctx *x, const model_config *c)
 {
     json_t *act = json_object_get(x->root, "hidden_act");
     if (act && !(json_is_string(act) && strcmp(json_string_value(act), "silu") == 0))
         return bad(x, "hidden_act", "is not \"silu\" (kvtrace computes SwiGLU)");
     bool attn_bias = false, mlp_bias = false;
     int rc = get_bool(x, "mlp_bias", &mlp_bias);
-    if (!rc && strcmp(arch, "qwen2") != 0) /* qwen2's q/k/v biases are not in the config */
+    if (!rc && !c->qkv_bias) /* an architecture's own q/k/v biases are not in the config */
         rc = get_bool(x, "attention_bias", &attn_bias);
     if (!rc && (attn_bias || mlp_bias))
         return bad(x, attn_bias ? "attention_bias" : "mlp_bias", "is true: biases on o_proj or "
@@ -155,17 +154,16 @@ static int read_shape(const cfg_ctx *x, model_config *c)
 
 static int read_all(const cfg_ctx *x, model_config *c, hf_features *f)
 {
-    int rc = architecture(x, c->architecture, sizeof c->architecture);
+    const model_arch *a = NULL;
+    int rc = architecture(x, c, &a);
     if (!rc) rc = read_shape(x, c);
-    c->rope_theta = 10000.0, c->norm_eps = 1e-6, c->rope = ROPE_NEOX;
+    c->rope_theta = 10000.0, c->norm_eps = 1e-6;
     if (!rc) rc = get_num(x, x->root, "rope_theta", false, &c->rope_theta);
     if (!rc) rc = get_num(x, x->root, "rms_norm_eps", false, &c->norm_eps);
     if (!rc) rc = get_bool(x, "tie_word_embeddings", &f->tied);
     if (!rc) rc = rope_scaling(x, f);
-    if (!rc) rc = sliding_window(x, c);
-    if (!rc) rc = refuse_unsupported(x, c->architecture);
-    f->qkv_bias = strcmp(c->architecture, "qwen2") == 0;
-    f->qk_norm = strcmp(c->architecture, "qwen3") == 0;
+    if (!rc) rc = sliding_window(x, a, c);
+    if (!rc) rc = refuse_unsupported(x, c);
     return rc;
 }
 

@@ -1,4 +1,5 @@
-/* load_gguf: a llama, qwen2 or qwen3 GGUF (llama.cpp's names and layout)
+/* load_gguf: a GGUF of an architecture in model/arch.c's table that llama.cpp
+ * writes GGUFs for (llama, qwen2, qwen3), in llama.cpp's names and layout,
  * into kv_model.
  *
  * Config from the ARCH.* keys, weights from token_embd / output_norm /
@@ -6,11 +7,12 @@
  * from tokenizer.ggml.*. ggml dims [ne0, ne1] hold W[ne1][ne0] row-major,
  * which is model.h's W[out][in]: ne0 is the input width.
  *
- * RoPE as llama.cpp runs each architecture: llama GGUFs are converted for
- * interleaved pairs (ROPE_TYPE_NORM; Q and K need no un-permuting), qwen2 and
- * qwen3 keep HF's rotate-half rows (ROPE_TYPE_NEOX). qwen2 adds
- * blk.N.attn_{q,k,v}.bias, qwen3 blk.N.attn_{q,k}_norm.weight and an explicit
- * ARCH.attention.key_length (head_dim). A rope_freqs.weight tensor [D/2]
+ * RoPE as llama.cpp runs each architecture (the row's gguf_rope): llama GGUFs
+ * are converted for interleaved pairs (ROPE_TYPE_NORM; Q and K need no
+ * un-permuting), qwen2 and qwen3 keep HF's rotate-half rows (ROPE_TYPE_NEOX).
+ * A model with qkv_bias (qwen2) adds blk.N.attn_{q,k,v}.bias, one with
+ * qk_norm (qwen3) blk.N.attn_{q,k}_norm.weight; an explicit
+ * ARCH.attention.key_length (qwen3) gives head_dim. A rope_freqs.weight tensor [D/2]
  * (Llama 3.1+) holds per-frequency divisors, applied as llama.cpp's
  * freq_factors. */
 #include <inttypes.h>
@@ -18,7 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "model/arch.h"
+#include "model/formats/format.h"
 #include "model/formats/gguf.h"
 #include "model/model.h"
 
@@ -27,8 +32,8 @@
 /* Shapes named by what they measure (model.h), short for the table below. */
 enum { S_ONE = MODEL_DIM_NONE, S_DIM = MODEL_DIM_HIDDEN, S_Q = MODEL_DIM_Q, S_KV = MODEL_DIM_KV, S_FFN = MODEL_DIM_FFN,
        S_HEAD = MODEL_DIM_HEAD };
-/* Which architectures have a tensor. */
-enum { A_ALL, A_BIAS, A_QKNORM };
+/* Which models have a tensor: all, or those with a feature (model.h). */
+enum { A_ALL = MODEL_NEED_ALL, A_BIAS = MODEL_NEED_QKV_BIAS, A_QKNORM = MODEL_NEED_QK_NORM };
 
 static const struct {
     const char *name;  /* blk.N.<name> */
@@ -104,8 +109,6 @@ static int load_rope_freqs(const gguf_file *g, kv_model *m, kv_err *err)
 static int load_weights(const gguf_file *g, kv_model *m, kv_err *err)
 {
     const model_config *c = &m->cfg;
-    const bool bias = strcmp(c->architecture, "qwen2") == 0;
-    const bool qknorm = strcmp(c->architecture, "qwen3") == 0;
     int rc = load_tensor(g, m, "token_embd.weight", c->dim, c->vocab_size, &m->tok_embd, err);
     if (!rc) rc = load_tensor(g, m, "output_norm.weight", c->dim, 0, &m->output_norm, err);
     m->output = m->tok_embd; /* tied unless the file has its own */
@@ -115,8 +118,7 @@ static int load_weights(const gguf_file *g, kv_model *m, kv_err *err)
     if (!rc) rc = model_alloc_layers(m, err);
     for (int64_t l = 0; l < c->n_layers && !rc; l++) {
         for (size_t i = 0; i < sizeof LAYER_TENSORS / sizeof LAYER_TENSORS[0] && !rc; i++) {
-            int need = LAYER_TENSORS[i].need;
-            if ((need == A_BIAS && !bias) || (need == A_QKNORM && !qknorm)) continue;
+            if (!model_has(c, LAYER_TENSORS[i].need)) continue;
             char name[96];
             snprintf(name, sizeof name, "blk.%" PRId64 ".%s", l, LAYER_TENSORS[i].name);
             float **slot = (float **)((char *)&m->layers[l] + LAYER_TENSORS[i].field);
@@ -158,17 +160,20 @@ static int refuse_unsupported(const gguf_file *g, const model_config *c, kv_err 
     return KV_OK;
 }
 
-/* The architecture: llama (interleaved RoPE) or qwen2/qwen3 (neox). */
+/* The architecture's row (model/arch.c): its name, features and the RoPE
+ * layout of its GGUFs. */
 static int read_arch(const gguf_file *g, model_config *c, kv_err *err)
 {
-    const char *arch = NULL;
-    int rc = gguf_get_str(g, "general.architecture", true, &arch, err);
+    const char *name = NULL;
+    int rc = gguf_get_str(g, "general.architecture", true, &name, err);
     if (rc) return rc;
-    if (strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "qwen3"))
+    const model_arch *a = arch_find_gguf(name);
+    char names[128];
+    if (!a)
         return kv_fail(err, KV_EINPUT, "%s: architecture '%.64s' is not supported (kvtrace reads "
-                       "llama, qwen2 and qwen3)", gguf_where(g), arch);
-    snprintf(c->architecture, sizeof c->architecture, "%s", arch);
-    c->rope = strcmp(arch, "llama") == 0 ? ROPE_INTERLEAVED : ROPE_NEOX;
+                       "%s)", gguf_where(g), name, arch_names(names, sizeof names, true));
+    arch_apply(a, c);
+    c->rope = a->gguf_rope;
     return KV_OK;
 }
 
@@ -357,10 +362,17 @@ int model_from_gguf(const gguf_file *g, kv_model *m, kv_err *err)
     return rc;
 }
 
-int model_load_gguf(const char *path, kv_model *m, kv_err *err)
+bool model_probe_gguf(const model_source *s)
+{
+    size_t n = strlen(s->spec);
+    return (s->n_head == 4 && memcmp(s->head, "GGUF", 4) == 0) ||
+           (n >= 5 && strcasecmp(s->spec + n - 5, ".gguf") == 0);
+}
+
+int model_load_gguf(const model_source *s, kv_model *m, kv_err *err)
 {
     gguf_file *g = NULL;
-    int rc = gguf_open(path, &g, err);
+    int rc = gguf_open(s->spec, &g, err);
     if (!rc) rc = model_from_gguf(g, m, err);
     gguf_close(g);
     return rc;

@@ -26,9 +26,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/formats/format.h"
 #include "model/formats/hf.h"
-#include "model/model.h"
 #include "model/formats/safetensors.h"
+#include "model/model.h"
 
 #define MAX_SHARDS 4096
 #define PATH_CAP 4096
@@ -180,9 +181,8 @@ static int load_tensor(const hf_files *f, kv_model *m, const char *name, int64_t
 /* Shapes named by what they measure (model.h), short for the table below. */
 enum { S_NONE = MODEL_DIM_NONE, S_DIM = MODEL_DIM_HIDDEN, S_Q = MODEL_DIM_Q, S_KV = MODEL_DIM_KV, S_FFN = MODEL_DIM_FFN,
        S_HEAD = MODEL_DIM_HEAD };
-
-
-enum { NEED_ALWAYS, NEED_BIAS, NEED_QKNORM };
+/* Which models have a tensor: all, or those with a feature (model.h). */
+enum { NEED_ALWAYS = MODEL_NEED_ALL, NEED_BIAS = MODEL_NEED_QKV_BIAS, NEED_QKNORM = MODEL_NEED_QK_NORM };
 
 static const struct {
     const char *name;  /* after model.layers.N. */
@@ -218,9 +218,7 @@ static int load_weights(const hf_files *f, const hf_features *ft, kv_model *m, k
     if (!rc) rc = model_alloc_layers(m, err);
     for (int64_t l = 0; l < c->n_layers && !rc; l++) {
         for (size_t i = 0; i < sizeof LAYER_TENSORS / sizeof LAYER_TENSORS[0] && !rc; i++) {
-            int need = LAYER_TENSORS[i].need;
-            if ((need == NEED_BIAS && !ft->qkv_bias) || (need == NEED_QKNORM && !ft->qk_norm))
-                continue;
+            if (!model_has(c, LAYER_TENSORS[i].need)) continue;
             char name[128];
             snprintf(name, sizeof name, "model.layers.%" PRId64 ".%s", l, LAYER_TENSORS[i].name);
             float **slot = (float **)((char *)&m->layers[l] + LAYER_TENSORS[i].field);
@@ -252,8 +250,14 @@ static int read_vocab(const char *dir, kv_model *m, kv_err *err)
     return hf_read_tokenizer(path, m->cfg.vocab_size, &m->vocab, &m->has_vocab, err);
 }
 
-int model_load_hf(const char *dir, kv_model *m, kv_err *err)
+bool model_probe_hf(const model_source *s)
 {
+    return S_ISDIR(s->st.st_mode);
+}
+
+int model_load_hf(const model_source *s, kv_model *m, kv_err *err)
+{
+    const char *dir = s->spec;
     char path[PATH_CAP];
     hf_features ft;
     int rc = join(path, dir, "config.json", err);

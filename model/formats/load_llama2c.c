@@ -20,6 +20,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "model/arch.h"
+#include "model/formats/format.h"
 #include "model/model.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "llama2.c checkpoints are read as is");
@@ -59,7 +61,9 @@ static int read_header(const char *path, const uint8_t *h, int32_t *seq_len, boo
                         .rope_theta = 10000.0, .norm_eps = 1e-5, .rope = ROPE_INTERLEAVED};
     const char *base = strrchr(path, '/');
     snprintf(c->name, sizeof c->name, "%s", base ? base + 1 : path);
-    snprintf(c->architecture, sizeof c->architecture, "llama");
+    const model_arch *llama = arch_find("llama"); /* llama2.c runs llama only */
+    KV_ASSERT(llama);
+    arch_apply(llama, c);
     *seq_len = v[6];
     *shared = v[5] > 0;
     return model_config_check(c, path, err);
@@ -154,8 +158,15 @@ static int load_checkpoint(const char *path, FILE *f, kv_model *m, kv_err *err)
     return read_weights(path, f, m, &s, err);
 }
 
-int model_load_llama2c(const char *path, const char *tokenizer, kv_model *m, kv_err *err)
+bool model_probe_llama2c(const model_source *s)
 {
+    (void)s;
+    return true; /* the last row: any file no other format claimed */
+}
+
+int model_load_llama2c(const model_source *s, kv_model *m, kv_err *err)
+{
+    const char *path = s->spec, *tokenizer = s->tokenizer;
     FILE *f = fopen(path, "rb");
     if (!f) return kv_fail(err, KV_EFAIL, "%s: cannot open model: %s", path, strerror(errno));
     int rc = load_checkpoint(path, f, m, err);

@@ -6,9 +6,10 @@
  * 1/in, so y = W x keeps O(1) activations (the variance of N(0, 1/sqrt(in))
  * at a fraction of the cost of Gaussian samples). The embedding has fan-in
  * dim too, because it doubles as the output projection (tied), which keeps
- * the logits O(1). Norm weights are 1 (q/k norms too, for shapes that have
- * them); Q/K/V biases (qwen2 shapes) are uniform with the same amplitude as
- * the projection's weights. llama-3.x shapes run their llama3 RoPE scaling.
+ * the logits O(1). The shape's architecture row (model/arch.c) gives its
+ * features: norm weights are 1 (q/k norms too, where the architecture has
+ * them); Q/K/V biases (qkv_bias) are uniform with the same amplitude as the
+ * projection's weights. llama-3.x shapes run their llama3 RoPE scaling.
  * Every tensor is cut into chunks of
  * 2^20 values with their own stream (seed, tensor, layer, chunk), so the
  * weights depend on the seed alone, never on the thread count. */
@@ -18,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/arch.h"
+#include "model/formats/format.h"
 #include "model/model.h"
 #include "core/model_shapes.h"
 #include "core/parallel.h"
@@ -96,8 +99,7 @@ static int alloc_biases(kv_model *m, int64_t l, rand_tensor *t, int *n_t, kv_err
 }
 
 /* Allocates every tensor, norms set to 1, the random ones listed in t[]. */
-static int alloc_weights(kv_model *m, const model_shape *sh, rand_tensor *t, int *n_t,
-                         kv_err *err)
+static int alloc_weights(kv_model *m, rand_tensor *t, int *n_t, kv_err *err)
 {
     const model_config *c = &m->cfg;
     size_t dim = (size_t)c->dim, ffn = (size_t)c->ffn_dim, V = (size_t)c->vocab_size;
@@ -125,10 +127,10 @@ static int alloc_weights(kv_model *m, const model_shape *sh, rand_tensor *t, int
         y->attn_norm = ones(m, dim, "random attn_norm", err); /* [dim] */
         y->ffn_norm = ones(m, dim, "random ffn_norm", err);   /* [dim] */
         if (!y->attn_norm || !y->ffn_norm) return KV_EFAIL;
-        if (sh->qk_norm && (!(y->q_norm = ones(m, (size_t)c->head_dim, "random q_norm", err)) ||
-                            !(y->k_norm = ones(m, (size_t)c->head_dim, "random k_norm", err))))
+        if (c->qk_norm && (!(y->q_norm = ones(m, (size_t)c->head_dim, "random q_norm", err)) ||
+                           !(y->k_norm = ones(m, (size_t)c->head_dim, "random k_norm", err))))
             return KV_EFAIL;
-        if (sh->qkv_bias && (rc = alloc_biases(m, l, t, n_t, err))) return rc;
+        if (c->qkv_bias && (rc = alloc_biases(m, l, t, n_t, err))) return rc;
         for (size_t i = 0; i < sizeof W / sizeof W[0]; i++) {
             /* [rows][cols] */
             *W[i].slot = model_alloc(m, W[i].rows * W[i].cols, "random weights", err);
@@ -195,8 +197,14 @@ static int parse_spec(const char *spec, const model_shape **shape, uint64_t *see
     return KV_OK;
 }
 
-int model_load_random(const char *spec, kv_model *m, kv_err *err)
+bool model_probe_random(const model_source *s)
 {
+    return strncmp(s->spec, "random:", 7) == 0;
+}
+
+int model_load_random(const model_source *s, kv_model *m, kv_err *err)
+{
+    const char *spec = s->spec;
     const model_shape *sh;
     uint64_t seed;
     int rc = parse_spec(spec, &sh, &seed, err);
@@ -207,7 +215,9 @@ int model_load_random(const char *spec, kv_model *m, kv_err *err)
                         .head_dim = sh->head_dim, .vocab_size = sh->vocab_size,
                         .context_len = 0, .rope_theta = sh->rope_theta, .norm_eps = 1e-5};
     snprintf(c->name, sizeof c->name, "%.255s", spec);
-    snprintf(c->architecture, sizeof c->architecture, "%s", sh->architecture);
+    const model_arch *a = arch_find(sh->architecture); /* a test checks every shape's */
+    KV_ASSERT(a);
+    arch_apply(a, c);
     KV_ASSERT(rope_style_parse(sh->rope_style, &c->rope));
     if ((rc = model_config_check(c, spec, err)) || (rc = check_size(spec, c, err))) return rc;
     if (sh->llama3_factor > 0 &&
@@ -217,7 +227,7 @@ int model_load_random(const char *spec, kv_model *m, kv_err *err)
     rand_tensor *t = kv_calloc(1 + MAX_PER_LAYER * (size_t)c->n_layers, sizeof *t,
                                "random weights", err);
     int n_t = 0;
-    rc = t ? alloc_weights(m, sh, t, &n_t, err) : KV_EFAIL;
+    rc = t ? alloc_weights(m, t, &n_t, err) : KV_EFAIL;
     if (!rc) rc = fill_tensors(t, n_t, seed, err);
     free(t);
     return rc;

@@ -1,5 +1,5 @@
 /* fuzz_gguf: libFuzzer harness for the GGUF reader (model/formats/gguf.c,
- * model/formats/gguf_meta.c) and the llama loader on top of it (load_gguf.c).
+ * gguf_value.c, gguf_meta.c) and the model loader on top of it (load_gguf.c).
  *
  * The input is a whole file, parsed from memory (gguf_parse_buffer; libFuzzer
  * hands over an exactly sized heap copy, so ASan sees any read past its end).
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/formats/format.h"
 #include "model/formats/ggml_types.h"
 #include "model/formats/gguf.h"
 #include "model/model.h"

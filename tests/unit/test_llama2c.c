@@ -9,6 +9,7 @@
 
 #include <math.h>
 
+#include "model/arch.h"
 #include "model/model.h"
 #include "core/model_shapes.h"
 
@@ -235,12 +236,15 @@ static void random_models(void **state)
     model_free(&a);
     model_free(&b);
     model_free(&c);
-    /* the big shapes carry their architecture's features (loading them takes GiBs) */
+    /* the big shapes carry their architecture's features, which random:NAME
+     * takes from the architecture's row (loading them takes GiBs) */
     const model_shape *q2 = model_shape_find("qwen2.5-7b"), *q3 = model_shape_find("qwen3-8b");
     const model_shape *l1 = model_shape_find("llama-3.2-1b"), *l8 = model_shape_find("llama-3.1-8b");
-    assert_true(q2->qkv_bias && !q2->qk_norm && q2->llama3_factor == 0);
-    assert_true(q3->qk_norm && !q3->qkv_bias && q3->llama3_factor == 0);
-    assert_true(l1->llama3_factor == 32.0 && l8->llama3_factor == 8.0 && !l1->qkv_bias);
+    const model_arch *a2 = arch_find(q2->architecture), *a3 = arch_find(q3->architecture);
+    const model_arch *al = arch_find(l1->architecture);
+    assert_true(a2->qkv_bias && !a2->qk_norm && q2->llama3_factor == 0);
+    assert_true(a3->qk_norm && !a3->qkv_bias && q3->llama3_factor == 0);
+    assert_true(l1->llama3_factor == 32.0 && l8->llama3_factor == 8.0 && !al->qkv_bias);
     /* the shape table's rope style and architecture */
     assert_int_equal(model_load("random:stories260k", NULL, &a, &err), KV_OK);
     model_free(&a);
@@ -251,7 +255,7 @@ static void expect_code(const char *spec, const char *tok, int code, const char 
     kv_model m;
     kv_err err = {0};
     int rc = model_load(spec, tok, &m, &err);
-    printf("# %s: %s\n", spec, err.msg);
+    printf("# %s: %s\n", spec ? spec : "(null)", err.msg);
     assert_int_equal(rc, code);
     if (!strstr(err.msg, word)) fail_msg("%s: message lacks '%s'", spec, word);
 }
@@ -276,6 +280,24 @@ static void spec_errors(void **state)
     expect_code(tu_dir, NULL, KV_EINPUT, "needs config.json");
     expect_code(tu_dir, "tok.bin", KV_EUSAGE, "--tokenizer");
     expect_code("", NULL, KV_EUSAGE, "no model");
+    expect_code(NULL, NULL, KV_EUSAGE, "no model");
+    /* the table's order: an empty file is refused before any format sees it,
+     * a .gguf name claims a file for GGUF (refusing --tokenizer before it is
+     * read), anything else that opens is a llama2.c checkpoint */
+    char empty[512], named[512];
+    snprintf(empty, sizeof empty, "%s/empty.bin", tu_dir);
+    snprintf(named, sizeof named, "%s/garbage.GGUF", tu_dir);
+    FILE *f = fopen(empty, "wb");
+    assert_non_null(f);
+    fclose(f);
+    expect_code(empty, NULL, KV_EINPUT, "empty file");
+    expect_code(empty, "tok.bin", KV_EINPUT, "empty file");
+    const int32_t h[7] = {T_DIM, T_HID, T_L, T_H, T_K, T_V, T_SEQ};
+    write_ckpt(named, h, tiny_floats());
+    expect_code(named, NULL, KV_EINPUT, "not a GGUF file");
+    expect_code(named, "tok.bin", KV_EUSAGE, "a GGUF holds its own vocabulary");
+    expect_code("/dev/null", NULL, KV_EINPUT, "not a regular file");
+    expect_code("random:stories260k", "tok.bin", KV_EUSAGE, "does not apply to random models");
     const char *dir = model_dir();
     if (dir) {
         snprintf(path, sizeof path, "%s/stories260K.gguf", dir);
