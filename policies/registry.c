@@ -1,12 +1,22 @@
 /* registry: the one table of eviction policies, in the order `kvtrace
  * policies` lists them. Adding a policy = one file policies/NAME.c defining
- * `const policy_iface policy_NAME`, and X(NAME) in POLICIES below: the list
- * gives both the declarations and the table. */
+ * `const policy_iface policy_NAME`, and one line X(NAME) in POLICIES below:
+ * the list gives both the declarations and the table. */
 #include <string.h>
 
 #include "policies/policy.h"
 
-#define POLICIES(X) X(full) X(keydiff) X(knorm) X(streaming) X(random) X(primekv) X(h2o) X(tova) X(snapkv) X(oracle)
+#define POLICIES(X) \
+    X(full)         \
+    X(keydiff)      \
+    X(knorm)        \
+    X(streaming)    \
+    X(random)       \
+    X(primekv)      \
+    X(h2o)          \
+    X(tova)         \
+    X(snapkv)       \
+    X(oracle)
 
 #define DECLARE(name) extern const policy_iface policy_##name;
 POLICIES(DECLARE)

@@ -110,6 +110,16 @@ static void log_compact(void *ctx, const int64_t *keep, int64_t kept)
     memcpy(c->keep, keep, sizeof(int64_t) * (size_t)kept);
 }
 
+/* The probe's state, and the step's scratch for cap candidates. */
+static void *start(const policy_config *pc, policy_step_buf *b, int64_t cap)
+{
+    kv_err err = {0};
+    void *st = NULL;
+    assert_int_equal(PROBE.create(pc, &st, &err), KV_OK);
+    assert_int_equal(policy_step_buf_init(b, cap, &err), KV_OK);
+    return st;
+}
+
 /* The N best by (score, then position) descending, brute force, in position order. */
 static int64_t brute_keep(const int64_t *pos, int64_t n, int64_t budget, int64_t *keep)
 {
@@ -131,10 +141,8 @@ static void step_observes_then_keeps_exactly_n(void **state)
     (void)state;
     kv_err err = {0};
     policy_config pc = probe(&PROBE, 0, IN_SCORE);
-    void *st = NULL;
-    assert_int_equal(PROBE.create(&pc, &st, &err), KV_OK);
     policy_step_buf b;
-    assert_int_equal(policy_step_buf_init(&b, 64, &err), KV_OK);
+    void *st = start(&pc, &b, 64);
     int64_t pos[40];
     for (int64_t j = 0; j < 40; j++) pos[j] = 3 * j + (j % 4);   /* ascending, with gaps */
     compact_log log = {0};
@@ -184,10 +192,8 @@ static void step_returns_the_policys_error(void **state)
     for (int in = IN_OBSERVE; in <= IN_SCORE; in++) {
         kv_err err = {0};
         policy_config pc = probe(&PROBE, 1, in);
-        void *st = NULL;
-        assert_int_equal(PROBE.create(&pc, &st, &err), KV_OK);
         policy_step_buf b;
-        assert_int_equal(policy_step_buf_init(&b, 20, &err), KV_OK);
+        void *st = start(&pc, &b, 20);
         compact_log log = {0};
         int64_t kept = -1;
         policy_view v = {.n = 20, .pos = pos, .budget = 5};
@@ -292,27 +298,15 @@ static void sim_replay_returns_the_error(void **state)
 static void sim_run_writes_nothing(void **state)
 {
     (void)state;
-    synth_config sc;
-    memset(&sc, 0, sizeof sc);
-    trace_meta *m = &sc.meta;
-    snprintf(m->creator, sizeof m->creator, "test_policy_step");
-    snprintf(m->model_name, sizeof m->model_name, "synth:test");
-    snprintf(m->architecture, sizeof m->architecture, "llama");
-    snprintf(m->rope_style, sizeof m->rope_style, "neox");
-    snprintf(m->capture_mode, sizeof m->capture_mode, "full");
-    m->n_layers = 2, m->n_heads = 4, m->n_kv_heads = 2, m->head_dim = 16;
-    m->n_tokens = 80, m->prompt_len = 48, m->vocab_size = 1000, m->rope_theta = 10000.0;
-    sc.seed = 3, sc.threads = 1;
-    synth_geometry_default(&sc.geo);
     char dir[300], trace_path[400], out_dir[400];
     snprintf(dir, sizeof dir, "%s/sim", tu_dir);
     assert_int_equal(mkdir(dir, 0755), 0);
     snprintf(trace_path, sizeof trace_path, "%s/s.h5", dir);
     snprintf(out_dir, sizeof out_dir, "%s/out", dir);
-    trace_create_opts topts = {0};
-    topts.want[TRACE_QUERIES] = true;
+    char *synth_argv[] = {"synth", "--like", "stories260k", "--tokens", "80", "--prompt-len", "48", "--seed", "3",
+                          "--threads", "1", "--quiet", "-o", trace_path, NULL};
+    assert_int_equal(synth_main(14, synth_argv), 0);
     kv_err err = {0};
-    assert_int_equal(synth_write(&sc, trace_path, &topts, true, &err), KV_OK);
     policy_config pcs[2];
     assert_int_equal(policy_parse("keydiff", &pcs[0], &err), KV_OK);
     pcs[1] = probe(&PROBE, 2, IN_SCORE);
