@@ -1,14 +1,9 @@
 /* The in-model eviction engine (see evict.h): SPEC §4's steps 2-4 on the
- * model's caches, through policies/ exactly as sim/replay.c calls them. */
+ * model's caches, through policy_step as sim/replay.c calls it. */
 #include "capture/evict.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static bool has_layer_scope(const policy_config *pc)
-{
-    return pc->iface->layer_scope && pc->iface->layer_scope(pc);
-}
 
 int64_t evict_cache_rows(const policy_config *pc, int64_t budget, int64_t B, int64_t T)
 {
@@ -20,7 +15,8 @@ void evict_free(evict_engine *e)
 {
     for (int64_t i = 0; e->state && i < e->L * e->streams; i++)
         if (e->state[i] && e->pc.iface->destroy) e->pc.iface->destroy(e->state[i]);
-    free(e->state), free(e->attn), free(e->hk), free(e->hv), free(e->scores), free(e->keep), free(e->scratch);
+    free(e->state), free(e->attn), free(e->hk), free(e->hv);
+    policy_step_buf_free(&e->step);
     free(e->qbuf), free(e->q_end), free(e->q_count);
     memset(e, 0, sizeof *e);
 }
@@ -45,27 +41,21 @@ static void on_queries(void *ctx, int64_t l, int64_t pos0, int64_t n, const floa
     e->q_count[l] = count, e->q_end[l] = pos0 + n;
 }
 
-/* Sums the heads' weights per stream; after_layer divides by their number,
- * as sim's mean_of_blocks does (the first head copied, the rest added in
- * head order), so the view's attention is the same floats. */
+/* Adds the head's weights to its stream's attention (heads arrive in order);
+ * view_of divides by their number: policy_attn_*, as sim forms the mean. */
 static void on_attention(void *ctx, int64_t l, int64_t h, int64_t n_cached, int64_t n, const float *p)
 {
     (void)l;
     evict_engine *e = ctx;
     if (!e->pc.iface->needs_attention) return;
-    const int64_t x = h / e->heads_per_stream, m = n * (n_cached + n);
-    float *acc = e->attn + x * e->B * e->cap;
-    if (h % e->heads_per_stream == 0) {
-        memcpy(acc, p, sizeof(float) * (size_t)m);
-        return;
-    }
-    for (int64_t y = 0; y < m; y++) acc[y] += p[y];
+    const int64_t x = h / e->heads_per_stream;
+    policy_attn_add(e->attn + x * e->B * e->cap, p, n * (n_cached + n), h % e->heads_per_stream == 0);
 }
 
 /* The policy's view of stream x of layer l after a chunk of n (SPEC §4 step 2's candidates). */
 static policy_view view_of(evict_engine *e, const forward_state *s, int64_t l, int64_t x, int64_t n)
 {
-    const int64_t g0 = e->streams == 1 ? 0 : x, lg = l * e->K + g0, cols = s->cache_len[lg];
+    const int64_t g0 = x * e->kv_per_stream, lg = l * e->K + g0, cols = s->cache_len[lg];
     policy_view v = {.n = cols, .D = e->D, .pos = s->cache_pos + lg * s->cap, .budget = e->budget,
                      .now = s->len + n - 1, .layer = l, .kv_head = g0, .step = s->steps, .q_heads = e->G};
     /* keys and values: the stream's first kv head (a layer-scope policy sees the layer's first, as in sim) */
@@ -77,27 +67,34 @@ static policy_view view_of(evict_engine *e, const forward_state *s, int64_t l, i
     }
     if (e->pc.iface->needs_attention) {
         float *acc = e->attn + x * e->B * e->cap;
-        for (int64_t y = 0; y < n * cols; y++) acc[y] /= (float)e->heads_per_stream;
+        policy_attn_divide(acc, n * cols, e->heads_per_stream);
         v.attn = acc, v.n_queries = n;
     }
     return v;
 }
 
+/* policy_step's compaction: the kept rows of every kv head of the stream. */
+typedef struct {
+    forward_state *s;
+    int64_t l, g0, ng;
+} stream_caches;
+
+static void keep_rows(void *ctx, const int64_t *keep, int64_t kept)
+{
+    const stream_caches *c = ctx;
+    for (int64_t g = c->g0; g < c->g0 + c->ng; g++) forward_cache_keep(c->s, c->l, g, keep, kept);
+}
+
 static int after_layer(void *ctx, forward_state *s, int64_t l, int64_t n, kv_err *err)
 {
-    (void)err;
     evict_engine *e = ctx;
-    const policy_iface *pi = e->pc.iface;
     for (int64_t x = 0; x < e->streams; x++) {
-        void *state = e->state[l * e->streams + x];
         policy_view v = view_of(e, s, l, x, n);
-        if (pi->observe) pi->observe(&e->pc, state, &v); /* step 3 */
-        if (pi->never_evicts || v.n <= e->budget) continue;
-        pi->score(&e->pc, state, &v, e->scores); /* step 4 */
-        int64_t kept = policy_select(e->scores, v.pos, v.n, e->budget, e->keep, e->scratch);
+        stream_caches c = {s, l, x * e->kv_per_stream, e->kv_per_stream};
+        int64_t kept;
+        int rc = policy_step(&e->pc, e->state[l * e->streams + x], &v, &e->step, keep_rows, &c, &kept, err);
+        if (rc) return rc;
         e->evictions += kept < v.n;
-        const int64_t g0 = e->streams == 1 ? 0 : x, ng = e->streams == 1 ? e->K : 1;
-        for (int64_t g = g0; g < g0 + ng; g++) forward_cache_keep(s, l, g, e->keep, kept);
     }
     return KV_OK;
 }
@@ -110,9 +107,7 @@ static int alloc_buffers(evict_engine *e, kv_err *err)
     if (!(e->state = kv_calloc((size_t)(e->L * e->streams), sizeof(void *), "policy states", err)) ||
         !(e->hk = kv_calloc(cap * D, sizeof(float), "cache keys", err)) ||
         !(e->hv = kv_calloc(cap * D, sizeof(float), "cache values", err)) ||
-        !(e->scores = kv_calloc(cap, sizeof(double), "scores", err)) ||
-        !(e->keep = kv_calloc(cap, sizeof(int64_t), "selection", err)) ||
-        !(e->scratch = kv_calloc(cap, sizeof(int64_t), "selection", err)) ||
+        policy_step_buf_init(&e->step, e->cap, err) ||
         !(e->q_end = kv_calloc((size_t)e->L, sizeof(int64_t), "query window", err)) ||
         !(e->q_count = kv_calloc((size_t)e->L, sizeof(int64_t), "query window", err)))
         return err->code;
@@ -135,8 +130,8 @@ int evict_init(evict_engine *e, const policy_config *pc, int64_t budget, const m
     if (budget < 1) return kv_fail(err, KV_EUSAGE, "eviction budget must be at least 1, got %lld", (long long)budget);
     e->pc = *pc, e->budget = budget, e->B = B, e->cap = cap;
     e->L = cfg->n_layers, e->H = cfg->n_heads, e->K = cfg->n_kv_heads, e->D = cfg->head_dim, e->G = e->H / e->K;
-    e->streams = has_layer_scope(pc) ? 1 : e->K;
-    e->heads_per_stream = e->streams == 1 ? e->H : e->G;
+    const policy_streams ps = policy_streams_of(pc, e->H, e->K);
+    e->streams = ps.per_layer, e->kv_per_stream = ps.kv_heads, e->heads_per_stream = ps.q_heads;
     e->qwin = pc->iface->query_window ? pc->iface->query_window(pc) : 0;
     e->qrows = e->qwin + B;
     int rc = alloc_buffers(e, err);

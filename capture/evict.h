@@ -21,18 +21,19 @@
 
 #include "model/forward.h"
 #include "policies/policy.h"
+#include "policies/step.h"
 
 typedef struct {
     policy_config pc;
     int64_t budget;          /* N */
     int64_t L, H, K, D, G, B, cap;
-    int64_t streams;         /* per layer: K, or 1 for a layer-scope policy */
+    int64_t streams;         /* per layer: K, or 1 for a layer-scope policy (policy_streams_of) */
+    int64_t kv_per_stream;   /* 1, or K for a layer-scope policy */
     int64_t heads_per_stream;/* G, or H for a layer-scope policy */
     void **state;            /* [L][streams] policy states (NULL: stateless) */
     float *attn;             /* [streams][B][cap] the chunk's attention, summed then averaged over a stream's heads */
     float *hk, *hv;          /* [cap][D] host copies of one cache (when the backend's is not host memory) */
-    double *scores;          /* [cap] */
-    int64_t *keep, *scratch; /* [cap] */
+    policy_step_buf step;    /* scores and selection [cap], shared by the streams in turn */
     int64_t qwin, qrows;     /* query positions the policy reads; rows per head of qbuf (qwin + B) */
     float *qbuf;             /* [L][H][qrows][D] the latest queries, oldest first */
     int64_t *q_end, *q_count;/* [L] the buffer holds positions q_end - q_count .. q_end - 1 */

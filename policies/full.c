@@ -2,19 +2,21 @@
  * like the others so every results row has its unevicted twin; the engine
  * sees never_evicts and never asks it to select. score() gives 0 to all.
  * Parameters: none. */
-#include "policies/registry.h"
+#include "policies/policy.h"
 
-static void full_score(const policy_config *cfg, void *state, const policy_view *v, double *scores)
+static int full_score(const policy_config *cfg, void *state, const policy_view *v, double *scores,
+                      kv_err *err)
 {
     (void)cfg;
     (void)state;
+    (void)err;
     for (int64_t j = 0; j < v->n; j++) scores[j] = 0;
+    return KV_OK;
 }
 
 const policy_iface policy_full = {
     .name = "full",
     .summary = "never evicts: the unevicted reference cache",
-    .n_params = 0,
     .never_evicts = true,
     .score = full_score,
 };

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policies/registry.h"
+#include "policies/policy.h"
+#include "policies/select.h"
 
 /* The accumulated attention of the candidates seen at the last observe(),
  * by ascending position: memory follows the cache, not the sequence (an
@@ -36,19 +37,26 @@ static void h2o_destroy(void *state)
     free(s);
 }
 
-static void ensure(h2o_state *s, int64_t n)
+/* Room for n sums in all four arrays. On failure every array stays valid
+ * (realloc keeps what it could not grow) and cap unchanged. */
+static int ensure(h2o_state *s, int64_t n, kv_err *err)
 {
-    if (n <= s->cap) return;
+    if (n <= s->cap) return KV_OK;
     int64_t cap = s->cap ? s->cap : 256;
     while (cap < n) cap *= 2;
-    int64_t *p = realloc(s->pos, sizeof(int64_t) * (size_t)cap), *np = p ? realloc(s->npos, sizeof(int64_t) * (size_t)cap) : NULL;
+    int64_t *p = realloc(s->pos, sizeof(int64_t) * (size_t)cap);
     if (p) s->pos = p;
+    int64_t *np = p ? realloc(s->npos, sizeof(int64_t) * (size_t)cap) : NULL;
     if (np) s->npos = np;
-    double *a = np ? realloc(s->acc, sizeof(double) * (size_t)cap) : NULL, *na = a ? realloc(s->nacc, sizeof(double) * (size_t)cap) : NULL;
+    double *a = np ? realloc(s->acc, sizeof(double) * (size_t)cap) : NULL;
     if (a) s->acc = a;
-    if (na) s->nacc = na;
-    KV_ASSERT(na != NULL); /* the interface's observe has no error channel */
+    double *na = a ? realloc(s->nacc, sizeof(double) * (size_t)cap) : NULL;
+    if (!na)
+        return kv_fail(err, KV_EFAIL, "h2o: out of memory for the attention sums of %lld candidates",
+                       (long long)n);
+    s->nacc = na;
     s->cap = cap;
+    return KV_OK;
 }
 
 /* out[c] = the sum held for v->pos[c] (0 for a new candidate); both lists ascend. */
@@ -60,12 +68,13 @@ static void lookup(const h2o_state *s, const policy_view *v, double *out)
     }
 }
 
-static void h2o_observe(const policy_config *cfg, void *state, const policy_view *v)
+static int h2o_observe(const policy_config *cfg, void *state, const policy_view *v, kv_err *err)
 {
     (void)cfg;
     h2o_state *s = state;
-    if (!v->attn || v->n == 0) return;
-    ensure(s, v->n);
+    if (!v->attn || v->n == 0) return KV_OK;
+    int rc = ensure(s, v->n, err);
+    if (rc) return rc;
     lookup(s, v, s->nacc);
     memcpy(s->npos, v->pos, sizeof(int64_t) * (size_t)v->n);
     for (int64_t r = 0; r < v->n_queries; r++) {
@@ -75,20 +84,23 @@ static void h2o_observe(const policy_config *cfg, void *state, const policy_view
     int64_t *tp = s->pos;
     double *ta = s->acc;
     s->pos = s->npos, s->acc = s->nacc, s->npos = tp, s->nacc = ta, s->n = v->n;
+    return KV_OK;
 }
 
-static void h2o_score(const policy_config *cfg, void *state, const policy_view *v, double *scores)
+static int h2o_score(const policy_config *cfg, void *state, const policy_view *v, double *scores,
+                     kv_err *err)
 {
+    (void)err;
     h2o_state *s = state;
     if (s) lookup(s, v, scores);
     else for (int64_t c = 0; c < v->n; c++) scores[c] = 0.0;
     policy_protect_recent(v, policy_recent_count(policy_num(cfg, "recent"), v->budget), scores);
+    return KV_OK;
 }
 
 const policy_iface policy_h2o = {
     .name = "h2o",
     .summary = "heavy hitters: keeps the candidates with the most accumulated attention, recent ones protected",
-    .n_params = 1,
     .params = {{.key = "recent", .kind = PARAM_NUMBER, .def = "0.5", .min = 0, .max = 1,
                 .doc = "fraction of the budget kept for the most recent candidates"}},
     .needs_attention = true,

@@ -18,7 +18,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "policies/registry.h"
+#include "policies/policy.h"
+#include "policies/select.h"
 #include "policies/vecmath.h"
 
 enum { ANCHOR_NORM, ANCHOR_RAW, ANCHOR_PAIRWISE };
@@ -52,14 +53,20 @@ static void keydiff_destroy(void *state)
 /* Two passes over the candidates' keys, each vectorised: the anchor, then
  * every key's dot product with it; key norms come from the per-position cache
  * (state; NULL recomputes them). */
-static void keydiff_score(const policy_config *cfg, void *state, const policy_view *v,
-                          double *scores)
+static int keydiff_score(const policy_config *cfg, void *state, const policy_view *v, double *scores,
+                         kv_err *err)
 {
     int anchor = policy_choice(cfg, "anchor"), metric = policy_choice(cfg, "metric");
     const int64_t D = v->D, n = v->n;
-    double *mu = vm_alloc(D + n), *norms = mu + D;
-    vm_norms_cached(state, v->keys, v->pos, n, D, norms);
-    vm_weighted_mean(v->keys, n, D, anchor != ANCHOR_RAW ? norms : NULL, mu);
+    double *mu = kv_calloc((size_t)(D + 2 * n), sizeof(double), "keydiff scores", err); /* [D] [n] [n] */
+    if (!mu) return err->code;
+    double *norms = mu + D, *w = norms + n;
+    int rc = vm_norms_cached(state, v->keys, v->pos, n, D, norms, err);
+    if (rc) {
+        free(mu);
+        return rc;
+    }
+    vm_weighted_mean(v->keys, n, D, anchor != ANCHOR_RAW ? norms : NULL, mu, w);
     if (anchor == ANCHOR_PAIRWISE) {
         /* −mean over m≠j of cos(k_j, k_m) = −(k̂_j·Σ_m k̂_m − 1)/(n−1) */
         for (int64_t d = 0; d < D; d++) mu[d] *= (double)n;
@@ -77,12 +84,12 @@ static void keydiff_score(const policy_config *cfg, void *state, const policy_vi
     }
     free(mu);
     policy_protect_recent(v, policy_recent_count(policy_num(cfg, "window"), v->budget), scores);
+    return KV_OK;
 }
 
 const policy_iface policy_keydiff = {
     .name = "keydiff",
     .summary = "KeyDiff (Park et al. 2025): keeps the keys least similar to the mean key",
-    .n_params = 3,
     .params = {
         {.key = "anchor", .kind = PARAM_CHOICE, .def = "norm", .choices = "norm|raw|pairwise",
          .doc = "mu = mean of normalised keys (norm), of raw keys (raw), or no anchor: "

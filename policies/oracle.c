@@ -15,7 +15,7 @@
 #include <stdlib.h>
 
 #include "core/fastexp.h"
-#include "policies/registry.h"
+#include "policies/policy.h"
 
 enum { ORACLE_ROWS = 128 };
 
@@ -51,17 +51,19 @@ static void add_weights(double *acc, float *s, const double *lse, int64_t rows, 
     }
 }
 
-static void oracle_score(const policy_config *cfg, void *state, const policy_view *v, double *scores)
+static int oracle_score(const policy_config *cfg, void *state, const policy_view *v, double *scores,
+                        kv_err *err)
 {
     (void)cfg;
     oracle_state *st = state;
     const int64_t n = v->n, D = v->D, T = v->T;
     for (int64_t c = 0; c < n; c++) scores[c] = 0.0;
-    if (!v->queries || n == 0 || v->now + 1 >= T) return;
+    if (!v->queries || n == 0 || v->now + 1 >= T) return KV_OK;
     if (n > st->cap) {
         free(st->s);
-        st->s = malloc(sizeof(float) * ORACLE_ROWS * (size_t)n);
-        KV_ASSERT(st->s != NULL); /* score() has no error channel */
+        st->cap = 0;
+        if (!(st->s = kv_calloc((size_t)ORACLE_ROWS * (size_t)n, sizeof(float), "oracle scores", err)))
+            return err->code;
         st->cap = n;
     }
     const float scale = (float)(1.0 / sqrt((double)D));
@@ -72,12 +74,12 @@ static void oracle_score(const policy_config *cfg, void *state, const policy_vie
                         v->queries + (j * T + i0) * D, (int)D, v->keys, (int)D, 0.0f, st->s, (int)n);
             add_weights(scores, st->s, v->lse + j * T + i0, rows, n, 1.0 / (double)v->q_heads);
         }
+    return KV_OK;
 }
 
 const policy_iface policy_oracle = {
     .name = "oracle",
     .summary = "oracle: future full-cache attention (uses the future: an upper-bound reference, offline only)",
-    .n_params = 0,
     .create = oracle_create,
     .destroy = oracle_destroy,
     .score = oracle_score,

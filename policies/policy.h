@@ -1,20 +1,24 @@
 /* policy: the one interface every eviction policy implements (SPEC §5).
  *
- * The engine owns the cache. At each eviction step it hands the policy the
- * candidates C = cache ∪ chunk as plain arrays (no trace handles: the
- * in-model eviction of issue #9 calls the same code) and asks for one score
- * per candidate; higher = keep, +INFINITY = protected. The engine then keeps
- * exactly N: the highest scores, ties broken towards the later position (so
- * with more than N protected, the newest N stay). Scores are doubles,
- * accumulated in double from the stored values.
+ * The engine owns the cache. At each eviction step (policy_step, step.h:
+ * sim's replay and the in-model eviction of issue #9 run the same one) the
+ * policy gets the candidates C = cache ∪ chunk as plain arrays (no trace
+ * handles) and gives one score per candidate; higher = keep, +INFINITY =
+ * protected. The step then keeps exactly N (policy_select, select.h): the
+ * highest scores, ties broken towards the later position (so with more than
+ * N protected, the newest N stay). Scores are doubles, accumulated in double
+ * from the stored values.
  *
  * A policy may keep state between steps (per layer and kv head: the engine
  * creates one instance per replayed (layer, kv head) stream) and may observe
- * what the engine computed (issue #5: attention of the chunk's queries). */
+ * what the engine computed (issue #5: attention of the chunk's queries).
+ * Nothing in a policy aborts: score/observe report a failure (out of memory)
+ * in a kv_err, and the engines pass it up. */
 #ifndef KV_POLICY_H
 #define KV_POLICY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/kv_error.h"
@@ -36,7 +40,7 @@ typedef struct {
 /* A parsed "name:key=value:..." with every parameter filled (defaults too). */
 typedef struct {
     const struct policy_iface *iface;
-    int n;                                 /* = iface->n_params */
+    int n;                                 /* = policy_n_params(iface) */
     double num[POLICY_MAX_PARAMS];         /* PARAM_NUMBER values */
     int choice[POLICY_MAX_PARAMS];         /* PARAM_CHOICE: index into the choices */
     char canonical[256];                   /* "key=value:key=value", sorted by key, defaults filled */
@@ -72,19 +76,19 @@ typedef struct {
 typedef struct policy_iface {
     const char *name;
     const char *summary;     /* one line; says "reconstruction" for primekv */
-    int n_params;
-    policy_param params[POLICY_MAX_PARAMS];   /* sorted by key */
+    policy_param params[POLICY_MAX_PARAMS];   /* sorted by key; the first without a key ends them */
     bool never_evicts;       /* full */
     bool needs_attention;    /* issue #5 */
     /* optional: per-stream state; NULL create means stateless */
     int (*create)(const policy_config *cfg, void **state, kv_err *err);
     void (*destroy)(void *state);
-    /* scores[n] for the candidates of v; higher keeps, +INFINITY protected */
-    void (*score)(const policy_config *cfg, void *state, const policy_view *v, double *scores);
+    /* scores[n] for the candidates of v; higher keeps, +INFINITY protected.
+     * KV_OK, or an error in err (out of memory): the engine stops the run */
+    int (*score)(const policy_config *cfg, void *state, const policy_view *v, double *scores, kv_err *err);
     /* optional, step 3 of SPEC §4: called for every chunk (evicting or not)
      * after the chunk's queries attended; with needs_attention, v->attn holds
-     * their weights over the candidates (mean over the kv group) */
-    void (*observe)(const policy_config *cfg, void *state, const policy_view *v);
+     * their weights over the candidates (mean over the kv group). Errors as score's */
+    int (*observe)(const policy_config *cfg, void *state, const policy_view *v, kv_err *err);
     /* optional: true when this configuration keeps one set for all kv heads of
      * a layer (tova:scope=layer); the engine then replays the layer's kv heads
      * as one stream and v->attn averages over all the layer's query heads */
@@ -96,38 +100,25 @@ typedef struct policy_iface {
     bool offline_only;
 } policy_iface;
 
-/* The registry: every policy, in a fixed order; NULL-terminated. */
+/* The registry (registry.c): every policy, in a fixed order; NULL-terminated. */
 const policy_iface *const *policy_all(void);
 const policy_iface *policy_find(const char *name);
 
-/* Parses "name[:key=value...]": an unknown name, key, or a bad value is a
- * KV_EUSAGE error that lists what is valid. */
+/* Parsing (parse.c): "name[:key=value...]"; an unknown name, key, or a bad
+ * value is a KV_EUSAGE error that lists what is valid. */
 int policy_parse(const char *spec, policy_config *out, kv_err *err);
 
 /* A comma-separated list of policies into out[0..max): *n of them. Errors
  * are policy_parse's, or a usage error of `verb` for an empty or long list. */
 int policy_parse_list(const char *verb, const char *list, policy_config *out, int max, int *n, kv_err *err);
 
-/* Parameter value helpers for policy implementations. */
+/* Parameters (params.c), for the parser and the policy implementations:
+ * how many a policy has (its params[] up to the first without a key), the
+ * index of `key` (len bytes) or -1, and a configuration's value of `key`. */
+int policy_n_params(const policy_iface *pi);
+int policy_param_index(const policy_iface *pi, const char *key, size_t len);
 double policy_num(const policy_config *cfg, const char *key);
 int policy_choice(const policy_config *cfg, const char *key);
-
-/* The engine's selection rule: indices of the `budget` kept candidates,
- * written to keep[] in ascending position order; returns how many (min(n, budget)).
- * scratch: n int64s. */
-int64_t policy_select(const double *scores, const int64_t *pos, int64_t n, int64_t budget,
-                      int64_t *keep, int64_t *scratch);
-
-/* Scores must never be NaN (policies define every degenerate case, e.g. the
- * cosine with a zero vector is 0); policy_select treats a NaN as -INFINITY. */
-
-/* ⌊fraction·budget⌋ for the "most recent fraction of N" windows (keydiff
- * window, h2o recent), guarded against 0.29·100 = 28.999…; at most budget. */
-int64_t policy_recent_count(double fraction, int64_t budget);
-
-/* Sets scores of the `count` candidates with the latest positions (the last
- * `count` of v, positions being ascending) to +INFINITY. */
-void policy_protect_recent(const policy_view *v, int64_t count, double *scores);
 
 /* `kvtrace policies [NAME...]`: every policy, its summary and parameters. */
 int policies_main(int argc, char **argv);

@@ -16,7 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "policies/registry.h"
+#include "policies/policy.h"
 #include "policies/vecmath.h"
 
 enum { KEY_ANCHOR, KEY_NN };
@@ -36,22 +36,24 @@ static void nn_irreplaceability(const policy_view *v, const double *norms, doubl
     for (int64_t j = 0; j < n; j++) r[j] = n < 2 ? 1.0 : 1.0 - r[j];
 }
 
-static void primekv_score(const policy_config *cfg, void *state, const policy_view *v,
-                          double *scores)
+static int primekv_score(const policy_config *cfg, void *state, const policy_view *v, double *scores,
+                         kv_err *err)
 {
     (void)state;
     int64_t n = v->n, D = v->D;
-    double *buf = vm_alloc(2 * D + n), *mu = buf, *vbar = buf + D, *norms = buf + 2 * D;
+    double *buf = kv_calloc((size_t)(2 * D + 2 * n), sizeof(double), "primekv scores", err);
+    if (!buf) return err->code;
+    double *mu = buf, *vbar = buf + D, *norms = buf + 2 * D, *w = norms + n; /* [D] [D] [n] [n] */
     for (int64_t j = 0; j < n; j++) norms[j] = vm_norm(v->keys + j * D, D);
     if (policy_choice(cfg, "key") == KEY_NN) {
         nn_irreplaceability(v, norms, scores);
     } else {
-        vm_mean(v->keys, n, D, true, mu);
+        vm_weighted_mean(v->keys, n, D, norms, mu, w); /* the mean of k_j/‖k_j‖ */
         double nmu = vm_norm_d(mu, D);
         for (int64_t j = 0; j < n; j++)
             scores[j] = 1.0 - vm_cos(vm_dot(v->keys + j * D, mu, D), norms[j], nmu);
     }
-    vm_mean(v->values, n, D, false, vbar);
+    vm_weighted_mean(v->values, n, D, NULL, vbar, w);
     double nvbar = vm_norm_d(vbar, D);
     bool proj = policy_choice(cfg, "value") == VALUE_PROJ;
     for (int64_t j = 0; j < n; j++) {
@@ -66,13 +68,13 @@ static void primekv_score(const policy_config *cfg, void *state, const policy_vi
         scores[j] *= c;
     }
     free(buf);
+    return KV_OK;
 }
 
 const policy_iface policy_primekv = {
     .name = "primekv",
     .summary = "PrimeKV RECONSTRUCTED from its principle (not the paper's formula): "
                "key irreplaceability x value deviation",
-    .n_params = 2,
     .params = {
         {.key = "key", .kind = PARAM_CHOICE, .def = "anchor", .choices = "anchor|nn",
          .doc = "r = 1 - cos(k, mean normalised key) (anchor) or 1 - max cos to another key (nn)"},

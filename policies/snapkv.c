@@ -14,17 +14,21 @@
 #include <string.h>
 
 #include "core/softmax.h"
-#include "policies/registry.h"
+#include "policies/policy.h"
 
-static void snapkv_score(const policy_config *cfg, void *state, const policy_view *v, double *scores)
+static int snapkv_score(const policy_config *cfg, void *state, const policy_view *v, double *scores,
+                        kv_err *err)
 {
     (void)state;
     const int64_t n = v->n, D = v->D, window = (int64_t)policy_num(cfg, "window");
     const int64_t kernel = (int64_t)policy_num(cfg, "kernel");
     const int64_t i0 = v->now - window + 1 > 0 ? v->now - window + 1 : 0, W = v->now - i0 + 1;
-    double *sum = calloc((size_t)(n > 0 ? n : 1), sizeof *sum);
-    float *s = malloc(sizeof(float) * (size_t)(W * (n > 0 ? n : 1)));
-    KV_ASSERT(sum && s); /* score has no error channel */
+    double *sum = kv_calloc((size_t)n, sizeof *sum, "snapkv scores", err);
+    float *s = sum ? kv_calloc((size_t)(W * n), sizeof(float), "snapkv window scores", err) : NULL;
+    if (!s) {
+        free(sum);
+        return err->code;
+    }
     for (int64_t j = 0; v->queries && n > 0 && j < v->q_heads; j++) {
         /* the window's scores against every candidate in one product: s[W][n] */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)W, (int)n, (int)D, (float)(1.0 / sqrt((double)D)),
@@ -46,6 +50,7 @@ static void snapkv_score(const policy_config *cfg, void *state, const policy_vie
         scores[c] = v->pos[c] >= i0 ? INFINITY : pooled / (double)kernel;
     }
     free(sum), free(s);
+    return KV_OK;
 }
 
 static int64_t snapkv_query_window(const policy_config *cfg)
@@ -56,7 +61,6 @@ static int64_t snapkv_query_window(const policy_config *cfg)
 const policy_iface policy_snapkv = {
     .name = "snapkv",
     .summary = "SnapKV: attention of the last `window` queries, pooled over cache neighbours; window protected",
-    .n_params = 2,
     .params = {{.key = "kernel", .kind = PARAM_NUMBER, .def = "5", .min = 1, .max = 1024, .integer = true,
                 .doc = "width of the average pool over neighbouring candidates"},
                {.key = "window", .kind = PARAM_NUMBER, .def = "32", .min = 1, .max = 1 << 20, .integer = true,

@@ -5,21 +5,22 @@
  * Parameters: sinks (integer >= 0, default 4). */
 #include <math.h>
 
-#include "policies/registry.h"
+#include "policies/policy.h"
 
-static void streaming_score(const policy_config *cfg, void *state, const policy_view *v,
-                            double *scores)
+static int streaming_score(const policy_config *cfg, void *state, const policy_view *v, double *scores,
+                           kv_err *err)
 {
     (void)state;
+    (void)err;
     double sinks = policy_num(cfg, "sinks");
     for (int64_t j = 0; j < v->n; j++)
         scores[j] = (double)v->pos[j] < sinks ? INFINITY : (double)v->pos[j];
+    return KV_OK;
 }
 
 const policy_iface policy_streaming = {
     .name = "streaming",
     .summary = "StreamingLLM: the first `sinks` positions plus the most recent",
-    .n_params = 1,
     .params = {
         {.key = "sinks", .kind = PARAM_NUMBER, .def = "4", .min = 0, .max = 9007199254740992.0,
          .integer = true, .doc = "absolute positions below this are kept (attention sinks)"},

@@ -7,13 +7,6 @@
 #include "core/kv_error.h"
 #include "core/vectorize.h"
 
-double *vm_alloc(int64_t n)
-{
-    double *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
-    KV_ASSERT(p != NULL);
-    return p;
-}
-
 double vm_norm_d(const double *y, int64_t D)
 {
     double s = 0;
@@ -71,9 +64,8 @@ double vm_norm(const float *x, int64_t D) { return sqrt(dot16_ff(x, x, D)); }
  * rows (no store-to-load chain through mean[] from one row to the next); the
  * weights are divided out first, in their own loop. */
 KV_VECTOR_CLONES
-void vm_weighted_mean(const float *rows, int64_t n, int64_t D, const double *norms, double *mean)
+void vm_weighted_mean(const float *rows, int64_t n, int64_t D, const double *norms, double *mean, double *w)
 {
-    double *w = vm_alloc(n);
     for (int64_t j = 0; j < n; j++) w[j] = !norms ? 1.0 : norms[j] > 0 ? 1.0 / norms[j] : 0.0;
     int64_t d0 = 0;
     for (; d0 + VL <= D; d0 += VL) {
@@ -87,20 +79,8 @@ void vm_weighted_mean(const float *rows, int64_t n, int64_t D, const double *nor
         for (int64_t j = 0; j < n; j++) a += w[j] * rows[j * D + d];
         mean[d] = a;
     }
-    free(w);
     if (n > 0)
         for (int64_t d = 0; d < D; d++) mean[d] /= (double)n;
-}
-
-void vm_mean(const float *rows, int64_t n, int64_t D, bool normalize, double *mean)
-{
-    double *norms = NULL;
-    if (normalize) {
-        norms = vm_alloc(n);
-        for (int64_t j = 0; j < n; j++) norms[j] = vm_norm(rows + j * D, D);
-    }
-    vm_weighted_mean(rows, n, D, norms, mean);
-    free(norms);
 }
 
 KV_VECTOR_CLONES
@@ -114,34 +94,40 @@ void vm_norm_cache_free(vm_norm_cache *c)
     if (c) free(c->pos), free(c->norm);
 }
 
-/* At least 2n slots (a power of two), emptied when it grows. */
-static void norm_cache_fit(vm_norm_cache *c, int64_t n)
+/* At least 2n slots (a power of two), emptied when it grows. On failure
+ * the table keeps its old slots (realloc leaves what it could not grow). */
+static int norm_cache_fit(vm_norm_cache *c, int64_t n, kv_err *err)
 {
-    if (2 * n <= c->cap) return;
+    if (2 * n <= c->cap) return KV_OK;
     int64_t cap = c->cap ? c->cap : 64;
     while (cap < 2 * n) cap *= 2;
     int64_t *pos = realloc(c->pos, sizeof(int64_t) * (size_t)cap);
+    if (pos) c->pos = pos;
     double *norm = pos ? realloc(c->norm, sizeof(double) * (size_t)cap) : NULL;
-    KV_ASSERT(pos && norm); /* score() has no error channel */
+    if (!norm)
+        return kv_fail(err, KV_EFAIL, "key norm cache: out of memory for %lld candidates", (long long)n);
     for (int64_t i = 0; i < cap; i++) pos[i] = -1;
-    c->pos = pos, c->norm = norm, c->cap = cap;
+    c->norm = norm, c->cap = cap;
+    return KV_OK;
 }
 
 KV_VECTOR_CLONES
-void vm_norms_cached(vm_norm_cache *c, const float *rows, const int64_t *pos, int64_t n, int64_t D,
-                     double *norms)
+int vm_norms_cached(vm_norm_cache *c, const float *rows, const int64_t *pos, int64_t n, int64_t D,
+                    double *norms, kv_err *err)
 {
     if (!c) {
         for (int64_t j = 0; j < n; j++) norms[j] = vm_norm(rows + j * D, D);
-        return;
+        return KV_OK;
     }
-    norm_cache_fit(c, n);
+    int rc = norm_cache_fit(c, n, err);
+    if (rc) return rc;
     const int64_t mask = c->cap - 1;
     for (int64_t j = 0; j < n; j++) {
         const int64_t slot = pos[j] & mask;
         if (c->pos[slot] != pos[j]) c->pos[slot] = pos[j], c->norm[slot] = vm_norm(rows + j * D, D);
         norms[j] = c->norm[slot];
     }
+    return KV_OK;
 }
 
 KV_VECTOR_CLONES

@@ -1,15 +1,13 @@
 /* vecmath: the double-precision vector pieces the key/value policies share
  * (internal to policies/). Inputs are the stored float rows; every sum is
- * accumulated in double (SPEC §4). Shapes: rows [n][D]. */
+ * accumulated in double (SPEC §4). Shapes: rows [n][D]. Nothing here
+ * allocates but the norm cache, which reports out of memory in err. */
 #ifndef KV_POLICY_VECMATH_H
 #define KV_POLICY_VECMATH_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
-/* malloc of n doubles that never returns NULL. score() has no error channel
- * and needs O(n + D) doubles; failing that, the process is lost anyway. */
-double *vm_alloc(int64_t n);
+#include "core/kv_error.h"
 
 /* Every dot product and norm here sums in 16 double lanes combined in a
  * fixed order; the single-row and batch forms give the same values. */
@@ -17,14 +15,11 @@ double vm_norm(const float *x, int64_t D);
 double vm_dot(const float *x, const double *y, int64_t D);
 double vm_dot_ff(const float *x, const float *y, int64_t D);
 
-/* mean[D] of the n rows; normalize: of x_j/‖x_j‖ (zero rows count as zero).
- * vm_weighted_mean with the rows' norms, or NULL. */
-void vm_mean(const float *rows, int64_t n, int64_t D, bool normalize, double *mean);
-
 /* Batch forms, vectorised. vm_weighted_mean: mean[D] of the rows, each
- * divided by its norm (norms[j]; zero rows count as zero) or, with norms
- * NULL, as they are. vm_dots: out[j] = x_j · y. */
-void vm_weighted_mean(const float *rows, int64_t n, int64_t D, const double *norms, double *mean);
+ * divided by its norm (norms[j] = vm_norm of row j; zero rows count as zero)
+ * or, with norms NULL, as they are; w: n doubles of the caller's scratch.
+ * vm_dots: out[j] = x_j · y. */
+void vm_weighted_mean(const float *rows, int64_t n, int64_t D, const double *norms, double *mean, double *w);
 void vm_dots(const float *rows, int64_t n, int64_t D, const double *y, double *out);
 
 /* dots[j] becomes −vm_cos(dots[j], norms[j], ny), for a whole row of candidates. */
@@ -43,8 +38,8 @@ typedef struct {
     int64_t cap;    /* a power of two */
 } vm_norm_cache;
 
-void vm_norms_cached(vm_norm_cache *c, const float *rows, const int64_t *pos, int64_t n, int64_t D,
-                     double *norms);
+int vm_norms_cached(vm_norm_cache *c, const float *rows, const int64_t *pos, int64_t n, int64_t D,
+                    double *norms, kv_err *err);
 void vm_norm_cache_free(vm_norm_cache *c);
 
 /* cos(x, y) from x·y and the norms; 0 when either norm is 0. */

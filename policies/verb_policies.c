@@ -33,8 +33,9 @@ static void print_param(const policy_param *p)
 static void print_policy(const policy_iface *pi)
 {
     printf("%-10s %s\n", pi->name, pi->summary);
-    if (pi->n_params == 0) printf("    (no parameters)\n");
-    for (int i = 0; i < pi->n_params; i++) print_param(&pi->params[i]);
+    const int n = policy_n_params(pi);
+    if (n == 0) printf("    (no parameters)\n");
+    for (int i = 0; i < n; i++) print_param(&pi->params[i]);
 }
 
 int policies_main(int argc, char **argv)

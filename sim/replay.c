@@ -1,7 +1,7 @@
 /* The replay engine of SPEC §4: the engine owns the cache; per chunk it
  * forms the candidates C = S ∪ chunk, measures the chunk's queries against
- * the visible candidates (step 2), and if |C| > N asks the policy for scores
- * and keeps exactly N by policy_select (step 4). */
+ * the visible candidates (step 2), and hands them to policy_step (steps 3
+ * and 4: observe, and if |C| > N score, keep exactly N, compact here). */
 #include "sim/replay.h"
 
 #include <cblas.h>
@@ -14,6 +14,7 @@
 #include "core/progress.h"
 #include "core/softmax.h"
 #include "core/vectorize.h"
+#include "policies/step.h"
 #include "sim/stats.h"
 
 /* One stream: kv heads g0 .. g0+ng-1 of a layer sharing one kept set (ng = 1,
@@ -21,12 +22,12 @@
  * heads, hs = ng * G of them. */
 typedef struct {
     int64_t g0, ng;        /* kv heads of the stream */
+    int64_t D;             /* head dim */
     int64_t cap;           /* N + largest chunk */
     int64_t n;             /* |C| */
     int64_t *pos;          /* [cap] */
     float *k, *v;          /* [ng][cap][D] */
-    double *scores;        /* [cap] */
-    int64_t *keep, *scratch;
+    policy_step_buf step;  /* scores and selection [cap], scoring counters */
     float *qrows;          /* [G][chunk][D] one kv group's query rows */
     float *att;            /* [hs][chunk][cap] */
     float *out;            /* [G][chunk][D] */
@@ -41,7 +42,8 @@ typedef struct {
 
 static void buf_free(replay_buf *b)
 {
-    free(b->pos), free(b->k), free(b->v), free(b->scores), free(b->keep), free(b->scratch);
+    free(b->pos), free(b->k), free(b->v);
+    policy_step_buf_free(&b->step);
     free(b->qrows), free(b->att), free(b->out), free(b->attn_mean), free(b->errs), free(b->recalls), free(b->eval_pos), free(b->lds);
 }
 
@@ -50,13 +52,11 @@ static int buf_alloc(replay_buf *b, const sim_layer *ly, int64_t g0, int64_t ng,
     memset(b, 0, sizeof *b);
     const int64_t D = ly->D, G = ly->H / ly->K, B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
     const int64_t hs = ng * G;
-    b->g0 = g0, b->ng = ng, b->cap = cap;
+    b->g0 = g0, b->ng = ng, b->D = D, b->cap = cap;
     if (!(b->pos = kv_calloc((size_t)cap, sizeof(int64_t), "cache", err)) ||
         !(b->k = kv_calloc((size_t)(ng * cap * D), sizeof(float), "cache keys", err)) ||
         !(b->v = kv_calloc((size_t)(ng * cap * D), sizeof(float), "cache values", err)) ||
-        !(b->scores = kv_calloc((size_t)cap, sizeof(double), "scores", err)) ||
-        !(b->keep = kv_calloc((size_t)cap, sizeof(int64_t), "selection", err)) ||
-        !(b->scratch = kv_calloc((size_t)cap, sizeof(int64_t), "selection", err)) ||
+        policy_step_buf_init(&b->step, cap, err) ||
         !(b->qrows = kv_calloc((size_t)(G * B * D), sizeof(float), "queries", err)) ||
         !(b->att = kv_calloc((size_t)(hs * B * cap), sizeof(float), "attention", err)) ||
         !(b->out = kv_calloc((size_t)(G * B * D), sizeof(float), "outputs", err)) ||
@@ -114,16 +114,6 @@ static double rel_err(const float *o, const float *f, int64_t D)
     return de > 0 ? sqrt(nu / de) : 0.0;
 }
 
-/* mean[y] = (Σ_j blocks[j][y]) / nb over nb blocks of m floats, summed in j order. */
-KV_VECTOR_CLONES
-static void mean_of_blocks(float *mean, const float *blocks, int64_t nb, int64_t m)
-{
-    memcpy(mean, blocks, sizeof(float) * (size_t)m);
-    for (int64_t j = 1; j < nb; j++)
-        for (int64_t y = 0; y < m; y++) mean[y] += blocks[j * m + y];
-    for (int64_t y = 0; y < m; y++) mean[y] /= (float)nb;
-}
-
 /* Steps 2 and 3's input: the chunk's queries [p0, p1) of every query head of
  * the stream against the visible candidates, per kv head one sgemm for the
  * scores of its G heads [G*n][|C|] and one for the outputs. Measured rows get
@@ -176,7 +166,7 @@ static void measure(replay_buf *b, const sim_layer *ly, int64_t budget, int64_t 
         }
     }
     if (want_attn) /* heads outer, so that the sums over each head's row block vectorise */
-        mean_of_blocks(b->attn_mean, b->att, hs, n * cols);
+        policy_attn_mean(b->attn_mean, b->att, hs, n * cols);
 }
 
 /* The policy's view of the current candidates; the chunk's attention when it asked for it. */
@@ -193,18 +183,14 @@ static policy_view view_of(const replay_buf *b, const sim_layer *ly, const polic
     return v;
 }
 
-static void evict(replay_buf *b, const sim_layer *ly, const policy_config *pc, void *state,
-                  const policy_view *view_in, sim_result *out)
+/* policy_step's compaction: the kept candidates to the front, in place
+ * (keep[] ascending, keep[i] >= i), keys and values of every kv head. */
+static void compact(void *ctx, const int64_t *keep, int64_t kept)
 {
-    const int64_t D = ly->D, budget = view_in->budget;
-    policy_view view = *view_in;
-    double t0 = kv_now_seconds();
-    pc->iface->score(pc, state, &view, b->scores);
-    out->score_ns += (kv_now_seconds() - t0) * 1e9;
-    out->calls++, out->candidates += b->n;
-    int64_t kept = policy_select(b->scores, b->pos, b->n, budget, b->keep, b->scratch);
-    for (int64_t i = 0; i < kept; i++) { /* keep[] ascending, keep[i] >= i: compaction in place */
-        int64_t s = b->keep[i];
+    replay_buf *b = ctx;
+    const int64_t D = b->D;
+    for (int64_t i = 0; i < kept; i++) {
+        int64_t s = keep[i];
         b->pos[i] = b->pos[s];
         for (int64_t x = 0; x < b->ng; x++) {
             float *k = head_rows(b, b->k, x, D), *v = head_rows(b, b->v, x, D);
@@ -236,9 +222,8 @@ static int finish(replay_buf *b, const sim_layer *ly, sim_result *out, kv_err *e
 int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t layer, int64_t g0, int64_t ng,
                sim_result *out, kv_err *err)
 {
-    const bool keep_all = pc->iface->never_evicts;
     const int64_t B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
-    const int64_t cap = keep_all || budget + B > ly->T ? ly->T : budget + B;
+    const int64_t cap = pc->iface->never_evicts || budget + B > ly->T ? ly->T : budget + B;
     replay_buf b;
     int rc = buf_alloc(&b, ly, g0, ng, cap, err);
     if (rc) return rc;
@@ -247,10 +232,10 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
         buf_free(&b);
         return rc;
     }
-    out->calls = out->candidates = 0, out->score_ns = out->metrics_ns = 0.0;
+    out->metrics_ns = 0.0;
     const double started = kv_now_seconds();
     int64_t step = 0;
-    for (int64_t p0 = 0; p0 < ly->T; step++) {
+    for (int64_t p0 = 0; !rc && p0 < ly->T; step++) {
         int64_t p1 = p0 < ly->prompt_len ? p0 + ly->chunk : p0 + ly->decode_chunk;
         if (p0 < ly->prompt_len && p1 > ly->prompt_len) p1 = ly->prompt_len; /* the last prompt chunk ends there */
         if (p1 > ly->T) p1 = ly->T;
@@ -259,11 +244,11 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
         measure(&b, ly, budget, p0, p1, pc->iface->needs_attention);
         out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
         policy_view view = view_of(&b, ly, pc, budget, layer, step, p0, p1);
-        if (pc->iface->observe) pc->iface->observe(pc, state, &view); /* step 3 */
-        if (!keep_all && b.n > budget) evict(&b, ly, pc, state, &view, out);
+        rc = policy_step(pc, state, &view, &b.step, compact, &b, NULL, err); /* steps 3 and 4 */
         p0 = p1;
     }
-    rc = finish(&b, ly, out, err);
+    if (!rc) rc = finish(&b, ly, out, err);
+    out->calls = b.step.calls, out->candidates = b.step.candidates, out->score_ns = b.step.score_ns;
     out->replay_ns = (kv_now_seconds() - started) * 1e9;
     if (pc->iface->destroy) pc->iface->destroy(state);
     buf_free(&b);

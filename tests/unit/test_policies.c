@@ -7,6 +7,7 @@
 
 #include "core/rng.h"
 #include "policies/policy.h"
+#include "policies/select.h"
 
 enum { MAXN = 256, MAXD = 64 };
 
@@ -49,7 +50,7 @@ static int64_t run_policy(const char *spec, cands *c, int64_t budget, int64_t st
         v.n_queries = 1;
         v.attn = c->attn;
     }
-    cfg.iface->score(&cfg, state, &v, c->scores);
+    assert_int_equal(cfg.iface->score(&cfg, state, &v, c->scores, &err), KV_OK);
     if (cfg.iface->destroy) cfg.iface->destroy(state);
     return policy_select(c->scores, c->pos, c->n, budget, c->keep, c->scratch);
 }
@@ -368,7 +369,7 @@ static int variants(const policy_iface *pi, char out[][96], int cap)
 {
     int nv = 0;
     snprintf(out[nv++], 96, "%s", pi->name);
-    for (int i = 0; i < pi->n_params; i++) {
+    for (int i = 0; i < policy_n_params(pi); i++) {
         const policy_param *p = &pi->params[i];
         if (p->kind == PARAM_NUMBER) {
             double b[2] = {p->min, p->max > 1e6 ? 1e6 : p->max};

@@ -16,8 +16,11 @@ static void parses_to(const char *spec, const char *name, const char *canonical)
     if (rc) printf("# %s: %s\n", spec, err.msg);
     assert_int_equal(rc, KV_OK);
     assert_string_equal(cfg.iface->name, name);
-    assert_int_equal(cfg.n, cfg.iface->n_params);
+    assert_int_equal(cfg.n, policy_n_params(cfg.iface));
     assert_string_equal(cfg.canonical, canonical);
+    int pairs = 0;   /* the canonical name lists every parameter once: the count, independently */
+    for (const char *ch = canonical; *ch; ch++) pairs += *ch == '=';
+    assert_int_equal(cfg.n, pairs);
 }
 
 static void fails_with(const char *spec, const char *const *parts)
@@ -107,10 +110,12 @@ static void registry_is_well_formed(void **state)
         const policy_iface *pi = *p;
         assert_non_null(pi->score);
         assert_true(pi->summary && pi->summary[0]);
-        assert_true(pi->n_params >= 0 && pi->n_params <= POLICY_MAX_PARAMS);
+        const int n_params = policy_n_params(pi);   /* counted: the entries up to the first without a key */
+        assert_true(n_params >= 0 && n_params <= POLICY_MAX_PARAMS);
+        for (int i = n_params; i < POLICY_MAX_PARAMS; i++) assert_null(pi->params[i].key);   /* no gap */
         assert_ptr_equal(policy_find(pi->name), pi);
         assert_true((pi->create == NULL) == (pi->destroy == NULL));
-        for (int i = 0; i < pi->n_params; i++) {
+        for (int i = 0; i < n_params; i++) {
             const policy_param *q = &pi->params[i];
             assert_true(q->key && q->def && q->doc && q->doc[0]);
             if (i) assert_true(strcmp(pi->params[i - 1].key, q->key) < 0);   /* sorted by key */

@@ -7,7 +7,7 @@
 #include <math.h>
 
 #include "core/rng.h"
-#include "policies/policy.h"
+#include "policies/select.h"
 
 enum { MAXN = 600 };
 

@@ -1,0 +1,38 @@
+/* params: a policy's parameter list as the parser and the policies read it.
+ * Its length is not declared but counted (params[] up to the first entry
+ * without a key), so a policy file lists its parameters once. */
+#include <string.h>
+
+#include "policies/policy.h"
+
+int policy_n_params(const policy_iface *pi)
+{
+    int n = 0;
+    while (n < POLICY_MAX_PARAMS && pi->params[n].key) n++;
+    return n;
+}
+
+int policy_param_index(const policy_iface *pi, const char *key, size_t len)
+{
+    for (int i = 0; i < POLICY_MAX_PARAMS && pi->params[i].key; i++)
+        if (strlen(pi->params[i].key) == len && strncmp(pi->params[i].key, key, len) == 0) return i;
+    return -1;
+}
+
+/* A policy asking for a key it does not declare, or of the wrong kind, is a bug. */
+static int param_index(const policy_config *cfg, const char *key, policy_param_kind kind)
+{
+    int i = policy_param_index(cfg->iface, key, strlen(key));
+    KV_ASSERT(i >= 0 && cfg->iface->params[i].kind == kind);
+    return i;
+}
+
+double policy_num(const policy_config *cfg, const char *key)
+{
+    return cfg->num[param_index(cfg, key, PARAM_NUMBER)];
+}
+
+int policy_choice(const policy_config *cfg, const char *key)
+{
+    return cfg->choice[param_index(cfg, key, PARAM_CHOICE)];
+}

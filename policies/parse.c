@@ -1,0 +1,183 @@
+/* parse: "name:key=value:..." into a policy_config with every default
+ * filled in, and its canonical name (sorted by key, SPEC §2). The names come
+ * from the registry, the keys from each policy's parameter list; nothing here
+ * knows any particular policy. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cli_args.h"
+#include "policies/policy.h"
+
+/* "a, b, c" into buf: the policy names or one policy's parameter keys. */
+static void list_names(char *buf, size_t cap, const policy_iface *pi)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    if (pi) {
+        for (int i = 0; i < policy_n_params(pi) && used < cap; i++)
+            used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", pi->params[i].key);
+        return;
+    }
+    const policy_iface *const *all = policy_all();
+    for (const policy_iface *const *p = all; *p && used < cap; p++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", p == all ? "" : ", ", (*p)->name);
+}
+
+/* Index of `val` in "a|b|c", or -1. */
+static int choice_index(const char *choices, const char *val)
+{
+    size_t len = strlen(val);
+    int idx = 0;
+    for (const char *c = choices; *c; idx++) {
+        const char *bar = strchr(c, '|');
+        size_t clen = bar ? (size_t)(bar - c) : strlen(c);
+        if (clen == len && strncmp(c, val, len) == 0) return idx;
+        if (!bar) break;
+        c = bar + 1;
+    }
+    return -1;
+}
+
+/* The idx-th entry of "a|b|c" into buf. */
+static void choice_text(const char *choices, int idx, char *buf, size_t cap)
+{
+    const char *c = choices;
+    for (int i = 0; i < idx && c; i++) {
+        c = strchr(c, '|');
+        if (c) c++;
+    }
+    KV_ASSERT(c != NULL);
+    size_t len = strcspn(c, "|");
+    snprintf(buf, cap, "%.*s", (int)len, c);
+}
+
+static int set_param(const policy_iface *pi, int i, const char *val, policy_config *out, kv_err *err)
+{
+    const policy_param *p = &pi->params[i];
+    if (p->kind == PARAM_CHOICE) {
+        int c = choice_index(p->choices, val);
+        if (c < 0)
+            return kv_fail(err, KV_EUSAGE, "%s: %s=%s is not one of %s", pi->name, p->key, val, p->choices);
+        out->choice[i] = c;
+        return KV_OK;
+    }
+    char *end = NULL;
+    double x = strtod(val, &end);
+    if (val[0] == '\0' || isspace((unsigned char)val[0]) || *end != '\0' || !isfinite(x))
+        return kv_fail(err, KV_EUSAGE, "%s: %s=%s is not a number (range [%.16g, %.16g])", pi->name, p->key,
+                       val, p->min, p->max);
+    if (p->integer && x != floor(x))
+        return kv_fail(err, KV_EUSAGE, "%s: %s=%s is not an integer (range [%.16g, %.16g])", pi->name, p->key,
+                       val, p->min, p->max);
+    if (x < p->min || x > p->max)
+        return kv_fail(err, KV_EUSAGE, "%s: %s=%s is out of range [%.16g, %.16g]", pi->name, p->key, val,
+                       p->min, p->max);
+    out->num[i] = x + 0.0;   /* -0 → 0: one canonical name */
+    return KV_OK;
+}
+
+/* %g when that reads back as the same double (0.2, 4, 1e-05), otherwise
+ * the shortest precision that does, so two configs never share a name. */
+static void format_num(double x, char *buf, size_t cap)
+{
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) return;
+    }
+}
+
+static void make_canonical(policy_config *cfg)
+{
+    const policy_iface *pi = cfg->iface;
+    size_t used = 0, cap = sizeof cfg->canonical;
+    cfg->canonical[0] = '\0';
+    for (int i = 0; i < cfg->n; i++) {
+        const policy_param *p = &pi->params[i];
+        char val[64];
+        if (p->kind == PARAM_CHOICE) choice_text(p->choices, cfg->choice[i], val, sizeof val);
+        else format_num(cfg->num[i], val, sizeof val);
+        int w = snprintf(cfg->canonical + used, cap - used, "%s%s=%s", i ? ":" : "", p->key, val);
+        KV_ASSERT(w >= 0 && (size_t)w < cap - used);
+        used += (size_t)w;
+    }
+}
+
+/* One "key=value" item (len bytes at item). */
+static int parse_item(const policy_iface *pi, const char *item, size_t len, bool *seen,
+                      policy_config *out, kv_err *err)
+{
+    char known[256];
+    list_names(known, sizeof known, pi);
+    const char *eq = memchr(item, '=', len);
+    if (!eq)
+        return kv_fail(err, KV_EUSAGE, "%s: parameter '%.*s' is not key=value (known: %s)", pi->name,
+                       (int)len, item, policy_n_params(pi) ? known : "none");
+    size_t klen = (size_t)(eq - item);
+    int i = policy_param_index(pi, item, klen);
+    if (i < 0) {
+        if (policy_n_params(pi) == 0)
+            return kv_fail(err, KV_EUSAGE, "%s: unknown parameter '%.*s' (%s takes no parameters)",
+                           pi->name, (int)klen, item, pi->name);
+        return kv_fail(err, KV_EUSAGE, "%s: unknown parameter '%.*s' (known: %s)", pi->name, (int)klen,
+                       item, known);
+    }
+    if (seen[i]) return kv_fail(err, KV_EUSAGE, "%s: parameter '%s' given twice", pi->name, pi->params[i].key);
+    seen[i] = true;
+    char val[128];
+    size_t vlen = len - klen - 1;
+    if (vlen >= sizeof val)
+        return kv_fail(err, KV_EUSAGE, "%s: value of '%s' is too long", pi->name, pi->params[i].key);
+    memcpy(val, eq + 1, vlen);
+    val[vlen] = '\0';
+    return set_param(pi, i, val, out, err);
+}
+
+int policy_parse(const char *spec, policy_config *out, kv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    char known[256];
+    size_t nlen = strcspn(spec, ":");
+    const policy_iface *pi = NULL;
+    for (const policy_iface *const *p = policy_all(); *p; p++)
+        if (strlen((*p)->name) == nlen && strncmp((*p)->name, spec, nlen) == 0) pi = *p;
+    if (!pi) {
+        list_names(known, sizeof known, NULL);
+        if (nlen == 0) return kv_fail(err, KV_EUSAGE, "empty policy name (known: %s)", known);
+        return kv_fail(err, KV_EUSAGE, "unknown policy '%.*s' (known: %s)", (int)nlen, spec, known);
+    }
+    out->iface = pi;
+    out->n = policy_n_params(pi);
+    for (int i = 0; i < out->n; i++) {   /* defaults, through the same checks */
+        int rc = set_param(pi, i, pi->params[i].def, out, err);
+        if (rc) return rc;
+    }
+    bool seen[POLICY_MAX_PARAMS] = {false};
+    for (const char *s = spec + nlen; *s == ':';) {
+        const char *item = s + 1;
+        size_t len = strcspn(item, ":");
+        if (len == 0) return kv_fail(err, KV_EUSAGE, "%s: empty parameter in '%s'", pi->name, spec);
+        int rc = parse_item(pi, item, len, seen, out, err);
+        if (rc) return rc;
+        s = item + len;
+    }
+    make_canonical(out);
+    return KV_OK;
+}
+
+int policy_parse_list(const char *verb, const char *list, policy_config *out, int max, int *n, kv_err *err)
+{
+    char buf[4096];
+    if (strlen(list) >= sizeof buf) return cli_usage(err, verb, "--policies list is too long");
+    snprintf(buf, sizeof buf, "%s", list);
+    *n = 0;
+    for (char *save = NULL, *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+        if (*n == max) return cli_usage(err, verb, "at most %d policies", max);
+        int rc = policy_parse(it, &out[(*n)++], err);
+        if (rc) return rc;
+    }
+    if (!*n) return cli_usage(err, verb, "--policies is empty");
+    return KV_OK;
+}
