@@ -87,6 +87,7 @@ $(BUILD)/obj/%.o: %.c
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
+	@rm -f $@ # anew: members of files since renamed or removed must not linger
 	$(AR) rcs $@ $^
 
 $(BIN): $(BUILD)/obj/cli/main.o $(LIB)
