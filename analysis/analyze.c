@@ -12,6 +12,7 @@
 #include "analysis/analyze_ctx.h"
 #include "analysis/logdet.h"
 #include "analysis/spearman.h"
+#include "core/csv.h"
 #include "core/outfile.h"
 #include "core/parallel.h"
 #include "core/progress.h"
@@ -253,7 +254,7 @@ int analyze_run(const analyze_opts *o, kv_err *err)
         c.outdir = out.tmp_path;
         FILE *pca_csv = aout_pca_begin(&c, err);
         rc = pca_csv ? run_layers(&c, threads, pca_csv, err) : err->code;
-        if (pca_csv && aout_close(pca_csv, "pca.csv", err) && !rc) rc = err->code;
+        if (pca_csv && csv_close(pca_csv, "pca.csv", err) && !rc) rc = err->code;
     }
     if (!rc) warn_logdet_mismatch(&c);
     if (!rc) rc = write_tail(&c, err);
