@@ -16,6 +16,7 @@
 #include "core/outfile.h"
 #include "core/parallel.h"
 #include "core/progress.h"
+#include "results/results_dir.h"
 
 enum { MAX_RUNS = 1024 };
 
@@ -232,8 +233,8 @@ static int write_tail(analyze_ctx *c, kv_err *err)
     if (!rc) rc = aout_pca_runs(c, err);
     if (!rc) rc = detail_write(c, err);
     bool copied;
-    if (!rc && c->o->results) rc = results_copy_file(c->o->results, "summary.csv", c->outdir, &copied, err);
-    if (!rc && c->o->results) rc = results_copy_file(c->o->results, "timing.csv", c->outdir, &copied, err);
+    if (!rc && c->o->results) rc = results_copy_file(c->o->results, RESULTS_FILE_SUMMARY, c->outdir, &copied, err);
+    if (!rc && c->o->results) rc = results_copy_file(c->o->results, RESULTS_FILE_TIMING, c->outdir, &copied, err);
     return rc;
 }
 

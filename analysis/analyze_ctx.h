@@ -8,8 +8,8 @@
 
 #include "analysis/analyze.h"
 #include "analysis/pca.h"
-#include "analysis/results_read.h"
 #include "core/trace.h"
+#include "results/results_h5.h"
 
 typedef struct {
     const analyze_opts *o;

@@ -6,6 +6,7 @@
 #include "analysis/analyze_ctx.h"
 #include "core/csv.h"
 #include "core/version.h"
+#include "results/results_dir.h"
 
 /* key,value; a value with a comma or a quote is written quoted (RFC 4180),
  * line breaks become spaces: command lines keep their commas. */
@@ -43,7 +44,7 @@ int aout_meta(const analyze_ctx *c, kv_err *err)
     meta_row(f, "kvtrace_version", KVTRACE_VERSION);
     if (c->o->results) {
         char cmd[4096];
-        if (results_sim_command(c->o->results, cmd, sizeof cmd)) meta_row(f, "sim_command", cmd);
+        if (results_read_command(c->o->results, cmd, sizeof cmd)) meta_row(f, "sim_command", cmd);
         meta_row(f, "results_dir", c->o->results);
     }
     return csv_close(f, "meta.csv", err);

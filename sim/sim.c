@@ -8,6 +8,7 @@
 #include "core/parallel.h"
 #include "core/progress.h"
 #include "core/trace.h"
+#include "results/results_h5.h"
 #include "sim/reference.h"
 #include "sim/replay.h"
 #include "sim/results.h"
@@ -71,7 +72,7 @@ static void run_task(void *ctx_, int item, int thread)
     if (!t->rc[item]) {
         for (int64_t g = it->g0; g < it->g0 + it->ng; g++) {
             int64_t *dst = r->retained[c] + (l * K + g) * r->width[c];
-            for (int64_t i = 0; i < r->width[c]; i++) dst[i] = i < out.n_retained ? out.retained[i] : -1;
+            for (int64_t i = 0; i < r->width[c]; i++) dst[i] = i < out.n_retained ? out.retained[i] : RESULTS_PAD;
         }
         /* timing: one slot per (configuration, first kv head of the stream) */
         r->calls[(size_t)c * (size_t)K + (size_t)it->g0] += out.calls;
