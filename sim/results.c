@@ -79,8 +79,7 @@ static int write_results_csv(const sim_results *r, const sim_opts *o, const char
     return csv_close(f, RESULTS_FILE_CSV, err);
 }
 
-/* Means over layers and heads of configuration c, phase p; n_queries summed. */
-static void summarize(const sim_results *r, int c, int p, sim_stats *out, double *logdet_mean)
+void sim_results_summarize(const sim_results *r, int c, int p, sim_stats *out, double *logdet_mean)
 {
     sim_stats m = {0};
     const double cells = (double)(r->L * r->H);
@@ -108,7 +107,7 @@ static int write_summary_csv(const sim_results *r, const sim_opts *o, const char
         for (int p = 0; p < N_PHASES; p++) {
             sim_stats s;
             double ld;
-            summarize(r, c, p, &s, &ld);
+            sim_results_summarize(r, c, p, &s, &ld);
             fprintf(f, "%s,%s,%lld,%.9g,%.9g,%.9g,%.9g,%.9g\n", pre, PHASE_NAMES[p], (long long)s.n, s.err_mean,
                     s.err_p95, s.recall_mean, s.recall_min, ld);
         }
@@ -160,7 +159,7 @@ static void print_table(const sim_results *r, const sim_opts *o)
         const policy_config *pc = &o->policies[c / o->n_budgets];
         sim_stats s;
         double ld;
-        summarize(r, c, PHASE_ALL, &s, &ld);
+        sim_results_summarize(r, c, PHASE_ALL, &s, &ld);
         printf("%-12s %-34s %7lld %12.4g %12.4g %12.4f %12.4g\n", pc->iface->name, pc->canonical,
                (long long)o->budgets[c % o->n_budgets], s.err_mean, s.err_p95, s.recall_mean, ld);
     }

@@ -148,7 +148,7 @@ static int check_trace(const sim_opts *o, trace *tr, kv_err *err)
     return KV_OK;
 }
 
-int sim_run(const sim_opts *o, kv_err *err)
+int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err)
 {
     trace *tr = NULL;
     int rc = trace_open(o->trace, &tr, err);
@@ -182,6 +182,10 @@ int sim_run(const sim_opts *o, kv_err *err)
     if (!rc) rc = sim_results_write(&res, o, out.tmp_path, err);
     if (!rc) rc = outdir_commit(&out, err);
     else if (dir_started) outdir_abort(&out);
+    for (int c = 0; !rc && summary && c < res.n_cfg; c++) {
+        double logdet_mean;
+        sim_results_summarize(&res, c, PHASE_ALL, &summary[c], &logdet_mean);
+    }
     free(b.q), free(b.k), free(b.v);
     sim_results_free(&res);
     trace_close(tr);

@@ -84,7 +84,7 @@ int sim_main(int argc, char **argv)
         o.trace = argv[optind];
         o.threads = (int)threads;
         o.command = cli_command_line(argc, argv);
-        rc = o.command ? sim_run(&o, &err) : kv_fail(&err, KV_EFAIL, "sim: out of memory");
+        rc = o.command ? sim_run(&o, NULL, &err) : kv_fail(&err, KV_EFAIL, "sim: out of memory");
         free((char *)o.command);
     }
     return rc ? cli_report(&err) : 0;
