@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/outfile.h"
+#include "fidelity/rank.h"
 #include "fidelity/report.h"
 #include "sim/sim.h"
 

@@ -5,24 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const PLOT_FILES[PF_N] = {"meta.csv", "spearman.csv", "logdet.csv", "pca.csv", "pca_runs.csv",
-                                      "pca_var.csv", "detail.csv", "summary.csv", "timing.csv"};
-
+#include "plot_table.h"
 static const char *const META_KEYS[] = {"trace", "model", "creator", "L", "H", "K", "D", "T", "prompt_tokens",
                                         "capture_mode", "capture_chunk", "storage_dtype", "detail_layer",
                                         "detail_head", "analyze_command", "kvtrace_version"};
 enum { N_META_KEYS = sizeof META_KEYS / sizeof META_KEYS[0] };
 static const int64_t BIG = (int64_t)1 << 40;
-
-/* Reads one file and checks its header; a missing file leaves an empty table. */
-static int open_table(plot_data *d, int file, const char *const *cols, int n, csv_table *c, kv_err *err)
-{
-    bool present = false;
-    int rc = csv_read(c, d->dir, PLOT_FILES[file], &present, err);
-    d->present[file] = present;
-    if (rc || !present) return rc;
-    return csv_expect(c, cols, n, false, err);
-}
 
 const char *plot_meta_get(const plot_meta *m, const char *key)
 {
@@ -48,7 +36,7 @@ static int load_meta(plot_data *d, kv_err *err)
 {
     static const char *const COLS[] = {"key", "value"};
     plot_meta *m = &d->meta;
-    int rc = open_table(d, PF_META, COLS, 2, &m->csv, err);
+    int rc = plot_table_open(d, PF_META, COLS, 2, false, &m->csv, err);
     if (rc) return rc;
     if (!d->present[PF_META])
         return kv_fail(err, KV_EINPUT, "%s/meta.csv: missing (is '%s' a directory written by kvtrace analyze?)",
@@ -75,21 +63,13 @@ static int load_meta(plot_data *d, kv_err *err)
     return KV_OK;
 }
 
-int plot_input_series(plot_data *d, const csv_table *c, size_t row, int col_policy, int *id, kv_err *err)
-{
-    char where[4300];
-    snprintf(where, sizeof where, "%s:%ld", c->path, c->lines[row]);
-    return plot_series_id(&d->series, csv_cell(c, row, col_policy), csv_cell(c, row, col_policy + 1),
-                          where, id, err);
-}
-
 static int load_summary(plot_data *d, kv_err *err)
 {
     static const char *const COLS[] = {"policy", "params", "budget", "chunk", "decode_chunk", "eval_stride",
                                        "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95",
                                        "attn_recall_mean", "attn_recall_min", "final_logdet_mean"};
     csv_table c;
-    int rc = open_table(d, PF_SUMMARY, COLS, 13, &c, err);
+    int rc = plot_table_open(d, PF_SUMMARY, COLS, 13, false, &c, err);
     if (!rc && c.n_rows) d->summary = kv_calloc(c.n_rows, sizeof *d->summary, c.path, err), rc = d->summary ? 0 : 1;
     d->n_summary_rows = c.n_rows;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
@@ -97,7 +77,7 @@ static int load_summary(plot_data *d, kv_err *err)
         int64_t v;
         double x;
         const char *phase = csv_cell(&c, r, 6);
-        if ((rc = plot_input_series(d, &c, r, 0, &s.series, err)) ||
+        if ((rc = plot_table_series(d, &c, r, 0, &s.series, err)) ||
             (rc = csv_int(&c, r, 2, 1, BIG, &s.budget, err)))
             break;
         for (int col = 3; !rc && col <= 5; col++) rc = csv_int(&c, r, col, 0, BIG, &v, err);
@@ -121,12 +101,12 @@ static int load_timing(plot_data *d, kv_err *err)
     static const char *const COLS[] = {"policy", "params", "budget", "chunk", "calls", "candidates",
                                        "score_ns_per_candidate"};
     csv_table c;
-    int rc = open_table(d, PF_TIMING, COLS, 7, &c, err);
+    int rc = plot_table_open(d, PF_TIMING, COLS, 7, false, &c, err);
     if (!rc && c.n_rows) d->timing = kv_calloc(c.n_rows, sizeof *d->timing, c.path, err), rc = d->timing ? 0 : 1;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         plot_timing *t = &d->timing[r];
         int64_t v;
-        if ((rc = plot_input_series(d, &c, r, 0, &t->series, err)) ||
+        if ((rc = plot_table_series(d, &c, r, 0, &t->series, err)) ||
             (rc = csv_int(&c, r, 2, 1, BIG, &t->budget, err)) || (rc = csv_int(&c, r, 3, 0, BIG, &v, err)) ||
             (rc = csv_int(&c, r, 4, 0, INT64_MAX, &t->calls, err)) ||
             (rc = csv_int(&c, r, 5, 0, INT64_MAX, &v, err)) ||
@@ -143,11 +123,11 @@ static int load_logdet(plot_data *d, kv_err *err)
 {
     static const char *const COLS[] = {"policy", "params", "budget", "layer", "kv_head", "logdet"};
     csv_table c;
-    int rc = open_table(d, PF_LOGDET, COLS, 6, &c, err);
+    int rc = plot_table_open(d, PF_LOGDET, COLS, 6, false, &c, err);
     if (!rc && c.n_rows) d->logdet = kv_calloc(c.n_rows, sizeof *d->logdet, c.path, err), rc = d->logdet ? 0 : 1;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         plot_logdet *l = &d->logdet[r];
-        if ((rc = plot_input_series(d, &c, r, 0, &l->series, err)) ||
+        if ((rc = plot_table_series(d, &c, r, 0, &l->series, err)) ||
             (rc = csv_int(&c, r, 2, 1, BIG, &l->budget, err)) ||
             (rc = csv_int(&c, r, 3, 0, d->meta.L - 1, &l->layer, err)) ||
             (rc = csv_int(&c, r, 4, 0, d->meta.K - 1, &l->kv_head, err)) ||
@@ -163,7 +143,7 @@ static int load_spearman(plot_data *d, kv_err *err)
 {
     static const char *const COLS[] = {"layer", "head", "rho_pairwise", "rho_anchor"};
     csv_table c;
-    int rc = open_table(d, PF_SPEARMAN, COLS, 4, &c, err);
+    int rc = plot_table_open(d, PF_SPEARMAN, COLS, 4, false, &c, err);
     if (!rc && c.n_rows > (size_t)(d->meta.L * d->meta.H))
         rc = kv_fail(err, KV_EINPUT, "%s: %zu rows, more than L x H = %lld", c.path, c.n_rows,
                      (long long)(d->meta.L * d->meta.H));
@@ -193,7 +173,7 @@ static int load_detail(plot_data *d, kv_err *err)
 {
     static const char *const COLS[] = {"row", "col", "cos", "attn"};
     csv_table c;
-    int rc = open_table(d, PF_DETAIL, COLS, 4, &c, err);
+    int rc = plot_table_open(d, PF_DETAIL, COLS, 4, false, &c, err);
     int64_t n = d->meta.T < 64 ? d->meta.T : 64;
     if (!rc && c.n_rows && c.n_rows != (size_t)(n * n))
         rc = kv_fail(err, KV_EINPUT, "%s: %zu rows, expected %lld x %lld (T = %lld)", c.path, c.n_rows,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "plot_input.h"
+#include "plot_table.h"
 
 static const int64_t BIG = (int64_t)1 << 40;
 
@@ -13,17 +14,14 @@ static int load_runs(plot_data *d, kv_err *err)
 {
     static const char *const COLS[] = {"column", "policy", "params", "budget"};
     csv_table c;
-    bool present = false;
-    int rc = csv_read(&c, d->dir, PLOT_FILES[PF_PCA_RUNS], &present, err);
-    d->present[PF_PCA_RUNS] = present;
-    if (!rc && present) rc = csv_expect(&c, COLS, 4, false, err);
+    int rc = plot_table_open(d, PF_PCA_RUNS, COLS, 4, false, &c, err);
     if (!rc && c.n_rows) d->runs = kv_calloc(c.n_rows, sizeof *d->runs, c.path, err), rc = d->runs ? 0 : 1;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         char want[32];
         snprintf(want, sizeof want, "run%zu", r + 1);
         if (strcmp(csv_cell(&c, r, 0), want) != 0)
             rc = csv_fail(&c, r, err, "column is '%.40s', expected '%s'", csv_cell(&c, r, 0), want);
-        if (rc || (rc = plot_input_series(d, &c, r, 1, &d->runs[r].series, err)) ||
+        if (rc || (rc = plot_table_series(d, &c, r, 1, &d->runs[r].series, err)) ||
             (rc = csv_int(&c, r, 3, 1, BIG, &d->runs[r].budget, err)))
             break;
         d->n_runs++;
@@ -32,12 +30,9 @@ static int load_runs(plot_data *d, kv_err *err)
     return rc;
 }
 
-/* pca.csv's header: the five fixed columns, then exactly run1..runN of pca_runs.csv. */
-static int check_pca_header(const plot_data *d, const csv_table *c, kv_err *err)
+/* pca.csv's header after the five fixed columns: exactly run1..runN of pca_runs.csv. */
+static int check_run_columns(const plot_data *d, const csv_table *c, kv_err *err)
 {
-    static const char *const COLS[] = {"layer", "kv_head", "position", "pc1", "pc2"};
-    int rc = csv_expect(c, COLS, 5, true, err);
-    if (rc) return rc;
     if ((size_t)(c->n_cols - 5) != d->n_runs)
         return kv_fail(err, KV_EINPUT, "%s:1: %d run columns, but %s/pca_runs.csv %s %zu runs", c->path,
                        c->n_cols - 5, d->dir, d->present[PF_PCA_RUNS] ? "lists" : "is missing:", d->n_runs);
@@ -92,11 +87,10 @@ static int pca_row(plot_data *d, const csv_table *c, size_t r, unsigned char *se
 
 static int load_pca(plot_data *d, kv_err *err)
 {
+    static const char *const COLS[] = {"layer", "kv_head", "position", "pc1", "pc2"};
     csv_table c;
-    bool present = false;
-    int rc = csv_read(&c, d->dir, PLOT_FILES[PF_PCA], &present, err);
-    d->present[PF_PCA] = present;
-    if (!rc && present) rc = check_pca_header(d, &c, err);
+    int rc = plot_table_open(d, PF_PCA, COLS, 5, true, &c, err);
+    if (!rc && d->present[PF_PCA]) rc = check_run_columns(d, &c, err);
     size_t want = (size_t)(d->meta.L * d->meta.K * d->meta.T);
     if (!rc && c.n_rows && c.n_rows != want)
         rc = kv_fail(err, KV_EINPUT, "%s: %zu rows, expected L x K x T = %zu", c.path, c.n_rows, want);
@@ -116,10 +110,7 @@ static int load_var(plot_data *d, kv_err *err)
 {
     static const char *const COLS[] = {"layer", "kv_head", "var_pc1", "var_pc2", "var_total"};
     csv_table c;
-    bool present = false;
-    int rc = csv_read(&c, d->dir, PLOT_FILES[PF_PCA_VAR], &present, err);
-    d->present[PF_PCA_VAR] = present;
-    if (!rc && present) rc = csv_expect(&c, COLS, 5, false, err);
+    int rc = plot_table_open(d, PF_PCA_VAR, COLS, 5, false, &c, err);
     plot_pca *p = &d->pca;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         int64_t l, k;
