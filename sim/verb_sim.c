@@ -37,11 +37,13 @@ static const struct option OPTIONS[] = {
 
 enum { MAX_LIST = 256 };
 
-/* The options into o; the lists go into cfgs[MAX_LIST] and budgets[MAX_LIST]. */
-static int parse_args(int argc, char **argv, sim_opts *o, policy_config *cfgs, int64_t *budgets, bool *help,
-                      kv_err *err)
+/* The verb, its lists parsed into cfgs[MAX_LIST] and budgets[MAX_LIST]; the exit status. */
+static int verb(int argc, char **argv, policy_config *cfgs, int64_t *budgets)
 {
+    kv_err err = {0};
+    sim_opts o = {.decode_chunk = 1, .eval_stride = 1};
     const char *v = "sim";
+    bool help = false;
     int64_t threads = 0;
     optind = 1;
     opterr = 0;
@@ -49,49 +51,50 @@ static int parse_args(int argc, char **argv, sim_opts *o, policy_config *cfgs, i
     while (!rc && (c = getopt_long(argc, argv, ":o:h", OPTIONS, NULL)) != -1) {
         switch (c) {
         case OPT_POLICIES:
-            rc = policy_parse_list(v, optarg, cfgs, MAX_LIST, &o->n_policies, err);
-            o->policies = cfgs;
+            rc = policy_parse_list(v, optarg, cfgs, MAX_LIST, &o.n_policies, &err);
+            o.policies = cfgs;
             break;
         case OPT_BUDGETS:
-            rc = cli_parse_i64_list(v, "--budgets", optarg, 1, (int64_t)1 << 40, budgets, MAX_LIST, &o->n_budgets, err);
-            o->budgets = budgets;
+            rc = cli_parse_i64_list(v, "--budgets", optarg, 1, (int64_t)1 << 40, budgets, MAX_LIST, &o.n_budgets, &err);
+            o.budgets = budgets;
             break;
-        case OPT_CHUNK: rc = cli_parse_i64(v, "--chunk", optarg, 1, (int64_t)1 << 30, &o->chunk, err); break;
-        case OPT_DECODE: rc = cli_parse_i64(v, "--decode-chunk", optarg, 1, (int64_t)1 << 30, &o->decode_chunk, err); break;
-        case OPT_STRIDE: rc = cli_parse_i64(v, "--eval-stride", optarg, 1, (int64_t)1 << 30, &o->eval_stride, err); break;
-        case OPT_THREADS: rc = cli_parse_i64(v, "--threads", optarg, 1, 256, &threads, err); break;
-        case 'o': o->output = optarg; break;
-        case OPT_FORCE: o->force = true; break;
-        case OPT_QUIET: o->quiet = true; break;
-        case 'h': *help = true; break;
-        default: rc = cli_bad_option(err, v, c, optopt, argv[optind - 1]); break;
+        case OPT_CHUNK: rc = cli_parse_i64(v, "--chunk", optarg, 1, (int64_t)1 << 30, &o.chunk, &err); break;
+        case OPT_DECODE: rc = cli_parse_i64(v, "--decode-chunk", optarg, 1, (int64_t)1 << 30, &o.decode_chunk, &err); break;
+        case OPT_STRIDE: rc = cli_parse_i64(v, "--eval-stride", optarg, 1, (int64_t)1 << 30, &o.eval_stride, &err); break;
+        case OPT_THREADS: rc = cli_parse_i64(v, "--threads", optarg, 1, 256, &threads, &err); break;
+        case 'o': o.output = optarg; break;
+        case OPT_FORCE: o.force = true; break;
+        case OPT_QUIET: o.quiet = true; break;
+        case 'h': help = true; break;
+        default: rc = cli_bad_option(&err, v, c, optopt, argv[optind - 1]); break;
         }
     }
-    if (rc || *help) return rc;
-    if (optind + 1 != argc) return cli_usage(err, v, optind >= argc ? "missing trace.h5" : "expects exactly one trace");
-    if (!o->n_policies) return cli_usage(err, v, "--policies LIST is required");
-    if (!o->n_budgets) return cli_usage(err, v, "--budgets LIST is required");
-    if (!o->chunk) return cli_usage(err, v, "--chunk B is required");
-    if (!o->output) return cli_usage(err, v, "-o DIR is required");
-    o->trace = argv[optind];
-    o->threads = (int)threads;
-    return KV_OK;
+    if (!rc && help) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (!rc && optind + 1 != argc)
+        rc = cli_usage(&err, v, optind >= argc ? "missing trace.h5" : "expects exactly one trace");
+    if (!rc && !o.n_policies) rc = cli_usage(&err, v, "--policies LIST is required");
+    if (!rc && !o.n_budgets) rc = cli_usage(&err, v, "--budgets LIST is required");
+    if (!rc && !o.chunk) rc = cli_usage(&err, v, "--chunk B is required");
+    if (!rc && !o.output) rc = cli_usage(&err, v, "-o DIR is required");
+    if (!rc) {
+        o.trace = argv[optind];
+        o.threads = (int)threads;
+        o.command = cli_command_line(argc, argv);
+        rc = o.command ? sim_run(&o, NULL, &err) : kv_fail(&err, KV_EFAIL, "sim: out of memory");
+        free((char *)o.command);
+    }
+    return rc ? cli_report(&err) : 0;
 }
 
 int sim_main(int argc, char **argv)
 {
     kv_err err = {0};
-    sim_opts o = {.decode_chunk = 1, .eval_stride = 1};
-    bool help = false;
     policy_config *cfgs = kv_calloc(MAX_LIST, sizeof *cfgs, "sim: policy list", &err);
     int64_t *budgets = kv_calloc(MAX_LIST, sizeof *budgets, "sim: budget list", &err);
-    int rc = cfgs && budgets ? parse_args(argc, argv, &o, cfgs, budgets, &help, &err) : err.code;
-    if (!rc && help) fputs(USAGE, stdout);
-    if (!rc && !help) {
-        o.command = cli_command_line(argc, argv);
-        rc = o.command ? sim_run(&o, NULL, &err) : kv_fail(&err, KV_EFAIL, "sim: out of memory");
-        free((char *)o.command);
-    }
+    int status = cfgs && budgets ? verb(argc, argv, cfgs, budgets) : cli_report(&err);
     free(cfgs), free(budgets);
-    return rc ? cli_report(&err) : 0;
+    return status;
 }
