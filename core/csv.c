@@ -202,7 +202,7 @@ int csv_int(const csv_table *c, size_t row, int col, int64_t lo, int64_t hi, int
         return csv_fail(c, row, err, "%s is not an integer: '%.40s'", c->header[col], s);
     if (v < lo || v > hi)
         return csv_fail(c, row, err, "%s = %lld is out of range [%lld, %lld]", c->header[col], v,
-                             (long long)lo, (long long)hi);
+                        (long long)lo, (long long)hi);
     *out = v;
     return KV_OK;
 }

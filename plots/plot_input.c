@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "plot_table.h"
+
 static const char *const META_KEYS[] = {"trace", "model", "creator", "L", "H", "K", "D", "T", "prompt_tokens",
                                         "capture_mode", "capture_chunk", "storage_dtype", "detail_layer",
                                         "detail_head", "analyze_command", "kvtrace_version"};
@@ -59,7 +60,7 @@ static int load_meta(plot_data *d, kv_err *err)
         return rc;
     if (m->H % m->K != 0)
         return csv_fail(&m->csv, meta_row(m, "K"), err, "H = %lld is not a multiple of K = %lld",
-                             (long long)m->H, (long long)m->K);
+                        (long long)m->H, (long long)m->K);
     return KV_OK;
 }
 
@@ -159,7 +160,7 @@ static int load_spearman(plot_data *d, kv_err *err)
             break;
         if (seen[p->layer * d->meta.H + p->head]++)
             rc = csv_fail(&c, r, err, "(layer %lld, head %lld) appears twice", (long long)p->layer,
-                               (long long)p->head);
+                          (long long)p->head);
         else if (fabs(p->rho_pairwise) > 1 + 1e-6 || fabs(p->rho_anchor) > 1 + 1e-6)
             rc = csv_fail(&c, r, err, "a correlation outside [-1, 1]");
         d->n_rho++;

@@ -73,7 +73,7 @@ static int pca_row(plot_data *d, const csv_table *c, size_t r, unsigned char *se
     size_t at = (size_t)((l * m->K + k) * m->T + t);
     if (seen[at]++)
         return csv_fail(c, r, err, "(layer %lld, kv_head %lld, position %lld) appears twice", (long long)l,
-                             (long long)k, (long long)t);
+                        (long long)k, (long long)t);
     bool mine = l == p->layer && k == p->kv_head;
     if (mine) p->pc1[t] = x, p->pc2[t] = y;
     for (int col = 5; col < c->n_cols; col++) {

@@ -148,12 +148,13 @@ static int check_rows(results_run *r, int64_t L, int64_t K, int64_t T, const cha
                 else if (i < n && i > 0 && row[i] == row[i - 1]) what = "repeats the previous position";
                 else if (i < n && i > 0 && row[i] < row[i - 1]) what = "is smaller than the previous one (not sorted)";
                 if (what)
-                    return kv_fail(err, KV_EINPUT, "%s/" DSET_RETAINED ": position %d at [%lld, %lld, %lld] %s (T = %lld)",
-                                   where, (int)row[i], (long long)l, (long long)g, (long long)i, what, (long long)T);
+                    return kv_fail(err, KV_EINPUT,
+                                   "%s/" DSET_RETAINED ": position %d at [%lld, %lld, %lld] %s (T = %lld)", where,
+                                   (int)row[i], (long long)l, (long long)g, (long long)i, what, (long long)T);
             }
             if (n == 0)
-                return kv_fail(err, KV_EINPUT, "%s/" DSET_RETAINED ": [%lld, %lld] holds no position", where, (long long)l,
-                               (long long)g);
+                return kv_fail(err, KV_EINPUT, "%s/" DSET_RETAINED ": [%lld, %lld] holds no position", where,
+                               (long long)l, (long long)g);
             r->n_kept[l * K + g] = n;
         }
     return KV_OK;

@@ -62,8 +62,8 @@ static const sim_stats *stat_at(const sim_results *r, int c, int64_t l, int64_t 
 
 static int write_results_csv(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, RESULTS_FILE_CSV, "policy,params,budget,chunk,decode_chunk,eval_stride,layer,head,phase,"
-                       "n_queries,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,attn_recall_min", err);
+    FILE *f = csv_create(dir, RESULTS_FILE_CSV, "policy,params,budget,chunk,decode_chunk,eval_stride,layer,head,"
+                         "phase,n_queries,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,attn_recall_min", err);
     if (!f) return err->code;
     char pre[512];
     for (int c = 0; c < r->n_cfg; c++) {
@@ -98,8 +98,9 @@ void sim_results_summarize(const sim_results *r, int c, int p, sim_stats *out, d
 
 static int write_summary_csv(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, RESULTS_FILE_SUMMARY, "policy,params,budget,chunk,decode_chunk,eval_stride,phase,n_queries,"
-                       "out_rel_err_mean,out_rel_err_p95,attn_recall_mean,attn_recall_min,final_logdet_mean", err);
+    FILE *f = csv_create(dir, RESULTS_FILE_SUMMARY, "policy,params,budget,chunk,decode_chunk,eval_stride,phase,"
+                         "n_queries,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,attn_recall_min,"
+                         "final_logdet_mean", err);
     if (!f) return err->code;
     char pre[512];
     for (int c = 0; c < r->n_cfg; c++) {
@@ -117,7 +118,8 @@ static int write_summary_csv(const sim_results *r, const sim_opts *o, const char
 
 static int write_timing_csv(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, RESULTS_FILE_TIMING, "policy,params,budget,chunk,calls,candidates,score_ns_per_candidate", err);
+    FILE *f = csv_create(dir, RESULTS_FILE_TIMING, "policy,params,budget,chunk,calls,candidates,"
+                         "score_ns_per_candidate", err);
     if (!f) return err->code;
     for (int c = 0; c < r->n_cfg; c++) {
         const policy_config *pc = &o->policies[c / o->n_budgets];
