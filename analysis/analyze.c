@@ -12,9 +12,11 @@
 #include "analysis/analyze_ctx.h"
 #include "analysis/logdet.h"
 #include "analysis/spearman.h"
+#include "core/csv.h"
 #include "core/outfile.h"
 #include "core/parallel.h"
 #include "core/progress.h"
+#include "results/results_dir.h"
 
 enum { MAX_RUNS = 1024 };
 
@@ -231,8 +233,8 @@ static int write_tail(analyze_ctx *c, kv_err *err)
     if (!rc) rc = aout_pca_runs(c, err);
     if (!rc) rc = detail_write(c, err);
     bool copied;
-    if (!rc && c->o->results) rc = results_copy_file(c->o->results, "summary.csv", c->outdir, &copied, err);
-    if (!rc && c->o->results) rc = results_copy_file(c->o->results, "timing.csv", c->outdir, &copied, err);
+    if (!rc && c->o->results) rc = results_copy_file(c->o->results, RESULTS_FILE_SUMMARY, c->outdir, &copied, err);
+    if (!rc && c->o->results) rc = results_copy_file(c->o->results, RESULTS_FILE_TIMING, c->outdir, &copied, err);
     return rc;
 }
 
@@ -253,7 +255,7 @@ int analyze_run(const analyze_opts *o, kv_err *err)
         c.outdir = out.tmp_path;
         FILE *pca_csv = aout_pca_begin(&c, err);
         rc = pca_csv ? run_layers(&c, threads, pca_csv, err) : err->code;
-        if (pca_csv && aout_close(pca_csv, "pca.csv", err) && !rc) rc = err->code;
+        if (pca_csv && csv_close(pca_csv, "pca.csv", err) && !rc) rc = err->code;
     }
     if (!rc) warn_logdet_mismatch(&c);
     if (!rc) rc = write_tail(&c, err);

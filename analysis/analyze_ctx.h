@@ -8,8 +8,8 @@
 
 #include "analysis/analyze.h"
 #include "analysis/pca.h"
-#include "analysis/results_read.h"
 #include "core/trace.h"
+#include "results/results_h5.h"
 
 typedef struct {
     const analyze_opts *o;
@@ -26,9 +26,8 @@ typedef struct {
     const char *outdir;        /* the temporary directory being written */
 } analyze_ctx;
 
-/* analyze_out.c: one CSV per function, into ctx->outdir. */
-FILE *aout_open(const analyze_ctx *c, const char *name, const char *header, kv_err *err);
-int aout_close(FILE *f, const char *name, kv_err *err);
+/* analyze_out.c: one CSV per function, into ctx->outdir (created and
+ * closed with core/csv.h's csv_create and csv_close). */
 int aout_meta(const analyze_ctx *c, kv_err *err);
 int aout_spearman(const analyze_ctx *c, kv_err *err);
 int aout_logdet(const analyze_ctx *c, kv_err *err);

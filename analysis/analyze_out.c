@@ -4,36 +4,17 @@
 #include <string.h>
 
 #include "analysis/analyze_ctx.h"
+#include "core/csv.h"
 #include "core/version.h"
+#include "results/results_dir.h"
 
-FILE *aout_open(const analyze_ctx *c, const char *name, const char *header, kv_err *err)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", c->outdir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) kv_fail(err, KV_EFAIL, "%s: cannot create", path);
-    else fprintf(f, "%s\n", header);
-    return f;
-}
-
-int aout_close(FILE *f, const char *name, kv_err *err)
-{
-    if (ferror(f) | (fclose(f) != 0)) return kv_fail(err, KV_EFAIL, "%s: write failed", name);
-    return KV_OK;
-}
-
-/* "key,value" with commas, carriage returns and newlines in value as spaces. */
 /* key,value; a value with a comma or a quote is written quoted (RFC 4180),
  * line breaks become spaces: command lines keep their commas. */
 static void meta_row(FILE *f, const char *key, const char *value)
 {
-    const bool quote = strpbrk(value, ",\"") != NULL;
-    fprintf(f, "%s,%s", key, quote ? "\"" : "");
-    for (const char *p = value; *p; p++) {
-        if (*p == '"') fputc('"', f);
-        fputc(*p == '\n' || *p == '\r' ? ' ' : *p, f);
-    }
-    fprintf(f, "%s\n", quote ? "\"" : "");
+    fprintf(f, "%s,", key);
+    csv_field(f, value, true);
+    fputc('\n', f);
 }
 
 static void meta_int(FILE *f, const char *key, int64_t v)
@@ -45,7 +26,7 @@ static void meta_int(FILE *f, const char *key, int64_t v)
 
 int aout_meta(const analyze_ctx *c, kv_err *err)
 {
-    FILE *f = aout_open(c, "meta.csv", "key,value", err);
+    FILE *f = csv_create(c->outdir, "meta.csv", "key,value", err);
     if (!f) return err->code;
     const trace_meta *m = trace_get_meta(c->tr);
     meta_row(f, "trace", c->o->trace);
@@ -63,25 +44,25 @@ int aout_meta(const analyze_ctx *c, kv_err *err)
     meta_row(f, "kvtrace_version", KVTRACE_VERSION);
     if (c->o->results) {
         char cmd[4096];
-        if (results_sim_command(c->o->results, cmd, sizeof cmd)) meta_row(f, "sim_command", cmd);
+        if (results_read_command(c->o->results, cmd, sizeof cmd)) meta_row(f, "sim_command", cmd);
         meta_row(f, "results_dir", c->o->results);
     }
-    return aout_close(f, "meta.csv", err);
+    return csv_close(f, "meta.csv", err);
 }
 
 int aout_spearman(const analyze_ctx *c, kv_err *err)
 {
-    FILE *f = aout_open(c, "spearman.csv", "layer,head,rho_pairwise,rho_anchor", err);
+    FILE *f = csv_create(c->outdir, "spearman.csv", "layer,head,rho_pairwise,rho_anchor", err);
     if (!f) return err->code;
     for (int64_t i = 0; c->has_colsum && i < c->L * c->H; i++)
         fprintf(f, "%lld,%lld,%.9g,%.9g\n", (long long)(i / c->H), (long long)(i % c->H), c->rho_pair[i],
                 c->rho_anchor[i]);
-    return aout_close(f, "spearman.csv", err);
+    return csv_close(f, "spearman.csv", err);
 }
 
 int aout_logdet(const analyze_ctx *c, kv_err *err)
 {
-    FILE *f = aout_open(c, "logdet.csv", "policy,params,budget,layer,kv_head,logdet", err);
+    FILE *f = csv_create(c->outdir, "logdet.csv", "policy,params,budget,layer,kv_head,logdet", err);
     if (!f) return err->code;
     const int64_t LK = c->L * c->K;
     for (int64_t i = 0; i < LK; i++)
@@ -93,27 +74,27 @@ int aout_logdet(const analyze_ctx *c, kv_err *err)
             fprintf(f, "%s,%s,%lld,%lld,%lld,%.9g\n", run->policy, run->params, (long long)run->budget,
                     (long long)(i / c->K), (long long)(i % c->K), c->logdet_runs[(size_t)r * (size_t)LK + (size_t)i]);
     }
-    return aout_close(f, "logdet.csv", err);
+    return csv_close(f, "logdet.csv", err);
 }
 
 int aout_pca_var(const analyze_ctx *c, kv_err *err)
 {
-    FILE *f = aout_open(c, "pca_var.csv", "layer,kv_head,var_pc1,var_pc2,var_total", err);
+    FILE *f = csv_create(c->outdir, "pca_var.csv", "layer,kv_head,var_pc1,var_pc2,var_total", err);
     if (!f) return err->code;
     for (int64_t i = 0; i < c->L * c->K; i++)
         fprintf(f, "%lld,%lld,%.9g,%.9g,%.9g\n", (long long)(i / c->K), (long long)(i % c->K), c->pca[i].var[0],
                 c->pca[i].var[1], c->pca[i].var_total);
-    return aout_close(f, "pca_var.csv", err);
+    return csv_close(f, "pca_var.csv", err);
 }
 
 int aout_pca_runs(const analyze_ctx *c, kv_err *err)
 {
-    FILE *f = aout_open(c, "pca_runs.csv", "column,policy,params,budget", err);
+    FILE *f = csv_create(c->outdir, "pca_runs.csv", "column,policy,params,budget", err);
     if (!f) return err->code;
     for (int r = 0; r < c->rs.n_runs; r++)
         fprintf(f, "run%d,%s,%s,%lld\n", r + 1, c->rs.runs[r].policy, c->rs.runs[r].params,
                 (long long)c->rs.runs[r].budget);
-    return aout_close(f, "pca_runs.csv", err);
+    return csv_close(f, "pca_runs.csv", err);
 }
 
 FILE *aout_pca_begin(const analyze_ctx *c, kv_err *err)
@@ -126,7 +107,7 @@ FILE *aout_pca_begin(const analyze_ctx *c, kv_err *err)
         kv_fail(err, KV_EFAIL, "pca.csv: too many runs for one header (%d)", c->rs.n_runs);
         return NULL;
     }
-    return aout_open(c, "pca.csv", header, err);
+    return csv_create(c->outdir, "pca.csv", header, err);
 }
 
 void aout_pca_layer(const analyze_ctx *c, FILE *f, int64_t l, const double *pc)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "analysis/analyze_ctx.h"
+#include "core/csv.h"
 
 enum { DETAIL_N = 64 };
 
@@ -80,7 +81,7 @@ int detail_write(const analyze_ctx *c, kv_err *err)
     double *attn = cos ? cos + n * n : NULL;
     if (!rc) rc = trace_read_rows(c->tr, TRACE_KEYS, l, h / (c->H / c->K), 0, n, k, err);
     if (!rc && c->has_queries) rc = trace_read_rows(c->tr, TRACE_QUERIES, l, h, 0, n, k + n * D, err);
-    FILE *f = rc ? NULL : aout_open(c, "detail.csv", "row,col,cos,attn", err);
+    FILE *f = rc ? NULL : csv_create(c->outdir, "detail.csv", "row,col,cos,attn", err);
     if (f) {
         cosines(k, n, D, cos);
         if (c->has_queries) attention(k + n * D, k, n, D, attn);
@@ -88,7 +89,7 @@ int detail_write(const analyze_ctx *c, kv_err *err)
             for (int64_t j = 0; j < n; j++)
                 fprintf(f, "%lld,%lld,%.9g,%.9g\n", (long long)i, (long long)j, cos[i * n + j],
                         c->has_queries ? attn[i * n + j] : NAN);
-        rc = aout_close(f, "detail.csv", err);
+        rc = csv_close(f, "detail.csv", err);
     } else if (!rc) {
         rc = err->code;
     }

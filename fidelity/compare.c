@@ -1,55 +1,28 @@
-/* The offline side of `kvtrace fidelity`: sim's summary.csv (phase=all) for
- * every configuration, read with plots' one CSV reader. */
+/* The offline side of `kvtrace fidelity`: sim's phase=all summary of every
+ * configuration, handed over in memory by sim_run (the numbers of the
+ * summary.csv rows sim writes into DIR/sim, in full precision). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fidelity/fidelity.h"
-#include "plots/plot_csv.h"
 
-static const char *const COLS[] = {"policy", "params", "budget", "chunk", "decode_chunk", "eval_stride", "phase",
-                                   "n_queries", "out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean"};
-enum { C_POLICY, C_PARAMS, C_BUDGET, C_PHASE = 6, C_ERR = 8, C_P95, C_RECALL, N_COLS };
-
-/* The configuration row i matches, or NULL. */
-static fid_config *match(fid_results *r, const plot_csv *csv, size_t row, int64_t budget)
+int fid_take_sim(const sim_stats *summary, fid_results *r, kv_err *err)
 {
+    /* one entry per configuration in the same order: fidelity_run gives sim
+     * its policies and budgets, and both number configurations policy-major */
     for (int i = 0; i < r->n; i++) {
         fid_config *c = &r->c[i];
-        if (c->budget == budget && strcmp(plot_csv_cell(csv, row, C_POLICY), c->pc->iface->name) == 0 &&
-            strcmp(plot_csv_cell(csv, row, C_PARAMS), c->pc->canonical) == 0)
-            return c;
+        const sim_stats *s = &summary[i];
+        if (!isfinite(s->err_mean) || !isfinite(s->err_p95) || !isfinite(s->recall_mean))
+            return kv_fail(err, KV_EINPUT, "fidelity: sim's summary of %s:%s at budget %lld is not finite "
+                           "(out_rel_err_mean %g, out_rel_err_p95 %g, attn_recall_mean %g)", c->pc->iface->name,
+                           c->pc->canonical, (long long)c->budget, s->err_mean, s->err_p95, s->recall_mean);
+        c->out_rel_err_mean = s->err_mean;
+        c->out_rel_err_p95 = s->err_p95;
+        c->attn_recall_mean = s->recall_mean;
     }
-    return NULL;
-}
-
-int fid_read_sim(const char *sim_dir, fid_results *r, kv_err *err)
-{
-    plot_csv csv;
-    bool present = false;
-    int rc = plot_csv_read(&csv, sim_dir, "summary.csv", &present, err);
-    if (rc) return rc;
-    if (!present) return kv_fail(err, KV_EFAIL, "%s/summary.csv: sim wrote no summary", sim_dir);
-    rc = plot_csv_expect(&csv, COLS, N_COLS, true, err);
-    bool *seen = rc ? NULL : calloc((size_t)(r->n > 0 ? r->n : 1), sizeof *seen);
-    if (!rc && !seen) rc = kv_fail(err, KV_EFAIL, "fidelity: out of memory");
-    for (size_t row = 0; !rc && row < csv.n_rows; row++) {
-        int64_t budget;
-        if (strcmp(plot_csv_cell(&csv, row, C_PHASE), "all") != 0) continue;
-        if ((rc = plot_csv_int(&csv, row, C_BUDGET, 1, INT64_MAX, &budget, err))) break;
-        fid_config *c = match(r, &csv, row, budget);
-        if (!c) continue;
-        seen[c - r->c] = true;
-        rc = plot_csv_double(&csv, row, C_ERR, false, &c->out_rel_err_mean, err);
-        if (!rc) rc = plot_csv_double(&csv, row, C_P95, false, &c->out_rel_err_p95, err);
-        if (!rc) rc = plot_csv_double(&csv, row, C_RECALL, false, &c->attn_recall_mean, err);
-    }
-    for (int i = 0; !rc && i < r->n; i++)
-        if (!seen[i])
-            rc = kv_fail(err, KV_EFAIL, "%s/summary.csv: no phase=all row for %s:%s at budget %lld", sim_dir,
-                         r->c[i].pc->iface->name, r->c[i].pc->canonical, (long long)r->c[i].budget);
-    free(seen);
-    plot_csv_free(&csv);
-    return rc;
+    return KV_OK;
 }
 
 void fid_results_free(fid_results *r)

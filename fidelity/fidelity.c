@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/outfile.h"
+#include "fidelity/rank.h"
 #include "fidelity/report.h"
 #include "sim/sim.h"
 
@@ -21,13 +22,15 @@ static int make_configs(const fidelity_opts *o, fid_results *r, kv_err *err)
     return KV_OK;
 }
 
-static int run_sim(const fidelity_opts *o, const char *trace_path, const char *dir, kv_err *err)
+/* sim on the full-cache trace into dir (kept in the output), its phase=all
+ * summary of each configuration into summary[n_policies x n_budgets]. */
+static int run_sim(const fidelity_opts *o, const char *trace_path, const char *dir, sim_stats *summary, kv_err *err)
 {
     sim_opts s = {.trace = trace_path, .output = dir, .command = o->command, .policies = o->policies,
                   .n_policies = o->n_policies, .budgets = o->budgets, .n_budgets = o->n_budgets,
                   .chunk = o->seq.chunk, .decode_chunk = 1, .eval_stride = 1, .threads = o->sim_threads,
                   .quiet = true};
-    return sim_run(&s, err);
+    return sim_run(&s, summary, err);
 }
 
 /* The table on stdout: one line per configuration, then ρ and the pair count. */
@@ -68,9 +71,11 @@ int fidelity_run(const fidelity_opts *o, kv_err *err)
     char trace_path[4400], sim_dir[4400];
     snprintf(trace_path, sizeof trace_path, "%s/full.h5", out.tmp_path);
     snprintf(sim_dir, sizeof sim_dir, "%s/sim", out.tmp_path);
-    rc = fid_run_models(o, trace_path, &r, err);
-    if (!rc) rc = run_sim(o, trace_path, sim_dir, err);
-    if (!rc) rc = fid_read_sim(sim_dir, &r, err);
+    sim_stats *summary = kv_calloc((size_t)(r.n > 0 ? r.n : 1), sizeof *summary, "sim summary", err);
+    rc = summary ? fid_run_models(o, trace_path, &r, err) : err->code;
+    if (!rc) rc = run_sim(o, trace_path, sim_dir, summary, err);
+    if (!rc) rc = fid_take_sim(summary, &r, err);
+    free(summary);
     if (!rc) rc = fid_write_outputs(o, &r, out.tmp_path, err);
     if (!rc) rc = outdir_commit(&out, err);
     else outdir_abort(&out);

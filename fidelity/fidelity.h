@@ -20,6 +20,7 @@
 #include "capture/capture.h"
 #include "core/kv_error.h"
 #include "policies/policy.h"
+#include "sim/sim.h"
 
 typedef struct {
     capture_opts seq;        /* model, tokenizer, prompt source, generate, chunk, threads (the rest unused) */
@@ -59,8 +60,9 @@ int fidelity_run(const fidelity_opts *o, kv_err *err);
  * fills every configuration's online measurements. */
 int fid_run_models(const fidelity_opts *o, const char *trace_path, fid_results *r, kv_err *err);
 
-/* The offline side (compare.c): reads sim's summary.csv in sim_dir into r. */
-int fid_read_sim(const char *sim_dir, fid_results *r, kv_err *err);
+/* The offline side (compare.c): sim's phase=all summary of every
+ * configuration, summary[r->n] as sim_run fills it, into r. */
+int fid_take_sim(const sim_stats *summary, fid_results *r, kv_err *err);
 
 /* Outputs (output.c): CSVs, the figure and report.html into dir. */
 int fid_write_outputs(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err);

@@ -1,60 +1,35 @@
 /* The tidy CSV outputs of `kvtrace fidelity` (docs/fidelity.md): per
  * configuration, per position, the rank agreement summary and the
- * mis-ordered pairs. */
-#include <math.h>
+ * mis-ordered pairs; then the figure and the report (report.c). */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
+#include "core/csv.h"
 #include "fidelity/fidelity.h"
-#include "fidelity/kl.h"
+#include "fidelity/rank.h"
 #include "fidelity/report.h"
 
-static FILE *open_out(const char *dir, const char *name, kv_err *err)
-{
-    char path[4400];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) kv_fail(err, KV_EFAIL, "%s: cannot create", path);
-    return f;
-}
-
+/* Closes DIR/NAME, naming it whole in a write error. */
 static int close_out(FILE *f, const char *dir, const char *name, kv_err *err)
 {
-    bool bad = ferror(f) != 0;
-    if (fclose(f) != 0 || bad) return kv_fail(err, KV_EFAIL, "%s/%s: write failed", dir, name);
-    return KV_OK;
-}
-
-/* A CSV field: quoted when it holds a comma or a quote (params never do; model names might). */
-static void field(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
+    char what[4400];
+    snprintf(what, sizeof what, "%s/%s", dir, name);
+    return csv_close(f, what, err);
 }
 
 static void config_key(FILE *f, const fid_config *c)
 {
-    field(f, c->pc->iface->name);
+    csv_field(f, c->pc->iface->name, false);
     fputc(',', f);
-    field(f, c->pc->canonical);
+    csv_field(f, c->pc->canonical, false);
     fprintf(f, ",%lld", (long long)c->budget);
 }
 
 static int write_configs(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = open_out(dir, "fidelity.csv", err);
+    FILE *f = csv_create(dir, "fidelity.csv", "policy,params,budget,chunk,n_positions,kl_mean,kl_p95,kl_max,"
+                         "greedy_agree,ppl_full,ppl_evict,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,"
+                         "cache_peak_rows", err);
     if (!f) return err->code;
-    fputs("policy,params,budget,chunk,n_positions,kl_mean,kl_p95,kl_max,greedy_agree,ppl_full,ppl_evict,"
-          "out_rel_err_mean,out_rel_err_p95,attn_recall_mean,cache_peak_rows\n", f);
     for (int i = 0; i < r->n; i++) {
         const fid_config *c = &r->c[i];
         config_key(f, c);
@@ -67,9 +42,8 @@ static int write_configs(const fidelity_opts *o, const fid_results *r, const cha
 
 static int write_positions(const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = open_out(dir, "positions.csv", err);
+    FILE *f = csv_create(dir, "positions.csv", "policy,params,budget,position,kl,greedy_agree", err);
     if (!f) return err->code;
-    fputs("policy,params,budget,position,kl,greedy_agree\n", f);
     for (int i = 0; i < r->n; i++) {
         const fid_config *c = &r->c[i];
         for (int64_t j = 0; j < c->n_positions; j++) {
@@ -80,50 +54,11 @@ static int write_positions(const fid_results *r, const char *dir, kv_err *err)
     return close_out(f, dir, "positions.csv", err);
 }
 
-bool fid_ranked(const fid_config *c)
-{
-    return !c->pc->iface->never_evicts;
-}
-
-/* Is (a, b) a pair offline replay orders wrongly? Both evict, same budget,
- * offline strictly prefers a (lower out_rel_err) while online KL is strictly
- * higher for a. */
-bool fid_misordered(const fid_config *a, const fid_config *b)
-{
-    return fid_ranked(a) && fid_ranked(b) && a->budget == b->budget && a->out_rel_err_mean < b->out_rel_err_mean &&
-           a->kl_mean > b->kl_mean;
-}
-
-void fid_rank_stats(const fid_results *r, int64_t budget, fid_rank *out)
-{
-    memset(out, 0, sizeof *out);
-    double *x = malloc(sizeof(double) * (size_t)(3 * (r->n > 0 ? r->n : 1)));
-    KV_ASSERT(x != NULL);
-    double *y = x + r->n, *z = y + r->n;
-    int64_t n = 0;
-    for (int i = 0; i < r->n; i++) {
-        const fid_config *c = &r->c[i];
-        if (!fid_ranked(c) || (budget > 0 && c->budget != budget)) continue;
-        x[n] = c->out_rel_err_mean, y[n] = c->kl_mean, z[n] = 1.0 - c->attn_recall_mean, n++;
-        for (int j = 0; j < r->n; j++) {
-            const fid_config *d = &r->c[j];
-            if (j == i || !fid_ranked(d) || d->budget != c->budget) continue;
-            out->pairs += j > i && c->out_rel_err_mean != d->out_rel_err_mean;
-            out->misordered += fid_misordered(c, d);
-        }
-    }
-    out->n_configs = n;
-    out->rho_err = fid_spearman(x, y, n);
-    out->rho_recall = fid_spearman(z, y, n);
-    free(x);
-}
-
 static int write_summary(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = open_out(dir, "summary.csv", err);
+    FILE *f = csv_create(dir, "summary.csv", "budget,n_configs,rho_out_rel_err_kl,rho_attn_loss_kl,n_pairs,"
+                         "n_misordered,n_tokens,prompt_len,chunk,ppl_full", err);
     if (!f) return err->code;
-    fputs("budget,n_configs,rho_out_rel_err_kl,rho_attn_loss_kl,n_pairs,n_misordered,n_tokens,prompt_len,chunk,"
-          "ppl_full\n", f);
     for (int b = -1; b < o->n_budgets; b++) {
         fid_rank k;
         fid_rank_stats(r, b < 0 ? 0 : o->budgets[b], &k);
@@ -138,16 +73,18 @@ static int write_summary(const fidelity_opts *o, const fid_results *r, const cha
 
 static int write_misordered(const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = open_out(dir, "misordered.csv", err);
+    FILE *f = csv_create(dir, "misordered.csv", "budget,policy_a,params_a,policy_b,params_b,out_rel_err_a,"
+                         "out_rel_err_b,kl_mean_a,kl_mean_b", err);
     if (!f) return err->code;
-    fputs("budget,policy_a,params_a,policy_b,params_b,out_rel_err_a,out_rel_err_b,kl_mean_a,kl_mean_b\n", f);
     for (int i = 0; i < r->n; i++)
         for (int j = 0; j < r->n; j++) {
             const fid_config *a = &r->c[i], *b = &r->c[j];
             if (!fid_misordered(a, b)) continue;
             fprintf(f, "%lld,", (long long)a->budget);
-            field(f, a->pc->iface->name), fputc(',', f), field(f, a->pc->canonical), fputc(',', f);
-            field(f, b->pc->iface->name), fputc(',', f), field(f, b->pc->canonical);
+            csv_field(f, a->pc->iface->name, false), fputc(',', f);
+            csv_field(f, a->pc->canonical, false), fputc(',', f);
+            csv_field(f, b->pc->iface->name, false), fputc(',', f);
+            csv_field(f, b->pc->canonical, false);
             fprintf(f, ",%.9g,%.9g,%.9g,%.9g\n", a->out_rel_err_mean, b->out_rel_err_mean, a->kl_mean, b->kl_mean);
         }
     return close_out(f, dir, "misordered.csv", err);
@@ -160,7 +97,7 @@ int fid_write_outputs(const fidelity_opts *o, const fid_results *r, const char *
     if (!rc) rc = write_summary(o, r, dir, err);
     if (!rc) rc = write_misordered(r, dir, err);
     if (!rc && o->command) {
-        FILE *f = open_out(dir, "command.txt", err);
+        FILE *f = csv_create(dir, "command.txt", NULL, err);
         if (!f) return err->code;
         fprintf(f, "%s\n", o->command);
         rc = close_out(f, dir, "command.txt", err);

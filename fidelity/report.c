@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/version.h"
+#include "fidelity/rank.h"
 #include "plots/plot_gnuplot.h"
 #include "plots/plot_html.h"
 #include "plots/plot_style.h"

@@ -1,31 +1,10 @@
 /* report: the fidelity figure (offline out_rel_err vs online KL, one point
  * per configuration, one colour per policy from plots' colour table, run by
- * plots' gnuplot runner) and report.html (plots' HTML escaping), plus the
- * rank statistics both they and summary.csv show. */
+ * plots' gnuplot runner) and report.html (plots' HTML escaping). */
 #ifndef KV_FIDELITY_REPORT_H
 #define KV_FIDELITY_REPORT_H
 
-#include <stdbool.h>
-#include <stdint.h>
-
 #include "fidelity/fidelity.h"
-
-typedef struct {
-    int64_t n_configs;       /* configurations that evict (full left out) */
-    double rho_err;          /* Spearman ρ(out_rel_err_mean, kl_mean) */
-    double rho_recall;       /* Spearman ρ(1 − attn_recall_mean, kl_mean) */
-    int64_t pairs;           /* same-budget pairs with distinct offline error */
-    int64_t misordered;      /* of them, those whose KL order is the opposite */
-} fid_rank;
-
-/* Configurations in ρ and in the pairs: those that evict (not `full`). */
-bool fid_ranked(const fid_config *c);
-
-/* a is preferred offline (lower out_rel_err) but has a higher online KL, at the same budget. */
-bool fid_misordered(const fid_config *a, const fid_config *b);
-
-/* ρ and pair counts over the configurations of `budget` (0: all budgets). */
-void fid_rank_stats(const fid_results *r, int64_t budget, fid_rank *out);
 
 int fid_write_figure(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err);
 int fid_write_report(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err);

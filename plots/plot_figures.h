@@ -1,7 +1,8 @@
 /* plot_figures: the six figures of SPEC §9. Each figure writes its gnuplot
  * script NAME.gp and data file(s) into the figure directory, and says in
  * `out` what it shows (the caption) or why it was skipped. The table in
- * plot_figures.c lists them in report order. */
+ * plot_figures.c lists them in report order; the helpers they share are in
+ * plot_fig_util.c. */
 #ifndef KV_PLOT_FIGURES_H
 #define KV_PLOT_FIGURES_H
 
@@ -36,7 +37,7 @@ int plot_fig_logdet(const plot_data *d, const plot_ctx *ctx, const char *name, p
 int plot_fig_error(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 int plot_fig_timing(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 
-/* Shared by the figures. */
+/* Shared by the figures (plot_fig_util.c). */
 
 /* Writes a number for gnuplot: %.9g, or NaN. */
 void plot_num(FILE *f, double v);

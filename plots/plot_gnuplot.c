@@ -59,6 +59,15 @@ static void first_line(const char *text, char *out, size_t cap)
     out[n] = '\0';
 }
 
+/* Reads everything gnuplot writes to fd (so that it never blocks on a full
+ * pipe) and keeps its first non-blank line in out. */
+static void drain_first_line(int fd, char *out, size_t cap)
+{
+    char text[65536];
+    drain(fd, text, sizeof text);
+    first_line(text, out, cap);
+}
+
 static int wait_child(pid_t pid, int *status)
 {
     while (waitpid(pid, status, 0) < 0)
@@ -85,8 +94,8 @@ int plot_gnuplot_run(const char *dir, const char *script, const char *output, kv
         child(dir, script, errp[1], statp[1]);
     }
     close(errp[1]), close(statp[1]);
-    static char text[65536];
-    drain(errp[0], text, sizeof text);
+    char line[512];
+    drain_first_line(errp[0], line, sizeof line);
     close(errp[0]);
     int exec_errno = 0;
     ssize_t got = read(statp[0], &exec_errno, sizeof exec_errno);
@@ -98,8 +107,6 @@ int plot_gnuplot_run(const char *dir, const char *script, const char *output, kv
                        script);
     if (got == (ssize_t)sizeof exec_errno)
         return kv_fail(err, KV_EFAIL, "cannot run gnuplot for %s: %s", script, strerror(exec_errno));
-    char line[512];
-    first_line(text, line, sizeof line);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return kv_fail(err, KV_EFAIL, "gnuplot failed on %s/%s (%s %d): %s", dir, script,
                        WIFEXITED(status) ? "exit status" : "signal",

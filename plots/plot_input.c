@@ -5,8 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const PLOT_FILES[PF_N] = {"meta.csv", "spearman.csv", "logdet.csv", "pca.csv", "pca_runs.csv",
-                                      "pca_var.csv", "detail.csv", "summary.csv", "timing.csv"};
+#include "plot_table.h"
 
 static const char *const META_KEYS[] = {"trace", "model", "creator", "L", "H", "K", "D", "T", "prompt_tokens",
                                         "capture_mode", "capture_chunk", "storage_dtype", "detail_layer",
@@ -14,20 +13,10 @@ static const char *const META_KEYS[] = {"trace", "model", "creator", "L", "H", "
 enum { N_META_KEYS = sizeof META_KEYS / sizeof META_KEYS[0] };
 static const int64_t BIG = (int64_t)1 << 40;
 
-/* Reads one file and checks its header; a missing file leaves an empty table. */
-static int open_table(plot_data *d, int file, const char *const *cols, int n, plot_csv *c, kv_err *err)
-{
-    bool present = false;
-    int rc = plot_csv_read(c, d->dir, PLOT_FILES[file], &present, err);
-    d->present[file] = present;
-    if (rc || !present) return rc;
-    return plot_csv_expect(c, cols, n, false, err);
-}
-
 const char *plot_meta_get(const plot_meta *m, const char *key)
 {
     for (size_t r = 0; r < m->csv.n_rows; r++)
-        if (strcmp(plot_csv_cell(&m->csv, r, 0), key) == 0) return plot_csv_cell(&m->csv, r, 1);
+        if (strcmp(csv_cell(&m->csv, r, 0), key) == 0) return csv_cell(&m->csv, r, 1);
     return NULL;
 }
 
@@ -35,28 +24,28 @@ const char *plot_meta_get(const plot_meta *m, const char *key)
 static size_t meta_row(const plot_meta *m, const char *key)
 {
     size_t r = 0;
-    while (strcmp(plot_csv_cell(&m->csv, r, 0), key) != 0) r++;
+    while (strcmp(csv_cell(&m->csv, r, 0), key) != 0) r++;
     return r;
 }
 
 static int meta_int(plot_meta *m, const char *key, int64_t lo, int64_t hi, int64_t *out, kv_err *err)
 {
-    return plot_csv_int(&m->csv, meta_row(m, key), 1, lo, hi, out, err);
+    return csv_int(&m->csv, meta_row(m, key), 1, lo, hi, out, err);
 }
 
 static int load_meta(plot_data *d, kv_err *err)
 {
     static const char *const COLS[] = {"key", "value"};
     plot_meta *m = &d->meta;
-    int rc = open_table(d, PF_META, COLS, 2, &m->csv, err);
+    int rc = plot_table_open(d, PF_META, COLS, 2, false, &m->csv, err);
     if (rc) return rc;
     if (!d->present[PF_META])
         return kv_fail(err, KV_EINPUT, "%s/meta.csv: missing (is '%s' a directory written by kvtrace analyze?)",
                        d->dir, d->dir);
     for (size_t r = 0; r < m->csv.n_rows; r++)
         for (size_t q = 0; q < r; q++)
-            if (strcmp(plot_csv_cell(&m->csv, r, 0), plot_csv_cell(&m->csv, q, 0)) == 0)
-                return plot_csv_fail(&m->csv, r, err, "key '%.60s' appears twice", plot_csv_cell(&m->csv, r, 0));
+            if (strcmp(csv_cell(&m->csv, r, 0), csv_cell(&m->csv, q, 0)) == 0)
+                return csv_fail(&m->csv, r, err, "key '%.60s' appears twice", csv_cell(&m->csv, r, 0));
     for (int k = 0; k < N_META_KEYS; k++)
         if (!plot_meta_get(m, META_KEYS[k]))
             return kv_fail(err, KV_EINPUT, "%s: key '%s' is missing", m->csv.path, META_KEYS[k]);
@@ -70,17 +59,9 @@ static int load_meta(plot_data *d, kv_err *err)
         (rc = meta_int(m, "detail_head", 0, m->H - 1, &m->detail_head, err)))
         return rc;
     if (m->H % m->K != 0)
-        return plot_csv_fail(&m->csv, meta_row(m, "K"), err, "H = %lld is not a multiple of K = %lld",
-                             (long long)m->H, (long long)m->K);
+        return csv_fail(&m->csv, meta_row(m, "K"), err, "H = %lld is not a multiple of K = %lld",
+                        (long long)m->H, (long long)m->K);
     return KV_OK;
-}
-
-int plot_input_series(plot_data *d, const plot_csv *c, size_t row, int col_policy, int *id, kv_err *err)
-{
-    char where[4300];
-    snprintf(where, sizeof where, "%s:%ld", c->path, c->lines[row]);
-    return plot_series_id(&d->series, plot_csv_cell(c, row, col_policy), plot_csv_cell(c, row, col_policy + 1),
-                          where, id, err);
 }
 
 static int load_summary(plot_data *d, kv_err *err)
@@ -88,31 +69,31 @@ static int load_summary(plot_data *d, kv_err *err)
     static const char *const COLS[] = {"policy", "params", "budget", "chunk", "decode_chunk", "eval_stride",
                                        "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95",
                                        "attn_recall_mean", "attn_recall_min", "final_logdet_mean"};
-    plot_csv c;
-    int rc = open_table(d, PF_SUMMARY, COLS, 13, &c, err);
+    csv_table c;
+    int rc = plot_table_open(d, PF_SUMMARY, COLS, 13, false, &c, err);
     if (!rc && c.n_rows) d->summary = kv_calloc(c.n_rows, sizeof *d->summary, c.path, err), rc = d->summary ? 0 : 1;
     d->n_summary_rows = c.n_rows;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         plot_summary s = {0};
         int64_t v;
         double x;
-        const char *phase = plot_csv_cell(&c, r, 6);
-        if ((rc = plot_input_series(d, &c, r, 0, &s.series, err)) ||
-            (rc = plot_csv_int(&c, r, 2, 1, BIG, &s.budget, err)))
+        const char *phase = csv_cell(&c, r, 6);
+        if ((rc = plot_table_series(d, &c, r, 0, &s.series, err)) ||
+            (rc = csv_int(&c, r, 2, 1, BIG, &s.budget, err)))
             break;
-        for (int col = 3; !rc && col <= 5; col++) rc = plot_csv_int(&c, r, col, 0, BIG, &v, err);
+        for (int col = 3; !rc && col <= 5; col++) rc = csv_int(&c, r, col, 0, BIG, &v, err);
         if (!rc && strcmp(phase, "all") && strcmp(phase, "prefill") && strcmp(phase, "decode"))
-            rc = plot_csv_fail(&c, r, err, "phase is '%.40s', expected prefill, decode or all", phase);
-        if (rc || (rc = plot_csv_int(&c, r, 7, 0, INT64_MAX, &v, err)) ||
-            (rc = plot_csv_double(&c, r, 8, false, &s.err_mean, err)) ||
-            (rc = plot_csv_double(&c, r, 9, false, &x, err)) ||
-            (rc = plot_csv_double(&c, r, 10, false, &s.recall_mean, err)) ||
-            (rc = plot_csv_double(&c, r, 11, false, &x, err)) ||
-            (rc = plot_csv_double(&c, r, 12, true, &s.logdet_mean, err)))
+            rc = csv_fail(&c, r, err, "phase is '%.40s', expected prefill, decode or all", phase);
+        if (rc || (rc = csv_int(&c, r, 7, 0, INT64_MAX, &v, err)) ||
+            (rc = csv_double(&c, r, 8, false, &s.err_mean, err)) ||
+            (rc = csv_double(&c, r, 9, false, &x, err)) ||
+            (rc = csv_double(&c, r, 10, false, &s.recall_mean, err)) ||
+            (rc = csv_double(&c, r, 11, false, &x, err)) ||
+            (rc = csv_double(&c, r, 12, true, &s.logdet_mean, err)))
             break;
         if (strcmp(phase, "all") == 0) d->summary[d->n_summary++] = s;
     }
-    plot_csv_free(&c);
+    csv_free(&c);
     return rc;
 }
 
@@ -120,50 +101,50 @@ static int load_timing(plot_data *d, kv_err *err)
 {
     static const char *const COLS[] = {"policy", "params", "budget", "chunk", "calls", "candidates",
                                        "score_ns_per_candidate"};
-    plot_csv c;
-    int rc = open_table(d, PF_TIMING, COLS, 7, &c, err);
+    csv_table c;
+    int rc = plot_table_open(d, PF_TIMING, COLS, 7, false, &c, err);
     if (!rc && c.n_rows) d->timing = kv_calloc(c.n_rows, sizeof *d->timing, c.path, err), rc = d->timing ? 0 : 1;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         plot_timing *t = &d->timing[r];
         int64_t v;
-        if ((rc = plot_input_series(d, &c, r, 0, &t->series, err)) ||
-            (rc = plot_csv_int(&c, r, 2, 1, BIG, &t->budget, err)) || (rc = plot_csv_int(&c, r, 3, 0, BIG, &v, err)) ||
-            (rc = plot_csv_int(&c, r, 4, 0, INT64_MAX, &t->calls, err)) ||
-            (rc = plot_csv_int(&c, r, 5, 0, INT64_MAX, &v, err)) ||
-            (rc = plot_csv_double(&c, r, 6, false, &t->ns, err)))
+        if ((rc = plot_table_series(d, &c, r, 0, &t->series, err)) ||
+            (rc = csv_int(&c, r, 2, 1, BIG, &t->budget, err)) || (rc = csv_int(&c, r, 3, 0, BIG, &v, err)) ||
+            (rc = csv_int(&c, r, 4, 0, INT64_MAX, &t->calls, err)) ||
+            (rc = csv_int(&c, r, 5, 0, INT64_MAX, &v, err)) ||
+            (rc = csv_double(&c, r, 6, false, &t->ns, err)))
             break;
-        if (t->ns < 0) rc = plot_csv_fail(&c, r, err, "score_ns_per_candidate is negative");
+        if (t->ns < 0) rc = csv_fail(&c, r, err, "score_ns_per_candidate is negative");
         d->n_timing++;
     }
-    plot_csv_free(&c);
+    csv_free(&c);
     return rc;
 }
 
 static int load_logdet(plot_data *d, kv_err *err)
 {
     static const char *const COLS[] = {"policy", "params", "budget", "layer", "kv_head", "logdet"};
-    plot_csv c;
-    int rc = open_table(d, PF_LOGDET, COLS, 6, &c, err);
+    csv_table c;
+    int rc = plot_table_open(d, PF_LOGDET, COLS, 6, false, &c, err);
     if (!rc && c.n_rows) d->logdet = kv_calloc(c.n_rows, sizeof *d->logdet, c.path, err), rc = d->logdet ? 0 : 1;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         plot_logdet *l = &d->logdet[r];
-        if ((rc = plot_input_series(d, &c, r, 0, &l->series, err)) ||
-            (rc = plot_csv_int(&c, r, 2, 1, BIG, &l->budget, err)) ||
-            (rc = plot_csv_int(&c, r, 3, 0, d->meta.L - 1, &l->layer, err)) ||
-            (rc = plot_csv_int(&c, r, 4, 0, d->meta.K - 1, &l->kv_head, err)) ||
-            (rc = plot_csv_double(&c, r, 5, false, &l->logdet, err)))
+        if ((rc = plot_table_series(d, &c, r, 0, &l->series, err)) ||
+            (rc = csv_int(&c, r, 2, 1, BIG, &l->budget, err)) ||
+            (rc = csv_int(&c, r, 3, 0, d->meta.L - 1, &l->layer, err)) ||
+            (rc = csv_int(&c, r, 4, 0, d->meta.K - 1, &l->kv_head, err)) ||
+            (rc = csv_double(&c, r, 5, false, &l->logdet, err)))
             break;
         d->n_logdet++;
     }
-    plot_csv_free(&c);
+    csv_free(&c);
     return rc;
 }
 
 static int load_spearman(plot_data *d, kv_err *err)
 {
     static const char *const COLS[] = {"layer", "head", "rho_pairwise", "rho_anchor"};
-    plot_csv c;
-    int rc = open_table(d, PF_SPEARMAN, COLS, 4, &c, err);
+    csv_table c;
+    int rc = plot_table_open(d, PF_SPEARMAN, COLS, 4, false, &c, err);
     if (!rc && c.n_rows > (size_t)(d->meta.L * d->meta.H))
         rc = kv_fail(err, KV_EINPUT, "%s: %zu rows, more than L x H = %lld", c.path, c.n_rows,
                      (long long)(d->meta.L * d->meta.H));
@@ -172,28 +153,28 @@ static int load_spearman(plot_data *d, kv_err *err)
     if (!rc && !seen) rc = KV_EFAIL;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         plot_rho *p = &d->rho[r];
-        if ((rc = plot_csv_int(&c, r, 0, 0, d->meta.L - 1, &p->layer, err)) ||
-            (rc = plot_csv_int(&c, r, 1, 0, d->meta.H - 1, &p->head, err)) ||
-            (rc = plot_csv_double(&c, r, 2, true, &p->rho_pairwise, err)) ||
-            (rc = plot_csv_double(&c, r, 3, true, &p->rho_anchor, err)))
+        if ((rc = csv_int(&c, r, 0, 0, d->meta.L - 1, &p->layer, err)) ||
+            (rc = csv_int(&c, r, 1, 0, d->meta.H - 1, &p->head, err)) ||
+            (rc = csv_double(&c, r, 2, true, &p->rho_pairwise, err)) ||
+            (rc = csv_double(&c, r, 3, true, &p->rho_anchor, err)))
             break;
         if (seen[p->layer * d->meta.H + p->head]++)
-            rc = plot_csv_fail(&c, r, err, "(layer %lld, head %lld) appears twice", (long long)p->layer,
-                               (long long)p->head);
+            rc = csv_fail(&c, r, err, "(layer %lld, head %lld) appears twice", (long long)p->layer,
+                          (long long)p->head);
         else if (fabs(p->rho_pairwise) > 1 + 1e-6 || fabs(p->rho_anchor) > 1 + 1e-6)
-            rc = plot_csv_fail(&c, r, err, "a correlation outside [-1, 1]");
+            rc = csv_fail(&c, r, err, "a correlation outside [-1, 1]");
         d->n_rho++;
     }
     free(seen);
-    plot_csv_free(&c);
+    csv_free(&c);
     return rc;
 }
 
 static int load_detail(plot_data *d, kv_err *err)
 {
     static const char *const COLS[] = {"row", "col", "cos", "attn"};
-    plot_csv c;
-    int rc = open_table(d, PF_DETAIL, COLS, 4, &c, err);
+    csv_table c;
+    int rc = plot_table_open(d, PF_DETAIL, COLS, 4, false, &c, err);
     int64_t n = d->meta.T < 64 ? d->meta.T : 64;
     if (!rc && c.n_rows && c.n_rows != (size_t)(n * n))
         rc = kv_fail(err, KV_EINPUT, "%s: %zu rows, expected %lld x %lld (T = %lld)", c.path, c.n_rows,
@@ -208,18 +189,18 @@ static int load_detail(plot_data *d, kv_err *err)
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         int64_t i, j;
         double cs, a;
-        if ((rc = plot_csv_int(&c, r, 0, 0, n - 1, &i, err)) || (rc = plot_csv_int(&c, r, 1, 0, n - 1, &j, err)) ||
-            (rc = plot_csv_double(&c, r, 2, false, &cs, err)) || (rc = plot_csv_double(&c, r, 3, false, &a, err)))
+        if ((rc = csv_int(&c, r, 0, 0, n - 1, &i, err)) || (rc = csv_int(&c, r, 1, 0, n - 1, &j, err)) ||
+            (rc = csv_double(&c, r, 2, false, &cs, err)) || (rc = csv_double(&c, r, 3, false, &a, err)))
             break;
         if (!isnan(m->cos[i * n + j]))
-            rc = plot_csv_fail(&c, r, err, "(row %lld, col %lld) appears twice", (long long)i, (long long)j);
+            rc = csv_fail(&c, r, err, "(row %lld, col %lld) appears twice", (long long)i, (long long)j);
         else if (cs < -1 - 1e-4 || cs > 1 + 1e-4 || a < 0 || a > 1 + 1e-4)
-            rc = plot_csv_fail(&c, r, err, "cos must be in [-1, 1] and attn in [0, 1]");
+            rc = csv_fail(&c, r, err, "cos must be in [-1, 1] and attn in [0, 1]");
         m->cos[i * n + j] = cs;
         m->attn[i * n + j] = a;
     }
     if (!rc && c.n_rows) m->n = n;
-    plot_csv_free(&c);
+    csv_free(&c);
     return rc;
 }
 
@@ -245,7 +226,7 @@ int plot_input_load(plot_data *d, const char *dir, kv_err *err)
 
 void plot_input_free(plot_data *d)
 {
-    plot_csv_free(&d->meta.csv);
+    csv_free(&d->meta.csv);
     plot_series_free(&d->series);
     free(d->rho);
     free(d->logdet);

@@ -11,15 +11,15 @@
 #include <stdint.h>
 
 #include "core/kv_error.h"
-#include "plot_csv.h"
+#include "core/csv.h"
 #include "plot_series.h"
 
 /* The input files; `present` is indexed by these. */
 enum { PF_META, PF_SPEARMAN, PF_LOGDET, PF_PCA, PF_PCA_RUNS, PF_PCA_VAR, PF_DETAIL, PF_SUMMARY, PF_TIMING, PF_N };
-extern const char *const PLOT_FILES[PF_N];
+extern const char *const PLOT_FILES[PF_N];   /* their names (plot_table.c) */
 
 typedef struct {
-    plot_csv csv;  /* meta.csv, kept for the report's table (key, value per row) */
+    csv_table csv;  /* meta.csv, kept for the report's table (key, value per row) */
     int64_t L, H, K, D, T, detail_layer, detail_head;
 } plot_meta;
 
@@ -68,7 +68,5 @@ const char *plot_meta_get(const plot_meta *m, const char *key);
 
 /* Internal to plot_input*.c: the PCA files (pca_runs.csv, pca.csv, pca_var.csv). */
 int plot_input_pca(plot_data *d, kv_err *err);
-/* Internal: a series id for the (policy, params) cells of a row. */
-int plot_input_series(plot_data *d, const plot_csv *c, size_t row, int col_policy, int *id, kv_err *err);
 
 #endif

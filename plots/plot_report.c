@@ -73,9 +73,9 @@ static void meta_and_commands(FILE *f, const plot_data *d, const char *command)
     fputs("<h2 id=\"trace\">Trace and commands</h2>\n<table>\n<tr><th>key</th><th>value</th></tr>\n", f);
     for (size_t r = 0; r < d->meta.csv.n_rows; r++) {
         fputs("<tr><td>", f);
-        plot_html_escape(f, plot_csv_cell(&d->meta.csv, r, 0));
+        plot_html_escape(f, csv_cell(&d->meta.csv, r, 0));
         fputs("</td><td>", f);
-        plot_html_escape(f, plot_csv_cell(&d->meta.csv, r, 1));
+        plot_html_escape(f, csv_cell(&d->meta.csv, r, 1));
         fputs("</td></tr>\n", f);
     }
     fputs("</table>\n<p>The commands that produced this report:</p>\n<pre>", f);

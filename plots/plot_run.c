@@ -70,9 +70,8 @@ int plot_run(const plot_opts *o, kv_err *err)
         return rc;
     }
     plot_ctx ctx = {.dir = dir.tmp_path, .format = o->format};
-    static plot_fig_out figs[16];
-    memset(figs, 0, sizeof figs);
-    rc = draw(&d, &ctx, figs, o->quiet, err);
+    plot_fig_out *figs = kv_calloc((size_t)PLOT_N_FIGURES, sizeof *figs, "plot: figures", err);
+    rc = figs ? draw(&d, &ctx, figs, o->quiet, err) : err->code;
     if (!rc) rc = plot_report_write(&ctx, &d, figs, o->command, err);
     if (!rc) rc = outdir_commit(&dir, err);
     else outdir_abort(&dir);
@@ -81,6 +80,7 @@ int plot_run(const plot_opts *o, kv_err *err)
         for (int i = 0; i < PLOT_N_FIGURES; i++) drawn += !figs[i].skip[0];
         fprintf(stderr, "plot: %d of %d figures and report.html in %s\n", drawn, PLOT_N_FIGURES, dir.final_path);
     }
+    free(figs);
     plot_input_free(&d);
     return rc;
 }

@@ -21,6 +21,10 @@ typedef struct {
 int sim_results_alloc(sim_results *r, const sim_opts *o, int64_t L, int64_t H, int64_t K, int64_t T, kv_err *err);
 void sim_results_free(sim_results *r);
 
+/* Configuration c's statistics of phase p averaged over layers and query
+ * heads (n summed), and the mean final_logdet over layers and kv heads. */
+void sim_results_summarize(const sim_results *r, int c, int p, sim_stats *out, double *logdet_mean);
+
 /* results.csv, summary.csv, timing.csv, results.h5 into `dir`; the summary table on stdout. */
 int sim_results_write(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err);
 

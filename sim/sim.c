@@ -8,6 +8,7 @@
 #include "core/parallel.h"
 #include "core/progress.h"
 #include "core/trace.h"
+#include "results/results_h5.h"
 #include "sim/reference.h"
 #include "sim/replay.h"
 #include "sim/results.h"
@@ -71,7 +72,7 @@ static void run_task(void *ctx_, int item, int thread)
     if (!t->rc[item]) {
         for (int64_t g = it->g0; g < it->g0 + it->ng; g++) {
             int64_t *dst = r->retained[c] + (l * K + g) * r->width[c];
-            for (int64_t i = 0; i < r->width[c]; i++) dst[i] = i < out.n_retained ? out.retained[i] : -1;
+            for (int64_t i = 0; i < r->width[c]; i++) dst[i] = i < out.n_retained ? out.retained[i] : RESULTS_PAD;
         }
         /* timing: one slot per (configuration, first kv head of the stream) */
         r->calls[(size_t)c * (size_t)K + (size_t)it->g0] += out.calls;
@@ -147,7 +148,7 @@ static int check_trace(const sim_opts *o, trace *tr, kv_err *err)
     return KV_OK;
 }
 
-int sim_run(const sim_opts *o, kv_err *err)
+int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err)
 {
     trace *tr = NULL;
     int rc = trace_open(o->trace, &tr, err);
@@ -181,6 +182,10 @@ int sim_run(const sim_opts *o, kv_err *err)
     if (!rc) rc = sim_results_write(&res, o, out.tmp_path, err);
     if (!rc) rc = outdir_commit(&out, err);
     else if (dir_started) outdir_abort(&out);
+    for (int c = 0; !rc && summary && c < res.n_cfg; c++) {
+        double logdet_mean;
+        sim_results_summarize(&res, c, PHASE_ALL, &summary[c], &logdet_mean);
+    }
     free(b.q), free(b.k), free(b.v);
     sim_results_free(&res);
     trace_close(tr);

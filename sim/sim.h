@@ -11,6 +11,7 @@
 
 #include "core/kv_error.h"
 #include "policies/policy.h"
+#include "sim/replay.h"
 
 typedef struct {
     const char *trace;
@@ -25,7 +26,12 @@ typedef struct {
     bool force, quiet;
 } sim_opts;
 
-int sim_run(const sim_opts *o, kv_err *err);
+/* Runs every configuration and writes the results directory o->output.
+ * summary: NULL, or room for n_policies x n_budgets entries (policy-major,
+ * as the configurations run), filled on success with each configuration's
+ * phase=all statistics averaged over layers and query heads (n summed): the
+ * numbers of its summary.csv row, in full precision. */
+int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err);
 
 /* `kvtrace sim` */
 int sim_main(int argc, char **argv);

@@ -37,10 +37,9 @@ static const struct option OPTIONS[] = {
 
 enum { MAX_LIST = 256 };
 
-int sim_main(int argc, char **argv)
+/* The verb, its lists parsed into cfgs[MAX_LIST] and budgets[MAX_LIST]; the exit status. */
+static int verb(int argc, char **argv, policy_config *cfgs, int64_t *budgets)
 {
-    static policy_config cfgs[MAX_LIST];
-    static int64_t budgets[MAX_LIST];
     kv_err err = {0};
     sim_opts o = {.decode_chunk = 1, .eval_stride = 1};
     const char *v = "sim";
@@ -84,8 +83,18 @@ int sim_main(int argc, char **argv)
         o.trace = argv[optind];
         o.threads = (int)threads;
         o.command = cli_command_line(argc, argv);
-        rc = o.command ? sim_run(&o, &err) : kv_fail(&err, KV_EFAIL, "sim: out of memory");
+        rc = o.command ? sim_run(&o, NULL, &err) : kv_fail(&err, KV_EFAIL, "sim: out of memory");
         free((char *)o.command);
     }
     return rc ? cli_report(&err) : 0;
+}
+
+int sim_main(int argc, char **argv)
+{
+    kv_err err = {0};
+    policy_config *cfgs = kv_calloc(MAX_LIST, sizeof *cfgs, "sim: policy list", &err);
+    int64_t *budgets = kv_calloc(MAX_LIST, sizeof *budgets, "sim: budget list", &err);
+    int status = cfgs && budgets ? verb(argc, argv, cfgs, budgets) : cli_report(&err);
+    free(cfgs), free(budgets);
+    return status;
 }

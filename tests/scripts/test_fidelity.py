@@ -3,7 +3,7 @@
 per-position KL equals numpy's KL between the logits of a full capture and of
 `capture --evict` on the same tokens (so the lockstep runs are the standalone
 ones); the mean, p95 and agreement follow from positions.csv; sim's columns
-are sim's summary.csv; rho and the mis-ordered pairs recomputed from
+are sim's summary.csv, to the last printed digit; rho and the mis-ordered pairs recomputed from
 fidelity.csv; bad arguments exit 2 with one line and leave nothing. TAP."""
 import csv
 import os
@@ -123,6 +123,10 @@ def main():
         check(all(abs(float(c["out_rel_err_mean"]) - float(sim[(c["policy"], c["params"], c["budget"])]
                                                            ["out_rel_err_mean"])) < 1e-8 for c in cfg),
               "out_rel_err_mean is sim's (phase=all)")
+        cols = ("out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean")
+        check(all(c[k] == sim[(c["policy"], c["params"], c["budget"])][k] for c in cfg for k in cols),
+              "out_rel_err_mean, out_rel_err_p95 and attn_recall_mean print as sim's summary.csv does (the same numbers, "
+              "handed over in memory)")
 
         ranked = [c for c in cfg if c["policy"] != "full"]
         rho = spearman([float(c["out_rel_err_mean"]) for c in ranked], [float(c["kl_mean"]) for c in ranked])

@@ -1,4 +1,5 @@
-#include "results_read.h"
+/* results.h5, written and read with one set of names (see results_h5.h). */
+#include "results/results_h5.h"
 
 #include <hdf5.h>
 #include <stdio.h>
@@ -7,6 +8,95 @@
 #include <sys/stat.h>
 
 #include "core/h5util.h"
+#include "results/results_dir.h"
+
+/* The layout's names: the group of runs, a run's attributes and datasets. */
+#define RUNS "runs"
+#define ATTR_POLICY "policy"
+#define ATTR_PARAMS "params"
+#define ATTR_BUDGET "budget"
+#define ATTR_CHUNK "chunk"
+#define DSET_RETAINED "retained"
+#define DSET_LOGDET "final_logdet"
+
+/* ---- writing ------------------------------------------------------------- */
+
+void results_run_name(const char *policy, const char *params, int64_t budget, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%s%s:budget=%lld", policy, params[0] ? ":" : "", params, (long long)budget);
+}
+
+/* A group under loc, created without times (H5Pset_obj_track_times off). */
+static hid_t create_group(hid_t loc, const char *name)
+{
+    hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    H5Pset_obj_track_times(gcpl, 0);
+    hid_t g = H5Gcreate2(loc, name, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    H5Pclose(gcpl);
+    return g;
+}
+
+/* retained and final_logdet of one run into its group g. */
+static int write_datasets(hid_t g, const results_run_view *run, int64_t L, int64_t K, const char *name, kv_err *err)
+{
+    const size_t n = (size_t)(L * K * run->width);
+    int32_t *ret = malloc(sizeof(int32_t) * n);
+    if (!ret) return kv_fail(err, KV_EFAIL, RESULTS_FILE_H5 ": out of memory");
+    for (size_t i = 0; i < n; i++) ret[i] = (int32_t)run->retained[i];
+    hsize_t d3[3] = {(hsize_t)L, (hsize_t)K, (hsize_t)run->width}, d2[2] = {(hsize_t)L, (hsize_t)K};
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dcpl, 0);
+    struct { const char *name; int rank; hsize_t *dims; hid_t ftype, mtype; const void *buf; } ds[2] = {
+        {DSET_RETAINED, 3, d3, H5T_STD_I32LE, H5T_NATIVE_INT32, ret},
+        {DSET_LOGDET, 2, d2, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, run->final_logdet},
+    };
+    int rc = KV_OK;
+    for (int i = 0; !rc && i < 2; i++) {
+        hid_t sp = H5Screate_simple(ds[i].rank, ds[i].dims, NULL);
+        hid_t d = H5Dcreate2(g, ds[i].name, ds[i].ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        if (d < 0 || H5Dwrite(d, ds[i].mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds[i].buf) < 0)
+            rc = kv_fail(err, KV_EFAIL, RESULTS_FILE_H5 ": cannot write /" RUNS "/%s/%s", name, ds[i].name);
+        if (d >= 0) H5Dclose(d);
+        H5Sclose(sp);
+    }
+    H5Pclose(dcpl);
+    free(ret);
+    return rc;
+}
+
+static int write_run(hid_t runs, const results_run_view *run, int64_t L, int64_t K, kv_err *err)
+{
+    char name[400];
+    results_run_name(run->policy, run->params, run->budget, name, sizeof name);
+    hid_t g = create_group(runs, name);
+    if (g < 0) return kv_fail(err, KV_EFAIL, RESULTS_FILE_H5 ": cannot create group /" RUNS "/%s", name);
+    int rc = h5u_write_attr_str(g, ATTR_POLICY, run->policy, err);
+    if (!rc) rc = h5u_write_attr_str(g, ATTR_PARAMS, run->params, err);
+    if (!rc) rc = h5u_write_attr_i64(g, ATTR_BUDGET, &run->budget, 1, err);
+    if (!rc) rc = h5u_write_attr_i64(g, ATTR_CHUNK, &run->chunk, 1, err);
+    if (!rc) rc = write_datasets(g, run, L, K, name, err);
+    H5Gclose(g);
+    return rc;
+}
+
+int results_write(const char *dir, int64_t L, int64_t K, const results_run_view *runs, int n, kv_err *err)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" RESULTS_FILE_H5, dir);
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5Pset_obj_track_times(fcpl, 0);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    H5Pclose(fcpl);
+    if (f < 0) return kv_fail(err, KV_EFAIL, "%s: cannot create", path);
+    hid_t g = create_group(f, RUNS);
+    int rc = g < 0 ? kv_fail(err, KV_EFAIL, "%s: cannot create /" RUNS, path) : KV_OK;
+    for (int i = 0; !rc && i < n; i++) rc = write_run(g, &runs[i], L, K, err);
+    if (g >= 0) H5Gclose(g);
+    if (H5Fclose(f) < 0 && !rc) rc = kv_fail(err, KV_EFAIL, "%s: cannot close", path);
+    return rc;
+}
+
+/* ---- reading ------------------------------------------------------------- */
 
 /* Opens /runs/NAME/DSET and checks its element kind and rank; dims[rank] out.
  * `want_int`: an integer type; else any float type. Returns the id or -1. */
@@ -50,20 +140,21 @@ static int check_rows(results_run *r, int64_t L, int64_t K, int64_t T, const cha
         for (int64_t g = 0; g < K; g++) {
             const int32_t *row = r->retained + (l * K + g) * W;
             int64_t n = 0;
-            while (n < W && row[n] != -1) n++;
+            while (n < W && row[n] != RESULTS_PAD) n++;
             for (int64_t i = 0; i < W; i++) {
                 const char *what = NULL;
-                if (i >= n && row[i] != -1) what = "follows the -1 padding";
+                if (i >= n && row[i] != RESULTS_PAD) what = "follows the -1 padding";
                 else if (i < n && (row[i] < 0 || row[i] >= T)) what = "is outside [0, T)";
                 else if (i < n && i > 0 && row[i] == row[i - 1]) what = "repeats the previous position";
                 else if (i < n && i > 0 && row[i] < row[i - 1]) what = "is smaller than the previous one (not sorted)";
                 if (what)
-                    return kv_fail(err, KV_EINPUT, "%s/retained: position %d at [%lld, %lld, %lld] %s (T = %lld)",
-                                   where, (int)row[i], (long long)l, (long long)g, (long long)i, what, (long long)T);
+                    return kv_fail(err, KV_EINPUT,
+                                   "%s/" DSET_RETAINED ": position %d at [%lld, %lld, %lld] %s (T = %lld)", where,
+                                   (int)row[i], (long long)l, (long long)g, (long long)i, what, (long long)T);
             }
             if (n == 0)
-                return kv_fail(err, KV_EINPUT, "%s/retained: [%lld, %lld] holds no position", where, (long long)l,
-                               (long long)g);
+                return kv_fail(err, KV_EINPUT, "%s/" DSET_RETAINED ": [%lld, %lld] holds no position", where,
+                               (long long)l, (long long)g);
             r->n_kept[l * K + g] = n;
         }
     return KV_OK;
@@ -72,11 +163,11 @@ static int check_rows(results_run *r, int64_t L, int64_t K, int64_t T, const cha
 static int read_retained(hid_t g, results_run *r, int64_t L, int64_t K, int64_t T, const char *where, kv_err *err)
 {
     hsize_t dims[3];
-    hid_t d = open_checked(g, where, "retained", true, 3, dims, err);
+    hid_t d = open_checked(g, where, DSET_RETAINED, true, 3, dims, err);
     if (d < 0) return err->code;
     int rc = KV_OK;
     if (dims[0] != (hsize_t)L || dims[1] != (hsize_t)K || dims[2] < 1 || dims[2] > (hsize_t)T)
-        rc = kv_fail(err, KV_EINPUT, "%s/retained: shape [%llu, %llu, %llu], expected [%lld, %lld, N'] with "
+        rc = kv_fail(err, KV_EINPUT, "%s/" DSET_RETAINED ": shape [%llu, %llu, %llu], expected [%lld, %lld, N'] with "
                      "1 <= N' <= T = %lld", where, (unsigned long long)dims[0], (unsigned long long)dims[1],
                      (unsigned long long)dims[2], (long long)L, (long long)K, (long long)T);
     if (!rc) {
@@ -86,7 +177,7 @@ static int read_retained(hid_t g, results_run *r, int64_t L, int64_t K, int64_t 
         if (!r->retained || !r->n_kept) rc = err->code;
     }
     if (!rc && H5Dread(d, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, r->retained) < 0)
-        rc = kv_fail(err, KV_EINPUT, "%s/retained: cannot read (corrupt file, or values beyond int32)", where);
+        rc = kv_fail(err, KV_EINPUT, "%s/" DSET_RETAINED ": cannot read (corrupt file, or values beyond int32)", where);
     H5Dclose(d);
     return rc ? rc : check_rows(r, L, K, T, where, err);
 }
@@ -94,16 +185,16 @@ static int read_retained(hid_t g, results_run *r, int64_t L, int64_t K, int64_t 
 static int read_logdet(hid_t g, results_run *r, int64_t L, int64_t K, const char *where, kv_err *err)
 {
     hsize_t dims[2];
-    hid_t d = open_checked(g, where, "final_logdet", false, 2, dims, err);
+    hid_t d = open_checked(g, where, DSET_LOGDET, false, 2, dims, err);
     if (d < 0) return err->code;
     int rc = KV_OK;
     if (dims[0] != (hsize_t)L || dims[1] != (hsize_t)K)
-        rc = kv_fail(err, KV_EINPUT, "%s/final_logdet: shape [%llu, %llu], expected [%lld, %lld]", where,
+        rc = kv_fail(err, KV_EINPUT, "%s/" DSET_LOGDET ": shape [%llu, %llu], expected [%lld, %lld]", where,
                      (unsigned long long)dims[0], (unsigned long long)dims[1], (long long)L, (long long)K);
     if (!rc && !(r->final_logdet = kv_calloc((size_t)(L * K), sizeof(double), "results final_logdet", err)))
         rc = err->code;
     if (!rc && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, r->final_logdet) < 0)
-        rc = kv_fail(err, KV_EINPUT, "%s/final_logdet: cannot read (corrupt file)", where);
+        rc = kv_fail(err, KV_EINPUT, "%s/" DSET_LOGDET ": cannot read (corrupt file)", where);
     H5Dclose(d);
     return rc;
 }
@@ -111,15 +202,15 @@ static int read_logdet(hid_t g, results_run *r, int64_t L, int64_t K, const char
 static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T, const char *path, kv_err *err)
 {
     char where[4800];
-    snprintf(where, sizeof where, "%s: /runs/%s", path, r->name);
+    snprintf(where, sizeof where, "%s: /" RUNS "/%s", path, r->name);
     H5O_info_t info;
     if (H5Oget_info_by_name(runs, r->name, &info, H5P_DEFAULT) < 0 || info.type != H5O_TYPE_GROUP)
         return kv_fail(err, KV_EINPUT, "%s: not a group", where);
     hid_t g = H5Gopen2(runs, r->name, H5P_DEFAULT);
     if (g < 0) return kv_fail(err, KV_EINPUT, "%s: cannot open the group", where);
-    int rc = h5u_read_attr_str(g, where, "policy", r->policy, sizeof r->policy, NULL, err);
-    if (!rc) rc = h5u_read_attr_str(g, where, "params", r->params, sizeof r->params, NULL, err);
-    if (!rc) rc = h5u_read_attr_i64(g, where, "budget", &r->budget, 1, NULL, err);
+    int rc = h5u_read_attr_str(g, where, ATTR_POLICY, r->policy, sizeof r->policy, NULL, err);
+    if (!rc) rc = h5u_read_attr_str(g, where, ATTR_PARAMS, r->params, sizeof r->params, NULL, err);
+    if (!rc) rc = h5u_read_attr_i64(g, where, ATTR_BUDGET, &r->budget, 1, NULL, err);
     if (!rc && (strchr(r->policy, ',') || strchr(r->params, ',') || strchr(r->policy, '\n') ||
                 strchr(r->params, '\n') || !r->policy[0]))
         rc = kv_fail(err, KV_EINPUT, "%s: attribute policy '%s' or params '%s' is empty or holds a comma or "
@@ -133,14 +224,14 @@ static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T,
 /* The members of /runs in name order. */
 static int read_runs(hid_t f, results_set *rs, int64_t L, int64_t K, int64_t T, kv_err *err)
 {
-    if (!h5u_exists(f, "/runs")) return kv_fail(err, KV_EINPUT, "%s: /runs: missing", rs->path);
-    hid_t runs = H5Gopen2(f, "/runs", H5P_DEFAULT);
+    if (!h5u_exists(f, "/" RUNS)) return kv_fail(err, KV_EINPUT, "%s: /" RUNS ": missing", rs->path);
+    hid_t runs = H5Gopen2(f, "/" RUNS, H5P_DEFAULT);
     H5G_info_t gi;
     if (runs < 0 || H5Gget_info(runs, &gi) < 0) {
         if (runs >= 0) H5Gclose(runs);
-        return kv_fail(err, KV_EINPUT, "%s: /runs: not a readable group", rs->path);
+        return kv_fail(err, KV_EINPUT, "%s: /" RUNS ": not a readable group", rs->path);
     }
-    int rc = gi.nlinks > 100000 ? kv_fail(err, KV_EINPUT, "%s: /runs: %llu members is beyond what analyze reads",
+    int rc = gi.nlinks > 100000 ? kv_fail(err, KV_EINPUT, "%s: /" RUNS ": %llu members is beyond what analyze reads",
                                           rs->path, (unsigned long long)gi.nlinks) : KV_OK;
     if (!rc && gi.nlinks > 0 && !(rs->runs = kv_calloc((size_t)gi.nlinks, sizeof *rs->runs, "results", err)))
         rc = err->code;
@@ -149,10 +240,10 @@ static int read_runs(hid_t f, results_set *rs, int64_t L, int64_t K, int64_t T, 
         ssize_t n = H5Lget_name_by_idx(runs, ".", H5_INDEX_NAME, H5_ITER_INC, i, r->name, sizeof r->name,
                                        H5P_DEFAULT);
         if (n < 0 || (size_t)n >= sizeof r->name)
-            rc = kv_fail(err, KV_EINPUT, "%s: /runs: member %llu has an unreadable or too long name", rs->path,
+            rc = kv_fail(err, KV_EINPUT, "%s: /" RUNS ": member %llu has an unreadable or too long name", rs->path,
                          (unsigned long long)i);
         else if (strchr(r->name, ','))
-            rc = kv_fail(err, KV_EINPUT, "%s: /runs/%s: a run name holds a comma", rs->path, r->name);
+            rc = kv_fail(err, KV_EINPUT, "%s: /" RUNS "/%s: a run name holds a comma", rs->path, r->name);
         else
             rc = read_run(runs, r, L, K, T, rs->path, err);
     }
@@ -163,7 +254,7 @@ static int read_runs(hid_t f, results_set *rs, int64_t L, int64_t K, int64_t T, 
 int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *out, kv_err *err)
 {
     memset(out, 0, sizeof *out);
-    snprintf(out->path, sizeof out->path, "%s/results.h5", dir);
+    snprintf(out->path, sizeof out->path, "%s/" RESULTS_FILE_H5, dir);
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return kv_fail(err, KV_EINPUT, "%s: not a results directory (it does not exist or is not a directory)", dir);
@@ -185,41 +276,4 @@ void results_free(results_set *rs)
     free(rs->runs);
     rs->runs = NULL;
     rs->n_runs = 0;
-}
-
-int results_copy_file(const char *dir, const char *name, const char *outdir, bool *copied, kv_err *err)
-{
-    char src[4200], dst[4200];
-    snprintf(src, sizeof src, "%s/%s", dir, name);
-    snprintf(dst, sizeof dst, "%s/%s", outdir, name);
-    *copied = false;
-    FILE *in = fopen(src, "rb");
-    if (!in) return KV_OK;
-    FILE *o = fopen(dst, "wb");
-    if (!o) {
-        fclose(in);
-        return kv_fail(err, KV_EFAIL, "%s: cannot create", dst);
-    }
-    char buf[65536];
-    size_t n;
-    int rc = KV_OK;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, o) != n) break;
-    if (ferror(in)) rc = kv_fail(err, KV_EFAIL, "%s: read failed", src);
-    if ((ferror(o) | (fclose(o) != 0)) && !rc) rc = kv_fail(err, KV_EFAIL, "%s: write failed", dst);
-    fclose(in);
-    *copied = rc == KV_OK;
-    return rc;
-}
-
-bool results_sim_command(const char *dir, char *buf, size_t cap)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/command.txt", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    bool ok = fgets(buf, (int)cap, f) != NULL;
-    fclose(f);
-    if (ok) buf[strcspn(buf, "\r\n")] = '\0';
-    return ok && buf[0];
 }

@@ -1,4 +1,4 @@
-#include "plot_csv.h"
+#include "core/csv.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 /* The whole file in a NUL-terminated buffer; ENOENT sets *present = false. */
-static int slurp(plot_csv *c, const char *full, bool *present, size_t *len, kv_err *err)
+static int slurp(csv_table *c, const char *full, bool *present, size_t *len, kv_err *err)
 {
     FILE *f = fopen(full, "rb");
     if (!f) {
@@ -24,10 +24,10 @@ static int slurp(plot_csv *c, const char *full, bool *present, size_t *len, kv_e
         fclose(f);
         return kv_fail(err, KV_EINPUT, "%s: not a regular file", c->path);
     }
-    if ((size_t)st.st_size > PLOT_CSV_MAX_BYTES) {
+    if ((size_t)st.st_size > CSV_MAX_BYTES) {
         fclose(f);
         return kv_fail(err, KV_EINPUT, "%s: %lld bytes is larger than plot reads (%zu)", c->path,
-                       (long long)st.st_size, PLOT_CSV_MAX_BYTES);
+                       (long long)st.st_size, CSV_MAX_BYTES);
     }
     *len = (size_t)st.st_size;
     c->buf = kv_calloc(*len + 1, 1, c->path, err);
@@ -100,7 +100,7 @@ static size_t cut_lines(char *buf, size_t len, char **starts)
     return n;
 }
 
-static int split_rows(plot_csv *c, char **lines, size_t n_lines, kv_err *err)
+static int split_rows(csv_table *c, char **lines, size_t n_lines, kv_err *err)
 {
     c->n_rows = n_lines - 1;
     c->cells = kv_calloc(c->n_rows ? c->n_rows * (size_t)c->n_cols : 1, sizeof *c->cells, c->path, err);
@@ -108,16 +108,16 @@ static int split_rows(plot_csv *c, char **lines, size_t n_lines, kv_err *err)
     if (!c->cells || !c->lines) return KV_EFAIL;
     for (size_t r = 0; r < c->n_rows; r++) {
         c->lines[r] = (long)r + 2;
-        if (lines[r + 1][0] == '\0') return plot_csv_fail(c, r, err, "empty line");
+        if (lines[r + 1][0] == '\0') return csv_fail(c, r, err, "empty line");
         int n = split(lines[r + 1], c->cells + r * (size_t)c->n_cols, c->n_cols);
-        if (n < 0) return plot_csv_fail(c, r, err, "a quoted field is not closed by a quote and a comma");
+        if (n < 0) return csv_fail(c, r, err, "a quoted field is not closed by a quote and a comma");
         if (n != c->n_cols)
-            return plot_csv_fail(c, r, err, "%d fields, the header has %d", n, c->n_cols);
+            return csv_fail(c, r, err, "%d fields, the header has %d", n, c->n_cols);
     }
     return KV_OK;
 }
 
-int plot_csv_read(plot_csv *c, const char *dir, const char *name, bool *present, kv_err *err)
+int csv_read(csv_table *c, const char *dir, const char *name, bool *present, kv_err *err)
 {
     memset(c, 0, sizeof *c);
     snprintf(c->path, sizeof c->path, "%s/%s", dir, name);
@@ -144,7 +144,7 @@ int plot_csv_read(plot_csv *c, const char *dir, const char *name, bool *present,
     return rc;
 }
 
-int plot_csv_expect(const plot_csv *c, const char *const *names, int n, bool open_ended, kv_err *err)
+int csv_expect(const csv_table *c, const char *const *names, int n, bool open_ended, kv_err *err)
 {
     char want[1024] = "";
     for (int i = 0; i < n; i++)
@@ -159,7 +159,7 @@ int plot_csv_expect(const plot_csv *c, const char *const *names, int n, bool ope
                    open_ended ? ",..." : "");
 }
 
-void plot_csv_free(plot_csv *c)
+void csv_free(csv_table *c)
 {
     free(c->buf);
     free(c->header);
@@ -168,7 +168,7 @@ void plot_csv_free(plot_csv *c)
     memset(c, 0, sizeof *c);
 }
 
-int plot_csv_fail(const plot_csv *c, size_t row, kv_err *err, const char *fmt, ...)
+int csv_fail(const csv_table *c, size_t row, kv_err *err, const char *fmt, ...)
 {
     char msg[768];
     va_list ap;
@@ -178,31 +178,64 @@ int plot_csv_fail(const plot_csv *c, size_t row, kv_err *err, const char *fmt, .
     return kv_fail(err, KV_EINPUT, "%s:%ld: %s", c->path, c->lines[row], msg);
 }
 
-int plot_csv_double(const plot_csv *c, size_t row, int col, bool allow_nan, double *out, kv_err *err)
+int csv_double(const csv_table *c, size_t row, int col, bool allow_nan, double *out, kv_err *err)
 {
-    const char *s = plot_csv_cell(c, row, col);
+    const char *s = csv_cell(c, row, col);
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     bool parsed = end != s && *end == '\0' && !(errno == ERANGE && isinf(v));
-    if (parsed && isnan(v) && !allow_nan) return plot_csv_fail(c, row, err, "%s is NaN", c->header[col]);
+    if (parsed && isnan(v) && !allow_nan) return csv_fail(c, row, err, "%s is NaN", c->header[col]);
     if (!parsed || isinf(v))
-        return plot_csv_fail(c, row, err, "%s is not a finite number: '%.40s'", c->header[col], s);
+        return csv_fail(c, row, err, "%s is not a finite number: '%.40s'", c->header[col], s);
     *out = v;
     return KV_OK;
 }
 
-int plot_csv_int(const plot_csv *c, size_t row, int col, int64_t lo, int64_t hi, int64_t *out, kv_err *err)
+int csv_int(const csv_table *c, size_t row, int col, int64_t lo, int64_t hi, int64_t *out, kv_err *err)
 {
-    const char *s = plot_csv_cell(c, row, col);
+    const char *s = csv_cell(c, row, col);
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (errno || end == s || *end != '\0')
-        return plot_csv_fail(c, row, err, "%s is not an integer: '%.40s'", c->header[col], s);
+        return csv_fail(c, row, err, "%s is not an integer: '%.40s'", c->header[col], s);
     if (v < lo || v > hi)
-        return plot_csv_fail(c, row, err, "%s = %lld is out of range [%lld, %lld]", c->header[col], v,
-                             (long long)lo, (long long)hi);
+        return csv_fail(c, row, err, "%s = %lld is out of range [%lld, %lld]", c->header[col], v,
+                        (long long)lo, (long long)hi);
     *out = v;
     return KV_OK;
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+FILE *csv_create(const char *dir, const char *name, const char *header, kv_err *err)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) kv_fail(err, KV_EFAIL, "%s: cannot create", path);
+    else if (header) fprintf(f, "%s\n", header);
+    return f;
+}
+
+int csv_close(FILE *f, const char *what, kv_err *err)
+{
+    if (ferror(f) | (fclose(f) != 0)) return kv_fail(err, KV_EFAIL, "%s: write failed", what);
+    return KV_OK;
+}
+
+void csv_field(FILE *f, const char *s, bool flatten)
+{
+    const bool quote = strpbrk(s, flatten ? ",\"" : ",\"\n") != NULL;
+    if (!quote && !flatten) {
+        fputs(s, f);
+        return;
+    }
+    if (quote) fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(flatten && (*s == '\n' || *s == '\r') ? ' ' : *s, f);
+    }
+    if (quote) fputc('"', f);
 }

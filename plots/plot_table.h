@@ -1,0 +1,24 @@
+/* plot_table: one file of the analysis directory read as a table, for the
+ * readers in plot_input.c and plot_input_pca.c: the file's name
+ * (PLOT_FILES), its presence recorded in plot_data, its header checked, and
+ * the series of a row's (policy, params) cells. */
+#ifndef KV_PLOT_TABLE_H
+#define KV_PLOT_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/csv.h"
+#include "plot_input.h"
+
+/* Reads d->dir/PLOT_FILES[file] into c and records d->present[file]; a
+ * missing file leaves an empty table and is not an error. The header must be
+ * exactly cols[0..n) (open_ended: at least those, more may follow). */
+int plot_table_open(plot_data *d, int file, const char *const *cols, int n, bool open_ended, csv_table *c,
+                    kv_err *err);
+
+/* The series id of row `row`'s cells (policy at col_policy, params after
+ * it), added to d->series if new; errors name "FILE:LINE". */
+int plot_table_series(plot_data *d, const csv_table *c, size_t row, int col_policy, int *id, kv_err *err);
+
+#endif

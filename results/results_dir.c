@@ -1,0 +1,52 @@
+/* The results directory's small files (see results_dir.h). */
+#include "results/results_dir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int results_write_command(const char *dir, const char *command, kv_err *err)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" RESULTS_FILE_COMMAND, dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return kv_fail(err, KV_EFAIL, "%s: cannot create", path);
+    fprintf(f, "%s\n", command);
+    return fclose(f) == 0 ? KV_OK : kv_fail(err, KV_EFAIL, "%s: cannot write", path);
+}
+
+int results_copy_file(const char *dir, const char *name, const char *outdir, bool *copied, kv_err *err)
+{
+    char src[4200], dst[4200];
+    snprintf(src, sizeof src, "%s/%s", dir, name);
+    snprintf(dst, sizeof dst, "%s/%s", outdir, name);
+    *copied = false;
+    FILE *in = fopen(src, "rb");
+    if (!in) return KV_OK;
+    FILE *o = fopen(dst, "wb");
+    if (!o) {
+        fclose(in);
+        return kv_fail(err, KV_EFAIL, "%s: cannot create", dst);
+    }
+    char buf[65536];
+    size_t n;
+    int rc = KV_OK;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, o) != n) break;
+    if (ferror(in)) rc = kv_fail(err, KV_EFAIL, "%s: read failed", src);
+    if ((ferror(o) | (fclose(o) != 0)) && !rc) rc = kv_fail(err, KV_EFAIL, "%s: write failed", dst);
+    fclose(in);
+    *copied = rc == KV_OK;
+    return rc;
+}
+
+bool results_read_command(const char *dir, char *buf, size_t cap)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" RESULTS_FILE_COMMAND, dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    bool ok = fgets(buf, (int)cap, f) != NULL;
+    fclose(f);
+    if (ok) buf[strcspn(buf, "\r\n")] = '\0';
+    return ok && buf[0];
+}

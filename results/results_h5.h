@@ -1,0 +1,81 @@
+/* results_h5: results.h5, the file of a `kvtrace sim` results directory that
+ * `analyze` reads (SPEC §8). Its one layout, written and read here:
+ *
+ *   /runs/NAME            one group per (policy, budget) run, NAME =
+ *                         "POLICY[:PARAMS]:budget=N" (results_run_name)
+ *     @policy        string          the policy's registry name
+ *     @params        string          its canonical non-default parameters ("" for none)
+ *     @budget        int64           N
+ *     @chunk         int64           the prefill chunk B (written; the reader ignores it)
+ *     retained       int32 [L, K, N']  each (layer, kv head)'s final cache positions,
+ *                                      ascending, then RESULTS_PAD up to N'
+ *     final_logdet   f64 [L, K]        the log-det of those keys (SPEC §6)
+ *
+ * The writer records no object times, so the same run writes the same bytes.
+ *
+ * Every check a file reader owes its caller: /runs exists; each member is a
+ * group with string policy and params and an integer budget; retained is of
+ * an integer type, rank 3, [L, K] as in the trace, N' in [1, T], each row's
+ * positions strictly increasing within [0, T) and followed only by −1 padding
+ * (sim pads a cache smaller than N'), at least one position per row;
+ * final_logdet of a float type, [L, K]. The first violation is one KV_EINPUT
+ * line "DIR/results.h5: /runs/NAME/retained: ...". Runs come in the file's
+ * name order (what h5py and sim's own listing show).
+ */
+#ifndef KV_RESULTS_H5_H
+#define KV_RESULTS_H5_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/kv_error.h"
+
+/* What follows the kept positions in a row of retained. */
+#define RESULTS_PAD (-1)
+
+/* ---- writing ------------------------------------------------------------- */
+
+/* One run to write: views of the caller's arrays (nothing is copied). */
+typedef struct {
+    const char *policy;          /* registry name */
+    const char *params;          /* canonical non-default parameters, "" for none */
+    int64_t budget, chunk;
+    int64_t width;               /* N' */
+    const int64_t *retained;     /* [L][K][N'] positions, ascending, then RESULTS_PAD */
+    const double *final_logdet;  /* [L][K] */
+} results_run_view;
+
+/* The group name of a run: "POLICY[:PARAMS]:budget=N" into buf. */
+void results_run_name(const char *policy, const char *params, int64_t budget, char *buf, size_t cap);
+
+/* Creates DIR/results.h5 (replacing one that exists) with runs[0..n) under
+ * /runs, for a trace of L layers and K kv heads. */
+int results_write(const char *dir, int64_t L, int64_t K, const results_run_view *runs, int n, kv_err *err);
+
+/* ---- reading ------------------------------------------------------------- */
+
+typedef struct {
+    char name[512];          /* group name under /runs */
+    char policy[128];
+    char params[512];
+    int64_t budget;
+    int64_t width;           /* N' */
+    int32_t *retained;       /* [L][K][N'], each row sorted, −1 padded at the end */
+    int64_t *n_kept;         /* [L][K] positions before the padding */
+    double *final_logdet;    /* [L][K] as sim wrote it */
+} results_run;
+
+typedef struct {
+    char path[4200];         /* DIR/results.h5 */
+    int n_runs;
+    results_run *runs;       /* [n_runs] */
+} results_set;
+
+/* Reads DIR/results.h5 against a trace of L layers, K kv heads, T tokens.
+ * On failure nothing is left allocated. */
+int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *out, kv_err *err);
+
+void results_free(results_set *rs);
+
+#endif
