@@ -313,7 +313,7 @@ static void sim_run_writes_nothing(void **state)
     int64_t budgets[] = {8, 16};
     sim_opts o = {.trace = trace_path, .output = out_dir, .policies = pcs, .n_policies = 2, .budgets = budgets,
                   .n_budgets = 2, .chunk = 8, .decode_chunk = 1, .eval_stride = 1, .threads = 2, .quiet = true};
-    assert_int_equal(sim_run(&o, &err), KV_EFAIL);
+    assert_int_equal(sim_run(&o, NULL, &err), KV_EFAIL);
     printf("# %s\n", err.msg);
     assert_non_null(strstr(err.msg, "probe: out of memory in score"));
     assert_null(strchr(err.msg, '\n'));   /* one line */
