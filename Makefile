@@ -87,6 +87,7 @@ $(BUILD)/obj/%.o: %.c
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
+	@rm -f $@  # members of renamed or removed sources must not linger in the archive
 	$(AR) rcs $@ $^
 
 $(BIN): $(BUILD)/obj/cli/main.o $(LIB)
