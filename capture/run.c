@@ -172,7 +172,8 @@ int run_settle(kv_run *r, kv_err *err)
     if (r->settled) return KV_OK;
     r->settled = true;
     int rc = r->staged ? record_device_drain(&r->rd, err) : KV_OK;
-    if (!rc && r->recording && r->rec.want.colsum && r->be->colsum) rc = r->be->colsum(r->o.backend_ctx, r->rec.colsum, err);
+    if (!rc && r->recording && r->rec.want.colsum && r->be->colsum)
+        rc = r->be->colsum(r->o.backend_ctx, r->rec.colsum, err); /* the backend summed them, not the recorder */
     return rc;
 }
 

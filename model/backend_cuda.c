@@ -240,7 +240,8 @@ static int upload_model(cuda_backend *b, const kv_model *host, kv_err *err)
     if (!dev->layers) return kv_fail(err, KV_EFAIL, "out of memory");
     const size_t Vd = (size_t)(c->vocab_size * c->dim);
     void *emb = NULL, *out = NULL, *norm = NULL;
-    int rc = up(b, host->tok_embd, Vd, true, &emb, err) || up(b, host->output_norm, (size_t)c->dim, false, &norm, err) ||
+    int rc = up(b, host->tok_embd, Vd, true, &emb, err) ||
+             up(b, host->output_norm, (size_t)c->dim, false, &norm, err) ||
              (host->output != host->tok_embd && up(b, host->output, Vd, true, &out, err));
     dev->tok_embd = emb, dev->output_norm = norm, dev->output = host->output == host->tok_embd ? emb : out;
     for (int64_t l = 0; !rc && l < c->n_layers; l++) rc = upload_layer(b, c, &host->layers[l], &dev->layers[l], err);
