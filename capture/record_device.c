@@ -9,27 +9,27 @@ static void *pinned_alloc(void *mem_ctx, size_t bytes)
     record_device *rd = mem_ctx;
     void *h = NULL;
     kv_err e = {0};
-    return rd->api->host_alloc(rd->ctx, &h, bytes, "recording buffer", &e) ? NULL : h;
+    return rd->be->staging->host_alloc(rd->ctx, &h, bytes, "recording buffer", &e) ? NULL : h;
 }
 
 static void pinned_release(void *mem_ctx, void *p)
 {
     record_device *rd = mem_ctx;
-    rd->api->host_release(rd->ctx, p);
+    rd->be->staging->host_release(rd->ctx, p);
 }
 
-int record_device_init(record_device *rd, recorder *rec, backend_cuda *b, const model_config *c, int64_t B, int nbuf,
-                       kv_err *err)
+int record_device_init(record_device *rd, recorder *rec, const backend_iface *be, void *ctx, const model_config *c,
+                       int64_t B, int nbuf, kv_err *err)
 {
     memset(rd, 0, sizeof *rd);
-    rd->rec = rec, rd->inner = recorder_observer(rec), rd->api = b->api, rd->ctx = b->ctx;
+    rd->rec = rec, rd->inner = recorder_observer(rec), rd->be = be, rd->ctx = ctx;
     rd->H = c->n_heads, rd->K = c->n_kv_heads, rd->D = c->head_dim, rd->V = c->vocab_size;
     rd->known = rec->known;
     const size_t bytes = sizeof(float) * (size_t)B * (size_t)((rd->H + 2 * rd->K) * rd->D);
     record_async_mem mem = {pinned_alloc, pinned_release, rd};
     int rc = record_async_init(&rd->ra, nbuf, bytes, &mem, err);
     for (int i = 0; !rc && i < rd->ra.nbuf; i++)
-        rc = rd->api->alloc(rd->ctx, &rd->dstage[i], bytes, "recording stage", err);
+        if (!(rd->dstage[i] = be->kernels->alloc(ctx, bytes, 1, "recording stage", err))) rc = err->code;
     return rc;
 }
 
@@ -44,13 +44,12 @@ static void *twin(const record_device *rd, const void *buf)
 /* src (device) -> the twin at off (on the compute stream) -> the pinned buffer (copy stream) */
 static int stage(record_device *rd, char *buf, char *dev, size_t off, const void *src, size_t bytes, kv_err *err)
 {
-    int rc = rd->api->copy2d(rd->ctx, dev + off, bytes, src, bytes, bytes, 1, err);
-    return rc ? rc : rd->api->download_async(rd->ctx, buf + off, dev + off, bytes, err);
+    return rd->be->staging->stage(rd->ctx, buf + off, dev + off, src, bytes, err);
 }
 
 typedef struct {
     record_device *rd;
-    kvcuda_fence *fence;
+    void *fence;
     int64_t layer, pos0, n;
     float *logits;  /* on_logits jobs: [n][V] copy */
     int64_t known;
@@ -60,7 +59,7 @@ static int job_wait(void *ctx, void *buf, kv_err *err)
 {
     (void)buf;
     rd_job *j = ctx;
-    return j->fence ? j->rd->api->fence_wait(j->fence, err) : KV_OK;
+    return j->fence ? j->rd->be->staging->fence_wait(j->rd->ctx, j->fence, err) : KV_OK;
 }
 
 /* buf holds q [n][H*D], then k and v [n][K*D] */
@@ -83,7 +82,7 @@ static int job_write_logits(void *ctx, void *buf, kv_err *err)
 static void job_done(void *ctx)
 {
     rd_job *j = ctx;
-    if (j->fence) j->rd->api->fence_free(j->fence);
+    if (j->fence) j->rd->be->staging->fence_free(j->rd->ctx, j->fence);
     free(j->logits);
     free(j);
 }
@@ -105,7 +104,7 @@ static int on_qkv(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float
     if (!rc && rd->rec->want.queries) rc = stage(rd, h, dev, 0, q, qb, err);
     if (!rc) rc = stage(rd, h, dev, qb, k, kb, err);
     if (!rc) rc = stage(rd, h, dev, qb + kb, v, kb, err);
-    if (!rc) rc = rd->api->fence(rd->ctx, &j->fence, err);
+    if (!rc) rc = rd->be->staging->fence(rd->ctx, &j->fence, err);
     if (rc && !buf) {
         job_done(j);
         return rc;
@@ -144,7 +143,7 @@ int record_device_finish(record_device *rd, kv_err *err)
 {
     int rc = record_async_finish(&rd->ra, err);
     for (int i = 0; i < RECORD_ASYNC_MAX_BUF; i++)
-        if (rd->dstage[i]) rd->api->release(rd->ctx, rd->dstage[i]);
+        if (rd->dstage[i]) rd->be->kernels->release(rd->ctx, rd->dstage[i]);
     memset(rd->dstage, 0, sizeof rd->dstage);
     return rc;
 }

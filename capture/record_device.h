@@ -1,4 +1,5 @@
-/* record_device: the recording path of a capture on the GPU. It sits
+/* record_device: the recording path of a capture on the GPU (a backend
+ * with staging, model/backend.h). It sits
  * between the walk and the recorder (capture/recorder.h): the walk hands it
  * the chunk's queries, keys and values in device memory; it starts their
  * copies into a page-locked buffer on the copy stream and queues a job for
@@ -14,24 +15,25 @@
 #ifndef KV_RECORD_DEVICE_H
 #define KV_RECORD_DEVICE_H
 
-#include "model/backend.h"
 #include "capture/record_async.h"
 #include "capture/recorder.h"
+#include "model/backend.h"
 
 typedef struct {
     recorder *rec;
     forward_observer inner;   /* the recorder's hooks, run on the writer thread */
-    const kvcuda_api *api;
-    kvcuda_ctx *ctx;
+    const backend_iface *be;  /* its kernels (the twins) and staging (pinned buffers, copies, fences) */
+    void *ctx;                /* the backend instance */
     record_async ra;
     void *dstage[RECORD_ASYNC_MAX_BUF]; /* device twin of each pinned buffer */
     int64_t H, K, D, V;
     int64_t known;            /* tokens decided so far: the driver sets it, jobs take a copy */
 } record_device;
 
-/* Buffers of one chunk of up to B rows (q, k, v), `nbuf` of them (2: double buffering). */
-int record_device_init(record_device *rd, recorder *rec, backend_cuda *b, const model_config *c, int64_t B, int nbuf,
-                       kv_err *err);
+/* Buffers of one chunk of up to B rows (q, k, v), `nbuf` of them (2: double
+ * buffering), staged by backend `be` (be->staging set) with instance ctx. */
+int record_device_init(record_device *rd, recorder *rec, const backend_iface *be, void *ctx, const model_config *c,
+                       int64_t B, int nbuf, kv_err *err);
 
 /* The hooks to pass to forward_chunk (on_qkv takes device pointers). */
 forward_observer record_device_observer(record_device *rd);

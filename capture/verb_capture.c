@@ -143,11 +143,21 @@ static int parse_weights(const char *s, capture_opts *o, kv_err *err)
     return cli_usage(err, "capture", "--weights must be f32, f16 or bf16, got '%s'", s);
 }
 
+/* --device NAME: a backend of model/backend.h's table */
+static int parse_device(const char *name, capture_opts *o, kv_err *err)
+{
+    if ((o->backend = backend_find(name))) return KV_OK;
+    char names[256];
+    backend_names(names, sizeof names);
+    return cli_usage(err, "capture", "--device must be %s, got '%s'", names, name);
+}
+
 static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err *err)
 {
     const char *v = "capture";
     memset(o, 0, sizeof *o);
     o->chunk = 128, o->record_queries = true, o->attention = ATTN_COLSUM, o->max_attention_gib = 4.0;
+    o->backend = backend_all()[0];
     optind = 1;
     opterr = 0;
     int c, rc = KV_OK;
@@ -157,9 +167,9 @@ static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err
         switch (c) {
         case OPT_MODEL: o->model = optarg; break;
         case OPT_TOKENIZER: o->tokenizer = optarg; break;
-        case OPT_PROMPT: o->prompt = optarg; break;
-        case OPT_PROMPT_FILE: o->prompt_file = optarg; break;
-        case OPT_TOKENS: o->tokens_file = optarg; break;
+        case OPT_PROMPT: o->prompt.text = optarg; break;
+        case OPT_PROMPT_FILE: o->prompt.text_file = optarg; break;
+        case OPT_TOKENS: o->prompt.tokens_file = optarg; break;
         case OPT_GENERATE: rc = cli_parse_i64(v, "--generate", optarg, 0, (int64_t)1 << 30, &o->generate, err); break;
         case OPT_CHUNK: rc = cli_parse_i64(v, "--chunk", optarg, 1, (int64_t)1 << 20, &o->chunk, err); break;
         case OPT_RECORD: rc = parse_record(optarg, o, err); break;
@@ -179,11 +189,7 @@ static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err
             rc = cli_parse_i64(v, "--threads", optarg, 1, 256, &i64, err);
             o->threads = (int)i64;
             break;
-        case OPT_DEVICE:
-            if (strcmp(optarg, "cuda") == 0 || strcmp(optarg, "cpu") == 0) o->device_cuda = optarg[1] == 'u';
-            else
-                rc = cli_usage(err, v, "--device must be cpu or cuda, got '%s'", optarg);
-            break;
+        case OPT_DEVICE: rc = parse_device(optarg, o, err); break;
         case OPT_EVICT:
             if ((rc = policy_parse(optarg, &o->evict, err))) {
                 char msg[sizeof err->msg];
@@ -206,10 +212,10 @@ static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err
     }
     if (rc || *help) return rc;
     if (optind < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[optind]);
-    if (!!o->prompt + !!o->prompt_file + !!o->tokens_file > 1)
+    if (prompt_sources(&o->prompt) > 1)
         return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");
     if (!o->output) return cli_usage(err, v, "-o PATH is required");
-    if (o->weights && !o->device_cuda)
+    if (o->weights && !o->backend->weight_types)
         return cli_usage(err, v, "--weights applies to --device cuda (the CPU computes in float32)");
     return check_evict(o, attention_given, err);
 }
@@ -224,7 +230,7 @@ int capture_main(int argc, char **argv)
         fputs(USAGE, stdout);
         return 0;
     }
-    static char model_path[4096];
+    char model_path[4096];
     if (!rc && !o.model && !(rc = model_default_path(model_path, sizeof model_path, true, &err))) o.model = model_path;
     if (!rc) rc = capture_run(&o, &err);
     return rc ? cli_report(&err) : 0;

@@ -17,13 +17,22 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "capture/capture.h"
 #include "core/kv_error.h"
+#include "model/tokenizer/prompt.h"
 #include "policies/policy.h"
 #include "sim/sim.h"
 
+/* The one sequence every run of a fidelity study walks. */
 typedef struct {
-    capture_opts seq;        /* model, tokenizer, prompt source, generate, chunk, threads (the rest unused) */
+    const char *model;       /* as capture --model */
+    const char *tokenizer;   /* llama2.c tokenizer.bin */
+    prompt_source prompt;    /* none: BOS alone */
+    int64_t generate;        /* the full model's greedy tokens after the prompt */
+    int64_t chunk;           /* B: prefill chunk */
+} fid_sequence;
+
+typedef struct {
+    fid_sequence seq;
     const char *output;      /* directory */
     const char *command;     /* for command.txt and the report (may be NULL) */
     policy_config *policies; /* [n_policies] */

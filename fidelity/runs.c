@@ -9,17 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/evict.h"
-#include "model/forward.h"
-#include "capture/recorder.h"
+#include "capture/run.h"
 #include "core/progress.h"
-#include "core/version.h"
 #include "fidelity/fidelity.h"
 #include "fidelity/kl.h"
+#include "model/model.h"
 
 typedef struct {
-    forward_state fw;
-    evict_engine ev;
+    kv_run *run;             /* on the CPU, evicting inside, not recorded */
     double nll;              /* Σ −log q(next) */
 } evict_run;
 
@@ -27,9 +24,7 @@ typedef struct {
     kv_model model;
     int32_t *tokens;         /* [T] */
     int64_t T, P;
-    trace_writer *w;
-    forward_state full;
-    recorder rec;
+    kv_run *full;            /* on the CPU, full cache, recorded as the trace sim replays */
     evict_run *runs;         /* [n] */
     int n;
     double nll_full;
@@ -38,68 +33,42 @@ typedef struct {
 
 static void state_free(fid_state *s)
 {
-    for (int i = 0; s->runs && i < s->n; i++) forward_free(&s->runs[i].fw), evict_free(&s->runs[i].ev);
+    for (int i = 0; s->runs && i < s->n; i++) run_free(s->runs[i].run);
     free(s->runs);
-    if (s->w) trace_abort(s->w);
-    recorder_free(&s->rec);
-    forward_free(&s->full);
+    run_free(s->full);
     free(s->tokens);
     model_free(&s->model);
 }
 
-static int open_trace(const fidelity_opts *o, fid_state *s, const char *path, kv_err *err)
+/* A run of the sequence on the CPU: the full one recorded into trace_path
+ * (queries, keys, values, log-probabilities), or one evicting with pc at N. */
+static int open_run(const fidelity_opts *o, fid_state *s, const policy_config *pc, int64_t budget,
+                    const char *trace_path, kv_run **r, kv_err *err)
 {
-    const model_config *c = &s->model.cfg;
-    trace_meta meta;
-    memset(&meta, 0, sizeof meta);
-    snprintf(meta.creator, sizeof meta.creator, "kvtrace %s fidelity", KVTRACE_VERSION);
-    snprintf(meta.model_name, sizeof meta.model_name, "%s", c->name[0] ? c->name : o->seq.model);
-    snprintf(meta.architecture, sizeof meta.architecture, "%s", c->architecture);
-    snprintf(meta.rope_style, sizeof meta.rope_style, "%s", c->rope == ROPE_NEOX ? "neox" : "interleaved");
-    snprintf(meta.capture_mode, sizeof meta.capture_mode, "full");
-    snprintf(meta.rope_scaling, sizeof meta.rope_scaling, "%s", c->rope_scaling);
-    meta.n_layers = c->n_layers, meta.n_heads = c->n_heads, meta.n_kv_heads = c->n_kv_heads;
-    meta.head_dim = c->head_dim, meta.vocab_size = c->vocab_size, meta.rope_theta = c->rope_theta;
-    meta.prompt_len = s->P, meta.capture_chunk = o->seq.chunk, meta.rope_freq_factors = s->model.rope_div;
-    trace_create_opts topts = {.storage = TRACE_F32, .expected_tokens = s->T};
-    topts.want[TRACE_QUERIES] = topts.want[TRACE_LOGPROBS] = true;
-    int rc = trace_create(path, &meta, &topts, &s->w, err);
-    recorder_wants want = {.queries = true};
-    if (!rc) rc = recorder_init(&s->rec, s->w, c, want, s->tokens, s->T, o->seq.chunk, err);
-    return rc;
+    run_opts ro = {.model = &s->model, .model_path = o->seq.model, .tokens = s->tokens, .T = s->T, .P = s->P,
+                   .chunk = o->seq.chunk, .evict = pc, .budget = budget, .output = trace_path, .verb = "fidelity",
+                   .trace = {.storage = TRACE_F32}};
+    ro.trace.want[TRACE_QUERIES] = ro.trace.want[TRACE_LOGPROBS] = trace_path != NULL;
+    return run_open(r, &ro, err);
 }
 
-/* Model, tokens, the full walk and its trace, one evicting walk per configuration. */
+/* Model, tokens, the full run and its trace, one evicting run per configuration. */
 static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, fid_results *r, kv_err *err)
 {
     int rc = model_load(o->seq.model, o->seq.tokenizer, &s->model, err);
-    if (!rc) rc = capture_prompt_tokens(&o->seq, &s->model, &s->tokens, &s->P, err);
+    if (!rc) rc = run_sequence(&o->seq.prompt, &s->model, o->seq.model, o->seq.generate, &s->tokens, &s->P, &s->T, err);
+    if (!rc) rc = open_run(o, s, NULL, 0, trace_path, &s->full, err);
     if (rc) return rc;
-    s->T = s->P + o->seq.generate;
-    int32_t *grown = realloc(s->tokens, sizeof(int32_t) * (size_t)s->T);
-    if (!grown) return kv_fail(err, KV_EFAIL, "fidelity: out of memory for %lld tokens", (long long)s->T);
-    s->tokens = grown;
-    const model_config *c = &s->model.cfg;
-    if (c->sliding_window > 0 && s->T > c->sliding_window)
-        return kv_fail(err, KV_EUSAGE, "%s: sliding-window attention (window %lld) is shorter than the %lld tokens",
-                       o->seq.model, (long long)c->sliding_window, (long long)s->T);
-    if ((rc = open_trace(o, s, trace_path, err)) ||
-        (rc = forward_init(&s->full, &s->model, &FORWARD_CPU, s->T, o->seq.chunk, err)))
-        return rc;
     s->n = r->n;
     if (!(s->runs = kv_calloc((size_t)s->n, sizeof *s->runs, "fidelity runs", err))) return err->code;
     for (int i = 0; !rc && i < s->n; i++) {
         fid_config *fc = &r->c[i];
-        evict_run *e = &s->runs[i];
-        const int64_t cap = evict_cache_rows(fc->pc, fc->budget, o->seq.chunk, s->T);
-        rc = forward_init_cache(&e->fw, &s->model, &FORWARD_CPU, s->T, cap, o->seq.chunk, err);
-        if (!rc) rc = evict_init(&e->ev, fc->pc, fc->budget, c, e->fw.max_chunk, e->fw.cap, err);
-        if (!rc) e->fw.ev = &e->ev.hooks;
+        rc = open_run(o, s, fc->pc, fc->budget, NULL, &s->runs[i].run, err);
         if (!rc && (!(fc->kl = kv_calloc((size_t)s->T, sizeof(double), "per-position KL", err)) ||
                     !(fc->agree = kv_calloc((size_t)s->T, sizeof(uint8_t), "per-position agreement", err))))
             rc = err->code;
     }
-    r->T = s->T, r->prompt_len = s->P, r->V = c->vocab_size;
+    r->T = s->T, r->prompt_len = s->P, r->V = s->model.cfg.vocab_size;
     return rc;
 }
 
@@ -112,7 +81,7 @@ static void compare_rows(fid_state *s, fid_config *fc, int i, int64_t p0, int64_
         const int64_t t = p0 + r;
         const int32_t next = t + 1 < s->T ? s->tokens[t + 1] : -1;
         fid_row row;
-        fid_row_compare(s->full.logits + r * V, e->fw.logits + r * V, V, next, &row);
+        fid_row_compare(run_logits(s->full) + r * V, run_logits(e->run) + r * V, V, next, &row);
         if (next >= 0) {
             e->nll -= row.logp_q;
             if (i == 0) s->nll_full -= row.logp_p, s->n_pred++;
@@ -127,15 +96,14 @@ static void compare_rows(fid_state *s, fid_config *fc, int i, int64_t p0, int64_
  * sequence past the prompt), then every evicting walk on the same tokens. */
 static int step(fid_state *s, fid_results *r, int64_t p0, int64_t n, kv_err *err)
 {
-    forward_observer obs = recorder_observer(&s->rec);
     const int64_t V = s->model.cfg.vocab_size;
-    int rc = forward_chunk(&s->full, s->tokens + p0, n, &obs, err);
+    int rc = run_step(s->full, n, err);
     if (!rc && p0 + n < s->T && p0 + n >= s->P) { /* teacher forcing: the full model's greedy next token */
-        s->tokens[p0 + n] = fid_argmax(s->full.logits + (n - 1) * V, V);
-        s->rec.known = p0 + n + 1;
+        s->tokens[p0 + n] = fid_argmax(run_logits(s->full) + (n - 1) * V, V);
+        run_known(s->full, p0 + n + 1);
     }
     for (int i = 0; !rc && i < s->n; i++) {
-        rc = forward_chunk(&s->runs[i].fw, s->tokens + p0, n, NULL, err);
+        rc = run_step(s->runs[i].run, n, err);
         if (!rc) compare_rows(s, &r->c[i], i, p0, n);
     }
     return rc;
@@ -147,7 +115,6 @@ static void summarise(fid_state *s, fid_results *r)
     r->ppl_full = exp(s->nll_full / np);
     for (int i = 0; i < r->n; i++) {
         fid_config *fc = &r->c[i];
-        const forward_state *f = &s->runs[i].fw;
         double sum = 0.0, mx = 0.0;
         int64_t agree = 0;
         for (int64_t j = 0; j < fc->n_positions; j++) {
@@ -163,8 +130,7 @@ static void summarise(fid_state *s, fid_results *r)
         fc->kl_p95 = fid_p95(tmp, fc->n_positions);
         free(tmp);
         fc->ppl_evict = exp(s->runs[i].nll / np);
-        for (int64_t lg = 0; lg < s->model.cfg.n_layers * s->model.cfg.n_kv_heads; lg++)
-            fc->cache_peak = f->cache_peak[lg] > fc->cache_peak ? f->cache_peak[lg] : fc->cache_peak;
+        fc->cache_peak = run_cache_peak(s->runs[i].run);
     }
 }
 
@@ -174,7 +140,6 @@ int fid_run_models(const fidelity_opts *o, const char *trace_path, fid_results *
     memset(&s, 0, sizeof s);
     int rc = setup(o, &s, trace_path, r, err);
     kv_progress prog;
-    s.rec.known = s.P;
     progress_start(&prog, "fidelity runs", s.T, o->quiet || rc);
     for (int64_t p0 = 0; !rc && p0 < s.T;) {
         int64_t n = p0 < s.P ? (s.P - p0 < o->seq.chunk ? s.P - p0 : o->seq.chunk) : 1;
@@ -184,11 +149,7 @@ int fid_run_models(const fidelity_opts *o, const char *trace_path, fid_results *
     }
     progress_end(&prog);
     if (!rc) summarise(&s, r);
-    if (!rc) rc = recorder_finish(&s.rec, err);
-    if (!rc) {
-        rc = trace_finish(s.w, err);
-        s.w = NULL;
-    }
+    if (!rc) rc = run_finish(s.full, err);
     state_free(&s);
     return rc;
 }

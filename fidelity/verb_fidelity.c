@@ -71,9 +71,9 @@ static int parse_args(int argc, char **argv, fidelity_opts *o, policy_config *cf
         switch (c) {
         case OPT_MODEL: o->seq.model = optarg; break;
         case OPT_TOKENIZER: o->seq.tokenizer = optarg; break;
-        case OPT_PROMPT: o->seq.prompt = optarg; break;
-        case OPT_PROMPT_FILE: o->seq.prompt_file = optarg; break;
-        case OPT_TOKENS: o->seq.tokens_file = optarg; break;
+        case OPT_PROMPT: o->seq.prompt.text = optarg; break;
+        case OPT_PROMPT_FILE: o->seq.prompt.text_file = optarg; break;
+        case OPT_TOKENS: o->seq.prompt.tokens_file = optarg; break;
         case OPT_GENERATE: rc = cli_parse_i64(v, "--generate", optarg, 0, (int64_t)1 << 24, &generate, err); break;
         case OPT_POLICIES: rc = policy_parse_list(v, optarg, cfgs, MAX_LIST, &o->n_policies, err); break;
         case OPT_BUDGETS:
@@ -90,7 +90,7 @@ static int parse_args(int argc, char **argv, fidelity_opts *o, policy_config *cf
     }
     if (rc || *help) return rc;
     if (optind < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[optind]);
-    const int sources = !!o->seq.prompt + !!o->seq.prompt_file + !!o->seq.tokens_file;
+    const int sources = prompt_sources(&o->seq.prompt);
     if (sources > 1) return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");
     if (!o->output) return cli_usage(err, v, "-o DIR is required");
     o->seq.generate = generate >= 0 ? generate : sources ? 0 : 511;
@@ -105,27 +105,34 @@ static int parse_args(int argc, char **argv, fidelity_opts *o, policy_config *cf
     return KV_OK;
 }
 
+/* What the options point into, for the length of the command. */
+typedef struct {
+    policy_config cfgs[MAX_LIST];
+    int64_t budgets[MAX_LIST];
+    char model_path[4096];
+} fid_args;
+
 int fidelity_main(int argc, char **argv)
 {
-    static policy_config cfgs[MAX_LIST];
-    static int64_t budgets[MAX_LIST];
-    static char model_path[4096];
     kv_err err = {0};
     fidelity_opts o;
     memset(&o, 0, sizeof o);
     o.seq.chunk = 32;
     bool help = false;
-    int rc = parse_args(argc, argv, &o, cfgs, budgets, &help, &err);
+    fid_args *a = kv_calloc(1, sizeof *a, "fidelity options", &err);
+    int rc = a ? parse_args(argc, argv, &o, a->cfgs, a->budgets, &help, &err) : err.code;
     if (!rc && help) {
         fputs(USAGE, stdout);
+        free(a);
         return 0;
     }
-    if (!rc && !o.seq.model && !(rc = model_default_path(model_path, sizeof model_path, true, &err)))
-        o.seq.model = model_path;
+    if (!rc && !o.seq.model && !(rc = model_default_path(a->model_path, sizeof a->model_path, true, &err)))
+        o.seq.model = a->model_path;
     char *command = rc ? NULL : cli_command_line(argc, argv);
     if (!rc && !command) rc = kv_fail(&err, KV_EFAIL, "fidelity: out of memory");
     o.command = command;
     if (!rc) rc = fidelity_run(&o, &err);
     free(command);
+    free(a);
     return rc ? cli_report(&err) : 0;
 }

@@ -1,62 +1,100 @@
-/* backend: where a capture's arithmetic runs. The CPU kernels are linked in
- * (FORWARD_CPU); the CUDA backend is build/libkvtrace_cuda.so, opened with
- * dlopen only for `--device cuda`, so a CPU run never maps cudart or cuBLAS
- * and kvtrace starts where CUDA is absent. Opening it turns every way of
- * not having a usable GPU (library missing, its dependencies missing, no
- * driver or "insufficient driver", no device) into one error line, code 1.
+/* backend: where a model run's arithmetic happens, as one interface with a
+ * small static table of values chosen by name (`--device NAME`):
  *
- * The device-memory budget: a capture on the GPU holds the weights (in the
- * weight type), the float32 KV cache, the RoPE table, O(B·T)-free scratch of
- * O(B·(dim + ffn + V)), and with column sums a double [L][H][T] array; it is
- * compared with the device's free memory before any work. */
+ *   cpu   the CPU kernels (model/backend_cpu.c, OpenBLAS), host memory;
+ *   cuda  the CUDA library build/libkvtrace_cuda.so (model/backend_cuda.c
+ *         over model/cuda_lib.c), opened with dlopen only when chosen, so a
+ *         CPU run never maps cudart or cuBLAS. KVTRACE_CUDA_LIB may name
+ *         another library of the same ABI: tests/emul's host emulation is
+ *         how CI runs this value without a GPU.
+ *
+ * The interface (`backend_iface`) is kept apart from the instance: open
+ * returns a context that every hook and every kernel of the table takes
+ * first (NULL for the CPU); nothing is process-wide. Hooks marked optional
+ * may be NULL and are checked by the caller. A run asks, in order: check
+ * (before any work: the options the backend refuses), open, prepare (once
+ * the model is loaded: the kernels' view of it), then walks on `kernels`
+ * (model/forward.h); column sums may be accumulated by the backend itself
+ * (colsum), and a backend whose kernels' memory is not the host's says how
+ * recording stages it (staging). */
 #ifndef KV_BACKEND_H
 #define KV_BACKEND_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "model/cuda/kvcuda.h"
+#include "core/kv_error.h"
+#include "model/forward.h"
 #include "model/model.h"
 
+/* What a run will ask of a backend, known before the model is loaded. */
 typedef struct {
-    void *dl;               /* dlopen handle */
-    const kvcuda_api *api;
-    kvcuda_ctx *ctx;
-    kvcuda_info info;
-    char path[4096];        /* the library that was opened */
-} backend_cuda;
+    bool evict;          /* eviction inside the run: every head's weights and cache compaction */
+    bool attention_full; /* every head's full weights recorded */
+    int weights;         /* type of the weight matrices in the kernels' memory: 0 f32, 1 f16, 2 bf16 */
+} backend_request;
 
-/* Name of the library beside kvtrace, and the variable that overrides it. */
-#define BACKEND_CUDA_LIB "libkvtrace_cuda.so"
-#define BACKEND_CUDA_ENV "KVTRACE_CUDA_LIB"
-
-/* Opens the library (lib: a path; NULL: $KVTRACE_CUDA_LIB, else beside the
- * running executable, else the loader's search path) and device `device`.
- * KV_EFAIL with one line saying why there is no usable GPU. */
-int backend_open_cuda(backend_cuda *b, const char *lib, int device, kv_err *err);
-
-/* Only loads the library and its table (no device needed). */
-int backend_load_cuda(backend_cuda *b, const char *lib, kv_err *err);
-
-void backend_close_cuda(backend_cuda *b);
-
-/* Bytes of device memory a capture needs. */
+/* Asynchronous staging of the kernels' memory to the host, for recording
+ * without stalling the device (capture/record_device.c). Fences are opaque. */
 typedef struct {
-    uint64_t weights;   /* matrices in the weight type, vectors float32 */
-    uint64_t kv_cache;  /* 2 L K T D float32 */
-    uint64_t scratch;   /* activations, logits, RoPE table, statistics, cuBLAS */
-    uint64_t colsum;    /* L H T doubles, when column sums are recorded */
-    uint64_t total;
-} backend_budget;
+    /* page-locked host memory (asynchronous downloads land in it) */
+    int (*host_alloc)(void *ctx, void **h, size_t bytes, const char *what, kv_err *err);
+    void (*host_release)(void *ctx, void *h);
+    /* bytes at src (kernels' memory) copied to twin (kernels' memory), in
+     * the order of the kernels, then twin to host asynchronously: the next
+     * kernels may overwrite src at once */
+    int (*stage)(void *ctx, void *host, void *twin, const void *src, size_t bytes, kv_err *err);
+    /* a fence after the staging started so far; wait blocks the caller
+     * (any thread); free releases it */
+    int (*fence)(void *ctx, void **fence, kv_err *err);
+    int (*fence_wait)(void *ctx, void *fence, kv_err *err);
+    void (*fence_free)(void *ctx, void *fence);
+} backend_staging;
 
-/* Bytes per element of a weight type. */
-int backend_dtype_size(kvcuda_dtype dt);
+typedef struct {
+    const char *name;               /* --device NAME */
+    const forward_kernels *kernels; /* the table the walk runs on, with the instance as context */
+    bool weight_types;              /* takes 16-bit weights (backend_request.weights) */
+    /* optional: KV_EUSAGE, one line, for what the backend refuses; before any work */
+    int (*check)(const backend_request *req, kv_err *err);
+    /* optional: the instance (NULL without open); no usable device: KV_EFAIL, one line */
+    int (*open)(const backend_request *req, void **ctx, kv_err *err);
+    void (*close)(void *ctx);
+    /* optional (NULL: the walk reads m itself): model m for a walk of T
+     * positions in chunks of up to B, with column sums accumulated when
+     * colsum (and the backend has the colsum hook): checks the memory it
+     * needs, mirrors the weights, allocates scratch; *walk is the model the
+     * walk reads (owned by the instance, valid until close). One prepared
+     * model per instance. */
+    int (*prepare)(void *ctx, const kv_model *m, int64_t T, int64_t B, bool colsum, const kv_model **walk,
+                   kv_err *err);
+    /* optional (NULL: the walk hands every head's weights to the observers,
+     * on_attention): the column sums accumulated since prepare, into host
+     * [L][H][T] (the recorder's layout) */
+    int (*colsum)(void *ctx, double *host, kv_err *err);
+    /* optional: peak bytes of the instance's own device allocations so far */
+    uint64_t (*peak_bytes)(void *ctx);
+    /* NULL where kernels->host_memory: observers read the walk's arrays */
+    const backend_staging *staging;
+} backend_iface;
 
-void backend_budget_compute(const kv_model *m, int64_t T, int64_t B, kvcuda_dtype wt, bool colsum,
-                            backend_budget *out);
+extern const backend_iface BACKEND_CPU;
+extern const backend_iface BACKEND_CUDA;
 
-/* KV_EFAIL, with every number, when the budget exceeds free_bytes. */
-int backend_budget_check(const backend_budget *b, uint64_t free_bytes, uint64_t total_bytes, const char *device,
-                         kv_err *err);
+/* Every backend, NULL-terminated; the first is the default. */
+const backend_iface *const *backend_all(void);
+
+/* The backend called `name`; NULL if none is. */
+const backend_iface *backend_find(const char *name);
+
+/* "cpu or cuda": the names for a message. */
+void backend_names(char *buf, size_t cap);
+
+/* check, then open: *ctx NULL on failure */
+int backend_open(const backend_iface *b, const backend_request *req, void **ctx, kv_err *err);
+
+/* close where the backend has one (safe on a NULL ctx) */
+void backend_close(const backend_iface *b, void *ctx);
 
 #endif

@@ -6,31 +6,32 @@
 
 #include "core/progress.h"
 
-int forward_init(forward_state *s, const kv_model *m, const forward_kernels *kern, int64_t cap,
+int forward_init(forward_state *s, const kv_model *m, const forward_kernels *kern, void *kctx, int64_t cap,
                  int64_t max_chunk, kv_err *err)
 {
-    return forward_init_cache(s, m, kern, cap, cap, max_chunk, err);
+    return forward_init_cache(s, m, kern, kctx, cap, cap, max_chunk, err);
 }
 
 /* Buffers in the kernels' memory (device memory for a device table). */
 static int alloc_kernel_buffers(forward_state *s, size_t B, size_t T, kv_err *err)
 {
     const model_config *c = &s->m->cfg;
-    const forward_kernels *k = &s->kern;
+    const forward_kernels *k = s->kern;
+    void *ctx = s->kctx;
     const size_t D = (size_t)c->head_dim, HD = (size_t)c->n_heads * D, KD = (size_t)c->n_kv_heads * D;
     const size_t cache = (size_t)c->n_layers * KD * T;
-    if (!(s->k_cache = k->alloc(cache, sizeof(float), "key cache", err)) ||
-        !(s->v_cache = k->alloc(cache, sizeof(float), "value cache", err)) ||
-        !(s->rope_tab = k->alloc((size_t)s->n_pos * D, sizeof(float), "rope table", err)) ||
-        !(s->x = k->alloc(B * (size_t)c->dim, sizeof(float), "activations", err)) ||
-        !(s->xb = k->alloc(B * (size_t)c->dim, sizeof(float), "activations", err)) ||
-        !(s->q = k->alloc(B * HD, sizeof(float), "queries", err)) ||
-        !(s->k = k->alloc(B * KD, sizeof(float), "keys", err)) ||
-        !(s->v = k->alloc(B * KD, sizeof(float), "values", err)) ||
-        !(s->att = k->alloc(B * HD, sizeof(float), "attention output", err)) ||
-        !(s->gate = k->alloc(B * (size_t)c->ffn_dim, sizeof(float), "ffn", err)) ||
-        !(s->up = k->alloc(B * (size_t)c->ffn_dim, sizeof(float), "ffn", err)) ||
-        !(s->logits_k = k->alloc(B * (size_t)c->vocab_size, sizeof(float), "logits", err)))
+    if (!(s->k_cache = k->alloc(ctx, cache, sizeof(float), "key cache", err)) ||
+        !(s->v_cache = k->alloc(ctx, cache, sizeof(float), "value cache", err)) ||
+        !(s->rope_tab = k->alloc(ctx, (size_t)s->n_pos * D, sizeof(float), "rope table", err)) ||
+        !(s->x = k->alloc(ctx, B * (size_t)c->dim, sizeof(float), "activations", err)) ||
+        !(s->xb = k->alloc(ctx, B * (size_t)c->dim, sizeof(float), "activations", err)) ||
+        !(s->q = k->alloc(ctx, B * HD, sizeof(float), "queries", err)) ||
+        !(s->k = k->alloc(ctx, B * KD, sizeof(float), "keys", err)) ||
+        !(s->v = k->alloc(ctx, B * KD, sizeof(float), "values", err)) ||
+        !(s->att = k->alloc(ctx, B * HD, sizeof(float), "attention output", err)) ||
+        !(s->gate = k->alloc(ctx, B * (size_t)c->ffn_dim, sizeof(float), "ffn", err)) ||
+        !(s->up = k->alloc(ctx, B * (size_t)c->ffn_dim, sizeof(float), "ffn", err)) ||
+        !(s->logits_k = k->alloc(ctx, B * (size_t)c->vocab_size, sizeof(float), "logits", err)))
         return err->code;
     return KV_OK;
 }
@@ -39,19 +40,19 @@ static int alloc_kernel_buffers(forward_state *s, size_t B, size_t T, kv_err *er
 static int fill_rope_table(forward_state *s, kv_err *err)
 {
     const model_config *c = &s->m->cfg;
-    if (s->kern.host_memory) {
+    if (s->kern->host_memory) {
         rope_table_fill_scaled(s->rope_tab, s->n_pos, c->head_dim, c->rope_theta, s->m->rope_div);
         return KV_OK;
     }
     float *tab = kv_calloc((size_t)(s->n_pos * c->head_dim), sizeof(float), "rope table", err);
     if (!tab) return err->code;
     rope_table_fill_scaled(tab, s->n_pos, c->head_dim, c->rope_theta, s->m->rope_div);
-    int rc = s->kern.upload(s->rope_tab, tab, sizeof(float) * (size_t)(s->n_pos * c->head_dim), err);
+    int rc = s->kern->upload(s->kctx, s->rope_tab, tab, sizeof(float) * (size_t)(s->n_pos * c->head_dim), err);
     free(tab);
     return rc;
 }
 
-int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernels *kern, int64_t n_pos,
+int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernels *kern, void *kctx, int64_t n_pos,
                        int64_t cap, int64_t max_chunk, kv_err *err)
 {
     memset(s, 0, sizeof *s);
@@ -63,7 +64,8 @@ int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernel
                        "evict inside the run (a cache of %lld rows for %lld positions)", (long long)cap,
                        (long long)n_pos);
     s->m = m;
-    s->kern = *kern;
+    s->kern = kern;
+    s->kctx = kctx;
     s->n_pos = n_pos;
     s->cap = cap = cap < n_pos ? cap : n_pos;
     s->max_chunk = max_chunk = max_chunk < cap ? max_chunk : cap;
@@ -85,10 +87,10 @@ int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernel
 
 void forward_free(forward_state *s)
 {
-    if (s->kern.release) { /* a state that got as far as its kernels */
+    if (s->kern) { /* a state that got as far as its kernels */
         float *kmem[] = {s->k_cache, s->v_cache, s->rope_tab, s->x, s->xb, s->q, s->k, s->v, s->att, s->gate, s->up,
                          s->logits_k};
-        for (size_t i = 0; i < sizeof kmem / sizeof kmem[0]; i++) s->kern.release(kmem[i]);
+        for (size_t i = 0; i < sizeof kmem / sizeof kmem[0]; i++) s->kern->release(s->kctx, kmem[i]);
         if (s->logits != s->logits_k) free(s->logits);
     }
     free(s->cache_len), free(s->cache_pos), free(s->cache_peak), free(s->p);
@@ -100,7 +102,7 @@ void forward_free(forward_state *s)
 static void settle(const forward_state *s)
 {
     kv_err ignored = {0};
-    if (!s->kern.host_memory) (void)s->kern.sync(&ignored);
+    if (!s->kern->host_memory) (void)s->kern->sync(s->kctx, &ignored);
 }
 
 /* The matmul kernel, timed and counted (2 n in out operations). */
@@ -108,7 +110,7 @@ static void timed_matmul(forward_state *s, const float *x, const float *w, float
                          int64_t out)
 {
     double t0 = kv_now_seconds();
-    s->kern.matmul(x, w, y, n, in, out);
+    s->kern->matmul(s->kctx, x, w, y, n, in, out);
     settle(s);
     s->gemm_seconds += kv_now_seconds() - t0;
     s->gemm_flops += 2.0 * (double)n * (double)in * (double)out;
@@ -124,16 +126,16 @@ static float *cache_head(const forward_state *s, float *cache, int64_t l, int64_
 const float *forward_cache_rows(const forward_state *s, int64_t layer, int64_t kv_head, int values, float *host)
 {
     const int64_t lg = layer * s->m->cfg.n_kv_heads + kv_head;
-    return s->kern.host_rows(cache_head(s, values ? s->v_cache : s->k_cache, layer, kv_head), s->cache_len[lg],
-                             s->m->cfg.head_dim, host);
+    return s->kern->host_rows(s->kctx, cache_head(s, values ? s->v_cache : s->k_cache, layer, kv_head),
+                              s->cache_len[lg], s->m->cfg.head_dim, host);
 }
 
 void forward_cache_keep(forward_state *s, int64_t layer, int64_t kv_head, const int64_t *keep, int64_t n_keep)
 {
     const int64_t lg = layer * s->m->cfg.n_kv_heads + kv_head;
     KV_ASSERT(n_keep <= s->cache_len[lg]);
-    s->kern.compact(cache_head(s, s->k_cache, layer, kv_head), cache_head(s, s->v_cache, layer, kv_head), keep, n_keep,
-                    s->m->cfg.head_dim);
+    s->kern->compact(s->kctx, cache_head(s, s->k_cache, layer, kv_head), cache_head(s, s->v_cache, layer, kv_head),
+                     keep, n_keep, s->m->cfg.head_dim);
     int64_t *pos = s->cache_pos + lg * s->cap; /* host bookkeeping: which position each row holds */
     for (int64_t i = 0; i < n_keep; i++) pos[i] = pos[keep[i]];
     s->cache_len[lg] = n_keep;
@@ -146,8 +148,8 @@ static int64_t cache_append(forward_state *s, int64_t l, int64_t g, int64_t pos0
     const model_config *c = &s->m->cfg;
     const int64_t D = c->head_dim, K = c->n_kv_heads, lg = l * K + g, c0 = s->cache_len[lg];
     float *kc = cache_head(s, s->k_cache, l, g), *vc = cache_head(s, s->v_cache, l, g);
-    s->kern.copy_rows(kc + c0 * D, D, s->k + g * D, K * D, n, D);
-    s->kern.copy_rows(vc + c0 * D, D, s->v + g * D, K * D, n, D);
+    s->kern->copy_rows(s->kctx, kc + c0 * D, D, s->k + g * D, K * D, n, D);
+    s->kern->copy_rows(s->kctx, vc + c0 * D, D, s->v + g * D, K * D, n, D);
     for (int64_t r = 0; r < n; r++) s->cache_pos[lg * s->cap + c0 + r] = pos0 + r;
     s->cache_len[lg] = c0 + n;
     if (s->cache_peak[lg] < c0 + n) s->cache_peak[lg] = c0 + n;
@@ -159,18 +161,18 @@ static void qkv_block(forward_state *s, const model_layer *w, int64_t n)
 {
     const model_config *c = &s->m->cfg;
     const int64_t D = c->head_dim, H = c->n_heads, K = c->n_kv_heads;
-    s->kern.rmsnorm(s->xb, s->x, w->attn_norm, n, c->dim, c->norm_eps);
+    s->kern->rmsnorm(s->kctx, s->xb, s->x, w->attn_norm, n, c->dim, c->norm_eps);
     timed_matmul(s, s->xb, w->wq, s->q, n, c->dim, H * D);
     timed_matmul(s, s->xb, w->wk, s->k, n, c->dim, K * D);
     timed_matmul(s, s->xb, w->wv, s->v, n, c->dim, K * D);
-    if (w->bq) s->kern.add_bias(s->q, w->bq, n, H * D);
-    if (w->bk) s->kern.add_bias(s->k, w->bk, n, K * D);
-    if (w->bv) s->kern.add_bias(s->v, w->bv, n, K * D);
+    if (w->bq) s->kern->add_bias(s->kctx, s->q, w->bq, n, H * D);
+    if (w->bk) s->kern->add_bias(s->kctx, s->k, w->bk, n, K * D);
+    if (w->bv) s->kern->add_bias(s->kctx, s->v, w->bv, n, K * D);
     /* rows of D: the norm is per head (in place: the kernel reads a row before writing it) */
-    if (w->q_norm) s->kern.rmsnorm(s->q, s->q, w->q_norm, n * H, D, c->norm_eps);
-    if (w->k_norm) s->kern.rmsnorm(s->k, s->k, w->k_norm, n * K, D, c->norm_eps);
-    s->kern.rope(s->q, n, H, D, s->len, s->rope_tab, c->rope);
-    s->kern.rope(s->k, n, K, D, s->len, s->rope_tab, c->rope);
+    if (w->q_norm) s->kern->rmsnorm(s->kctx, s->q, s->q, w->q_norm, n * H, D, c->norm_eps);
+    if (w->k_norm) s->kern->rmsnorm(s->kctx, s->k, s->k, w->k_norm, n * K, D, c->norm_eps);
+    s->kern->rope(s->kctx, s->q, n, H, D, s->len, s->rope_tab, c->rope);
+    s->kern->rope(s->kctx, s->k, n, K, D, s->len, s->rope_tab, c->rope);
 }
 
 /* A device table: every head of layer l in one call, after all kv heads'
@@ -186,8 +188,8 @@ static int attend_layer(forward_state *s, int64_t l, int64_t n, kv_err *err)
         c0 = cg;
     }
     double t0 = kv_now_seconds();
-    s->kern.attend_layer(l, s->q, cache_head(s, s->k_cache, l, 0), cache_head(s, s->v_cache, l, 0), s->cap, H, K, D,
-                         c0, n, s->att);
+    s->kern->attend_layer(s->kctx, l, s->q, cache_head(s, s->k_cache, l, 0), cache_head(s, s->v_cache, l, 0), s->cap,
+                          H, K, D, c0, n, s->att);
     settle(s);
     s->attn_seconds += kv_now_seconds() - t0;
     s->attn_flops += 4.0 * (double)H * (double)n * (double)(c0 + n) * (double)D; /* q.k and p.v */
@@ -211,13 +213,13 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
             return kv_fail(err, KV_EFAIL, "forward: the cache of layer %lld, kv head %lld holds %lld of %lld rows: "
                            "no room for a chunk of %lld", (long long)l, (long long)g,
                            (long long)s->cache_len[l * K + g], (long long)s->cap, (long long)n);
-    if (!rc && s->kern.attend_layer) rc = attend_layer(s, l, n, err);
-    for (int64_t g = 0; !rc && !s->kern.attend_layer && g < K; g++) {
+    if (!rc && s->kern->attend_layer) rc = attend_layer(s, l, n, err);
+    for (int64_t g = 0; !rc && !s->kern->attend_layer && g < K; g++) {
         const int64_t c0 = cache_append(s, l, g, pos0, n);
         const float *kc = cache_head(s, s->k_cache, l, g), *vc = cache_head(s, s->v_cache, l, g);
         for (int64_t h = g * G; !rc && h < (g + 1) * G; h++) {
             double t0 = kv_now_seconds();
-            s->kern.attend(s->q + h * D, H * D, kc, vc, c0, n, D, s->p, s->att + h * D, H * D);
+            s->kern->attend(s->kctx, s->q + h * D, H * D, kc, vc, c0, n, D, s->p, s->att + h * D, H * D);
             s->attn_seconds += kv_now_seconds() - t0;
             s->attn_flops += 4.0 * (double)n * (double)(c0 + n) * (double)D; /* q.k and p.v */
             if (obs && obs->on_attention) rc = obs->on_attention(obs->ctx, l, h, c0, n, s->p, err);
@@ -228,7 +230,7 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
     if (rc) return rc;
     /* x += att . wo^T (through xb: the matmul kernel overwrites its output) */
     timed_matmul(s, s->att, w->wo, s->xb, n, H * D, c->dim);
-    s->kern.add(s->x, s->xb, n * c->dim);
+    s->kern->add(s->kctx, s->x, s->xb, n * c->dim);
     return KV_OK;
 }
 
@@ -236,12 +238,12 @@ static void ffn_block(forward_state *s, int64_t l, int64_t n)
 {
     const model_config *c = &s->m->cfg;
     const model_layer *w = &s->m->layers[l];
-    s->kern.rmsnorm(s->xb, s->x, w->ffn_norm, n, c->dim, c->norm_eps);
+    s->kern->rmsnorm(s->kctx, s->xb, s->x, w->ffn_norm, n, c->dim, c->norm_eps);
     timed_matmul(s, s->xb, w->w_gate, s->gate, n, c->dim, c->ffn_dim);
     timed_matmul(s, s->xb, w->w_up, s->up, n, c->dim, c->ffn_dim);
-    s->kern.swiglu(s->gate, s->up, n * c->ffn_dim);
+    s->kern->swiglu(s->kctx, s->gate, s->up, n * c->ffn_dim);
     timed_matmul(s, s->gate, w->w_down, s->xb, n, c->ffn_dim, c->dim);
-    s->kern.add(s->x, s->xb, n * c->dim);
+    s->kern->add(s->kctx, s->x, s->xb, n * c->dim);
 }
 
 int forward_chunk(forward_state *s, const int32_t *tokens, int64_t n, const forward_observer *obs,
@@ -257,17 +259,17 @@ int forward_chunk(forward_state *s, const int32_t *tokens, int64_t n, const forw
         if (tokens[r] < 0 || tokens[r] >= c->vocab_size)
             return kv_fail(err, KV_EINPUT, "token id %d at position %lld is outside the vocabulary [0, %lld)",
                            tokens[r], (long long)(s->len + r), (long long)c->vocab_size);
-    s->kern.embed(s->x, m->tok_embd, tokens, n, c->dim);
+    s->kern->embed(s->kctx, s->x, m->tok_embd, tokens, n, c->dim);
     for (int64_t l = 0; l < c->n_layers; l++) {
         int rc = attention_block(s, l, n, obs, err);
         if (rc) return rc;
         ffn_block(s, l, n);
     }
-    s->kern.rmsnorm(s->xb, s->x, m->output_norm, n, c->dim, c->norm_eps);
+    s->kern->rmsnorm(s->kctx, s->xb, s->x, m->output_norm, n, c->dim, c->norm_eps);
     timed_matmul(s, s->xb, m->output, s->logits_k, n, c->dim, c->vocab_size);
-    int rc = s->kern.sync(err); /* a device kernel's failure surfaces here, once per chunk */
-    if (!rc && !s->kern.host_memory)
-        rc = s->kern.download(s->logits, s->logits_k, sizeof(float) * (size_t)(n * c->vocab_size), err);
+    int rc = s->kern->sync(s->kctx, err); /* a device kernel's failure surfaces here, once per chunk */
+    if (!rc && !s->kern->host_memory)
+        rc = s->kern->download(s->kctx, s->logits, s->logits_k, sizeof(float) * (size_t)(n * c->vocab_size), err);
     if (!rc && obs && obs->on_logits) rc = obs->on_logits(obs->ctx, s->len, n, s->logits, err);
     if (!rc) s->len += n, s->steps++;
     return rc;

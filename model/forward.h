@@ -17,37 +17,41 @@
 #include "model/model.h"
 #include "core/kv_error.h"
 
+/* A backend's kernels. Every entry takes the backend instance's context
+ * first (ctx: NULL for the CPU table, the open instance for a device table,
+ * model/backend.h), so a table is a constant and two instances never share
+ * state. */
 typedef struct {
     /* y[n][out] = x[n][in] . W[out][in]^T */
-    void (*matmul)(const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out);
+    void (*matmul)(void *ctx, const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out);
     /* out[n][dim] = x / rms(x) * w, rms with epsilon eps */
-    void (*rmsnorm)(float *out, const float *x, const float *w, int64_t n, int64_t dim, double eps);
+    void (*rmsnorm)(void *ctx, float *out, const float *x, const float *w, int64_t n, int64_t dim, double eps);
     /* rotates x[n][heads][D] for positions pos0 .. pos0+n-1 */
-    void (*rope)(float *x, int64_t n, int64_t heads, int64_t D, int64_t pos0, const float *rope_table,
+    void (*rope)(void *ctx, float *x, int64_t n, int64_t heads, int64_t D, int64_t pos0, const float *rope_table,
                  rope_style style);
     /* y[n][m] += b[m] */
-    void (*add_bias)(float *y, const float *b, int64_t n, int64_t m);
+    void (*add_bias)(void *ctx, float *y, const float *b, int64_t n, int64_t m);
     /* gate[i] = silu(gate[i]) * up[i] */
-    void (*swiglu)(float *gate, const float *up, int64_t n);
+    void (*swiglu)(void *ctx, float *gate, const float *up, int64_t n);
     /* One query head over a chunk: q rows [n] (row stride ldq) at positions
      * pos0.., keys/values [pos0+n][D] of its kv head; writes out rows (stride
      * ldo) and the normalised causal weights p[n][pos0+n] (zero above the
      * diagonal). */
-    void (*attend)(const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0,
-                   int64_t n, int64_t D, float *p, float *out, int64_t ldo);
+    void (*attend)(void *ctx, const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0, int64_t n,
+                   int64_t D, float *p, float *out, int64_t ldo);
     /* In-model eviction (issue #9). Keeps rows keep[0..n_keep) of one (layer,
      * kv head) cache k, v [cap][D] as its rows 0..n_keep-1, in order; keep is
      * a host array, ascending, keep[i] >= i. */
-    void (*compact)(float *k, float *v, const int64_t *keep, int64_t n_keep, int64_t D);
+    void (*compact)(void *ctx, float *k, float *v, const int64_t *keep, int64_t n_keep, int64_t D);
     /* Rows [0, n) of a cache readable on the host (the policies score them):
      * the cache itself where it is host memory (CPU), else a copy into
      * host [n][D], returned. */
-    const float *(*host_rows)(const float *cache, int64_t n, int64_t D, float *host);
+    const float *(*host_rows)(void *ctx, const float *cache, int64_t n, int64_t D, float *host);
 
     /* ---- memory and device work (issue #8) ------------------------------
      * The CPU table's versions are trivial: its memory is the host's
      * (calloc, memcpy), the loops are the plain ones. A device table
-     * (model/kernels_cuda.c) sets host_memory false: the walk then keeps
+     * (model/backend_cuda.c) sets host_memory false: the walk then keeps
      * its caches and scratch in the device's memory (alloc), passes device
      * pointers to every kernel, calls attend_layer instead of attend (no
      * weights matrix p exists), and hands observers' on_qkv device pointers
@@ -55,26 +59,27 @@ typedef struct {
      * s->logits (host) through download. */
     bool host_memory;
     /* n zeroed elements of `size` bytes in the kernels' memory; NULL + err */
-    void *(*alloc)(size_t n, size_t size, const char *what, kv_err *err);
-    void (*release)(void *p);
-    int (*upload)(void *dst, const void *src, size_t bytes, kv_err *err);
-    int (*download)(void *dst, const void *src, size_t bytes, kv_err *err);
+    void *(*alloc)(void *ctx, size_t n, size_t size, const char *what, kv_err *err);
+    void (*release)(void *ctx, void *p);
+    int (*upload)(void *ctx, void *dst, const void *src, size_t bytes, kv_err *err);
+    int (*download)(void *ctx, void *dst, const void *src, size_t bytes, kv_err *err);
     /* x[n][dim] = rows tokens[0..n) (a host array) of the embedding table */
-    void (*embed)(float *x, const float *table, const int32_t *tokens, int64_t n, int64_t dim);
+    void (*embed)(void *ctx, float *x, const float *table, const int32_t *tokens, int64_t n, int64_t dim);
     /* x[i] += y[i] (the residual stream) */
-    void (*add)(float *x, const float *y, int64_t n);
+    void (*add)(void *ctx, float *x, const float *y, int64_t n);
     /* rows of `width` floats from src (row stride lds) to dst (row stride ldd) */
-    void (*copy_rows)(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t width);
+    void (*copy_rows)(void *ctx, float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t width);
     /* Every query head of layer `layer` at once (NULL: attend per head):
      * q [n][H*D], caches [K][cap][D] with n_cached rows before the chunk's
      * n; out [n][H*D]. A device table may accumulate column sums here. */
-    void (*attend_layer)(int64_t layer, const float *q, const float *k_cache, const float *v_cache, int64_t cap,
-                         int64_t H, int64_t K, int64_t D, int64_t n_cached, int64_t n, float *out);
+    void (*attend_layer)(void *ctx, int64_t layer, const float *q, const float *k_cache, const float *v_cache,
+                         int64_t cap, int64_t H, int64_t K, int64_t D, int64_t n_cached, int64_t n, float *out);
     /* waits for the kernels enqueued so far; the first failure among them */
-    int (*sync)(kv_err *err);
+    int (*sync)(void *ctx, kv_err *err);
 } forward_kernels;
 
-/* The CPU kernels (OpenBLAS sgemm for every product), host memory. */
+/* The CPU kernels (OpenBLAS sgemm for every product), host memory; they
+ * take no context (pass NULL). */
 extern const forward_kernels FORWARD_CPU;
 
 /* What a capture records; any hook may be NULL. Hooks return KV_OK or an
@@ -112,7 +117,8 @@ typedef struct {
 
 typedef struct forward_state {
     const kv_model *m;
-    forward_kernels kern;
+    const forward_kernels *kern;
+    void *kctx;        /* the kernels' context: the backend instance */
     int64_t cap;       /* rows each (layer, kv head) cache holds: T, or N + B when evicting */
     int64_t n_pos;     /* positions the run may reach (T): the RoPE table */
     int64_t len;       /* tokens processed so far (the next token's position) */
@@ -142,22 +148,23 @@ typedef struct forward_state {
     double gemm_flops, gemm_seconds, attn_flops, attn_seconds;
 } forward_state;
 
-/* Scratch and cache for up to `cap` tokens in chunks of up to `max_chunk`:
- * memory is the KV cache plus O(max_chunk * cap), never cap x cap. */
-int forward_init(forward_state *s, const kv_model *m, const forward_kernels *kern, int64_t cap,
+/* Scratch and cache for up to `cap` tokens in chunks of up to `max_chunk`,
+ * on kernels `kern` with context kctx (both must outlive s): memory is the
+ * KV cache plus O(max_chunk * cap), never cap x cap. */
+int forward_init(forward_state *s, const kv_model *m, const forward_kernels *kern, void *kctx, int64_t cap,
                  int64_t max_chunk, kv_err *err);
 
 /* The same for a run over up to n_pos positions whose caches hold at most
  * `cap` rows per (layer, kv head) (N + B with eviction: s->ev must then keep
  * every cache at <= cap - B after each chunk). */
-int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernels *kern, int64_t n_pos,
+int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernels *kern, void *kctx, int64_t n_pos,
                        int64_t cap, int64_t max_chunk, kv_err *err);
 
 /* Rows [0, cache_len) of one (layer, kv head) cache, keys or values, as host
- * memory (kern.host_rows; host: cap x D floats of scratch). */
+ * memory (kern->host_rows; host: cap x D floats of scratch). */
 const float *forward_cache_rows(const forward_state *s, int64_t layer, int64_t kv_head, int values, float *host);
 
-/* Keeps rows keep[0..n_keep) (ascending) of one (layer, kv head) cache, through kern.compact. */
+/* Keeps rows keep[0..n_keep) (ascending) of one (layer, kv head) cache, through kern->compact. */
 void forward_cache_keep(forward_state *s, int64_t layer, int64_t kv_head, const int64_t *keep, int64_t n_keep);
 
 /* Processes tokens[0..n) at positions len .. len+n-1 (n <= max_chunk,

@@ -1,7 +1,7 @@
 /* Row and element kernels of the walk: RMSNorm (also per head for the q/k
  * norms), RoPE, bias, SwiGLU, residual add, embedding lookup, and the cache
  * compaction of eviction. Each mirrors its CPU reference in
- * model/kernels_cpu.c; products that the CPU rounds separately are written
+ * model/backend_cpu.c; products that the CPU rounds separately are written
  * with __fmul_rn/__fadd_rn so that nvcc does not fuse them into an FMA (the
  * CPU build uses -ffp-contract=off), and sums the CPU takes in double are
  * taken in double here. */

@@ -1,7 +1,7 @@
 /* kvcuda: the ABI between kvtrace and its CUDA backend, build/libkvtrace_cuda.so.
  *
  * The shared object is opened with dlopen only for `--device cuda`
- * (model/backend.c), so a CPU run never maps cudart or cuBLAS. It exports
+ * (model/cuda_lib.c), so a CPU run never maps cudart or cuBLAS. It exports
  * one symbol, kvcuda_get_api(KVCUDA_ABI), which returns this table of plain
  * C functions; the header uses no CUDA type, so it is included by both sides.
  *
@@ -85,7 +85,7 @@ typedef struct {
      * do that); reports execution errors */
     int (*sync)(kvcuda_ctx *ctx, kv_err *err);
 
-    /* ---- kernels (the CPU references are model/kernels_cpu.c and
+    /* ---- kernels (the CPU references are model/backend_cpu.c and
      * core/attn_causal.c, core/attn_colsum.c) ----------------------------- */
     /* y[n][out] = x[n][in] . W[out][in]^T, W of type wt (f16/bf16: x is
      * rounded to wt for the product, accumulation float32) */

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/backend.h"
+#include "model/cuda_lib.h"
 #include "core/rng.h"
 
 typedef struct {
-    backend_cuda b;
+    cuda_lib b;
     int n, failed;
 } gpu_t;
 

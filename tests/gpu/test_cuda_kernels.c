@@ -31,10 +31,10 @@ static void test_matmul(gpu_t *g, kvcuda_dtype dt, const char *name)
         xr[i] = as_stored(x[i], dt);
     for (int64_t i = 0; i < out * in; i++)
         wr[i] = as_stored(w[i], dt);
-    FORWARD_CPU.matmul(xr, wr, ref, n, in, out);
+    FORWARD_CPU.matmul(NULL, xr, wr, ref, n, in, out);
     kv_err err = {0};
     float *dx = gpu_upload(g, x, sizeof(float) * n * in), *dy = gpu_upload(g, NULL, sizeof(float) * n * out);
-    void *dw = gpu_upload(g, NULL, (size_t)out * in * (size_t)backend_dtype_size(dt));
+    void *dw = gpu_upload(g, NULL, (size_t)out * in * (size_t)cuda_lib_dtype_size(dt));
     int ok = dx && dy && dw && !g->b.api->upload_convert(g->b.ctx, dw, w, (size_t)(out * in), dt, &err) &&
              !g->b.api->matmul(g->b.ctx, dx, dw, dt, dy, n, in, out, &err) &&
              !gpu_download(g, got, dy, sizeof(float) * n * out);
@@ -42,7 +42,7 @@ static void test_matmul(gpu_t *g, kvcuda_dtype dt, const char *name)
     ok = ok && gpu_compare_f(name, ref, got, (size_t)(n * out), dt == KVCUDA_F32 ? 1e-5 : 1e-4,
                              dt == KVCUDA_F32 ? 1e-4 : 1e-3);
     if (ok && dt != KVCUDA_F32) { /* for the record: against the unrounded float32 product */
-        FORWARD_CPU.matmul(x, w, ref, n, in, out);
+        FORWARD_CPU.matmul(NULL, x, w, ref, n, in, out);
         gpu_gap("(information) the same product in float32", ref, got, (size_t)(n * out));
     }
     gpu_result(g, ok, name);
@@ -54,7 +54,7 @@ static void test_rmsnorm(gpu_t *g, int64_t n, int64_t dim, int in_place, const c
 {
     float *x = rand_floats(&R, n * dim, 1.5, 0.3), *w = rand_floats(&R, dim, 0.3, 1.0);
     float *ref = malloc(sizeof(float) * n * dim), *got = malloc(sizeof(float) * n * dim);
-    FORWARD_CPU.rmsnorm(ref, x, w, n, dim, 1e-5);
+    FORWARD_CPU.rmsnorm(NULL, ref, x, w, n, dim, 1e-5);
     kv_err err = {0};
     float *dx = gpu_upload(g, x, sizeof(float) * n * dim), *dw = gpu_upload(g, w, sizeof(float) * dim);
     float *dout = in_place ? dx : gpu_upload(g, NULL, sizeof(float) * n * dim);
@@ -76,7 +76,7 @@ static void test_rope(gpu_t *g, rope_style style, int scaled, const char *name)
     rope_table_fill_scaled(tab, T, D, 500000.0, scaled ? div : NULL);
     float *x = rand_floats(&R, n * heads * D, 1.0, 0.0), *got = malloc(sizeof(float) * n * heads * D);
     float *dx = gpu_upload(g, x, sizeof(float) * n * heads * D), *dt = gpu_upload(g, tab, sizeof(float) * T * D);
-    FORWARD_CPU.rope(x, n, heads, D, pos0, tab, style);
+    FORWARD_CPU.rope(NULL, x, n, heads, D, pos0, tab, style);
     kv_err err = {0};
     int ok = dx && dt && !g->b.api->rope(g->b.ctx, dx, n, heads, D, pos0, dt, style == ROPE_NEOX, &err) &&
              !gpu_download(g, got, dx, sizeof(float) * n * heads * D);
@@ -97,11 +97,11 @@ static void test_elementwise(gpu_t *g)
     float *dup = gpu_upload(g, up, sizeof(float) * n * m);
     kv_err err = {0};
     memcpy(ref, y, sizeof(float) * n * m);
-    FORWARD_CPU.add_bias(ref, b, n, m);
+    FORWARD_CPU.add_bias(NULL, ref, b, n, m);
     int ok = dy && db && dup && !g->b.api->add_bias(g->b.ctx, dy, db, n, m, &err) &&
              !gpu_download(g, got, dy, sizeof(float) * n * m);
     gpu_result(g, ok && gpu_compare_f("add_bias", ref, got, (size_t)(n * m), 0, 0), "add_bias (exact)");
-    FORWARD_CPU.swiglu(ref, up, n * m);
+    FORWARD_CPU.swiglu(NULL, ref, up, n * m);
     ok = !g->b.api->swiglu(g->b.ctx, dy, dup, n * m, &err) && !gpu_download(g, got, dy, sizeof(float) * n * m);
     gpu_result(g, ok && gpu_compare_f("swiglu", ref, got, (size_t)(n * m), 1e-6, 1e-5), "swiglu");
     for (int64_t i = 0; i < n * m; i++) ref[i] += up[i];
@@ -124,7 +124,7 @@ static void test_embed(gpu_t *g, kvcuda_dtype dt, const char *name)
             ref[r * dim + i] = as_stored(v, dt);
         }
     kv_err err = {0};
-    void *dtab = gpu_upload(g, NULL, (size_t)(V * dim) * (size_t)backend_dtype_size(dt));
+    void *dtab = gpu_upload(g, NULL, (size_t)(V * dim) * (size_t)cuda_lib_dtype_size(dt));
     int32_t *dtok = gpu_upload(g, tok, sizeof tok);
     float *dx = gpu_upload(g, NULL, sizeof(float) * n * dim);
     int ok = dtab && dtok && dx && !g->b.api->upload_convert(g->b.ctx, dtab, table, (size_t)(V * dim), dt, &err) &&
@@ -270,7 +270,7 @@ int main(int argc, char **argv)
     rng_init(&R, 8, 0, 0, 0);
     const int probe = argc > 1 && strcmp(argv[1], "--probe") == 0; /* only: is there a usable GPU? */
     const char *lib = argc > 1 + probe ? argv[1 + probe] : NULL;
-    if (backend_open_cuda(&g.b, lib, 0, &err)) {
+    if (cuda_lib_open(&g.b, lib, 0, &err)) {
         printf(probe ? "%s\n" : "1..0 # skip test_cuda_kernels: %s\n", err.msg);
         return probe ? 1 : 0;
     }
@@ -278,9 +278,9 @@ int main(int argc, char **argv)
     printf("%sdevice: %s (sm_%d%d, %d SMs, %.1f GiB free), runtime %d, driver %d\n", probe ? "" : "# ", in->name,
            in->cc_major, in->cc_minor, in->sm_count, in->free_bytes / 1073741824.0, in->runtime_version,
            in->driver_version);
-    if (probe) return backend_close_cuda(&g.b), 0;
+    if (probe) return cuda_lib_close(&g.b), 0;
     run_all(&g);
     printf("1..%d\n", g.n);
-    backend_close_cuda(&g.b);
+    cuda_lib_close(&g.b);
     return g.failed ? 1 : 0;
 }

@@ -53,10 +53,10 @@ static void n_at_least_t_equals_full(void **state)
     parse("keydiff", &pc);
     forward_state full, ev;
     evict_engine e;
-    assert_int_equal(forward_init(&full, &M, &FORWARD_CPU, T, B, &err), 0);
+    assert_int_equal(forward_init(&full, &M, &FORWARD_CPU, NULL, T, B, &err), 0);
     const int64_t cap = evict_cache_rows(&pc, T + 5, B, T);
     assert_int_equal(cap, T);
-    assert_int_equal(forward_init_cache(&ev, &M, &FORWARD_CPU, T, cap, B, &err), 0);
+    assert_int_equal(forward_init_cache(&ev, &M, &FORWARD_CPU, NULL, T, cap, B, &err), 0);
     assert_int_equal(evict_init(&e, &pc, T + 5, &M.cfg, B, cap, &err), 0);
     ev.ev = &e.hooks;
     const size_t V = (size_t)M.cfg.vocab_size;
@@ -82,7 +82,7 @@ static void check_high_water(const char *spec)
     evict_engine e;
     const int64_t cap = evict_cache_rows(&pc, N, B, T);
     assert_int_equal(cap, N + B);
-    assert_int_equal(forward_init_cache(&s, &M, &FORWARD_CPU, T, cap, B, &err), 0);
+    assert_int_equal(forward_init_cache(&s, &M, &FORWARD_CPU, NULL, T, cap, B, &err), 0);
     assert_int_equal(evict_init(&e, &pc, N, &M.cfg, B, cap, &err), 0);
     s.ev = &e.hooks;
     const int64_t LK = M.cfg.n_layers * M.cfg.n_kv_heads, K = M.cfg.n_kv_heads;
@@ -140,18 +140,18 @@ static void cpu_compact_kernel(void **state)
     const int64_t keep[4] = {0, 3, 4, 8};
     for (int i = 0; i < 4; i++)
         for (int d = 0; d < DD; d++) wk[i * DD + d] = k[keep[i] * DD + d], wv[i * DD + d] = v[keep[i] * DD + d];
-    FORWARD_CPU.compact(k, v, keep, 4, DD);
+    FORWARD_CPU.compact(NULL, k, v, keep, 4, DD);
     /* a backend without the eviction kernels is refused a cache smaller than the run */
     forward_kernels partial = FORWARD_CPU;
     partial.compact = NULL;
     forward_state s;
     kv_err err = {0};
-    assert_int_equal(forward_init_cache(&s, &M, &partial, T, N + B, B, &err), KV_EUSAGE);
-    assert_int_equal(forward_init_cache(&s, &M, &partial, T, T, B, &err), 0);
+    assert_int_equal(forward_init_cache(&s, &M, &partial, NULL, T, N + B, B, &err), KV_EUSAGE);
+    assert_int_equal(forward_init_cache(&s, &M, &partial, NULL, T, T, B, &err), 0);
     forward_free(&s);
     assert_memory_equal(k, wk, sizeof(float) * 4 * DD);
     assert_memory_equal(v, wv, sizeof(float) * 4 * DD);
-    assert_ptr_equal(FORWARD_CPU.host_rows(k, 4, DD, wk), k);
+    assert_ptr_equal(FORWARD_CPU.host_rows(NULL, k, 4, DD, wk), k);
 }
 
 int main(void)

@@ -180,7 +180,7 @@ static void run_chunks(const kv_model *m, const int32_t *tok, int64_t B, observe
     forward_state s;
     kv_err err = {0};
     memset(o, 0, sizeof *o);
-    assert_int_equal(forward_init(&s, m, &FORWARD_CPU, T, B, &err), 0);
+    assert_int_equal(forward_init(&s, m, &FORWARD_CPU, NULL, T, B, &err), 0);
     forward_observer obs = {.ctx = o, .on_attention = on_attention, .on_logits = on_logits};
     for (int64_t p0 = 0; p0 < T; p0 += B) assert_int_equal(forward_chunk(&s, tok + p0, T - p0 < B ? T - p0 : B, &obs, &err), 0);
     forward_free(&s);
@@ -220,7 +220,7 @@ static void rejects_bad_tokens_and_overflow(void **state)
     build(&m, ROPE_INTERLEAVED, 0);
     forward_state s;
     kv_err err = {0};
-    assert_int_equal(forward_init(&s, &m, &FORWARD_CPU, 4, 2, &err), 0);
+    assert_int_equal(forward_init(&s, &m, &FORWARD_CPU, NULL, 4, 2, &err), 0);
     int32_t bad[2] = {1, V};
     assert_int_equal(forward_chunk(&s, bad, 2, NULL, &err), KV_EINPUT);
     kv_err_clear(&err);

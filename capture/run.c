@@ -1,0 +1,219 @@
+/* A model run over a token sequence (run.h). */
+#include "capture/run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "capture/evict.h"
+#include "capture/record_device.h"
+#include "capture/recorder.h"
+#include "core/version.h"
+#include "model/forward.h"
+
+struct kv_run {
+    run_opts o;
+    const backend_iface *be;
+    int64_t T;
+    trace_writer *w;         /* NULL: nothing recorded */
+    forward_state fw;
+    evict_engine ev;         /* with eviction */
+    bool evicting;
+    int32_t *snap;           /* [L][K][N] with /evict/retained */
+    recorder rec;
+    bool recording;          /* rec initialised */
+    record_device rd;        /* with a staging backend */
+    bool staged;             /* rd initialised */
+    bool settled;
+    forward_observer obs;
+    const forward_observer *hooks; /* &obs, or NULL: no recording */
+};
+
+int run_sequence(const prompt_source *src, const kv_model *m, const char *model_path, int64_t generate,
+                 int32_t **tokens, int64_t *P, int64_t *T, kv_err *err)
+{
+    int rc = prompt_tokens(src, m, model_path, tokens, P, err);
+    if (rc) return rc;
+    *T = *P + generate;
+    int32_t *grown = realloc(*tokens, sizeof(int32_t) * (size_t)*T);
+    if (!grown) return kv_fail(err, KV_EFAIL, "out of memory for %lld tokens", (long long)*T);
+    *tokens = grown;
+    return KV_OK;
+}
+
+/* The walk is full causal attention: a sliding-window model is only right
+ * while the window covers every position. */
+static int check_window(const run_opts *o, kv_err *err)
+{
+    const model_config *c = &o->model->cfg;
+    if (c->sliding_window > 0 && o->T > c->sliding_window)
+        return kv_fail(err, KV_EUSAGE, "%s: the model uses sliding-window attention (window %lld) "
+                       "and the sequence has %lld tokens: kvtrace records full causal attention, "
+                       "so it refuses sequences longer than the window", o->model_path,
+                       (long long)c->sliding_window, (long long)o->T);
+    return KV_OK;
+}
+
+static void fill_meta(const run_opts *o, bool evicting, trace_meta *meta)
+{
+    const kv_model *m = o->model;
+    const model_config *c = &m->cfg;
+    memset(meta, 0, sizeof *meta);
+    snprintf(meta->creator, sizeof meta->creator, "kvtrace %s %s", KVTRACE_VERSION, o->verb);
+    snprintf(meta->model_name, sizeof meta->model_name, "%s", c->name[0] ? c->name : o->model_path);
+    snprintf(meta->architecture, sizeof meta->architecture, "%s", c->architecture);
+    snprintf(meta->rope_style, sizeof meta->rope_style, "%s", c->rope == ROPE_NEOX ? "neox" : "interleaved");
+    snprintf(meta->capture_mode, sizeof meta->capture_mode, "%s", evicting ? "evict" : "full");
+    if (evicting) {
+        snprintf(meta->evict_policy, sizeof meta->evict_policy, "%s", o->evict->iface->name);
+        snprintf(meta->evict_params, sizeof meta->evict_params, "%s", o->evict->canonical);
+        meta->evict_budget = o->budget, meta->evict_chunk = o->chunk;
+    }
+    meta->n_layers = c->n_layers, meta->n_heads = c->n_heads, meta->n_kv_heads = c->n_kv_heads;
+    meta->head_dim = c->head_dim, meta->vocab_size = c->vocab_size, meta->rope_theta = c->rope_theta;
+    meta->prompt_len = o->P, meta->capture_chunk = o->chunk;
+    snprintf(meta->rope_scaling, sizeof meta->rope_scaling, "%s", c->rope_scaling);
+    meta->rope_freq_factors = m->rope_div;
+}
+
+/* The walk on the backend's view of the model: caches of T rows, or N + B
+ * with eviction (and its engine, and the snapshots' buffer). */
+static int start_walk(kv_run *r, kv_err *err)
+{
+    const run_opts *o = &r->o;
+    const model_config *c = &o->model->cfg;
+    const kv_model *walk = o->model;
+    int rc = r->be->prepare ? r->be->prepare(o->backend_ctx, o->model, r->T, o->chunk, o->trace.want[TRACE_COLSUM],
+                                             &walk, err)
+                            : KV_OK;
+    const int64_t cap = r->evicting ? evict_cache_rows(o->evict, o->budget, o->chunk, r->T) : r->T;
+    if (!rc) rc = forward_init_cache(&r->fw, walk, r->be->kernels, o->backend_ctx, r->T, cap, o->chunk, err);
+    if (rc || !r->evicting) return rc;
+    rc = evict_init(&r->ev, o->evict, o->budget, c, r->fw.max_chunk, r->fw.cap, err);
+    if (!rc && r->w && o->trace.want[TRACE_EVICT_RETAINED] &&
+        !(r->snap = kv_calloc((size_t)(c->n_layers * c->n_kv_heads * o->budget), sizeof(int32_t), "snapshot", err)))
+        rc = err->code;
+    if (!rc) r->fw.ev = &r->ev.hooks;
+    return rc;
+}
+
+/* The recording path: the recorder, behind device staging where the
+ * backend's memory is not the host's. */
+static int start_recording(kv_run *r, kv_err *err)
+{
+    const run_opts *o = &r->o;
+    const bool *want = o->trace.want;
+    recorder_wants rw = {want[TRACE_QUERIES], want[TRACE_COLSUM], want[TRACE_ATTN_FULL], want[TRACE_LOGITS]};
+    int rc = recorder_init(&r->rec, r->w, &o->model->cfg, rw, o->tokens, r->T, o->chunk, err);
+    if (rc) return rc;
+    r->recording = true;
+    r->rec.known = o->P;
+    r->obs = recorder_observer(&r->rec);
+    if (r->be->staging) {
+        rc = record_device_init(&r->rd, &r->rec, r->be, o->backend_ctx, &r->rec.cfg, r->fw.max_chunk, 2, err);
+        r->staged = true; /* stopped by run_free, failed or not */
+        r->obs = record_device_observer(&r->rd);
+    }
+    r->hooks = &r->obs;
+    return rc;
+}
+
+int run_open(kv_run **out, const run_opts *o, kv_err *err)
+{
+    kv_run *r = *out = kv_calloc(1, sizeof *r, "model run", err);
+    if (!r) return err->code;
+    r->o = *o;
+    r->be = o->backend ? o->backend : backend_all()[0];
+    r->T = o->T;
+    r->evicting = o->evict && o->evict->iface;
+    r->o.trace.expected_tokens = o->T;
+    int rc = check_window(o, err);
+    if (!rc && o->output) {
+        trace_meta meta;
+        fill_meta(o, r->evicting, &meta);
+        rc = trace_create(o->output, &meta, &r->o.trace, &r->w, err);
+    }
+    if (!rc) rc = start_walk(r, err);
+    if (!rc && r->w) rc = start_recording(r, err);
+    return rc;
+}
+
+int run_step(kv_run *r, int64_t n, kv_err *err)
+{
+    int rc = forward_chunk(&r->fw, r->o.tokens + r->fw.len, n, r->hooks, err);
+    if (rc || !r->snap) return rc;
+    evict_snapshot(&r->ev, &r->fw, r->snap);
+    return trace_write_retained(r->w, r->fw.steps - 1, r->fw.len - 1, r->snap, err);
+}
+
+void run_known(kv_run *r, int64_t known)
+{
+    if (r->staged) r->rd.known = known; /* the recorder is the writer thread's */
+    else r->rec.known = known;
+}
+
+const float *run_logits(const kv_run *r)
+{
+    return r->fw.logits;
+}
+
+int64_t run_cache_peak(const kv_run *r)
+{
+    const model_config *c = &r->o.model->cfg;
+    int64_t peak = 0;
+    for (int64_t i = 0; r->fw.cache_peak && i < c->n_layers * c->n_kv_heads; i++)
+        peak = r->fw.cache_peak[i] > peak ? r->fw.cache_peak[i] : peak;
+    return peak;
+}
+
+int run_settle(kv_run *r, kv_err *err)
+{
+    if (r->settled) return KV_OK;
+    r->settled = true;
+    int rc = r->staged ? record_device_drain(&r->rd, err) : KV_OK;
+    if (!rc && r->recording && r->rec.want.colsum && r->be->colsum)
+        rc = r->be->colsum(r->o.backend_ctx, r->rec.colsum, err); /* the backend summed them, not the recorder */
+    return rc;
+}
+
+void run_print_stats(const kv_run *r, double load_s, double secs)
+{
+    const forward_state *f = &r->fw;
+    const int64_t T = r->T;
+    struct rusage ru;
+    long rss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+    const uint64_t dev_peak = r->be->peak_bytes ? r->be->peak_bytes(r->o.backend_ctx) : 0;
+    fprintf(stderr, "capture-stats: load_s %.3f tokens %lld seconds %.3f tokens_per_s %.1f gemm_gflop %.3f "
+                    "gemm_s %.3f gemm_gflops %.2f attn_gflop %.3f attn_s %.3f attn_gflops %.2f "
+                    "cache_rows %lld cache_peak_rows %lld peak_rss_kib %ld device_peak_gib %.3f\n",
+            load_s, (long long)T, secs, (double)T / secs, f->gemm_flops * 1e-9, f->gemm_seconds,
+            f->gemm_flops * 1e-9 / f->gemm_seconds, f->attn_flops * 1e-9, f->attn_seconds,
+            f->attn_flops * 1e-9 / f->attn_seconds, (long long)f->cap, (long long)run_cache_peak(r), rss_kib,
+            (double)dev_peak / (1024.0 * 1024.0 * 1024.0));
+}
+
+int run_finish(kv_run *r, kv_err *err)
+{
+    int rc = run_settle(r, err);
+    if (rc || !r->w) return rc;
+    rc = recorder_finish(&r->rec, err);
+    if (!rc) {
+        rc = trace_finish(r->w, err);
+        r->w = NULL;
+    }
+    return rc;
+}
+
+void run_free(kv_run *r)
+{
+    if (!r) return;
+    kv_err ignored = {0};
+    if (r->staged) record_device_finish(&r->rd, &ignored); /* the writer thread stops here */
+    recorder_free(&r->rec);
+    forward_free(&r->fw);
+    evict_free(&r->ev);
+    free(r->snap);
+    if (r->w) trace_abort(r->w);
+    free(r);
+}

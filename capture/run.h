@@ -1,0 +1,85 @@
+/* run: one model run over a token sequence — the walk (model/forward.h) on
+ * a backend (model/backend.h), optional eviction inside it (evict.h),
+ * optional recording into a trace — as capture/'s public API beside
+ * `kvtrace capture`: the capture driver (capture.c) and fidelity's model runs
+ * (fidelity/runs.c) both go through it. It owns, once, what every run over a
+ * sequence needs: the prompt's ids with room for what is generated, the
+ * sequence checks, the trace's metadata, and the recording path, chosen when
+ * the run opens: none (no output: `--dry-run`, or an unrecorded run), the
+ * recorder on the walk's host arrays, or, for a backend with staging, device
+ * staging through pinned buffers and a writer thread (record_device.h).
+ *
+ * The caller owns the model, the backend instance and the token array; the
+ * run reads tokens[len .. len+n) at each step, so a generating caller writes
+ * the next token before stepping over it (run_known says how far the
+ * sequence is decided, for the log-probabilities). */
+#ifndef KV_CAPTURE_RUN_H
+#define KV_CAPTURE_RUN_H
+
+#include <stdint.h>
+
+#include "core/kv_error.h"
+#include "core/trace.h"
+#include "model/backend.h"
+#include "model/model.h"
+#include "model/tokenizer/prompt.h"
+#include "policies/policy.h"
+
+typedef struct kv_run kv_run;
+
+typedef struct {
+    const kv_model *model;        /* the host model (model_load) */
+    const char *model_path;       /* names the model in messages, and in the trace when it has no name */
+    const backend_iface *backend; /* NULL: the first of backend_all() (cpu) */
+    void *backend_ctx;            /* its open instance (backend_open); one run per instance with prepare */
+    const int32_t *tokens;        /* [T] the sequence (run_sequence) */
+    int64_t T, P;                 /* positions; the prompt's (decided at the start) */
+    int64_t chunk;                /* B: the largest step */
+    const policy_config *evict;   /* eviction inside the run; NULL or no iface: the full cache */
+    int64_t budget;               /* N, with evict */
+    const char *output;           /* the trace; NULL: nothing is recorded or written */
+    const char *verb;             /* the trace's creator: "kvtrace VERSION verb" */
+    trace_create_opts trace;      /* storage, force, want[]: what is recorded (TRACE_COLSUM: also what the
+                                     backend accumulates); expected_tokens is T */
+} run_opts;
+
+/* The run's tokens for model m: the prompt's ids (prompt.h), then room for
+ * `generate` more: tokens [T] (malloc'ed), P = the prompt's length, T = P + generate. */
+int run_sequence(const prompt_source *src, const kv_model *m, const char *model_path, int64_t generate,
+                 int32_t **tokens, int64_t *P, int64_t *T, kv_err *err);
+
+/* Checks the sequence against the model (a sliding window shorter than T:
+ * KV_EUSAGE), creates the trace, prepares the backend and the walk (caches of
+ * T rows, or N + B with eviction), then the recording path. *r is set even
+ * on failure: run_free it. */
+int run_open(kv_run **r, const run_opts *o, kv_err *err);
+
+/* The next n <= B tokens of the sequence through the walk: recorded, evicted
+ * after (with --retained: the snapshot). */
+int run_step(kv_run *r, int64_t n, kv_err *err);
+
+/* tokens[0 .. known) are decided (generation wrote tokens[known - 1]). */
+void run_known(kv_run *r, int64_t known);
+
+/* The last step's next-token logits, host [n][V]. */
+const float *run_logits(const kv_run *r);
+
+/* The largest number of rows any (layer, kv head) cache has held. */
+int64_t run_cache_peak(const kv_run *r);
+
+/* Waits until the recording has caught up with the walk and brings back what
+ * the backend accumulated (column sums). */
+int run_settle(kv_run *r, kv_err *err);
+
+/* `--stats` to stderr: load and walk seconds, throughput, GEMM and attention
+ * rates, the cache's rows and high-water mark, peak RSS, the device's peak. */
+void run_print_stats(const kv_run *r, double load_s, double secs);
+
+/* Settles, then completes the trace (column sums, the last log-probability). */
+int run_finish(kv_run *r, kv_err *err);
+
+/* Stops the recording path, frees the walk and the recorder, removes an
+ * unfinished trace; NULL is fine. */
+void run_free(kv_run *r);
+
+#endif
