@@ -351,7 +351,7 @@ static void in_model_engine_returns_the_error(void **state)
         const int64_t cap = evict_cache_rows(&pc, N, B, T);
         forward_state s;
         evict_engine e;
-        assert_int_equal(forward_init_cache(&s, &M, &FORWARD_CPU, T, cap, B, &err), KV_OK);
+        assert_int_equal(forward_init_cache(&s, &M, &FORWARD_CPU, NULL, T, cap, B, &err), KV_OK);
         assert_int_equal(evict_init(&e, &pc, N, &M.cfg, B, cap, &err), KV_OK);
         s.ev = &e.hooks;
         int rc = KV_OK;
