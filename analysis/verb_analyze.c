@@ -1,11 +1,11 @@
 /* `kvtrace analyze`: command line of the analysis. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analysis/analyze.h"
 #include "core/cli_args.h"
+#include "core/cli_opts.h"
 
 static const char USAGE[] =
     "usage: kvtrace analyze trace.h5 [--results DIR] [--detail LAYER,HEAD] [options] -o OUTDIR\n"
@@ -27,28 +27,30 @@ static const char USAGE[] =
     "  -o, --output OUTDIR  output directory (required; refused if it exists, unless --force)\n"
     "  --force, --quiet, -h/--help\n";
 
-enum { OPT_RESULTS = 256, OPT_DETAIL, OPT_THREADS, OPT_FORCE, OPT_QUIET };
-
-static const struct option OPTIONS[] = {
-    {"results", required_argument, NULL, OPT_RESULTS}, {"detail", required_argument, NULL, OPT_DETAIL},
-    {"threads", required_argument, NULL, OPT_THREADS}, {"output", required_argument, NULL, 'o'},
-    {"force", no_argument, NULL, OPT_FORCE},           {"quiet", no_argument, NULL, OPT_QUIET},
-    {"help", no_argument, NULL, 'h'},                  {NULL, 0, NULL, 0},
-};
-
 /* "LAYER,HEAD": two non-negative integers (their upper bounds come from the trace). */
-static int parse_detail(const char *s, analyze_opts *o, kv_err *err)
+static int parse_detail(const char *verb, const char *s, void *opts, kv_err *err)
 {
+    analyze_opts *o = opts;
     char buf[64];
     const char *comma = strchr(s, ',');
     if (!comma || (size_t)(comma - s) >= sizeof buf)
-        return cli_usage(err, "analyze", "--detail wants LAYER,HEAD, got '%s'", s);
+        return cli_usage(err, verb, "--detail wants LAYER,HEAD, got '%s'", s);
     memcpy(buf, s, (size_t)(comma - s));
     buf[comma - s] = '\0';
-    int rc = cli_parse_i64("analyze", "--detail LAYER", buf, 0, 1 << 20, &o->detail_layer, err);
-    if (!rc) rc = cli_parse_i64("analyze", "--detail HEAD", comma + 1, 0, 1 << 20, &o->detail_head, err);
+    int rc = cli_parse_i64(verb, "--detail LAYER", buf, 0, 1 << 20, &o->detail_layer, err);
+    if (!rc) rc = cli_parse_i64(verb, "--detail HEAD", comma + 1, 0, 1 << 20, &o->detail_head, err);
     return rc;
 }
+
+static const cli_opt OPTIONS[] = {
+    {CLI_ROW("results", CLI_TEXT, analyze_opts, results)},
+    {.name = "detail", .kind = CLI_CUSTOM, .parse = parse_detail},
+    {CLI_ROW("threads", CLI_INT, analyze_opts, threads), .lo = 1, .hi = 256},
+    {CLI_ROW("output", CLI_TEXT, analyze_opts, output)},
+    {CLI_ROW("force", CLI_FLAG, analyze_opts, force)},
+    {CLI_ROW("quiet", CLI_FLAG, analyze_opts, quiet)},
+    {0},
+};
 
 int analyze_main(int argc, char **argv)
 {
@@ -56,35 +58,20 @@ int analyze_main(int argc, char **argv)
     analyze_opts o = {.detail_layer = -1, .detail_head = -1};
     const char *v = "analyze";
     bool help = false;
-    int64_t threads = 0;
-    optind = 1;
-    opterr = 0;
-    int c, rc = KV_OK;
-    while (!rc && (c = getopt_long(argc, argv, ":o:h", OPTIONS, NULL)) != -1) {
-        switch (c) {
-        case OPT_RESULTS: o.results = optarg; break;
-        case OPT_DETAIL: rc = parse_detail(optarg, &o, &err); break;
-        case OPT_THREADS: rc = cli_parse_i64(v, "--threads", optarg, 1, 256, &threads, &err); break;
-        case 'o': o.output = optarg; break;
-        case OPT_FORCE: o.force = true; break;
-        case OPT_QUIET: o.quiet = true; break;
-        case 'h': help = true; break;
-        default: rc = cli_bad_option(&err, v, c, optopt, argv[optind - 1]); break;
-        }
-    }
+    int first;
+    int rc = cli_opts_parse(v, argc, argv, OPTIONS, &o, &help, &first, &err);
     if (!rc && help) {
         fputs(USAGE, stdout);
         return 0;
     }
-    if (!rc && optind + 1 != argc)
-        rc = cli_usage(&err, v, optind >= argc ? "missing trace.h5" : "expects exactly one trace");
+    if (!rc && first + 1 != argc)
+        rc = cli_usage(&err, v, first >= argc ? "missing trace.h5" : "expects exactly one trace");
     if (!rc && !o.output) rc = cli_usage(&err, v, "-o OUTDIR is required");
     char *command = rc ? NULL : cli_command_line(argc, argv);
     if (!rc && !command) rc = kv_fail(&err, KV_EFAIL, "analyze: out of memory");
     if (!rc) {
-        o.trace = argv[optind];
+        o.trace = argv[first];
         o.command = command;
-        o.threads = (int)threads;
         rc = analyze_run(&o, &err);
     }
     free(command);

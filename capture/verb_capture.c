@@ -1,5 +1,4 @@
 /* `kvtrace capture`: command line of the model runner. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +7,7 @@
 #include "capture/capture.h"
 #include "model/model_fetch.h"
 #include "core/cli_args.h"
+#include "core/cli_opts.h"
 #include "policies/policy.h"
 
 static const char USAGE[] =
@@ -56,46 +56,16 @@ static const char USAGE[] =
     "  -o, --output PATH    output trace (required)\n"
     "  --force, --quiet, -h/--help\n";
 
-enum {
-    OPT_MODEL = 256, OPT_TOKENIZER, OPT_PROMPT, OPT_PROMPT_FILE, OPT_TOKENS, OPT_GENERATE, OPT_CHUNK,
-    OPT_RECORD, OPT_ATTENTION, OPT_MAX_ATTN, OPT_LOGITS, OPT_DTYPE, OPT_TEMPERATURE, OPT_SEED,
-    OPT_THREADS, OPT_DEVICE, OPT_EVICT, OPT_BUDGET, OPT_RETAINED, OPT_PRINT, OPT_FORCE, OPT_QUIET, OPT_STATS,
-    OPT_WEIGHTS, OPT_DRY_RUN,
-};
+/* What the command line fills: the options, and what their checks need to know. */
+typedef struct {
+    capture_opts o;
+    bool attention_given;
+    bool help;
+} capture_args;
 
-static const struct option OPTIONS[] = {
-    {"model", required_argument, NULL, OPT_MODEL},
-    {"tokenizer", required_argument, NULL, OPT_TOKENIZER},
-    {"prompt", required_argument, NULL, OPT_PROMPT},
-    {"prompt-file", required_argument, NULL, OPT_PROMPT_FILE},
-    {"tokens", required_argument, NULL, OPT_TOKENS},
-    {"generate", required_argument, NULL, OPT_GENERATE},
-    {"chunk", required_argument, NULL, OPT_CHUNK},
-    {"record", required_argument, NULL, OPT_RECORD},
-    {"attention", required_argument, NULL, OPT_ATTENTION},
-    {"max-attention-gib", required_argument, NULL, OPT_MAX_ATTN},
-    {"logits", no_argument, NULL, OPT_LOGITS},
-    {"dtype", required_argument, NULL, OPT_DTYPE},
-    {"temperature", required_argument, NULL, OPT_TEMPERATURE},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"threads", required_argument, NULL, OPT_THREADS},
-    {"device", required_argument, NULL, OPT_DEVICE},
-    {"evict", required_argument, NULL, OPT_EVICT},
-    {"budget", required_argument, NULL, OPT_BUDGET},
-    {"retained", no_argument, NULL, OPT_RETAINED},
-    {"print", no_argument, NULL, OPT_PRINT},
-    {"stats", no_argument, NULL, OPT_STATS},
-    {"weights", required_argument, NULL, OPT_WEIGHTS},
-    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-    {"output", required_argument, NULL, 'o'},
-    {"force", no_argument, NULL, OPT_FORCE},
-    {"quiet", no_argument, NULL, OPT_QUIET},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
-static int parse_record(const char *list, capture_opts *o, kv_err *err)
+static int parse_record(const char *verb, const char *list, void *args, kv_err *err)
 {
+    capture_opts *o = &((capture_args *)args)->o;
     bool keys = false, values = false;
     o->record_queries = false;
     char buf[256];
@@ -104,12 +74,77 @@ static int parse_record(const char *list, capture_opts *o, kv_err *err)
         if (strcmp(item, "keys") == 0) keys = true;
         else if (strcmp(item, "values") == 0) values = true;
         else if (strcmp(item, "queries") == 0) o->record_queries = true;
-        else return cli_usage(err, "capture", "--record: unknown item '%s' (keys, values, queries)", item);
+        else return cli_usage(err, verb, "--record: unknown item '%s' (keys, values, queries)", item);
     }
     if (!keys || !values)
-        return cli_usage(err, "capture", "--record must include keys and values (the trace schema requires them)");
+        return cli_usage(err, verb, "--record must include keys and values (the trace schema requires them)");
     return KV_OK;
 }
+
+static int parse_attention(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    capture_args *a = args;
+    a->attention_given = true;
+    if (strcmp(arg, "colsum") == 0) a->o.attention = ATTN_COLSUM;
+    else if (strcmp(arg, "full") == 0) a->o.attention = ATTN_FULL;
+    else if (strcmp(arg, "none") == 0) a->o.attention = ATTN_NONE;
+    else return cli_usage(err, verb, "--attention must be colsum, full or none, got '%s'", arg);
+    return KV_OK;
+}
+
+/* --device NAME: a backend of model/backend.h's table */
+static int parse_device(const char *verb, const char *name, void *args, kv_err *err)
+{
+    capture_opts *o = &((capture_args *)args)->o;
+    if ((o->backend = backend_find(name))) return KV_OK;
+    char names[256];
+    backend_names(names, sizeof names);
+    return cli_usage(err, verb, "--device must be %s, got '%s'", names, name);
+}
+
+static int parse_evict(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    capture_opts *o = &((capture_args *)args)->o;
+    int rc = policy_parse(arg, &o->evict, err);
+    if (rc) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        rc = cli_usage(err, verb, "--evict: %s", msg);
+    }
+    return rc;
+}
+
+#define ROW(NAME, KIND, FIELD) CLI_ROW(NAME, KIND, capture_args, o.FIELD)
+static const cli_opt OPTIONS[] = {
+    {ROW("model", CLI_TEXT, model)},
+    {ROW("tokenizer", CLI_TEXT, tokenizer)},
+    {ROW("prompt", CLI_TEXT, prompt.text)},
+    {ROW("prompt-file", CLI_TEXT, prompt.text_file)},
+    {ROW("tokens", CLI_TEXT, prompt.tokens_file)},
+    {ROW("generate", CLI_I64, generate), .lo = 0, .hi = 1 << 30},
+    {ROW("chunk", CLI_I64, chunk), .lo = 1, .hi = 1 << 20},
+    {.name = "record", .kind = CLI_CUSTOM, .parse = parse_record},
+    {.name = "attention", .kind = CLI_CUSTOM, .parse = parse_attention},
+    {ROW("max-attention-gib", CLI_F64, max_attention_gib), .lo = 0, .hi = 1e6},
+    {ROW("logits", CLI_FLAG, logits)},
+    {ROW("dtype", CLI_DTYPE, dtype)},
+    {ROW("temperature", CLI_F64, temperature), .lo = 0, .hi = 1e3},
+    {ROW("seed", CLI_U64, seed)},
+    {ROW("threads", CLI_INT, threads), .lo = 1, .hi = 256},
+    {.name = "device", .kind = CLI_CUSTOM, .parse = parse_device},
+    {.name = "evict", .kind = CLI_CUSTOM, .parse = parse_evict},
+    {ROW("budget", CLI_I64, budget), .lo = 1, .hi = 1 << 30},
+    {ROW("retained", CLI_FLAG, retained)},
+    {ROW("print", CLI_FLAG, print_text)},
+    {ROW("stats", CLI_FLAG, stats)},
+    {ROW("weights", CLI_CHOICE, weights), .choices = "f32|f16|bf16"}, /* the kvcuda_dtype: 0, 1, 2 */
+    {ROW("dry-run", CLI_FLAG, dry_run)},
+    {ROW("output", CLI_TEXT, output)},
+    {ROW("force", CLI_FLAG, force)},
+    {ROW("quiet", CLI_FLAG, quiet)},
+    {0},
+};
+#undef ROW
 
 /* --evict, --budget and --retained together, and what an evicting run cannot record. */
 static int check_evict(capture_opts *o, bool attention_given, kv_err *err)
@@ -134,104 +169,37 @@ static int check_evict(capture_opts *o, bool attention_given, kv_err *err)
     return KV_OK;
 }
 
-/* --weights f32|f16|bf16: the kvcuda_dtype (0, 1, 2) */
-static int parse_weights(const char *s, capture_opts *o, kv_err *err)
-{
-    static const char *const names[] = {"f32", "f16", "bf16"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, names[i]) == 0) return o->weights = i, KV_OK;
-    return cli_usage(err, "capture", "--weights must be f32, f16 or bf16, got '%s'", s);
-}
-
-/* --device NAME: a backend of model/backend.h's table */
-static int parse_device(const char *name, capture_opts *o, kv_err *err)
-{
-    if ((o->backend = backend_find(name))) return KV_OK;
-    char names[256];
-    backend_names(names, sizeof names);
-    return cli_usage(err, "capture", "--device must be %s, got '%s'", names, name);
-}
-
-static int parse_args(int argc, char **argv, capture_opts *o, bool *help, kv_err *err)
+static int parse_args(int argc, char **argv, capture_args *a, kv_err *err)
 {
     const char *v = "capture";
-    memset(o, 0, sizeof *o);
+    capture_opts *o = &a->o;
+    memset(a, 0, sizeof *a);
     o->chunk = 128, o->record_queries = true, o->attention = ATTN_COLSUM, o->max_attention_gib = 4.0;
     o->backend = backend_all()[0];
-    optind = 1;
-    opterr = 0;
-    int c, rc = KV_OK;
-    int64_t i64;
-    bool attention_given = false;
-    while (!rc && (c = getopt_long(argc, argv, ":o:h", OPTIONS, NULL)) != -1) {
-        switch (c) {
-        case OPT_MODEL: o->model = optarg; break;
-        case OPT_TOKENIZER: o->tokenizer = optarg; break;
-        case OPT_PROMPT: o->prompt.text = optarg; break;
-        case OPT_PROMPT_FILE: o->prompt.text_file = optarg; break;
-        case OPT_TOKENS: o->prompt.tokens_file = optarg; break;
-        case OPT_GENERATE: rc = cli_parse_i64(v, "--generate", optarg, 0, (int64_t)1 << 30, &o->generate, err); break;
-        case OPT_CHUNK: rc = cli_parse_i64(v, "--chunk", optarg, 1, (int64_t)1 << 20, &o->chunk, err); break;
-        case OPT_RECORD: rc = parse_record(optarg, o, err); break;
-        case OPT_ATTENTION:
-            attention_given = true;
-            if (strcmp(optarg, "colsum") == 0) o->attention = ATTN_COLSUM;
-            else if (strcmp(optarg, "full") == 0) o->attention = ATTN_FULL;
-            else if (strcmp(optarg, "none") == 0) o->attention = ATTN_NONE;
-            else rc = cli_usage(err, v, "--attention must be colsum, full or none, got '%s'", optarg);
-            break;
-        case OPT_MAX_ATTN: rc = cli_parse_double(v, "--max-attention-gib", optarg, 0, 1e6, &o->max_attention_gib, err); break;
-        case OPT_LOGITS: o->logits = true; break;
-        case OPT_DTYPE: rc = cli_parse_dtype(v, "--dtype", optarg, &o->dtype, err); break;
-        case OPT_TEMPERATURE: rc = cli_parse_double(v, "--temperature", optarg, 0, 1e3, &o->temperature, err); break;
-        case OPT_SEED: rc = cli_parse_u64(v, "--seed", optarg, &o->seed, err); break;
-        case OPT_THREADS:
-            rc = cli_parse_i64(v, "--threads", optarg, 1, 256, &i64, err);
-            o->threads = (int)i64;
-            break;
-        case OPT_DEVICE: rc = parse_device(optarg, o, err); break;
-        case OPT_EVICT:
-            if ((rc = policy_parse(optarg, &o->evict, err))) {
-                char msg[sizeof err->msg];
-                snprintf(msg, sizeof msg, "%s", err->msg);
-                rc = cli_usage(err, v, "--evict: %s", msg);
-            }
-            break;
-        case OPT_BUDGET: rc = cli_parse_i64(v, "--budget", optarg, 1, (int64_t)1 << 30, &o->budget, err); break;
-        case OPT_RETAINED: o->retained = true; break;
-        case OPT_PRINT: o->print_text = true; break;
-        case OPT_STATS: o->stats = true; break;
-        case OPT_WEIGHTS: rc = parse_weights(optarg, o, err); break;
-        case OPT_DRY_RUN: o->dry_run = true; break;
-        case 'o': o->output = optarg; break;
-        case OPT_FORCE: o->force = true; break;
-        case OPT_QUIET: o->quiet = true; break;
-        case 'h': *help = true; break;
-        default: rc = cli_bad_option(err, v, c, optopt, argv[optind - 1]); break;
-        }
-    }
-    if (rc || *help) return rc;
-    if (optind < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[optind]);
+    int first;
+    int rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, err);
+    if (rc || a->help) return rc;
+    if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
     if (prompt_sources(&o->prompt) > 1)
         return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");
     if (!o->output) return cli_usage(err, v, "-o PATH is required");
     if (o->weights && !o->backend->weight_types)
         return cli_usage(err, v, "--weights applies to --device cuda (the CPU computes in float32)");
-    return check_evict(o, attention_given, err);
+    return check_evict(o, a->attention_given, err);
 }
 
 int capture_main(int argc, char **argv)
 {
     kv_err err = {0};
-    capture_opts o;
-    bool help = false;
-    int rc = parse_args(argc, argv, &o, &help, &err);
-    if (!rc && help) {
+    capture_args a;
+    capture_opts *o = &a.o;
+    int rc = parse_args(argc, argv, &a, &err);
+    if (!rc && a.help) {
         fputs(USAGE, stdout);
         return 0;
     }
     char model_path[4096];
-    if (!rc && !o.model && !(rc = model_default_path(model_path, sizeof model_path, true, &err))) o.model = model_path;
-    if (!rc) rc = capture_run(&o, &err);
+    if (!rc && !o->model && !(rc = model_default_path(model_path, sizeof model_path, true, &err))) o->model = model_path;
+    if (!rc) rc = capture_run(o, &err);
     return rc ? cli_report(&err) : 0;
 }

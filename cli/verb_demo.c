@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include "capture/capture.h"
 #include "model/model_fetch.h"
 #include "core/cli_args.h"
+#include "core/cli_opts.h"
 #include "core/outfile.h"
 #include "core/progress.h"
 #include "plots/plot.h"
@@ -49,17 +49,18 @@ static const char USAGE[] =
     "  --force      replace DIR\n"
     "  --quiet      no progress lines\n";
 
-enum { OPT_MODEL = 1000, OPT_FORCE, OPT_QUIET };
-static const struct option OPTIONS[] = {
-    {"model", required_argument, NULL, OPT_MODEL}, {"force", no_argument, NULL, OPT_FORCE},
-    {"quiet", no_argument, NULL, OPT_QUIET},       {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
 typedef struct {
     const char *model, *out;
     bool force, quiet;
 } demo_opts;
+
+static const cli_opt OPTIONS[] = {
+    {CLI_ROW("output", CLI_TEXT, demo_opts, out)},
+    {CLI_ROW("model", CLI_TEXT, demo_opts, model)},
+    {CLI_ROW("force", CLI_FLAG, demo_opts, force)},
+    {CLI_ROW("quiet", CLI_FLAG, demo_opts, quiet)},
+    {0},
+};
 
 /* Runs one verb's main with argv built by the caller (NULL-terminated). */
 static int step(const demo_opts *o, int n, const char *what, int (*verb)(int, char **), const char **argv)
@@ -133,21 +134,10 @@ static int run_pipeline(const demo_opts *o, const char *tmp, kv_err *err)
 
 static int parse_args(int argc, char **argv, demo_opts *o, bool *help, kv_err *err)
 {
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, ":o:h", OPTIONS, NULL)) != -1) {
-        switch (c) {
-        case 'o': o->out = optarg; break;
-        case OPT_MODEL: o->model = optarg; break;
-        case OPT_FORCE: o->force = true; break;
-        case OPT_QUIET: o->quiet = true; break;
-        case 'h': *help = true; break;
-        default: return cli_bad_option(err, "demo", c, optopt, argv[optind - 1]);
-        }
-    }
-    if (optind < argc) return cli_usage(err, "demo", "unexpected argument '%s'", argv[optind]);
-    return KV_OK;
+    int first;
+    int rc = cli_opts_parse("demo", argc, argv, OPTIONS, o, help, &first, err);
+    if (!rc && first < argc) return cli_usage(err, "demo", "unexpected argument '%s'", argv[first]);
+    return rc;
 }
 
 int demo_main(int argc, char **argv)

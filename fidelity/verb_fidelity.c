@@ -1,11 +1,11 @@
 /* `kvtrace fidelity`: command line of the in-model vs offline comparison. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/model_fetch.h"
 #include "core/cli_args.h"
+#include "core/cli_opts.h"
 #include "fidelity/fidelity.h"
 
 static const char USAGE[] =
@@ -33,21 +33,46 @@ static const char USAGE[] =
     "                       misordered.csv, fidelity.png (+ .gp, .dat), report.html, full.h5, sim/\n"
     "  --force, --quiet, -h/--help\n";
 
-enum { OPT_MODEL = 256, OPT_TOKENIZER, OPT_PROMPT, OPT_PROMPT_FILE, OPT_TOKENS, OPT_GENERATE, OPT_POLICIES,
-       OPT_BUDGETS, OPT_CHUNK, OPT_THREADS, OPT_FORCE, OPT_QUIET };
-
-static const struct option OPTIONS[] = {
-    {"model", required_argument, NULL, OPT_MODEL},       {"tokenizer", required_argument, NULL, OPT_TOKENIZER},
-    {"prompt", required_argument, NULL, OPT_PROMPT},     {"prompt-file", required_argument, NULL, OPT_PROMPT_FILE},
-    {"tokens", required_argument, NULL, OPT_TOKENS},     {"generate", required_argument, NULL, OPT_GENERATE},
-    {"policies", required_argument, NULL, OPT_POLICIES}, {"budgets", required_argument, NULL, OPT_BUDGETS},
-    {"chunk", required_argument, NULL, OPT_CHUNK},       {"threads", required_argument, NULL, OPT_THREADS},
-    {"output", required_argument, NULL, 'o'},            {"force", no_argument, NULL, OPT_FORCE},
-    {"quiet", no_argument, NULL, OPT_QUIET},             {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
 enum { MAX_LIST = 64 };
+
+/* What the command line fills: the options, and what they point into. */
+typedef struct {
+    fidelity_opts o;
+    int64_t generate;        /* -1: not given */
+    bool help;
+    policy_config cfgs[MAX_LIST];
+    int64_t budgets[MAX_LIST];
+    char model_path[4096];
+} fid_args;
+
+static int parse_policies(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    fid_args *a = args;
+    return policy_parse_list(verb, arg, a->cfgs, MAX_LIST, &a->o.n_policies, err);
+}
+
+static int parse_budgets(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    fid_args *a = args;
+    return cli_parse_i64_list(verb, "--budgets", arg, 1, (int64_t)1 << 30, a->budgets, MAX_LIST, &a->o.n_budgets, err);
+}
+
+static const cli_opt OPTIONS[] = {
+    {CLI_ROW("model", CLI_TEXT, fid_args, o.seq.model)},
+    {CLI_ROW("tokenizer", CLI_TEXT, fid_args, o.seq.tokenizer)},
+    {CLI_ROW("prompt", CLI_TEXT, fid_args, o.seq.prompt.text)},
+    {CLI_ROW("prompt-file", CLI_TEXT, fid_args, o.seq.prompt.text_file)},
+    {CLI_ROW("tokens", CLI_TEXT, fid_args, o.seq.prompt.tokens_file)},
+    {CLI_ROW("generate", CLI_I64, fid_args, generate), .lo = 0, .hi = 1 << 24},
+    {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
+    {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
+    {CLI_ROW("chunk", CLI_I64, fid_args, o.seq.chunk), .lo = 1, .hi = 1 << 20},
+    {CLI_ROW("threads", CLI_INT, fid_args, o.sim_threads), .lo = 1, .hi = 256},
+    {CLI_ROW("output", CLI_TEXT, fid_args, o.output)},
+    {CLI_ROW("force", CLI_FLAG, fid_args, o.force)},
+    {CLI_ROW("quiet", CLI_FLAG, fid_args, o.quiet)},
+    {0},
+};
 
 /* Every registered policy that can run in the model and evicts, with its defaults. */
 static void default_policies(fidelity_opts *o, policy_config *cfgs)
@@ -59,79 +84,45 @@ static void default_policies(fidelity_opts *o, policy_config *cfgs)
             o->n_policies++;
 }
 
-static int parse_args(int argc, char **argv, fidelity_opts *o, policy_config *cfgs, int64_t *budgets, bool *help,
-                      kv_err *err)
+static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
 {
     const char *v = "fidelity";
-    int64_t threads = 0, generate = -1;
-    optind = 1;
-    opterr = 0;
-    int c, rc = KV_OK;
-    while (!rc && (c = getopt_long(argc, argv, ":o:h", OPTIONS, NULL)) != -1) {
-        switch (c) {
-        case OPT_MODEL: o->seq.model = optarg; break;
-        case OPT_TOKENIZER: o->seq.tokenizer = optarg; break;
-        case OPT_PROMPT: o->seq.prompt.text = optarg; break;
-        case OPT_PROMPT_FILE: o->seq.prompt.text_file = optarg; break;
-        case OPT_TOKENS: o->seq.prompt.tokens_file = optarg; break;
-        case OPT_GENERATE: rc = cli_parse_i64(v, "--generate", optarg, 0, (int64_t)1 << 24, &generate, err); break;
-        case OPT_POLICIES: rc = policy_parse_list(v, optarg, cfgs, MAX_LIST, &o->n_policies, err); break;
-        case OPT_BUDGETS:
-            rc = cli_parse_i64_list(v, "--budgets", optarg, 1, (int64_t)1 << 30, budgets, MAX_LIST, &o->n_budgets, err);
-            break;
-        case OPT_CHUNK: rc = cli_parse_i64(v, "--chunk", optarg, 1, (int64_t)1 << 20, &o->seq.chunk, err); break;
-        case OPT_THREADS: rc = cli_parse_i64(v, "--threads", optarg, 1, 256, &threads, err); break;
-        case 'o': o->output = optarg; break;
-        case OPT_FORCE: o->force = true; break;
-        case OPT_QUIET: o->quiet = true; break;
-        case 'h': *help = true; break;
-        default: rc = cli_bad_option(err, v, c, optopt, argv[optind - 1]); break;
-        }
-    }
-    if (rc || *help) return rc;
-    if (optind < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[optind]);
+    fidelity_opts *o = &a->o;
+    o->seq.chunk = 32, a->generate = -1;
+    int first;
+    int rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, err);
+    if (rc || a->help) return rc;
+    if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
     const int sources = prompt_sources(&o->seq.prompt);
     if (sources > 1) return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");
     if (!o->output) return cli_usage(err, v, "-o DIR is required");
-    o->seq.generate = generate >= 0 ? generate : sources ? 0 : 511;
-    o->sim_threads = (int)threads;
+    o->seq.generate = a->generate >= 0 ? a->generate : sources ? 0 : 511;
     for (int p = 0; p < o->n_policies; p++)
-        if (cfgs[p].iface->offline_only)
+        if (a->cfgs[p].iface->offline_only)
             return cli_usage(err, v, "--policies: %s reads the future, so it is offline only (kvtrace sim)",
-                             cfgs[p].iface->name);
-    if (!o->n_policies) default_policies(o, cfgs);
-    if (!o->n_budgets) budgets[0] = 32, budgets[1] = 64, budgets[2] = 128, o->n_budgets = 3;
-    o->policies = cfgs, o->budgets = budgets;
+                             a->cfgs[p].iface->name);
+    if (!o->n_policies) default_policies(o, a->cfgs);
+    if (!o->n_budgets) a->budgets[0] = 32, a->budgets[1] = 64, a->budgets[2] = 128, o->n_budgets = 3;
+    o->policies = a->cfgs, o->budgets = a->budgets;
     return KV_OK;
 }
-
-/* What the options point into, for the length of the command. */
-typedef struct {
-    policy_config cfgs[MAX_LIST];
-    int64_t budgets[MAX_LIST];
-    char model_path[4096];
-} fid_args;
 
 int fidelity_main(int argc, char **argv)
 {
     kv_err err = {0};
-    fidelity_opts o;
-    memset(&o, 0, sizeof o);
-    o.seq.chunk = 32;
-    bool help = false;
     fid_args *a = kv_calloc(1, sizeof *a, "fidelity options", &err);
-    int rc = a ? parse_args(argc, argv, &o, a->cfgs, a->budgets, &help, &err) : err.code;
-    if (!rc && help) {
+    int rc = a ? parse_args(argc, argv, a, &err) : err.code;
+    fidelity_opts *o = a ? &a->o : NULL;
+    if (!rc && a->help) {
         fputs(USAGE, stdout);
         free(a);
         return 0;
     }
-    if (!rc && !o.seq.model && !(rc = model_default_path(a->model_path, sizeof a->model_path, true, &err)))
-        o.seq.model = a->model_path;
+    if (!rc && !o->seq.model && !(rc = model_default_path(a->model_path, sizeof a->model_path, true, &err)))
+        o->seq.model = a->model_path;
     char *command = rc ? NULL : cli_command_line(argc, argv);
     if (!rc && !command) rc = kv_fail(&err, KV_EFAIL, "fidelity: out of memory");
-    o.command = command;
-    if (!rc) rc = fidelity_run(&o, &err);
+    if (!rc) o->command = command, rc = fidelity_run(o, &err);
     free(command);
     free(a);
     return rc ? cli_report(&err) : 0;

@@ -1,10 +1,10 @@
 /* `kvtrace plot`: command line of the figure and report writer. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/cli_args.h"
+#include "core/cli_opts.h"
 #include "plot.h"
 
 static const char USAGE[] =
@@ -28,12 +28,20 @@ static const char USAGE[] =
     "  --quiet              no progress or closing line on stderr\n"
     "  -h, --help           this text\n";
 
-enum { OPT_FORMAT = 256, OPT_FORCE, OPT_QUIET };
+static int parse_format(const char *verb, const char *arg, void *opts, kv_err *err)
+{
+    plot_opts *o = opts;
+    if (!plot_format_parse(arg, &o->format))
+        return cli_usage(err, verb, "--format must be png, svg or pdf, got '%s'", arg);
+    return KV_OK;
+}
 
-static const struct option OPTIONS[] = {
-    {"output", required_argument, NULL, 'o'}, {"format", required_argument, NULL, OPT_FORMAT},
-    {"force", no_argument, NULL, OPT_FORCE},  {"quiet", no_argument, NULL, OPT_QUIET},
-    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+static const cli_opt OPTIONS[] = {
+    {CLI_ROW("output", CLI_TEXT, plot_opts, output)},
+    {.name = "format", .kind = CLI_CUSTOM, .parse = parse_format},
+    {CLI_ROW("force", CLI_FLAG, plot_opts, force)},
+    {CLI_ROW("quiet", CLI_FLAG, plot_opts, quiet)},
+    {0},
 };
 
 int plot_main(int argc, char **argv)
@@ -42,30 +50,16 @@ int plot_main(int argc, char **argv)
     plot_opts o = {.format = PLOT_PNG};
     const char *v = "plot";
     bool help = false;
-    optind = 1;
-    opterr = 0;
-    int c, rc = KV_OK;
-    while (!rc && (c = getopt_long(argc, argv, ":o:h", OPTIONS, NULL)) != -1) {
-        switch (c) {
-        case 'o': o.output = optarg; break;
-        case OPT_FORMAT:
-            if (!plot_format_parse(optarg, &o.format))
-                rc = cli_usage(&err, v, "--format must be png, svg or pdf, got '%s'", optarg);
-            break;
-        case OPT_FORCE: o.force = true; break;
-        case OPT_QUIET: o.quiet = true; break;
-        case 'h': help = true; break;
-        default: rc = cli_bad_option(&err, v, c, optopt, argv[optind - 1]); break;
-        }
-    }
+    int first;
+    int rc = cli_opts_parse(v, argc, argv, OPTIONS, &o, &help, &first, &err);
     if (!rc && help) {
         fputs(USAGE, stdout);
         return 0;
     }
-    if (!rc && optind + 1 != argc)
-        rc = cli_usage(&err, v, optind >= argc ? "missing DIR (an analysis directory)" : "expects exactly one DIR");
+    if (!rc && first + 1 != argc)
+        rc = cli_usage(&err, v, first >= argc ? "missing DIR (an analysis directory)" : "expects exactly one DIR");
     if (!rc) {
-        o.input = argv[optind];
+        o.input = argv[first];
         char *command = cli_command_line(argc, argv);
         o.command = command;
         rc = command ? plot_run(&o, &err) : kv_fail(&err, KV_EFAIL, "plot: out of memory");
