@@ -81,17 +81,21 @@ static int check_range(const char *where, const char *name, int64_t v, int64_t l
     return KV_OK;
 }
 
-static int check_enum(const char *where, const char *name, const char *v,
-                      const char *const *allowed, const char *list, kv_err *err)
+/* v must be one of `allowed` (NULL-terminated); the message lists them. */
+static int check_enum(const char *where, const char *name, const char *v, const char *const *allowed, kv_err *err)
 {
-    if (!one_of(v, allowed))
-        return kv_fail(err, KV_EINPUT, "%s: attribute '%s' = '%s' is not one of %s", where, name,
-                       v, list);
-    return KV_OK;
+    if (one_of(v, allowed)) return KV_OK;
+    char list[256];
+    size_t used = 0;
+    list[0] = '\0';
+    for (const char *const *a = allowed; *a && used < sizeof list; a++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", a == allowed ? "" : ", ", *a);
+    return kv_fail(err, KV_EINPUT, "%s: attribute '%s' = '%s' is not one of %s", where, name, v, list);
 }
 
 int trace_meta_check(const trace_meta *m, const char *where, bool check_tokens, kv_err *err)
 {
+    /* the architectures a trace may name (model/arch.c's rows, tests/unit/test_arch.c checks) */
     static const char *const ARCHS[] = {"llama", "qwen2", "qwen3", "mistral", NULL};
     static const char *const ROPES[] = {"interleaved", "neox", NULL};
     static const char *const MODES[] = {"full", "evict", NULL};
@@ -113,10 +117,9 @@ int trace_meta_check(const trace_meta *m, const char *where, bool check_tokens, 
     if (!(isfinite(m->rope_theta) && m->rope_theta > 0))
         return kv_fail(err, KV_EINPUT, "%s: attribute 'rope_theta' = %g is not a positive number",
                        where, m->rope_theta);
-    if ((rc = check_enum(where, "architecture", m->architecture, ARCHS,
-                         "llama, qwen2, qwen3, mistral", err)) ||
-        (rc = check_enum(where, "rope_style", m->rope_style, ROPES, "interleaved, neox", err)) ||
-        (rc = check_enum(where, "capture_mode", m->capture_mode, MODES, "full, evict", err)))
+    if ((rc = check_enum(where, "architecture", m->architecture, ARCHS, err)) ||
+        (rc = check_enum(where, "rope_style", m->rope_style, ROPES, err)) ||
+        (rc = check_enum(where, "capture_mode", m->capture_mode, MODES, err)))
         return rc;
     if (m->storage != TRACE_F32 && m->storage != TRACE_F16)
         return kv_fail(err, KV_EINPUT, "%s: storage type must be f32 or f16", where);
