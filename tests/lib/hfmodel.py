@@ -169,6 +169,13 @@ def rope(x, pos, theta, div=None, style="neox"):
 
 def forward(w, cfg, tokens, use_bias=True, use_qk_norm=True, div=None, style="neox"):
     """float64 forward pass: (logits [T, V], colsum [L, H, T], keys [L, K, T, D])."""
+    r = forward_all(w, cfg, tokens, use_bias, use_qk_norm, div, style)
+    return r["logits"], r["colsum"], r["keys"]
+
+
+def forward_all(w, cfg, tokens, use_bias=True, use_qk_norm=True, div=None, style="neox"):
+    """float64 forward pass: {"logits" [T, V], "colsum" [L, H, T], "keys" [L, K, T, D] and
+    "queries" [L, H, T, D] (after RoPE), "values" [L, K, T, D]}."""
     f = lambda a: np.asarray(a, dtype=np.float64)
     dim, H = cfg["hidden_size"], cfg["num_attention_heads"]
     K = cfg.get("num_key_value_heads", H)
@@ -177,7 +184,7 @@ def forward(w, cfg, tokens, use_bias=True, use_qk_norm=True, div=None, style="ne
     T = len(tokens)
     pos = np.arange(T, dtype=np.float64)
     x = f(w["embed"])[tokens]
-    colsum, keys = [], []
+    colsum, keys, queries, values = [], [], [], []
     mask = np.tril(np.ones((T, T), dtype=bool))
     for y in w["layers"]:
         h = rmsnorm(x, f(y["attn_norm"]), eps)
@@ -189,6 +196,8 @@ def forward(w, cfg, tokens, use_bias=True, use_qk_norm=True, div=None, style="ne
             q, k = rmsnorm(q, f(y["q_norm"]), eps), rmsnorm(k, f(y["k_norm"]), eps)
         q, k = rope(q, pos, theta, div, style), rope(k, pos, theta, div, style)
         keys.append(k.transpose(1, 0, 2))
+        queries.append(q.transpose(1, 0, 2))
+        values.append(v.transpose(1, 0, 2))
         o = np.empty((T, H, D))
         cs = []
         for hh in range(H):
@@ -206,4 +215,5 @@ def forward(w, cfg, tokens, use_bias=True, use_qk_norm=True, div=None, style="ne
         x = x + (gt / (1 + np.exp(-gt)) * up) @ f(y["wd"]).T
     out = w["embed"] if cfg.get("tie_word_embeddings", False) else w["lm_head"]
     logits = rmsnorm(x, f(w["norm"]), eps) @ f(out).T
-    return logits, np.array(colsum), np.array(keys)
+    return {"logits": logits, "colsum": np.array(colsum), "keys": np.array(keys), "queries": np.array(queries),
+            "values": np.array(values)}
