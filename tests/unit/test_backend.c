@@ -86,10 +86,7 @@ static void library_table_and_no_device(void **state)
 {
     (void)state;
     char path[4096];
-    if (!built_library(path, sizeof path)) {
-        printf("# skip: %s not built (no nvcc)\n", path);
-        return;
-    }
+    if (!built_library(path, sizeof path)) tu_skip("%s not built (no nvcc)", path);
     cuda_lib b;
     kv_err err = {0};
     assert_int_equal(cuda_lib_load(&b, path, &err), KV_OK);
@@ -191,10 +188,7 @@ static void two_cuda_instances_at_once(void **state)
 {
     (void)state;
     char lib[4096];
-    if (!emulation(lib, sizeof lib)) {
-        printf("# skip: %s not built\n", lib);
-        return;
-    }
+    if (!emulation(lib, sizeof lib)) tu_skip("%s not built (make tests builds it)", lib);
     setenv("KVTRACE_CUDA_LIB", lib, 1);
     kv_err err = {0};
     kv_model m;

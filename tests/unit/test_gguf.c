@@ -2,7 +2,7 @@
  * F16) load with the right config, weights and vocabulary; corrupt and
  * contradictory files fail with KV_EINPUT and a one-line message that names
  * the file and says what is wrong; the real stories260K.gguf (from
- * $KVTRACE_MODEL_DIR, skipped when unset) loads with its README's config. */
+ * $KVTRACE_MODEL_DIR; the test skips when it is unset) loads with its README's config. */
 #include "testutil.h"
 
 #include <math.h>
@@ -514,12 +514,7 @@ static void contradictions(void **state)
 static void stories260k(void **state)
 {
     (void)state;
-    const char *dir = getenv("KVTRACE_MODEL_DIR");
-    if (!dir || !*dir) {
-        printf("# skip: KVTRACE_MODEL_DIR is not set; the stories260K.gguf checks pass "
-               "trivially\n");
-        return;
-    }
+    const char *dir = tu_model_dir();
     char path[4096];
     snprintf(path, sizeof path, "%s/stories260K.gguf", dir);
     kv_model m;

@@ -1,6 +1,6 @@
 /* llama2.c checkpoints, random:NAME models and model_load's dispatch.
  *
- * derived/stories260K.bin + tok512.bin (from $KVTRACE_MODEL_DIR, skipped
+ * derived/stories260K.bin + tok512.bin (from $KVTRACE_MODEL_DIR; those tests skip
  * when unset) hold the same weights as stories260K.gguf: they must load
  * bitwise equal. Tiny checkpoints written here check the section order
  * (shared and unshared classifier) and the refusals: truncation, trailing
@@ -142,12 +142,6 @@ static void bad_checkpoints(void **state)
 
 /* ---- stories260K: the llama2.c files against the GGUF --------------------- */
 
-static const char *model_dir(void)
-{
-    const char *dir = getenv("KVTRACE_MODEL_DIR");
-    return dir && *dir ? dir : NULL;
-}
-
 static void same_floats(const char *what, const float *a, const float *b, size_t n)
 {
     if (memcmp(a, b, n * sizeof *a) != 0) {
@@ -160,12 +154,7 @@ static void same_floats(const char *what, const float *a, const float *b, size_t
 static void stories_bitwise(void **state)
 {
     (void)state;
-    const char *dir = model_dir();
-    if (!dir) {
-        printf("# skip: KVTRACE_MODEL_DIR is not set; the llama2.c vs GGUF comparison passes "
-               "trivially\n");
-        return;
-    }
+    const char *dir = tu_model_dir();
     char gguf[4096], bin[4096], tok[4096];
     snprintf(gguf, sizeof gguf, "%s/stories260K.gguf", dir);
     snprintf(bin, sizeof bin, "%s/derived/stories260K.bin", dir);
@@ -298,13 +287,18 @@ static void spec_errors(void **state)
     expect_code(named, "tok.bin", KV_EUSAGE, "a GGUF holds its own vocabulary");
     expect_code("/dev/null", NULL, KV_EINPUT, "not a regular file");
     expect_code("random:stories260k", "tok.bin", KV_EUSAGE, "does not apply to random models");
-    const char *dir = model_dir();
-    if (dir) {
-        snprintf(path, sizeof path, "%s/stories260K.gguf", dir);
-        expect_code(path, "tok.bin", KV_EUSAGE, "--tokenizer");
-        snprintf(path, sizeof path, "%s/derived/stories260K.bin", dir);
-        expect_code(path, "/nonexistent/tok.bin", KV_EFAIL, "/nonexistent/tok.bin");
-    }
+}
+
+/* the same refusals on the real files */
+static void stories_spec_errors(void **state)
+{
+    (void)state;
+    const char *dir = tu_model_dir();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/stories260K.gguf", dir);
+    expect_code(path, "tok.bin", KV_EUSAGE, "--tokenizer");
+    snprintf(path, sizeof path, "%s/derived/stories260K.bin", dir);
+    expect_code(path, "/nonexistent/tok.bin", KV_EFAIL, "/nonexistent/tok.bin");
 }
 
 int main(void)
@@ -315,6 +309,7 @@ int main(void)
         cmocka_unit_test(stories_bitwise),
         cmocka_unit_test(random_models),
         cmocka_unit_test(spec_errors),
+        cmocka_unit_test(stories_spec_errors),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }

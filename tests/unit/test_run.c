@@ -298,10 +298,7 @@ static void cuda_backend_on_the_emulation(void **state)
 {
     (void)state;
     char lib[4096], cpu_path[512], dev_path[512];
-    if (!emulation(lib, sizeof lib)) {
-        printf("# skip: %s not built\n", lib);
-        return;
-    }
+    if (!emulation(lib, sizeof lib)) tu_skip("%s not built (make tests builds it)", lib);
     setenv("KVTRACE_CUDA_LIB", lib, 1);
     kv_err err = {0};
     const backend_request req = {0};

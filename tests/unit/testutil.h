@@ -14,6 +14,32 @@
 
 #include <cmocka.h>
 
+/* Marks the running test skipped, never passed: a "# skip: REASON" line (which
+ * tests/run_all.sh reports once at the end), then cmocka's skip(), which with
+ * CMOCKA_MESSAGE_OUTPUT=TAP prints "not ok N # SKIP name" and leaves the test. */
+static inline void tu_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void tu_skip(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("# skip: ");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+    skip();
+}
+
+/* The test model directory ($KVTRACE_MODEL_DIR: tests/run_all.sh makes it from
+ * stories260K.gguf, with derived/ and the golden values); skips the running
+ * test when it is not set. */
+static inline const char *tu_model_dir(void)
+{
+    const char *dir = getenv("KVTRACE_MODEL_DIR");
+    if (!dir || !*dir) tu_skip("no test model: KVTRACE_MODEL_DIR is not set (tests/run_all.sh sets it)");
+    return dir;
+}
+
 /* A fresh temporary directory per test program; path written into buf. */
 static inline void tu_tmpdir(char *buf, size_t cap)
 {
