@@ -1,32 +1,46 @@
 #!/bin/sh
 # Runs every test program and script and ends with one combined count.
 #   tests/run_all.sh BUILD_DIR [BUILD_DIR ...]
+#   tests/run_all.sh --crosscheck      (make crosscheck: tests/crosscheck_shared.py alone)
 # For each build directory (e.g. build and the ASan build build-asan) it runs
 # the unit tests and the scripts with that build's kvtrace; then, for each
 # harness named in FUZZERS, a short libFuzzer run (FUZZ_SMOKE_SECONDS, default 5).
-# Unit tests are cmocka programs in BUILD_DIR/tests (TAP output); scripts in
-# tests/scripts/*.sh and tests/scripts/*.py print TAP lines too ("ok N - ...",
-# "not ok N - ..."). A program that crashes or exits non-zero without a
-# "not ok" line counts as one failure of its own.
+#
+# The test model: stories260K.gguf, found as the demo finds the default model
+# (tests/lib/find_model.sh: $KVTRACE_MODEL_DIR, a checkout's ../shared/models,
+# the user cache, then kvtrace's checked download). Everything else the tests
+# need, the llama2.c checkpoint and tokenizer and the golden reference values,
+# tests/lib/testmodels.py makes from that one file into
+# FIRST_BUILD_DIR/testmodels/GGUF_SHA256-GENERATOR_SHA256/ (made once, never
+# stale), and the run's KVTRACE_MODEL_DIR is that directory. Without the model
+# the run fails at once with one line saying what to put where;
+# SKIP_MODEL_TESTS=1 runs without it and the tests that need it report skips.
+#
+# Counting: unit tests are cmocka programs in BUILD_DIR/tests (TAP output);
+# scripts in tests/scripts/*.sh and tests/scripts/*.py print TAP lines too
+# ("ok N - ...", "not ok N - ..."). A line with a "# SKIP" directive (cmocka's
+# skip() prints "not ok N # SKIP name" after the test's "# skip: REASON" line;
+# the scripts "ok N - what # SKIP REASON") counts as skipped, neither passed nor
+# failed, and each reason is printed once at the end. A program that crashes or
+# exits non-zero without a "not ok" line counts as one failure of its own.
+# The last line is "N passed, N failed, N skipped"; the exit status is 0 when
+# nothing failed.
 set -u
 [ $# -ge 1 ] || set -- build
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export ROOT
-# test models, found as the demo finds the default model: KVTRACE_MODEL_DIR, a
-# checkout beside shared/, then the user cache (where `make demo` downloads it)
-CACHE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/kvtrace
-if [ -z "${KVTRACE_MODEL_DIR:-}" ] && [ -d "$ROOT/../shared/models" ]; then
-    KVTRACE_MODEL_DIR=$(cd "$ROOT/../shared/models" && pwd)
-elif [ -z "${KVTRACE_MODEL_DIR:-}" ] && [ -f "$CACHE_DIR/stories260K.gguf" ]; then
-    KVTRACE_MODEL_DIR=$CACHE_DIR
-fi
-[ -n "${KVTRACE_MODEL_DIR:-}" ] && export KVTRACE_MODEL_DIR
 export CMOCKA_MESSAGE_OUTPUT=TAP
 PY=/usr/bin/python3
 LOG=$(mktemp -d)
 trap 'rm -rf "$LOG"' EXIT
+: >"$LOG/skips"
 passed=0
 failed=0
+skipped=0
+
+tap_count() { # output file, name: "PASSED FAILED SKIPPED" (tests/lib/tap_count.awk)
+    awk -v name="$2" -v skips="$LOG/skips" -f "$ROOT/tests/lib/tap_count.awk" "$1"
+}
 
 run_one() { # name, command...
     name=$1
@@ -34,21 +48,66 @@ run_one() { # name, command...
     out="$LOG/out"
     "$@" >"$out" 2>&1
     rc=$?
-    p=$(grep -c '^ok ' "$out")
-    f=$(grep -c '^not ok ' "$out")
+    set -- $(tap_count "$out" "$name")
+    p=$1 f=$2 s=$3
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         f=1
         echo "not ok - $name exited with status $rc" >>"$out"
     fi
+    note=
+    [ "$s" -eq 0 ] || note=", $s skipped"
     if [ "$f" -gt 0 ]; then
-        echo "== $name: $p passed, $f failed"
+        echo "== $name: $p passed, $f failed$note"
         grep -v '^ok ' "$out" | sed 's/^/   /' | head -60
     else
-        echo "== $name: $p passed"
+        echo "== $name: $p passed$note"
     fi
     passed=$((passed + p))
     failed=$((failed + f))
+    skipped=$((skipped + s))
 }
+
+summary() {
+    if [ "$skipped" -gt 0 ]; then
+        echo "skipped, by reason (count: reason, then where):"
+        sort "$LOG/skips" | awk -F '\t' '
+            $1 != r { if (NR > 1) printf "%d: %s\n    in %s\n", n, r, w; r = $1; n = 0; w = ""; last = "" }
+            { n++; if ($2 != last) { w = w (w == "" ? "" : ", ") $2; last = $2 } }
+            END { printf "%d: %s\n    in %s\n", n, r, w }' | sed 's/^/  /'
+    fi
+    echo "$passed passed, $failed failed, $skipped skipped"
+    [ "$failed" -eq 0 ]
+}
+
+if [ "$1" = "--crosscheck" ]; then
+    run_one "crosscheck_shared.py" "$PY" "$ROOT/tests/crosscheck_shared.py"
+    summary
+    exit
+fi
+
+# ---- the test model and the files made from it
+if [ "${SKIP_MODEL_TESTS:-0}" = 1 ]; then
+    unset KVTRACE_MODEL_DIR
+    echo "# SKIP_MODEL_TESTS=1: the tests that need stories260K.gguf are skipped"
+else
+    . "$ROOT/tests/lib/find_model.sh"
+    if ! find_model "$ROOT/$1/kvtrace"; then
+        echo "make test: $MODEL_WHY; or run make test SKIP_MODEL_TESTS=1 to skip the tests that need it" >&2
+        exit 1
+    fi
+    gguf_sha=$(sha256sum "$MODEL_GGUF" | cut -c1-64)
+    gen_sha=$(cd "$ROOT/tests/lib" && cat testmodels.py hfmodel.py ggufio.py | sha256sum | cut -c1-16)
+    KVTRACE_MODEL_DIR="$ROOT/$1/testmodels/$gguf_sha-$gen_sha"
+    if [ ! -d "$KVTRACE_MODEL_DIR" ]; then
+        mkdir -p "$ROOT/$1/testmodels"
+        if ! "$PY" "$ROOT/tests/lib/testmodels.py" "$MODEL_GGUF" "$KVTRACE_MODEL_DIR" 2>"$LOG/gen"; then
+            echo "make test: cannot make the test models from $MODEL_GGUF: $(tail -n 1 "$LOG/gen")" >&2
+            exit 1
+        fi
+    fi
+    export KVTRACE_MODEL_DIR
+    echo "# test models: $KVTRACE_MODEL_DIR (made from $MODEL_GGUF)"
+fi
 
 for BUILD in "$@"; do
     KVTRACE="$ROOT/$BUILD/kvtrace"
@@ -82,5 +141,4 @@ for f in ${FUZZERS:-}; do
     run_one "fuzz_$f smoke ($secs s)" fuzz_smoke "$f"
 done
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

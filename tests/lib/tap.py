@@ -1,6 +1,8 @@
 """TAP output for the test scripts in tests/scripts: one "ok N - ..." or
 "not ok N - ..." line per check (tests/run_all.sh counts them), details of a
-failure on "#" lines, and a plan line at the end."""
+failure on "#" lines, "ok N - ... # SKIP reason" for checks that cannot run
+(counted as skipped, never as passed), and a plan line at the end."""
+import os
 import sys
 
 import numpy as np
@@ -25,6 +27,26 @@ def check(ok, what, detail=""):
             print("#   " + line)
     sys.stdout.flush()
     return ok
+
+
+NO_MODEL = "no test model: KVTRACE_MODEL_DIR is not set (tests/run_all.sh sets it)"
+
+
+def model_file(rel="stories260K.gguf"):
+    """$KVTRACE_MODEL_DIR/rel (tests/run_all.sh makes that directory from stories260K.gguf:
+    derived/stories260K.bin, derived/tok512.bin, stories260K.golden.json), or None when
+    KVTRACE_MODEL_DIR is not set: the caller then reports skip(..., NO_MODEL). A set
+    directory without the file is an error of the run, not a skip."""
+    d = os.environ.get("KVTRACE_MODEL_DIR")
+    return os.path.join(d, rel) if d else None
+
+
+def skip(what, reason):
+    """One TAP line for checks that cannot run here: "ok N - what # SKIP reason"."""
+    global count
+    count += 1
+    print("ok %d - %s # SKIP %s" % (count, what, reason))
+    sys.stdout.flush()
 
 
 def close(name, got, ref, abs_tol, rel_tol):
