@@ -21,8 +21,11 @@ tokens)
     printf '\000\377\001[1, 403, 407]\n' >"$CORPUS/json"
     printf '\000\377\0011,2 3\n4, 5' >"$CORPUS/plain"
     printf '\002\000\000Once upon a time, the caf\303\251 \344\270\255\n' >"$CORPUS/text"
-    M=${KVTRACE_MODEL_DIR:-$ROOT/../shared/models}/derived/tok512.bin
-    if [ -f "$M" ]; then (printf '\001\000\002'; cat "$M") >"$CORPUS/tok512"; fi ;;
+    # the real tokenizer as a seed when there is one: the run's test models
+    # (tests/run_all.sh sets KVTRACE_MODEL_DIR), else those an earlier make test made
+    for M in "${KVTRACE_MODEL_DIR:-/nonexistent}/derived/tok512.bin" "$ROOT"/build/testmodels/*/derived/tok512.bin; do
+        if [ -f "$M" ]; then (printf '\001\000\002'; cat "$M") >"$CORPUS/tok512"; break; fi
+    done ;;
 safetensors)
     "$BIN" "$ROOT"/tests/fuzz_safetensors/regressions/* >"$WORK/regressions_$NAME.log" 2>&1
     "$PY" "$ROOT/tests/fuzz_safetensors/make_seeds.py" "$CORPUS" >/dev/null ;;

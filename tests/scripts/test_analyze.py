@@ -18,7 +18,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from tap import check, close, finish  # noqa: E402
+from tap import NO_MODEL, check, close, finish, model_file, skip  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
 FILES = ["meta.csv", "spearman.csv", "logdet.csv", "pca.csv", "pca_runs.csv", "pca_var.csv", "detail.csv",
@@ -409,10 +409,9 @@ def missing_datasets(tmp, trace):
 
 
 def model_trace(tmp):
-    mdir = os.environ.get("KVTRACE_MODEL_DIR")
-    model = os.path.join(mdir or "", "stories260K.gguf")
-    if not mdir or not os.path.exists(model):
-        check(True, "# SKIP real model: KVTRACE_MODEL_DIR not set")
+    model = model_file()
+    if not model:
+        skip("analyze a stories260K capture", NO_MODEL)
         return
     t = os.path.join(tmp, "model.h5")
     r = run("capture", "--model", model, "--prompt", "Once upon a time", "--generate", 100, "--quiet", "-o", t)

@@ -1,7 +1,8 @@
-"""`kvtrace demo` end to end on the shared model directory (KVTRACE_MODEL_DIR):
-the pipeline runs, the report exists and links only files that exist, the six
-figures are PNGs, every step's output is there, and an existing directory is
-refused without --force and left as it was. Skipped without the model."""
+"""`kvtrace demo` end to end on the test model directory (KVTRACE_MODEL_DIR, made by
+tests/run_all.sh): the pipeline runs, the report exists and links only files that
+exist, the six figures are PNGs, every step's output is there, and an existing
+directory is refused without --force and left as it was. Skipped (TAP # SKIP)
+without the model."""
 import os
 import re
 import subprocess
@@ -12,13 +13,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import tap  # noqa: E402
 
 KV = os.environ.get("KVTRACE") or os.path.join(os.environ.get("ROOT", "."), "build", "kvtrace")
-MODELS = os.environ.get("KVTRACE_MODEL_DIR", "")
 
 
 def main():
-    if not os.path.isfile(os.path.join(MODELS, "stories260K.gguf")):
-        print("# KVTRACE_MODEL_DIR has no stories260K.gguf: demo not run")
-        tap.check(True, "demo skipped without the model")
+    if not tap.model_file():
+        tap.skip("kvtrace demo end to end", tap.NO_MODEL)
         return tap.finish()
     with tempfile.TemporaryDirectory(prefix="kvtrace_demo.") as tmp:
         out = os.path.join(tmp, "demo")

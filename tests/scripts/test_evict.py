@@ -14,9 +14,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from kvrun import run, write_tokens  # noqa: E402
-from tap import check, finish  # noqa: E402
+from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
 
-MODEL = os.path.join(os.environ.get("KVTRACE_MODEL_DIR", ""), "stories260K.gguf")
+MODEL = model_file()
 N, B = 32, 16
 POLICIES = ["full", "keydiff", "keydiff:anchor=pairwise", "keydiff:anchor=raw:metric=l2:window=0.25", "knorm",
             "streaming", "random:seed=3", "primekv", "primekv:key=nn:value=proj", "h2o", "tova", "tova:scope=group",
@@ -47,8 +47,8 @@ def sim_retained(tmp, trace, name):
 
 
 def main():
-    if not os.path.exists(MODEL):
-        check(True, "# SKIP stories260K.gguf not found (KVTRACE_MODEL_DIR)")
+    if not MODEL:
+        skip("in-model eviction on stories260K", NO_MODEL)
         return finish()
     with tempfile.TemporaryDirectory() as tmp:
         with capture(tmp, "seq.h5", write_tokens(tmp, "bos.ids", [1]), "--generate", "99") as f:

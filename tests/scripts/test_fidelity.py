@@ -15,9 +15,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from kvrun import run, write_tokens  # noqa: E402
-from tap import check, close, finish  # noqa: E402
+from tap import NO_MODEL, check, close, finish, model_file, skip  # noqa: E402
 
-MODEL = os.path.join(os.environ.get("KVTRACE_MODEL_DIR", ""), "stories260K.gguf")
+MODEL = model_file()
 B = 8
 
 
@@ -55,8 +55,8 @@ def spearman(a, b):
 
 
 def main():
-    if not os.path.exists(MODEL):
-        check(True, "# SKIP stories260K.gguf not found (KVTRACE_MODEL_DIR)")
+    if not MODEL:
+        skip("fidelity on stories260K", NO_MODEL)
         return finish()
     with tempfile.TemporaryDirectory() as tmp:
         r = run("capture", "--quiet", "--model", MODEL, "--prompt", "Once upon a time", "--generate", "70",

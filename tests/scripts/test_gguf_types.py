@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import ggufio as G  # noqa: E402
 import hfmodel  # noqa: E402
 from kvrun import capture, run, write_tokens  # noqa: E402
-from tap import check, close, finish  # noqa: E402
+from tap import NO_MODEL, check, close, finish, skip  # noqa: E402
 
 MODELS = os.environ.get("KVTRACE_MODEL_DIR", "")
 GGUF = os.path.join(MODELS, "stories260K.gguf")
@@ -250,10 +250,10 @@ def main():
     try:
         cfg, w = tiny_archs(tmp)
         bad_files(tmp, cfg, w)
-        if os.path.exists(GGUF):
+        if MODELS:
             stories_types(tmp)
         else:
-            print("# skip: no stories260K.gguf in KVTRACE_MODEL_DIR=%r" % MODELS)
+            skip("stories260K rewritten with F16, BF16 and Q8_0 matrices", NO_MODEL)
     finally:
         shutil.rmtree(tmp)
     return finish()

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import ggufio  # noqa: E402
 import hfmodel  # noqa: E402
 from kvrun import capture, run, write_tokens  # noqa: E402
-from tap import check, close, finish  # noqa: E402
+from tap import NO_MODEL, check, close, finish, skip  # noqa: E402
 
 MODELS = os.environ.get("KVTRACE_MODEL_DIR", "")
 GGUF = os.path.join(MODELS, "stories260K.gguf")
@@ -277,8 +277,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="kvtrace-hf-")
     try:
         tiny_models(tmp)
-        if not os.path.exists(GGUF):
-            print("# skip: no stories260K.gguf in KVTRACE_MODEL_DIR=%r" % MODELS)
+        if not MODELS:
+            skip("stories260K as an HF directory: equivalence, bad inputs, sliding windows, tokenizer.json",
+                 NO_MODEL)
         else:
             w = stories_equivalence(tmp)
             bad_inputs(tmp, w)
