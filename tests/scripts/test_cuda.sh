@@ -11,14 +11,7 @@ ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 KVTRACE=${KVTRACE:-$ROOT/build/kvtrace}
 MODELS=${KVTRACE_MODEL_DIR:-}
 NO_MODEL="no test model: KVTRACE_MODEL_DIR is not set (tests/run_all.sh sets it)"
-n=0
-failed=0
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; } # what, reason
-fail() {
-    n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; shift
-    for line in "$@"; do printf '%s\n' "$line" | sed 's/^/#   /'; done
-}
+. "$ROOT/tests/lib/tap.sh" # n, failed; pass, fail, skip
 check() { # description, command...
     d=$1; shift
     if "$@" >/dev/null 2>&1; then pass "$d"; else fail "$d"; fi

@@ -14,13 +14,7 @@ BUILD=${BUILD:-build}
 MODELS=${KVTRACE_MODEL_DIR:-}
 EMUL="$ROOT/$BUILD/emul/libkvcuda_emul.so"
 CMP="$ROOT/build/gpu/trace_compare"
-n=0
-failed=0
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-fail() {
-    n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; shift
-    for line in "$@"; do printf '%s\n' "$line" | sed 's/^/#   /'; done
-}
+. "$ROOT/tests/lib/tap.sh" # n, failed; pass, fail, skip
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvtrace_emul.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
 if [ ! -f "$EMUL" ] || [ ! -x "$CMP" ]; then
@@ -29,8 +23,8 @@ if [ ! -f "$EMUL" ] || [ ! -x "$CMP" ]; then
     exit 1
 fi
 if [ -z "$MODELS" ]; then
-    echo "ok 1 - --device cuda on the host emulation # SKIP no test model: KVTRACE_MODEL_DIR is not set (tests/run_all.sh sets it)"
-    echo "1..1"
+    skip "--device cuda on the host emulation" "no test model: KVTRACE_MODEL_DIR is not set (tests/run_all.sh sets it)"
+    echo "1..$n"
     exit 0
 fi
 export KVTRACE_CUDA_LIB="$EMUL"

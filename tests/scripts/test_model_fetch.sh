@@ -12,15 +12,7 @@ KVTRACE=${KVTRACE:-$ROOT/build/kvtrace}
 MODELS=${KVTRACE_MODEL_DIR:-}
 unset KVTRACE_MODEL_DIR XDG_CACHE_HOME
 
-n=0
-failed=0
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; } # what, reason
-fail() {
-    n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"
-    shift
-    for line in "$@"; do printf '%s\n' "$line" | sed 's/^/#   /'; done
-}
+. "$ROOT/tests/lib/tap.sh" # n, failed; pass, fail, skip
 check() { # description, condition-command...
     d=$1; shift
     if "$@"; then pass "$d"; else fail "$d" "stderr: $(cat "$TMP/err" 2>/dev/null)"; fi

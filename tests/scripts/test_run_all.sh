@@ -11,14 +11,7 @@ set -u
 ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 KVTRACE=${KVTRACE:-$ROOT/build/kvtrace}
 MODELS=${KVTRACE_MODEL_DIR:-}
-n=0
-failed=0
-pass() { n=$((n + 1)); echo "ok $n - $1"; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; } # what, reason
-fail() {
-    n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; shift
-    for line in "$@"; do printf '%s\n' "$line" | sed 's/^/#   /'; done
-}
+. "$ROOT/tests/lib/tap.sh" # n, failed; pass, fail, skip
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvtrace_runall.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
 
