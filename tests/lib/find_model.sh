@@ -35,7 +35,8 @@ find_model() {
     fi
     model_look && return 0
     if [ ! -x "$1" ]; then
-        MODEL_WHY="stories260K.gguf is not in \$KVTRACE_MODEL_DIR or $(model_cache_dir), and $1 (which would download it) is not built"
+        MODEL_WHY="stories260K.gguf is not in \$KVTRACE_MODEL_DIR or $(model_cache_dir),"
+        MODEL_WHY="$MODEL_WHY and $1 (which would download it) is not built"
         return 1
     fi
     _tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvtrace_model.XXXXXX") || return 1

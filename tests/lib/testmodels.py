@@ -22,7 +22,6 @@ writes OUTDIR/{stories260K.gguf (a copy), derived/stories260K.bin,
 derived/tok512.bin, stories260K.golden.json} through a temporary directory
 renamed into place, so OUTDIR is complete or absent."""
 import json
-import math
 import os
 import shutil
 import struct
