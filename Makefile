@@ -136,7 +136,7 @@ test-asan: deps
 	@$(MAKE) --no-print-directory tests BUILD=build-asan SAN=1
 	@SKIP_MODEL_TESTS="$(SKIP_MODEL_TESTS)" tests/run_all.sh build-asan
 
-crosscheck:
+crosscheck: deps
 	@tests/run_all.sh --crosscheck
 
 FUZZ_SECONDS ?= 60
