@@ -8,6 +8,7 @@
 #include "core/parallel.h"
 #include "core/progress.h"
 #include "core/trace.h"
+#include "policies/step.h"
 #include "results/results_h5.h"
 #include "sim/reference.h"
 #include "sim/replay.h"
@@ -85,15 +86,12 @@ static void run_task(void *ctx_, int item, int thread)
 
 /* The work items of a layer, in a fixed order: per configuration, one stream
  * per kv head, or one for the whole layer when the policy has layer scope. */
-static int make_items(const sim_opts *o, int n_cfg, int64_t K, sim_item *items)
+static int make_items(const sim_opts *o, int n_cfg, int64_t H, int64_t K, sim_item *items)
 {
     int n = 0;
     for (int c = 0; c < n_cfg; c++) {
-        const policy_config *pc = &o->policies[c / o->n_budgets];
-        if (pc->iface->layer_scope && pc->iface->layer_scope(pc))
-            items[n++] = (sim_item){c, 0, K};
-        else
-            for (int64_t g = 0; g < K; g++) items[n++] = (sim_item){c, g, 1};
+        const policy_streams st = policy_streams_of(&o->policies[c / o->n_budgets], H, K);
+        for (int64_t x = 0; x < st.per_layer; x++) items[n++] = (sim_item){c, x * st.kv_heads, st.kv_heads};
     }
     return n;
 }
@@ -123,7 +121,7 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
     kv_err *errs = calloc((size_t)max_items, sizeof *errs);
     double *times = calloc((size_t)max_items * 2, sizeof *times);
     if (!items || !rcs || !errs || !times) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
-    const int n_items = rc ? 0 : make_items(o, res->n_cfg, m->n_kv_heads, items);
+    const int n_items = rc ? 0 : make_items(o, res->n_cfg, m->n_heads, m->n_kv_heads, items);
     if (!rc) {
         task_ctx t = {o, &ly, res, l, items, rcs, errs, times, times + n_items};
         kv_parallel_for(n_items, threads, run_task, &t);
