@@ -69,13 +69,13 @@ int cli_opts_parse(const char *verb, int argc, char **argv, const cli_opt *table
                    int *first, kv_err *err)
 {
     struct option longs[CLI_MAX_OPTS + 2];
-    char shorts[8] = ":h";
-    int n = 0;
+    const char *shorts = ":h";
+    int n = 0, output = -1; /* the row -o stands for */
     for (; table[n].name; n++) {
         KV_ASSERT(n < CLI_MAX_OPTS);
         longs[n] = (struct option){table[n].name, table[n].kind == CLI_FLAG ? no_argument : required_argument,
                                    NULL, 256 + n};
-        if (strcmp(table[n].name, "output") == 0) snprintf(shorts, sizeof shorts, ":o:h"), longs[n].val = 'o';
+        if (strcmp(table[n].name, "output") == 0) shorts = ":o:h", output = n;
     }
     longs[n] = (struct option){"help", no_argument, NULL, 'h'};
     longs[n + 1] = (struct option){NULL, 0, NULL, 0};
@@ -84,9 +84,7 @@ int cli_opts_parse(const char *verb, int argc, char **argv, const cli_opt *table
     opterr = 0;
     int c, rc = KV_OK;
     while (!rc && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
-        int row = c == 'o' ? -1 : c - 256;
-        if (c == 'o')
-            for (int i = 0; i < n; i++) row = strcmp(table[i].name, "output") == 0 ? i : row;
+        const int row = c == 'o' ? output : c - 256;
         if (c == 'h') *help = true;
         else if (row >= 0 && row < n) rc = set_value(verb, &table[row], optarg, opts, err);
         else rc = cli_bad_option(err, verb, c, optopt, argv[optind - 1]);
