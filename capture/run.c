@@ -15,7 +15,6 @@
 struct kv_run {
     run_opts o;
     const backend_iface *be;
-    int64_t T;
     trace_writer *w;         /* NULL: nothing recorded */
     forward_state fw;
     evict_engine ev;         /* with eviction */
@@ -84,11 +83,11 @@ static int start_walk(kv_run *r, kv_err *err)
     const run_opts *o = &r->o;
     const model_config *c = &o->model->cfg;
     const kv_model *walk = o->model;
-    int rc = r->be->prepare ? r->be->prepare(o->backend_ctx, o->model, r->T, o->chunk, o->trace.want[TRACE_COLSUM],
+    int rc = r->be->prepare ? r->be->prepare(o->backend_ctx, o->model, o->T, o->chunk, o->trace.want[TRACE_COLSUM],
                                              &walk, err)
                             : KV_OK;
-    const int64_t cap = r->evicting ? evict_cache_rows(o->evict, o->budget, o->chunk, r->T) : r->T;
-    if (!rc) rc = forward_init_cache(&r->fw, walk, r->be->kernels, o->backend_ctx, r->T, cap, o->chunk, err);
+    const int64_t cap = r->evicting ? evict_cache_rows(o->evict, o->budget, o->chunk, o->T) : o->T;
+    if (!rc) rc = forward_init_cache(&r->fw, walk, r->be->kernels, o->backend_ctx, o->T, cap, o->chunk, err);
     if (rc || !r->evicting) return rc;
     rc = evict_init(&r->ev, o->evict, o->budget, c, r->fw.max_chunk, r->fw.cap, err);
     if (!rc && r->w && o->trace.want[TRACE_EVICT_RETAINED] &&
@@ -105,7 +104,7 @@ static int start_recording(kv_run *r, kv_err *err)
     const run_opts *o = &r->o;
     const bool *want = o->trace.want;
     recorder_wants rw = {want[TRACE_QUERIES], want[TRACE_COLSUM], want[TRACE_ATTN_FULL], want[TRACE_LOGITS]};
-    int rc = recorder_init(&r->rec, r->w, &o->model->cfg, rw, o->tokens, r->T, o->chunk, err);
+    int rc = recorder_init(&r->rec, r->w, &o->model->cfg, rw, o->tokens, o->T, o->chunk, err);
     if (rc) return rc;
     r->recording = true;
     r->rec.known = o->P;
@@ -125,7 +124,6 @@ int run_open(kv_run **out, const run_opts *o, kv_err *err)
     if (!r) return err->code;
     r->o = *o;
     r->be = o->backend ? o->backend : backend_all()[0];
-    r->T = o->T;
     r->evicting = o->evict && o->evict->iface;
     r->o.trace.expected_tokens = o->T;
     int rc = check_window(o, err);
@@ -180,7 +178,7 @@ int run_settle(kv_run *r, kv_err *err)
 void run_print_stats(const kv_run *r, double load_s, double secs)
 {
     const forward_state *f = &r->fw;
-    const int64_t T = r->T;
+    const int64_t T = r->o.T;
     struct rusage ru;
     long rss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
     const uint64_t dev_peak = r->be->peak_bytes ? r->be->peak_bytes(r->o.backend_ctx) : 0;
