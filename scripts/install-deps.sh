@@ -3,7 +3,7 @@
 # apt-get update runs first when anything is missing; through sudo when not root.
 set -eu
 PKGS="build-essential pkg-config libhdf5-dev hdf5-tools libopenblas-dev liblapacke-dev \
-gnuplot-nox libcmocka-dev libjansson-dev python3-h5py python3-numpy clang libclang-rt-14-dev \
+gnuplot-nox libcmocka-dev libjansson-dev python3-h5py python3-numpy python3-pandas clang libclang-rt-14-dev \
 libssl-dev curl"
 
 missing=""
