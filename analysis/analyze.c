@@ -18,8 +18,6 @@
 #include "core/progress.h"
 #include "results/results_dir.h"
 
-enum { MAX_RUNS = 1024 };
-
 /* One thread's scratch: O(T·D) plus the O(256·T) cosine block. */
 typedef struct {
     float *pair;                 /* spearman_pairwise_scratch floats */
@@ -205,10 +203,7 @@ static int check_inputs(analyze_ctx *c, kv_err *err)
         return kv_fail(err, KV_EUSAGE, "analyze: --detail %lld,%lld is outside the trace's %lld layers and %lld "
                        "query heads (see 'kvtrace analyze --help')", (long long)o->detail_layer,
                        (long long)o->detail_head, (long long)c->L, (long long)c->H);
-    int rc = o->results ? results_read(o->results, c->L, c->K, c->T, &c->rs, err) : KV_OK;
-    if (!rc && c->rs.n_runs > MAX_RUNS)
-        rc = kv_fail(err, KV_EINPUT, "%s: %d runs; analyze reads at most %d", c->rs.path, c->rs.n_runs, MAX_RUNS);
-    return rc;
+    return o->results ? results_read(o->results, c->L, c->K, c->T, &c->rs, err) : KV_OK;
 }
 
 static void warn_missing(const analyze_ctx *c)
@@ -230,7 +225,7 @@ static int write_tail(analyze_ctx *c, kv_err *err)
     if (!rc) rc = aout_spearman(c, err);
     if (!rc) rc = aout_logdet(c, err);
     if (!rc) rc = aout_pca_var(c, err);
-    if (!rc) rc = aout_pca_runs(c, err);
+    if (!rc) rc = aout_pca_kept(c, err);
     if (!rc) rc = detail_write(c, err);
     bool copied;
     if (!rc && c->o->results) rc = results_copy_file(c->o->results, RESULTS_FILE_SUMMARY, c->outdir, &copied, err);

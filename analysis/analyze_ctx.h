@@ -32,7 +32,7 @@ int aout_meta(const analyze_ctx *c, kv_err *err);
 int aout_spearman(const analyze_ctx *c, kv_err *err);
 int aout_logdet(const analyze_ctx *c, kv_err *err);
 int aout_pca_var(const analyze_ctx *c, kv_err *err);
-int aout_pca_runs(const analyze_ctx *c, kv_err *err);
+int aout_pca_kept(const analyze_ctx *c, kv_err *err);
 /* pca.csv: the header, then one layer's rows at a time; pc [K][T][2]. */
 FILE *aout_pca_begin(const analyze_ctx *c, kv_err *err);
 void aout_pca_layer(const analyze_ctx *c, FILE *f, int64_t l, const double *pc);

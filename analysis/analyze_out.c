@@ -1,5 +1,7 @@
-/* analyze_out: the CSV files of the analysis directory (docs/analysis_dir.md),
- * numbers as %.9g, NaN as "nan". */
+/* analyze_out: the CSV files of the analysis directory (docs/outputs.md),
+ * numbers as %.9g, NaN as "nan". Every row that names a configuration leads
+ * with its `config` label (results_config_label), then policy and params;
+ * heads are `q_head` (query head) and `kv_head`. */
 #include <stdio.h>
 #include <string.h>
 
@@ -39,7 +41,8 @@ int aout_meta(const analyze_ctx *c, kv_err *err)
     meta_int(f, "capture_chunk", m->capture_chunk);
     meta_row(f, "storage_dtype", trace_dtype_name(m->storage));
     meta_int(f, "detail_layer", c->detail_layer);
-    meta_int(f, "detail_head", c->detail_head);
+    meta_int(f, "detail_q_head", c->detail_head);
+    meta_int(f, "detail_kv_head", c->detail_head / (c->H / c->K));
     meta_row(f, "analyze_command", c->o->command ? c->o->command : "");
     meta_row(f, "kvtrace_version", KVTRACE_VERSION);
     if (c->o->results) {
@@ -52,26 +55,27 @@ int aout_meta(const analyze_ctx *c, kv_err *err)
 
 int aout_spearman(const analyze_ctx *c, kv_err *err)
 {
-    FILE *f = csv_create(c->outdir, "spearman.csv", "layer,head,rho_pairwise,rho_anchor", err);
+    FILE *f = csv_create(c->outdir, "spearman.csv", "layer,q_head,kv_head,rho_pairwise,rho_anchor", err);
     if (!f) return err->code;
+    const int64_t G = c->H / c->K;
     for (int64_t i = 0; c->has_colsum && i < c->L * c->H; i++)
-        fprintf(f, "%lld,%lld,%.9g,%.9g\n", (long long)(i / c->H), (long long)(i % c->H), c->rho_pair[i],
-                c->rho_anchor[i]);
+        fprintf(f, "%lld,%lld,%lld,%.9g,%.9g\n", (long long)(i / c->H), (long long)(i % c->H),
+                (long long)(i % c->H / G), c->rho_pair[i], c->rho_anchor[i]);
     return csv_close(f, "spearman.csv", err);
 }
 
 int aout_logdet(const analyze_ctx *c, kv_err *err)
 {
-    FILE *f = csv_create(c->outdir, "logdet.csv", "policy,params,budget,layer,kv_head,logdet", err);
+    FILE *f = csv_create(c->outdir, "logdet.csv", "config,policy,params,budget,layer,kv_head,logdet", err);
     if (!f) return err->code;
     const int64_t LK = c->L * c->K;
-    for (int64_t i = 0; i < LK; i++)
-        fprintf(f, "full_cache,,%lld,%lld,%lld,%.9g\n", (long long)c->T, (long long)(i / c->K),
+    for (int64_t i = 0; i < LK; i++) /* the whole trace's keys: config and policy "full_cache", budget T */
+        fprintf(f, "full_cache,full_cache,,%lld,%lld,%lld,%.9g\n", (long long)c->T, (long long)(i / c->K),
                 (long long)(i % c->K), c->logdet_full[i]);
     for (int r = 0; r < c->rs.n_runs; r++) {
         const results_run *run = &c->rs.runs[r];
         for (int64_t i = 0; i < LK; i++)
-            fprintf(f, "%s,%s,%lld,%lld,%lld,%.9g\n", run->policy, run->params, (long long)run->budget,
+            fprintf(f, "%s,%s,%s,%lld,%lld,%lld,%.9g\n", run->config, run->policy, run->params, (long long)run->budget,
                     (long long)(i / c->K), (long long)(i % c->K), c->logdet_runs[(size_t)r * (size_t)LK + (size_t)i]);
     }
     return csv_close(f, "logdet.csv", err);
@@ -87,46 +91,32 @@ int aout_pca_var(const analyze_ctx *c, kv_err *err)
     return csv_close(f, "pca_var.csv", err);
 }
 
-int aout_pca_runs(const analyze_ctx *c, kv_err *err)
+/* pca_kept.csv: one row per kept position of each run's final cache, run
+ * by run (results.h5's order), then layer, kv head and position ascending. */
+int aout_pca_kept(const analyze_ctx *c, kv_err *err)
 {
-    FILE *f = csv_create(c->outdir, "pca_runs.csv", "column,policy,params,budget", err);
+    FILE *f = csv_create(c->outdir, "pca_kept.csv", "config,policy,params,budget,layer,kv_head,position", err);
     if (!f) return err->code;
-    for (int r = 0; r < c->rs.n_runs; r++)
-        fprintf(f, "run%d,%s,%s,%lld\n", r + 1, c->rs.runs[r].policy, c->rs.runs[r].params,
-                (long long)c->rs.runs[r].budget);
-    return csv_close(f, "pca_runs.csv", err);
+    for (int r = 0; r < c->rs.n_runs; r++) {
+        const results_run *run = &c->rs.runs[r];
+        for (int64_t i = 0; i < c->L * c->K; i++)
+            for (int64_t k = 0; k < run->n_kept[i]; k++)
+                fprintf(f, "%s,%s,%s,%lld,%lld,%lld,%d\n", run->config, run->policy, run->params,
+                        (long long)run->budget, (long long)(i / c->K), (long long)(i % c->K),
+                        (int)run->retained[i * run->width + k]);
+    }
+    return csv_close(f, "pca_kept.csv", err);
 }
 
 FILE *aout_pca_begin(const analyze_ctx *c, kv_err *err)
 {
-    char header[64 + 16 * 1024];
-    size_t used = (size_t)snprintf(header, sizeof header, "layer,kv_head,position,pc1,pc2");
-    for (int r = 0; r < c->rs.n_runs && used < sizeof header; r++)
-        used += (size_t)snprintf(header + used, sizeof header - used, ",run%d", r + 1);
-    if (used >= sizeof header) {
-        kv_fail(err, KV_EFAIL, "pca.csv: too many runs for one header (%d)", c->rs.n_runs);
-        return NULL;
-    }
-    return csv_create(c->outdir, "pca.csv", header, err);
+    return csv_create(c->outdir, "pca.csv", "layer,kv_head,position,pc1,pc2", err);
 }
 
 void aout_pca_layer(const analyze_ctx *c, FILE *f, int64_t l, const double *pc)
 {
-    int64_t cursor[1024];  /* per run: the next retained index to compare with (runs ≤ 1024: see analyze.c) */
-    for (int64_t g = 0; g < c->K; g++) {
-        for (int r = 0; r < c->rs.n_runs; r++) cursor[r] = 0;
-        for (int64_t j = 0; j < c->T; j++) {
-            fprintf(f, "%lld,%lld,%lld,%.9g,%.9g", (long long)l, (long long)g, (long long)j,
+    for (int64_t g = 0; g < c->K; g++)
+        for (int64_t j = 0; j < c->T; j++)
+            fprintf(f, "%lld,%lld,%lld,%.9g,%.9g\n", (long long)l, (long long)g, (long long)j,
                     pc[(g * c->T + j) * 2], pc[(g * c->T + j) * 2 + 1]);
-            for (int r = 0; r < c->rs.n_runs; r++) {
-                const results_run *run = &c->rs.runs[r];
-                const int32_t *row = run->retained + (l * c->K + g) * run->width;
-                const int64_t n = run->n_kept[l * c->K + g];
-                const bool kept = cursor[r] < n && row[cursor[r]] == j; /* rows are sorted */
-                if (kept) cursor[r]++;
-                fputs(kept ? ",1" : ",0", f);
-            }
-            fputc('\n', f);
-        }
-    }
 }

@@ -9,7 +9,8 @@
 
 static const char *const META_KEYS[] = {"trace", "model", "creator", "L", "H", "K", "D", "T", "prompt_tokens",
                                         "capture_mode", "capture_chunk", "storage_dtype", "detail_layer",
-                                        "detail_head", "analyze_command", "kvtrace_version"};
+                                        "detail_q_head", "detail_kv_head", "analyze_command",
+                                        "kvtrace_version"};
 enum { N_META_KEYS = sizeof META_KEYS / sizeof META_KEYS[0] };
 static const int64_t BIG = (int64_t)1 << 40;
 
@@ -56,40 +57,45 @@ static int load_meta(plot_data *d, kv_err *err)
         (rc = meta_int(m, "prompt_tokens", 0, m->T, &v, err)) ||
         (rc = meta_int(m, "capture_chunk", 0, BIG, &v, err)) ||
         (rc = meta_int(m, "detail_layer", 0, m->L - 1, &m->detail_layer, err)) ||
-        (rc = meta_int(m, "detail_head", 0, m->H - 1, &m->detail_head, err)))
+        (rc = meta_int(m, "detail_q_head", 0, m->H - 1, &m->detail_head, err)) ||
+        (rc = meta_int(m, "detail_kv_head", 0, m->K - 1, &v, err)))
         return rc;
     if (m->H % m->K != 0)
         return csv_fail(&m->csv, meta_row(m, "K"), err, "H = %lld is not a multiple of K = %lld",
                         (long long)m->H, (long long)m->K);
+    if (v != m->detail_head / (m->H / m->K))
+        return csv_fail(&m->csv, meta_row(m, "detail_kv_head"), err, "detail_kv_head %lld is not the kv head of "
+                        "detail_q_head %lld (q_head / (H/K) = %lld)", (long long)v, (long long)m->detail_head,
+                        (long long)(m->detail_head / (m->H / m->K)));
     return KV_OK;
 }
 
 static int load_summary(plot_data *d, kv_err *err)
 {
-    static const char *const COLS[] = {"policy", "params", "budget", "chunk", "decode_chunk", "eval_stride",
-                                       "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95",
+    static const char *const COLS[] = {"config", "policy", "params", "budget", "chunk", "decode_chunk",
+                                       "eval_stride", "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95",
                                        "attn_recall_mean", "attn_recall_min", "final_logdet_mean"};
     csv_table c;
-    int rc = plot_table_open(d, PF_SUMMARY, COLS, 13, false, &c, err);
+    int rc = plot_table_open(d, PF_SUMMARY, COLS, 14, false, &c, err);
     if (!rc && c.n_rows) d->summary = kv_calloc(c.n_rows, sizeof *d->summary, c.path, err), rc = d->summary ? 0 : 1;
     d->n_summary_rows = c.n_rows;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         plot_summary s = {0};
         int64_t v;
         double x;
-        const char *phase = csv_cell(&c, r, 6);
+        const char *phase = csv_cell(&c, r, 7);
         if ((rc = plot_table_series(d, &c, r, 0, &s.series, err)) ||
-            (rc = csv_int(&c, r, 2, 1, BIG, &s.budget, err)))
+            (rc = csv_int(&c, r, 3, 1, BIG, &s.budget, err)))
             break;
-        for (int col = 3; !rc && col <= 5; col++) rc = csv_int(&c, r, col, 0, BIG, &v, err);
+        for (int col = 4; !rc && col <= 6; col++) rc = csv_int(&c, r, col, 0, BIG, &v, err);
         if (!rc && strcmp(phase, "all") && strcmp(phase, "prefill") && strcmp(phase, "decode"))
             rc = csv_fail(&c, r, err, "phase is '%.40s', expected prefill, decode or all", phase);
-        if (rc || (rc = csv_int(&c, r, 7, 0, INT64_MAX, &v, err)) ||
-            (rc = csv_double(&c, r, 8, false, &s.err_mean, err)) ||
-            (rc = csv_double(&c, r, 9, false, &x, err)) ||
-            (rc = csv_double(&c, r, 10, false, &s.recall_mean, err)) ||
-            (rc = csv_double(&c, r, 11, false, &x, err)) ||
-            (rc = csv_double(&c, r, 12, true, &s.logdet_mean, err)))
+        if (rc || (rc = csv_int(&c, r, 8, 0, INT64_MAX, &v, err)) ||
+            (rc = csv_double(&c, r, 9, false, &s.err_mean, err)) ||
+            (rc = csv_double(&c, r, 10, false, &x, err)) ||
+            (rc = csv_double(&c, r, 11, false, &s.recall_mean, err)) ||
+            (rc = csv_double(&c, r, 12, false, &x, err)) ||
+            (rc = csv_double(&c, r, 13, true, &s.logdet_mean, err)))
             break;
         if (strcmp(phase, "all") == 0) d->summary[d->n_summary++] = s;
     }
@@ -99,19 +105,19 @@ static int load_summary(plot_data *d, kv_err *err)
 
 static int load_timing(plot_data *d, kv_err *err)
 {
-    static const char *const COLS[] = {"policy", "params", "budget", "chunk", "calls", "candidates",
+    static const char *const COLS[] = {"config", "policy", "params", "budget", "chunk", "calls", "candidates",
                                        "score_ns_per_candidate"};
     csv_table c;
-    int rc = plot_table_open(d, PF_TIMING, COLS, 7, false, &c, err);
+    int rc = plot_table_open(d, PF_TIMING, COLS, 8, false, &c, err);
     if (!rc && c.n_rows) d->timing = kv_calloc(c.n_rows, sizeof *d->timing, c.path, err), rc = d->timing ? 0 : 1;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         plot_timing *t = &d->timing[r];
         int64_t v;
         if ((rc = plot_table_series(d, &c, r, 0, &t->series, err)) ||
-            (rc = csv_int(&c, r, 2, 1, BIG, &t->budget, err)) || (rc = csv_int(&c, r, 3, 0, BIG, &v, err)) ||
-            (rc = csv_int(&c, r, 4, 0, INT64_MAX, &t->calls, err)) ||
-            (rc = csv_int(&c, r, 5, 0, INT64_MAX, &v, err)) ||
-            (rc = csv_double(&c, r, 6, false, &t->ns, err)))
+            (rc = csv_int(&c, r, 3, 1, BIG, &t->budget, err)) || (rc = csv_int(&c, r, 4, 0, BIG, &v, err)) ||
+            (rc = csv_int(&c, r, 5, 0, INT64_MAX, &t->calls, err)) ||
+            (rc = csv_int(&c, r, 6, 0, INT64_MAX, &v, err)) ||
+            (rc = csv_double(&c, r, 7, false, &t->ns, err)))
             break;
         if (t->ns < 0) rc = csv_fail(&c, r, err, "score_ns_per_candidate is negative");
         d->n_timing++;
@@ -122,17 +128,17 @@ static int load_timing(plot_data *d, kv_err *err)
 
 static int load_logdet(plot_data *d, kv_err *err)
 {
-    static const char *const COLS[] = {"policy", "params", "budget", "layer", "kv_head", "logdet"};
+    static const char *const COLS[] = {"config", "policy", "params", "budget", "layer", "kv_head", "logdet"};
     csv_table c;
-    int rc = plot_table_open(d, PF_LOGDET, COLS, 6, false, &c, err);
+    int rc = plot_table_open(d, PF_LOGDET, COLS, 7, false, &c, err);
     if (!rc && c.n_rows) d->logdet = kv_calloc(c.n_rows, sizeof *d->logdet, c.path, err), rc = d->logdet ? 0 : 1;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         plot_logdet *l = &d->logdet[r];
         if ((rc = plot_table_series(d, &c, r, 0, &l->series, err)) ||
-            (rc = csv_int(&c, r, 2, 1, BIG, &l->budget, err)) ||
-            (rc = csv_int(&c, r, 3, 0, d->meta.L - 1, &l->layer, err)) ||
-            (rc = csv_int(&c, r, 4, 0, d->meta.K - 1, &l->kv_head, err)) ||
-            (rc = csv_double(&c, r, 5, false, &l->logdet, err)))
+            (rc = csv_int(&c, r, 3, 1, BIG, &l->budget, err)) ||
+            (rc = csv_int(&c, r, 4, 0, d->meta.L - 1, &l->layer, err)) ||
+            (rc = csv_int(&c, r, 5, 0, d->meta.K - 1, &l->kv_head, err)) ||
+            (rc = csv_double(&c, r, 6, false, &l->logdet, err)))
             break;
         d->n_logdet++;
     }
@@ -142,9 +148,9 @@ static int load_logdet(plot_data *d, kv_err *err)
 
 static int load_spearman(plot_data *d, kv_err *err)
 {
-    static const char *const COLS[] = {"layer", "head", "rho_pairwise", "rho_anchor"};
+    static const char *const COLS[] = {"layer", "q_head", "kv_head", "rho_pairwise", "rho_anchor"};
     csv_table c;
-    int rc = plot_table_open(d, PF_SPEARMAN, COLS, 4, false, &c, err);
+    int rc = plot_table_open(d, PF_SPEARMAN, COLS, 5, false, &c, err);
     if (!rc && c.n_rows > (size_t)(d->meta.L * d->meta.H))
         rc = kv_fail(err, KV_EINPUT, "%s: %zu rows, more than L x H = %lld", c.path, c.n_rows,
                      (long long)(d->meta.L * d->meta.H));
@@ -153,13 +159,18 @@ static int load_spearman(plot_data *d, kv_err *err)
     if (!rc && !seen) rc = KV_EFAIL;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         plot_rho *p = &d->rho[r];
+        int64_t kv;
         if ((rc = csv_int(&c, r, 0, 0, d->meta.L - 1, &p->layer, err)) ||
             (rc = csv_int(&c, r, 1, 0, d->meta.H - 1, &p->head, err)) ||
-            (rc = csv_double(&c, r, 2, true, &p->rho_pairwise, err)) ||
-            (rc = csv_double(&c, r, 3, true, &p->rho_anchor, err)))
+            (rc = csv_int(&c, r, 2, 0, d->meta.K - 1, &kv, err)) ||
+            (rc = csv_double(&c, r, 3, true, &p->rho_pairwise, err)) ||
+            (rc = csv_double(&c, r, 4, true, &p->rho_anchor, err)))
             break;
-        if (seen[p->layer * d->meta.H + p->head]++)
-            rc = csv_fail(&c, r, err, "(layer %lld, head %lld) appears twice", (long long)p->layer,
+        if (kv != p->head / (d->meta.H / d->meta.K))
+            rc = csv_fail(&c, r, err, "kv_head %lld is not the kv head of q_head %lld (q_head / (H/K) = %lld)",
+                          (long long)kv, (long long)p->head, (long long)(p->head / (d->meta.H / d->meta.K)));
+        else if (seen[p->layer * d->meta.H + p->head]++)
+            rc = csv_fail(&c, r, err, "(layer %lld, q_head %lld) appears twice", (long long)p->layer,
                           (long long)p->head);
         else if (fabs(p->rho_pairwise) > 1 + 1e-6 || fabs(p->rho_anchor) > 1 + 1e-6)
             rc = csv_fail(&c, r, err, "a correlation outside [-1, 1]");

@@ -15,7 +15,7 @@
 #include "plot_series.h"
 
 /* The input files; `present` is indexed by these. */
-enum { PF_META, PF_SPEARMAN, PF_LOGDET, PF_PCA, PF_PCA_RUNS, PF_PCA_VAR, PF_DETAIL, PF_SUMMARY, PF_TIMING, PF_N };
+enum { PF_META, PF_SPEARMAN, PF_LOGDET, PF_PCA, PF_PCA_KEPT, PF_PCA_VAR, PF_DETAIL, PF_SUMMARY, PF_TIMING, PF_N };
 extern const char *const PLOT_FILES[PF_N];   /* their names (plot_table.c) */
 
 typedef struct {
@@ -27,13 +27,13 @@ typedef struct { int64_t layer, head; double rho_pairwise, rho_anchor; } plot_rh
 typedef struct { int series; int64_t budget, layer, kv_head; double logdet; } plot_logdet;
 typedef struct { int series; int64_t budget; double err_mean, recall_mean, logdet_mean; } plot_summary;
 typedef struct { int series; int64_t budget, calls; double ns; } plot_timing;
-typedef struct { int series; int64_t budget; } plot_pca_run;
+typedef struct { int series; int64_t budget; } plot_pca_run;   /* one run of pca_kept.csv */
 
 typedef struct {
     int64_t layer, kv_head;   /* the detail layer's kv head */
     int64_t n;                /* keys (T) */
     double *pc1, *pc2;        /* [T] */
-    unsigned char *kept;      /* [n_runs][T]: 1 kept in that run's final cache */
+    unsigned char *kept;      /* [n_runs][T]: 1 kept in that run's final cache (pca_kept.csv) */
     bool has_var;             /* pca_var.csv had this (layer, kv head) */
     double var_pc1, var_pc2, var_total;
 } plot_pca;
@@ -53,7 +53,7 @@ typedef struct {
     plot_summary *summary;  size_t n_summary;  /* phase=all rows only */
     size_t n_summary_rows;                     /* every phase */
     plot_timing *timing;    size_t n_timing;
-    plot_pca_run *runs;         size_t n_runs;     /* pca_runs.csv, run1.. in order */
+    plot_pca_run *runs;         size_t n_runs;     /* pca_kept.csv's runs, in order of first row */
     plot_pca pca;           bool has_pca;
     plot_detail detail;
 } plot_data;
@@ -66,7 +66,7 @@ void plot_input_free(plot_data *d);
 /* A meta.csv value, or NULL when the key is absent. */
 const char *plot_meta_get(const plot_meta *m, const char *key);
 
-/* Internal to plot_input*.c: the PCA files (pca_runs.csv, pca.csv, pca_var.csv). */
+/* Internal to plot_input*.c: the PCA files (pca.csv, pca_kept.csv, pca_var.csv). */
 int plot_input_pca(plot_data *d, kv_err *err);
 
 #endif

@@ -1,6 +1,8 @@
-/* The PCA inputs of figure 3: pca_runs.csv (which run each kept column is),
- * pca.csv (projections and kept flags for every layer, kv head, position;
- * only the detail layer's kv head is kept in memory) and pca_var.csv. */
+/* The PCA inputs of figure 3: pca.csv (every key's projection; only the
+ * detail layer's kv head is kept in memory), pca_kept.csv (the kept
+ * positions of each run, one row each: the runs are its distinct (config,
+ * budget) in order of first appearance; only the detail head's flags are
+ * kept) and pca_var.csv. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,55 +12,72 @@
 
 static const int64_t BIG = (int64_t)1 << 40;
 
-static int load_runs(plot_data *d, kv_err *err)
+/* The run of (series, budget), added if new; `last` is tried first (a run's rows are usually together). */
+static int run_of(plot_data *d, int series, int64_t budget, size_t *cap, size_t *last, kv_err *err)
 {
-    static const char *const COLS[] = {"column", "policy", "params", "budget"};
-    csv_table c;
-    int rc = plot_table_open(d, PF_PCA_RUNS, COLS, 4, false, &c, err);
-    if (!rc && c.n_rows) d->runs = kv_calloc(c.n_rows, sizeof *d->runs, c.path, err), rc = d->runs ? 0 : 1;
-    for (size_t r = 0; !rc && r < c.n_rows; r++) {
-        char want[32];
-        snprintf(want, sizeof want, "run%zu", r + 1);
-        if (strcmp(csv_cell(&c, r, 0), want) != 0)
-            rc = csv_fail(&c, r, err, "column is '%.40s', expected '%s'", csv_cell(&c, r, 0), want);
-        if (rc || (rc = plot_table_series(d, &c, r, 1, &d->runs[r].series, err)) ||
-            (rc = csv_int(&c, r, 3, 1, BIG, &d->runs[r].budget, err)))
-            break;
-        d->n_runs++;
+    if (*last < d->n_runs && d->runs[*last].series == series && d->runs[*last].budget == budget) return KV_OK;
+    for (size_t r = 0; r < d->n_runs; r++)
+        if (d->runs[r].series == series && d->runs[r].budget == budget) {
+            *last = r;
+            return KV_OK;
+        }
+    if (d->n_runs == *cap) {
+        size_t n = *cap ? 2 * *cap : 16;
+        plot_pca_run *runs = realloc(d->runs, n * sizeof *runs);
+        if (!runs) return kv_fail(err, KV_EFAIL, "plot: out of memory for %zu runs", n);
+        d->runs = runs, *cap = n;
     }
+    d->runs[d->n_runs] = (plot_pca_run){.series = series, .budget = budget};
+    *last = d->n_runs++;
+    return KV_OK;
+}
+
+/* Pass 1: every row checked, its run found (run[r]); position of the detail head's rows, else -1. */
+static int kept_rows(plot_data *d, const csv_table *c, size_t *run, int64_t *pos, kv_err *err)
+{
+    const plot_meta *m = &d->meta;
+    size_t cap = 0, last = 0;
+    int rc = KV_OK;
+    for (size_t r = 0; !rc && r < c->n_rows; r++) {
+        int series;
+        int64_t budget, l, k, t;
+        if ((rc = plot_table_series(d, c, r, 0, &series, err)) || (rc = csv_int(c, r, 3, 1, BIG, &budget, err)) ||
+            (rc = csv_int(c, r, 4, 0, m->L - 1, &l, err)) || (rc = csv_int(c, r, 5, 0, m->K - 1, &k, err)) ||
+            (rc = csv_int(c, r, 6, 0, m->T - 1, &t, err)) || (rc = run_of(d, series, budget, &cap, &last, err)))
+            break;
+        run[r] = last;
+        pos[r] = l == d->pca.layer && k == d->pca.kv_head ? t : -1;
+    }
+    return rc;
+}
+
+static int load_kept(plot_data *d, kv_err *err)
+{
+    static const char *const COLS[] = {"config", "policy", "params", "budget", "layer", "kv_head", "position"};
+    csv_table c;
+    int rc = plot_table_open(d, PF_PCA_KEPT, COLS, 7, false, &c, err);
+    size_t *run = NULL;
+    int64_t *pos = NULL;
+    if (!rc && c.n_rows) {
+        run = kv_calloc(c.n_rows, sizeof *run, c.path, err);
+        pos = kv_calloc(c.n_rows, sizeof *pos, c.path, err);
+        rc = run && pos ? kept_rows(d, &c, run, pos, err) : KV_EFAIL;
+    }
+    plot_pca *p = &d->pca;
+    if (!rc && d->n_runs && !(p->kept = kv_calloc(d->n_runs * (size_t)d->meta.T, 1, c.path, err))) rc = KV_EFAIL;
+    for (size_t r = 0; !rc && r < c.n_rows; r++) {
+        if (pos[r] < 0) continue;
+        unsigned char *flag = &p->kept[run[r] * (size_t)d->meta.T + (size_t)pos[r]];
+        if ((*flag)++)
+            rc = csv_fail(&c, r, err, "position %lld of (layer %lld, kv_head %lld) is listed twice for this run",
+                          (long long)pos[r], (long long)p->layer, (long long)p->kv_head);
+    }
+    free(run), free(pos);
     csv_free(&c);
     return rc;
 }
 
-/* pca.csv's header after the five fixed columns: exactly run1..runN of pca_runs.csv. */
-static int check_run_columns(const plot_data *d, const csv_table *c, kv_err *err)
-{
-    if ((size_t)(c->n_cols - 5) != d->n_runs)
-        return kv_fail(err, KV_EINPUT, "%s:1: %d run columns, but %s/pca_runs.csv %s %zu runs", c->path,
-                       c->n_cols - 5, d->dir, d->present[PF_PCA_RUNS] ? "lists" : "is missing:", d->n_runs);
-    for (int k = 5; k < c->n_cols; k++) {
-        char want[32];
-        snprintf(want, sizeof want, "run%d", k - 4);
-        if (strcmp(c->header[k], want) != 0)
-            return kv_fail(err, KV_EINPUT, "%s:1: column %d is '%.40s', expected '%s'", c->path, k + 1,
-                           c->header[k], want);
-    }
-    return KV_OK;
-}
-
-static int alloc_pca(plot_data *d, const csv_table *c, kv_err *err)
-{
-    plot_pca *p = &d->pca;
-    p->n = d->meta.T;
-    p->layer = d->meta.detail_layer;
-    p->kv_head = d->meta.detail_head / (d->meta.H / d->meta.K);
-    p->pc1 = kv_calloc((size_t)p->n, sizeof *p->pc1, c->path, err);
-    p->pc2 = kv_calloc((size_t)p->n, sizeof *p->pc2, c->path, err);
-    p->kept = kv_calloc((d->n_runs ? d->n_runs : 1) * (size_t)p->n, 1, c->path, err);
-    return p->pc1 && p->pc2 && p->kept ? KV_OK : KV_EFAIL;
-}
-
-/* One row: indices in range, not seen before, numbers, kept flags 0/1. */
+/* One row: indices in range, not seen before, numbers. */
 static int pca_row(plot_data *d, const csv_table *c, size_t r, unsigned char *seen, kv_err *err)
 {
     const plot_meta *m = &d->meta;
@@ -74,14 +93,7 @@ static int pca_row(plot_data *d, const csv_table *c, size_t r, unsigned char *se
     if (seen[at]++)
         return csv_fail(c, r, err, "(layer %lld, kv_head %lld, position %lld) appears twice", (long long)l,
                         (long long)k, (long long)t);
-    bool mine = l == p->layer && k == p->kv_head;
-    if (mine) p->pc1[t] = x, p->pc2[t] = y;
-    for (int col = 5; col < c->n_cols; col++) {
-        const char *s = csv_cell(c, r, col);
-        if (strcmp(s, "0") != 0 && strcmp(s, "1") != 0)
-            return csv_fail(c, r, err, "%s is '%.40s', expected 0 or 1", c->header[col], s);
-        if (mine) p->kept[(size_t)(col - 5) * (size_t)p->n + (size_t)t] = s[0] == '1';
-    }
+    if (l == p->layer && k == p->kv_head) p->pc1[t] = x, p->pc2[t] = y;
     return KV_OK;
 }
 
@@ -89,15 +101,17 @@ static int load_pca(plot_data *d, kv_err *err)
 {
     static const char *const COLS[] = {"layer", "kv_head", "position", "pc1", "pc2"};
     csv_table c;
-    int rc = plot_table_open(d, PF_PCA, COLS, 5, true, &c, err);
-    if (!rc && d->present[PF_PCA]) rc = check_run_columns(d, &c, err);
+    int rc = plot_table_open(d, PF_PCA, COLS, 5, false, &c, err);
     size_t want = (size_t)(d->meta.L * d->meta.K * d->meta.T);
     if (!rc && c.n_rows && c.n_rows != want)
         rc = kv_fail(err, KV_EINPUT, "%s: %zu rows, expected L x K x T = %zu", c.path, c.n_rows, want);
     unsigned char *seen = NULL;
+    plot_pca *p = &d->pca;
     if (!rc && c.n_rows) {
         seen = kv_calloc(want, 1, c.path, err);
-        rc = seen ? alloc_pca(d, &c, err) : KV_EFAIL;
+        p->pc1 = kv_calloc((size_t)p->n, sizeof *p->pc1, c.path, err);
+        p->pc2 = kv_calloc((size_t)p->n, sizeof *p->pc2, c.path, err);
+        if (!seen || !p->pc1 || !p->pc2) rc = KV_EFAIL;
     }
     for (size_t r = 0; !rc && r < c.n_rows; r++) rc = pca_row(d, &c, r, seen, err);
     if (!rc && c.n_rows) d->has_pca = true;
@@ -130,11 +144,12 @@ static int load_var(plot_data *d, kv_err *err)
 
 int plot_input_pca(plot_data *d, kv_err *err)
 {
-    /* the detail layer's kv head, also for pca_var.csv when pca.csv is absent */
+    /* the detail layer's kv head, for every PCA file */
+    d->pca.n = d->meta.T;
     d->pca.layer = d->meta.detail_layer;
     d->pca.kv_head = d->meta.detail_head / (d->meta.H / d->meta.K);
-    int rc = load_runs(d, err);
-    if (!rc) rc = load_pca(d, err);
+    int rc = load_pca(d, err);
+    if (!rc) rc = load_kept(d, err);
     if (!rc) rc = load_var(d, err);
     return rc;
 }

@@ -1,7 +1,7 @@
 /* plot_table: one file of the analysis directory read as a table, for the
  * readers in plot_input.c and plot_input_pca.c: the file's name
  * (PLOT_FILES), its presence recorded in plot_data, its header checked, and
- * the series of a row's (policy, params) cells. */
+ * the series of a row's (config, policy, params) cells. */
 #ifndef KV_PLOT_TABLE_H
 #define KV_PLOT_TABLE_H
 
@@ -17,8 +17,9 @@
 int plot_table_open(plot_data *d, int file, const char *const *cols, int n, bool open_ended, csv_table *c,
                     kv_err *err);
 
-/* The series id of row `row`'s cells (policy at col_policy, params after
- * it), added to d->series if new; errors name "FILE:LINE". */
-int plot_table_series(plot_data *d, const csv_table *c, size_t row, int col_policy, int *id, kv_err *err);
+/* The series id of row `row`'s cells (config at col_config, then policy and
+ * params), added to d->series if new; config must be the label of policy and
+ * params. Errors name "FILE:LINE". */
+int plot_table_series(plot_data *d, const csv_table *c, size_t row, int col_config, int *id, kv_err *err);
 
 #endif

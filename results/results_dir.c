@@ -4,6 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
+void results_config_label(const char *policy, const char *params, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%s%s", policy, params[0] ? ":" : "", params);
+}
+
 int results_write_command(const char *dir, const char *command, kv_err *err)
 {
     char path[4200];

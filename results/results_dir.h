@@ -17,6 +17,13 @@
 #define RESULTS_FILE_TIMING "timing.csv"        /* one row per configuration */
 #define RESULTS_FILE_COMMAND "command.txt"      /* the command line that made the directory */
 
+/* A configuration's label, the `config` column of every CSV that names one
+ * and results.h5's @config: the policy's registry name, then ":" and its
+ * canonical parameters (every parameter, defaults filled, sorted by key) when
+ * it has any: "keydiff:anchor=norm:metric=cos:window=0", "full", "knorm".
+ * Never empty for a non-empty policy, so pandas never reads it as NaN. */
+void results_config_label(const char *policy, const char *params, char *buf, size_t cap);
+
 /* DIR/command.txt: `command` and a newline. */
 int results_write_command(const char *dir, const char *command, kv_err *err);
 

@@ -12,6 +12,7 @@
 
 /* The layout's names: the group of runs, a run's attributes and datasets. */
 #define RUNS "runs"
+#define ATTR_CONFIG "config"
 #define ATTR_POLICY "policy"
 #define ATTR_PARAMS "params"
 #define ATTR_BUDGET "budget"
@@ -21,9 +22,11 @@
 
 /* ---- writing ------------------------------------------------------------- */
 
-void results_run_name(const char *policy, const char *params, int64_t budget, char *buf, size_t cap)
+void results_run_name(int i, int n, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s%s%s:budget=%lld", policy, params[0] ? ":" : "", params, (long long)budget);
+    unsigned width = 4;
+    for (int m = n / 10000; m > 0; m /= 10) width++;
+    snprintf(buf, cap, "run%0*d", (int)(width & 15u), i + 1);
 }
 
 /* A group under loc, created without times (H5Pset_obj_track_times off). */
@@ -64,13 +67,14 @@ static int write_datasets(hid_t g, const results_run_view *run, int64_t L, int64
     return rc;
 }
 
-static int write_run(hid_t runs, const results_run_view *run, int64_t L, int64_t K, kv_err *err)
+static int write_run(hid_t runs, const results_run_view *run, const char *name, int64_t L, int64_t K, kv_err *err)
 {
-    char name[400];
-    results_run_name(run->policy, run->params, run->budget, name, sizeof name);
+    char config[1024];
+    results_config_label(run->policy, run->params, config, sizeof config);
     hid_t g = create_group(runs, name);
-    if (g < 0) return kv_fail(err, KV_EFAIL, RESULTS_FILE_H5 ": cannot create group /" RUNS "/%s", name);
-    int rc = h5u_write_attr_str(g, ATTR_POLICY, run->policy, err);
+    if (g < 0) return kv_fail(err, KV_EFAIL, RESULTS_FILE_H5 ": cannot create group /" RUNS "/%s (%s)", name, config);
+    int rc = h5u_write_attr_str(g, ATTR_CONFIG, config, err);
+    if (!rc) rc = h5u_write_attr_str(g, ATTR_POLICY, run->policy, err);
     if (!rc) rc = h5u_write_attr_str(g, ATTR_PARAMS, run->params, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_BUDGET, &run->budget, 1, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_CHUNK, &run->chunk, 1, err);
@@ -90,7 +94,11 @@ int results_write(const char *dir, int64_t L, int64_t K, const results_run_view 
     if (f < 0) return kv_fail(err, KV_EFAIL, "%s: cannot create", path);
     hid_t g = create_group(f, RUNS);
     int rc = g < 0 ? kv_fail(err, KV_EFAIL, "%s: cannot create /" RUNS, path) : KV_OK;
-    for (int i = 0; !rc && i < n; i++) rc = write_run(g, &runs[i], L, K, err);
+    for (int i = 0; !rc && i < n; i++) {
+        char name[32];
+        results_run_name(i, n, name, sizeof name);
+        rc = write_run(g, &runs[i], name, L, K, err);
+    }
     if (g >= 0) H5Gclose(g);
     if (H5Fclose(f) < 0 && !rc) rc = kv_fail(err, KV_EFAIL, "%s: cannot close", path);
     return rc;
@@ -215,6 +223,7 @@ static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T,
                 strchr(r->params, '\n') || !r->policy[0]))
         rc = kv_fail(err, KV_EINPUT, "%s: attribute policy '%s' or params '%s' is empty or holds a comma or "
                      "newline", where, r->policy, r->params);
+    if (!rc) results_config_label(r->policy, r->params, r->config, sizeof r->config);
     if (!rc) rc = read_retained(g, r, L, K, T, where, err);
     if (!rc) rc = read_logdet(g, r, L, K, where, err);
     H5Gclose(g);

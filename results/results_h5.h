@@ -1,10 +1,15 @@
 /* results_h5: results.h5, the file of a `kvtrace sim` results directory that
  * `analyze` reads (SPEC §8). Its one layout, written and read here:
  *
- *   /runs/NAME            one group per (policy, budget) run, NAME =
- *                         "POLICY[:PARAMS]:budget=N" (results_run_name)
+ *   /runs/runNNNN         one group per (policy, budget) run, in sim's order
+ *                         (policy-major, budgets as given), numbered from 1
+ *                         and zero-padded to one width (at least 4 digits:
+ *                         run0001, run0002, ...) so that name order, which
+ *                         h5py and HDF5 listings use, is run order
+ *                         (results_run_name)
+ *     @config        string          the configuration's label (results_config_label)
  *     @policy        string          the policy's registry name
- *     @params        string          its canonical non-default parameters ("" for none)
+ *     @params        string          its canonical parameters, defaults filled ("" for none)
  *     @budget        int64           N
  *     @chunk         int64           the prefill chunk B (written; the reader ignores it)
  *     retained       int32 [L, K, N']  each (layer, kv head)'s final cache positions,
@@ -20,7 +25,10 @@
  * (sim pads a cache smaller than N'), at least one position per row;
  * final_logdet of a float type, [L, K]. The first violation is one KV_EINPUT
  * line "DIR/results.h5: /runs/NAME/retained: ...". Runs come in the file's
- * name order (what h5py and sim's own listing show).
+ * name order (what h5py shows; sim's order for the files sim writes). The
+ * reader takes the configuration from policy and params, not from @config,
+ * and does not depend on the group names (older files named runs
+ * "POLICY[:PARAMS]:budget=N" and read the same way).
  */
 #ifndef KV_RESULTS_H5_H
 #define KV_RESULTS_H5_H
@@ -39,15 +47,16 @@
 /* One run to write: views of the caller's arrays (nothing is copied). */
 typedef struct {
     const char *policy;          /* registry name */
-    const char *params;          /* canonical non-default parameters, "" for none */
+    const char *params;          /* canonical parameters, defaults filled, "" for none */
     int64_t budget, chunk;
     int64_t width;               /* N' */
     const int64_t *retained;     /* [L][K][N'] positions, ascending, then RESULTS_PAD */
     const double *final_logdet;  /* [L][K] */
 } results_run_view;
 
-/* The group name of a run: "POLICY[:PARAMS]:budget=N" into buf. */
-void results_run_name(const char *policy, const char *params, int64_t budget, char *buf, size_t cap);
+/* The group name of run i (0-based) of n: "run" and i + 1 zero-padded to
+ * the width of n, at least 4 digits ("run0001"). */
+void results_run_name(int i, int n, char *buf, size_t cap);
 
 /* Creates DIR/results.h5 (replacing one that exists) with runs[0..n) under
  * /runs, for a trace of L layers and K kv heads. */
@@ -59,6 +68,7 @@ typedef struct {
     char name[512];          /* group name under /runs */
     char policy[128];
     char params[512];
+    char config[648];        /* results_config_label(policy, params) */
     int64_t budget;
     int64_t width;           /* N' */
     int32_t *retained;       /* [L][K][N'], each row sorted, −1 padded at the end */

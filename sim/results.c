@@ -46,13 +46,22 @@ void sim_results_free(sim_results *r)
     memset(r, 0, sizeof *r);
 }
 
-/* "policy,params,budget,chunk,decode_chunk,eval_stride" of configuration c */
-static void cfg_prefix(const sim_opts *o, int c, char *buf, size_t cap)
+/* "config,policy,params,budget,chunk" of configuration c (docs/outputs.md). */
+static void cfg_key(const sim_opts *o, int c, char *buf, size_t cap)
 {
     const policy_config *pc = &o->policies[c / o->n_budgets];
-    snprintf(buf, cap, "%s,%s,%lld,%lld,%lld,%lld", pc->iface->name, pc->canonical,
-             (long long)o->budgets[c % o->n_budgets], (long long)o->chunk, (long long)o->decode_chunk,
-             (long long)o->eval_stride);
+    char config[512];
+    results_config_label(pc->iface->name, pc->canonical, config, sizeof config);
+    snprintf(buf, cap, "%s,%s,%s,%lld,%lld", config, pc->iface->name, pc->canonical,
+             (long long)o->budgets[c % o->n_budgets], (long long)o->chunk);
+}
+
+/* cfg_key, then ",decode_chunk,eval_stride": the prefix of results.csv and summary.csv rows. */
+static void cfg_prefix(const sim_opts *o, int c, char *buf, size_t cap)
+{
+    char key[1024];
+    cfg_key(o, c, key, sizeof key);
+    snprintf(buf, cap, "%s,%lld,%lld", key, (long long)o->decode_chunk, (long long)o->eval_stride);
 }
 
 static const sim_stats *stat_at(const sim_results *r, int c, int64_t l, int64_t h, int p)
@@ -62,18 +71,20 @@ static const sim_stats *stat_at(const sim_results *r, int c, int64_t l, int64_t 
 
 static int write_results_csv(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, RESULTS_FILE_CSV, "policy,params,budget,chunk,decode_chunk,eval_stride,layer,head,"
-                         "phase,n_queries,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,attn_recall_min", err);
+    FILE *f = csv_create(dir, RESULTS_FILE_CSV, "config,policy,params,budget,chunk,decode_chunk,eval_stride,layer,"
+                         "q_head,kv_head,phase,n_queries,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,"
+                         "attn_recall_min", err);
     if (!f) return err->code;
-    char pre[512];
+    const int64_t G = r->H / r->K; /* query head h uses kv head h / G (SPEC §3) */
+    char pre[1200];
     for (int c = 0; c < r->n_cfg; c++) {
         cfg_prefix(o, c, pre, sizeof pre);
         for (int64_t l = 0; l < r->L; l++)
             for (int64_t h = 0; h < r->H; h++)
                 for (int p = 0; p < N_PHASES; p++) {
                     const sim_stats *s = stat_at(r, c, l, h, p);
-                    fprintf(f, "%s,%lld,%lld,%s,%lld,%.9g,%.9g,%.9g,%.9g\n", pre, (long long)l, (long long)h,
-                            PHASE_NAMES[p], (long long)s->n, s->err_mean, s->err_p95, s->recall_mean, s->recall_min);
+                    fprintf(f, "%s,%lld,%lld,%lld,%s,%lld,%.9g,%.9g,%.9g,%.9g\n", pre, (long long)l, (long long)h,
+                            (long long)(h / G), PHASE_NAMES[p], (long long)s->n, s->err_mean, s->err_p95, s->recall_mean, s->recall_min);
                 }
     }
     return csv_close(f, RESULTS_FILE_CSV, err);
@@ -98,11 +109,11 @@ void sim_results_summarize(const sim_results *r, int c, int p, sim_stats *out, d
 
 static int write_summary_csv(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, RESULTS_FILE_SUMMARY, "policy,params,budget,chunk,decode_chunk,eval_stride,phase,"
-                         "n_queries,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,attn_recall_min,"
+    FILE *f = csv_create(dir, RESULTS_FILE_SUMMARY, "config,policy,params,budget,chunk,decode_chunk,eval_stride,"
+                         "phase,n_queries,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,attn_recall_min,"
                          "final_logdet_mean", err);
     if (!f) return err->code;
-    char pre[512];
+    char pre[1200];
     for (int c = 0; c < r->n_cfg; c++) {
         cfg_prefix(o, c, pre, sizeof pre);
         for (int p = 0; p < N_PHASES; p++) {
@@ -118,20 +129,19 @@ static int write_summary_csv(const sim_results *r, const sim_opts *o, const char
 
 static int write_timing_csv(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, RESULTS_FILE_TIMING, "policy,params,budget,chunk,calls,candidates,"
+    FILE *f = csv_create(dir, RESULTS_FILE_TIMING, "config,policy,params,budget,chunk,calls,candidates,"
                          "score_ns_per_candidate", err);
     if (!f) return err->code;
+    char key[1024];
     for (int c = 0; c < r->n_cfg; c++) {
-        const policy_config *pc = &o->policies[c / o->n_budgets];
+        cfg_key(o, c, key, sizeof key);
         int64_t calls = 0, cands = 0;
         double ns = 0.0;
         for (int64_t g = 0; g < r->K; g++) {
             size_t i = (size_t)c * (size_t)r->K + (size_t)g;
             calls += r->calls[i], cands += r->candidates[i], ns += r->score_ns[i];
         }
-        fprintf(f, "%s,%s,%lld,%lld,%lld,%lld,%.3f\n", pc->iface->name, pc->canonical,
-                (long long)o->budgets[c % o->n_budgets], (long long)o->chunk, (long long)calls, (long long)cands,
-                cands ? ns / (double)cands : 0.0);
+        fprintf(f, "%s,%lld,%lld,%.3f\n", key, (long long)calls, (long long)cands, cands ? ns / (double)cands : 0.0);
     }
     return csv_close(f, RESULTS_FILE_TIMING, err);
 }
