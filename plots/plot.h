@@ -14,6 +14,7 @@ typedef struct {
     const char *input;    /* the analysis directory */
     const char *output;   /* FIGDIR; NULL: INPUT/figures */
     plot_format format;
+    const char *pca_policies;  /* --pca-policies LIST (figure 3's panels), or NULL: streaming,tova,keydiff */
     bool force, quiet;
     const char *command;  /* the command line, for the report */
 } plot_opts;

@@ -33,6 +33,23 @@ extern const int PLOT_N_FIGURES;
 int plot_fig_detail(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 int plot_fig_spearman(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 int plot_fig_pca(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+
+/* --pca-policies LIST (plot_fig_pca.c): figure 3's panels, each a policy name
+ * or a configuration's full label (the config column). */
+enum { PLOT_MAX_PCA = 8 };
+typedef struct {
+    char entry[PLOT_MAX_PCA][256];
+    int n;
+} plot_pca_list;
+
+/* LIST split at commas; an empty entry, more than PLOT_MAX_PCA or one too
+ * long is a KV_EUSAGE error. */
+int plot_pca_parse(const char *list, plot_pca_list *out, kv_err *err);
+
+/* With an explicit LIST (not NULL): each entry must match a run of the
+ * analysis directory (pca_kept.csv), else KV_EUSAGE naming it. Called before
+ * anything is written. */
+int plot_fig_pca_check(const plot_data *d, const char *list, kv_err *err);
 int plot_fig_logdet(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 int plot_fig_error(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 int plot_fig_timing(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);

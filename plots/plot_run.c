@@ -63,13 +63,14 @@ int plot_run(const plot_opts *o, kv_err *err)
     if (o->output) snprintf(out, sizeof out, "%s", o->output);
     else snprintf(out, sizeof out, "%s/figures", o->input);
     kv_outfile dir;
-    rc = check_not_input(o->input, out, err);
+    rc = plot_fig_pca_check(&d, o->pca_policies, err);
+    if (!rc) rc = check_not_input(o->input, out, err);
     if (!rc) rc = outdir_begin(&dir, out, o->force, err);
     if (rc) {
         plot_input_free(&d);
         return rc;
     }
-    plot_ctx ctx = {.dir = dir.tmp_path, .format = o->format};
+    plot_ctx ctx = {.dir = dir.tmp_path, .format = o->format, .pca_policies = o->pca_policies};
     plot_fig_out *figs = kv_calloc((size_t)PLOT_N_FIGURES, sizeof *figs, "plot: figures", err);
     rc = figs ? draw(&d, &ctx, figs, o->quiet, err) : err->code;
     if (!rc) rc = plot_report_write(&ctx, &d, figs, o->command, err);

@@ -28,6 +28,7 @@ int plot_series_id(plot_series_set *set, const char *policy, const char *params,
     memset(s, 0, sizeof *s);
     snprintf(s->policy, sizeof s->policy, "%s", policy);
     snprintf(s->params, sizeof s->params, "%s", params);
+    snprintf(s->config, sizeof s->config, "%s%s%s", policy, params[0] ? ":" : "", params);
     for (int i = 0; i < set->n; i++)
         if (strcmp(set->s[i].policy, policy) == 0) s->variant++;
     *id = set->n++;

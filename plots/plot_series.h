@@ -9,6 +9,7 @@
 typedef struct {
     char policy[64];
     char params[512];
+    char config[600]; /* the config column: policy, or policy:params */
     int variant;      /* 0, 1, ... among the series of the same policy, in order of first appearance */
     char label[256];  /* legend text: the policy, plus the params that tell its variants apart */
 } plot_series;

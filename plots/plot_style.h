@@ -15,6 +15,7 @@ typedef enum { PLOT_PNG, PLOT_SVG, PLOT_PDF } plot_format;
 typedef struct {
     const char *dir;     /* where the files are written (the temporary FIGDIR) */
     plot_format format;
+    const char *pca_policies;  /* --pca-policies LIST, or NULL: figure 3's default panels */
 } plot_ctx;
 
 /* "png", "svg", "pdf". */

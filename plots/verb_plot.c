@@ -6,9 +6,10 @@
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "plot.h"
+#include "plot_figures.h"
 
 static const char USAGE[] =
-    "usage: kvtrace plot DIR [-o FIGDIR] [--format png|svg|pdf] [--force] [--quiet]\n"
+    "usage: kvtrace plot DIR [-o FIGDIR] [--format png|svg|pdf] [--pca-policies LIST] [--force] [--quiet]\n"
     "\n"
     "Draws the figures of SPEC §9 from an analysis directory written by kvtrace analyze, with\n"
     "gnuplot, and writes report.html beside them (one offline page with every figure, captions,\n"
@@ -17,13 +18,17 @@ static const char USAGE[] =
     "\n"
     "  fig1_detail    key cosine similarity beside attention, first 64 tokens of the detail head\n"
     "  fig2_spearman  Spearman rho per layer (rho_pairwise, rho_anchor)\n"
-    "  fig3_pca       PCA of keys kept vs evicted: streaming, tova, keydiff\n"
+    "  fig3_pca       PCA of keys kept vs evicted, one panel per --pca-policies entry\n"
     "  fig4_logdet    log-det of the final cache per policy and budget\n"
     "  fig5_error     out_rel_err and attn_recall versus budget\n"
     "  fig6_timing    scoring time per candidate versus budget\n"
     "\n"
     "  -o, --output FIGDIR  output directory (default DIR/figures)\n"
     "  --format F           png (default, 1200x500), svg or pdf\n"
+    "  --pca-policies LIST  fig3's panels, comma-separated, at most 8 (default streaming,tova,keydiff,\n"
+    "                       those present): a policy name (its first configuration) or a full config\n"
+    "                       label as in the config column (keydiff:anchor=norm:metric=cos:window=0.2);\n"
+    "                       an entry that matches no run is a usage error\n"
     "  --force              replace an existing FIGDIR\n"
     "  --quiet              no progress or closing line on stderr\n"
     "  -h, --help           this text\n";
@@ -36,9 +41,20 @@ static int parse_format(const char *verb, const char *arg, void *opts, kv_err *e
     return KV_OK;
 }
 
+/* The list's form only; whether each entry names a run is known after reading (plot_fig_pca_check). */
+static int parse_pca(const char *verb, const char *arg, void *opts, kv_err *err)
+{
+    (void)verb;
+    plot_pca_list l;
+    int rc = plot_pca_parse(arg, &l, err);
+    if (!rc) ((plot_opts *)opts)->pca_policies = arg;
+    return rc;
+}
+
 static const cli_opt OPTIONS[] = {
     {CLI_ROW("output", CLI_TEXT, plot_opts, output)},
     {.name = "format", .kind = CLI_CUSTOM, .parse = parse_format},
+    {.name = "pca-policies", .kind = CLI_CUSTOM, .parse = parse_pca},
     {CLI_ROW("force", CLI_FLAG, plot_opts, force)},
     {CLI_ROW("quiet", CLI_FLAG, plot_opts, quiet)},
     {0},
