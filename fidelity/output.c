@@ -1,12 +1,15 @@
 /* The tidy CSV outputs of `kvtrace fidelity` (docs/fidelity.md): per
  * configuration, per position, the rank agreement summary and the
- * mis-ordered pairs; then the figure and the report (report.c). */
+ * mis-ordered pairs; then the figure and the report (report.c). A
+ * configuration is named by its config label first, then policy and params
+ * (docs/outputs.md). */
 #include <stdio.h>
 
 #include "core/csv.h"
 #include "fidelity/fidelity.h"
 #include "fidelity/rank.h"
 #include "fidelity/report.h"
+#include "results/results_dir.h"
 
 /* Closes DIR/NAME, naming it whole in a write error. */
 static int close_out(FILE *f, const char *dir, const char *name, kv_err *err)
@@ -16,17 +19,27 @@ static int close_out(FILE *f, const char *dir, const char *name, kv_err *err)
     return csv_close(f, what, err);
 }
 
-static void config_key(FILE *f, const fid_config *c)
+/* "config,policy,params" of a configuration (config: results_config_label). */
+static void config_names(FILE *f, const fid_config *c)
 {
+    char config[600];
+    results_config_label(c->pc->iface->name, c->pc->canonical, config, sizeof config);
+    csv_field(f, config, false);
+    fputc(',', f);
     csv_field(f, c->pc->iface->name, false);
     fputc(',', f);
     csv_field(f, c->pc->canonical, false);
+}
+
+static void config_key(FILE *f, const fid_config *c)
+{
+    config_names(f, c);
     fprintf(f, ",%lld", (long long)c->budget);
 }
 
 static int write_configs(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, "fidelity.csv", "policy,params,budget,chunk,n_positions,kl_mean,kl_p95,kl_max,"
+    FILE *f = csv_create(dir, "fidelity.csv", "config,policy,params,budget,chunk,n_positions,kl_mean,kl_p95,kl_max,"
                          "greedy_agree,ppl_full,ppl_evict,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,"
                          "cache_peak_rows", err);
     if (!f) return err->code;
@@ -42,7 +55,7 @@ static int write_configs(const fidelity_opts *o, const fid_results *r, const cha
 
 static int write_positions(const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, "positions.csv", "policy,params,budget,position,kl,greedy_agree", err);
+    FILE *f = csv_create(dir, "positions.csv", "config,policy,params,budget,position,kl,greedy_agree", err);
     if (!f) return err->code;
     for (int i = 0; i < r->n; i++) {
         const fid_config *c = &r->c[i];
@@ -73,19 +86,16 @@ static int write_summary(const fidelity_opts *o, const fid_results *r, const cha
 
 static int write_misordered(const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, "misordered.csv", "budget,policy_a,params_a,policy_b,params_b,out_rel_err_a,"
-                         "out_rel_err_b,kl_mean_a,kl_mean_b", err);
+    FILE *f = csv_create(dir, "misordered.csv", "config_a,policy_a,params_a,config_b,policy_b,params_b,budget,"
+                         "out_rel_err_a,out_rel_err_b,kl_mean_a,kl_mean_b", err);
     if (!f) return err->code;
     for (int i = 0; i < r->n; i++)
         for (int j = 0; j < r->n; j++) {
             const fid_config *a = &r->c[i], *b = &r->c[j];
             if (!fid_misordered(a, b)) continue;
-            fprintf(f, "%lld,", (long long)a->budget);
-            csv_field(f, a->pc->iface->name, false), fputc(',', f);
-            csv_field(f, a->pc->canonical, false), fputc(',', f);
-            csv_field(f, b->pc->iface->name, false), fputc(',', f);
-            csv_field(f, b->pc->canonical, false);
-            fprintf(f, ",%.9g,%.9g,%.9g,%.9g\n", a->out_rel_err_mean, b->out_rel_err_mean, a->kl_mean, b->kl_mean);
+            config_names(f, a), fputc(',', f);
+            config_names(f, b);
+            fprintf(f, ",%lld,%.9g,%.9g,%.9g,%.9g\n", (long long)a->budget, a->out_rel_err_mean, b->out_rel_err_mean, a->kl_mean, b->kl_mean);
         }
     return close_out(f, dir, "misordered.csv", err);
 }
