@@ -7,15 +7,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cli_args.h"
 #include "core/csv.h"
 #include "results/results_dir.h"
 #include "results/results_h5.h"
 
 static const char *const PHASE_NAMES[N_PHASES] = {"prefill", "decode", "all"};
 
+/* Every configuration once: results.csv's rows and results.h5's runs are
+ * keyed by (config, budget), and a second copy would double them. */
+static int check_unique(const sim_opts *o, kv_err *err)
+{
+    for (int i = 0; i < o->n_policies; i++)
+        for (int j = 0; j < i; j++)
+            if (o->policies[i].iface == o->policies[j].iface &&
+                strcmp(o->policies[i].canonical, o->policies[j].canonical) == 0) {
+                char config[512];
+                results_config_label(o->policies[i].iface->name, o->policies[i].canonical, config, sizeof config);
+                return cli_usage(err, "sim", "--policies names %s twice (with defaults filled); give each "
+                                 "configuration once", config);
+            }
+    for (int i = 0; i < o->n_budgets; i++)
+        for (int j = 0; j < i; j++)
+            if (o->budgets[i] == o->budgets[j])
+                return cli_usage(err, "sim", "--budgets names %lld twice", (long long)o->budgets[i]);
+    return KV_OK;
+}
+
 int sim_results_alloc(sim_results *r, const sim_opts *o, int64_t L, int64_t H, int64_t K, int64_t T, kv_err *err)
 {
     memset(r, 0, sizeof *r);
+    if (check_unique(o, err)) return err->code;
     r->L = L, r->H = H, r->K = K, r->T = T;
     r->n_cfg = o->n_policies * o->n_budgets;
     const size_t C = (size_t)r->n_cfg;

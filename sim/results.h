@@ -18,6 +18,7 @@ typedef struct {
     double load_s, reference_s, replay_s, metrics_s, wall_s;
 } sim_results;
 
+/* A policy configuration or budget named twice is KV_EUSAGE (before any output). */
 int sim_results_alloc(sim_results *r, const sim_opts *o, int64_t L, int64_t H, int64_t K, int64_t T, kv_err *err);
 void sim_results_free(sim_results *r);
 

@@ -19,6 +19,10 @@ def g(x):
     return "%.9g" % x
 
 
+def label(name, params):
+    return name + (":" + params if params else "")
+
+
 def write_csv(path, header, rows):
     with open(path, "w") as f:
         f.write(",".join(header) + "\n")
@@ -75,7 +79,8 @@ def make_fixture(out, detail=(1, 2), with_results=True, seed=3):
     G = H // K
     meta = [("trace", "/data/traces/fixture.h5"), ("model", "synth:fixture <L2 & friends>"), ("creator", "test_plot.py"),
             ("L", L), ("H", H), ("K", K), ("D", D), ("T", T), ("prompt_tokens", 80), ("capture_mode", "full"),
-            ("capture_chunk", 0), ("storage_dtype", "f32"), ("detail_layer", detail[0]), ("detail_head", detail[1]),
+            ("capture_chunk", 0), ("storage_dtype", "f32"), ("detail_layer", detail[0]), ("detail_q_head", detail[1]),
+            ("detail_kv_head", detail[1] // (H // K)),
             ("analyze_command", "kvtrace analyze fixture.h5 --results res -o an"), ("kvtrace_version", "0.1.0")]
     if with_results:
         meta.append(("sim_command", "kvtrace sim fixture.h5 --policies streaming,tova,keydiff --budgets 16,32,64 -o res"))
@@ -93,8 +98,8 @@ def make_fixture(out, detail=(1, 2), with_results=True, seed=3):
             x_pw = -(c.sum(1) - 1) / (T - 1)
             x_an = -(k @ k.mean(0)) / (np.linalg.norm(k, axis=1) * np.linalg.norm(k.mean(0)))
             rho = [np.corrcoef(ranks(x), ranks(y))[0, 1] for x in (x_pw, x_an)]
-            spear.append((l, h, g(rho[0]), g(rho[1])))
-    write_csv(os.path.join(out, "spearman.csv"), ["layer", "head", "rho_pairwise", "rho_anchor"], spear)
+            spear.append((l, h, h // G, g(rho[0]), g(rho[1])))
+    write_csv(os.path.join(out, "spearman.csv"), ["layer", "q_head", "kv_head", "rho_pairwise", "rho_anchor"], spear)
     dl, dh = detail
     n = min(64, T)
     k = keys[dl, dh // G][:n]
@@ -104,7 +109,7 @@ def make_fixture(out, detail=(1, 2), with_results=True, seed=3):
               [(i, j, g((kn @ kn.T)[i, j]), g(a[i, j])) for i in range(n) for j in range(n)])
     pca, var = [], []
     runs = [(name, params, b) for b in BUDGETS for name, params in RUNS] if with_results else []
-    ld = [("full_cache", "", T, l, kv, g(logdet(keys[l, kv]))) for l in range(L) for kv in range(K)]
+    ld = [("full_cache", "full_cache", "", T, l, kv, g(logdet(keys[l, kv]))) for l in range(L) for kv in range(K)]
     kept = {}
     for l in range(L):
         for kv in range(K):
@@ -117,22 +122,22 @@ def make_fixture(out, detail=(1, 2), with_results=True, seed=3):
             for r, (name, params, b) in enumerate(runs):
                 kept[(l, kv, r)] = kept_set(name, params, kk, att, b)
             for t in range(T):
-                flags = [int(t in kept[(l, kv, r)]) for r in range(len(runs))]
-                pca.append((l, kv, t, g(proj[t, 0]), g(proj[t, 1]), *flags))
+                pca.append((l, kv, t, g(proj[t, 0]), g(proj[t, 1])))
     for r, (name, params, b) in enumerate(runs):
-        ld += [(name, params, b, l, kv, g(logdet(keys[l, kv][kept[(l, kv, r)]]))) for l in range(L) for kv in range(K)]
-    write_csv(os.path.join(out, "logdet.csv"), ["policy", "params", "budget", "layer", "kv_head", "logdet"], ld)
-    write_csv(os.path.join(out, "pca.csv"), ["layer", "kv_head", "position", "pc1", "pc2"] +
-              ["run%d" % (r + 1) for r in range(len(runs))], pca)
-    write_csv(os.path.join(out, "pca_runs.csv"), ["column", "policy", "params", "budget"],
-              [("run%d" % (r + 1), *run) for r, run in enumerate(runs)])
+        ld += [(label(name, params), name, params, b, l, kv, g(logdet(keys[l, kv][kept[(l, kv, r)]])))
+               for l in range(L) for kv in range(K)]
+    write_csv(os.path.join(out, "logdet.csv"), ["config", "policy", "params", "budget", "layer", "kv_head", "logdet"], ld)
+    write_csv(os.path.join(out, "pca.csv"), ["layer", "kv_head", "position", "pc1", "pc2"], pca)
+    write_csv(os.path.join(out, "pca_kept.csv"), ["config", "policy", "params", "budget", "layer", "kv_head", "position"],
+              [(label(name, params), name, params, b, l, kv, p) for r, (name, params, b) in enumerate(runs)
+               for l in range(L) for kv in range(K) for p in kept[(l, kv, r)]])
     write_csv(os.path.join(out, "pca_var.csv"), ["layer", "kv_head", "var_pc1", "var_pc2", "var_total"], var)
     if with_results:
         write_results(out, rng)
 
 
 def write_results(out, rng):
-    cols = ["policy", "params", "budget", "chunk", "decode_chunk", "eval_stride", "phase", "n_queries",
+    cols = ["config", "policy", "params", "budget", "chunk", "decode_chunk", "eval_stride", "phase", "n_queries",
             "out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean", "attn_recall_min", "final_logdet_mean"]
     rows, timing = [], []
     base = {"streaming": 0.35, "tova": 0.18, "keydiff": 0.25}
@@ -142,13 +147,13 @@ def write_results(out, rng):
             e = 0.0 if name == "full" else base[name] * (16 / b) ** 0.8 * (0.9 if "0.2" in params else 1)
             rec = 1.0 if name == "full" else 1 - e * 0.6
             for phase in ("prefill", "decode", "all"):
-                rows.append((name, params, b, 16, 1, 1, phase, 400, g(e), g(1.8 * e), g(rec), g(rec - 0.2 * e - 0 * rec),
+                rows.append((label(name, params), name, params, b, 16, 1, 1, phase, 400, g(e), g(1.8 * e), g(rec), g(rec - 0.2 * e - 0 * rec),
                              g(-40 + 10 * np.log(b) + rng.normal())))
             t = 0.0 if name == "full" else ns[name] * (1 + 0.1 * rng.normal())
-            timing.append((name, params, b, 16, 0 if name == "full" else 50, 0 if name == "full" else 3000, "%.3f" % t))
+            timing.append((label(name, params), name, params, b, 16, 0 if name == "full" else 50, 0 if name == "full" else 3000, "%.3f" % t))
     write_csv(os.path.join(out, "summary.csv"), cols, rows)
     write_csv(os.path.join(out, "timing.csv"),
-              ["policy", "params", "budget", "chunk", "calls", "candidates", "score_ns_per_candidate"], timing)
+              ["config", "policy", "params", "budget", "chunk", "calls", "candidates", "score_ns_per_candidate"], timing)
 
 
 if __name__ == "__main__":

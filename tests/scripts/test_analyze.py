@@ -1,8 +1,8 @@
 """kvtrace analyze against an independent numpy recomputation (float64) on
 synth traces and sim results: Spearman rho (average ranks written here),
 log-det (slogdet; run rows also equal results.h5 final_logdet), PCA (eigh,
-same sign rule), kept columns, detail matrices and the default (median-rho)
-detail head; the file contract of docs/analysis_dir.md; byte-identical
+same sign rule), kept rows (pca_kept.csv), detail matrices and the default (median-rho)
+detail head; the file contract of docs/outputs.md; byte-identical
 outputs for 1 and 2 threads; traces without colsum or queries; corrupt
 results directories and bad arguments (exit code, one error line, nothing
 left behind); the real model when KVTRACE_MODEL_DIR is set. TAP."""
@@ -21,18 +21,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tap import NO_MODEL, check, close, finish, model_file, skip  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
-FILES = ["meta.csv", "spearman.csv", "logdet.csv", "pca.csv", "pca_runs.csv", "pca_var.csv", "detail.csv",
+FILES = ["meta.csv", "spearman.csv", "logdet.csv", "pca.csv", "pca_kept.csv", "pca_var.csv", "detail.csv",
          "summary.csv", "timing.csv"]
 HEADERS = {
-    "spearman.csv": "layer,head,rho_pairwise,rho_anchor",
-    "logdet.csv": "policy,params,budget,layer,kv_head,logdet",
-    "pca_runs.csv": "column,policy,params,budget",
+    "spearman.csv": "layer,q_head,kv_head,rho_pairwise,rho_anchor",
+    "logdet.csv": "config,policy,params,budget,layer,kv_head,logdet",
+    "pca.csv": "layer,kv_head,position,pc1,pc2",
+    "pca_kept.csv": "config,policy,params,budget,layer,kv_head,position",
     "pca_var.csv": "layer,kv_head,var_pc1,var_pc2,var_total",
     "detail.csv": "row,col,cos,attn",
     "meta.csv": "key,value",
 }
 META_KEYS = ["trace", "model", "creator", "L", "H", "K", "D", "T", "prompt_tokens", "capture_mode", "capture_chunk",
-             "storage_dtype", "detail_layer", "detail_head", "analyze_command", "kvtrace_version"]
+             "storage_dtype", "detail_layer", "detail_q_head", "detail_kv_head", "analyze_command", "kvtrace_version"]
 
 
 def run(*args):
@@ -120,11 +121,10 @@ def check_contract(out, with_results, n_runs):
         with open(os.path.join(out, name)) as f:
             if f.readline().rstrip("\n") != header:
                 bad.append(name)
-    with open(os.path.join(out, "pca.csv")) as f:
-        want = "layer,kv_head,position,pc1,pc2" + "".join(",run%d" % (i + 1) for i in range(n_runs))
-        if f.readline().rstrip("\n") != want:
-            bad.append("pca.csv")
     check(not bad, "CSV headers as in the contract", str(bad))
+    with open(os.path.join(out, "pca_kept.csv")) as f:
+        runs = {tuple(r[:4]) for r in csv.reader(f)} - {("config", "policy", "params", "budget")}
+    check(len(runs) == n_runs, "pca_kept.csv: rows of %d runs" % n_runs, str(len(runs)))
     meta = read_meta(out)
     check(all(k in meta for k in META_KEYS) and ("results_dir" in meta) == with_results,
           "meta.csv has every required key", str(sorted(meta)))
@@ -146,14 +146,16 @@ def check_numbers(trace, out, res):
         for h in range(H):
             k = keys[l, h // G]
             ref.append([spearman(x_pairwise(k), y_of(l, h)), spearman(x_anchor(k), y_of(l, h))])
-    check([(int(r["layer"]), int(r["head"])) for r in rows] == [(l, h) for l in range(L) for h in range(H)],
-          "spearman.csv: one row per (layer, query head), layer-major")
+    check([(int(r["layer"]), int(r["q_head"]), int(r["kv_head"])) for r in rows] ==
+          [(l, h, h // G) for l in range(L) for h in range(H)],
+          "spearman.csv: one row per (layer, query head), layer-major, kv_head = q_head // (H/K)")
     close("rho_pairwise and rho_anchor equal numpy average-rank Spearman", got, np.array(ref), 1e-6, 0)
 
     ld = read_csv(os.path.join(out, "logdet.csv"))
     full = [r for r in ld if r["policy"] == "full_cache"]
-    check(ld[:L * K] == full and all(r["params"] == "" and int(r["budget"]) == T for r in full),
-          "logdet.csv: the full_cache rows first, budget T, params empty")
+    check(ld[:L * K] == full and all(r["params"] == "" and r["config"] == "full_cache" and int(r["budget"]) == T
+                                     for r in full),
+          "logdet.csv: the full_cache rows first, config full_cache, budget T, params empty")
     close("full-cache logdet equals numpy slogdet", [float(r["logdet"]) for r in full],
           [logdet(keys[l, g]) for l in range(L) for g in range(K)], 1e-6, 1e-6)
     runs_rows = ld[L * K:]
@@ -165,12 +167,14 @@ def check_numbers(trace, out, res):
             for l in range(L):
                 for kv in range(K):
                     pos = [p for p in g["retained"][l, kv] if p >= 0]
-                    want.append((g.attrs["policy"], g.attrs["params"], int(g.attrs["budget"]), l, kv))
+                    want.append((g.attrs["config"], g.attrs["policy"], g.attrs["params"], int(g.attrs["budget"]), l,
+                                 kv))
                     sim_ld.append(g["final_logdet"][l, kv])
                     kept_ref.append(logdet(keys[l, kv][pos]))
         retained = [g["retained"][:] for g in groups]
-        run_ids = [(g.attrs["policy"], g.attrs["params"], int(g.attrs["budget"])) for g in groups]
-    got_ids = [(r["policy"], r["params"], int(r["budget"]), int(r["layer"]), int(r["kv_head"])) for r in runs_rows]
+        run_ids = [(g.attrs["config"], g.attrs["policy"], g.attrs["params"], int(g.attrs["budget"])) for g in groups]
+    got_ids = [(r["config"], r["policy"], r["params"], int(r["budget"]), int(r["layer"]), int(r["kv_head"]))
+               for r in runs_rows]
     check(got_ids == want, "logdet.csv: one block per run of results.h5, in its group order", str(got_ids[:3]))
     got_ld = np.array([float(r["logdet"]) for r in runs_rows])
     diff = [(r["logdet"], "%.9g" % x) for r, x in zip(runs_rows, sim_ld) if r["logdet"] != "%.9g" % x]
@@ -183,13 +187,10 @@ def check_numbers(trace, out, res):
 
 def check_pca(out, keys, retained, run_ids):
     L, K, T, D = keys.shape
-    pr = read_csv(os.path.join(out, "pca_runs.csv"))
-    check([(r["column"], r["policy"], r["params"], int(r["budget"])) for r in pr] ==
-          [("run%d" % (i + 1), *rid) for i, rid in enumerate(run_ids)], "pca_runs.csv maps runK to the runs in order")
     var = read_csv(os.path.join(out, "pca_var.csv"))
     rows = np.loadtxt(os.path.join(out, "pca.csv"), delimiter=",", skiprows=1, ndmin=2)
-    check(rows.shape == (L * K * T, 5 + len(run_ids)), "pca.csv: one row per (layer, kv head, position)", str(rows.shape))
-    got_var, ref_var, got_pc, ref_pc, kept_bad = [], [], [], [], []
+    check(rows.shape == (L * K * T, 5), "pca.csv: one row per (layer, kv head, position)", str(rows.shape))
+    got_var, ref_var, got_pc, ref_pc, idx_bad = [], [], [], [], []
     for l in range(L):
         for g in range(K):
             v, pc = pca(keys[l, g])
@@ -200,21 +201,25 @@ def check_pca(out, keys, retained, run_ids):
             got_pc.append(blk[:, 3:5])
             ref_pc.append(pc)
             if not (blk[:, 0] == l).all() or not (blk[:, 1] == g).all() or not (blk[:, 2] == np.arange(T)).all():
-                kept_bad.append(("index columns", l, g))
-            for r, ret in enumerate(retained):
-                want = np.zeros(T)
-                want[[p for p in ret[l, g] if p >= 0]] = 1
-                if not (blk[:, 5 + r] == want).all():
-                    kept_bad.append((run_ids[r], l, g))
+                idx_bad.append(("index columns", l, g))
+    check(not idx_bad, "pca.csv: layer, kv_head, position in order", str(idx_bad[:3]))
     close("pca_var.csv equals numpy eigh of the covariance (ddof 1)", got_var, ref_var, 1e-6, 1e-5)
     close("pca.csv projections equal numpy's (same sign rule)", np.concatenate(got_pc), np.concatenate(ref_pc), 1e-4,
           1e-4)
-    check(not kept_bad, "pca.csv kept columns are results.h5's retained positions", str(kept_bad[:3]))
+    # pca_kept.csv: exactly results.h5's retained positions, run by run (group order), then layer, kv head, position
+    want = [(*rid, l, g, int(p)) for rid, ret in zip(run_ids, retained) for l in range(L) for g in range(K)
+            for p in ret[l, g] if p >= 0]
+    got = [(r["config"], r["policy"], r["params"], int(r["budget"]), int(r["layer"]), int(r["kv_head"]),
+            int(r["position"])) for r in read_csv(os.path.join(out, "pca_kept.csv"))]
+    check(got == want, "pca_kept.csv rows are results.h5's retained positions, in run order",
+          "%d rows, want %d; first difference %s" % (len(got), len(want),
+                                                     next(((a, b) for a, b in zip(got, want) if a != b), None)))
 
 
 def check_detail(out, keys, qs, G, sp_rows):
     meta = read_meta(out)
-    l, h = int(meta["detail_layer"]), int(meta["detail_head"])
+    l, h = int(meta["detail_layer"]), int(meta["detail_q_head"])
+    check(int(meta["detail_kv_head"]) == h // G, "meta.csv: detail_kv_head is detail_q_head // (H/K)")
     rho = [(float(r["rho_pairwise"]), i) for i, r in enumerate(sp_rows)]
     rho = sorted(x for x in rho if np.isfinite(x[0]))
     med = rho[(len(rho) - 1) // 2][1]
@@ -325,9 +330,11 @@ def bad_results(tmp, trace, res, T):
 def padded_results_accepted(tmp, trace, res):
     """sim pads a cache smaller than N' with -1: accepted, and the padding is not a position."""
     def pad(f, g):
+        check(g.attrs["config"] == "streaming:sinks=4" and g.attrs["budget"] == 32,
+              "run0005 is streaming at budget 32 (sim's order: policy-major, budgets as given)")
         r = g["retained"][:]
         replace(g, "retained", np.concatenate([r, -np.ones(r.shape[:2] + (3,), np.int32)], 2))
-    d, first = corrupt(tmp, res, "padded", pad, "streaming:sinks=4:budget=32")
+    d, first = corrupt(tmp, res, "padded", pad, "run0005")
     out = os.path.join(tmp, "an_padded")
     r = run("analyze", trace, "--results", d, "--quiet", "-o", out)
     ok = r.returncode == 0 and not r.stderr
@@ -391,7 +398,7 @@ def missing_datasets(tmp, trace):
         with open(os.path.join(out, "spearman.csv")) as f:
             check(f.read() == HEADERS["spearman.csv"] + "\n", "without colsum spearman.csv holds only its header")
         meta = read_meta(out)
-        check((meta["detail_layer"], meta["detail_head"]) == ("0", "0"), "without colsum the detail head is 0,0")
+        check((meta["detail_layer"], meta["detail_q_head"]) == ("0", "0"), "without colsum the detail head is 0,0")
         check_contract(out, False, 0)
     noq = os.path.join(tmp, "noqueries.h5")
     strip_trace(trace, noq, ["attention/colsum", "queries"])
@@ -457,7 +464,7 @@ def main():
         r = run("analyze", trace, "--detail", "1,3", "--quiet", "-o", out)
         if check(r.returncode == 0, "--detail 1,3", r.stderr):
             meta = read_meta(out)
-            check((meta["detail_layer"], meta["detail_head"]) == ("1", "3") and
+            check((meta["detail_layer"], meta["detail_q_head"]) == ("1", "3") and
                   meta["analyze_command"].startswith("kvtrace analyze "), "meta.csv names the chosen head and command")
             with h5py.File(trace, "r") as t:
                 check_detail_matrix(out, t["keys"][1, 1].astype(np.float64), t["queries"][1, 3].astype(np.float64))

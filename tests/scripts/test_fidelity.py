@@ -76,11 +76,13 @@ def main():
                      "fidelity.dat", "report.html", "full.h5", "command.txt", "sim/summary.csv"):
             check(os.path.getsize(os.path.join(out, name)) > 0, "writes " + name)
         cfg = rows(os.path.join(out, "fidelity.csv"))
-        check(list(cfg[0].keys()) == ["policy", "params", "budget", "chunk", "n_positions", "kl_mean", "kl_p95",
+        check(list(cfg[0].keys()) == ["config", "policy", "params", "budget", "chunk", "n_positions", "kl_mean", "kl_p95",
                                       "kl_max", "greedy_agree", "ppl_full", "ppl_evict", "out_rel_err_mean",
                                       "out_rel_err_p95", "attn_recall_mean", "cache_peak_rows"],
               "fidelity.csv columns")
         check(len(cfg) == 18, "one row per (policy x budget)", len(cfg))
+        label = lambda r, sfx="": r["policy" + sfx] + (":" + r["params" + sfx] if r["params" + sfx] else "")  # noqa: E731
+        check(all(c["config"] == label(c) for c in cfg), "fidelity.csv: config is policy[:params]")
         trivial = [c for c in cfg if c["policy"] == "full" or int(c["budget"]) >= T]
         check(all(float(c["kl_mean"]) == 0 and float(c["kl_max"]) == 0 and float(c["greedy_agree"]) == 1
                   and c["ppl_evict"] == c["ppl_full"] for c in trivial),
@@ -89,6 +91,8 @@ def main():
               "every evicting run's caches stayed within N + B")
 
         pos = rows(os.path.join(out, "positions.csv"))
+        check(list(pos[0].keys())[:4] == ["config", "policy", "params", "budget"] and
+              all(p["config"] == label(p) for p in pos), "positions.csv: config, policy, params, budget first")
         for c in cfg:
             key = (c["policy"], c["params"], c["budget"])
             kl = np.array([float(p["kl"]) for p in pos if (p["policy"], p["params"], p["budget"]) == key])
@@ -140,8 +144,10 @@ def main():
                 if a["budget"] == b["budget"] and float(a["out_rel_err_mean"]) < float(b["out_rel_err_mean"]) \
                         and float(a["kl_mean"]) > float(b["kl_mean"]):
                     want_pairs.add((a["budget"], a["policy"], a["params"], b["policy"], b["params"]))
-        got_pairs = {(m["budget"], m["policy_a"], m["params_a"], m["policy_b"], m["params_b"])
-                     for m in rows(os.path.join(out, "misordered.csv"))}
+        mis = rows(os.path.join(out, "misordered.csv"))
+        check(all(m["config_a"] == label(m, "_a") and m["config_b"] == label(m, "_b") for m in mis),
+              "misordered.csv: config_a and config_b are policy[:params] of each side")
+        got_pairs = {(m["budget"], m["policy_a"], m["params_a"], m["policy_b"], m["params_b"]) for m in mis}
         check(got_pairs == want_pairs and int(summ[0]["n_misordered"]) == len(want_pairs),
               "misordered.csv lists exactly the pairs offline replay orders wrongly", (got_pairs, want_pairs))
         with open(os.path.join(out, "report.html")) as f:

@@ -123,8 +123,15 @@ def expect_error(args, code, names, what, parent, figdir):
 def bad_inputs(tmp):
     cases = [  # file, transformation, names expected in the message
         ("spearman.csv", lambda s: s.replace("rho_anchor", "rho_anchr", 1), ["spearman.csv:1", "header"]),
-        ("logdet.csv", lambda s: s.replace("\n", "\nkeydiff,,32,0,0,abc\n", 1), ["logdet.csv:2", "logdet", "abc"]),
-        ("summary.csv", lambda s: s.replace("\n", "\nfull,,32,16,1\n", 1), ["summary.csv:2", "5 fields"]),
+        ("logdet.csv", lambda s: s.replace("\n", "\nknorm,knorm,,32,0,0,abc\n", 1), ["logdet.csv:2", "logdet", "abc"]),
+        ("logdet.csv", lambda s: s.replace("\n", "\nkeydiff,keydiff,window=0,32,0,0,-3\n", 1),
+         ["logdet.csv:2", "config 'keydiff' is not policy 'keydiff' with params 'window=0'"]),
+        ("summary.csv", lambda s: s.replace("\n", "\nfull,full,,32,16,1\n", 1), ["summary.csv:2", "6 fields"]),
+        ("spearman.csv", lambda s: s.replace("\n0,1,0,", "\n0,1,1,", 1), ["spearman.csv:3", "kv_head 1", "q_head 1"]),
+        ("pca_kept.csv", lambda s: s.replace("\n", "\nstreaming:sinks=4,streaming,sinks=4,16,1,0,96\n", 1),
+         ["pca_kept.csv:2", "position", "96"]),
+        ("meta.csv", lambda s: s.replace("\ndetail_kv_head,1\n", "\ndetail_kv_head,0\n"),
+         ["meta.csv", "detail_kv_head 0 is not the kv head of detail_q_head 2"]),
         ("detail.csv", lambda s: s.rsplit("\n", 2)[0] + "\n", ["detail.csv", "rows"]),
         ("pca.csv", lambda s: s.replace("\n0,0,3,", "\n0,0,2,", 1), ["pca.csv:5", "twice"]),
         ("meta.csv", lambda s: s.replace("\nL,2\n", "\nL,two\n"), ["meta.csv:5", "'two'"]),
@@ -142,6 +149,34 @@ def bad_inputs(tmp):
         fig = os.path.join(d, "figures")
         expect_error([ "plot", d, "--quiet"], 3, names, "%s %s" % (name, "missing" if change is None else "malformed"),
                      d, fig)
+
+
+def pca_panels(tmp, good):
+    """--pca-policies: the panels by policy name or config label; an unknown entry is a usage error."""
+    fig = os.path.join(tmp, "pca_pick")
+    rc, out, err = run(["plot", good, "-o", fig, "--quiet", "--pca-policies",
+                        "keydiff:anchor=norm:metric=cos:window=0.2,tova,keydiff"])
+    dat = open(os.path.join(fig, "fig3_pca.dat")).read() if rc == 0 else ""
+    check(rc == 0 and "kept_1 = keydiff:anchor=norm:metric=cos:window=0.2 budget=16;" in dat
+          and "kept_2 = tova:scope=layer budget=16;" in dat and "kept_3 = keydiff:anchor=norm:metric=cos:window=0 "
+          "budget=16;" in dat and "kept_4" not in dat, "--pca-policies: one panel per entry, in order, a policy name "
+          "taking its first configuration", "exit %d %r %r" % (rc, err, dat[:300]))
+    w, h, _ = png_pixels(os.path.join(fig, "fig3_pca.png")) if rc == 0 else (0, 0, 0)
+    check((w, h) == (1200, 500), "three panels keep the default size", str((w, h)))
+    fig4 = os.path.join(tmp, "pca_four")
+    rc, out, err = run(["plot", good, "-o", fig4, "--quiet", "--pca-policies", "streaming,tova,keydiff,"
+                        "keydiff:anchor=norm:metric=cos:window=0.2"])
+    w, h, _ = png_pixels(os.path.join(fig4, "fig3_pca.png")) if rc == 0 else (0, 0, 0)
+    check(rc == 0 and (w, h) == (1600, 500), "four panels: 400 pixels each", "exit %d %r %s" % (rc, err, (w, h)))
+    bad = os.path.join(tmp, "pca_bad")
+    expect_error(["plot", good, "-o", bad, "--pca-policies", "tova,h2o"], 2, ["--pca-policies", "'h2o'", "pca_kept.csv"],
+                 "--pca-policies entry that matches no run", tmp, bad)
+    expect_error(["plot", good, "-o", bad, "--pca-policies", "keydiff:window=0.2"], 2, ["'keydiff:window=0.2'"],
+                 "--pca-policies partial config spelling", tmp, bad)
+    expect_error(["plot", good, "-o", bad, "--pca-policies", "tova,,keydiff"], 2, ["empty entry"],
+                 "--pca-policies empty entry", tmp, bad)
+    expect_error(["plot", good, "-o", bad, "--pca-policies", ",".join(["tova"] * 9)], 2, ["at most 8"],
+                 "--pca-policies with 9 entries", tmp, bad)
 
 
 def gnuplot_failures(tmp, good):
@@ -231,7 +266,7 @@ def main():
         with open(os.path.join(part, "spearman.csv")) as f:
             rows = f.read().splitlines()
         with open(os.path.join(part, "spearman.csv"), "w") as f:
-            f.write("\n".join([rows[0]] + [",".join(r.split(",")[:2] + ["nan", "nan"]) for r in rows[1:]]) + "\n")
+            f.write("\n".join([rows[0]] + [",".join(r.split(",")[:3] + ["nan", "nan"]) for r in rows[1:]]) + "\n")
         rc, out, err = run(["plot", part, "--quiet"])
         figdir = os.path.join(part, "figures")
         html = open(os.path.join(figdir, "report.html")).read() if rc == 0 else ""
@@ -243,6 +278,7 @@ def main():
         check(rc == 0 and os.path.isfile(os.path.join(figdir, "fig5_error.png")) and
               not os.path.exists(os.path.join(figdir, "fig1_detail.png")), "the other figures are drawn")
         bad_inputs(tmp)
+        pca_panels(tmp, good)
         expect_error(["plot", good, "-o", os.path.join(tmp, "x"), "--format", "gif"], 2, ["--format"],
                      "--format gif", tmp, os.path.join(tmp, "x"))
         expect_error(["plot", os.path.join(tmp, "nonexistent")], 3, ["nonexistent"], "a missing DIR", tmp,

@@ -186,13 +186,25 @@ def compare(tmp, trace, B, dc):
     check(r.returncode == 0, "sim runs (B=%d, decode chunk %d)" % (B, dc), r.stderr)
     if r.returncode:
         return
-    rows = {}
+    rows, naming_bad = {}, []
     with open(os.path.join(out, "results.csv")) as f:
         for row in csv.DictReader(f):
-            rows[(row["policy"], row["params"], int(row["budget"]), int(row["layer"]), int(row["head"]), row["phase"])] = row
+            rows[(row["policy"], row["params"], int(row["budget"]), int(row["layer"]), int(row["q_head"]), row["phase"])] = row
+            label = row["policy"] + (":" + row["params"] if row["params"] else "")
+            if row["config"] != label or int(row["kv_head"]) != int(row["q_head"]) // (H // K):
+                naming_bad.append(row)
+    check(not naming_bad, "results.csv: config is policy[:params], kv_head is q_head // (H/K) (B=%d, dc=%d)" % (B, dc),
+          str(naming_bad[:2]))
     with h5py.File(trace, "r") as t, h5py.File(os.path.join(out, "results.h5"), "r") as rh:
         q, k, v = t["queries"][:], t["keys"][:], t["values"][:]
         runs = {(g.attrs["policy"], g.attrs["params"], int(g.attrs["budget"])): g for g in rh["runs"].values()}
+        # the groups sort in sim's order (policy-major, budgets as given): run0001, run0002, ...
+        order = [(rh["runs"][n].attrs["config"], int(rh["runs"][n].attrs["budget"])) for n in sorted(rh["runs"])]
+        want_order = [(rows_cfg, N) for rows_cfg in dict.fromkeys(
+            r[0] + (":" + r[1] if r[1] else "") for r in rows) for N in budgets]
+        check(sorted(rh["runs"]) == ["run%04d" % (i + 1) for i in range(len(policies) * len(budgets))]
+              and order == want_order, "results.h5: runs run0001.. in sim's order, each with its config (B=%d, dc=%d)"
+              % (B, dc), str(order[:4]))
         worst, bad, kept_bad, ld_bad = 0.0, [], [], []
         for pol in policies:
             name = pol.split(":")[0]
@@ -259,6 +271,8 @@ def threads_and_errors(tmp, trace):
         (["--policies", "nosuch"], 2, "unknown policy"),
         (["--policies", "keydiff:window=2"], 2, "bad parameter value"),
         (["--policies", "keydiff:windw=0.1"], 2, "unknown parameter"),
+        (["--policies", "keydiff,keydiff:window=0"], 2, "one configuration twice (defaults filled)"),
+        (["--budgets", "8,16,8"], 2, "one budget twice"),
     ]
     for extra, code, what in cases:
         out = os.path.join(tmp, "bad")

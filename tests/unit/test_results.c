@@ -88,6 +88,7 @@ static void good_file_in_name_order(void **state)
     assert_int_equal(rs.n_runs, 2);
     assert_string_equal(rs.runs[0].name, "a:budget=4");
     assert_string_equal(rs.runs[1].policy, "b");
+    assert_string_equal(rs.runs[1].config, "b"); /* from policy and params: this file has no @config */
     assert_int_equal(rs.runs[0].budget, 4);
     assert_int_equal(rs.runs[0].width, W);
     assert_int_equal(rs.runs[0].n_kept[0], W);
@@ -187,8 +188,8 @@ static void command_and_copies(void **state)
     assert_memory_equal(buf, "x,y\r\n1,2", 8);
 }
 
-/* Two runs through results_write: "keydiff:anchor=pairwise:budget=3"
- * (width 3, row [1][0] padded) and "full:budget=10" (width T). */
+/* Two runs through results_write: run0001 keydiff:anchor=pairwise at budget
+ * 3 (width 3, row [1][0] padded) and run0002 full at budget 10 (width T). */
 static int64_t w_keep[L * K * 3], w_full[L * K * T];
 static double w_ld[2][L * K];
 
@@ -243,10 +244,12 @@ static void writer_layout(void **state)
     H5G_info_t gi;
     assert_true(runs >= 0 && H5Gget_info(runs, &gi) >= 0);
     assert_int_equal(gi.nlinks, 2);
-    hid_t g = H5Gopen2(runs, "keydiff:anchor=pairwise:budget=3", H5P_DEFAULT);
+    hid_t g = H5Gopen2(runs, "run0001", H5P_DEFAULT);
     assert_true(g >= 0);
     kv_err err = {0};
     int64_t v;
+    assert_int_equal(h5u_read_attr_str(g, "g", "config", buf, sizeof buf, NULL, &err), KV_OK);
+    assert_string_equal(buf, "keydiff:anchor=pairwise");
     assert_int_equal(h5u_read_attr_str(g, "g", "policy", buf, sizeof buf, NULL, &err), KV_OK);
     assert_string_equal(buf, "keydiff");
     assert_int_equal(h5u_read_attr_str(g, "g", "params", buf, sizeof buf, NULL, &err), KV_OK);
@@ -267,18 +270,29 @@ static void writer_layout(void **state)
     H5Dclose(d);
     for (int i = 0; i < L * K; i++) assert_true(ld[i] == w_ld[0][i]);
     H5Gclose(g);
-    g = H5Gopen2(runs, "full:budget=10", H5P_DEFAULT);
+    g = H5Gopen2(runs, "run0002", H5P_DEFAULT);
     assert_true(g >= 0);
     assert_int_equal(h5u_read_attr_str(g, "g", "params", buf, sizeof buf, NULL, &err), KV_OK);
     assert_string_equal(buf, "");
+    assert_int_equal(h5u_read_attr_str(g, "g", "config", buf, sizeof buf, NULL, &err), KV_OK);
+    assert_string_equal(buf, "full"); /* never empty: pandas would read "" as NaN */
     H5Dclose(open_dset(g, "retained", H5T_STD_I32LE, 3, (const hsize_t[]){L, K, T}));
     H5Gclose(g), H5Gclose(runs), H5Fclose(f);
     assert_nothing_open();
+    /* zero-padded to one width per file, at least 4 digits: name order is run order */
     char name[64];
-    results_run_name("tova", "scope=group", 64, name, sizeof name);
-    assert_string_equal(name, "tova:scope=group:budget=64");
-    results_run_name("h2o", "", 8, name, sizeof name);
-    assert_string_equal(name, "h2o:budget=8");
+    results_run_name(0, 2, name, sizeof name);
+    assert_string_equal(name, "run0001");
+    results_run_name(9998, 9999, name, sizeof name);
+    assert_string_equal(name, "run9999");
+    results_run_name(0, 10000, name, sizeof name);
+    assert_string_equal(name, "run00001");
+    results_run_name(9999, 10000, name, sizeof name);
+    assert_string_equal(name, "run10000");
+    results_config_label("tova", "scope=group", name, sizeof name);
+    assert_string_equal(name, "tova:scope=group");
+    results_config_label("h2o", "", name, sizeof name);
+    assert_string_equal(name, "h2o");
 }
 
 static void writer_read_back(void **state)
@@ -294,26 +308,23 @@ static void writer_read_back(void **state)
     if (rc) printf("# %s\n", err.msg);
     assert_int_equal(rc, KV_OK);
     assert_int_equal(rs.n_runs, 2);
-    assert_string_equal(rs.runs[0].name, "full:budget=10"); /* name order */
-    assert_string_equal(rs.runs[1].policy, "keydiff");
-    assert_string_equal(rs.runs[1].params, "anchor=pairwise");
-    assert_int_equal(rs.runs[1].budget, 3);
-    assert_int_equal(rs.runs[1].width, 3);
-    assert_int_equal(rs.runs[1].n_kept[2], 2);
-    assert_int_equal(rs.runs[1].n_kept[3], 3);
-    assert_int_equal(rs.runs[0].n_kept[0], T);
-    for (int i = 0; i < L * K; i++) assert_true(rs.runs[1].final_logdet[i] == w_ld[0][i]);
+    assert_string_equal(rs.runs[0].name, "run0001"); /* name order: the order written */
+    assert_string_equal(rs.runs[0].policy, "keydiff");
+    assert_string_equal(rs.runs[0].params, "anchor=pairwise");
+    assert_string_equal(rs.runs[0].config, "keydiff:anchor=pairwise");
+    assert_int_equal(rs.runs[0].budget, 3);
+    assert_int_equal(rs.runs[0].width, 3);
+    assert_int_equal(rs.runs[0].n_kept[2], 2);
+    assert_int_equal(rs.runs[0].n_kept[3], 3);
+    assert_string_equal(rs.runs[1].name, "run0002");
+    assert_string_equal(rs.runs[1].config, "full");
+    assert_int_equal(rs.runs[1].n_kept[0], T);
+    for (int i = 0; i < L * K; i++) assert_true(rs.runs[0].final_logdet[i] == w_ld[0][i]);
     results_free(&rs);
     assert_nothing_open();
-    /* a run name twice (the same configuration listed twice) is refused */
-    const results_run_view twice[2] = {
-        {.policy = "h2o", .params = "", .budget = 3, .width = 3, .retained = w_keep, .final_logdet = w_ld[0]},
+    const results_run_view twice[1] = {
         {.policy = "h2o", .params = "", .budget = 3, .width = 3, .retained = w_keep, .final_logdet = w_ld[0]},
     };
-    assert_int_equal(results_write(dir, L, K, twice, 2, &err), KV_EFAIL);
-    assert_non_null(strstr(err.msg, "results.h5: cannot create group /runs/h2o:budget=3"));
-    assert_nothing_open();
-    kv_err_clear(&err);
     snprintf(dir, sizeof dir, "%s/no/such", tu_dir);
     assert_int_equal(results_write(dir, L, K, twice, 1, &err), KV_EFAIL);
     assert_non_null(strstr(err.msg, "no/such/results.h5: cannot create"));
