@@ -100,6 +100,7 @@ static char *read_json_attr(hid_t g)
     char *out = NULL;
     if (ft >= 0 && H5Tget_class(ft) == H5T_STRING) {
         mt = H5Tcopy(H5T_C_S1);
+        H5Tset_cset(mt, H5Tget_cset(ft)); /* HDF5 converts no character set into another */
         if (H5Tis_variable_str(ft) > 0) {
             char *v = NULL;
             if (H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Aread(a, mt, &v) >= 0 && v) {

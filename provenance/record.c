@@ -49,7 +49,7 @@ int prov_set_time(prov_record *p, bool timestamp, kv_err *err)
     const char *env = getenv("SOURCE_DATE_EPOCH");
     time_t t;
     p->time[0] = p->time_source[0] = '\0';
-    if (env) {
+    if (env && env[0]) { /* set but empty: as unset */
         int rc = source_date_epoch(env, &t, err);
         if (rc) return rc;
         snprintf(p->time_source, sizeof p->time_source, "SOURCE_DATE_EPOCH");
