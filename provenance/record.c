@@ -107,41 +107,6 @@ const prov_input *prov_find_input(const prov_record *p, const char *role)
     return NULL;
 }
 
-/* The steps of `up` (an input's own record), then its command. */
-static int add_upstream(prov_record *p, const prov_record *up, kv_err *err)
-{
-    int rc = KV_OK;
-    for (int i = 0; !rc && i < up->n_steps; i++) rc = prov_add_step(p, up->steps[i].verb, up->steps[i].command, err);
-    if (!rc && up->command && up->command[0]) rc = prov_add_step(p, up->verb ? up->verb : "", up->command, err);
-    return rc;
-}
-
-int prov_add_upstream_h5(prov_record *p, const char *path, kv_err *err)
-{
-    prov_record up;
-    bool present = false;
-    kv_err ignored = {0};
-    int rc = KV_OK;
-    if (prov_read_h5(path, &up, &present, &ignored) == KV_OK && present) {
-        rc = add_upstream(p, &up, err);
-        prov_free(&up);
-    }
-    return rc;
-}
-
-int prov_add_upstream_dir(prov_record *p, const char *dir, kv_err *err)
-{
-    prov_record up;
-    bool present = false;
-    kv_err ignored = {0};
-    int rc = KV_OK;
-    if (prov_read_json(dir, &up, &present, &ignored) == KV_OK && present) {
-        rc = add_upstream(p, &up, err);
-        prov_free(&up);
-    }
-    return rc;
-}
-
 void prov_print(FILE *f, const prov_record *p)
 {
     fprintf(f, "provenance\n  command     %s\n  version     kvtrace %s\n", p->command ? p->command : "",
