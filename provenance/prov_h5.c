@@ -10,28 +10,29 @@
 
 #include "core/h5util.h"
 
-/* A 1-D attribute of n variable-length UTF-8 strings. */
-static int write_strs(hid_t loc, const char *name, const char **v, int n, kv_err *err)
+/* An attribute of type ftype: 1-D of n elements, or a scalar when n < 0. */
+static int write_attr(hid_t loc, const char *name, hid_t ftype, hid_t mtype, const void *buf, int n, kv_err *err)
 {
-    hsize_t dim = (hsize_t)n;
-    hid_t type = H5Tcopy(H5T_C_S1), space = H5Screate_simple(1, &dim, NULL), a = -1;
-    bool ok = type >= 0 && space >= 0 && H5Tset_size(type, H5T_VARIABLE) >= 0 &&
-              H5Tset_cset(type, H5T_CSET_UTF8) >= 0;
-    if (ok) a = H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
-    ok = ok && a >= 0 && H5Awrite(a, type, v) >= 0;
+    hsize_t dim = (hsize_t)(n < 0 ? 1 : n);
+    hid_t space = n < 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &dim, NULL);
+    hid_t a = space < 0 ? -1 : H5Acreate2(loc, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT);
+    bool ok = a >= 0 && H5Awrite(a, mtype, buf) >= 0;
     if (a >= 0) H5Aclose(a);
     if (space >= 0) H5Sclose(space);
-    if (type >= 0) H5Tclose(type);
     return ok ? KV_OK : kv_fail(err, KV_EFAIL, "cannot write attribute /" PROV_GROUP "/%s", name);
 }
 
-static int write_u64(hid_t loc, const char *name, uint64_t v, kv_err *err)
+/* A 1-D attribute of n variable-length UTF-8 strings (1-D even for one). */
+static int write_strs(hid_t loc, const char *name, const char **v, int n, kv_err *err)
 {
-    hid_t space = H5Screate(H5S_SCALAR), a = space < 0 ? -1 : H5Acreate2(loc, name, H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT);
-    bool ok = a >= 0 && H5Awrite(a, H5T_NATIVE_UINT64, &v) >= 0;
-    if (a >= 0) H5Aclose(a);
-    if (space >= 0) H5Sclose(space);
-    return ok ? KV_OK : kv_fail(err, KV_EFAIL, "cannot write attribute /" PROV_GROUP "/%s", name);
+    hid_t type = H5Tcopy(H5T_C_S1);
+    if (type < 0 || H5Tset_size(type, H5T_VARIABLE) < 0 || H5Tset_cset(type, H5T_CSET_UTF8) < 0) {
+        if (type >= 0) H5Tclose(type);
+        return kv_fail(err, KV_EFAIL, "cannot make a string type for /" PROV_GROUP "/%s", name);
+    }
+    int rc = write_attr(loc, name, type, type, v, n, err);
+    H5Tclose(type);
+    return rc;
 }
 
 /* The inputs and steps as parallel arrays: input_roles[i], input_paths[i], ... */
@@ -48,7 +49,7 @@ static int write_lists(hid_t g, const prov_record *p, kv_err *err)
         if (!rc) rc = write_strs(g, "input_paths", s, p->n_inputs, err);
         for (int i = 0; !rc && i < p->n_inputs; i++) s[i] = p->inputs[i].sha256;
         if (!rc) rc = write_strs(g, "input_sha256", s, p->n_inputs, err);
-        if (!rc) rc = h5u_write_attr_i64(g, "input_sizes", sizes, p->n_inputs, err);
+        if (!rc) rc = write_attr(g, "input_sizes", H5T_STD_I64LE, H5T_NATIVE_INT64, sizes, p->n_inputs, err);
     }
     if (!rc && p->n_steps) {
         for (int i = 0; i < p->n_steps; i++) s[i] = p->steps[i].verb;
@@ -72,7 +73,7 @@ static int write_fields(hid_t g, const prov_record *p, const char *json, kv_err 
     for (size_t i = 0; !rc && i < sizeof strs / sizeof strs[0]; i++)
         if (strs[i].v) rc = h5u_write_attr_str(g, strs[i].name, strs[i].v, err);
     if (!rc && p->argc) rc = write_strs(g, "argv", (const char **)p->argv, p->argc, err);
-    if (!rc && p->has_seed) rc = write_u64(g, "seed", p->seed, err);
+    if (!rc && p->has_seed) rc = write_attr(g, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &p->seed, -1, err);
     if (!rc && p->has_temperature) rc = h5u_write_attr_f64(g, "temperature", p->temperature, err);
     if (!rc) rc = write_lists(g, p, err);
     return rc;
