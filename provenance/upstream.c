@@ -12,28 +12,27 @@ static int add_upstream(prov_record *p, const prov_record *up, kv_err *err)
     return rc;
 }
 
-int prov_add_upstream_h5(prov_record *p, const char *path, kv_err *err)
+/* The record that `reader` finds at `where` (prov_read_h5 or prov_read_json), added as above. */
+static int add_from(prov_record *p, int (*reader)(const char *, prov_record *, bool *, kv_err *), const char *where,
+                    kv_err *err)
 {
     prov_record up;
     bool present = false;
     kv_err ignored = {0};
     int rc = KV_OK;
-    if (prov_read_h5(path, &up, &present, &ignored) == KV_OK && present) {
+    if (reader(where, &up, &present, &ignored) == KV_OK && present) {
         rc = add_upstream(p, &up, err);
         prov_free(&up);
     }
     return rc;
 }
 
+int prov_add_upstream_h5(prov_record *p, const char *path, kv_err *err)
+{
+    return add_from(p, prov_read_h5, path, err);
+}
+
 int prov_add_upstream_dir(prov_record *p, const char *dir, kv_err *err)
 {
-    prov_record up;
-    bool present = false;
-    kv_err ignored = {0};
-    int rc = KV_OK;
-    if (prov_read_json(dir, &up, &present, &ignored) == KV_OK && present) {
-        rc = add_upstream(p, &up, err);
-        prov_free(&up);
-    }
-    return rc;
+    return add_from(p, prov_read_json, dir, err);
 }
