@@ -14,12 +14,13 @@
 #include <stdint.h>
 
 #include "core/kv_error.h"
+#include "provenance/provenance.h"
 
 typedef struct {
     const char *trace;
     const char *results;       /* sim output directory, or NULL */
     const char *output;        /* analysis directory */
-    const char *command;       /* the command line, for meta.csv */
+    const prov_record *prov;   /* for provenance.json (may be NULL) */
     int64_t detail_layer, detail_head; /* -1: the median-ρ query head */
     int threads;               /* 0: one per CPU */
     bool force, quiet;

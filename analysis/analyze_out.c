@@ -8,10 +8,9 @@
 #include "analysis/analyze_ctx.h"
 #include "core/csv.h"
 #include "core/version.h"
-#include "results/results_dir.h"
 
 /* key,value; a value with a comma or a quote is written quoted (RFC 4180),
- * line breaks become spaces: command lines keep their commas. */
+ * line breaks become spaces. */
 static void meta_row(FILE *f, const char *key, const char *value)
 {
     fprintf(f, "%s,", key);
@@ -43,14 +42,11 @@ int aout_meta(const analyze_ctx *c, kv_err *err)
     meta_int(f, "detail_layer", c->detail_layer);
     meta_int(f, "detail_q_head", c->detail_head);
     meta_int(f, "detail_kv_head", c->detail_head / (c->H / c->K));
-    meta_row(f, "analyze_command", c->o->command ? c->o->command : "");
     meta_row(f, "kvtrace_version", KVTRACE_VERSION);
-    if (c->o->results) {
-        char cmd[4096];
-        if (results_read_command(c->o->results, cmd, sizeof cmd)) meta_row(f, "sim_command", cmd);
-        meta_row(f, "results_dir", c->o->results);
-    }
-    return csv_close(f, "meta.csv", err);
+    if (c->o->results) meta_row(f, "results_dir", c->o->results);
+    int rc = csv_close(f, "meta.csv", err);
+    /* the commands and inputs that made the directory: provenance.json, apart from the data */
+    return !rc && c->o->prov ? prov_write_json(c->o->prov, c->outdir, err) : rc;
 }
 
 int aout_spearman(const analyze_ctx *c, kv_err *err)

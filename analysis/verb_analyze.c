@@ -2,10 +2,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analysis/analyze.h"
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
+#include "provenance/provenance.h"
+#include "results/results_dir.h"
 
 static const char USAGE[] =
     "usage: kvtrace analyze trace.h5 [--results DIR] [--detail LAYER,HEAD] [options] -o OUTDIR\n"
@@ -21,17 +24,27 @@ static const char USAGE[] =
     "  pca_kept.csv  the kept positions of each run's final cache, one row each\n"
     "  detail.csv    cosines of the first 64 keys and attention of the first 64 queries\n"
     "  meta.csv, and copies of the results' summary.csv and timing.csv\n"
+    "  provenance.json  the command, the trace and results.h5 (path, size, sha256), the commands\n"
+    "                that made them (docs/provenance.md)\n"
     "\n"
     "  --results DIR        a `kvtrace sim` output directory (results.h5) of this trace\n"
     "  --detail L,H         the (layer, query head) of detail.csv (default: median rho)\n"
     "  --threads N          worker threads (default: one per CPU); outputs do not depend on it\n"
     "  -o, --output OUTDIR  output directory (required; refused if it exists, unless --force)\n"
+    "  --timestamp          record the time in provenance.json (SOURCE_DATE_EPOCH, when set, gives it;\n"
+    "                       otherwise no time is recorded)\n"
     "  --force, --quiet, -h/--help\n";
+
+/* What the command line fills. */
+typedef struct {
+    analyze_opts o;
+    bool timestamp;
+} analyze_args;
 
 /* "LAYER,HEAD": two non-negative integers (their upper bounds come from the trace). */
 static int parse_detail(const char *verb, const char *s, void *opts, kv_err *err)
 {
-    analyze_opts *o = opts;
+    analyze_opts *o = &((analyze_args *)opts)->o;
     char buf[64];
     const char *comma = strchr(s, ',');
     if (!comma || (size_t)(comma - s) >= sizeof buf)
@@ -44,37 +57,60 @@ static int parse_detail(const char *verb, const char *s, void *opts, kv_err *err
 }
 
 static const cli_opt OPTIONS[] = {
-    {CLI_ROW("results", CLI_TEXT, analyze_opts, results)},
+    {CLI_ROW("results", CLI_TEXT, analyze_args, o.results)},
     {.name = "detail", .kind = CLI_CUSTOM, .parse = parse_detail},
-    {CLI_ROW("threads", CLI_INT, analyze_opts, threads), .lo = 1, .hi = 256},
-    {CLI_ROW("output", CLI_TEXT, analyze_opts, output)},
-    {CLI_ROW("force", CLI_FLAG, analyze_opts, force)},
-    {CLI_ROW("quiet", CLI_FLAG, analyze_opts, quiet)},
+    {CLI_ROW("threads", CLI_INT, analyze_args, o.threads), .lo = 1, .hi = 256},
+    {CLI_ROW("output", CLI_TEXT, analyze_args, o.output)},
+    {CLI_ROW("force", CLI_FLAG, analyze_args, o.force)},
+    {CLI_ROW("quiet", CLI_FLAG, analyze_args, o.quiet)},
+    {CLI_ROW("timestamp", CLI_FLAG, analyze_args, timestamp)},
     {0},
 };
+
+/* The record of the analysis: the command, the trace and results.h5 (each
+ * hashed when it can be read; analyze_run says what is wrong with one that
+ * cannot), and the commands that made them. */
+static int provenance(prov_record *p, const analyze_opts *o, bool timestamp, kv_err *err)
+{
+    int rc = prov_set_time(p, timestamp, err);
+    if (!rc && access(o->trace, R_OK) == 0) rc = prov_add_file(p, "trace", o->trace, NULL, err);
+    if (!rc && access(o->trace, R_OK) == 0) rc = prov_add_upstream_h5(p, o->trace, err);
+    if (rc || !o->results) return rc;
+    char h5[4200];
+    snprintf(h5, sizeof h5, "%s/" RESULTS_FILE_H5, o->results);
+    if (access(h5, R_OK) == 0) rc = prov_add_file(p, "results", h5, NULL, err);
+    if (!rc) rc = prov_add_upstream_dir(p, o->results, err);
+    return rc;
+}
 
 int analyze_main(int argc, char **argv)
 {
     kv_err err = {0};
-    analyze_opts o = {.detail_layer = -1, .detail_head = -1};
+    analyze_args a = {.o = {.detail_layer = -1, .detail_head = -1}};
+    analyze_opts *o = &a.o;
     const char *v = "analyze";
     bool help = false;
+    prov_record prov;
+    int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
+    if (rc) return cli_report(&err);
     int first;
-    int rc = cli_opts_parse(v, argc, argv, OPTIONS, &o, &help, &first, &err);
+    rc = cli_opts_parse(v, argc, argv, OPTIONS, &a, &help, &first, &err);
     if (!rc && help) {
         fputs(USAGE, stdout);
+        prov_free(&prov);
         return 0;
     }
     if (!rc && first + 1 != argc)
         rc = cli_usage(&err, v, first >= argc ? "missing trace.h5" : "expects exactly one trace");
-    if (!rc && !o.output) rc = cli_usage(&err, v, "-o OUTDIR is required");
-    char *command = rc ? NULL : cli_command_line(argc, argv);
-    if (!rc && !command) rc = kv_fail(&err, KV_EFAIL, "analyze: out of memory");
+    if (!rc && !o->output) rc = cli_usage(&err, v, "-o OUTDIR is required");
     if (!rc) {
-        o.trace = argv[first];
-        o.command = command;
-        rc = analyze_run(&o, &err);
+        o->trace = argv[first];
+        rc = provenance(&prov, o, a.timestamp, &err);
     }
-    free(command);
+    if (!rc) {
+        o->prov = &prov;
+        rc = analyze_run(o, &err);
+    }
+    prov_free(&prov);
     return rc ? cli_report(&err) : 0;
 }

@@ -87,6 +87,7 @@ static trace_create_opts trace_wants(const capture_opts *o)
     t.want[TRACE_LOGITS] = o->logits;
     t.want[TRACE_LOGPROBS] = true;
     t.want[TRACE_EVICT_RETAINED] = t.want[TRACE_EVICT_STEP_END] = o->evict.iface && o->retained;
+    if (o->prov) t.annotate = prov_write_h5, t.annotate_ctx = o->prov;
     return t;
 }
 
@@ -109,6 +110,18 @@ static int capture_tokens(const capture_opts *o, const backend_iface *be, void *
     return rc;
 }
 
+int capture_provenance(prov_record *p, const char *model, const char *tokenizer, const prompt_source *ps,
+                       kv_err *err)
+{
+    int rc = prov_add_model(p, model, err);
+    if (!rc && tokenizer) rc = prov_add_file(p, "tokenizer", tokenizer, NULL, err);
+    const char *kind = ps->text ? "text" : ps->text_file ? "file" : ps->tokens_file ? "ids" : "bos";
+    if (!rc) rc = prov_set_text(&p->prompt, kind, err);
+    if (!rc && ps->text_file) rc = prov_add_file(p, "prompt_file", ps->text_file, NULL, err);
+    if (!rc && ps->tokens_file) rc = prov_add_file(p, "tokens", ps->tokens_file, NULL, err);
+    return rc;
+}
+
 int capture_run(const capture_opts *o, kv_err *err)
 {
     const backend_iface *be = o->backend ? o->backend : backend_all()[0];
@@ -126,6 +139,7 @@ int capture_run(const capture_opts *o, kv_err *err)
     int64_t P = 0, T = 0;
     if (!rc) rc = run_sequence(&o->prompt, &model, o->model, o->generate, &tokens, &P, &T, err);
     if (!rc) rc = check_full_attention(o, &model.cfg, T, err);
+    if (!rc && o->prov && !o->dry_run) rc = capture_provenance(o->prov, o->model, o->tokenizer, &o->prompt, err);
     if (!rc) rc = capture_tokens(o, be, bctx, &model, tokens, P, T, load_s, err);
     backend_close(be, bctx);
     free(tokens);

@@ -12,6 +12,7 @@
 #include "model/backend.h"
 #include "model/tokenizer/prompt.h"
 #include "policies/policy.h"
+#include "provenance/provenance.h"
 
 typedef enum { ATTN_COLSUM, ATTN_FULL, ATTN_NONE } capture_attention;
 
@@ -40,9 +41,16 @@ typedef struct {
     const backend_iface *backend; /* --device NAME (NULL: cpu) */
     int weights;              /* --weights: type of the weights on the device (0 f32, 1 f16, 2 bf16) */
     bool dry_run;             /* --dry-run: the walk alone, nothing recorded or written (benchmarks) */
+    bool timestamp;           /* --timestamp: the time in the provenance record */
+    prov_record *prov;        /* the trace's /provenance (inputs added once the model loaded); NULL: none */
 } capture_opts;
 
 int capture_run(const capture_opts *o, kv_err *err);
+
+/* The inputs of a model run into a provenance record: the model's files,
+ * the tokenizer file, the kind of prompt and its file (capture, fidelity). */
+int capture_provenance(prov_record *p, const char *model, const char *tokenizer, const prompt_source *ps,
+                       kv_err *err);
 
 /* `kvtrace capture` */
 int capture_main(int argc, char **argv);

@@ -54,6 +54,8 @@ static const char USAGE[] =
     "  --print              print the decoded text of all tokens to stdout\n"
     "  --stats              print throughput and GEMM/attention GFLOP/s to stderr\n"
     "  -o, --output PATH    output trace (required)\n"
+    "  --timestamp          record the time in the trace's /provenance (SOURCE_DATE_EPOCH, when set,\n"
+    "                       gives it; otherwise no time is recorded, docs/provenance.md)\n"
     "  --force, --quiet, -h/--help\n";
 
 /* What the command line fills: the options, and what their checks need to know. */
@@ -142,6 +144,7 @@ static const cli_opt OPTIONS[] = {
     {ROW("output", CLI_TEXT, output)},
     {ROW("force", CLI_FLAG, force)},
     {ROW("quiet", CLI_FLAG, quiet)},
+    {ROW("timestamp", CLI_FLAG, timestamp)},
     {0},
 };
 #undef ROW
@@ -193,13 +196,24 @@ int capture_main(int argc, char **argv)
     kv_err err = {0};
     capture_args a;
     capture_opts *o = &a.o;
-    int rc = parse_args(argc, argv, &a, &err);
+    prov_record prov;
+    int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
+    if (rc) return cli_report(&err);
+    rc = parse_args(argc, argv, &a, &err);
     if (!rc && a.help) {
         fputs(USAGE, stdout);
+        prov_free(&prov);
         return 0;
     }
     char model_path[4096];
     if (!rc && !o->model && !(rc = model_default_path(model_path, sizeof model_path, true, &err))) o->model = model_path;
-    if (!rc) rc = capture_run(o, &err);
+    if (!rc) rc = prov_set_time(&prov, o->timestamp, &err);
+    if (!rc) {
+        prov_set_seed(&prov, o->seed);
+        prov_set_temperature(&prov, o->temperature);
+        o->prov = &prov;
+        rc = capture_run(o, &err);
+    }
+    prov_free(&prov);
     return rc ? cli_report(&err) : 0;
 }

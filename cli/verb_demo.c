@@ -22,6 +22,7 @@
 #include "core/outfile.h"
 #include "core/progress.h"
 #include "plots/plot.h"
+#include "provenance/provenance.h"
 #include "sim/sim.h"
 #include "verbs.h"
 
@@ -47,11 +48,15 @@ static const char USAGE[] =
     "  -o DIR       output directory (default out/demo); refused if it exists, unless --force\n"
     "  --model M    another model (anything capture --model takes)\n"
     "  --force      replace DIR\n"
-    "  --quiet      no progress lines\n";
+    "  --quiet      no progress lines\n"
+    "  --timestamp  record the time in every step's provenance (SOURCE_DATE_EPOCH, when set, gives it)\n"
+    "DIR/provenance.json records the demo's command, the model's sha256 and the four steps' commands,\n"
+    "which report.html shows too: run from DIR, they rebuild its outputs (docs/provenance.md).\n";
 
 typedef struct {
     const char *model, *out;
-    bool force, quiet;
+    bool force, quiet, timestamp;
+    prov_record *prov;  /* the demo's record: each step's command is added as it starts */
 } demo_opts;
 
 static const cli_opt OPTIONS[] = {
@@ -59,14 +64,27 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("model", CLI_TEXT, demo_opts, model)},
     {CLI_ROW("force", CLI_FLAG, demo_opts, force)},
     {CLI_ROW("quiet", CLI_FLAG, demo_opts, quiet)},
+    {CLI_ROW("timestamp", CLI_FLAG, demo_opts, timestamp)},
     {0},
 };
 
-/* Runs one verb's main with argv built by the caller (NULL-terminated). */
-static int step(const demo_opts *o, int n, const char *what, int (*verb)(int, char **), const char **argv)
+enum { STEP_ARGS = 16 };
+
+/* Runs one verb's main with argv[0..n) built by the caller (NULL entries are
+ * options not given, left out), after recording its command line exactly as
+ * the verb records its own. */
+static int step(const demo_opts *o, int n, const char *what, int (*verb)(int, char **), const char **args, int len)
 {
+    const char *argv[STEP_ARGS + 1];
     int argc = 0;
-    while (argv[argc]) argc++;
+    for (int i = 0; i < len && argc < STEP_ARGS; i++)
+        if (args[i]) argv[argc++] = args[i];
+    argv[argc] = NULL;
+    char *command = cli_command_line(argc, (char **)argv);
+    kv_err err = {0};
+    int rc = command ? prov_add_step(o->prov, argv[0], command, &err) : kv_fail(&err, KV_EFAIL, "demo: out of memory");
+    free(command);
+    if (rc) return cli_report(&err);
     if (!o->quiet) fprintf(stderr, "kvtrace demo: [%d/4] %s\n", n, what);
     optind = 1;
     return verb(argc, (char **)argv);
@@ -98,17 +116,19 @@ static int hoist(const char *dir, const char *sub, kv_err *err)
  * rerun from DIR as they are. */
 static int run_steps(const demo_opts *o, const char *model)
 {
-    const char *q = o->quiet ? "--quiet" : NULL;
+    const char *q = o->quiet ? "--quiet" : NULL, *ts = o->timestamp ? "--timestamp" : NULL;
     const char *cap[] = {"capture", "--model", model, "--prompt", DEMO_PROMPT, "--generate", DEMO_GENERATE,
-                         "--chunk", DEMO_CHUNK, "-o", "trace.h5", q, NULL};
+                         "--chunk", DEMO_CHUNK, "-o", "trace.h5", q, ts};
     const char *sim[] = {"sim", "trace.h5", "--policies", DEMO_POLICIES, "--budgets", DEMO_BUDGETS,
-                         "--chunk", DEMO_CHUNK, "-o", "results", q, NULL};
-    const char *ana[] = {"analyze", "trace.h5", "--results", "results", "-o", "analysis", q, NULL};
-    const char *plt[] = {"plot", "analysis", "-o", "figures", q, NULL};
-    int rc = step(o, 1, "capture", capture_main, cap);
-    if (!rc) rc = step(o, 2, "sim", sim_main, sim);
-    if (!rc) rc = step(o, 3, "analyze", analyze_main, ana);
-    if (!rc) rc = step(o, 4, "plot", plot_main, plt);
+                         "--chunk", DEMO_CHUNK, "-o", "results", q, ts};
+    const char *ana[] = {"analyze", "trace.h5", "--results", "results", "-o", "analysis", q, ts};
+    const char *plt[] = {"plot", "analysis", "-o", "figures", q, ts};
+#define STEP(N, WHAT, MAIN, ARGS) step(o, N, WHAT, MAIN, ARGS, (int)(sizeof ARGS / sizeof ARGS[0]))
+    int rc = STEP(1, "capture", capture_main, cap);
+    if (!rc) rc = STEP(2, "sim", sim_main, sim);
+    if (!rc) rc = STEP(3, "analyze", analyze_main, ana);
+    if (!rc) rc = STEP(4, "plot", plot_main, plt);
+#undef STEP
     return rc;
 }
 
@@ -129,7 +149,9 @@ static int run_pipeline(const demo_opts *o, const char *tmp, kv_err *err)
     close(here);
     if (back != 0) return kv_fail(err, KV_EFAIL, "cannot return to the working directory: %s", strerror(errno));
     if (rc) return kv_fail(err, rc, "demo: the step above failed; nothing was kept");
-    return hoist(tmp, "figures", err);
+    rc = hoist(tmp, "figures", err); /* plot's provenance.json too: the demo's own replaces it */
+    if (!rc) rc = prov_add_model(o->prov, model, err);
+    return rc ? rc : prov_write_json(o->prov, tmp, err);
 }
 
 static int parse_args(int argc, char **argv, demo_opts *o, bool *help, kv_err *err)
@@ -146,17 +168,27 @@ int demo_main(int argc, char **argv)
     demo_opts o = {.out = "out/demo"};
     bool help = false;
     char model[4200];
-    int rc = parse_args(argc, argv, &o, &help, &err);
+    prov_record prov;
+    int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
+    if (rc) return cli_report(&err);
+    o.prov = &prov;
+    rc = parse_args(argc, argv, &o, &help, &err);
     if (!rc && help) {
         fputs(USAGE, stdout);
+        prov_free(&prov);
         return 0;
     }
     if (!rc && !o.model && !(rc = model_default_path(model, sizeof model, true, &err))) o.model = model;
+    if (!rc) rc = prov_set_time(&prov, o.timestamp, &err);
     kv_outfile out;
     if (!rc) rc = outdir_begin(&out, o.out, o.force, &err);
-    if (rc) return cli_report(&err);
+    if (rc) {
+        prov_free(&prov);
+        return cli_report(&err);
+    }
     const double t0 = kv_now_seconds();
     rc = run_pipeline(&o, out.tmp_path, &err);
+    prov_free(&prov);
     if (!rc) rc = outdir_commit(&out, &err);
     else outdir_abort(&out);
     if (rc) return err.code == KV_OK ? 1 : cli_report(&err);

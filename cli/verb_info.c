@@ -4,15 +4,19 @@
 #include <sys/stat.h>
 
 #include "core/cli_args.h"
+#include "core/h5util.h"
 #include "core/trace.h"
+#include "provenance/provenance.h"
 #include "verbs.h"
 
 static const char USAGE[] =
     "usage: kvtrace info FILE\n"
     "\n"
     "Validates a trace and prints its schema version, model, dimensions, token count,\n"
-    "capture mode, and every dataset with its shape, element type, filters and size on\n"
-    "disk. Exit 3 (with one line saying what is wrong) if the file is not a valid trace.\n";
+    "capture mode, every dataset with its shape, element type, filters and size on disk,\n"
+    "and its provenance (the command that made it, its inputs' sha256; docs/provenance.md).\n"
+    "On a sim results.h5: the trace and command that made it, its runs, its provenance.\n"
+    "Exit 3 (with one line saying what is wrong) if the file is neither.\n";
 
 static void human_bytes(uint64_t b, char *buf, size_t cap)
 {
@@ -67,6 +71,52 @@ static int print_datasets(trace *tr, kv_err *err)
     return KV_OK;
 }
 
+/* FILE's /provenance, when it has one (a trace from h5py scripts need not). */
+static int print_provenance(const char *path, kv_err *err)
+{
+    prov_record p;
+    bool present = false;
+    int rc = prov_read_h5(path, &p, &present, err);
+    if (rc) return rc;
+    if (!present) printf("provenance    none (no /provenance group)\n");
+    else prov_print(stdout, &p);
+    if (present) prov_free(&p);
+    return KV_OK;
+}
+
+/* True for a file with /runs and no kvtrace_schema: a sim results.h5. */
+static bool is_results(const char *path)
+{
+    h5u_quiet();
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return false;
+    bool yes = h5u_exists(f, "runs") && H5Aexists(f, "kvtrace_schema") == 0;
+    H5Fclose(f);
+    return yes;
+}
+
+/* A results.h5: what made it (root attributes) and how many runs it holds. */
+static int print_results(const char *path, kv_err *err)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return kv_fail(err, KV_EINPUT, "%s: cannot open", path);
+    static const char *const ATTRS[] = {"trace_path", "trace_sha256", "command"};
+    printf("file          %s (a kvtrace sim results file)\n", path);
+    int rc = KV_OK;
+    for (size_t i = 0; !rc && i < sizeof ATTRS / sizeof ATTRS[0]; i++) {
+        char v[8192];
+        bool present = false;
+        rc = h5u_read_attr_str(f, path, ATTRS[i], v, sizeof v, &present, err);
+        if (!rc && present) printf("%-13s %s\n", ATTRS[i], v);
+    }
+    H5G_info_t gi;
+    hid_t g = rc ? -1 : H5Gopen2(f, "runs", H5P_DEFAULT);
+    if (g >= 0 && H5Gget_info(g, &gi) >= 0) printf("runs          %llu\n", (unsigned long long)gi.nlinks);
+    if (g >= 0) H5Gclose(g);
+    H5Fclose(f);
+    return rc ? rc : print_provenance(path, err);
+}
+
 int verb_info(int argc, char **argv)
 {
     kv_err err = {0};
@@ -82,6 +132,7 @@ int verb_info(int argc, char **argv)
         cli_usage(&err, "info", argc < 2 ? "missing FILE" : "expects exactly one FILE");
         return cli_report(&err);
     }
+    if (is_results(argv[1])) return print_results(argv[1], &err) ? cli_report(&err) : 0;
     trace *tr = NULL;
     int rc = trace_open(argv[1], &tr, &err);
     if (!rc) {
@@ -90,5 +141,6 @@ int verb_info(int argc, char **argv)
         rc = print_datasets(tr, &err);
         trace_close(tr);
     }
+    if (!rc) rc = print_provenance(argv[1], &err);
     return rc ? cli_report(&err) : 0;
 }

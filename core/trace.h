@@ -62,6 +62,8 @@ typedef struct {
 } trace_meta;
 
 const char *trace_dset_path(trace_dset d);
+/* The dataset's one-line meaning and units, its `description` attribute. */
+const char *trace_dset_description(trace_dset d);
 const char *trace_dtype_name(trace_dtype t);
 
 /* Checks a meta's values on their own (ranges, enumerations, H % K == 0, ...).
@@ -124,6 +126,11 @@ typedef struct {
     bool force;               /* replace an existing file */
     int64_t expected_tokens;  /* 0: unknown; else caps the chunk length along T
                                  so that short traces waste no space */
+    /* Metadata kept apart from the data (the /provenance group, written by
+     * provenance/): when set, called once on the new file's HDF5 id, after the
+     * root attributes and before any dataset. NULL: none. */
+    int (*annotate)(int64_t file_id, const void *ctx, kv_err *err);
+    const void *annotate_ctx;
 } trace_create_opts;
 
 typedef struct trace_writer trace_writer;

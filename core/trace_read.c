@@ -1,5 +1,7 @@
 /* Trace reader: opens a trace, validates it against schema 1.0 in full, and
- * reads (layer, head) slices as float32. */
+ * reads (layer, head) slices as float32. It looks only at the schema's own
+ * attributes and datasets: anything else (the /provenance group, an h5py
+ * script's extras) is ignored, and a trace without it is just as valid. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -4,17 +4,31 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The descriptions are written on every dataset (docs/trace.md repeats them). */
 static const trace_dset_spec SPECS[TRACE_NDSETS] = {
-    [TRACE_TOKENS] = {"/tokens", 1, ELEM_TOKEN, true, false, false, 0, -1},
-    [TRACE_KEYS] = {"/keys", 4, ELEM_STORAGE, true, false, false, 2, -1},
-    [TRACE_VALUES] = {"/values", 4, ELEM_STORAGE, true, false, false, 2, -1},
-    [TRACE_QUERIES] = {"/queries", 4, ELEM_STORAGE, false, false, false, 2, -1},
-    [TRACE_COLSUM] = {"/attention/colsum", 3, ELEM_FLOAT, false, true, false, 2, -1},
-    [TRACE_ATTN_FULL] = {"/attention/full", 4, ELEM_FLOAT, false, false, false, 2, 3},
-    [TRACE_LOGITS] = {"/logits", 2, ELEM_FLOAT, false, false, false, 0, -1},
-    [TRACE_LOGPROBS] = {"/logprobs", 1, ELEM_FLOAT, false, false, false, 0, -1},
-    [TRACE_EVICT_RETAINED] = {"/evict/retained", 4, ELEM_TOKEN, false, false, true, -1, -1},
-    [TRACE_EVICT_STEP_END] = {"/evict/step_end", 1, ELEM_TOKEN, false, false, true, -1, -1},
+    [TRACE_TOKENS] = {"/tokens", 1, ELEM_TOKEN, true, false, false, 0, -1,
+                      "token ids [T]; BOS first; positions below prompt_len are the prompt, the rest generated"},
+    [TRACE_KEYS] = {"/keys", 4, ELEM_STORAGE, true, false, false, 2, -1,
+                    "keys after RoPE (and any k-norm), as cached; [L, K, T, D], one row per kv head and position"},
+    [TRACE_VALUES] = {"/values", 4, ELEM_STORAGE, true, false, false, 2, -1,
+                      "values as cached; [L, K, T, D], one row per kv head and position"},
+    [TRACE_QUERIES] = {"/queries", 4, ELEM_STORAGE, false, false, false, 2, -1,
+                       "queries after RoPE (and any q-norm); [L, H, T, D]; query head h uses kv head h / (H/K)"},
+    [TRACE_COLSUM] = {"/attention/colsum", 3, ELEM_FLOAT, false, true, false, 2, -1,
+                      "attention key j received: sum over queries i >= j of the causal softmax weight a[i][j] "
+                      "(scale 1/sqrt(D)), summed in double; [L, H, T], unitless, between 0 and T - j"},
+    [TRACE_ATTN_FULL] = {"/attention/full", 4, ELEM_FLOAT, false, false, false, 2, 3,
+                         "causal softmax weights a[i][j] of query i on key j; [L, H, T, T], rows sum to 1, "
+                         "zero above the diagonal"},
+    [TRACE_LOGITS] = {"/logits", 2, ELEM_FLOAT, false, false, false, 0, -1,
+                      "logits[t] are the model's next-token logits at position t (before softmax); [T, V]"},
+    [TRACE_LOGPROBS] = {"/logprobs", 1, ELEM_FLOAT, false, false, false, 0, -1,
+                        "logprobs[t] is the log-probability (natural log, temperature 1) of token t+1 given tokens 0..t; "
+                        "[T], the last is NaN"},
+    [TRACE_EVICT_RETAINED] = {"/evict/retained", 4, ELEM_TOKEN, false, false, true, -1, -1,
+                              "cache positions kept after eviction step s; [S, L, K, N], ascending, -1 padded"},
+    [TRACE_EVICT_STEP_END] = {"/evict/step_end", 1, ELEM_TOKEN, false, false, true, -1, -1,
+                              "step_end[s] is the last position processed before snapshot s; [S]"},
 };
 
 const trace_dset_spec *trace_spec(trace_dset d)
@@ -26,6 +40,11 @@ const trace_dset_spec *trace_spec(trace_dset d)
 const char *trace_dset_path(trace_dset d)
 {
     return trace_spec(d)->path;
+}
+
+const char *trace_dset_description(trace_dset d)
+{
+    return trace_spec(d)->description;
 }
 
 const char *trace_dtype_name(trace_dtype t)

@@ -20,6 +20,7 @@ typedef struct {
     bool evict_mode_only;  /* refused in capture_mode = full */
     int t_axis;            /* the axis that grows with T (-1: none) */
     int t_axis2;           /* a second T axis (full attention), else -1 */
+    const char *description; /* the dataset's `description` attribute (units, meaning) */
 } trace_dset_spec;
 
 const trace_dset_spec *trace_spec(trace_dset d);

@@ -99,7 +99,7 @@ static int create_dset(trace_writer *w, trace_dset d, kv_err *err)
     if (dcpl >= 0) H5Pclose(dcpl);
     if (space >= 0) H5Sclose(space);
     if (!ok) return kv_fail(err, KV_EFAIL, "%s: cannot create dataset %s", w->out.final_path, s->path);
-    return KV_OK;
+    return h5u_write_attr_str(w->dset[d], "description", s->description, err);
 }
 
 static int write_root_attrs(trace_writer *w, kv_err *err)
@@ -223,6 +223,7 @@ int trace_create(const char *path, const trace_meta *meta, const trace_create_op
         return rc;
     }
     rc = write_root_attrs(w, err);
+    if (!rc && opts->annotate) rc = opts->annotate(w->file, opts->annotate_ctx, err);
     for (int d = 0; !rc && d < TRACE_NDSETS; d++)
         if (trace_spec((trace_dset)d)->required || opts->want[d]) rc = create_dset(w, (trace_dset)d, err);
     if (rc) {

@@ -22,15 +22,32 @@ static int make_configs(const fidelity_opts *o, fid_results *r, kv_err *err)
     return KV_OK;
 }
 
+/* The record of DIR/sim: the fidelity command, its time, and full.h5 (as it
+ * will be named once DIR is in place). */
+static int sim_provenance(const fidelity_opts *o, const char *trace_path, prov_record *sp, kv_err *err)
+{
+    int rc = prov_begin(sp, o->prov->argc, o->prov->argv, err);
+    if (rc) return rc;
+    memcpy(sp->time, o->prov->time, sizeof sp->time);
+    memcpy(sp->time_source, o->prov->time_source, sizeof sp->time_source);
+    char shown[4200];
+    snprintf(shown, sizeof shown, "%s/full.h5", o->output);
+    return prov_add_file(sp, "trace", trace_path, shown, err);
+}
+
 /* sim on the full-cache trace into dir (kept in the output), its phase=all
  * summary of each configuration into summary[n_policies x n_budgets]. */
 static int run_sim(const fidelity_opts *o, const char *trace_path, const char *dir, sim_stats *summary, kv_err *err)
 {
-    sim_opts s = {.trace = trace_path, .output = dir, .command = o->command, .policies = o->policies,
+    prov_record sp = {0};
+    int rc = o->prov ? sim_provenance(o, trace_path, &sp, err) : KV_OK;
+    sim_opts s = {.trace = trace_path, .output = dir, .prov = o->prov ? &sp : NULL, .policies = o->policies,
                   .n_policies = o->n_policies, .budgets = o->budgets, .n_budgets = o->n_budgets,
                   .chunk = o->seq.chunk, .decode_chunk = 1, .eval_stride = 1, .threads = o->sim_threads,
                   .quiet = true};
-    return sim_run(&s, summary, err);
+    if (!rc) rc = sim_run(&s, summary, err);
+    prov_free(&sp);
+    return rc;
 }
 
 /* The table on stdout: one line per configuration, then ρ and the pair count. */

@@ -20,6 +20,7 @@
 #include "core/kv_error.h"
 #include "model/tokenizer/prompt.h"
 #include "policies/policy.h"
+#include "provenance/provenance.h"
 #include "sim/sim.h"
 
 /* The one sequence every run of a fidelity study walks. */
@@ -34,7 +35,8 @@ typedef struct {
 typedef struct {
     fid_sequence seq;
     const char *output;      /* directory */
-    const char *command;     /* for command.txt and the report (may be NULL) */
+    prov_record *prov;       /* provenance.json, full.h5's /provenance, the report's command; the
+                                model and prompt files are added once loaded (may be NULL) */
     policy_config *policies; /* [n_policies] */
     int n_policies;
     int64_t *budgets;        /* [n_budgets] */

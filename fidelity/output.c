@@ -106,12 +106,7 @@ int fid_write_outputs(const fidelity_opts *o, const fid_results *r, const char *
     if (!rc) rc = write_positions(r, dir, err);
     if (!rc) rc = write_summary(o, r, dir, err);
     if (!rc) rc = write_misordered(r, dir, err);
-    if (!rc && o->command) {
-        FILE *f = csv_create(dir, "command.txt", NULL, err);
-        if (!f) return err->code;
-        fprintf(f, "%s\n", o->command);
-        rc = close_out(f, dir, "command.txt", err);
-    }
+    if (!rc && o->prov) rc = prov_write_json(o->prov, dir, err);
     if (!rc) rc = fid_write_figure(o, r, dir, err);
     if (!rc) rc = fid_write_report(o, r, dir, err);
     return rc;

@@ -162,9 +162,9 @@ int fid_write_report(const fidelity_opts *o, const fid_results *r, const char *d
     fprintf(f, "</code>, %lld tokens (prompt %lld, chunk B = %lld, then one token per step), teacher-forced; "
                "full-cache perplexity %.4f. Written by kvtrace %s.</p>\n", (long long)r->T, (long long)r->prompt_len,
             (long long)o->seq.chunk, r->ppl_full, KVTRACE_VERSION);
-    if (o->command) {
+    if (o->prov) {
         fputs("<pre>", f);
-        plot_html_escape(f, o->command);
+        plot_html_escape(f, o->prov->command);
         fputs("</pre>\n", f);
     }
     fprintf(f, "<h2>How well offline replay ranks policies</h2>\n<p>Spearman &rho; between sim's out_rel_err and "

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture/capture.h"
 #include "capture/run.h"
 #include "core/progress.h"
 #include "fidelity/fidelity.h"
@@ -49,6 +50,7 @@ static int open_run(const fidelity_opts *o, fid_state *s, const policy_config *p
                    .chunk = o->seq.chunk, .evict = pc, .budget = budget, .output = trace_path, .verb = "fidelity",
                    .trace = {.storage = TRACE_F32}};
     ro.trace.want[TRACE_QUERIES] = ro.trace.want[TRACE_LOGPROBS] = trace_path != NULL;
+    if (trace_path && o->prov) ro.trace.annotate = prov_write_h5, ro.trace.annotate_ctx = o->prov;
     return run_open(r, &ro, err);
 }
 
@@ -57,6 +59,7 @@ static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, f
 {
     int rc = model_load(o->seq.model, o->seq.tokenizer, &s->model, err);
     if (!rc) rc = run_sequence(&o->seq.prompt, &s->model, o->seq.model, o->seq.generate, &s->tokens, &s->P, &s->T, err);
+    if (!rc && o->prov) rc = capture_provenance(o->prov, o->seq.model, o->seq.tokenizer, &o->seq.prompt, err);
     if (!rc) rc = open_run(o, s, NULL, 0, trace_path, &s->full, err);
     if (rc) return rc;
     s->n = r->n;

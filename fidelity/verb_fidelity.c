@@ -31,6 +31,8 @@ static const char USAGE[] =
     "  --threads N          sim's worker threads (default: one per CPU)\n"
     "  -o, --output DIR     output directory (required): fidelity.csv, positions.csv, summary.csv,\n"
     "                       misordered.csv, fidelity.png (+ .gp, .dat), report.html, full.h5, sim/\n"
+    "  --timestamp          record the time in provenance.json (SOURCE_DATE_EPOCH, when set, gives it;\n"
+    "                       otherwise no time is recorded, docs/provenance.md)\n"
     "  --force, --quiet, -h/--help\n";
 
 enum { MAX_LIST = 64 };
@@ -39,7 +41,7 @@ enum { MAX_LIST = 64 };
 typedef struct {
     fidelity_opts o;
     int64_t generate;        /* -1: not given */
-    bool help;
+    bool help, timestamp;
     policy_config cfgs[MAX_LIST];
     int64_t budgets[MAX_LIST];
     char model_path[4096];
@@ -71,6 +73,7 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("output", CLI_TEXT, fid_args, o.output)},
     {CLI_ROW("force", CLI_FLAG, fid_args, o.force)},
     {CLI_ROW("quiet", CLI_FLAG, fid_args, o.quiet)},
+    {CLI_ROW("timestamp", CLI_FLAG, fid_args, timestamp)},
     {0},
 };
 
@@ -110,20 +113,23 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
 int fidelity_main(int argc, char **argv)
 {
     kv_err err = {0};
+    prov_record prov;
+    int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
+    if (rc) return cli_report(&err);
     fid_args *a = kv_calloc(1, sizeof *a, "fidelity options", &err);
-    int rc = a ? parse_args(argc, argv, a, &err) : err.code;
+    rc = a ? parse_args(argc, argv, a, &err) : err.code;
     fidelity_opts *o = a ? &a->o : NULL;
     if (!rc && a->help) {
         fputs(USAGE, stdout);
         free(a);
+        prov_free(&prov);
         return 0;
     }
     if (!rc && !o->seq.model && !(rc = model_default_path(a->model_path, sizeof a->model_path, true, &err)))
         o->seq.model = a->model_path;
-    char *command = rc ? NULL : cli_command_line(argc, argv);
-    if (!rc && !command) rc = kv_fail(&err, KV_EFAIL, "fidelity: out of memory");
-    if (!rc) o->command = command, rc = fidelity_run(o, &err);
-    free(command);
+    if (!rc) rc = prov_set_time(&prov, a->timestamp, &err);
+    if (!rc) o->prov = &prov, rc = fidelity_run(o, &err);
+    prov_free(&prov);
     free(a);
     return rc ? cli_report(&err) : 0;
 }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "core/kv_error.h"
+#include "provenance/provenance.h"
 #include "plot_style.h"
 
 typedef struct {
@@ -16,7 +17,7 @@ typedef struct {
     plot_format format;
     const char *pca_policies;  /* --pca-policies LIST (figure 3's panels), or NULL: streaming,tova,keydiff */
     bool force, quiet;
-    const char *command;  /* the command line, for the report */
+    const prov_record *prov; /* the commands for the report, FIGDIR/provenance.json (may be NULL) */
 } plot_opts;
 
 int plot_run(const plot_opts *o, kv_err *err);

@@ -9,8 +9,7 @@
 
 static const char *const META_KEYS[] = {"trace", "model", "creator", "L", "H", "K", "D", "T", "prompt_tokens",
                                         "capture_mode", "capture_chunk", "storage_dtype", "detail_layer",
-                                        "detail_q_head", "detail_kv_head", "analyze_command",
-                                        "kvtrace_version"};
+                                        "detail_q_head", "detail_kv_head", "kvtrace_version"};
 enum { N_META_KEYS = sizeof META_KEYS / sizeof META_KEYS[0] };
 static const int64_t BIG = (int64_t)1 << 40;
 

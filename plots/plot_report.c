@@ -68,7 +68,7 @@ static void contents(FILE *f, const plot_fig_out *figs)
     fputs("<li><a href=\"#summary\">Summary table</a></li>\n</ol></nav>\n", f);
 }
 
-static void meta_and_commands(FILE *f, const plot_data *d, const char *command)
+static void meta_and_commands(FILE *f, const plot_data *d, const prov_record *prov)
 {
     fputs("<h2 id=\"trace\">Trace and commands</h2>\n<table>\n<tr><th>key</th><th>value</th></tr>\n", f);
     for (size_t r = 0; r < d->meta.csv.n_rows; r++) {
@@ -78,15 +78,14 @@ static void meta_and_commands(FILE *f, const plot_data *d, const char *command)
         plot_html_escape(f, csv_cell(&d->meta.csv, r, 1));
         fputs("</td></tr>\n", f);
     }
-    fputs("</table>\n<p>The commands that produced this report:</p>\n<pre>", f);
-    const char *sim = plot_meta_get(&d->meta, "sim_command");
-    if (sim && sim[0]) {
-        plot_html_escape(f, sim);
+    fputs("</table>\n<p>The commands that produced this report, as they were typed, in order (their paths are "
+          "relative to the directory they ran in; provenance.json beside this page has each input's sha256):</p>\n"
+          "<pre class=\"commands\">", f);
+    for (int i = 0; prov && i < prov->n_steps; i++) {
+        plot_html_escape(f, prov->steps[i].command);
         fputc('\n', f);
     }
-    plot_html_escape(f, plot_meta_get(&d->meta, "analyze_command"));
-    fputc('\n', f);
-    plot_html_escape(f, command);
+    if (prov) plot_html_escape(f, prov->command);
     fputs("</pre>\n", f);
 }
 
@@ -149,7 +148,7 @@ static void summary(FILE *f, const plot_data *d)
     fputs("</table>\n", f);
 }
 
-int plot_report_write(const plot_ctx *ctx, const plot_data *d, const plot_fig_out *figs, const char *command,
+int plot_report_write(const plot_ctx *ctx, const plot_data *d, const plot_fig_out *figs, const prov_record *prov,
                       kv_err *err)
 {
     FILE *f;
@@ -157,7 +156,7 @@ int plot_report_write(const plot_ctx *ctx, const plot_data *d, const plot_fig_ou
     if (rc) return rc;
     head(f, d);
     contents(f, figs);
-    meta_and_commands(f, d, command);
+    meta_and_commands(f, d, prov);
     for (int i = 0; i < PLOT_N_FIGURES; i++) figure(f, ctx, i, &figs[i]);
     summary(f, d);
     fprintf(f, "<p class=\"sub\">Written by kvtrace %s plot. Figures are gnuplot scripts with their data beside "

@@ -7,9 +7,12 @@
 #define KV_PLOT_REPORT_H
 
 #include "plot_figures.h"
+#include "provenance/provenance.h"
 
-/* figs[PLOT_N_FIGURES]: what each figure wrote (or why it was skipped). */
-int plot_report_write(const plot_ctx *ctx, const plot_data *d, const plot_fig_out *figs, const char *command,
+/* figs[PLOT_N_FIGURES]: what each figure wrote (or why it was skipped);
+ * prov (may be NULL): the plot's record, whose steps (capture or synth, sim,
+ * analyze) and own command are the commands shown. */
+int plot_report_write(const plot_ctx *ctx, const plot_data *d, const plot_fig_out *figs, const prov_record *prov,
                       kv_err *err);
 
 #endif

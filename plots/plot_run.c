@@ -73,7 +73,8 @@ int plot_run(const plot_opts *o, kv_err *err)
     plot_ctx ctx = {.dir = dir.tmp_path, .format = o->format, .pca_policies = o->pca_policies};
     plot_fig_out *figs = kv_calloc((size_t)PLOT_N_FIGURES, sizeof *figs, "plot: figures", err);
     rc = figs ? draw(&d, &ctx, figs, o->quiet, err) : err->code;
-    if (!rc) rc = plot_report_write(&ctx, &d, figs, o->command, err);
+    if (!rc) rc = plot_report_write(&ctx, &d, figs, o->prov, err);
+    if (!rc && o->prov) rc = prov_write_json(o->prov, dir.tmp_path, err);
     if (!rc) rc = outdir_commit(&dir, err);
     else outdir_abort(&dir);
     if (!rc && !o->quiet) {

@@ -2,11 +2,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "plot.h"
 #include "plot_figures.h"
+#include "plot_input.h"
 
 static const char USAGE[] =
     "usage: kvtrace plot DIR [-o FIGDIR] [--format png|svg|pdf] [--pca-policies LIST] [--force] [--quiet]\n"
@@ -31,11 +33,19 @@ static const char USAGE[] =
     "                       an entry that matches no run is a usage error\n"
     "  --force              replace an existing FIGDIR\n"
     "  --quiet              no progress or closing line on stderr\n"
+    "  --timestamp          record the time in FIGDIR/provenance.json (SOURCE_DATE_EPOCH, when set,\n"
+    "                       gives it; otherwise no time is recorded, docs/provenance.md)\n"
     "  -h, --help           this text\n";
+
+/* What the command line fills. */
+typedef struct {
+    plot_opts o;
+    bool timestamp;
+} plot_args;
 
 static int parse_format(const char *verb, const char *arg, void *opts, kv_err *err)
 {
-    plot_opts *o = opts;
+    plot_opts *o = &((plot_args *)opts)->o;
     if (!plot_format_parse(arg, &o->format))
         return cli_usage(err, verb, "--format must be png, svg or pdf, got '%s'", arg);
     return KV_OK;
@@ -52,34 +62,52 @@ static int parse_pca(const char *verb, const char *arg, void *opts, kv_err *err)
 }
 
 static const cli_opt OPTIONS[] = {
-    {CLI_ROW("output", CLI_TEXT, plot_opts, output)},
+    {CLI_ROW("output", CLI_TEXT, plot_args, o.output)},
     {.name = "format", .kind = CLI_CUSTOM, .parse = parse_format},
     {.name = "pca-policies", .kind = CLI_CUSTOM, .parse = parse_pca},
-    {CLI_ROW("force", CLI_FLAG, plot_opts, force)},
-    {CLI_ROW("quiet", CLI_FLAG, plot_opts, quiet)},
+    {CLI_ROW("force", CLI_FLAG, plot_args, o.force)},
+    {CLI_ROW("quiet", CLI_FLAG, plot_args, o.quiet)},
+    {CLI_ROW("timestamp", CLI_FLAG, plot_args, timestamp)},
     {0},
 };
+
+/* The record of the figures: the command, each file of the analysis
+ * directory that plot reads, and the commands that made them. */
+static int provenance(prov_record *p, const char *dir, bool timestamp, kv_err *err)
+{
+    int rc = prov_set_time(p, timestamp, err);
+    for (int i = 0; !rc && i < PF_N; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, PLOT_FILES[i]);
+        if (access(path, R_OK) == 0) rc = prov_add_file(p, "analysis", path, NULL, err);
+    }
+    return rc ? rc : prov_add_upstream_dir(p, dir, err);
+}
 
 int plot_main(int argc, char **argv)
 {
     kv_err err = {0};
-    plot_opts o = {.format = PLOT_PNG};
+    plot_args a = {.o = {.format = PLOT_PNG}};
     const char *v = "plot";
     bool help = false;
+    prov_record prov;
+    int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
+    if (rc) return cli_report(&err);
     int first;
-    int rc = cli_opts_parse(v, argc, argv, OPTIONS, &o, &help, &first, &err);
+    rc = cli_opts_parse(v, argc, argv, OPTIONS, &a, &help, &first, &err);
     if (!rc && help) {
         fputs(USAGE, stdout);
+        prov_free(&prov);
         return 0;
     }
     if (!rc && first + 1 != argc)
         rc = cli_usage(&err, v, first >= argc ? "missing DIR (an analysis directory)" : "expects exactly one DIR");
+    if (!rc) rc = provenance(&prov, argv[first], a.timestamp, &err);
     if (!rc) {
-        o.input = argv[first];
-        char *command = cli_command_line(argc, argv);
-        o.command = command;
-        rc = command ? plot_run(&o, &err) : kv_fail(&err, KV_EFAIL, "plot: out of memory");
-        free(command);
+        a.o.input = argv[first];
+        a.o.prov = &prov;
+        rc = plot_run(&a.o, &err);
     }
+    prov_free(&prov);
     return rc ? cli_report(&err) : 0;
 }

@@ -9,16 +9,6 @@ void results_config_label(const char *policy, const char *params, char *buf, siz
     snprintf(buf, cap, "%s%s%s", policy, params[0] ? ":" : "", params);
 }
 
-int results_write_command(const char *dir, const char *command, kv_err *err)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/" RESULTS_FILE_COMMAND, dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return kv_fail(err, KV_EFAIL, "%s: cannot create", path);
-    fprintf(f, "%s\n", command);
-    return fclose(f) == 0 ? KV_OK : kv_fail(err, KV_EFAIL, "%s: cannot write", path);
-}
-
 int results_copy_file(const char *dir, const char *name, const char *outdir, bool *copied, kv_err *err)
 {
     char src[4200], dst[4200];
@@ -42,16 +32,4 @@ int results_copy_file(const char *dir, const char *name, const char *outdir, boo
     fclose(in);
     *copied = rc == KV_OK;
     return rc;
-}
-
-bool results_read_command(const char *dir, char *buf, size_t cap)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/" RESULTS_FILE_COMMAND, dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    bool ok = fgets(buf, (int)cap, f) != NULL;
-    fclose(f);
-    if (ok) buf[strcspn(buf, "\r\n")] = '\0';
-    return ok && buf[0];
 }

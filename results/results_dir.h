@@ -1,6 +1,7 @@
 /* results_dir: the directory `kvtrace sim -o DIR` writes and `kvtrace
- * analyze --results DIR` reads (SPEC §8, docs/sim.md): its file names, its
- * command.txt, and the byte copies analyze makes of its CSVs. results.h5 is
+ * analyze --results DIR` reads (SPEC §8, docs/sim.md): its file names and
+ * the byte copies analyze makes of its CSVs. Its provenance.json (the command
+ * and the trace that made it) is provenance/'s. results.h5 is
  * results_h5.h's; the rows of the three CSVs are sim's (sim/results.c), the
  * only writer of them. */
 #ifndef KV_RESULTS_DIR_H
@@ -15,8 +16,6 @@
 #define RESULTS_FILE_CSV "results.csv"          /* one row per configuration, layer, query head, phase */
 #define RESULTS_FILE_SUMMARY "summary.csv"      /* one row per configuration and phase */
 #define RESULTS_FILE_TIMING "timing.csv"        /* one row per configuration */
-#define RESULTS_FILE_COMMAND "command.txt"      /* the command line that made the directory */
-
 /* A configuration's label, the `config` column of every CSV that names one
  * and results.h5's @config: the policy's registry name, then ":" and its
  * canonical parameters (every parameter, defaults filled, sorted by key) when
@@ -24,12 +23,6 @@
  * Never empty for a non-empty policy, so pandas never reads it as NaN. */
 void results_config_label(const char *policy, const char *params, char *buf, size_t cap);
 
-/* DIR/command.txt: `command` and a newline. */
-int results_write_command(const char *dir, const char *command, kv_err *err);
-
-/* The first line of DIR/command.txt (without its newline) into buf; false when
- * the file does not exist or is empty. */
-bool results_read_command(const char *dir, char *buf, size_t cap);
 
 /* Copies DIR/NAME byte for byte to OUTDIR/NAME when it exists (*copied says
  * whether it did); a read or write failure is KV_EFAIL. */

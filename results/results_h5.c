@@ -83,7 +83,18 @@ static int write_run(hid_t runs, const results_run_view *run, const char *name, 
     return rc;
 }
 
-int results_write(const char *dir, int64_t L, int64_t K, const results_run_view *runs, int n, kv_err *err)
+/* What made the file, at the root: the command, the trace and its sha256, the record. */
+static int write_origin(hid_t f, const prov_record *prov, kv_err *err)
+{
+    const prov_input *tr = prov_find_input(prov, "trace");
+    int rc = h5u_write_attr_str(f, "command", prov->command ? prov->command : "", err);
+    if (!rc && tr) rc = h5u_write_attr_str(f, "trace_path", tr->path, err);
+    if (!rc && tr) rc = h5u_write_attr_str(f, "trace_sha256", tr->sha256, err);
+    return rc ? rc : prov_write_h5(f, prov, err);
+}
+
+int results_write(const char *dir, int64_t L, int64_t K, const results_run_view *runs, int n,
+                  const prov_record *prov, kv_err *err)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/" RESULTS_FILE_H5, dir);
@@ -92,8 +103,9 @@ int results_write(const char *dir, int64_t L, int64_t K, const results_run_view 
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
     H5Pclose(fcpl);
     if (f < 0) return kv_fail(err, KV_EFAIL, "%s: cannot create", path);
-    hid_t g = create_group(f, RUNS);
-    int rc = g < 0 ? kv_fail(err, KV_EFAIL, "%s: cannot create /" RUNS, path) : KV_OK;
+    int rc = prov ? write_origin(f, prov, err) : KV_OK;
+    hid_t g = rc ? -1 : create_group(f, RUNS);
+    if (!rc && g < 0) rc = kv_fail(err, KV_EFAIL, "%s: cannot create /" RUNS, path);
     for (int i = 0; !rc && i < n; i++) {
         char name[32];
         results_run_name(i, n, name, sizeof name);

@@ -16,6 +16,11 @@
  *                                      ascending, then RESULTS_PAD up to N'
  *     final_logdet   f64 [L, K]        the log-det of those keys (SPEC §6)
  *
+ *   @command       string  the sim command as typed   } the provenance, kept apart from the
+ *   @trace_path    string  the trace as given          } data (docs/provenance.md): written
+ *   @trace_sha256  string  its sha256                  } from the record, with /provenance
+ *   /provenance            the record's group (provenance/provenance.h)
+ *
  * The writer records no object times, so the same run writes the same bytes.
  *
  * Every check a file reader owes its caller: /runs exists; each member is a
@@ -38,6 +43,7 @@
 #include <stdint.h>
 
 #include "core/kv_error.h"
+#include "provenance/provenance.h"
 
 /* What follows the kept positions in a row of retained. */
 #define RESULTS_PAD (-1)
@@ -59,8 +65,10 @@ typedef struct {
 void results_run_name(int i, int n, char *buf, size_t cap);
 
 /* Creates DIR/results.h5 (replacing one that exists) with runs[0..n) under
- * /runs, for a trace of L layers and K kv heads. */
-int results_write(const char *dir, int64_t L, int64_t K, const results_run_view *runs, int n, kv_err *err);
+ * /runs, for a trace of L layers and K kv heads; with `prov` (may be NULL)
+ * its root attributes command, trace_path, trace_sha256 and /provenance. */
+int results_write(const char *dir, int64_t L, int64_t K, const results_run_view *runs, int n,
+                  const prov_record *prov, kv_err *err);
 
 /* ---- reading ------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* sim's results in memory, and the results directory written from them:
- * the three CSVs here (their rows are sim's), results.h5 and command.txt by
- * the results module (results/), which analyze reads them with. */
+ * the three CSVs here (their rows are sim's), results.h5 by the results
+ * module (results/), which analyze reads them with, and provenance.json
+ * (provenance/). */
 #include "sim/results.h"
 
 #include <stdio.h>
@@ -180,7 +181,7 @@ static int write_results_h5(const sim_results *r, const sim_opts *o, const char 
                                      .width = r->width[c], .retained = r->retained[c],
                                      .final_logdet = r->logdet + (size_t)c * (size_t)(r->L * r->K)};
     }
-    int rc = results_write(dir, r->L, r->K, runs, r->n_cfg, err);
+    int rc = results_write(dir, r->L, r->K, runs, r->n_cfg, o->prov, err);
     free(runs);
     return rc;
 }
@@ -210,7 +211,7 @@ int sim_results_write(const sim_results *r, const sim_opts *o, const char *dir, 
     if (!rc) rc = write_summary_csv(r, o, dir, err);
     if (!rc) rc = write_timing_csv(r, o, dir, err);
     if (!rc) rc = write_results_h5(r, o, dir, err);
-    if (!rc && o->command) rc = results_write_command(dir, o->command, err);
+    if (!rc && o->prov) rc = prov_write_json(o->prov, dir, err);
     if (!rc && !o->quiet) print_table(r, o);
     return rc;
 }

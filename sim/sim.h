@@ -11,12 +11,13 @@
 
 #include "core/kv_error.h"
 #include "policies/policy.h"
+#include "provenance/provenance.h"
 #include "sim/replay.h"
 
 typedef struct {
     const char *trace;
     const char *output;            /* directory */
-    const char *command;           /* the command line, for command.txt (may be NULL) */
+    const prov_record *prov;       /* for provenance.json and results.h5 (may be NULL) */
     policy_config *policies;       /* [n_policies] */
     int n_policies;
     int64_t *budgets;              /* [n_budgets] */

@@ -2,9 +2,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
+#include "provenance/provenance.h"
 #include "sim/sim.h"
 
 static const char USAGE[] =
@@ -22,6 +24,8 @@ static const char USAGE[] =
     "  --eval-stride S      measure only queries at positions i = 0 mod S (default 1)\n"
     "  --threads N          worker threads (default: one per CPU); results do not depend on it\n"
     "  -o, --output DIR     output directory (required)\n"
+    "  --timestamp          record the time in provenance.json and results.h5 (SOURCE_DATE_EPOCH, when\n"
+    "                       set, gives it; otherwise no time is recorded, docs/provenance.md)\n"
     "  --force, --quiet, -h/--help\n";
 
 enum { MAX_LIST = 256 };
@@ -29,7 +33,7 @@ enum { MAX_LIST = 256 };
 /* What the command line fills: the options, and the lists they point into. */
 typedef struct {
     sim_opts o;
-    bool help;
+    bool help, timestamp;
     policy_config cfgs[MAX_LIST];
     int64_t budgets[MAX_LIST];
 } sim_args;
@@ -58,8 +62,20 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("output", CLI_TEXT, sim_args, o.output)},
     {CLI_ROW("force", CLI_FLAG, sim_args, o.force)},
     {CLI_ROW("quiet", CLI_FLAG, sim_args, o.quiet)},
+    {CLI_ROW("timestamp", CLI_FLAG, sim_args, timestamp)},
     {0},
 };
+
+/* The record of the results: the command, the trace (hashed when it can be
+ * read; sim_run says what is wrong with one that cannot) and the commands
+ * that made it. */
+static int provenance(prov_record *p, const char *trace_path, bool timestamp, kv_err *err)
+{
+    int rc = prov_set_time(p, timestamp, err);
+    if (!rc && access(trace_path, R_OK) == 0) rc = prov_add_file(p, "trace", trace_path, NULL, err);
+    if (!rc && access(trace_path, R_OK) == 0) rc = prov_add_upstream_h5(p, trace_path, err);
+    return rc;
+}
 
 /* The verb on its parsed arguments; the exit status. */
 static int verb(int argc, char **argv, sim_args *a)
@@ -68,10 +84,14 @@ static int verb(int argc, char **argv, sim_args *a)
     sim_opts *o = &a->o;
     const char *v = "sim";
     o->decode_chunk = 1, o->eval_stride = 1;
+    prov_record prov;
+    int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
+    if (rc) return cli_report(&err);
     int first;
-    int rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, &err);
+    rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, &err);
     if (!rc && a->help) {
         fputs(USAGE, stdout);
+        prov_free(&prov);
         return 0;
     }
     if (!rc && first + 1 != argc)
@@ -80,12 +100,13 @@ static int verb(int argc, char **argv, sim_args *a)
     if (!rc && !o->n_budgets) rc = cli_usage(&err, v, "--budgets LIST is required");
     if (!rc && !o->chunk) rc = cli_usage(&err, v, "--chunk B is required");
     if (!rc && !o->output) rc = cli_usage(&err, v, "-o DIR is required");
+    if (!rc) rc = provenance(&prov, argv[first], a->timestamp, &err);
     if (!rc) {
         o->trace = argv[first];
-        o->command = cli_command_line(argc, argv);
-        rc = o->command ? sim_run(o, NULL, &err) : kv_fail(&err, KV_EFAIL, "sim: out of memory");
-        free((char *)o->command);
+        o->prov = &prov;
+        rc = sim_run(o, NULL, &err);
     }
+    prov_free(&prov);
     return rc ? cli_report(&err) : 0;
 }
 

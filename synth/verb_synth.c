@@ -7,6 +7,7 @@
 #include "core/cli_opts.h"
 #include "core/model_shapes.h"
 #include "core/version.h"
+#include "provenance/provenance.h"
 #include "synth.h"
 
 static const char USAGE[] =
@@ -34,6 +35,8 @@ static const char USAGE[] =
     "  -o, --output PATH    output trace (required)\n"
     "  --force              replace an existing output\n"
     "  --quiet              no progress line\n"
+    "  --timestamp          record the time in /provenance (SOURCE_DATE_EPOCH, when set, gives it;\n"
+    "                       otherwise no time is recorded, docs/provenance.md)\n"
     "  -h, --help           this text\n";
 
 typedef struct {
@@ -41,7 +44,7 @@ typedef struct {
     int64_t layers, heads, kv_heads, head_dim, vocab, tokens, prompt_len, sinks, deflate, threads;
     double theta;
     uint64_t seed;
-    bool force, quiet, help;
+    bool force, quiet, timestamp, help;
 } synth_args;
 
 #define BIG ((double)((int64_t)1 << 31))
@@ -64,6 +67,7 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("output", CLI_TEXT, synth_args, output)},
     {CLI_ROW("force", CLI_FLAG, synth_args, force)},
     {CLI_ROW("quiet", CLI_FLAG, synth_args, quiet)},
+    {CLI_ROW("timestamp", CLI_FLAG, synth_args, timestamp)},
     {0},
 };
 #undef BIG
@@ -138,9 +142,13 @@ int synth_main(int argc, char **argv)
 {
     kv_err err = {0};
     synth_args a;
-    int rc = parse_args(argc, argv, &a, &err);
+    prov_record prov;
+    int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
+    if (rc) return cli_report(&err);
+    rc = parse_args(argc, argv, &a, &err);
     if (!rc && a.help) {
         printf(USAGE, model_shape_names());
+        prov_free(&prov);
         return 0;
     }
     synth_config cfg;
@@ -148,10 +156,14 @@ int synth_main(int argc, char **argv)
     trace_create_opts opts = {0};
     if (!rc) rc = cli_parse_dtype("synth", "--dtype", a.dtype, &opts.storage, &err);
     if (!rc && !a.output) rc = cli_usage(&err, "synth", "-o PATH is required");
+    if (!rc) rc = prov_set_time(&prov, a.timestamp, &err);
     if (!rc) {
+        prov_set_seed(&prov, a.seed);
         opts.deflate = (int)a.deflate;
         opts.force = a.force;
+        opts.annotate = prov_write_h5, opts.annotate_ctx = &prov;
         rc = synth_write(&cfg, a.output, &opts, a.quiet, &err);
     }
+    prov_free(&prov);
     return rc ? cli_report(&err) : 0;
 }

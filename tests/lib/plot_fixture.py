@@ -4,6 +4,7 @@ and a few distinctive keys, their attention, PCA, Spearman, and runs of
 streaming, tova and keydiff (two variants) at three budgets with kept sets,
 log-dets, summary and timing. Used by test_plot.py; run it directly to
 write one: /usr/bin/python3 tests/lib/plot_fixture.py DIR."""
+import json
 import os
 import sys
 
@@ -80,10 +81,17 @@ def make_fixture(out, detail=(1, 2), with_results=True, seed=3):
     meta = [("trace", "/data/traces/fixture.h5"), ("model", "synth:fixture <L2 & friends>"), ("creator", "test_plot.py"),
             ("L", L), ("H", H), ("K", K), ("D", D), ("T", T), ("prompt_tokens", 80), ("capture_mode", "full"),
             ("capture_chunk", 0), ("storage_dtype", "f32"), ("detail_layer", detail[0]), ("detail_q_head", detail[1]),
-            ("detail_kv_head", detail[1] // (H // K)),
-            ("analyze_command", "kvtrace analyze fixture.h5 --results res -o an"), ("kvtrace_version", "0.1.0")]
+            ("detail_kv_head", detail[1] // (H // K)), ("kvtrace_version", "0.1.0")]
+    # the commands are analyze's provenance.json (docs/provenance.md), not data
+    steps = [{"verb": "synth", "command": "kvtrace synth --like stories260k --tokens 96 -o fixture.h5"}]
     if with_results:
-        meta.append(("sim_command", "kvtrace sim fixture.h5 --policies streaming,tova,keydiff --budgets 16,32,64 -o res"))
+        steps.append({"verb": "sim", "command":
+                      "kvtrace sim fixture.h5 --policies streaming,tova,keydiff --budgets 16,32,64 -o res"})
+    prov = {"kvtrace_provenance": 1, "verb": "analyze", "command": "kvtrace analyze fixture.h5 --results res -o an",
+            "argv": ["analyze", "fixture.h5", "--results", "res", "-o", "an"], "kvtrace_version": "0.1.0",
+            "inputs": [], "steps": steps}
+    with open(os.path.join(out, "provenance.json"), "w") as f:
+        json.dump(prov, f, indent=2)
     # values never contain a comma (analysis_dir.md: replaced by a space)
     write_csv(os.path.join(out, "meta.csv"), ["key", "value"], [(k, str(v).replace(",", " ")) for k, v in meta])
     spear, colsum_att = [], {}

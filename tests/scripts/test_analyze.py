@@ -8,6 +8,7 @@ results directories and bad arguments (exit code, one error line, nothing
 left behind); the real model when KVTRACE_MODEL_DIR is set. TAP."""
 import csv
 import filecmp
+import json
 import os
 import shutil
 import subprocess
@@ -19,10 +20,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from tap import NO_MODEL, check, close, finish, model_file, skip  # noqa: E402
+import datacmp  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
 FILES = ["meta.csv", "spearman.csv", "logdet.csv", "pca.csv", "pca_kept.csv", "pca_var.csv", "detail.csv",
-         "summary.csv", "timing.csv"]
+         "summary.csv", "timing.csv", "provenance.json"]
 HEADERS = {
     "spearman.csv": "layer,q_head,kv_head,rho_pairwise,rho_anchor",
     "logdet.csv": "config,policy,params,budget,layer,kv_head,logdet",
@@ -33,7 +35,7 @@ HEADERS = {
     "meta.csv": "key,value",
 }
 META_KEYS = ["trace", "model", "creator", "L", "H", "K", "D", "T", "prompt_tokens", "capture_mode", "capture_chunk",
-             "storage_dtype", "detail_layer", "detail_q_head", "detail_kv_head", "analyze_command", "kvtrace_version"]
+             "storage_dtype", "detail_layer", "detail_q_head", "detail_kv_head", "kvtrace_version"]
 
 
 def run(*args):
@@ -112,7 +114,8 @@ def detail_ref(q, k, n):
 # ---- checks -----------------------------------------------------------------
 
 def check_contract(out, with_results, n_runs):
-    missing = [f for f in FILES[:7] + (FILES[7:] if with_results else []) if not os.path.exists(os.path.join(out, f))]
+    missing = [f for f in FILES[:7] + FILES[9:] + (FILES[7:9] if with_results else [])
+               if not os.path.exists(os.path.join(out, f))]
     extra = [f for f in os.listdir(out) if f not in FILES]
     check(not missing and not extra and (with_results or not os.path.exists(os.path.join(out, "summary.csv"))),
           "every file of docs/analysis_dir.md, nothing else", "missing %s, extra %s" % (missing, extra))
@@ -237,10 +240,6 @@ def check_detail_matrix(out, k, q):
     cos, attn = detail_ref(q, k, n)
     close("detail cos equals numpy", d[:, 2], cos.ravel(), 1e-6, 1e-6)
     close("detail attn equals numpy causal softmax", d[:, 3], attn.ravel(), 1e-7, 1e-6)
-
-
-def same_dirs(a, b):
-    return [f for f in sorted(os.listdir(a)) if not filecmp.cmp(os.path.join(a, f), os.path.join(b, f), shallow=False)]
 
 
 def leftovers(tmp):
@@ -454,9 +453,12 @@ def main():
                   r.stderr)
             outs.append(out)
         check_contract(outs[0], True, 8)
-        meta = [[x for x in open(os.path.join(o, "meta.csv")) if not x.startswith("analyze_command,")] for o in outs]
-        check(same_dirs(*outs) in ([], ["meta.csv"]) and meta[0] == meta[1],
-              "every file byte-identical for 1 and 2 threads (but the analyze_command meta row)", same_dirs(*outs))
+        check(datacmp.dir_diff(*outs) == [],
+              "every file byte-identical for 1 and 2 threads (provenance.json aside: it names --threads)",
+              datacmp.dir_diff(*outs))
+        provs = [json.load(open(os.path.join(o, "provenance.json"))) for o in outs]
+        check([p["argv"][p["argv"].index("--threads") + 1] for p in provs] == ["1", "2"],
+              "provenance.json records the --threads that made it", [p["argv"] for p in provs])
         check(all(filecmp.cmp(os.path.join(res, f), os.path.join(outs[0], f), shallow=False)
                   for f in ("summary.csv", "timing.csv")), "summary.csv and timing.csv are byte copies")
         check_numbers(trace, outs[0], res)
@@ -464,8 +466,10 @@ def main():
         r = run("analyze", trace, "--detail", "1,3", "--quiet", "-o", out)
         if check(r.returncode == 0, "--detail 1,3", r.stderr):
             meta = read_meta(out)
+            prov = json.load(open(os.path.join(out, "provenance.json")))
             check((meta["detail_layer"], meta["detail_q_head"]) == ("1", "3") and
-                  meta["analyze_command"].startswith("kvtrace analyze "), "meta.csv names the chosen head and command")
+                  prov["command"].startswith("kvtrace analyze ") and "--detail 1,3" in prov["command"],
+                  "meta.csv names the chosen head, provenance.json the command")
             with h5py.File(trace, "r") as t:
                 check_detail_matrix(out, t["keys"][1, 1].astype(np.float64), t["queries"][1, 3].astype(np.float64))
         bad_results(tmp, trace, res, 300)

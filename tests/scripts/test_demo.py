@@ -1,18 +1,56 @@
 """`kvtrace demo` end to end on the test model directory (KVTRACE_MODEL_DIR, made by
 tests/run_all.sh): the pipeline runs, the report exists and links only files that
 exist, the six figures are PNGs, every step's output is there, and an existing
-directory is refused without --force and left as it was. Skipped (TAP # SKIP)
-without the model."""
+directory is refused without --force and left as it was; the demo's provenance.json
+and `kvtrace info` record the commands; and the commands report.html shows (capture,
+sim, analyze, plot), re-run in a fresh folder, reproduce the demo's outputs byte for
+byte: the trace's data, the results CSVs (timing.csv aside) and results.h5's data, the
+analysis CSVs, the figures' data files and scripts (provenance aside, docs/provenance.md).
+Skipped (TAP # SKIP) without the model."""
+import filecmp
+import html as htmllib
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import tap  # noqa: E402
+import datacmp  # noqa: E402
 
 KV = os.environ.get("KVTRACE") or os.path.join(os.environ.get("ROOT", "."), "build", "kvtrace")
+
+
+def rerun(out, html, tmp):
+    """The report's commands run in a fresh folder; its outputs against the demo's."""
+    m = re.search(r'<pre class="commands">(.*?)</pre>', html, re.S)
+    cmds = [htmllib.unescape(l) for l in m.group(1).splitlines()] if m else []
+    tap.check([c.split()[1] for c in cmds] == ["capture", "sim", "analyze", "plot"],
+              "the report shows the commands capture, sim, analyze, plot", cmds)
+    prov = json.load(open(os.path.join(out, "provenance.json")))
+    tap.check([s["command"] for s in prov["steps"]] == cmds and prov["verb"] == "demo",
+              "the demo's provenance.json records the same four commands", prov)
+    fresh = os.path.join(tmp, "fresh")
+    os.makedirs(fresh)
+    for c in cmds:
+        words = shlex.split(c)
+        r = subprocess.run([KV] + words[1:], cwd=fresh, capture_output=True, text=True)
+        if not tap.check(words[0] == "kvtrace" and r.returncode == 0, "re-run: %s" % c[:60], r.stderr[-500:]):
+            return
+    tap.check(datacmp.h5_diff(os.path.join(out, "trace.h5"), os.path.join(fresh, "trace.h5")) == [],
+              "re-run: the trace's data is byte-identical")
+    diff = datacmp.dir_diff(os.path.join(out, "results"), os.path.join(fresh, "results"), skip=("timing.csv",))
+    tap.check(not diff, "re-run: results.csv, summary.csv and results.h5's data are byte-identical", diff)
+    diff = datacmp.dir_diff(os.path.join(out, "analysis"), os.path.join(fresh, "analysis"), skip=("timing.csv",))
+    tap.check(not diff, "re-run: every analysis CSV is byte-identical (timing.csv aside)", diff)
+    figs = sorted(f for f in os.listdir(os.path.join(fresh, "figures")) if f.endswith((".dat", ".gp")))
+    differ = [f for f in figs if not filecmp.cmp(os.path.join(out, f), os.path.join(fresh, "figures", f), shallow=False)
+              and f != "fig6_timing.dat"]
+    tap.check(len(figs) >= 12 and not differ, "re-run: the figures' data files and gnuplot scripts are byte-identical "
+              "(%d files; fig6_timing.dat, made from timing.csv, aside)" % len(figs), differ)
 
 
 def main():
@@ -43,6 +81,9 @@ def main():
         info = subprocess.run([KV, "info", os.path.join(out, "trace.h5")], capture_output=True, text=True)
         m = re.search(r"T=(\d+)", info.stdout)
         tap.check(m and 400 <= int(m.group(1)) <= 512, "the trace is a ~500-token run", info.stdout[:400])
+        tap.check("provenance" in info.stdout and "kvtrace capture --model" in info.stdout,
+                  "kvtrace info on the demo trace shows its provenance", info.stdout[-600:])
+        rerun(out, html, tmp)
         leftovers = [f for f in os.listdir(tmp) if f.startswith(".")]
         tap.check(not leftovers, "no temporary directory left beside it", leftovers)
         before = sorted(os.listdir(out)) if os.path.isdir(out) else []

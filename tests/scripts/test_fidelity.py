@@ -73,7 +73,8 @@ def main():
             return finish()
         check("Spearman rho" in r.stdout, "prints a summary with rho")
         for name in ("fidelity.csv", "positions.csv", "summary.csv", "misordered.csv", "fidelity.png", "fidelity.gp",
-                     "fidelity.dat", "report.html", "full.h5", "command.txt", "sim/summary.csv"):
+                     "fidelity.dat", "report.html", "full.h5", "provenance.json", "sim/summary.csv",
+                     "sim/provenance.json"):
             check(os.path.getsize(os.path.join(out, name)) > 0, "writes " + name)
         cfg = rows(os.path.join(out, "fidelity.csv"))
         check(list(cfg[0].keys()) == ["config", "policy", "params", "budget", "chunk", "n_positions", "kl_mean", "kl_p95",

@@ -27,16 +27,18 @@ OBJ = os.path.join(ROOT, BUILD, "obj")
 # with model/ (the loaders fill the model description, the walk reads it).
 LAYERS = {
     "core": [],
+    "provenance": ["core"],
     "policies": ["core"],
     "model": ["core"],
-    "synth": ["core"],
-    "results": ["core"],
-    "analysis": ["core", "results"],
-    "sim": ["core", "policies", "analysis", "results"],
-    "capture": ["core", "model", "policies"],
-    "plots": ["core"],
-    "fidelity": ["core", "model", "policies", "capture", "sim", "analysis", "results", "plots"],
-    "cli": ["core", "model", "policies", "synth", "results", "analysis", "sim", "capture", "plots", "fidelity"],
+    "synth": ["core", "provenance"],
+    "results": ["core", "provenance"],
+    "analysis": ["core", "provenance", "results"],
+    "sim": ["core", "provenance", "policies", "analysis", "results"],
+    "capture": ["core", "provenance", "model", "policies"],
+    "plots": ["core", "provenance"],
+    "fidelity": ["core", "provenance", "model", "policies", "capture", "sim", "analysis", "results", "plots"],
+    "cli": ["core", "provenance", "model", "policies", "synth", "results", "analysis", "sim", "capture", "plots",
+            "fidelity"],
 }
 
 # Writable static state that is process-wide by nature: the registry of

@@ -106,8 +106,11 @@ def check_report(figdir, drawn):
     check("higher ρ means distinct keys receive more attention" in html or "fig2_spearman" not in drawn,
           "figure 2's caption says how to read rho")
     check("&lt;L2 &amp; friends&gt;" in html and "<L2 &" not in html, "strings from meta.csv are HTML-escaped")
-    for key in ("analyze_command", "kvtrace analyze fixture.h5", "kvtrace plot"):
-        check(key in html, "report.html carries '%s'" % key)
+    cmds = re.search(r'<pre class="commands">(.*?)</pre>', html, re.S)
+    lines = [l.split()[:2] for l in cmds.group(1).splitlines()] if cmds else []
+    check([v for _, v in lines] in (["synth", "sim", "analyze", "plot"], ["synth", "analyze", "plot"]) and
+          "kvtrace synth --like stories260k" in html and "kvtrace analyze fixture.h5" in html,
+          "report.html shows the commands in order: synth, sim (with results), analyze, plot", lines)
     return html
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from tap import check, finish  # noqa: E402
+import datacmp  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
 
@@ -260,9 +261,15 @@ def threads_and_errors(tmp, trace):
                                  "tova:scope=group", "snapkv", "oracle"], [8, 30], 5, 2, th)
         check(r.returncode == 0, "sim with %s thread(s)" % th, r.stderr)
         outs.append(out)
-    for name in ("results.csv", "summary.csv", "results.h5"):
+    for name in ("results.csv", "summary.csv"):
         check(filecmp.cmp(os.path.join(outs[0], name), os.path.join(outs[1], name), shallow=False),
               "%s byte-identical for 1 and 2 threads" % name)
+    # results.h5's data; its provenance (root command, /provenance) names --threads
+    diff = datacmp.h5_diff(os.path.join(outs[0], "results.h5"), os.path.join(outs[1], "results.h5"))
+    check(not diff, "results.h5's data byte-identical for 1 and 2 threads (provenance aside)", "\n".join(diff))
+    check(sorted(os.listdir(outs[0])) == ["provenance.json", "results.csv", "results.h5", "summary.csv", "timing.csv"],
+          "the results directory: results.csv, summary.csv, timing.csv, results.h5, provenance.json",
+          os.listdir(outs[0]))
     noq = os.path.join(tmp, "noq.h5")
     write_trace(noq, queries=False)
     cases = [

@@ -3,8 +3,9 @@
  * padding; each violation one KV_EINPUT line naming /runs/NAME/DATASET; no
  * HDF5 object left open after any call. results_write checked the other way
  * round: its file read here with the HDF5 C API (names, types, shapes,
- * attributes, values), and read back by results_read. command.txt written
- * and its first line read; byte copies. */
+ * attributes, values), and read back by results_read; with a provenance
+ * record, the root attributes naming the command and the trace (its sha256)
+ * and the /provenance group, which results_read ignores; byte copies. */
 #include "testutil.h"
 
 #include <hdf5.h>
@@ -155,19 +156,12 @@ static void missing_and_not_hdf5(void **state)
     assert_nothing_open();
 }
 
-static void command_and_copies(void **state)
+static void copies(void **state)
 {
     (void)state;
     char path[500], out[400], buf[256];
-    snprintf(path, sizeof path, "%s/command.txt", tu_dir);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs("kvtrace sim t.h5 --policies a,b\nsecond line\n", f);
-    fclose(f);
-    assert_true(results_read_command(tu_dir, buf, sizeof buf));
-    assert_string_equal(buf, "kvtrace sim t.h5 --policies a,b");
     snprintf(path, sizeof path, "%s/summary.csv", tu_dir);
-    f = fopen(path, "wb");
+    FILE *f = fopen(path, "wb");
     assert_non_null(f);
     fputs("x,y\r\n1,2", f); /* bytes as they are, no newline translation */
     fclose(f);
@@ -208,7 +202,7 @@ static void write_two(const char *dir)
          .final_logdet = w_ld[1]},
     };
     kv_err err = {0};
-    int rc = results_write(dir, L, K, runs, 2, &err);
+    int rc = results_write(dir, L, K, runs, 2, NULL, &err);
     if (rc) printf("# %s\n", err.msg);
     assert_int_equal(rc, KV_OK);
     assert_nothing_open();
@@ -326,23 +320,57 @@ static void writer_read_back(void **state)
         {.policy = "h2o", .params = "", .budget = 3, .width = 3, .retained = w_keep, .final_logdet = w_ld[0]},
     };
     snprintf(dir, sizeof dir, "%s/no/such", tu_dir);
-    assert_int_equal(results_write(dir, L, K, twice, 1, &err), KV_EFAIL);
+    assert_int_equal(results_write(dir, L, K, twice, 1, NULL, &err), KV_EFAIL);
     assert_non_null(strstr(err.msg, "no/such/results.h5: cannot create"));
     assert_nothing_open();
 }
 
-static void command_written_and_read(void **state)
+/* A string attribute of the root of DIR/results.h5. */
+static void root_attr(const char *dir, const char *name, char *buf, size_t cap)
+{
+    char path[500];
+    snprintf(path, sizeof path, "%s/results.h5", dir);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    kv_err err = {0};
+    bool present = false;
+    assert_int_equal(h5u_read_attr_str(f, path, name, buf, cap, &present, &err), KV_OK);
+    assert_true(present);
+    assert_true(h5u_exists(f, "provenance"));
+    H5Fclose(f);
+}
+
+static void origin_written(void **state)
 {
     (void)state;
-    char dir[400], buf[256];
-    snprintf(dir, sizeof dir, "%s/cmd", tu_dir);
+    char dir[400], trace[500], buf[512];
+    snprintf(dir, sizeof dir, "%s/origin", tu_dir);
     assert_int_equal(mkdir(dir, 0777), 0);
-    assert_false(results_read_command(dir, buf, sizeof buf));
+    snprintf(trace, sizeof trace, "%s/t.h5", dir);
+    FILE *f = fopen(trace, "w");
+    assert_non_null(f);
+    fputs("abc", f); /* sha256 from FIPS 180-2's example */
+    fclose(f);
+    char *argv[] = {"sim", "t.h5", "--budgets", "3", "-o", "a b"};
+    prov_record p;
     kv_err err = {0};
-    assert_int_equal(results_write_command(dir, "kvtrace sim t.h5 --budgets 8,16 -o r", &err), KV_OK);
-    assert_true(results_read_command(dir, buf, sizeof buf));
-    assert_string_equal(buf, "kvtrace sim t.h5 --budgets 8,16 -o r");
-    assert_string_equal(RESULTS_FILE_COMMAND, "command.txt");
+    assert_int_equal(prov_begin(&p, 6, argv, &err), KV_OK);
+    assert_int_equal(prov_add_file(&p, "trace", trace, "t.h5", &err), KV_OK);
+    const results_run_view run = {.policy = "h2o", .params = "", .budget = 3, .width = 3, .retained = w_keep,
+                                  .final_logdet = w_ld[0]};
+    assert_int_equal(results_write(dir, L, K, &run, 1, &p, &err), KV_OK);
+    prov_free(&p);
+    root_attr(dir, "command", buf, sizeof buf);
+    assert_string_equal(buf, "kvtrace sim t.h5 --budgets 3 -o 'a b'");
+    root_attr(dir, "trace_path", buf, sizeof buf);
+    assert_string_equal(buf, "t.h5");
+    root_attr(dir, "trace_sha256", buf, sizeof buf);
+    assert_string_equal(buf, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    results_set rs;
+    assert_int_equal(results_read(dir, L, K, T, &rs, &err), KV_OK);
+    assert_int_equal(rs.n_runs, 1);
+    results_free(&rs);
+    assert_nothing_open();
 }
 
 int main(void)
@@ -352,10 +380,10 @@ int main(void)
         cmocka_unit_test(good_file_in_name_order),
         cmocka_unit_test(violations_name_the_object),
         cmocka_unit_test(missing_and_not_hdf5),
-        cmocka_unit_test(command_and_copies),
+        cmocka_unit_test(copies),
         cmocka_unit_test(writer_layout),
         cmocka_unit_test(writer_read_back),
-        cmocka_unit_test(command_written_and_read),
+        cmocka_unit_test(origin_written),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }
