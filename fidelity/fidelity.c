@@ -29,7 +29,7 @@ static int run_sim(const fidelity_opts *o, const char *trace_path, const char *d
     sim_opts s = {.trace = trace_path, .output = dir, .command = o->command, .policies = o->policies,
                   .n_policies = o->n_policies, .budgets = o->budgets, .n_budgets = o->n_budgets,
                   .chunk = o->seq.chunk, .decode_chunk = 1, .eval_stride = 1, .threads = o->sim_threads,
-                  .quiet = true};
+                  .quiet = true, .progress = !o->quiet};
     return sim_run(&s, summary, err);
 }
 
