@@ -22,7 +22,7 @@ from tap import NO_MODEL, check, close, finish, model_file, skip  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
 FILES = ["meta.csv", "spearman.csv", "logdet.csv", "pca.csv", "pca_runs.csv", "pca_var.csv", "detail.csv",
-         "summary.csv", "timing.csv"]
+         "summary.csv", "timing.csv", "results.csv"]
 HEADERS = {
     "spearman.csv": "layer,head,rho_pairwise,rho_anchor",
     "logdet.csv": "policy,params,budget,layer,kv_head,logdet",
@@ -451,7 +451,8 @@ def main():
         check(same_dirs(*outs) in ([], ["meta.csv"]) and meta[0] == meta[1],
               "every file byte-identical for 1 and 2 threads (but the analyze_command meta row)", same_dirs(*outs))
         check(all(filecmp.cmp(os.path.join(res, f), os.path.join(outs[0], f), shallow=False)
-                  for f in ("summary.csv", "timing.csv")), "summary.csv and timing.csv are byte copies")
+                  for f in ("summary.csv", "timing.csv", "results.csv")),
+              "summary.csv, timing.csv and results.csv are byte copies")
         check_numbers(trace, outs[0], res)
         out = os.path.join(tmp, "an_detail")
         r = run("analyze", trace, "--detail", "1,3", "--quiet", "-o", out)
