@@ -19,7 +19,7 @@ static const char USAGE[] =
     "  pca.csv, pca_var.csv, pca_runs.csv\n"
     "                keys on their top two principal axes, kept (1) or evicted (0) per run\n"
     "  detail.csv    cosines of the first 64 keys and attention of the first 64 queries\n"
-    "  meta.csv, and copies of the results' summary.csv and timing.csv\n"
+    "  meta.csv, and copies of the results' summary.csv, timing.csv and results.csv\n"
     "\n"
     "  --results DIR        a `kvtrace sim` output directory (results.h5) of this trace\n"
     "  --detail L,H         the (layer, query head) of detail.csv (default: median rho)\n"
