@@ -9,21 +9,6 @@
 
 #include "plot_figures.h"
 
-/* The plot command of one panel: one line per block of the data file, y from `ycol` (a gnuplot using column). */
-static void plot_lines(FILE *f, const plot_data *d, const char *data, const int *order, int blocks, const char *ycol)
-{
-    fputs("plot ", f);
-    for (int i = 0; i < blocks; i++) {
-        const plot_series *s = &d->series.s[order[i]];
-        fprintf(f, "%s'%s' index %d using 1:%s with linespoints lw 2 ps 1.1 ", i ? ", \\\n     " : "", i ? "" : data, i,
-                ycol);
-        plot_gp_series_style(f, s->policy, s->variant);
-        fputs(" title ", f);
-        plot_gp_quote(f, s->label);
-    }
-    fputc('\n', f);
-}
-
 /* Writes DATA (blocks) and SCRIPT's head; *order gets the block series. Caller writes the panels. */
 static int write_data(const plot_data *d, const plot_ctx *ctx, plot_fig_out *out, const char *file, plot_point *pts,
                       size_t n, const char *columns, int *order, int *blocks, kv_err *err)
@@ -53,12 +38,12 @@ static void error_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
     else fprintf(f, "set yrange [0:*]\n");
     fprintf(f, "unset key\n");
     /* an exact 0 (full, or nothing evicted yet) has no place on a log axis: left out, said in the caption */
-    plot_lines(f, d, data, order, blocks, log_y ? "($2 > 0 ? $2 : NaN)" : "2");
+    plot_gp_lines(f, d, data, order, blocks, log_y ? "1:($2 > 0 ? $2 : NaN)" : "1:2");
     if (log_y) fprintf(f, "unset logscale y\nset format y '%%g'\n");
     fprintf(f, "\nset title 'Attention recall (higher is better)'\n");
     fprintf(f, "set ylabel 'attn_recall, mean  (full-cache attention mass kept)'\nset yrange [*:1.02]\n");
     fprintf(f, "set key at screen 0.99, screen 0.87 top right\n");
-    plot_lines(f, d, data, order, blocks, "3");
+    plot_gp_lines(f, d, data, order, blocks, "1:3");
     fprintf(f, "unset multiplot\n");
 }
 
@@ -88,7 +73,7 @@ static int write_figure(const plot_data *d, const plot_ctx *ctx, const char *nam
             else fprintf(f, "set yrange [0:*]\n");
             fprintf(f, "set xlabel 'cache budget N (tokens)'\nset ylabel 'scoring time (ns per candidate)'\n");
             fprintf(f, "set key outside right top\n");
-            plot_lines(f, d, data, order, blocks, "2");
+            plot_gp_lines(f, d, data, order, blocks, "1:2");
         }
         rc = plot_close(f, ctx, script, err);
     }

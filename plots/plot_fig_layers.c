@@ -64,16 +64,7 @@ static void write_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
     if (log_y) fprintf(f, "set logscale y 10\nset format y '%%g'\n");
     else fprintf(f, "set yrange [0:*]\n");
     fprintf(f, "set key outside right top\n");
-    fputs("plot ", f);
-    for (int i = 0; i < blocks; i++) {
-        const plot_series *s = &d->series.s[order[i]];
-        fprintf(f, "%s'%s' index %d using 2:($1 == B%s ? $3 : NaN) with linespoints lw 2 ps 1.1 ",
-                i ? ", \\\n     " : "", i ? "" : data, i, log_y ? " && $3 > 0" : "");
-        plot_gp_series_style(f, s->policy, s->variant);
-        fputs(" title ", f);
-        plot_gp_quote(f, s->label);
-    }
-    fputc('\n', f);
+    plot_gp_lines(f, d, data, order, blocks, log_y ? "2:($1 == B && $3 > 0 ? $3 : NaN)" : "2:($1 == B ? $3 : NaN)");
 }
 
 int plot_fig_layers(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err)

@@ -56,6 +56,11 @@ typedef struct { int series; int64_t budget; double y1, y2; } plot_point;
  * Fills order[] (capacity d->series.n) with the series of each block; returns the count. */
 int plot_write_blocks(FILE *f, const plot_data *d, plot_point *pts, size_t n, int *order);
 
+/* The plot command of a line-per-series panel: block i (index i) is series
+ * order[i], drawn with `using` (a gnuplot using spec, e.g. "1:2"), in the
+ * series' colour, dash and point type, titled with its legend label. */
+void plot_gp_lines(FILE *f, const plot_data *d, const char *data, const int *order, int blocks, const char *using);
+
 /* The x axis of a budget figure: explicit tics at the budgets (when few) and
  * a log2 scale when they span more than 4x. */
 void plot_gp_budget_axis(FILE *f, const plot_point *pts, size_t n);

@@ -53,21 +53,31 @@ static int count(const char *s, char c)
     return n;
 }
 
-/* A run of 9.9 s, updated every 0.1 s, prints nothing when not on a terminal. */
-static void short_runs_are_silent(void **state)
+/* Runs n updates, one every dt seconds of the fake clock; returns what was
+ * printed (caller frees) and its length in *len. */
+static char *drive(bool tty, bool quiet, int n, double dt, size_t *len)
 {
-    (void)state;
     fake f;
-    fake_open(&f, false);
+    fake_open(&f, tty);
     kv_progress p;
-    progress_start_env(&p, "sim", 99, false, &f.env);
-    for (int i = 1; i <= 99; i++) {
-        f.t = 0.1 * i;
+    progress_start_env(&p, "sim", n, quiet, &f.env);
+    for (int i = 1; i <= n; i++) {
+        f.t = dt * i;
         progress_update(&p, i);
     }
     progress_end(&p);
     char *out = fake_close(&f);
-    assert_int_equal(f.len, 0);
+    *len = f.len;
+    return out;
+}
+
+/* A run of 9.9 s, updated every 0.1 s, prints nothing when not on a terminal. */
+static void short_runs_are_silent(void **state)
+{
+    (void)state;
+    size_t len;
+    char *out = drive(false, false, 99, 0.1, &len);
+    assert_int_equal(len, 0);
     free(out);
 }
 
@@ -136,47 +146,24 @@ static void eta_arithmetic(void **state)
     free(out);
 }
 
-/* --quiet: nothing, on a terminal or not, however long the run. */
-static void quiet_silences_both(void **state)
+/* --quiet: nothing, on a terminal or not, however long the run; on a
+ * terminal: \r lines from the start, at most ~10 a second, cleared at the end. */
+static void quiet_and_terminal(void **state)
 {
     (void)state;
+    size_t len;
     for (int tty = 0; tty < 2; tty++) {
-        fake f;
-        fake_open(&f, tty);
-        kv_progress p;
-        progress_start_env(&p, "synth", 10, true, &f.env);
-        for (int i = 1; i <= 10; i++) {
-            f.t = 30.0 * i;
-            progress_update(&p, i);
-        }
-        progress_end(&p);
-        char *out = fake_close(&f);
-        assert_int_equal(f.len, 0);
+        char *out = drive(tty, true, 10, 30.0, &len);
+        assert_int_equal(len, 0);
         free(out);
     }
-}
-
-/* On a terminal: \r lines from the start, at most ~10 a second, cleared at the end. */
-static void terminal_line(void **state)
-{
-    (void)state;
-    fake f;
-    fake_open(&f, true);
-    kv_progress p;
-    progress_start_env(&p, "sim", 100, false, &f.env);
-    for (int i = 1; i <= 100; i++) {
-        f.t = 0.01 * i;
-        progress_update(&p, i);
-    }
-    progress_end(&p);
-    char *out = fake_close(&f);
+    char *out = drive(true, false, 100, 0.01, &len);
     assert_int_equal(count(out, '\n'), 0);
     const int crs = count(out, '\r');
     printf("# %d carriage returns\n", crs);
     assert_true(crs >= 4 && crs <= 2 * 11 + 2);   /* ~10 lines in 1 s (the last always), then the clearing */
     assert_non_null(strstr(out, "\rkvtrace sim: 100% (100/100)"));
-    const size_t n = strlen(out);
-    assert_true(n >= 2 && out[n - 1] == '\r' && out[n - 2] == ' ');
+    assert_true(len >= 2 && out[len - 1] == '\r' && out[len - 2] == ' ');
     free(out);
 }
 
@@ -205,8 +192,7 @@ int main(void)
         cmocka_unit_test(short_runs_are_silent),
         cmocka_unit_test(plain_lines_at_most_every_interval),
         cmocka_unit_test(eta_arithmetic),
-        cmocka_unit_test(quiet_silences_both),
-        cmocka_unit_test(terminal_line),
+        cmocka_unit_test(quiet_and_terminal),
         cmocka_unit_test(interval_from_the_environment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
