@@ -161,6 +161,7 @@ static int run_layers(analyze_ctx *c, int threads, FILE *pca_csv, kv_err *err)
     job.keys = keys, job.colsum = colsum;
     kv_progress prog;
     progress_start(&prog, "analyze", c->L, c->o->quiet);
+    progress_stage(&prog, "layers");
     for (int64_t l = 0; !rc && l < c->L; l++) {
         job.l = l;
         rc = run_layer(&job, threads, pca_csv, err);
@@ -230,6 +231,7 @@ static int write_tail(analyze_ctx *c, kv_err *err)
     bool copied;
     if (!rc && c->o->results) rc = results_copy_file(c->o->results, RESULTS_FILE_SUMMARY, c->outdir, &copied, err);
     if (!rc && c->o->results) rc = results_copy_file(c->o->results, RESULTS_FILE_TIMING, c->outdir, &copied, err);
+    if (!rc && c->o->results) rc = results_copy_file(c->o->results, RESULTS_FILE_CSV, c->outdir, &copied, err);
     return rc;
 }
 

@@ -23,7 +23,7 @@ static const char USAGE[] =
     "                every key on its head's top two principal axes, and their variances\n"
     "  pca_kept.csv  the kept positions of each run's final cache, one row each\n"
     "  detail.csv    cosines of the first 64 keys and attention of the first 64 queries\n"
-    "  meta.csv, and copies of the results' summary.csv and timing.csv\n"
+    "  meta.csv, and copies of the results' summary.csv, timing.csv and results.csv\n"
     "  provenance.json  the command, the trace and results.h5 (path, size, sha256), the commands\n"
     "                that made them (docs/provenance.md)\n"
     "\n"

@@ -59,6 +59,7 @@ static int run_model(const capture_opts *o, kv_run *r, int32_t *tokens, int64_t 
     rng_init(&rng, o->seed, 0x5a3b1e, 0, 0);
     kv_progress prog;
     progress_start(&prog, "capture", T, o->quiet);
+    progress_stage(&prog, "prefill");
     int rc = KV_OK;
     int64_t last_rows = 0; /* rows of the step whose logits run_logits holds */
     for (int64_t p0 = 0; !rc && p0 < P; p0 += o->chunk) {
@@ -66,6 +67,7 @@ static int run_model(const capture_opts *o, kv_run *r, int32_t *tokens, int64_t 
         rc = run_step(r, last_rows, err);
         progress_update(&prog, p0 + last_rows);
     }
+    progress_stage(&prog, "generate");
     for (int64_t t = P; !rc && t < T; t++) {
         tokens[t] = pick_token(run_logits(r) + (last_rows - 1) * V, V, o->temperature, &rng);
         run_known(r, t + 1);

@@ -1,6 +1,8 @@
 /* The rank statistics of `kvtrace fidelity` (see rank.h). */
 #include "fidelity/rank.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,4 +44,45 @@ void fid_rank_stats(const fid_results *r, int64_t budget, fid_rank *out)
     out->rho_err = fid_spearman(x, y, n);
     out->rho_recall = fid_spearman(z, y, n);
     free(x);
+}
+
+void fid_headline_compute(const fid_results *r, fid_headline *h)
+{
+    memset(h, 0, sizeof *h);
+    const size_t cap = (size_t)(r->n > 0 ? r->n : 1);
+    h->budget = malloc(cap * sizeof *h->budget);
+    h->within = malloc(cap * sizeof *h->within);
+    KV_ASSERT(h->budget && h->within);
+    for (int i = 0; i < r->n; i++) {
+        if (!fid_ranked(&r->c[i])) continue;
+        int b = 0;
+        while (b < h->n && h->budget[b] != r->c[i].budget) b++;
+        if (b == h->n) h->budget[h->n++] = r->c[i].budget;
+    }
+    double sum_err = 0, sum_recall = 0;
+    int n_recall = 0;
+    for (int b = 0; b < h->n; b++) {
+        fid_rank *k = &h->within[b];
+        fid_rank_stats(r, h->budget[b], k);
+        h->pairs += k->pairs, h->misordered += k->misordered;
+        if (!isnan(k->rho_err)) sum_err += k->rho_err, h->n_defined++;
+        if (!isnan(k->rho_recall)) sum_recall += k->rho_recall, n_recall++;
+    }
+    h->rho_err = h->n_defined ? sum_err / h->n_defined : NAN;
+    h->rho_recall = n_recall ? sum_recall / n_recall : NAN;
+    fid_rank_stats(r, 0, &h->pooled);
+}
+
+void fid_headline_free(fid_headline *h)
+{
+    free(h->budget);
+    free(h->within);
+    memset(h, 0, sizeof *h);
+}
+
+const char *fid_rho_text(double rho, char *buf, int cap)
+{
+    if (isnan(rho)) snprintf(buf, (size_t)cap, "n/a");
+    else snprintf(buf, (size_t)cap, "%.3f", rho);
+    return buf;
 }

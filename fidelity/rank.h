@@ -28,4 +28,25 @@ bool fid_misordered(const fid_config *a, const fid_config *b);
 /* ρ and pair counts over the configurations of `budget` (0: all budgets). */
 void fid_rank_stats(const fid_results *r, int64_t budget, fid_rank *out);
 
+/* The headline (issue #14 §4): ρ within each budget. Pooled over budgets, ρ
+ * is inflated by the budget effect (a larger N lowers both the offline error
+ * and the online KL, so the budget alone ranks most pairs of configurations
+ * across budgets); within one budget only the policies are compared, which is
+ * the question a user asks. */
+typedef struct {
+    int n;                    /* budgets with a configuration that evicts, in order of appearance */
+    int64_t *budget;          /* [n] */
+    fid_rank *within;         /* [n]: each budget's ρ and pairs */
+    int n_defined;            /* budgets whose ρ(out_rel_err, KL) is a number (>= 2 distinct configurations) */
+    double rho_err, rho_recall;  /* means of the defined within-budget ρ (NaN: none) */
+    int64_t pairs, misordered;   /* summed over the budgets */
+    fid_rank pooled;          /* every budget together (inflated, shown second and labelled so) */
+} fid_headline;
+
+void fid_headline_compute(const fid_results *r, fid_headline *h);
+void fid_headline_free(fid_headline *h);
+
+/* "0.976", or "n/a" for NaN (a budget with fewer than two configurations). */
+const char *fid_rho_text(double rho, char *buf, int cap);
+
 #endif

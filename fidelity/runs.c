@@ -143,7 +143,8 @@ int fid_run_models(const fidelity_opts *o, const char *trace_path, fid_results *
     memset(&s, 0, sizeof s);
     int rc = setup(o, &s, trace_path, r, err);
     kv_progress prog;
-    progress_start(&prog, "fidelity runs", s.T, o->quiet || rc);
+    progress_start(&prog, "fidelity", s.T, o->quiet || rc);
+    progress_stage(&prog, "model runs");
     for (int64_t p0 = 0; !rc && p0 < s.T;) {
         int64_t n = p0 < s.P ? (s.P - p0 < o->seq.chunk ? s.P - p0 : o->seq.chunk) : 1;
         rc = step(&s, r, p0, n, err);

@@ -1,26 +1,13 @@
 /* Figures 5 and 6: quantities versus the cache budget, one line per policy
- * configuration. Figure 5: out_rel_err and attn_recall (means over layers,
- * heads and queries; summary.csv, phase=all), two panels. Figure 6: the
- * policy's scoring time per candidate (timing.csv). */
+ * configuration. Figure 5: out_rel_err (log y axis: the good policies would
+ * pile up at 0 on a linear one; exact zeros, such as `full`'s, are left out)
+ * and attn_recall (means over layers, heads and queries; summary.csv,
+ * phase=all), two panels. Figure 6: the policy's scoring time per candidate
+ * (timing.csv). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "plot_figures.h"
-
-/* The plot command of one panel: one line per block of the data file, column `col`. */
-static void plot_lines(FILE *f, const plot_data *d, const char *data, const int *order, int blocks, int col)
-{
-    fputs("plot ", f);
-    for (int i = 0; i < blocks; i++) {
-        const plot_series *s = &d->series.s[order[i]];
-        fprintf(f, "%s'%s' index %d using 1:%d with linespoints lw 2 ps 1.1 ", i ? ", \\\n     " : "", i ? "" : data, i,
-                col);
-        plot_gp_series_style(f, s->policy, s->variant);
-        fputs(" title ", f);
-        plot_gp_quote(f, s->label);
-    }
-    fputc('\n', f);
-}
 
 /* Writes DATA (blocks) and SCRIPT's head; *order gets the block series. Caller writes the panels. */
 static int write_data(const plot_data *d, const plot_ctx *ctx, plot_fig_out *out, const char *file, plot_point *pts,
@@ -44,13 +31,19 @@ static void error_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
     plot_gp_budget_axis(f, pts, n);
     fprintf(f, "set xlabel 'cache budget N (tokens)'\n");
     fprintf(f, "set title 'Output relative error (lower is better)'\n");
-    fprintf(f, "set ylabel 'out_rel_err, mean  (||o_S - o_full|| / ||o_full||)'\nset yrange [0:*]\n");
+    bool log_y = false; /* any error above 0 to draw on a log axis */
+    for (size_t i = 0; i < n; i++) log_y = log_y || pts[i].y1 > 0;
+    fprintf(f, "set ylabel 'out_rel_err, mean  (||o_S - o_full|| / ||o_full||%s)'\n", log_y ? ", log scale" : "");
+    if (log_y) fprintf(f, "set logscale y 10\nset format y '%%g'\n");
+    else fprintf(f, "set yrange [0:*]\n");
     fprintf(f, "unset key\n");
-    plot_lines(f, d, data, order, blocks, 2);
+    /* an exact 0 (full, or nothing evicted yet) has no place on a log axis: left out, said in the caption */
+    plot_gp_lines(f, d, data, order, blocks, log_y ? "1:($2 > 0 ? $2 : NaN)" : "1:2");
+    if (log_y) fprintf(f, "unset logscale y\nset format y '%%g'\n");
     fprintf(f, "\nset title 'Attention recall (higher is better)'\n");
     fprintf(f, "set ylabel 'attn_recall, mean  (full-cache attention mass kept)'\nset yrange [*:1.02]\n");
     fprintf(f, "set key at screen 0.99, screen 0.87 top right\n");
-    plot_lines(f, d, data, order, blocks, 3);
+    plot_gp_lines(f, d, data, order, blocks, "1:3");
     fprintf(f, "unset multiplot\n");
 }
 
@@ -80,7 +73,7 @@ static int write_figure(const plot_data *d, const plot_ctx *ctx, const char *nam
             else fprintf(f, "set yrange [0:*]\n");
             fprintf(f, "set xlabel 'cache budget N (tokens)'\nset ylabel 'scoring time (ns per candidate)'\n");
             fprintf(f, "set key outside right top\n");
-            plot_lines(f, d, data, order, blocks, 2);
+            plot_gp_lines(f, d, data, order, blocks, "1:2");
         }
         rc = plot_close(f, ctx, script, err);
     }
@@ -102,12 +95,15 @@ int plot_fig_error(const plot_data *d, const plot_ctx *ctx, const char *name, pl
     free(pts);
     snprintf(out->caption, sizeof out->caption,
              "Left: the output relative error ||o_S − o_full|| / ||o_full|| of attention over the evicted cache "
-             "against the full cache; right: the attention recall, the share of the full-cache attention mass "
+             "against the full cache, on a log axis (so that the good policies do not pile up at 0; an error of "
+             "exactly 0, as full's and that of any budget at least the trace length, cannot be drawn there and "
+             "is left out of this panel); right: the attention recall, the share of the full-cache attention mass "
              "whose keys are still cached. Both are means over layers, query heads and the queries at positions "
              "i ≥ N (summary.csv, phase = all), one line per policy configuration (variants of a policy share a "
              "colour and differ in dash and marker). How to read it: lower-left and upper-right are better; at a "
              "given budget, the lowest error line is the best policy for this trace; full is the reference "
-             "(error 0, recall 1).");
+             "(error 0, so only in the right panel, at recall 1). On the log axis equal vertical distances are equal "
+             "ratios: a line one grid step lower has a tenth of the error.");
     return rc;
 }
 

@@ -1,6 +1,9 @@
 /* Figure 4: the log-det volume of each run's final cache, one box per
  * (policy, budget) over (layer, kv head), grouped by budget, with the full
- * cache as the reference (its own box and a dashed line at its median). */
+ * cache as the reference (its own box and a dashed line at its median).
+ * sim's own `full` runs keep every key, so their boxes are the full cache's:
+ * they are not drawn again per budget, and the legend lists the full cache
+ * once. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,19 @@ static bool is_full_cache(const plot_data *d, int series)
     return strcmp(d->series.s[series].policy, "full_cache") == 0;
 }
 
+/* A `full` run when the full cache has its own box: the same keys, drawn once. */
+static bool is_full_again(const plot_data *d, int series, bool has_full_cache)
+{
+    return has_full_cache && strcmp(d->series.s[series].policy, "full") == 0;
+}
+
+/* Rows drawn in the budget groups. */
+static bool in_groups(const plot_data *d, size_t r, bool has_full_cache)
+{
+    const int s = d->logdet[r].series;
+    return !is_full_cache(d, s) && !is_full_again(d, s, has_full_cache);
+}
+
 static bool has_box(const box *b, int n, int series, int64_t budget)
 {
     for (int i = 0; i < n; i++)
@@ -36,17 +52,18 @@ static int layout(const plot_data *d, box *b, int cap)
     for (size_t r = 0; r < d->n_logdet && n < cap; r++)
         if (is_full_cache(d, d->logdet[r].series) && !has_box(b, n, d->logdet[r].series, d->logdet[r].budget))
             b[n++] = (box){d->logdet[r].series, d->logdet[r].budget, x++};
+    const bool fc = n > 0;
     int64_t last = 0;
     for (;;) {
         int64_t next = INT64_MAX;
         for (size_t r = 0; r < d->n_logdet; r++)
-            if (!is_full_cache(d, d->logdet[r].series) && d->logdet[r].budget > last && d->logdet[r].budget < next)
+            if (in_groups(d, r, fc) && d->logdet[r].budget > last && d->logdet[r].budget < next)
                 next = d->logdet[r].budget;
         if (next == INT64_MAX) break;
         x += n ? 1.5 : 0; /* a gap between groups */
         for (int s = 0; s < d->series.n; s++)
             for (size_t r = 0; r < d->n_logdet && n < cap; r++)
-                if (d->logdet[r].series == s && d->logdet[r].budget == next && !is_full_cache(d, s)) {
+                if (d->logdet[r].series == s && d->logdet[r].budget == next && in_groups(d, r, fc)) {
                     b[n++] = (box){s, next, x++};
                     break;
                 }
@@ -160,7 +177,8 @@ int plot_fig_logdet(const plot_data *d, const plot_ctx *ctx, const char *name, p
     snprintf(out->caption, sizeof out->caption,
              "The log-det volume log det(K̂ᵀK̂/|S| + 1e-6·I) of the row-normalised keys in each run's final "
              "cache, one value per (layer, kv head), as a box (median, quartiles, whiskers, outliers) per policy "
-             "and budget; the leftmost box and the dashed line are the full cache (every token kept). How to "
+             "and budget; the leftmost box and the dashed line are the full cache (every token kept; sim's own "
+             "full runs keep the same keys at every budget, so they are not drawn again). How to "
              "read it: higher means the kept keys span more directions, i.e. a more diverse cache; PrimeKV and "
              "KeyDiff aim for high volume. Smaller budgets keep fewer keys, so compare policies within a budget.");
     return rc;

@@ -1,5 +1,6 @@
 /* What the figures share (declared in plot_figures.h): numbers and skips,
- * data files, one gnuplot block per series, the budget axis. */
+ * data files, one gnuplot block per series, the budget axis, one line per
+ * block. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -85,4 +86,18 @@ void plot_gp_budget_axis(FILE *f, const plot_point *pts, size_t n)
         fputs(")\n", f);
     }
     free(b);
+}
+
+void plot_gp_lines(FILE *f, const plot_data *d, const char *data, const int *order, int blocks, const char *using)
+{
+    fputs("plot ", f);
+    for (int i = 0; i < blocks; i++) {
+        const plot_series *s = &d->series.s[order[i]];
+        fprintf(f, "%s'%s' index %d using %s with linespoints lw 2 ps 1.1 ", i ? ", \\\n     " : "", i ? "" : data, i,
+                using);
+        plot_gp_series_style(f, s->policy, s->variant);
+        fputs(" title ", f);
+        plot_gp_quote(f, s->label);
+    }
+    fputc('\n', f);
 }

@@ -1,4 +1,4 @@
-/* plot_figures: the six figures of SPEC §9. Each figure writes its gnuplot
+/* plot_figures: the six figures of SPEC §9 and the per-layer error (7). Each figure writes its gnuplot
  * script NAME.gp and data file(s) into the figure directory, and says in
  * `out` what it shows (the caption) or why it was skipped. The table in
  * plot_figures.c lists them in report order; the helpers they share are in
@@ -53,6 +53,7 @@ int plot_fig_pca_check(const plot_data *d, const char *list, kv_err *err);
 int plot_fig_logdet(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 int plot_fig_error(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 int plot_fig_timing(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+int plot_fig_layers(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 
 /* Shared by the figures (plot_fig_util.c). */
 
@@ -71,6 +72,11 @@ typedef struct { int series; int64_t budget; double y1, y2; } plot_point;
 /* Writes one gnuplot data block (index) per series, sorted by budget: "budget y1 y2".
  * Fills order[] (capacity d->series.n) with the series of each block; returns the count. */
 int plot_write_blocks(FILE *f, const plot_data *d, plot_point *pts, size_t n, int *order);
+
+/* The plot command of a line-per-series panel: block i (index i) is series
+ * order[i], drawn with `using` (a gnuplot using spec, e.g. "1:2"), in the
+ * series' colour, dash and point type, titled with its legend label. */
+void plot_gp_lines(FILE *f, const plot_data *d, const char *data, const int *order, int blocks, const char *using);
 
 /* The x axis of a budget figure: explicit tics at the budgets (when few) and
  * a log2 scale when they span more than 4x. */

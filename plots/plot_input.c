@@ -223,6 +223,7 @@ int plot_input_load(plot_data *d, const char *dir, kv_err *err)
     if (!rc) rc = load_summary(d, err);
     if (!rc) rc = load_timing(d, err);
     if (!rc) rc = load_logdet(d, err);
+    if (!rc) rc = plot_input_layers(d, err);
     if (!rc) rc = plot_input_pca(d, err);
     if (!rc) rc = load_spearman(d, err);
     if (!rc) rc = load_detail(d, err);
@@ -242,6 +243,7 @@ void plot_input_free(plot_data *d)
     free(d->logdet);
     free(d->summary);
     free(d->timing);
+    free(d->layers);
     free(d->runs);
     free(d->pca.pc1);
     free(d->pca.pc2);

@@ -15,7 +15,7 @@
 #include "plot_series.h"
 
 /* The input files; `present` is indexed by these. */
-enum { PF_META, PF_SPEARMAN, PF_LOGDET, PF_PCA, PF_PCA_KEPT, PF_PCA_VAR, PF_DETAIL, PF_SUMMARY, PF_TIMING, PF_N };
+enum { PF_META, PF_SPEARMAN, PF_LOGDET, PF_PCA, PF_PCA_KEPT, PF_PCA_VAR, PF_DETAIL, PF_SUMMARY, PF_TIMING, PF_RESULTS, PF_N };
 extern const char *const PLOT_FILES[PF_N];   /* their names (plot_table.c) */
 
 typedef struct {
@@ -28,6 +28,7 @@ typedef struct { int series; int64_t budget, layer, kv_head; double logdet; } pl
 typedef struct { int series; int64_t budget; double err_mean, recall_mean, logdet_mean; } plot_summary;
 typedef struct { int series; int64_t budget, calls; double ns; } plot_timing;
 typedef struct { int series; int64_t budget; } plot_pca_run;   /* one run of pca_kept.csv */
+typedef struct { int series; int64_t budget, layer, n_heads; double err_mean; } plot_layer_err;
 
 typedef struct {
     int64_t layer, kv_head;   /* the detail layer's kv head */
@@ -53,6 +54,7 @@ typedef struct {
     plot_summary *summary;  size_t n_summary;  /* phase=all rows only */
     size_t n_summary_rows;                     /* every phase */
     plot_timing *timing;    size_t n_timing;
+    plot_layer_err *layers; size_t n_layers;   /* results.csv, phase=all: mean over query heads per layer */
     plot_pca_run *runs;         size_t n_runs;     /* pca_kept.csv's runs, in order of first row */
     plot_pca pca;           bool has_pca;
     plot_detail detail;
@@ -68,5 +70,7 @@ const char *plot_meta_get(const plot_meta *m, const char *key);
 
 /* Internal to plot_input*.c: the PCA files (pca.csv, pca_kept.csv, pca_var.csv). */
 int plot_input_pca(plot_data *d, kv_err *err);
+/* results.csv (plot_input_layers.c). */
+int plot_input_layers(plot_data *d, kv_err *err);
 
 #endif

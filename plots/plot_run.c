@@ -19,7 +19,8 @@
 static int draw(const plot_data *d, const plot_ctx *ctx, plot_fig_out *figs, bool quiet, kv_err *err)
 {
     kv_progress prog;
-    progress_start(&prog, "plot: figures", PLOT_N_FIGURES, quiet);
+    progress_start(&prog, "plot", PLOT_N_FIGURES, quiet);
+    progress_stage(&prog, "figures");
     int rc = KV_OK;
     for (int i = 0; !rc && i < PLOT_N_FIGURES; i++) {
         const char *name = PLOT_FIGURES[i].name;

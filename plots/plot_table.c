@@ -4,7 +4,8 @@
 #include <string.h>
 
 const char *const PLOT_FILES[PF_N] = {"meta.csv", "spearman.csv", "logdet.csv", "pca.csv", "pca_kept.csv",
-                                      "pca_var.csv", "detail.csv", "summary.csv", "timing.csv"};
+                                      "pca_var.csv", "detail.csv", "summary.csv", "timing.csv",
+                                      "results.csv"};
 
 int plot_table_open(plot_data *d, int file, const char *const *cols, int n, bool open_ended, csv_table *c,
                     kv_err *err)

@@ -1,7 +1,13 @@
-/* oracle: the future-attention upper bound (SPEC §5). s_j = Σ_{i > now}
- * a^full_ij, the full-cache attention every future query will give candidate
- * j, averaged over the kv group's heads; a^full_ij = exp(q_i.k_j/sqrt(D) −
- * lse_i) with lse_i the full-cache log-sum-exp. The future terms are summed
+/* oracle: keeps the keys with the most future attention (SPEC §5). s_j =
+ * Σ_{i > now} a^full_ij, the full-cache attention every future query will
+ * give candidate j, averaged over the kv group's heads; a^full_ij =
+ * exp(q_i.k_j/sqrt(D) − lse_i) with lse_i the full-cache log-sum-exp.
+ * What it bounds: at one eviction step, no N of the candidates hold more of
+ * the future queries' summed full-cache attention than the N it keeps (up
+ * to float rounding). What it does not bound: the output error (values and
+ * the renormalised softmax over the kept set matter too; on random-weight
+ * models random can beat it), nor recall over a whole run (each step is
+ * greedy and later steps evict again). The future terms are summed
  * directly, never as colsum minus the past (which cancels catastrophically
  * for tiny weights). With no future left every score is 0 and the tie rule
  * keeps the newest. Uses the future: an offline reference only.
@@ -79,7 +85,8 @@ static int oracle_score(const policy_config *cfg, void *state, const policy_view
 
 const policy_iface policy_oracle = {
     .name = "oracle",
-    .summary = "oracle: future full-cache attention (uses the future: an upper-bound reference, offline only)",
+    .summary = "keeps the keys with the most future full-cache attention (reads the future: offline only); "
+               "a reference for attention recall, NOT a bound on output error",
     .create = oracle_create,
     .destroy = oracle_destroy,
     .score = oracle_score,

@@ -146,6 +146,20 @@ static int check_trace(const sim_opts *o, trace *tr, kv_err *err)
     return KV_OK;
 }
 
+/* A trace captured with eviction inside the model (capture_mode = evict):
+ * one line on stderr saying what that means for the replay, then sim runs.
+ * A warning about what the numbers mean, so printed even under --quiet
+ * (docs/sim.md). */
+static void note_evict_trace(const sim_opts *o, const trace_meta *m)
+{
+    if (strcmp(m->capture_mode, "evict") != 0) return;
+    fprintf(stderr,
+            "kvtrace sim: note: %s was captured with eviction inside the model (%s%s%s, budget %lld): its keys, "
+            "values and queries after the first eviction were computed from that policy's cache, so every "
+            "policy here is replayed (and `full` measured) on that run, not on an unevicted one\n",
+            o->trace, m->evict_policy, m->evict_params[0] ? ":" : "", m->evict_params, (long long)m->evict_budget);
+}
+
 int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err)
 {
     trace *tr = NULL;
@@ -156,6 +170,7 @@ int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err)
         return rc;
     }
     const trace_meta *m = trace_get_meta(tr);
+    note_evict_trace(o, m);
     const int64_t T = m->n_tokens, D = m->head_dim, H = m->n_heads, K = m->n_kv_heads;
     kv_blas_single_threaded(); /* tasks run in parallel; BLAS inside each stays serial */
     sim_results res;
@@ -170,7 +185,8 @@ int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err)
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err), dir_started = rc == KV_OK;
     kv_progress prog;
     const double started = kv_now_seconds();
-    progress_start(&prog, "sim", m->n_layers, o->quiet);
+    progress_start(&prog, "sim", m->n_layers, o->quiet && !o->progress);
+    progress_stage(&prog, "layers");
     for (int64_t l = 0; !rc && l < m->n_layers; l++) {
         rc = run_layer(o, tr, l, &b, &res, err);
         progress_update(&prog, l + 1);

@@ -24,7 +24,8 @@ typedef struct {
     int n_budgets;
     int64_t chunk, decode_chunk, eval_stride;
     int threads;                   /* 0: one per CPU */
-    bool force, quiet;
+    bool force, quiet;             /* quiet: no table on stdout, no progress */
+    bool progress;                 /* progress lines even when quiet (fidelity's own sim step) */
 } sim_opts;
 
 /* Runs every configuration and writes the results directory o->output.

@@ -260,6 +260,7 @@ int synth_write(const synth_config *cfg, const char *path, const trace_create_op
 
     kv_progress prog;
     progress_start(&prog, "synth", m->n_layers * m->n_kv_heads, quiet);
+    progress_stage(&prog, "heads");
     for (int64_t l = 0; !rc && l < m->n_layers; l++)
         for (int64_t kv = 0; !rc && kv < m->n_kv_heads; kv++) {
             rc = write_unit(cfg, &b, w, l, kv, err);

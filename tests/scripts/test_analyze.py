@@ -24,7 +24,7 @@ import datacmp  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
 FILES = ["meta.csv", "spearman.csv", "logdet.csv", "pca.csv", "pca_kept.csv", "pca_var.csv", "detail.csv",
-         "summary.csv", "timing.csv", "provenance.json"]
+         "summary.csv", "timing.csv", "results.csv", "provenance.json"]
 HEADERS = {
     "spearman.csv": "layer,q_head,kv_head,rho_pairwise,rho_anchor",
     "logdet.csv": "config,policy,params,budget,layer,kv_head,logdet",
@@ -460,7 +460,8 @@ def main():
         check([p["argv"][p["argv"].index("--threads") + 1] for p in provs] == ["1", "2"],
               "provenance.json records the --threads that made it", [p["argv"] for p in provs])
         check(all(filecmp.cmp(os.path.join(res, f), os.path.join(outs[0], f), shallow=False)
-                  for f in ("summary.csv", "timing.csv")), "summary.csv and timing.csv are byte copies")
+                  for f in ("summary.csv", "timing.csv", "results.csv")),
+              "summary.csv, timing.csv and results.csv are byte copies")
         check_numbers(trace, outs[0], res)
         out = os.path.join(tmp, "an_detail")
         r = run("analyze", trace, "--detail", "1,3", "--quiet", "-o", out)

@@ -4,7 +4,9 @@ values, queries); the set kept at the first eviction equals what `sim` keeps
 on the full-cache trace for the same policy, N and B, for every policy allowed
 in-model (checked on a trace that ends with that step, and against the
 /evict/retained snapshot of a longer run); snapshots are sorted, -1 padded,
-never above N; oracle, --attention and incomplete options are refused. TAP."""
+never above N; oracle, --attention and incomplete options are refused; sim on
+an evicting trace prints one note line saying so (--quiet too) and runs, and
+none on a full-cache trace. TAP."""
 import os
 import sys
 import tempfile
@@ -38,12 +40,27 @@ def sim_retained(tmp, trace, name):
             "--threads", "2", "-o", out)
     if r.returncode != 0:
         raise RuntimeError("sim failed: " + r.stderr.strip())
+    check(r.stderr == "", "sim on a full-cache trace prints no note", r.stderr)
     got = {}
     with h5py.File(os.path.join(out, "results.h5"), "r") as f:
         for run_ in f["runs"].values():
             a = run_.attrs
             got[(a["policy"], a["params"])] = run_["retained"][:]
     return got
+
+
+def check_sim_note(tmp, trace):
+    """sim on an evicting trace (the last one: snapkv:window=8:kernel=3, N = 32): one note line, then it runs."""
+    for quiet in ([], ["--quiet"]):
+        out = os.path.join(tmp, "sim_note")
+        r = run("sim", trace, *quiet, "--policies", "full,streaming", "--budgets", str(N), "--chunk", str(B),
+                "--force", "-o", out)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 0 and os.path.exists(os.path.join(out, "results.csv")) and len(lines) == 1
+              and lines[0].startswith("kvtrace sim: note: ") and "eviction inside the model" in lines[0]
+              and "snapkv:kernel=3:window=8, budget %d" % N in lines[0],
+              "sim on an evicting trace%s: one note line naming the in-model policy and budget, then runs"
+              % (" (--quiet)" if quiet else ""), r.stderr)
 
 
 def main():
@@ -97,6 +114,7 @@ def main():
                 if name == "tova" and "group" not in spec:
                     check(all(np.array_equal(snaps[:, :, 0], snaps[:, :, k]) for k in range(snaps.shape[2])),
                           "tova:scope=layer keeps one set per layer")
+        check_sim_note(tmp, os.path.join(tmp, "ev_long.h5"))
 
         for args, code, what in (
                 (["--evict", "oracle", "--budget", "8"], 2, "oracle is offline only"),

@@ -54,6 +54,36 @@ def spearman(a, b):
     return np.corrcoef(ranks(a), ranks(b))[0, 1]
 
 
+def check_headline(stdout, html, ranked, summ, out):
+    """The headline is rho within each budget (stdout, summary.csv, report, figure); the pooled one comes after."""
+    within = {}
+    for b in sorted({c["budget"] for c in ranked}, key=int):
+        cs = [c for c in ranked if c["budget"] == b]
+        x, y = [float(c["out_rel_err_mean"]) for c in cs], [float(c["kl_mean"]) for c in cs]
+        within[b] = spearman(x, y) if len(set(x)) > 1 and len(set(y)) > 1 else float("nan")
+    per = {s["budget"]: s for s in summ[1:]}
+    check(all((np.isnan(v) and per[b]["rho_out_rel_err_kl"] == "nan")
+              or abs(float(per[b]["rho_out_rel_err_kl"]) - v) < 1e-5 for b, v in within.items()),
+          "summary.csv's per-budget rho equals numpy's Spearman within each budget", (within, summ))
+    text = lambda v: "n/a" if np.isnan(v) else "%.3f" % v  # noqa: E731
+    defined = [v for v in within.values() if not np.isnan(v)]
+    line = "Spearman rho(out_rel_err, KL) within each budget: " + ", ".join(
+        "N = %s: %s" % (b, text(v)) for b, v in within.items()) + "; mean %s" % text(float(np.mean(defined)))
+    lines = stdout.splitlines()
+    first = next((i for i, s in enumerate(lines) if s.startswith("Spearman rho")), None)
+    pooled = next((i for i, s in enumerate(lines) if s.startswith("pooled over budgets")), None)
+    check(first is not None and lines[first].startswith(line) and pooled is not None and pooled > first
+          and "inflated" in lines[pooled], "stdout leads with rho within each budget (numpy's), the pooled rho after it, "
+          "labelled inflated", "want %r\ngot %s" % (line, lines[-4:]))
+    check("within each budget" in html and html.index("within each budget") < html.index("Pooled over all")
+          and all("<td class=num><b>%s</b></td>" % text(v) in html for v in within.values()),
+          "report.html: a table of rho per budget first, then the pooled rho")
+    with open(os.path.join(out, "fidelity.gp")) as f:
+        gp = f.read()
+    check("with labels" not in gp and all('set title "N = %s: rho = %s' % (b, text(v)) in gp for b, v in within.items()),
+          "the figure: one panel per budget titled with its rho, no point labels to overlap")
+
+
 def main():
     if not MODEL:
         skip("fidelity on stories260K", NO_MODEL)
@@ -154,6 +184,7 @@ def main():
         with open(os.path.join(out, "report.html")) as f:
             html = f.read()
         check("fidelity.png" in html and "Spearman" in html and "<script" not in html, "report.html section")
+        check_headline(r.stdout, html, ranked, summ, out)
 
         for args, what in ((["--policies", "oracle"], "oracle is offline only"),
                            (["--budgets", "0"], "a zero budget"),

@@ -20,7 +20,7 @@ from tap import check, finish  # noqa: E402
 from plot_fixture import make_fixture  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
-FIGS = ["fig1_detail", "fig2_spearman", "fig3_pca", "fig4_logdet", "fig5_error", "fig6_timing"]
+FIGS = ["fig1_detail", "fig2_spearman", "fig3_pca", "fig4_logdet", "fig5_error", "fig6_timing", "fig7_layers"]
 SIZES = {"fig1_detail": (1200, 560)}
 
 
@@ -112,6 +112,40 @@ def check_report(figdir, drawn):
           "kvtrace synth --like stories260k" in html and "kvtrace analyze fixture.h5" in html,
           "report.html shows the commands in order: synth, sim (with results), analyze, plot", lines)
     return html
+
+
+def check_figure_choices(an, fig):
+    """Figure 7's data are results.csv's per-layer means (numpy); figure 5's error panel is on a log axis
+    without the zeros; figure 4's legend lists the full cache once (sim's full runs not drawn again)."""
+    import csv
+    import numpy as np
+    with open(os.path.join(an, "results.csv")) as f:
+        rows = [r for r in csv.DictReader(f) if r["phase"] == "all"]
+    want = {}
+    for r in rows:
+        want.setdefault((r["policy"], r["params"], int(r["budget"]), int(r["layer"])), []).append(
+            float(r["out_rel_err_mean"]))
+    got, block, name = {}, -1, None
+    for line in open(os.path.join(fig, "fig7_layers.dat")):
+        if line.startswith("# index"):
+            parts = line.split()
+            block, name = block + 1, (parts[3], parts[4] if len(parts) > 4 else "")
+        elif line.strip() and not line.startswith("#"):
+            b, l, e = line.split()
+            got[name + (int(b), int(l))] = float(e)
+    bad = [k for k, v in want.items() if k not in got or abs(got[k] - np.mean(v)) > 1e-7 * (1 + abs(np.mean(v)))]
+    check(len(got) == len(want) and not bad, "fig7_layers.dat: out_rel_err_mean averaged over each layer's query heads "
+          "(numpy), every configuration, budget and layer", bad[:5])
+    gp7 = open(os.path.join(fig, "fig7_layers.gp")).read()
+    check("B = 16 " in gp7 and "$1 == B" in gp7 and "set logscale y" in gp7 and "set xtics 1" in gp7,
+          "fig7_layers.gp draws the smallest budget below T, chosen by its variable B, on a log axis")
+    gp5 = open(os.path.join(fig, "fig5_error.gp")).read()
+    check("set logscale y 10" in gp5 and "($2 > 0 ? $2 : NaN)" in gp5, "fig5_error.gp: the error panel on a log y "
+          "axis, exact zeros (full) left out")
+    gp4 = open(os.path.join(fig, "fig4_logdet.gp")).read()
+    titles = re.findall(r"title '([^']*)'", gp4)
+    check(titles.count("full cache") == 1 and "full" not in titles and "index" in gp4,
+          "fig4_logdet.gp: the legend lists the full cache once", titles)
 
 
 def expect_error(args, code, names, what, parent, figdir):
@@ -214,6 +248,7 @@ def main():
         check(rc == 0 and os.path.isdir(fig), "plot on the fixture: exit 0, DIR/figures written", "exit %d %r" % (rc, err))
         check_pngs(fig)
         check_report(fig, FIGS)
+        check_figure_choices(good, fig)
         check(not leftovers(good), "no temporary directory left beside FIGDIR")
         # the scripts are re-runnable from FIGDIR by relative name
         os.remove(os.path.join(fig, "fig5_error.png"))
@@ -251,10 +286,10 @@ def main():
         rc, out, err = run(["plot", nores, "--quiet"])
         figdir = os.path.join(nores, "figures")
         html = open(os.path.join(figdir, "report.html")).read() if rc == 0 else ""
-        skipped = ["fig3_pca", "fig5_error", "fig6_timing"]
-        check(rc == 0 and html.count("Not drawn:") == 3 and all(not os.path.exists(os.path.join(figdir, n + ".png"))
+        skipped = ["fig3_pca", "fig5_error", "fig6_timing", "fig7_layers"]
+        check(rc == 0 and html.count("Not drawn:") == 4 and all(not os.path.exists(os.path.join(figdir, n + ".png"))
                                                                  for n in skipped),
-              "without results: exit 0, figures 3, 5, 6 skipped with a note each", "exit %d %r" % (rc, err))
+              "without results: exit 0, figures 3, 5, 6, 7 skipped with a note each", "exit %d %r" % (rc, err))
         check(rc == 0 and "summary.csv is missing" in html, "without results: the summary table's absence is explained")
         refs = re.findall(r'(?:href|src|data)="([^"#]+)"', html)
         check(all(os.path.isfile(os.path.join(figdir, r)) for r in refs), "without results: only existing files linked")
