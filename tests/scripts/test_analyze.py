@@ -114,7 +114,7 @@ def detail_ref(q, k, n):
 # ---- checks -----------------------------------------------------------------
 
 def check_contract(out, with_results, n_runs):
-    missing = [f for f in FILES[:7] + FILES[9:] + (FILES[7:9] if with_results else [])
+    missing = [f for f in FILES[:7] + FILES[10:] + (FILES[7:10] if with_results else [])
                if not os.path.exists(os.path.join(out, f))]
     extra = [f for f in os.listdir(out) if f not in FILES]
     check(not missing and not extra and (with_results or not os.path.exists(os.path.join(out, "summary.csv"))),
