@@ -41,7 +41,7 @@ ifeq ($(SAN),1)
   LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_DIRS := core provenance model model/formats model/tokenizer synth results capture sim policies analysis plots fidelity
+LIB_DIRS := core trace provenance model model/formats model/tokenizer synth results capture sim policies analysis plots fidelity
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)) $(filter-out cli/main.c,$(wildcard cli/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libkvtrace.a
@@ -142,7 +142,7 @@ crosscheck: deps
 FUZZ_SECONDS ?= 60
 FUZZERS    := trace_validate gguf tokens safetensors
 FUZZ_BINS  := $(FUZZERS:%=build-fuzz/fuzz_%)
-CORE_SRC   := $(filter core/%,$(LIB_SRC))
+CORE_SRC   := $(filter core/% trace/%,$(LIB_SRC))
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_trace_validate_SRC := $(wildcard tests/fuzz/*.c) $(CORE_SRC)
 FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(wildcard model/formats/*.c) model/model.c model/arch.c \
@@ -154,7 +154,7 @@ FUZZ_safetensors_SRC := tests/fuzz_safetensors/fuzz_safetensors.c model/formats/
 
 fuzz-bin: $(FUZZ_BINS)
 .SECONDEXPANSION:
-$(FUZZ_BINS): build-fuzz/fuzz_%: $$(FUZZ_$$*_SRC) $(wildcard core/*.h model/*.h model/*/*.h tests/*.h tests/fuzz*/*.h)
+$(FUZZ_BINS): build-fuzz/fuzz_%: $$(FUZZ_$$*_SRC) $(wildcard core/*.h trace/*.h model/*.h model/*/*.h tests/*.h tests/fuzz*/*.h)
 	@mkdir -p build-fuzz
 	clang $(CPPFLAGS) $(FUZZ_FLAGS) $(FUZZ_$*_SRC) $(LDLIBS) -o $@
 

@@ -8,7 +8,7 @@
 
 #include "analysis/analyze.h"
 #include "analysis/pca.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 #include "results/results_h5.h"
 
 typedef struct {

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "core/kv_error.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 #include "model/backend.h"
 #include "model/tokenizer/prompt.h"
 #include "policies/policy.h"

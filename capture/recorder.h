@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "model/forward.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 
 typedef struct {
     bool queries;      /* /queries */

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "core/kv_error.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 #include "model/backend.h"
 #include "model/model.h"
 #include "model/tokenizer/prompt.h"

@@ -5,7 +5,7 @@
 
 #include "core/cli_args.h"
 #include "core/h5util.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 #include "provenance/provenance.h"
 #include "verbs.h"
 

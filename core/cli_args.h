@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "kv_error.h"
-#include "trace.h"
+#include "dtype.h"
 
 /* Parses a whole decimal integer in [lo, hi]; KV_EUSAGE naming verb and option otherwise. */
 int cli_parse_i64(const char *verb, const char *opt, const char *s, int64_t lo, int64_t hi,

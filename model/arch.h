@@ -14,7 +14,7 @@
 
 typedef struct {
     const char *name;      /* config.json model_type, GGUF general.architecture, the trace's
-                              architecture attribute (core/trace_schema.c accepts it) */
+                              architecture attribute (trace/trace_schema.c accepts it) */
     const char *hf_class;  /* config.json "architectures"[0] (transformers' class) */
     bool gguf;             /* llama.cpp writes GGUFs under this name (mistral's: as llama) */
     rope_style gguf_rope;  /* the Q/K row layout of such a GGUF (llama.cpp's rope type) */

@@ -7,7 +7,7 @@
 #include "core/outfile.h"
 #include "core/parallel.h"
 #include "core/progress.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 #include "policies/step.h"
 #include "results/results_h5.h"
 #include "sim/reference.h"

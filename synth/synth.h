@@ -8,7 +8,7 @@
 
 #include "core/kv_error.h"
 #include "core/rope.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 
 /* Parameters of the generative model; defaults in synth_geometry_default. */
 typedef struct {

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/trace.h"
+#include "trace/trace.h"
 
 /* ---- failure reporting (fuzz_trace_validate.c) ------------------------- */
 

@@ -36,7 +36,7 @@
 
 #include "core/h5util.h"
 #include "core/kv_error.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 #include "fuzz_model.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

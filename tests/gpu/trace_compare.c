@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/trace.h"
+#include "trace/trace.h"
 
 static int n_test, n_failed;
 

@@ -27,17 +27,18 @@ OBJ = os.path.join(ROOT, BUILD, "obj")
 # with model/ (the loaders fill the model description, the walk reads it).
 LAYERS = {
     "core": [],
+    "trace": ["core"],
     "provenance": ["core"],
     "policies": ["core"],
-    "model": ["core"],
-    "synth": ["core", "provenance"],
+    "model": ["core", "trace"],
+    "synth": ["core", "trace", "provenance"],
     "results": ["core", "provenance"],
-    "analysis": ["core", "provenance", "results"],
-    "sim": ["core", "provenance", "policies", "analysis", "results"],
-    "capture": ["core", "provenance", "model", "policies"],
+    "analysis": ["core", "trace", "provenance", "results"],
+    "sim": ["core", "trace", "provenance", "policies", "analysis", "results"],
+    "capture": ["core", "trace", "provenance", "model", "policies"],
     "plots": ["core", "provenance"],
-    "fidelity": ["core", "provenance", "model", "policies", "capture", "sim", "analysis", "results", "plots"],
-    "cli": ["core", "provenance", "model", "policies", "synth", "results", "analysis", "sim", "capture", "plots",
+    "fidelity": ["core", "trace", "provenance", "model", "policies", "capture", "sim", "analysis", "results", "plots"],
+    "cli": ["core", "trace", "provenance", "model", "policies", "synth", "results", "analysis", "sim", "capture", "plots",
             "fidelity"],
 }
 

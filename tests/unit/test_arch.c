@@ -8,7 +8,7 @@
 
 #include "model/arch.h"
 #include "core/model_shapes.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 
 /* A trace meta that trace_meta_check accepts, of architecture `arch`. */
 static trace_meta meta_of(const char *arch)

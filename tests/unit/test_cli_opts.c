@@ -5,7 +5,7 @@
 #include "testutil.h"
 
 #include "core/cli_opts.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 
 typedef struct {
     bool force;

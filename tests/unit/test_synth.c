@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "core/rope.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 #include "synth/synth.h"
 
 static synth_config config(int64_t L, int64_t H, int64_t K, int64_t D, int64_t T, uint64_t seed)

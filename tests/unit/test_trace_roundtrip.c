@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "core/half.h"
-#include "core/trace.h"
+#include "trace/trace.h"
 
 enum { L = 2, H = 4, K = 2, D = 6, T = 37, V = 50 };
 

@@ -47,11 +47,6 @@ const char *trace_dset_description(trace_dset d)
     return trace_spec(d)->description;
 }
 
-const char *trace_dtype_name(trace_dtype t)
-{
-    return t == TRACE_F16 ? "f16" : "f32";
-}
-
 void trace_expected_dims(const trace_meta *m, trace_dset d, int64_t T, int64_t dims[4])
 {
     const int64_t L = m->n_layers, H = m->n_heads, K = m->n_kv_heads, D = m->head_dim;

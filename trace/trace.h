@@ -15,11 +15,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "kv_error.h"
+#include "core/dtype.h"
+#include "core/kv_error.h"
 
 enum { TRACE_SCHEMA_MAJOR = 1, TRACE_SCHEMA_MINOR = 0 };
 
-typedef enum { TRACE_F32 = 0, TRACE_F16 = 1 } trace_dtype;
 
 typedef enum {
     TRACE_TOKENS,          /* int32 [T] */
@@ -64,7 +64,6 @@ typedef struct {
 const char *trace_dset_path(trace_dset d);
 /* The dataset's one-line meaning and units, its `description` attribute. */
 const char *trace_dset_description(trace_dset d);
-const char *trace_dtype_name(trace_dtype t);
 
 /* Checks a meta's values on their own (ranges, enumerations, H % K == 0, ...).
  * `where` names the file in the message. Does not look at n_tokens when

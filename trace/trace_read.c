@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "h5util.h"
-#include "half.h"
+#include "core/h5util.h"
+#include "core/half.h"
 #include "trace.h"
 #include "trace_schema.h"
 

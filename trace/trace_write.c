@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "h5util.h"
-#include "half.h"
-#include "outfile.h"
+#include "core/h5util.h"
+#include "core/half.h"
+#include "core/outfile.h"
 #include "trace.h"
 #include "trace_schema.h"
 
