@@ -3,7 +3,9 @@
  * exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln2/2, exp(r) by its
  * degree-6 Taylor polynomial: relative error below 3e-7 (a few ulp) over
  * the whole range; inputs below -87.3 return 0 (exp underflows there anyway),
- * inputs above 88 are clamped to exp(88). Used for softmax weights, where inputs are
+ * inputs above 88 are clamped to exp(88), NaN returns NaN (the clamp sends it
+ * to the low end first, so the exponent arithmetic never converts a NaN to an
+ * integer: that is undefined behaviour). Used for softmax weights, where inputs are
  * scores minus the row maximum (<= 0). tests/unit/test_fastexp.c checks the
  * bound against exp() in double. */
 #ifndef KV_FASTEXP_H
@@ -14,9 +16,9 @@
 
 static inline float kv_expf(float x)
 {
-    const float hi = 88.0f, lo = -87.3f;
+    const float hi = 88.0f, lo = -87.3f, x0 = x;
     float underflow = x < lo ? 0.0f : 1.0f;
-    x = x > hi ? hi : x < lo ? lo : x;
+    x = x > hi ? hi : x >= lo ? x : lo; /* NaN fails both tests: lo */
     /* round to nearest with the 1.5*2^23 trick: vectorises, unlike rintf */
     const float shifter = 12582912.0f;
     float n = (x * 1.44269504088896341f + shifter) - shifter;
@@ -32,7 +34,8 @@ static inline float kv_expf(float x)
     int32_t e = ((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &e, sizeof scale);
-    return p * scale * underflow;
+    float y = p * scale * underflow;
+    return x0 == x0 ? y : x0; /* NaN in, NaN out */
 }
 
 #endif

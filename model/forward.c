@@ -1,9 +1,11 @@
 /* The model walk over one chunk (see forward.h). */
 #include "model/forward.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/finite.h"
 #include "core/progress.h"
 
 int forward_init(forward_state *s, const kv_model *m, const forward_kernels *kern, void *kctx, int64_t cap,
@@ -156,6 +158,66 @@ static int64_t cache_append(forward_state *s, int64_t l, int64_t g, int64_t pos0
     return c0;
 }
 
+/* ---- overflow checks (issue #15) -----------------------------------------
+ * Finite weights can still overflow float32 (huge weights, huge products):
+ * the walk stops with KV_EINPUT naming where, before any observer records a
+ * non-finite value. Host tables check q/k/v after each layer's projections,
+ * each head's weights before the observers see them, and the residual stream
+ * after each layer (one pass each, far below the layer's products); a device
+ * table checks the chunk's logits (which come to the host anyway) and, only
+ * when they are not finite, reads the chunk's cached keys and values back
+ * layer by layer to say where the overflow began. */
+
+static int overflow(kv_err *err, const char *what, int64_t l, const char *unit, int64_t h, int64_t pos)
+{
+    char at[96] = "";
+    if (unit) snprintf(at, sizeof at, ", %s %lld", unit, (long long)h);
+    return kv_fail(err, KV_EINPUT, "the model overflows float32: its %s are not finite (inf or NaN) at layer %lld%s, "
+                   "position %lld (finite weights too large for this input)", what, (long long)l, at, (long long)pos);
+}
+
+/* Rows [n][heads*D] of positions len.. (host memory): the first inf or NaN, named. */
+static int check_heads(const forward_state *s, const float *a, int64_t n, int64_t heads, int64_t l, const char *what,
+                       kv_err *err)
+{
+    const int64_t D = s->m->cfg.head_dim, i = kv_first_nonfinite(a, n * heads * D);
+    return i < 0 ? KV_OK : overflow(err, what, l, "head", (i / D) % heads, s->len + i / (heads * D));
+}
+
+/* A device table: the first (layer, kv head) whose cached rows of this chunk
+ * (positions >= len) hold inf or NaN; KV_OK when none does. */
+static int locate_in_caches(forward_state *s, kv_err *err)
+{
+    const model_config *c = &s->m->cfg;
+    const int64_t D = c->head_dim, K = c->n_kv_heads;
+    float *host = kv_calloc((size_t)(s->cap * D), sizeof(float), "cache rows", err);
+    int rc = host ? KV_OK : err->code;
+    for (int64_t l = 0; !rc && l < c->n_layers; l++)
+        for (int64_t g = 0; !rc && g < K; g++)
+            for (int values = 0; !rc && values < 2; values++) {
+                const int64_t lg = l * K + g, len = s->cache_len[lg], *pos = s->cache_pos + lg * s->cap;
+                int64_t r0 = 0;
+                while (r0 < len && pos[r0] < s->len) r0++;
+                if (r0 == len) continue;
+                float *cache = cache_head(s, values ? s->v_cache : s->k_cache, l, g) + r0 * D;
+                rc = s->kern->download(s->kctx, host, cache, sizeof(float) * (size_t)((len - r0) * D), err);
+                const int64_t i = rc ? -1 : kv_first_nonfinite(host, (len - r0) * D);
+                if (i >= 0) rc = overflow(err, values ? "values" : "keys", l, "kv head", g, pos[r0 + i / D]);
+            }
+    free(host);
+    return rc;
+}
+
+/* The chunk's logits (host memory), after the walk: the first inf or NaN,
+ * traced back to its layer on a device table. */
+static int check_logits(forward_state *s, int64_t n, kv_err *err)
+{
+    const int64_t V = s->m->cfg.vocab_size, i = kv_first_nonfinite(s->logits, n * V);
+    if (i < 0) return KV_OK;
+    int rc = s->kern->host_memory ? KV_OK : locate_in_caches(s, err);
+    return rc ? rc : overflow(err, "logits", s->m->cfg.n_layers - 1, NULL, 0, s->len + i / V);
+}
+
 /* q, k, v of the chunk's rows: projections, biases, per-head q/k norms, RoPE. */
 static void qkv_block(forward_state *s, const model_layer *w, int64_t n)
 {
@@ -206,7 +268,12 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
     const int64_t D = c->head_dim, H = c->n_heads, K = c->n_kv_heads, G = H / K, pos0 = s->len;
     const forward_evictor *ev = s->ev;
     qkv_block(s, w, n);
-    int rc = obs && obs->on_qkv ? obs->on_qkv(obs->ctx, l, pos0, n, s->q, s->k, s->v, err) : KV_OK;
+    int rc = KV_OK;
+    if (s->kern->host_memory && ((rc = check_heads(s, s->q, n, H, l, "queries", err)) ||
+                                 (rc = check_heads(s, s->k, n, K, l, "keys", err)) ||
+                                 (rc = check_heads(s, s->v, n, K, l, "values", err))))
+        return rc;
+    if (obs && obs->on_qkv) rc = obs->on_qkv(obs->ctx, l, pos0, n, s->q, s->k, s->v, err);
     if (ev && ev->on_queries) ev->on_queries(ev->ctx, l, pos0, n, s->q);
     for (int64_t g = 0; !rc && g < K; g++)
         if (s->cache_len[l * K + g] + n > s->cap)
@@ -222,8 +289,10 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
             s->kern->attend(s->kctx, s->q + h * D, H * D, kc, vc, c0, n, D, s->p, s->att + h * D, H * D);
             s->attn_seconds += kv_now_seconds() - t0;
             s->attn_flops += 4.0 * (double)n * (double)(c0 + n) * (double)D; /* q.k and p.v */
-            if (obs && obs->on_attention) rc = obs->on_attention(obs->ctx, l, h, c0, n, s->p, err);
-            if (ev && ev->on_attention) ev->on_attention(ev->ctx, l, h, c0, n, s->p);
+            const int64_t bad = kv_first_nonfinite(s->p, n * (c0 + n));
+            if (bad >= 0) rc = overflow(err, "attention weights", l, "head", h, pos0 + bad / (c0 + n));
+            if (!rc && obs && obs->on_attention) rc = obs->on_attention(obs->ctx, l, h, c0, n, s->p, err);
+            if (!rc && ev && ev->on_attention) ev->on_attention(ev->ctx, l, h, c0, n, s->p);
         }
     }
     if (!rc && ev && ev->after_layer) rc = ev->after_layer(ev->ctx, s, l, n, err);
@@ -264,12 +333,15 @@ int forward_chunk(forward_state *s, const int32_t *tokens, int64_t n, const forw
         int rc = attention_block(s, l, n, obs, err);
         if (rc) return rc;
         ffn_block(s, l, n);
+        const int64_t bad = s->kern->host_memory ? kv_first_nonfinite(s->x, n * c->dim) : -1;
+        if (bad >= 0) return overflow(err, "activations (the residual stream)", l, NULL, 0, s->len + bad / c->dim);
     }
     s->kern->rmsnorm(s->kctx, s->xb, s->x, m->output_norm, n, c->dim, c->norm_eps);
     timed_matmul(s, s->xb, m->output, s->logits_k, n, c->dim, c->vocab_size);
     int rc = s->kern->sync(s->kctx, err); /* a device kernel's failure surfaces here, once per chunk */
     if (!rc && !s->kern->host_memory)
         rc = s->kern->download(s->kctx, s->logits, s->logits_k, sizeof(float) * (size_t)(n * c->vocab_size), err);
+    if (!rc) rc = check_logits(s, n, err);
     if (!rc && obs && obs->on_logits) rc = obs->on_logits(obs->ctx, s->len, n, s->logits, err);
     if (!rc) s->len += n, s->steps++;
     return rc;

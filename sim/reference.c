@@ -1,9 +1,11 @@
 #include "sim/reference.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/attn_causal.h"
+#include "core/finite.h"
 #include "core/parallel.h"
 
 typedef struct {
@@ -61,6 +63,21 @@ int sim_reference_compute(sim_reference *r, const float *q, const float *k, cons
     }
     free(scratch), free(lse);
     return rc;
+}
+
+int sim_reference_nonfinite(const sim_reference *r, int64_t *head, int64_t *pos)
+{
+    const int64_t T = r->T, D = r->D;
+    for (int64_t h = 0; h < r->H; h++) {
+        int64_t i = kv_first_nonfinite(r->out + h * T * D, T * D), at = i < 0 ? -1 : i / D;
+        for (int64_t t = 0; t < T && (at < 0 || t < at); t++)
+            if (!isfinite(r->lse[h * T + t])) at = t;
+        if (at >= 0) {
+            *head = h, *pos = at;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 void sim_reference_free(sim_reference *r)

@@ -22,6 +22,11 @@ typedef struct {
 int sim_reference_compute(sim_reference *r, const float *q, const float *k, const float *v, int64_t T,
                           int64_t D, int64_t H, int64_t K, int threads);
 
+/* 1 when an output or normaliser is inf or NaN (finite keys, queries or
+ * values whose float32 scores or sums overflow): the first such query head
+ * and position in *head, *pos; else 0. */
+int sim_reference_nonfinite(const sim_reference *r, int64_t *head, int64_t *pos);
+
 void sim_reference_free(sim_reference *r);
 
 /* Positions per block (at most), and the stacked rows (G heads x block) one

@@ -202,11 +202,19 @@ static void compact(void *ctx, const int64_t *keep, int64_t kept)
     b->n = kept;
 }
 
-static int finish(replay_buf *b, const sim_layer *ly, sim_result *out, kv_err *err)
+static int finish(replay_buf *b, const sim_layer *ly, int64_t layer, sim_result *out, kv_err *err)
 {
     const int64_t hs = b->ng * (ly->H / ly->K), T = ly->T;
     double *tmp = kv_calloc((size_t)(T > 0 ? T : 1), sizeof(double), "statistics", err);
     if (!tmp) return err->code;
+    for (int64_t j = 0; j < hs; j++) /* once per head: the errors and recalls of a finite trace are finite */
+        for (int64_t e = 0; e < b->n_eval; e++)
+            if (!isfinite(b->errs[j * T + e]) || !isfinite(b->recalls[j * T + e])) {
+                free(tmp);
+                return kv_fail(err, KV_EINPUT, "layer %lld, head %lld, position %lld: the replay's scores overflow "
+                               "float32 (inf or NaN) although the trace's values are finite", (long long)layer,
+                               (long long)(b->g0 * (ly->H / ly->K) + j), (long long)b->eval_pos[e]);
+            }
     for (int64_t j = 0; j < hs; j++)
         for (int p = 0; p < N_PHASES; p++) {
             memcpy(tmp, b->errs + j * T, sizeof(double) * (size_t)b->n_eval);
@@ -247,7 +255,7 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
         rc = policy_step(pc, state, &view, &b.step, compact, &b, NULL, err); /* steps 3 and 4 */
         p0 = p1;
     }
-    if (!rc) rc = finish(&b, ly, out, err);
+    if (!rc) rc = finish(&b, ly, layer, out, err);
     out->calls = b.step.calls, out->candidates = b.step.candidates, out->score_ns = b.step.score_ns;
     out->replay_ns = (kv_now_seconds() - started) * 1e9;
     if (pc->iface->destroy) pc->iface->destroy(state);

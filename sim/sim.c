@@ -111,6 +111,13 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
         sim_reference_free(&ref);
         return kv_fail(err, KV_EFAIL, "sim: out of memory for the full-cache reference");
     }
+    int64_t bad_h, bad_pos;
+    if (sim_reference_nonfinite(&ref, &bad_h, &bad_pos)) {
+        sim_reference_free(&ref);
+        return kv_fail(err, KV_EINPUT, "%s: layer %lld, head %lld, position %lld: the full-cache attention overflows "
+                       "float32 (inf or NaN) although the trace's values are finite (keys, queries or values too "
+                       "large)", o->trace, (long long)l, (long long)bad_h, (long long)bad_pos);
+    }
     sim_layer ly = {.T = m->n_tokens, .D = m->head_dim, .H = m->n_heads, .K = m->n_kv_heads,
                     .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .ref = &ref,
                     .chunk = o->chunk, .decode_chunk = o->decode_chunk, .eval_stride = o->eval_stride};
@@ -126,7 +133,9 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
         task_ctx t = {o, &ly, res, l, items, rcs, errs, times, times + n_items};
         kv_parallel_for(n_items, threads, run_task, &t);
         for (int i = 0; i < n_items && !rc; i++) /* the first failure in item order: deterministic */
-            if (rcs[i]) rc = kv_fail(err, rcs[i], "%s", errs[i].msg);
+            if (rcs[i]) /* the replay's input errors (overflow) name the trace here */
+                rc = rcs[i] == KV_EINPUT ? kv_fail(err, rcs[i], "%s: %s", o->trace, errs[i].msg)
+                                         : kv_fail(err, rcs[i], "%s", errs[i].msg);
         for (int i = 0; i < n_items; i++) res->replay_s += times[i] * 1e-9, res->metrics_s += times[n_items + i] * 1e-9;
     }
     free(items), free(rcs), free(errs), free(times);
