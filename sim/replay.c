@@ -211,9 +211,10 @@ static int finish(replay_buf *b, const sim_layer *ly, int64_t layer, sim_result 
         for (int64_t e = 0; e < b->n_eval; e++)
             if (!isfinite(b->errs[j * T + e]) || !isfinite(b->recalls[j * T + e])) {
                 free(tmp);
-                return kv_fail(err, KV_EINPUT, "layer %lld, head %lld, position %lld: the replay's scores overflow "
-                               "float32 (inf or NaN) although the trace's values are finite", (long long)layer,
-                               (long long)(b->g0 * (ly->H / ly->K) + j), (long long)b->eval_pos[e]);
+                return kv_fail(err, KV_EINPUT, "layer %lld, head %lld, position %lld: the replay's errors are "
+                               "not finite (inf or NaN: float32 scores overflow) although the trace's values are "
+                               "finite", (long long)layer, (long long)(b->g0 * (ly->H / ly->K) + j),
+                               (long long)b->eval_pos[e]);
             }
     for (int64_t j = 0; j < hs; j++)
         for (int p = 0; p < N_PHASES; p++) {

@@ -114,9 +114,10 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
     int64_t bad_h, bad_pos;
     if (sim_reference_nonfinite(&ref, &bad_h, &bad_pos)) {
         sim_reference_free(&ref);
-        return kv_fail(err, KV_EINPUT, "%s: layer %lld, head %lld, position %lld: the full-cache attention overflows "
-                       "float32 (inf or NaN) although the trace's values are finite (keys, queries or values too "
-                       "large)", o->trace, (long long)l, (long long)bad_h, (long long)bad_pos);
+        return kv_fail(err, KV_EINPUT, "%s: layer %lld, head %lld, position %lld: the full-cache attention is "
+                       "not finite (inf or NaN: float32 scores overflow) although the trace's values are finite "
+                       "(keys, queries or values too large)", o->trace, (long long)l, (long long)bad_h,
+                       (long long)bad_pos);
     }
     sim_layer ly = {.T = m->n_tokens, .D = m->head_dim, .H = m->n_heads, .K = m->n_kv_heads,
                     .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .ref = &ref,
