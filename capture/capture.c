@@ -99,7 +99,8 @@ static int capture_tokens(const capture_opts *o, const backend_iface *be, void *
 {
     run_opts ro = {.model = m, .model_path = o->model, .backend = be, .backend_ctx = bctx, .tokens = tokens,
                    .T = T, .P = P, .chunk = o->chunk, .evict = &o->evict, .budget = o->budget,
-                   .output = o->dry_run ? NULL : o->output, .verb = "capture", .trace = trace_wants(o)};
+                   .output = o->dry_run ? NULL : o->output, .verb = "capture", .trace = trace_wants(o),
+                   .beyond_context = o->beyond_context};
     kv_run *r = NULL;
     int rc = run_open(&r, &ro, err);
     double started = kv_now_seconds();

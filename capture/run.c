@@ -54,6 +54,18 @@ static int check_window(const run_opts *o, kv_err *err)
     return KV_OK;
 }
 
+/* Positions past the trained context take RoPE angles the model never saw
+ * in training (extrapolation): refused unless asked for. */
+static int check_context(const run_opts *o, kv_err *err)
+{
+    const int64_t ctx = o->model->cfg.context_len;
+    if (ctx > 0 && o->T > ctx && !o->beyond_context)
+        return kv_fail(err, KV_EUSAGE, "%s: the sequence has %lld positions but the model's trained context is "
+                       "%lld: positions past it were never trained (RoPE extrapolation); "
+                       "--allow-beyond-context runs it anyway", o->model_path, (long long)o->T, (long long)ctx);
+    return KV_OK;
+}
+
 static void fill_meta(const run_opts *o, bool evicting, trace_meta *meta)
 {
     const kv_model *m = o->model;
@@ -127,6 +139,7 @@ int run_open(kv_run **out, const run_opts *o, kv_err *err)
     r->evicting = o->evict && o->evict->iface;
     r->o.trace.expected_tokens = o->T;
     int rc = check_window(o, err);
+    if (!rc) rc = check_context(o, err);
     if (!rc && o->output) {
         trace_meta meta;
         fill_meta(o, r->evicting, &meta);

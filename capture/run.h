@@ -39,6 +39,7 @@ typedef struct {
     int64_t budget;               /* N, with evict */
     const char *output;           /* the trace; NULL: nothing is recorded or written */
     const char *verb;             /* the trace's creator: "kvtrace VERSION verb" */
+    bool beyond_context;          /* --allow-beyond-context: T may exceed the model's trained context */
     trace_create_opts trace;      /* storage, force, want[]: what is recorded (TRACE_COLSUM: also what the
                                      backend accumulates); expected_tokens is T */
 } run_opts;
@@ -48,8 +49,8 @@ typedef struct {
 int run_sequence(const prompt_source *src, const kv_model *m, const char *model_path, int64_t generate,
                  int32_t **tokens, int64_t *P, int64_t *T, kv_err *err);
 
-/* Checks the sequence against the model (a sliding window shorter than T:
- * KV_EUSAGE), creates the trace, prepares the backend and the walk (caches of
+/* Checks the sequence against the model (a sliding window shorter than T,
+ * or a trained context shorter than T without beyond_context: KV_EUSAGE), creates the trace, prepares the backend and the walk (caches of
  * T rows, or N + B with eviction), then the recording path. *r is set even
  * on failure: run_free it. */
 int run_open(kv_run **r, const run_opts *o, kv_err *err);

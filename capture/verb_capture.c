@@ -44,6 +44,9 @@ static const char USAGE[] =
     "                       no usable GPU is found; not with --evict or --attention full; docs/cuda.md)\n"
     "  --weights f32|f16|bf16  type of the weights on the GPU (default f32; products accumulate in f32)\n"
     "  --dry-run            run the model but record and write nothing (benchmarks)\n"
+    "  --allow-beyond-context  run past the model's trained context (GGUF context_length,\n"
+    "                       config.json max_position_embeddings, llama2.c seq_len): those positions'\n"
+    "                       RoPE angles were never trained (extrapolation). Without it: exit 2\n"
     "  --evict P[:k=v...]   evict inside the run with policy P (kvtrace policies; not oracle): after\n"
     "                       every prefill chunk and decode step each layer's kv head (tova:scope=layer:\n"
     "                       each layer) keeps N of its cache plus the chunk, as sim replays it; the\n"
@@ -141,6 +144,7 @@ static const cli_opt OPTIONS[] = {
     {ROW("stats", CLI_FLAG, stats)},
     {ROW("weights", CLI_CHOICE, weights), .choices = "f32|f16|bf16"}, /* the kvcuda_dtype: 0, 1, 2 */
     {ROW("dry-run", CLI_FLAG, dry_run)},
+    {ROW("allow-beyond-context", CLI_FLAG, beyond_context)},
     {ROW("output", CLI_TEXT, output)},
     {ROW("force", CLI_FLAG, force)},
     {ROW("quiet", CLI_FLAG, quiet)},

@@ -17,6 +17,7 @@ typedef struct {
     double rope_theta;
     double llama3_factor;   /* llama3 RoPE scaling factor (low 1, high 4, original context
                                8192, as every Llama 3.x); 0: none */
+    int64_t context_len;    /* the checkpoint's trained context (max_position_embeddings) */
 } model_shape;
 
 /* NULL if unknown. */

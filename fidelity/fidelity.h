@@ -30,6 +30,7 @@ typedef struct {
     prompt_source prompt;    /* none: BOS alone */
     int64_t generate;        /* the full model's greedy tokens after the prompt */
     int64_t chunk;           /* B: prefill chunk */
+    bool beyond_context;     /* --allow-beyond-context, as capture's */
 } fid_sequence;
 
 typedef struct {

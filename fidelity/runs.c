@@ -48,7 +48,7 @@ static int open_run(const fidelity_opts *o, fid_state *s, const policy_config *p
 {
     run_opts ro = {.model = &s->model, .model_path = o->seq.model, .tokens = s->tokens, .T = s->T, .P = s->P,
                    .chunk = o->seq.chunk, .evict = pc, .budget = budget, .output = trace_path, .verb = "fidelity",
-                   .trace = {.storage = TRACE_F32}};
+                   .trace = {.storage = TRACE_F32}, .beyond_context = o->seq.beyond_context};
     ro.trace.want[TRACE_QUERIES] = ro.trace.want[TRACE_LOGPROBS] = trace_path != NULL;
     if (trace_path && o->prov) ro.trace.annotate = prov_write_h5, ro.trace.annotate_ctx = o->prov;
     return run_open(r, &ro, err);

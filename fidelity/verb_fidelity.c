@@ -28,6 +28,8 @@ static const char USAGE[] =
     "                       and oracle, with default parameters; oracle is offline only)\n"
     "  --budgets LIST       cache budgets N (default 32,64,128)\n"
     "  --chunk B            prefill chunk (default 32)\n"
+    "  --allow-beyond-context  run past the model's trained context (as capture: RoPE angles never\n"
+    "                       trained; without it exit 2)\n"
     "  --threads N          sim's worker threads (default: one per CPU)\n"
     "  -o, --output DIR     output directory (required): fidelity.csv, positions.csv, summary.csv,\n"
     "                       misordered.csv, fidelity.png (+ .gp, .dat), report.html, full.h5, sim/\n"
@@ -69,6 +71,7 @@ static const cli_opt OPTIONS[] = {
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {CLI_ROW("chunk", CLI_I64, fid_args, o.seq.chunk), .lo = 1, .hi = 1 << 20},
+    {CLI_ROW("allow-beyond-context", CLI_FLAG, fid_args, o.seq.beyond_context)},
     {CLI_ROW("threads", CLI_INT, fid_args, o.sim_threads), .lo = 1, .hi = 256},
     {CLI_ROW("output", CLI_TEXT, fid_args, o.output)},
     {CLI_ROW("force", CLI_FLAG, fid_args, o.force)},

@@ -213,7 +213,7 @@ int model_load_random(const model_source *s, kv_model *m, kv_err *err)
     *c = (model_config){.n_layers = sh->n_layers, .dim = sh->dim, .ffn_dim = sh->ffn_dim,
                         .n_heads = sh->n_heads, .n_kv_heads = sh->n_kv_heads,
                         .head_dim = sh->head_dim, .vocab_size = sh->vocab_size,
-                        .context_len = 0, .rope_theta = sh->rope_theta, .norm_eps = 1e-5};
+                        .context_len = sh->context_len, .rope_theta = sh->rope_theta, .norm_eps = 1e-5};
     snprintf(c->name, sizeof c->name, "%.255s", spec);
     const model_arch *a = arch_find(sh->architecture); /* a test checks every shape's */
     KV_ASSERT(a);
