@@ -112,6 +112,40 @@ int model_alloc_layers(kv_model *m, kv_err *err)
     return m->layers ? KV_OK : KV_EFAIL;
 }
 
+int model_tensor_read(kv_model *m, const char *file_name, kv_err *err)
+{
+    if (m->n_read == m->cap_read) {
+        int64_t cap = m->cap_read ? 2 * m->cap_read : 64;
+        const char **grown = realloc(m->read_names, sizeof *grown * (size_t)cap);
+        if (!grown) return kv_fail(err, KV_EFAIL, "out of memory for the model's tensor list");
+        m->read_names = grown, m->cap_read = cap;
+    }
+    m->read_names[m->n_read++] = file_name;
+    return KV_OK;
+}
+
+static int ptr_cmp(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(const char *const *)a, y = (uintptr_t)*(const char *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+int model_tensors_exact(kv_model *m, const char *where, const char *implies, int64_t n,
+                        const char *(*name_at)(const void *file, int64_t i), const void *file, kv_err *err)
+{
+    qsort(m->read_names, (size_t)m->n_read, sizeof *m->read_names, ptr_cmp);
+    int rc = KV_OK;
+    for (int64_t i = 0; i < n && !rc; i++) {
+        const char *name = name_at(file, i);
+        if (!m->n_read || !bsearch(&name, m->read_names, (size_t)m->n_read, sizeof *m->read_names, ptr_cmp))
+            rc = kv_fail(err, KV_EINPUT, "%s: holds tensor %.200s, which its metadata (%s) does not imply: the "
+                         "metadata and the tensors disagree", where, name, implies);
+    }
+    free(m->read_names);
+    m->read_names = NULL, m->n_read = m->cap_read = 0;
+    return rc;
+}
+
 void model_init(kv_model *m)
 {
     memset(m, 0, sizeof *m);
@@ -124,6 +158,7 @@ void model_free(kv_model *m)
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->layers);
+    free(m->read_names);
     vocab_free(&m->vocab);
     model_init(m);
 }

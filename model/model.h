@@ -66,6 +66,11 @@ typedef struct {
     /* ownership: every weight lives in allocations listed here */
     void **owned;
     int n_owned, cap_owned;
+    /* the tensors the loader read, by the file's own name pointers (valid
+     * while its file is open): model_tensors_exact compares them with the
+     * file's, then empties the list */
+    const char **read_names;
+    int64_t n_read, cap_read;
 } kv_model;
 
 /* Loads `spec` by the table of formats (model/load.c): a GGUF file (by its
@@ -103,6 +108,19 @@ void *model_alloc_raw(kv_model *m, size_t n, size_t size, const char *what, kv_e
  * naming it. KV_EINPUT naming `where` for parameters out of range. */
 int model_set_llama3_scaling(kv_model *m, double factor, double low, double high,
                              double orig_ctx, const char *where, kv_err *err);
+
+/* One metadata, one model (issue #15): every loader notes each tensor it
+ * reads (model_tensor_read, with the name pointer its file owns, so two
+ * tensors never compare equal by accident), and once it has read every
+ * tensor its metadata implies (a missing one is already its error), checks
+ * that the file holds no other: each of the file's n tensors (name_at(file,
+ * i)) must have been read. KV_EINPUT naming `where`, the first extra tensor
+ * and `implies` (what the metadata says, e.g. "block_count = 4"). Tensors a
+ * format's files carry without meaning weights are noted as read by their
+ * loader (e.g. transformers' rotary_emb.inv_freq buffers). */
+int model_tensor_read(kv_model *m, const char *file_name, kv_err *err);
+int model_tensors_exact(kv_model *m, const char *where, const char *implies, int64_t n,
+                        const char *(*name_at)(const void *file, int64_t i), const void *file, kv_err *err);
 
 /* m->layers, zeroed, for m->cfg.n_layers layers (freed by model_free). */
 int model_alloc_layers(kv_model *m, kv_err *err);

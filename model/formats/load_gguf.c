@@ -80,7 +80,8 @@ static int load_tensor(const gguf_file *g, kv_model *m, const char *name, int64_
         return kv_fail(err, KV_EINPUT, "%s: tensor %s has shape %s, expected %s from the "
                        "metadata", gguf_where(g), name, got, exp);
     }
-    int rc = gguf_tensor_readable(g, t, err); /* before allocating for it */
+    int rc = model_tensor_read(m, t->name, err);
+    if (!rc) rc = gguf_tensor_readable(g, t, err); /* before allocating for it */
     if (rc) return rc;
     float *dst = model_alloc(m, (size_t)t->n_elems, name, err); /* [ne1][ne0] */
     if (!dst) return KV_EFAIL;
@@ -354,10 +355,20 @@ static int read_vocab(const gguf_file *g, kv_model *m, kv_err *err)
     return KV_OK;
 }
 
+static const char *tensor_name(const void *g, int64_t i)
+{
+    return gguf_tensor_at(g, i)->name;
+}
+
 int model_from_gguf(const gguf_file *g, kv_model *m, kv_err *err)
 {
     int rc = read_config(g, &m->cfg, err);
     if (!rc) rc = load_weights(g, m, err);
+    if (!rc) { /* no tensor beyond those the metadata implies (e.g. blk.N past block_count) */
+        char implies[96];
+        snprintf(implies, sizeof implies, "%s.block_count = %lld", m->cfg.architecture, (long long)m->cfg.n_layers);
+        rc = model_tensors_exact(m, gguf_where(g), implies, gguf_tensor_count(g), tensor_name, g, err);
+    }
     if (!rc) rc = read_vocab(g, m, err);
     return rc;
 }

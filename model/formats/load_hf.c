@@ -171,7 +171,7 @@ static int load_tensor(const hf_files *f, kv_model *m, const char *name, int64_t
                        t->n_dims ? t->shape[0] : 0, t->n_dims > 1 ? ", " : "",
                        t->n_dims > 1 ? t->shape[1] : 0, t->n_dims > 2 ? ", ..." : "", rows,
                        cols ? ", " : "", cols);
-    if ((rc = st_tensor_readable(sf, t, err))) return rc;
+    if ((rc = model_tensor_read(m, t->name, err)) || (rc = st_tensor_readable(sf, t, err))) return rc;
     float *dst = model_alloc(m, (size_t)t->n_elems, name, err);
     if (!dst) return KV_EFAIL;
     *out = dst;
@@ -229,6 +229,35 @@ static int load_weights(const hf_files *f, const hf_features *ft, kv_model *m, k
     return rc;
 }
 
+/* Tensor i of every shard in turn. */
+static const char *tensor_name(const void *files, int64_t i)
+{
+    const hf_files *f = files;
+    for (int s = 0; s < f->n_shards; i -= st_tensor_count(f->shard[s]), s++)
+        if (i < st_tensor_count(f->shard[s])) return st_tensor_at(f->shard[s], i)->name;
+    return NULL;
+}
+
+/* No tensor beyond those config.json implies (model.layers.N past
+ * num_hidden_layers, ...). transformers' rotary_emb.inv_freq buffers are no
+ * weights (the walk computes RoPE), and a tied checkpoint's lm_head.weight is
+ * one transformers ignores: both are accepted as read. */
+static int check_exact(const hf_files *f, kv_model *m, kv_err *err)
+{
+    int64_t n = 0;
+    for (int s = 0; s < f->n_shards; s++) n += st_tensor_count(f->shard[s]);
+    int rc = KV_OK;
+    for (int64_t i = 0; i < n && !rc; i++) {
+        const char *name = tensor_name(f, i), *buf = strstr(name, ".rotary_emb.inv_freq");
+        const bool buffer = buf && buf[strlen(".rotary_emb.inv_freq")] == '\0';
+        if (buffer || (strcmp(name, "lm_head.weight") == 0 && m->output == m->tok_embd))
+            rc = model_tensor_read(m, name, err);
+    }
+    char implies[96];
+    snprintf(implies, sizeof implies, "config.json's num_hidden_layers = %lld", (long long)m->cfg.n_layers);
+    return rc ? rc : model_tensors_exact(m, f->dir, implies, n, tensor_name, f, err);
+}
+
 /* The directory's last path component (trailing slashes ignored; "." and
  * ".." resolved). */
 static void dir_name(const char *dir, char *buf, size_t cap)
@@ -272,6 +301,7 @@ int model_load_hf(const model_source *s, kv_model *m, kv_err *err)
     hf_files f;
     rc = files_open(&f, dir, err);
     if (!rc) rc = load_weights(&f, &ft, m, err);
+    if (!rc) rc = check_exact(&f, m, err);
     files_close(&f);
     if (!rc) rc = read_vocab(dir, m, err);
     return rc;
