@@ -243,6 +243,13 @@ def bad_results(h, tmp, trace, res):
     h5_edit("results.h5 retained repeated", replace("retained", lambda a: np.where(a == a.max(), a.min(), a)))
     h5_edit("results.h5 logdet wrong shape", replace("final_logdet", lambda a: a[:1]))
     h5_edit("results.h5 logdet +1e308", replace("final_logdet", lambda a: np.full_like(a, 1e308)))
+    h5_edit("results.h5 logdet NaN", replace("final_logdet", lambda a: np.full_like(a, np.nan)))
+    h5_edit("results.h5 cache larger than its budget", set_attr("budget", np.int64(8)))
+
+    def repeat_run(f, g):
+        names = sorted(f["runs"].keys())
+        f.copy(f["runs"][names[0]], f["runs"], name="run9999")
+    h5_edit("results.h5 a run twice", repeat_run)
 
 
 def extreme_clamped(tmp, an):
