@@ -17,6 +17,7 @@
 #include "core/parallel.h"
 #include "core/progress.h"
 #include "results/results_dir.h"
+#include "results/results_schema.h"
 
 /* One thread's scratch: O(T·D) plus the O(256·T) cosine block. */
 typedef struct {
@@ -189,6 +190,21 @@ static void warn_logdet_mismatch(const analyze_ctx *c)
         }
 }
 
+/* results.h5, then the CSVs analyze copies, checked against their schemas
+ * and results.h5's runs before anything is computed or copied. */
+static int read_results(analyze_ctx *c, kv_err *err)
+{
+    int rc = results_read(c->o->results, c->L, c->K, c->T, &c->rs, err);
+    if (rc) return rc;
+    results_runs runs = {0};
+    for (int r = 0; !rc && r < c->rs.n_runs; r++)
+        if (results_runs_add(&runs, c->rs.runs[r].config, c->rs.runs[r].budget, err) < 0) rc = KV_EFAIL;
+    const results_dims dims = {.L = c->L, .H = c->H, .K = c->K, .T = c->T};
+    if (!rc) rc = results_check_csvs(c->o->results, &dims, &runs, err);
+    results_runs_free(&runs);
+    return rc;
+}
+
 /* Trace checks and the detail head; before any output exists. */
 static int check_inputs(analyze_ctx *c, kv_err *err)
 {
@@ -204,7 +220,7 @@ static int check_inputs(analyze_ctx *c, kv_err *err)
         return kv_fail(err, KV_EUSAGE, "analyze: --detail %lld,%lld is outside the trace's %lld layers and %lld "
                        "query heads (see 'kvtrace analyze --help')", (long long)o->detail_layer,
                        (long long)o->detail_head, (long long)c->L, (long long)c->H);
-    return o->results ? results_read(o->results, c->L, c->K, c->T, &c->rs, err) : KV_OK;
+    return o->results ? read_results(c, err) : KV_OK;
 }
 
 static void warn_missing(const analyze_ctx *c)

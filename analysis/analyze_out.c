@@ -1,4 +1,5 @@
-/* analyze_out: the CSV files of the analysis directory (docs/outputs.md),
+/* analyze_out: the CSV files of the analysis directory (docs/outputs.md;
+ * their columns are results/results_schema.c's tables, which plot checks),
  * numbers as %.9g, NaN as "nan". Every row that names a configuration leads
  * with its `config` label (results_config_label), then policy and params;
  * heads are `q_head` (query head) and `kv_head`. */
@@ -8,6 +9,7 @@
 #include "analysis/analyze_ctx.h"
 #include "core/csv.h"
 #include "core/version.h"
+#include "results/results_schema.h"
 
 /* key,value; a value with a comma or a quote is written quoted (RFC 4180),
  * line breaks become spaces. */
@@ -27,7 +29,7 @@ static void meta_int(FILE *f, const char *key, int64_t v)
 
 int aout_meta(const analyze_ctx *c, kv_err *err)
 {
-    FILE *f = csv_create(c->outdir, "meta.csv", "key,value", err);
+    FILE *f = results_schema_create(c->outdir, &RESULTS_SCHEMA_META, err);
     if (!f) return err->code;
     const trace_meta *m = trace_get_meta(c->tr);
     meta_row(f, "trace", c->o->trace);
@@ -51,7 +53,7 @@ int aout_meta(const analyze_ctx *c, kv_err *err)
 
 int aout_spearman(const analyze_ctx *c, kv_err *err)
 {
-    FILE *f = csv_create(c->outdir, "spearman.csv", "layer,q_head,kv_head,rho_pairwise,rho_anchor", err);
+    FILE *f = results_schema_create(c->outdir, &RESULTS_SCHEMA_SPEARMAN, err);
     if (!f) return err->code;
     const int64_t G = c->H / c->K;
     for (int64_t i = 0; c->has_colsum && i < c->L * c->H; i++)
@@ -62,7 +64,7 @@ int aout_spearman(const analyze_ctx *c, kv_err *err)
 
 int aout_logdet(const analyze_ctx *c, kv_err *err)
 {
-    FILE *f = csv_create(c->outdir, "logdet.csv", "config,policy,params,budget,layer,kv_head,logdet", err);
+    FILE *f = results_schema_create(c->outdir, &RESULTS_SCHEMA_LOGDET, err);
     if (!f) return err->code;
     const int64_t LK = c->L * c->K;
     for (int64_t i = 0; i < LK; i++) /* the whole trace's keys: config and policy "full_cache", budget T */
@@ -79,7 +81,7 @@ int aout_logdet(const analyze_ctx *c, kv_err *err)
 
 int aout_pca_var(const analyze_ctx *c, kv_err *err)
 {
-    FILE *f = csv_create(c->outdir, "pca_var.csv", "layer,kv_head,var_pc1,var_pc2,var_total", err);
+    FILE *f = results_schema_create(c->outdir, &RESULTS_SCHEMA_PCA_VAR, err);
     if (!f) return err->code;
     for (int64_t i = 0; i < c->L * c->K; i++)
         fprintf(f, "%lld,%lld,%.9g,%.9g,%.9g\n", (long long)(i / c->K), (long long)(i % c->K), c->pca[i].var[0],
@@ -91,7 +93,7 @@ int aout_pca_var(const analyze_ctx *c, kv_err *err)
  * by run (results.h5's order), then layer, kv head and position ascending. */
 int aout_pca_kept(const analyze_ctx *c, kv_err *err)
 {
-    FILE *f = csv_create(c->outdir, "pca_kept.csv", "config,policy,params,budget,layer,kv_head,position", err);
+    FILE *f = results_schema_create(c->outdir, &RESULTS_SCHEMA_PCA_KEPT, err);
     if (!f) return err->code;
     for (int r = 0; r < c->rs.n_runs; r++) {
         const results_run *run = &c->rs.runs[r];
@@ -106,7 +108,7 @@ int aout_pca_kept(const analyze_ctx *c, kv_err *err)
 
 FILE *aout_pca_begin(const analyze_ctx *c, kv_err *err)
 {
-    return csv_create(c->outdir, "pca.csv", "layer,kv_head,position,pc1,pc2", err);
+    return results_schema_create(c->outdir, &RESULTS_SCHEMA_PCA, err);
 }
 
 void aout_pca_layer(const analyze_ctx *c, FILE *f, int64_t l, const double *pc)

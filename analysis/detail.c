@@ -9,6 +9,7 @@
 
 #include "analysis/analyze_ctx.h"
 #include "core/csv.h"
+#include "results/results_schema.h"
 
 enum { DETAIL_N = 64 };
 
@@ -81,7 +82,7 @@ int detail_write(const analyze_ctx *c, kv_err *err)
     double *attn = cos ? cos + n * n : NULL;
     if (!rc) rc = trace_read_rows(c->tr, TRACE_KEYS, l, h / (c->H / c->K), 0, n, k, err);
     if (!rc && c->has_queries) rc = trace_read_rows(c->tr, TRACE_QUERIES, l, h, 0, n, k + n * D, err);
-    FILE *f = rc ? NULL : csv_create(c->outdir, "detail.csv", "row,col,cos,attn", err);
+    FILE *f = rc ? NULL : results_schema_create(c->outdir, &RESULTS_SCHEMA_DETAIL, err);
     if (f) {
         cosines(k, n, D, cos);
         if (c->has_queries) attention(k + n * D, k, n, D, attn);

@@ -45,14 +45,11 @@ typedef struct {
 static int parse_detail(const char *verb, const char *s, void *opts, kv_err *err)
 {
     analyze_opts *o = &((analyze_args *)opts)->o;
-    char buf[64];
-    const char *comma = strchr(s, ',');
-    if (!comma || (size_t)(comma - s) >= sizeof buf)
-        return cli_usage(err, verb, "--detail wants LAYER,HEAD, got '%s'", s);
-    memcpy(buf, s, (size_t)(comma - s));
-    buf[comma - s] = '\0';
-    int rc = cli_parse_i64(verb, "--detail LAYER", buf, 0, 1 << 20, &o->detail_layer, err);
-    if (!rc) rc = cli_parse_i64(verb, "--detail HEAD", comma + 1, 0, 1 << 20, &o->detail_head, err);
+    cli_list l;
+    int rc = cli_list_split(verb, "--detail", s, 2, &l, err);
+    if (!rc && l.n != 2) return cli_usage(err, verb, "--detail wants LAYER,HEAD, got '%s'", s);
+    if (!rc) rc = cli_parse_i64(verb, "--detail LAYER", l.item[0], 0, 1 << 20, &o->detail_layer, err);
+    if (!rc) rc = cli_parse_i64(verb, "--detail HEAD", l.item[1], 0, 1 << 20, &o->detail_head, err);
     return rc;
 }
 

@@ -70,19 +70,22 @@ typedef struct {
 
 static int parse_record(const char *verb, const char *list, void *args, kv_err *err)
 {
+    static const char *const ITEMS[] = {"keys", "values", "queries"};
     capture_opts *o = &((capture_args *)args)->o;
-    bool keys = false, values = false;
-    o->record_queries = false;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", list);
-    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        if (strcmp(item, "keys") == 0) keys = true;
-        else if (strcmp(item, "values") == 0) values = true;
-        else if (strcmp(item, "queries") == 0) o->record_queries = true;
-        else return cli_usage(err, verb, "--record: unknown item '%s' (keys, values, queries)", item);
+    bool given[3] = {false};
+    cli_list l;
+    int rc = cli_list_split(verb, "--record", list, CLI_LIST_MAX, &l, err);
+    for (int i = 0; !rc && i < l.n; i++) {
+        int k = 0;
+        while (k < 3 && strcmp(l.item[i], ITEMS[k]) != 0) k++;
+        if (k == 3) return cli_usage(err, verb, "--record: unknown item '%s' (keys, values, queries)", l.item[i]);
+        if (given[k]) return cli_usage(err, verb, "--record names '%s' twice", ITEMS[k]);
+        given[k] = true;
     }
-    if (!keys || !values)
+    if (rc) return rc;
+    if (!given[0] || !given[1])
         return cli_usage(err, verb, "--record must include keys and values (the trace schema requires them)");
+    o->record_queries = given[2];
     return KV_OK;
 }
 

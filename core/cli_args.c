@@ -6,13 +6,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether s is an optional '-' (when `sign`) and one or more decimal digits, nothing else. */
+static bool plain_integer(const char *s, bool sign)
+{
+    if (sign && *s == '-') s++;
+    if (!*s) return false;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9') return false;
+    return true;
+}
+
 int cli_parse_i64(const char *verb, const char *opt, const char *s, int64_t lo, int64_t hi,
                   int64_t *out, kv_err *err)
 {
     char *end;
     errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end != '\0')
+    long long v = plain_integer(s, true) ? strtoll(s, &end, 10) : 0;
+    if (!plain_integer(s, true) || errno)
         return cli_usage(err, verb, "%s expects an integer, got '%s'", opt, s);
     if (v < lo || v > hi)
         return cli_usage(err, verb, "%s = %lld is out of range [%lld, %lld]", opt, v, (long long)lo,
@@ -21,29 +31,61 @@ int cli_parse_i64(const char *verb, const char *opt, const char *s, int64_t lo, 
     return KV_OK;
 }
 
+int cli_list_split(const char *verb, const char *opt, const char *list, int max, cli_list *out, kv_err *err)
+{
+    out->n = 0;
+    if (strlen(list) >= sizeof out->buf) return cli_usage(err, verb, "%s list is too long", opt);
+    if (!*list) return cli_usage(err, verb, "%s is empty", opt);
+    for (const char *p = list; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f)
+            return cli_usage(err, verb, "%s '%s' holds white space or a control character", opt, list);
+    snprintf(out->buf, sizeof out->buf, "%s", list);
+    for (char *p = out->buf;;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = '\0';
+        if (!*p) return cli_usage(err, verb, "%s '%s' has an empty entry", opt, list);
+        if (out->n == max || out->n == CLI_LIST_MAX)
+            return cli_usage(err, verb, "%s: at most %d values", opt, max < CLI_LIST_MAX ? max : CLI_LIST_MAX);
+        out->item[out->n++] = p;
+        if (!comma) return KV_OK;
+        p = comma + 1;
+    }
+}
+
+int cli_list_repeat(const char *verb, const char *opt, const cli_list *l, int i, int j, const char *what,
+                    const char *canonical, kv_err *err)
+{
+    if (strcmp(l->item[i], l->item[j]) == 0)
+        return cli_usage(err, verb, "%s names %s '%s' twice", opt, what, l->item[i]);
+    return cli_usage(err, verb, "%s names %s twice: '%s' and '%s' are both %s", opt, what, l->item[i], l->item[j],
+                     canonical);
+}
+
 int cli_parse_i64_list(const char *verb, const char *opt, const char *list, int64_t lo, int64_t hi, int64_t *out,
                        int max, int *n, kv_err *err)
 {
-    char buf[4096];
-    if (strlen(list) >= sizeof buf) return cli_usage(err, verb, "%s list is too long", opt);
-    snprintf(buf, sizeof buf, "%s", list);
+    cli_list l;
     *n = 0;
-    for (char *save = NULL, *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
-        if (*n == max) return cli_usage(err, verb, "%s: at most %d values", opt, max);
-        int rc = cli_parse_i64(verb, opt, it, lo, hi, &out[(*n)++], err);
-        if (rc) return rc;
+    int rc = cli_list_split(verb, opt, list, max, &l, err);
+    for (int i = 0; !rc && i < l.n; i++) {
+        rc = cli_parse_i64(verb, opt, l.item[i], lo, hi, &out[i], err);
+        for (int j = 0; !rc && j < i; j++)
+            if (out[j] == out[i]) {
+                char canon[32];
+                snprintf(canon, sizeof canon, "%lld", (long long)out[i]);
+                rc = cli_list_repeat(verb, opt, &l, j, i, "the value", canon, err);
+            }
     }
-    if (!*n) return cli_usage(err, verb, "%s is empty", opt);
-    return KV_OK;
+    if (!rc) *n = l.n;
+    return rc;
 }
 
 int cli_parse_u64(const char *verb, const char *opt, const char *s, uint64_t *out, kv_err *err)
 {
     char *end;
     errno = 0;
-    if (*s == '-') return cli_usage(err, verb, "%s expects a non-negative integer, got '%s'", opt, s);
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end != '\0')
+    unsigned long long v = plain_integer(s, false) ? strtoull(s, &end, 10) : 0;
+    if (!plain_integer(s, false) || errno)
         return cli_usage(err, verb, "%s expects a non-negative integer, got '%s'", opt, s);
     *out = v;
     return KV_OK;
@@ -54,7 +96,9 @@ int cli_parse_double(const char *verb, const char *opt, const char *s, double lo
 {
     char *end;
     double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !(v >= lo && v <= hi))
+    /* decimal only: no leading space or '+', no hex floats */
+    bool plain = (*s == '-' || *s == '.' || (*s >= '0' && *s <= '9')) && !strpbrk(s, "xX");
+    if (!plain || end == s || *end != '\0' || !(v >= lo && v <= hi))
         return cli_usage(err, verb, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
     *out = v;
     return KV_OK;

@@ -9,11 +9,33 @@
 #include "kv_error.h"
 #include "dtype.h"
 
-/* Parses a whole decimal integer in [lo, hi]; KV_EUSAGE naming verb and option otherwise. */
+/* Parses a whole decimal integer in [lo, hi]: an optional '-' and digits,
+ * nothing else (no sign '+', space, hex or exponent); KV_EUSAGE naming verb
+ * and option otherwise. */
 int cli_parse_i64(const char *verb, const char *opt, const char *s, int64_t lo, int64_t hi,
                   int64_t *out, kv_err *err);
-/* A comma-separated list of integers in [lo, hi] into out[0..max): *n of
- * them; an empty list, a bad item or more than max is a usage error. */
+enum { CLI_LIST_MAX = 256 };
+
+/* A comma-separated list split strictly, the one way every list option is
+ * read: item[0..n) point into buf. An empty list, an empty entry (",a",
+ * "a,", "a,,b"), white space or a control character anywhere, or more than
+ * max items (max <= CLI_LIST_MAX) is a usage error naming the option. */
+typedef struct {
+    char buf[4096];
+    const char *item[CLI_LIST_MAX];
+    int n;
+} cli_list;
+int cli_list_split(const char *verb, const char *opt, const char *list, int max, cli_list *out, kv_err *err);
+
+/* The usage error for item j repeating item i (i < j) after
+ * canonicalisation: "OPT names WHAT twice: 'SPELLING_I' and 'SPELLING_J'
+ * are both CANONICAL". */
+int cli_list_repeat(const char *verb, const char *opt, const cli_list *l, int i, int j, const char *what,
+                    const char *canonical, kv_err *err);
+
+/* A comma-separated list of distinct integers in [lo, hi] into out[0..max):
+ * *n of them, split by cli_list_split, each item by cli_parse_i64; a
+ * repeated value ("16,016") is a usage error naming both spellings. */
 int cli_parse_i64_list(const char *verb, const char *opt, const char *list, int64_t lo, int64_t hi, int64_t *out,
                        int max, int *n, kv_err *err);
 int cli_parse_u64(const char *verb, const char *opt, const char *s, uint64_t *out, kv_err *err);

@@ -126,6 +126,9 @@ int csv_read(csv_table *c, const char *dir, const char *name, bool *present, kv_
     if (rc || !*present) return rc;
     size_t n_lines = cut_lines(c->buf, len, NULL);
     if (n_lines == 0) return kv_fail(err, KV_EINPUT, "%s:1: empty file (no header row)", c->path);
+    if (c->buf[len - 1] != '\n')   /* every writer ends each line: a file without it was cut short */
+        return kv_fail(err, KV_EINPUT, "%s:%zu: the last line has no final newline (the file was cut short)",
+                       c->path, n_lines);
     char **lines = kv_calloc(n_lines, sizeof *lines, c->path, err);
     if (!lines) return KV_EFAIL;
     cut_lines(c->buf, len, lines);
@@ -178,13 +181,20 @@ int csv_fail(const csv_table *c, size_t row, kv_err *err, const char *fmt, ...)
     return kv_fail(err, KV_EINPUT, "%s:%ld: %s", c->path, c->lines[row], msg);
 }
 
+/* Whether s starts as a decimal number may: a sign '-', a digit, '.' or "nan"/"-nan" (no space, no '+'). */
+static bool plain_start(const char *s)
+{
+    if (*s == '-') s++;
+    return (*s >= '0' && *s <= '9') || *s == '.' || *s == 'n';
+}
+
 int csv_double(const csv_table *c, size_t row, int col, bool allow_nan, double *out, kv_err *err)
 {
     const char *s = csv_cell(c, row, col);
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    bool parsed = end != s && *end == '\0' && !(errno == ERANGE && isinf(v));
+    bool parsed = plain_start(s) && !strpbrk(s, "xX") && end != s && *end == '\0' && !(errno == ERANGE && isinf(v));
     if (parsed && isnan(v) && !allow_nan) return csv_fail(c, row, err, "%s is NaN", c->header[col]);
     if (!parsed || isinf(v))
         return csv_fail(c, row, err, "%s is not a finite number: '%.40s'", c->header[col], s);
@@ -198,7 +208,8 @@ int csv_int(const csv_table *c, size_t row, int col, int64_t lo, int64_t hi, int
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end != '\0')
+    bool digits = *s != '\0' && strspn(s + (*s == '-'), "0123456789") == strlen(s + (*s == '-')) && s[*s == '-'];
+    if (!digits || errno || end == s || *end != '\0')
         return csv_fail(c, row, err, "%s is not an integer: '%.40s'", c->header[col], s);
     if (v < lo || v > hi)
         return csv_fail(c, row, err, "%s = %lld is out of range [%lld, %lld]", c->header[col], v,

@@ -2,7 +2,8 @@
  * analysis_dir.md, with it) and the small writing helpers every CSV writer
  * shares (sim's results directory, analyze's, fidelity's).
  *
- * Reading: a file is read whole; every line after the header must have exactly the
+ * Reading: a file is read whole and must end with a newline (a file cut
+ * short is refused); every line after the header must have exactly the
  * header's number of fields (comma separated; a field in double quotes may
  * hold commas, "" inside it being one quote, as RFC 4180 and pandas write). Errors name the
  * file as the user would find it ("DIR/FILE:LINE: what is wrong") and are
@@ -45,10 +46,11 @@ static inline const char *csv_cell(const csv_table *c, size_t row, int col)
     return c->cells[row * (size_t)c->n_cols + (size_t)col];
 }
 
-/* A finite number (NaN accepted, as "nan"/"-nan", only when allow_nan). */
+/* A finite number in decimal (no leading space or '+', no hex; NaN accepted,
+ * as "nan"/"-nan", only when allow_nan). */
 int csv_double(const csv_table *c, size_t row, int col, bool allow_nan, double *out, kv_err *err);
 
-/* An integer in [lo, hi]. */
+/* An integer in [lo, hi]: an optional '-' and digits, nothing else. */
 int csv_int(const csv_table *c, size_t row, int col, int64_t lo, int64_t hi, int64_t *out, kv_err *err);
 
 /* A message about one row: "PATH:LINE: MESSAGE", KV_EINPUT. */

@@ -14,19 +14,17 @@ static const char DEFAULT_PCA[] = "streaming,tova,keydiff";
 int plot_pca_parse(const char *list, plot_pca_list *out, kv_err *err)
 {
     memset(out, 0, sizeof *out);
-    for (const char *p = list;; p++) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n == 0) return cli_usage(err, "plot", "--pca-policies '%s' has an empty entry", list);
-        if (out->n == PLOT_MAX_PCA)
-            return cli_usage(err, "plot", "--pca-policies takes at most %d entries", PLOT_MAX_PCA);
-        if (n >= sizeof out->entry[0])
-            return cli_usage(err, "plot", "--pca-policies entry '%.60s...' is too long", p);
-        memcpy(out->entry[out->n], p, n);
-        out->entry[out->n++][n] = '\0';
-        if (!end) return KV_OK;
-        p = end;
+    cli_list l;
+    int rc = cli_list_split("plot", "--pca-policies", list, PLOT_MAX_PCA, &l, err);
+    for (int i = 0; !rc && i < l.n; i++) {
+        if (strlen(l.item[i]) >= sizeof out->entry[0])
+            return cli_usage(err, "plot", "--pca-policies entry '%.60s...' is too long", l.item[i]);
+        for (int j = 0; j < i; j++)
+            if (strcmp(l.item[j], l.item[i]) == 0) return cli_list_repeat("plot", "--pca-policies", &l, j, i,
+                                                                          "the entry", l.item[i], err);
+        snprintf(out->entry[out->n++], sizeof out->entry[0], "%s", l.item[i]);
     }
+    return rc;
 }
 
 /* Whether run r is what `entry` names: its config label, or (no colon) its policy. */

@@ -35,9 +35,8 @@ static int meta_int(plot_meta *m, const char *key, int64_t lo, int64_t hi, int64
 
 static int load_meta(plot_data *d, kv_err *err)
 {
-    static const char *const COLS[] = {"key", "value"};
     plot_meta *m = &d->meta;
-    int rc = plot_table_open(d, PF_META, COLS, 2, false, &m->csv, err);
+    int rc = plot_table_open(d, PF_META, &m->csv, err);
     if (rc) return rc;
     if (!d->present[PF_META])
         return kv_fail(err, KV_EINPUT, "%s/meta.csv: missing (is '%s' a directory written by kvtrace analyze?)",
@@ -71,11 +70,8 @@ static int load_meta(plot_data *d, kv_err *err)
 
 static int load_summary(plot_data *d, kv_err *err)
 {
-    static const char *const COLS[] = {"config", "policy", "params", "budget", "chunk", "decode_chunk",
-                                       "eval_stride", "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95",
-                                       "attn_recall_mean", "attn_recall_min", "final_logdet_mean"};
     csv_table c;
-    int rc = plot_table_open(d, PF_SUMMARY, COLS, 14, false, &c, err);
+    int rc = plot_table_open(d, PF_SUMMARY, &c, err);
     if (!rc && c.n_rows) d->summary = kv_calloc(c.n_rows, sizeof *d->summary, c.path, err), rc = d->summary ? 0 : 1;
     d->n_summary_rows = c.n_rows;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
@@ -104,10 +100,8 @@ static int load_summary(plot_data *d, kv_err *err)
 
 static int load_timing(plot_data *d, kv_err *err)
 {
-    static const char *const COLS[] = {"config", "policy", "params", "budget", "chunk", "calls", "candidates",
-                                       "score_ns_per_candidate"};
     csv_table c;
-    int rc = plot_table_open(d, PF_TIMING, COLS, 8, false, &c, err);
+    int rc = plot_table_open(d, PF_TIMING, &c, err);
     if (!rc && c.n_rows) d->timing = kv_calloc(c.n_rows, sizeof *d->timing, c.path, err), rc = d->timing ? 0 : 1;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         plot_timing *t = &d->timing[r];
@@ -127,9 +121,8 @@ static int load_timing(plot_data *d, kv_err *err)
 
 static int load_logdet(plot_data *d, kv_err *err)
 {
-    static const char *const COLS[] = {"config", "policy", "params", "budget", "layer", "kv_head", "logdet"};
     csv_table c;
-    int rc = plot_table_open(d, PF_LOGDET, COLS, 7, false, &c, err);
+    int rc = plot_table_open(d, PF_LOGDET, &c, err);
     if (!rc && c.n_rows) d->logdet = kv_calloc(c.n_rows, sizeof *d->logdet, c.path, err), rc = d->logdet ? 0 : 1;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         plot_logdet *l = &d->logdet[r];
@@ -147,9 +140,8 @@ static int load_logdet(plot_data *d, kv_err *err)
 
 static int load_spearman(plot_data *d, kv_err *err)
 {
-    static const char *const COLS[] = {"layer", "q_head", "kv_head", "rho_pairwise", "rho_anchor"};
     csv_table c;
-    int rc = plot_table_open(d, PF_SPEARMAN, COLS, 5, false, &c, err);
+    int rc = plot_table_open(d, PF_SPEARMAN, &c, err);
     if (!rc && c.n_rows > (size_t)(d->meta.L * d->meta.H))
         rc = kv_fail(err, KV_EINPUT, "%s: %zu rows, more than L x H = %lld", c.path, c.n_rows,
                      (long long)(d->meta.L * d->meta.H));
@@ -182,9 +174,8 @@ static int load_spearman(plot_data *d, kv_err *err)
 
 static int load_detail(plot_data *d, kv_err *err)
 {
-    static const char *const COLS[] = {"row", "col", "cos", "attn"};
     csv_table c;
-    int rc = plot_table_open(d, PF_DETAIL, COLS, 4, false, &c, err);
+    int rc = plot_table_open(d, PF_DETAIL, &c, err);
     int64_t n = d->meta.T < 64 ? d->meta.T : 64;
     if (!rc && c.n_rows && c.n_rows != (size_t)(n * n))
         rc = kv_fail(err, KV_EINPUT, "%s: %zu rows, expected %lld x %lld (T = %lld)", c.path, c.n_rows,
@@ -238,6 +229,7 @@ int plot_input_load(plot_data *d, const char *dir, kv_err *err)
 void plot_input_free(plot_data *d)
 {
     csv_free(&d->meta.csv);
+    results_runs_free(&d->runs_ref);
     plot_series_free(&d->series);
     free(d->rho);
     free(d->logdet);

@@ -12,6 +12,7 @@
 
 #include "core/kv_error.h"
 #include "core/csv.h"
+#include "results/results_schema.h"
 #include "plot_series.h"
 
 /* The input files; `present` is indexed by these. */
@@ -58,7 +59,13 @@ typedef struct {
     plot_pca_run *runs;         size_t n_runs;     /* pca_kept.csv's runs, in order of first row */
     plot_pca pca;           bool has_pca;
     plot_detail detail;
+    results_runs runs_ref;    /* summary.csv's runs: every other file's must be these */
 } plot_data;
+
+/* The largest magnitude (and its inverse the smallest non-zero one) of a
+ * number a figure is drawn from: beyond it gnuplot's ranges overflow, so
+ * such a file is refused (exit 3) rather than drawn wrong. */
+#define PLOT_MAX_ABS 1e100
 
 /* Reads and validates everything; on error *d is freed and err says which
  * file and line (KV_EINPUT). */

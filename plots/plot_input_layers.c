@@ -55,7 +55,7 @@ int plot_input_layers(plot_data *d, kv_err *err)
 {
     csv_table c;
     int col[N_COLS];
-    int rc = plot_table_open(d, PF_RESULTS, NULL, 0, true, &c, err);
+    int rc = plot_table_open(d, PF_RESULTS, &c, err);
     if (!rc && d->present[PF_RESULTS]) rc = find_columns(&c, col, err);
     if (!rc && d->present[PF_RESULTS] && c.n_rows)
         d->layers = kv_calloc(c.n_rows, sizeof *d->layers, c.path, err), rc = d->layers ? 0 : 1;

@@ -53,9 +53,8 @@ static int kept_rows(plot_data *d, const csv_table *c, size_t *run, int64_t *pos
 
 static int load_kept(plot_data *d, kv_err *err)
 {
-    static const char *const COLS[] = {"config", "policy", "params", "budget", "layer", "kv_head", "position"};
     csv_table c;
-    int rc = plot_table_open(d, PF_PCA_KEPT, COLS, 7, false, &c, err);
+    int rc = plot_table_open(d, PF_PCA_KEPT, &c, err);
     size_t *run = NULL;
     int64_t *pos = NULL;
     if (!rc && c.n_rows) {
@@ -99,9 +98,8 @@ static int pca_row(plot_data *d, const csv_table *c, size_t r, unsigned char *se
 
 static int load_pca(plot_data *d, kv_err *err)
 {
-    static const char *const COLS[] = {"layer", "kv_head", "position", "pc1", "pc2"};
     csv_table c;
-    int rc = plot_table_open(d, PF_PCA, COLS, 5, false, &c, err);
+    int rc = plot_table_open(d, PF_PCA, &c, err);
     size_t want = (size_t)(d->meta.L * d->meta.K * d->meta.T);
     if (!rc && c.n_rows && c.n_rows != want)
         rc = kv_fail(err, KV_EINPUT, "%s: %zu rows, expected L x K x T = %zu", c.path, c.n_rows, want);
@@ -122,9 +120,8 @@ static int load_pca(plot_data *d, kv_err *err)
 
 static int load_var(plot_data *d, kv_err *err)
 {
-    static const char *const COLS[] = {"layer", "kv_head", "var_pc1", "var_pc2", "var_total"};
     csv_table c;
-    int rc = plot_table_open(d, PF_PCA_VAR, COLS, 5, false, &c, err);
+    int rc = plot_table_open(d, PF_PCA_VAR, &c, err);
     plot_pca *p = &d->pca;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         int64_t l, k;

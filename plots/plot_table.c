@@ -7,14 +7,31 @@ const char *const PLOT_FILES[PF_N] = {"meta.csv", "spearman.csv", "logdet.csv", 
                                       "pca_var.csv", "detail.csv", "summary.csv", "timing.csv",
                                       "results.csv"};
 
-int plot_table_open(plot_data *d, int file, const char *const *cols, int n, bool open_ended, csv_table *c,
-                    kv_err *err)
+/* The schema of each file (results/results_schema.c: the tables the writers use). */
+static const results_schema *const SCHEMAS[PF_N] = {
+    &RESULTS_SCHEMA_META, &RESULTS_SCHEMA_SPEARMAN, &RESULTS_SCHEMA_LOGDET, &RESULTS_SCHEMA_PCA,
+    &RESULTS_SCHEMA_PCA_KEPT, &RESULTS_SCHEMA_PCA_VAR, &RESULTS_SCHEMA_DETAIL, &RESULTS_SCHEMA_SUMMARY,
+    &RESULTS_SCHEMA_TIMING, &RESULTS_SCHEMA_RESULTS};
+
+int plot_table_open(plot_data *d, int file, csv_table *c, kv_err *err)
 {
     bool present = false;
     int rc = csv_read(c, d->dir, PLOT_FILES[file], &present, err);
     d->present[file] = present;
     if (rc || !present) return rc;
-    return csv_expect(c, cols, n, open_ended, err);
+    const results_dims dims = {.L = d->meta.L, .H = d->meta.H, .K = d->meta.K, .T = d->meta.T,
+                               .max_abs = PLOT_MAX_ABS};
+    results_runs runs = {0};
+    rc = results_schema_check(c, SCHEMAS[file], &dims, &runs, err);
+    /* every file that names runs names summary.csv's (logdet.csv also the whole trace, full_cache);
+     * a header-only file has no rows to disagree: its figure is skipped with a note */
+    char ref[4300];
+    snprintf(ref, sizeof ref, "%s/%s", d->dir, PLOT_FILES[PF_SUMMARY]);
+    if (!rc && file != PF_SUMMARY && d->present[PF_SUMMARY] && c->n_rows && SCHEMAS[file]->cols[0].kind == SC_CONFIG)
+        rc = results_runs_match(&runs, c->path, &d->runs_ref, ref, file == PF_LOGDET ? "full_cache" : NULL, err);
+    if (!rc && file == PF_SUMMARY) d->runs_ref = runs;
+    else results_runs_free(&runs);
+    return rc;
 }
 
 /* Whether config is policy, or policy ":" params when params is not empty

@@ -169,15 +169,19 @@ int policy_parse(const char *spec, policy_config *out, kv_err *err)
 
 int policy_parse_list(const char *verb, const char *list, policy_config *out, int max, int *n, kv_err *err)
 {
-    char buf[4096];
-    if (strlen(list) >= sizeof buf) return cli_usage(err, verb, "--policies list is too long");
-    snprintf(buf, sizeof buf, "%s", list);
+    cli_list l;
     *n = 0;
-    for (char *save = NULL, *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
-        if (*n == max) return cli_usage(err, verb, "at most %d policies", max);
-        int rc = policy_parse(it, &out[(*n)++], err);
-        if (rc) return rc;
+    int rc = cli_list_split(verb, "--policies", list, max, &l, err);
+    for (int i = 0; !rc && i < l.n; i++) {
+        if ((rc = policy_parse(l.item[i], &out[i], err))) return rc;
+        for (int j = 0; !rc && j < i; j++)   /* one configuration, two spellings: caught before any work */
+            if (out[j].iface == out[i].iface && strcmp(out[j].canonical, out[i].canonical) == 0) {
+                char label[sizeof out[i].canonical + 64];
+                snprintf(label, sizeof label, "%s%s%s", out[i].iface->name, out[i].canonical[0] ? ":" : "",
+                         out[i].canonical);
+                rc = cli_list_repeat(verb, "--policies", &l, j, i, "the same configuration", label, err);
+            }
     }
-    if (!*n) return cli_usage(err, verb, "--policies is empty");
-    return KV_OK;
+    if (!rc) *n = l.n;
+    return rc;
 }

@@ -108,8 +108,11 @@ const policy_iface *policy_find(const char *name);
  * value is a KV_EUSAGE error that lists what is valid. */
 int policy_parse(const char *spec, policy_config *out, kv_err *err);
 
-/* A comma-separated list of policies into out[0..max): *n of them. Errors
- * are policy_parse's, or a usage error of `verb` for an empty or long list. */
+/* A comma-separated list of policies into out[0..max): *n of them, split
+ * by cli_list_split (no empty item, no space). Errors are usage errors:
+ * policy_parse's, or of `verb` for a loose list or one configuration given
+ * twice after canonicalisation ("keydiff,keydiff:window=0"), naming both
+ * spellings, so the repeat is refused before any work. */
 int policy_parse_list(const char *verb, const char *list, policy_config *out, int max, int *n, kv_err *err);
 
 /* Parameters (params.c), for the parser and the policy implementations:

@@ -2,6 +2,7 @@
 #include "results/results_h5.h"
 
 #include <hdf5.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,10 @@ static int check_rows(results_run *r, int64_t L, int64_t K, int64_t T, const cha
             if (n == 0)
                 return kv_fail(err, KV_EINPUT, "%s/" DSET_RETAINED ": [%lld, %lld] holds no position", where,
                                (long long)l, (long long)g);
+            if (n > r->budget && n != T)   /* only a policy that never evicts keeps more: all T positions */
+                return kv_fail(err, KV_EINPUT, "%s/" DSET_RETAINED ": [%lld, %lld] keeps %lld positions, more than "
+                               "the budget %lld and fewer than all T = %lld", where, (long long)l, (long long)g,
+                               (long long)n, (long long)r->budget, (long long)T);
             r->n_kept[l * K + g] = n;
         }
     return KV_OK;
@@ -215,6 +220,12 @@ static int read_logdet(hid_t g, results_run *r, int64_t L, int64_t K, const char
         rc = err->code;
     if (!rc && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, r->final_logdet) < 0)
         rc = kv_fail(err, KV_EINPUT, "%s/" DSET_LOGDET ": cannot read (corrupt file)", where);
+    for (int64_t i = 0; !rc && i < L * K; i++)
+        /* log det(K^T K / n + 1e-6 I) of unit keys: the eigenvalues sum to 1, so it is at most
+         * D log(1 + 1e-6) < 1 and at least D log(1e-6) > -1e6 for any D analyze reads */
+        if (!(r->final_logdet[i] <= 1 && r->final_logdet[i] >= -1e6))
+            rc = kv_fail(err, KV_EINPUT, "%s/" DSET_LOGDET ": [%lld, %lld] = %g is not a log-det of unit keys "
+                         "(finite, in [-1e6, 1])", where, (long long)(i / K), (long long)(i % K), r->final_logdet[i]);
     H5Dclose(d);
     return rc;
 }
@@ -231,6 +242,8 @@ static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T,
     int rc = h5u_read_attr_str(g, where, ATTR_POLICY, r->policy, sizeof r->policy, NULL, err);
     if (!rc) rc = h5u_read_attr_str(g, where, ATTR_PARAMS, r->params, sizeof r->params, NULL, err);
     if (!rc) rc = h5u_read_attr_i64(g, where, ATTR_BUDGET, &r->budget, 1, NULL, err);
+    if (!rc && r->budget < 1)
+        rc = kv_fail(err, KV_EINPUT, "%s: budget %lld is not a cache size (>= 1)", where, (long long)r->budget);
     if (!rc && (strchr(r->policy, ',') || strchr(r->params, ',') || strchr(r->policy, '\n') ||
                 strchr(r->params, '\n') || !r->policy[0]))
         rc = kv_fail(err, KV_EINPUT, "%s: attribute policy '%s' or params '%s' is empty or holds a comma or "
@@ -267,6 +280,10 @@ static int read_runs(hid_t f, results_set *rs, int64_t L, int64_t K, int64_t T, 
             rc = kv_fail(err, KV_EINPUT, "%s: /" RUNS "/%s: a run name holds a comma", rs->path, r->name);
         else
             rc = read_run(runs, r, L, K, T, rs->path, err);
+        for (int j = 0; !rc && j < rs->n_runs - 1; j++)   /* results.csv and the rest are keyed by (config, budget) */
+            if (rs->runs[j].budget == r->budget && strcmp(rs->runs[j].config, r->config) == 0)
+                rc = kv_fail(err, KV_EINPUT, "%s: /" RUNS "/%s repeats the run of /" RUNS "/%s (%s, budget %lld)",
+                             rs->path, r->name, rs->runs[j].name, r->config, (long long)r->budget);
     }
     H5Gclose(runs);
     return rc;

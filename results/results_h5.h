@@ -24,11 +24,14 @@
  * The writer records no object times, so the same run writes the same bytes.
  *
  * Every check a file reader owes its caller: /runs exists; each member is a
- * group with string policy and params and an integer budget; retained is of
+ * group with string policy and params and an integer budget >= 1, no two
+ * runs with the same (config, budget); retained is of
  * an integer type, rank 3, [L, K] as in the trace, N' in [1, T], each row's
  * positions strictly increasing within [0, T) and followed only by −1 padding
- * (sim pads a cache smaller than N'), at least one position per row;
- * final_logdet of a float type, [L, K]. The first violation is one KV_EINPUT
+ * (sim pads a cache smaller than N'), at least one position per row and
+ * no more than the budget unless all T (a policy that never evicts);
+ * final_logdet of a float type, [L, K], each in [-1e6, 1] (a log-det of
+ * unit keys plus 1e-6 I can take no other value; NaN and inf refused). The first violation is one KV_EINPUT
  * line "DIR/results.h5: /runs/NAME/retained: ...". Runs come in the file's
  * name order (what h5py shows; sim's order for the files sim writes). The
  * reader takes the configuration from policy and params, not from @config,

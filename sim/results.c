@@ -12,6 +12,7 @@
 #include "core/csv.h"
 #include "results/results_dir.h"
 #include "results/results_h5.h"
+#include "results/results_schema.h"
 
 static const char *const PHASE_NAMES[N_PHASES] = {"prefill", "decode", "all"};
 
@@ -94,9 +95,7 @@ static const sim_stats *stat_at(const sim_results *r, int c, int64_t l, int64_t 
 
 static int write_results_csv(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, RESULTS_FILE_CSV, "config,policy,params,budget,chunk,decode_chunk,eval_stride,layer,"
-                         "q_head,kv_head,phase,n_queries,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,"
-                         "attn_recall_min", err);
+    FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_RESULTS, err);
     if (!f) return err->code;
     const int64_t G = r->H / r->K; /* query head h uses kv head h / G (SPEC §3) */
     char pre[1200];
@@ -132,9 +131,7 @@ void sim_results_summarize(const sim_results *r, int c, int p, sim_stats *out, d
 
 static int write_summary_csv(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, RESULTS_FILE_SUMMARY, "config,policy,params,budget,chunk,decode_chunk,eval_stride,"
-                         "phase,n_queries,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,attn_recall_min,"
-                         "final_logdet_mean", err);
+    FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_SUMMARY, err);
     if (!f) return err->code;
     char pre[1200];
     for (int c = 0; c < r->n_cfg; c++) {
@@ -152,8 +149,7 @@ static int write_summary_csv(const sim_results *r, const sim_opts *o, const char
 
 static int write_timing_csv(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, RESULTS_FILE_TIMING, "config,policy,params,budget,chunk,calls,candidates,"
-                         "score_ns_per_candidate", err);
+    FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_TIMING, err);
     if (!f) return err->code;
     char key[1024];
     for (int c = 0; c < r->n_cfg; c++) {

@@ -61,6 +61,8 @@ def logdet(k):
 
 
 def kept_set(name, params, keys, att, n):
+    if name == "full":
+        return np.arange(T)
     if name == "streaming":
         return np.r_[np.arange(4), np.arange(T - (n - 4), T)]
     if name == "tova":
@@ -116,7 +118,7 @@ def make_fixture(out, detail=(1, 2), with_results=True, seed=3):
     write_csv(os.path.join(out, "detail.csv"), ["row", "col", "cos", "attn"],
               [(i, j, g((kn @ kn.T)[i, j]), g(a[i, j])) for i in range(n) for j in range(n)])
     pca, var = [], []
-    runs = [(name, params, b) for b in BUDGETS for name, params in RUNS] if with_results else []
+    runs = [(name, params, b) for b in BUDGETS for name, params in [("full", "")] + RUNS] if with_results else []
     ld = [("full_cache", "full_cache", "", T, l, kv, g(logdet(keys[l, kv]))) for l in range(L) for kv in range(K)]
     kept = {}
     for l in range(L):
@@ -146,8 +148,8 @@ def make_fixture(out, detail=(1, 2), with_results=True, seed=3):
 
 def write_results_csv(out, rng):
     """results.csv: one row per (configuration, budget, layer, query head, phase), errors varying by layer and head."""
-    cols = ["policy", "params", "budget", "chunk", "decode_chunk", "eval_stride", "layer", "head", "phase", "n_queries",
-            "out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean", "attn_recall_min"]
+    cols = ["config", "policy", "params", "budget", "chunk", "decode_chunk", "eval_stride", "layer", "q_head", "kv_head",
+            "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean", "attn_recall_min"]
     rows = []
     for name, params in [("full", "")] + RUNS:
         for b in BUDGETS:
@@ -155,8 +157,8 @@ def write_results_csv(out, rng):
                 for h in range(H):
                     for phase in ("prefill", "decode", "all"):
                         e = 0.0 if name == "full" else float(rng.uniform(0.01, 0.5)) * (l + 1) * 16 / b
-                        rows.append((name, params, b, 16, 1, 1, l, h, phase, 100, g(e), g(1.5 * e), g(1 - e / 2),
-                                     g(1 - e)))
+                        rows.append((label(name, params), name, params, b, 16, 1, 1, l, h, h // (H // K), phase, 100,
+                                     g(e), g(1.5 * e), g(1 - e / 2), g(1 - e)))
     write_csv(os.path.join(out, "results.csv"), cols, rows)
 
 

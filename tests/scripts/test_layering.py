@@ -36,7 +36,7 @@ LAYERS = {
     "analysis": ["core", "trace", "provenance", "results"],
     "sim": ["core", "trace", "provenance", "policies", "analysis", "results"],
     "capture": ["core", "trace", "provenance", "model", "policies"],
-    "plots": ["core", "provenance"],
+    "plots": ["core", "provenance", "results"],  # results/results_schema.h: the columns analyze writes
     "fidelity": ["core", "trace", "provenance", "model", "policies", "capture", "sim", "analysis", "results", "plots"],
     "cli": ["core", "trace", "provenance", "model", "policies", "synth", "results", "analysis", "sim", "capture", "plots",
             "fidelity"],

@@ -4,6 +4,7 @@
  * second parse starts afresh. */
 #include "testutil.h"
 
+#include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "trace/trace.h"
 
@@ -149,12 +150,68 @@ static void messages(void **state)
                  "toy: unknown option '-o' (see 'kvtrace toy --help')");
 }
 
+/* Numbers are a '-' and digits only: no '+', space, hex or exponent. */
+static void strict_numbers(void **state)
+{
+    (void)state;
+    static const char *const BAD[] = {"+8", " 8", "8 ", "0x8", "1e1", "", "-", "8.0"};
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        char *args[] = {"toy", "--chunk", (char *)BAD[i], NULL};
+        char want[160];
+        snprintf(want, sizeof want, "toy: --chunk expects an integer, got '%s' (see 'kvtrace toy --help')", BAD[i]);
+        expect_usage(TOY, args, want);
+        args[1] = "--seed";
+        toy_opts o = {0};
+        bool help = false;
+        int first = 0;
+        kv_err err;
+        assert_int_equal(parse(TOY, &o, &help, &first, &err, args), KV_EUSAGE);
+    }
+    expect_usage(TOY, (char *[]){"toy", "--temperature", " 1", NULL},
+                 "toy: --temperature expects a number in [0, 10], got ' 1' (see 'kvtrace toy --help')");
+    expect_usage(TOY, (char *[]){"toy", "--temperature", "0x1p1", NULL},
+                 "toy: --temperature expects a number in [0, 10], got '0x1p1' (see 'kvtrace toy --help')");
+}
+
+/* One list parser: empty items, spaces and repeats refused, both spellings named. */
+static void lists(void **state)
+{
+    (void)state;
+    int64_t v[8];
+    int n = -1;
+    kv_err err = {0};
+    assert_int_equal(cli_parse_i64_list("toy", "--b", "16,32,008", 1, 100, v, 8, &n, &err), KV_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(v[2], 8);
+    static const char *const BAD[] = {"16,,32", ",16", "16,", ",", "", "+16", " 16", "16, 32", "0x10", "1e3",
+                                      "1,2,3,4,5,6,7,8,9", "0", "16\t"};
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        kv_err e = {0};
+        n = -1;
+        assert_int_equal(cli_parse_i64_list("toy", "--b", BAD[i], 1, 100, v, 8, &n, &e), KV_EUSAGE);
+        printf("# %s\n", e.msg);
+        assert_int_equal(n, 0);
+    }
+    kv_err e = {0};
+    assert_int_equal(cli_parse_i64_list("toy", "--b", "16,32,016", 1, 100, v, 8, &n, &e), KV_EUSAGE);
+    assert_string_equal(e.msg, "toy: --b names the value twice: '16' and '016' are both 16 (see 'kvtrace toy --help')");
+    cli_list l;
+    kv_err e2 = {0};
+    assert_int_equal(cli_list_split("toy", "--x", "a,b:c=1,a", 8, &l, &e2), KV_OK);
+    assert_int_equal(l.n, 3);
+    assert_string_equal(l.item[1], "b:c=1");
+    assert_int_equal(cli_list_repeat("toy", "--x", &l, 0, 2, "the item", "a", &e2), KV_EUSAGE);
+    assert_string_equal(e2.msg, "toy: --x names the item 'a' twice (see 'kvtrace toy --help')");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_kind),
         cmocka_unit_test(help_and_defaults),
         cmocka_unit_test(messages),
+        cmocka_unit_test(strict_numbers),
+        cmocka_unit_test(lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -110,7 +110,13 @@ static void missing_header_only_and_crlf(void **state)
     assert_int_equal(c.n_rows, 0);
     assert_int_equal(csv_expect(&c, COLS, 3, false, &err), KV_OK);
     csv_free(&c);
-    put("crlf.csv", "layer,head,rho\r\n1,2,3.5\r\n1,3,4"); /* CRLF and no final newline */
+    put("cut.csv", "layer,head,rho\n1,2,3.5\n1,3,4"); /* no final newline: cut short */
+    assert_int_equal(csv_read(&c, tu_dir, "cut.csv", &present, &err), KV_EINPUT);
+    printf("# %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "cut.csv:3: the last line has no final newline"));
+    csv_free(&c);
+    err = (kv_err){0};
+    put("crlf.csv", "layer,head,rho\r\n1,2,3.5\r\n1,3,4\r\n"); /* CRLF */
     assert_int_equal(csv_read(&c, tu_dir, "crlf.csv", &present, &err), KV_OK);
     assert_int_equal(csv_expect(&c, COLS, 3, false, &err), KV_OK);
     assert_int_equal(c.n_rows, 2);

@@ -139,6 +139,31 @@ static void registry_is_well_formed(void **state)
     assert_non_null(strstr(summary, "reconstruct"));
 }
 
+/* Lists: split strictly, and one configuration spelled twice is refused naming both spellings. */
+static void lists_refuse_repeats(void **state)
+{
+    (void)state;
+    policy_config cfg[8];
+    int n = -1;
+    kv_err err = {0};
+    assert_int_equal(policy_parse_list("sim", "tova,keydiff:window=0.2,keydiff", cfg, 8, &n, &err), KV_OK);
+    assert_int_equal(n, 3);
+    static const char *const BAD[] = {",keydiff", "keydiff,", "keydiff,,tova", " keydiff", "keydiff:", "",
+                                      "keydiff::window=0", "keydiff:window="};
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        kv_err e = {0};
+        assert_int_equal(policy_parse_list("sim", BAD[i], cfg, 8, &n, &e), KV_EUSAGE);
+        printf("# %s\n", e.msg);
+    }
+    kv_err e = {0};
+    assert_int_equal(policy_parse_list("sim", "tova,keydiff,keydiff:window=0", cfg, 8, &n, &e), KV_EUSAGE);
+    printf("# %s\n", e.msg);
+    assert_non_null(strstr(e.msg, "'keydiff' and 'keydiff:window=0' are both keydiff:anchor=norm:"));
+    kv_err e2 = {0};
+    assert_int_equal(policy_parse_list("sim", "knorm,knorm", cfg, 8, &n, &e2), KV_EUSAGE);
+    assert_non_null(strstr(e2.msg, "names the same configuration 'knorm' twice"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -146,6 +171,7 @@ int main(void)
         cmocka_unit_test(values_reach_the_policy),
         cmocka_unit_test(bad_specs_say_what_is_valid),
         cmocka_unit_test(registry_is_well_formed),
+        cmocka_unit_test(lists_refuse_repeats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

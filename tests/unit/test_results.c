@@ -54,7 +54,7 @@ static void write_results(const char *dir, const run_spec *a, const run_spec *b)
     assert_true(f >= 0 && runs >= 0);
     const run_spec *specs[2] = {b, a};
     const char *names[2] = {"b:budget=4", "a:budget=4"}, *pol[2] = {"b", "a"};
-    double ld[L * K * 2] = {1, 2, 3, 4, 5, 6, 7, 8};
+    double ld[L * K * 2] = {-1, -2, -3, -4, -5, -6, -7, -8}; /* log-dets of unit keys are <= 1 */
     kv_err err = {0};
     for (int i = 0; i < 2; i++) {
         hid_t g = H5Gcreate2(runs, names[i], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -95,7 +95,7 @@ static void good_file_in_name_order(void **state)
     assert_int_equal(rs.runs[0].n_kept[0], W);
     assert_int_equal(rs.runs[0].n_kept[3], W - 1);
     assert_int_equal(rs.runs[1].retained[1 * W + 2], 2 * 2 + 1 + 1);
-    assert_true(rs.runs[0].final_logdet[3] == 4.0);
+    assert_true(rs.runs[0].final_logdet[3] == -4.0);
     results_free(&rs);
 }
 
@@ -192,7 +192,7 @@ static void write_two(const char *dir)
     for (int i = 0; i < L * K; i++) {
         for (int w = 0; w < 3; w++) w_keep[i * 3 + w] = 3 * w + i;
         for (int t = 0; t < T; t++) w_full[i * T + t] = t;
-        w_ld[0][i] = -1.5 * i, w_ld[1][i] = 0.25 + i;
+        w_ld[0][i] = -1.5 * i, w_ld[1][i] = -0.25 - i;
     }
     w_keep[2 * 3 + 2] = RESULTS_PAD;
     const results_run_view runs[2] = {

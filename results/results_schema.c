@@ -1,0 +1,316 @@
+/* results_schema: the column tables of every CSV sim and analyze write, and
+ * the one checker their readers run (results_schema.h). */
+#include "results/results_schema.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "results/results_dir.h"
+
+#define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define RUN_COLS {"config", SC_CONFIG, false, true}, {"policy", SC_POLICY, false, false}, \
+                 {"params", SC_PARAMS, false, false}, {"budget", SC_BUDGET, false, true}
+
+static const results_col COLS_RESULTS[] = {
+    RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"decode_chunk", SC_BUDGET, false, false},
+    {"eval_stride", SC_BUDGET, false, false}, {"layer", SC_LAYER, false, true}, {"q_head", SC_QHEAD, false, true},
+    {"kv_head", SC_KVHEAD, false, false}, {"phase", SC_PHASE, false, true}, {"n_queries", SC_COUNT, false, false},
+    {"out_rel_err_mean", SC_NONNEG, false, false}, {"out_rel_err_p95", SC_NONNEG, false, false},
+    {"attn_recall_mean", SC_UNIT, false, false}, {"attn_recall_min", SC_UNIT, false, false},
+};
+static const results_col COLS_SUMMARY[] = {
+    RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"decode_chunk", SC_BUDGET, false, false},
+    {"eval_stride", SC_BUDGET, false, false}, {"phase", SC_PHASE, false, true}, {"n_queries", SC_COUNT, false, false},
+    {"out_rel_err_mean", SC_NONNEG, false, false}, {"out_rel_err_p95", SC_NONNEG, false, false},
+    {"attn_recall_mean", SC_UNIT, false, false}, {"attn_recall_min", SC_UNIT, false, false},
+    {"final_logdet_mean", SC_REAL, true, false},
+};
+static const results_col COLS_TIMING[] = {
+    RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"calls", SC_COUNT, false, false},
+    {"candidates", SC_COUNT, false, false}, {"score_ns_per_candidate", SC_NONNEG, false, false},
+};
+static const results_col COLS_META[] = {{"key", SC_TEXT, false, false}, {"value", SC_TEXT, false, false}};
+static const results_col COLS_SPEARMAN[] = {
+    {"layer", SC_LAYER, false, true}, {"q_head", SC_QHEAD, false, true}, {"kv_head", SC_KVHEAD, false, false},
+    {"rho_pairwise", SC_CORR, true, false}, {"rho_anchor", SC_CORR, true, false},
+};
+static const results_col COLS_LOGDET[] = {
+    RUN_COLS, {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true}, {"logdet", SC_REAL, false, false},
+};
+static const results_col COLS_PCA[] = {
+    {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true}, {"position", SC_POS, false, true},
+    {"pc1", SC_REAL, false, false}, {"pc2", SC_REAL, false, false},
+};
+static const results_col COLS_PCA_KEPT[] = {
+    RUN_COLS, {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true}, {"position", SC_POS, false, true},
+};
+static const results_col COLS_PCA_VAR[] = {
+    {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true}, {"var_pc1", SC_NONNEG, false, false},
+    {"var_pc2", SC_NONNEG, false, false}, {"var_total", SC_NONNEG, false, false},
+};
+static const results_col COLS_DETAIL[] = {
+    {"row", SC_DETAIL, false, true}, {"col", SC_DETAIL, false, true}, {"cos", SC_CORR, false, false},
+    {"attn", SC_UNIT, true, false},
+};
+
+const results_schema RESULTS_SCHEMA_RESULTS = {RESULTS_FILE_CSV, COLS_RESULTS, N(COLS_RESULTS), SR_GRID};
+const results_schema RESULTS_SCHEMA_SUMMARY = {RESULTS_FILE_SUMMARY, COLS_SUMMARY, N(COLS_SUMMARY), SR_GRID};
+const results_schema RESULTS_SCHEMA_TIMING = {RESULTS_FILE_TIMING, COLS_TIMING, N(COLS_TIMING), SR_GRID};
+const results_schema RESULTS_SCHEMA_META = {"meta.csv", COLS_META, N(COLS_META), SR_FREE};
+const results_schema RESULTS_SCHEMA_SPEARMAN = {"spearman.csv", COLS_SPEARMAN, N(COLS_SPEARMAN), SR_GRID_OR_0};
+const results_schema RESULTS_SCHEMA_LOGDET = {"logdet.csv", COLS_LOGDET, N(COLS_LOGDET), SR_GRID};
+const results_schema RESULTS_SCHEMA_PCA = {"pca.csv", COLS_PCA, N(COLS_PCA), SR_GRID};
+const results_schema RESULTS_SCHEMA_PCA_KEPT = {"pca_kept.csv", COLS_PCA_KEPT, N(COLS_PCA_KEPT), SR_SUBSET};
+const results_schema RESULTS_SCHEMA_PCA_VAR = {"pca_var.csv", COLS_PCA_VAR, N(COLS_PCA_VAR), SR_GRID};
+const results_schema RESULTS_SCHEMA_DETAIL = {"detail.csv", COLS_DETAIL, N(COLS_DETAIL), SR_GRID_OR_0};
+
+static const char *const PHASES[] = {"prefill", "decode", "all"};
+
+void results_schema_header(const results_schema *s, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < s->n_cols && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? "," : "", s->cols[i].name);
+}
+
+FILE *results_schema_create(const char *dir, const results_schema *s, kv_err *err)
+{
+    char header[1024];
+    results_schema_header(s, header, sizeof header);
+    return csv_create(dir, s->file, header, err);
+}
+
+void results_runs_free(results_runs *r)
+{
+    for (int i = 0; i < r->n; i++) free((char *)r->config[i]);
+    free(r->config), free(r->budget);
+    memset(r, 0, sizeof *r);
+}
+
+static int runs_find(const results_runs *r, const char *config, int64_t budget, int hint)
+{
+    if (hint >= 0 && hint < r->n && r->budget[hint] == budget && strcmp(r->config[hint], config) == 0) return hint;
+    for (int i = 0; i < r->n; i++)
+        if (r->budget[i] == budget && strcmp(r->config[i], config) == 0) return i;
+    return -1;
+}
+
+int results_runs_add(results_runs *r, const char *config, int64_t budget, kv_err *err)
+{
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 16;
+        const char **c = realloc(r->config, (size_t)cap * sizeof *c);
+        if (c) r->config = c;
+        int64_t *b = realloc(r->budget, (size_t)cap * sizeof *b);
+        if (b) r->budget = b;
+        if (!c || !b) return kv_fail(err, KV_EFAIL, "out of memory for %d runs", cap);
+        r->cap = cap;
+    }
+    if (!(r->config[r->n] = strdup(config))) return kv_fail(err, KV_EFAIL, "out of memory for a run");
+    r->budget[r->n] = budget;
+    return r->n++;
+}
+
+/* The grid size of a kind used as a key column (1 for run columns). */
+static int64_t extent(results_col_kind k, const results_dims *d)
+{
+    switch (k) {
+    case SC_LAYER: return d->L;
+    case SC_QHEAD: return d->H;
+    case SC_KVHEAD: return d->K;
+    case SC_POS: return d->T;
+    case SC_DETAIL: return d->T < 64 ? d->T : 64;
+    case SC_PHASE: return 3;
+    default: return 1;
+    }
+}
+
+/* Whether config is policy, or policy ":" params when params is not empty. */
+static bool config_is(const char *config, const char *policy, const char *params)
+{
+    size_t n = strlen(policy);
+    if (strncmp(config, policy, n) != 0) return false;
+    return params[0] ? config[n] == ':' && strcmp(config + n + 1, params) == 0 : config[n] == '\0';
+}
+
+static int real_cell(const csv_table *c, size_t r, int j, const results_col *col, const results_dims *d, kv_err *err)
+{
+    double x;
+    int rc = csv_double(c, r, j, col->nan_ok, &x, err);
+    if (rc || isnan(x)) return rc;
+    const double slack = 1e-6;
+    if ((col->kind == SC_NONNEG && x < 0) || (col->kind == SC_UNIT && (x < -slack || x > 1 + slack)) ||
+        (col->kind == SC_CORR && (x < -1 - slack || x > 1 + slack)))
+        return csv_fail(c, r, err, "%s = %.9g is outside %s", col->name, x,
+                        col->kind == SC_NONNEG ? "[0, inf)" : col->kind == SC_UNIT ? "[0, 1]" : "[-1, 1]");
+    if (d->max_abs > 0 && x != 0 && (fabs(x) > d->max_abs || fabs(x) < 1 / d->max_abs))
+        return csv_fail(c, r, err, "%s = %.9g is too extreme to draw (|x| must be 0 or in [%g, %g])", col->name, x,
+                        1 / d->max_abs, d->max_abs);
+    return KV_OK;
+}
+
+/* One cell against its column's kind. */
+static int check_cell(const csv_table *c, size_t r, int j, const results_schema *s, const results_dims *d,
+                      kv_err *err)
+{
+    const results_col *col = &s->cols[j];
+    const char *v = csv_cell(c, r, j);
+    int64_t x;
+    switch (col->kind) {
+    case SC_TEXT: case SC_PARAMS: return KV_OK;
+    case SC_CONFIG:
+        if (j + 2 < s->n_cols && !config_is(v, csv_cell(c, r, j + 1), csv_cell(c, r, j + 2)))
+            return csv_fail(c, r, err, "config '%.200s' is not policy '%.60s' with params '%.200s'", v,
+                            csv_cell(c, r, j + 1), csv_cell(c, r, j + 2));
+        return KV_OK;
+    case SC_POLICY:
+        return !v[0] || strchr(v, ':') ? csv_fail(c, r, err, "policy '%.60s' is empty or holds ':'", v) : KV_OK;
+    case SC_BUDGET: return csv_int(c, r, j, 1, INT64_MAX, &x, err);
+    case SC_COUNT: return csv_int(c, r, j, 0, INT64_MAX, &x, err);
+    case SC_PHASE:
+        for (int p = 0; p < 3; p++)
+            if (strcmp(v, PHASES[p]) == 0) return KV_OK;
+        return csv_fail(c, r, err, "phase is '%.40s', expected prefill, decode or all", v);
+    case SC_LAYER: case SC_QHEAD: case SC_KVHEAD: case SC_POS: case SC_DETAIL:
+        return csv_int(c, r, j, 0, extent(col->kind, d) - 1, &x, err);
+    default: return real_cell(c, r, j, col, d, err);
+    }
+}
+
+/* The row's index in its run's grid of key columns; checks kv_head against q_head. */
+static int grid_index(const csv_table *c, size_t r, const results_schema *s, const results_dims *d, int64_t *at,
+                      kv_err *err)
+{
+    int64_t idx = 0, q = -1;
+    for (int j = 0; j < s->n_cols; j++) {
+        const char *v = csv_cell(c, r, j);
+        int64_t x = 0;
+        if (s->cols[j].kind == SC_PHASE) while (strcmp(v, PHASES[x]) != 0) x++;
+        else if (s->cols[j].kind >= SC_LAYER && s->cols[j].kind <= SC_DETAIL) x = strtoll(v, NULL, 10);
+        if (s->cols[j].kind == SC_QHEAD) q = x;
+        if (s->cols[j].kind == SC_KVHEAD && q >= 0 && x != q / (d->H / d->K))
+            return csv_fail(c, r, err, "kv_head %lld is not the kv head of q_head %lld (q_head / (H/K) = %lld)",
+                            (long long)x, (long long)q, (long long)(q / (d->H / d->K)));
+        if (s->cols[j].key && s->cols[j].kind >= SC_LAYER && s->cols[j].kind <= SC_PHASE)
+            idx = idx * extent(s->cols[j].kind, d) + x;
+    }
+    *at = idx;
+    return KV_OK;
+}
+
+static int64_t grid_size(const results_schema *s, const results_dims *d)
+{
+    int64_t n = 1;
+    for (int j = 0; j < s->n_cols; j++)
+        if (s->cols[j].key && s->cols[j].kind >= SC_LAYER && s->cols[j].kind <= SC_PHASE) n *= extent(s->cols[j].kind, d);
+    return n;
+}
+
+/* Pass 1: every cell, and the runs (run[r] of each row). */
+static int check_cells(const csv_table *c, const results_schema *s, const results_dims *d, results_runs *runs,
+                       int *run, kv_err *err)
+{
+    const bool has_run = s->cols[0].kind == SC_CONFIG;
+    int last = -1, rc = KV_OK;
+    for (size_t r = 0; !rc && r < c->n_rows; r++) {
+        for (int j = 0; !rc && j < s->n_cols; j++) rc = check_cell(c, r, j, s, d, err);
+        if (rc || !has_run) continue;
+        int64_t b = strtoll(csv_cell(c, r, 3), NULL, 10);
+        last = runs_find(runs, csv_cell(c, r, 0), b, last);
+        if (last < 0) last = results_runs_add(runs, csv_cell(c, r, 0), b, err);
+        if (last < 0) rc = KV_EFAIL;
+        run[r] = last;
+    }
+    return rc;
+}
+
+/* Pass 2: unique keys, the row count, and (SR_SUBSET) equal counts per (run, layer, kv_head). */
+static int check_grid(const csv_table *c, const results_schema *s, const results_dims *d, const results_runs *runs,
+                      const int *run, kv_err *err)
+{
+    const bool has_run = s->cols[0].kind == SC_CONFIG;
+    const int64_t G = grid_size(s, d), R = has_run ? runs->n : 1;
+    if (s->rows != SR_SUBSET && !(s->rows == SR_GRID_OR_0 && c->n_rows == 0) && (int64_t)c->n_rows != R * G)
+        return kv_fail(err, KV_EINPUT, "%s: %zu rows, expected %lld (%lld run(s) x %lld; rows are missing or the "
+                       "file was cut)", c->path, c->n_rows, (long long)(R * G), (long long)R, (long long)G);
+    unsigned char *seen = kv_calloc((size_t)(R * G + 8) / 8, 1, c->path, err);
+    int64_t *count = s->rows == SR_SUBSET ? kv_calloc((size_t)(R * d->L * d->K + 1), sizeof *count, c->path, err) : NULL;
+    int rc = seen && (count || s->rows != SR_SUBSET) ? KV_OK : KV_EFAIL;
+    for (size_t r = 0; !rc && r < c->n_rows; r++) {
+        int64_t at = 0;
+        if ((rc = grid_index(c, r, s, d, &at, err))) break;
+        at += (int64_t)(has_run ? run[r] : 0) * G;
+        if (seen[at / 8] & (1u << (at % 8))) rc = csv_fail(c, r, err, "the same row key appears twice");
+        seen[at / 8] |= (unsigned char)(1u << (at % 8));
+        if (count) count[at / d->T]++;   /* pca_kept: the key is (layer, kv_head, position) */
+    }
+    for (int64_t i = 0; !rc && count && i < R * d->L * d->K; i++)
+        if (count[i] != count[i - i % (d->L * d->K)] || count[i] == 0)
+            rc = kv_fail(err, KV_EINPUT, "%s: run '%s' budget %lld keeps %lld positions at (layer %lld, kv_head %lld) "
+                         "but %lld at (0, 0) (rows are missing or the file was cut)", c->path,
+                         runs->config[i / (d->L * d->K)], (long long)runs->budget[i / (d->L * d->K)],
+                         (long long)count[i], (long long)(i % (d->L * d->K) / d->K), (long long)(i % d->K),
+                         (long long)count[i - i % (d->L * d->K)]);
+    free(seen), free(count);
+    return rc;
+}
+
+int results_schema_check(const csv_table *c, const results_schema *s, const results_dims *d, results_runs *runs,
+                         kv_err *err)
+{
+    const char *names[32];
+    for (int j = 0; j < s->n_cols; j++) names[j] = s->cols[j].name;
+    int rc = csv_expect(c, names, s->n_cols, false, err);
+    if (rc || s->rows == SR_FREE) return rc;
+    results_runs own = {0};
+    results_runs *rr = runs ? runs : &own;
+    memset(rr, 0, sizeof *rr);
+    int *run = c->n_rows ? kv_calloc(c->n_rows, sizeof *run, c->path, err) : NULL;
+    if (c->n_rows && !run) return KV_EFAIL;
+    rc = check_cells(c, s, d, rr, run, err);
+    if (!rc) rc = check_grid(c, s, d, rr, run, err);
+    free(run);
+    if (rc || !runs) results_runs_free(rr);
+    return rc;
+}
+
+int results_runs_match(const results_runs *got, const char *path, const results_runs *want, const char *want_path,
+                       const char *extra, kv_err *err)
+{
+    int n_extra = 0;
+    for (int i = 0; i < got->n; i++) {
+        if (runs_find(want, got->config[i], got->budget[i], i) >= 0) continue;
+        if (extra && strcmp(got->config[i], extra) == 0 && !n_extra++) continue;
+        return kv_fail(err, KV_EINPUT, "%s: run '%s' budget %lld is not in %s", path, got->config[i],
+                       (long long)got->budget[i], want_path);
+    }
+    for (int i = 0; i < want->n; i++)
+        if (runs_find(got, want->config[i], want->budget[i], i) < 0)
+            return kv_fail(err, KV_EINPUT, "%s: run '%s' budget %lld of %s is missing (rows are missing or the file "
+                           "was cut)", path, want->config[i], (long long)want->budget[i], want_path);
+    return KV_OK;
+}
+
+int results_check_csvs(const char *dir, const results_dims *d, const results_runs *h5_runs, kv_err *err)
+{
+    static const results_schema *const FILES[] = {&RESULTS_SCHEMA_RESULTS, &RESULTS_SCHEMA_SUMMARY,
+                                                  &RESULTS_SCHEMA_TIMING};
+    char h5[4200];
+    snprintf(h5, sizeof h5, "%s/" RESULTS_FILE_H5, dir);
+    int rc = KV_OK;
+    for (int i = 0; !rc && i < N(FILES); i++) {
+        csv_table c;
+        bool present = false;
+        results_runs runs = {0};
+        rc = csv_read(&c, dir, FILES[i]->file, &present, err);
+        if (!rc && !present) rc = kv_fail(err, KV_EINPUT, "%s/%s: missing", dir, FILES[i]->file);
+        if (!rc) rc = results_schema_check(&c, FILES[i], d, &runs, err);
+        if (!rc) rc = results_runs_match(&runs, c.path, h5_runs, h5, NULL, err);
+        results_runs_free(&runs);
+        csv_free(&c);
+    }
+    return rc;
+}
