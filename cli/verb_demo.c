@@ -181,6 +181,8 @@ int demo_main(int argc, char **argv)
     if (!rc && !o.model && !(rc = model_default_path(model, sizeof model, true, &err))) o.model = model;
     if (!rc) rc = prov_set_time(&prov, o.timestamp, &err);
     kv_outfile out;
+    const char *inputs[] = {o.model};
+    if (!rc) rc = outfile_check_inputs(o.out, inputs, 1, &err);
     if (!rc) rc = outdir_begin(&out, o.out, o.force, &err);
     if (rc) {
         prov_free(&prov);
