@@ -314,7 +314,7 @@ def killed_then_rerun(what, args, out, wait_for):
     t0 = time.time()
     while time.time() - t0 < 60 and not [e for e in os.listdir(d) if e.startswith("." + wait_for + ".tmp")]:
         time.sleep(0.01)
-    time.sleep(0.2)
+    time.sleep(0.05)
     p.send_signal(signal.SIGKILL)
     p.wait()
     left = [e for e in os.listdir(d) if ".tmp" in e]
@@ -327,9 +327,11 @@ def killed_then_rerun(what, args, out, wait_for):
 
 
 d = fresh("f9")
+BIG = d + "/big.h5"
+kv("synth", "--like", "stories260k", "--tokens", "1500", "-o", BIG, "--quiet")
 killed_then_rerun("synth killed by SIGKILL, then synth again", ["synth", "--like", "stories260k", "--tokens",
                   "20000", "-o", d + "/y.h5", "--force", "--quiet"], d + "/y.h5", "y.h5")
-killed_then_rerun("sim killed by SIGKILL, then sim again", ["sim", TRACE, "--policies", "streaming,knorm,keydiff",
+killed_then_rerun("sim killed by SIGKILL, then sim again", ["sim", BIG, "--policies", "streaming,knorm,keydiff",
                   "--budgets", "8,16,24,32,40", "--chunk", "1", "-o", d + "/R", "--force", "--quiet"], d + "/R", "R")
 me, my_start = os.getpid(), start_of(os.getpid())
 for what, name, must_go in (
