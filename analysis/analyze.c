@@ -255,7 +255,9 @@ int analyze_run(const analyze_opts *o, kv_err *err)
 {
     analyze_ctx c = {.o = o};
     const double started = kv_now_seconds();
-    int rc = trace_open(o->trace, &c.tr, err);
+    const char *inputs[] = {o->trace, o->results};
+    int rc = outfile_check_inputs(o->output, inputs, 2, err);
+    if (!rc) rc = trace_open(o->trace, &c.tr, err);
     if (!rc) rc = check_inputs(&c, err);
     const int threads = o->threads > 0 ? o->threads : kv_cpu_count();
     kv_outfile out;

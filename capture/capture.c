@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "capture/run.h"
+#include "core/outfile.h"
 #include "core/progress.h"
 #include "core/rng.h"
 #include "model/model.h"
@@ -156,7 +157,9 @@ int capture_run(const capture_opts *o, kv_err *err)
                                  .weights = o->weights};
     if (o->threads > 0) openblas_set_num_threads(o->threads);
     void *bctx = NULL;
-    int rc = backend_open(be, &req, &bctx, err); /* refused options, no usable GPU: before any work */
+    const char *inputs[] = {o->model, o->tokenizer, o->prompt.text_file, o->prompt.tokens_file};
+    int rc = o->dry_run ? KV_OK : outfile_check_inputs(o->output, inputs, 4, err);
+    if (!rc) rc = backend_open(be, &req, &bctx, err); /* refused options, no usable GPU: before any work */
     kv_model model;
     memset(&model, 0, sizeof model);
     double load_started = kv_now_seconds();

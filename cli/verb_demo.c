@@ -148,7 +148,10 @@ static int run_pipeline(const demo_opts *o, const char *tmp, kv_err *err)
     const int back = fchdir(here);
     close(here);
     if (back != 0) return kv_fail(err, KV_EFAIL, "cannot return to the working directory: %s", strerror(errno));
-    if (rc) return kv_fail(err, rc, "demo: the step above failed; nothing was kept");
+    if (rc) { /* the step said what is wrong, in its one error line */
+        fprintf(stderr, "kvtrace demo: the step above failed; nothing was kept\n");
+        return rc;
+    }
     rc = hoist(tmp, "figures", err); /* plot's provenance.json too: the demo's own replaces it */
     if (!rc) rc = prov_add_model(o->prov, model, err);
     return rc ? rc : prov_write_json(o->prov, tmp, err);
@@ -181,6 +184,8 @@ int demo_main(int argc, char **argv)
     if (!rc && !o.model && !(rc = model_default_path(model, sizeof model, true, &err))) o.model = model;
     if (!rc) rc = prov_set_time(&prov, o.timestamp, &err);
     kv_outfile out;
+    const char *inputs[] = {o.model};
+    if (!rc) rc = outfile_check_inputs(o.out, inputs, 1, &err);
     if (!rc) rc = outdir_begin(&out, o.out, o.force, &err);
     if (rc) {
         prov_free(&prov);
@@ -191,7 +196,7 @@ int demo_main(int argc, char **argv)
     prov_free(&prov);
     if (!rc) rc = outdir_commit(&out, &err);
     else outdir_abort(&out);
-    if (rc) return err.code == KV_OK ? 1 : cli_report(&err);
+    if (rc) return err.code == KV_OK ? rc : cli_report(&err);
     printf("kvtrace demo: done in %.1f s; the report is %s/report.html\n", kv_now_seconds() - t0, o.out);
     return 0;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/fileopen.h"
 #include "core/cli_args.h"
 #include "core/h5util.h"
 #include "trace/trace.h"
@@ -132,6 +133,7 @@ int verb_info(int argc, char **argv)
         cli_usage(&err, "info", argc < 2 ? "missing FILE" : "expects exactly one FILE");
         return cli_report(&err);
     }
+    if (kv_input_check(argv[1], false, &err)) return cli_report(&err);
     if (is_results(argv[1])) return print_results(argv[1], &err) ? cli_report(&err) : 0;
     trace *tr = NULL;
     int rc = trace_open(argv[1], &tr, &err);

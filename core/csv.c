@@ -1,3 +1,4 @@
+#include "fileopen.h"
 #include "core/csv.h"
 
 #include <errno.h>
@@ -11,15 +12,13 @@
 /* The whole file in a NUL-terminated buffer; ENOENT sets *present = false. */
 static int slurp(csv_table *c, const char *full, bool *present, size_t *len, kv_err *err)
 {
-    FILE *f = fopen(full, "rb");
-    if (!f) {
-        if (errno == ENOENT) {
-            *present = false;
-            return KV_OK;
-        }
-        return kv_fail(err, KV_EINPUT, "%s: cannot open: %s", c->path, strerror(errno));
-    }
     struct stat st;
+    if (stat(full, &st) != 0 && errno == ENOENT) {
+        *present = false;
+        return KV_OK;
+    }
+    FILE *f = kv_input_fopen(full, err);
+    if (!f) return err->code;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         fclose(f);
         return kv_fail(err, KV_EINPUT, "%s: not a regular file", c->path);

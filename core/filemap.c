@@ -1,3 +1,4 @@
+#include "fileopen.h"
 #include "filemap.h"
 
 #include <errno.h>
@@ -10,8 +11,9 @@
 int kv_filemap_open(const char *path, kv_filemap *fm, kv_err *err)
 {
     memset(fm, 0, sizeof *fm);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return kv_fail(err, KV_EFAIL, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    int rc = kv_input_open(path, &fd, err);
+    if (rc) return rc;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);

@@ -1,16 +1,26 @@
-#define _XOPEN_SOURCE 700 /* nftw */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "outfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "tmpname.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
 
 /* Temporary paths the signal handler removes; a handful of outputs at once is plenty. */
 enum { MAX_PENDING = 16 };
@@ -88,14 +98,16 @@ void outfile_install_signal_cleanup(void)
     signal(SIGHUP, on_signal);
 }
 
-/* Fills final_path and tmp_path (".NAME.tmp.PID" beside it) after checking
- * that the parent directory exists; registers tmp_path for signal cleanup. */
-static int name_output(kv_outfile *o, const char *path, kv_err *err)
+/* Fills final_path and tmp_path (".NAME.tmp.HOST.PID.START" beside it, see
+ * tmpname.h) after checking that the parent directory exists; removes stale
+ * temporaries of the same output; registers tmp_path for signal cleanup. */
+static int name_output(kv_outfile *o, const char *path, bool force, kv_err *err)
 {
     o->slot = -1;
     o->tmp_path[0] = '\0';
+    o->force = force;
     size_t len = strlen(path);
-    if (len == 0 || len + 32 >= sizeof o->final_path)
+    if (len == 0 || len + 300 >= sizeof o->final_path)
         return kv_fail(err, KV_EUSAGE, "output path '%s' is empty or too long", path);
     memcpy(o->final_path, path, len + 1);
     const char *slash = strrchr(path, '/');
@@ -111,7 +123,9 @@ static int name_output(kv_outfile *o, const char *path, kv_err *err)
         if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
             return kv_fail(err, KV_EFAIL, "%s: output directory '%s' does not exist", path, dir);
     }
-    snprintf(o->tmp_path, sizeof o->tmp_path, "%.*s.%s.tmp.%ld", (int)dir_len, path, base, (long)getpid());
+    if (!tmpname_make(o->tmp_path, sizeof o->tmp_path, path, dir_len, base))
+        return kv_fail(err, KV_EUSAGE, "output path '%s' is too long", path);
+    tmpname_sweep(path, dir_len, base, path);
     o->slot = pending_add(o->tmp_path);
     return KV_OK;
 }
@@ -127,14 +141,42 @@ int outfile_begin(kv_outfile *o, const char *path, bool force, kv_err *err)
         if (!force)
             return kv_fail(err, KV_EUSAGE, "%s: output exists (use --force to replace it)", path);
     }
-    return name_output(o, path, err);
+    return name_output(o, path, force, err);
+}
+
+/* rename(2) with renameat2's flags; -1 with errno EINVAL or ENOSYS where the
+ * kernel or the file system has no such rename. */
+static int rename_flags(const char *from, const char *to, unsigned flags)
+{
+#ifdef SYS_renameat2
+    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, flags);
+#else
+    (void)from, (void)to, (void)flags;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* Another run put an output in place while this one worked, and no --force. */
+static int appeared(kv_outfile *o, kv_err *err)
+{
+    return kv_fail(err, KV_EUSAGE, "%s: output exists: another run wrote it while this one worked "
+                   "(use --force to replace it)", o->final_path);
 }
 
 int outfile_commit(kv_outfile *o, kv_err *err)
 {
-    if (rename(o->tmp_path, o->final_path) != 0) {
+    int rc = o->force ? rename(o->tmp_path, o->final_path) : rename_flags(o->tmp_path, o->final_path,
+                                                                          RENAME_NOREPLACE);
+    if (rc != 0 && !o->force && (errno == EINVAL || errno == ENOSYS)) { /* no renameat2: link, then unlink */
+        rc = link(o->tmp_path, o->final_path);
+        if (rc == 0) unlink(o->tmp_path);
+        else if (errno != EEXIST) rc = rename(o->tmp_path, o->final_path);
+    }
+    if (rc != 0) {
         int e = errno;
         outfile_abort(o);
+        if (e == EEXIST) return appeared(o, err);
         return kv_fail(err, KV_EFAIL, "%s: cannot move the finished output into place: %s",
                        o->final_path, strerror(e));
     }
@@ -148,17 +190,6 @@ void outfile_abort(kv_outfile *o)
     if (o->tmp_path[0]) unlink(o->tmp_path);
     pending_remove(o->slot);
     o->slot = -1;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void remove_tree(const char *path)
-{
-    nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 int outdir_begin(kv_outfile *o, const char *path, bool force, kv_err *err)
@@ -176,7 +207,7 @@ int outdir_begin(kv_outfile *o, const char *path, bool force, kv_err *err)
         return kv_fail(err, KV_EUSAGE, "%s: output exists and is not a directory", trimmed);
     if (stat(trimmed, &st) == 0 && !force)
         return kv_fail(err, KV_EUSAGE, "%s: output exists (use --force to replace it)", trimmed);
-    int rc = name_output(o, trimmed, err);
+    int rc = name_output(o, trimmed, force, err);
     if (rc) return rc;
     if (mkdir(o->tmp_path, 0777) != 0) {
         int e = errno;
@@ -186,26 +217,57 @@ int outdir_begin(kv_outfile *o, const char *path, bool force, kv_err *err)
     return KV_OK;
 }
 
-int outdir_commit(kv_outfile *o, kv_err *err)
+/* Where renameat2 is missing: move the old directory aside, then the new one
+ * in (two runs at once may then collide; the loser reports it). */
+static int replace_dir_fallback(kv_outfile *o)
 {
-    struct stat st;
-    char old[4200] = "";
-    if (stat(o->final_path, &st) == 0) { /* --force: move the old one aside first */
-        snprintf(old, sizeof old, "%s.old.%ld", o->tmp_path, (long)getpid());
-        if (rename(o->final_path, old) != 0) {
-            int e = errno;
-            outdir_abort(o);
-            return kv_fail(err, KV_EFAIL, "%s: cannot replace it: %s", o->final_path, strerror(e));
-        }
-    }
+    char old[4200];
+    snprintf(old, sizeof old, "%s.old", o->tmp_path);
+    bool moved = rename(o->final_path, old) == 0;
+    if (!moved && errno != ENOENT) return -1;
     if (rename(o->tmp_path, o->final_path) != 0) {
         int e = errno;
-        if (old[0]) rename(old, o->final_path);
+        if (moved) rename(old, o->final_path);
+        errno = e;
+        return -1;
+    }
+    if (moved) kv_remove_tree(old);
+    return 0;
+}
+
+/* --force: swaps the new directory with the old one in one atomic step
+ * (RENAME_EXCHANGE; the path always names a whole output, and two runs at
+ * once both succeed, the later one's output staying), then removes the old
+ * one from the temporary name. Returns 0 or -1 with errno. */
+static int replace_dir(kv_outfile *o)
+{
+    for (int attempt = 0; attempt < 100; attempt++) {
+        if (rename_flags(o->tmp_path, o->final_path, RENAME_EXCHANGE) == 0) {
+            kv_remove_tree(o->tmp_path); /* now the old output */
+            return 0;
+        }
+        if (errno == EINVAL || errno == ENOSYS) return replace_dir_fallback(o);
+        if (errno != ENOENT) return -1;
+        if (rename_flags(o->tmp_path, o->final_path, RENAME_NOREPLACE) == 0) return 0;
+        if (errno == EINVAL || errno == ENOSYS) return replace_dir_fallback(o);
+        if (errno != EEXIST && errno != ENOTEMPTY) return -1;
+        /* another run put its output in place between the two calls: swap again */
+    }
+    errno = EBUSY;
+    return -1;
+}
+
+int outdir_commit(kv_outfile *o, kv_err *err)
+{
+    int rc = o->force ? replace_dir(o) : rename_flags(o->tmp_path, o->final_path, RENAME_NOREPLACE);
+    if (rc != 0 && !o->force && (errno == EINVAL || errno == ENOSYS)) rc = rename(o->tmp_path, o->final_path);
+    if (rc != 0) {
+        int e = errno;
         outdir_abort(o);
+        if (!o->force && (e == EEXIST || e == ENOTEMPTY)) return appeared(o, err);
         return kv_fail(err, KV_EFAIL, "%s: cannot move the finished output into place: %s", o->final_path,
                        strerror(e));
     }
-    if (old[0]) remove_tree(old);
     pending_remove(o->slot);
     o->slot = -1;
     return KV_OK;
@@ -213,7 +275,37 @@ int outdir_commit(kv_outfile *o, kv_err *err)
 
 void outdir_abort(kv_outfile *o)
 {
-    if (o->tmp_path[0]) remove_tree(o->tmp_path);
+    if (o->tmp_path[0]) kv_remove_tree(o->tmp_path);
     pending_remove(o->slot);
     o->slot = -1;
+}
+
+/* Whether (dev, ino) is `real` or one of the directories above it. */
+static bool holds(const struct stat *out, const char *real)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", real);
+    for (;;) {
+        struct stat st;
+        if (stat(p, &st) == 0 && st.st_dev == out->st_dev && st.st_ino == out->st_ino) return true;
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) break;
+        *slash = '\0';
+    }
+    struct stat root;
+    return stat("/", &root) == 0 && root.st_dev == out->st_dev && root.st_ino == out->st_ino;
+}
+
+int outfile_check_inputs(const char *path, const char *const *inputs, int n, kv_err *err)
+{
+    struct stat out;
+    if (!path || stat(path, &out) != 0) return KV_OK; /* a new output cannot be an input */
+    for (int i = 0; i < n; i++) {
+        char real[PATH_MAX];
+        if (!inputs[i] || !realpath(inputs[i], real)) continue; /* a missing input is reported by its reader */
+        if (holds(&out, real))
+            return kv_fail(err, KV_EUSAGE, "%s: the output is the input %s or a directory holding it: "
+                           "writing it would destroy the input (choose another output)", path, inputs[i]);
+    }
+    return KV_OK;
 }

@@ -87,7 +87,9 @@ int fidelity_run(const fidelity_opts *o, kv_err *err)
     fid_results r;
     memset(&r, 0, sizeof r);
     kv_outfile out;
-    int rc = make_configs(o, &r, err);
+    const char *inputs[] = {o->seq.model, o->seq.tokenizer, o->seq.prompt.text_file, o->seq.prompt.tokens_file};
+    int rc = outfile_check_inputs(o->output, inputs, 4, err);
+    if (!rc) rc = make_configs(o, &r, err);
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err);
     if (rc) {
         fid_results_free(&r);

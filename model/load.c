@@ -6,6 +6,7 @@
  * last row claims everything that reaches it). What the probes look at is
  * gathered as the rows ask for it, so a spec that names no file fails only
  * when a row needs the file. */
+#include "core/fileopen.h"
 #include "model/model.h"
 
 #include <errno.h>
@@ -43,9 +44,8 @@ static int gather(model_source *s, model_source_level level, kv_err *err)
     if (s->level < SOURCE_HEAD && level >= SOURCE_HEAD) {
         if (S_ISREG(s->st.st_mode) && s->st.st_size == 0)
             return kv_fail(err, KV_EINPUT, "%s: empty file", s->spec);
-        FILE *f = fopen(s->spec, "rb");
-        if (!f)
-            return kv_fail(err, KV_EFAIL, "%s: cannot open model: %s", s->spec, strerror(errno));
+        FILE *f = kv_input_fopen(s->spec, err);
+        if (!f) return err->code;
         s->n_head = fread(s->head, 1, sizeof s->head, f);
         fclose(f);
         s->level = SOURCE_HEAD;

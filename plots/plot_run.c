@@ -37,18 +37,6 @@ static int draw(const plot_data *d, const plot_ctx *ctx, plot_fig_out *figs, boo
     return rc;
 }
 
-/* --force must never replace the analysis directory itself or a directory holding it. */
-static int check_not_input(const char *input, const char *out, kv_err *err)
-{
-    char in_real[PATH_MAX], out_real[PATH_MAX];
-    if (!realpath(out, out_real) || !realpath(input, in_real)) return KV_OK; /* FIGDIR does not exist yet */
-    size_t n = strlen(out_real);
-    if (strncmp(in_real, out_real, n) == 0 && (in_real[n] == '\0' || in_real[n] == '/' || n == 1))
-        return kv_fail(err, KV_EUSAGE, "plot: -o %s would replace the analysis directory %s (see 'kvtrace plot --help')",
-                       out, input);
-    return KV_OK;
-}
-
 int plot_run(const plot_opts *o, kv_err *err)
 {
     struct stat st;
@@ -65,7 +53,8 @@ int plot_run(const plot_opts *o, kv_err *err)
     else snprintf(out, sizeof out, "%s/figures", o->input);
     kv_outfile dir;
     rc = plot_fig_pca_check(&d, o->pca_policies, err);
-    if (!rc) rc = check_not_input(o->input, out, err);
+    const char *inputs[] = {o->input};
+    if (!rc) rc = outfile_check_inputs(out, inputs, 1, err);
     if (!rc) rc = outdir_begin(&dir, out, o->force, err);
     if (rc) {
         plot_input_free(&d);

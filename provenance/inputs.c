@@ -1,6 +1,7 @@
 /* Inputs of a provenance record: each file's size and sha256 (OpenSSL's
  * libcrypto, streaming 1 MiB at a time: memory stays flat whatever the file),
  * and the files that make a model. */
+#include "core/fileopen.h"
 #include "provenance/provenance.h"
 
 #include <dirent.h>
@@ -14,8 +15,8 @@ enum { HASH_BLOCK = 1 << 20 };
 /* sha256 of a whole file as lowercase hex, and its size. */
 static int file_sha256(const char *path, char hex[65], int64_t *size, kv_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return kv_fail(err, KV_EINPUT, "%s: cannot open to record its sha256", path);
+    FILE *f = kv_input_fopen(path, err);
+    if (!f) return err->code;
     unsigned char *buf = malloc(HASH_BLOCK), md[EVP_MAX_MD_SIZE];
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     int ok = buf && ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;

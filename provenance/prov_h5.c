@@ -2,6 +2,7 @@
  * its fields as flat attributes h5py reads without custom code (strings,
  * 1-D string arrays, integers, a float). No object times, so the same record
  * writes the same bytes. Readers of the data never look at this group. */
+#include "core/fileopen.h"
 #include "provenance/provenance.h"
 
 #include <hdf5.h>
@@ -125,9 +126,10 @@ int prov_read_h5(const char *path, prov_record *p, bool *present, kv_err *err)
     memset(p, 0, sizeof *p);
     *present = false;
     h5u_quiet();
+    int rc = kv_input_check(path, false, err);
+    if (rc) return rc;
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return kv_fail(err, KV_EINPUT, "%s: not an HDF5 file", path);
-    int rc = KV_OK;
     if (h5u_exists(f, PROV_GROUP)) {
         hid_t g = H5Gopen2(f, PROV_GROUP, H5P_DEFAULT);
         char *json = g < 0 ? NULL : read_json_attr(g);

@@ -1,4 +1,5 @@
 /* results.h5, written and read with one set of names (see results_h5.h). */
+#include "core/fileopen.h"
 #include "results/results_h5.h"
 
 #include <hdf5.h>
@@ -299,9 +300,11 @@ int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *
     if (stat(out->path, &st) != 0)
         return kv_fail(err, KV_EINPUT, "%s: missing (is %s a kvtrace sim output directory?)", out->path, dir);
     h5u_quiet();
+    int rc = kv_input_check(out->path, false, err);
+    if (rc) return rc;
     hid_t f = H5Fopen(out->path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return kv_fail(err, KV_EINPUT, "%s: cannot open as HDF5 (truncated or not an HDF5 file)", out->path);
-    int rc = read_runs(f, out, L, K, T, err);
+    rc = read_runs(f, out, L, K, T, err);
     if (H5Fclose(f) < 0 && !rc) rc = kv_fail(err, KV_EINPUT, "%s: cannot close (corrupt file)", out->path);
     if (rc) results_free(out);
     return rc;

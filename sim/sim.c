@@ -173,7 +173,9 @@ static void note_evict_trace(const sim_opts *o, const trace_meta *m)
 int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err)
 {
     trace *tr = NULL;
-    int rc = trace_open(o->trace, &tr, err);
+    const char *inputs[] = {o->trace};
+    int rc = outfile_check_inputs(o->output, inputs, 1, err);
+    if (!rc) rc = trace_open(o->trace, &tr, err);
     if (!rc) rc = check_trace(o, tr, err);
     if (rc) {
         trace_close(tr);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/fileopen.h"
 #include "core/h5util.h"
 #include "core/half.h"
 #include "trace.h"
@@ -213,6 +214,8 @@ int trace_open(const char *path, trace **out, kv_err *err)
     *out = NULL;
     h5u_quiet();
     struct stat st;
+    int rc = kv_input_check(path, false, err);
+    if (rc) return rc;
     if (stat(path, &st) != 0)
         return kv_fail(err, KV_EFAIL, "%s: cannot open: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode)) return kv_fail(err, KV_EINPUT, "%s: not a regular file", path);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fileopen.h"
 #include "model/arch.h"
 #include "model/formats/hf.h"
 
@@ -170,6 +171,8 @@ static int read_all(const cfg_ctx *x, model_config *c, hf_features *f)
 int hf_read_config(const char *path, model_config *c, hf_features *f, kv_err *err)
 {
     memset(f, 0, sizeof *f);
+    int rc0 = kv_input_check(path, true, err);
+    if (rc0) return rc0;
     if (access(path, R_OK) != 0)
         return kv_fail(err, KV_EINPUT, "%s: cannot be read (%s): a Hugging Face checkpoint "
                        "directory needs config.json", path, strerror(errno));

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fileopen.h"
 #include "model/formats/format.h"
 #include "model/formats/hf.h"
 #include "model/formats/safetensors.h"
@@ -120,6 +121,7 @@ static int files_open(hf_files *f, const char *dir, kv_err *err)
         return KV_OK;
     }
     json_error_t je;
+    if ((rc = kv_input_check(index, false, err))) return rc;
     json_t *root = json_load_file(index, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return kv_fail(err, KV_EINPUT, "%s: malformed JSON at line %d: %.200s", index, je.line,

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/fileopen.h"
 #include "model/arch.h"
 #include "model/formats/format.h"
 #include "model/model.h"
@@ -167,8 +168,8 @@ bool model_probe_llama2c(const model_source *s)
 int model_load_llama2c(const model_source *s, kv_model *m, kv_err *err)
 {
     const char *path = s->spec, *tokenizer = s->tokenizer;
-    FILE *f = fopen(path, "rb");
-    if (!f) return kv_fail(err, KV_EFAIL, "%s: cannot open model: %s", path, strerror(errno));
+    FILE *f = kv_input_fopen(path, err);
+    if (!f) return err->code;
     int rc = load_checkpoint(path, f, m, err);
     fclose(f);
     if (rc || !tokenizer) return rc;

@@ -1,4 +1,5 @@
 /* The prompt's token ids (prompt.h). */
+#include "core/fileopen.h"
 #include "model/tokenizer/prompt.h"
 
 #include <stdio.h>
@@ -16,8 +17,8 @@ int prompt_sources(const prompt_source *p)
 /* The whole of a text file, NUL-terminated, into *text (malloc'ed), *len bytes. */
 static int read_text(const char *path, char **text, size_t *len, kv_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return kv_fail(err, KV_EFAIL, "%s: cannot open the prompt file", path);
+    FILE *f = kv_input_fopen(path, err);
+    if (!f) return err->code;
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
     fseek(f, 0, SEEK_SET);

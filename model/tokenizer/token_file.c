@@ -4,6 +4,7 @@
  * tiny, and every rejection must name the line and column of the offending
  * byte. Ids are accumulated with saturation, so an id of any length is
  * reported (not wrapped) as outside the vocabulary. */
+#include "core/fileopen.h"
 #include "model/tokenizer/token_file.h"
 
 #include <errno.h>
@@ -207,8 +208,8 @@ int token_file_parse(const char *where, const char *buf, size_t len, int64_t voc
 /* The whole file, malloc'd (works for pipes too: grows geometrically). */
 static int tf_slurp(const char *path, char **data, size_t *size, kv_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return kv_fail(err, KV_EFAIL, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f = kv_input_fopen(path, err);
+    if (!f) return err->code;
     size_t cap = 4096, used = 0;
     char *buf = malloc(cap);
     while (buf) {

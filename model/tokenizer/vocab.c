@@ -4,6 +4,7 @@
  * Lookup is a binary search over `by_piece`, the ids sorted by piece bytes
  * (then by id). When a piece occurs twice the highest id wins, as in
  * llama.cpp, whose piece -> id map keeps the last insertion. */
+#include "core/fileopen.h"
 #include "model/tokenizer/vocab.h"
 
 #include <errno.h>
@@ -276,8 +277,8 @@ int vocab_load_llama2c(const char *path, int32_t n, kv_vocab *v, kv_err *err)
 {
     memset(v, 0, sizeof *v);
     v->bos = v->eos = v->unk = -1;
-    FILE *f = fopen(path, "rb");
-    if (!f) return kv_fail(err, KV_EFAIL, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f = kv_input_fopen(path, err);
+    if (!f) return err->code;
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
         (uint64_t)st.st_size > SIZE_MAX - 1) {

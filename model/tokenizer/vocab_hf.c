@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fileopen.h"
 #include "model/formats/hf.h"
 
 #define NO_MERGE_SCORE -1e30f
@@ -150,6 +151,8 @@ static int read_tokenizer(const tok_ctx *x, json_t *root, bool *has)
 int hf_read_tokenizer(const char *path, int64_t V, kv_vocab *v, bool *has, kv_err *err)
 {
     *has = false;
+    int rc0 = kv_input_check(path, false, err);
+    if (rc0) return rc0;
     json_error_t je;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root)

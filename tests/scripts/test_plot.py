@@ -265,7 +265,7 @@ def main():
               "--force replaces FIGDIR; --quiet prints nothing", "exit %d %r" % (rc, err))
         for target in (good, tmp):
             rc, out, err = run(["plot", good, "-o", target, "--force", "--quiet"])
-            check(rc == 2 and "would replace the analysis directory" in err and os.path.isfile(os.path.join(good, "meta.csv")),
+            check(rc == 2 and "the output is the input %s" % good in err and os.path.isfile(os.path.join(good, "meta.csv")),
                   "-o %s --force is refused: it would replace the analysis directory" %
                   ("DIR" if target == good else "DIR's parent"), "exit %d %r" % (rc, err))
         for fmt, magic in (("svg", (b"<?xml", b"<svg")), ("pdf", (b"%PDF",))):
