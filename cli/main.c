@@ -67,10 +67,10 @@ static int run_verb(int argc, char **argv);
 /* HDF5 closes what is still open at exit; after a failed write (a full disk)
  * HDF5 1.10's own exit-time close of that file crashes. So HDF5 registers no
  * exit handler: the library is closed here after a verb that succeeded, or
- * one that failed with nothing of HDF5's left open; a file whose close failed
- * (its flush hit the full disk) stays open, its memory abandoned to the exit
- * (the ASan build's leak checker reports it: see docs/reliability.md). SIGXFSZ (a file-size limit, ulimit -f) is ignored, so
- * such a write fails with EFBIG and is reported like a full disk. */
+ * one that failed with nothing of HDF5's left open (the trace writer makes
+ * its aborted file's last flush succeed into /dev/null, so it closes too).
+ * SIGXFSZ (a file-size limit, ulimit -f) is ignored, so such a write fails
+ * with EFBIG and is reported like a full disk (docs/reliability.md). */
 int main(int argc, char **argv)
 {
     H5dont_atexit();

@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "core/h5util.h"
 #include "core/half.h"
 #include "core/outfile.h"
@@ -141,6 +144,22 @@ static void close_handles(trace_writer *w)
         if (w->dset[d] >= 0) H5Dclose(w->dset[d]), w->dset[d] = -1;
     if (w->file >= 0) H5Fclose(w->file), w->file = -1;
     if (w->half >= 0) H5Tclose(w->half), w->half = -1;
+}
+
+/* A trace that is being thrown away (a write failed: a full disk, a file
+ * size limit) must still close: HDF5 1.10 flushes its caches on close and,
+ * when that flush fails again, keeps the file and its memory open for good.
+ * Pointing the file's descriptor (the default sec2 driver's) at /dev/null
+ * lets those last writes succeed into nowhere; the temporary is removed
+ * by outfile_abort right after, so nothing of it is lost. */
+static void discard_pending_writes(trace_writer *w)
+{
+    void *handle = NULL;
+    if (w->file < 0 || H5Fget_vfd_handle(w->file, H5P_DEFAULT, &handle) < 0 || !handle) return;
+    int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (nul < 0) return;
+    dup2(nul, *(int *)handle);
+    close(nul);
 }
 
 static void writer_free(trace_writer *w)
@@ -364,6 +383,7 @@ int trace_finish(trace_writer *w, kv_err *err)
     if (!rc) rc = h5u_write_attr_i64(w->file, "n_tokens", &T, 1, err);
     if (!rc && H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
         rc = kv_fail(err, KV_EFAIL, "%s: cannot flush the file", w->out.final_path);
+    if (rc) discard_pending_writes(w);
     close_handles(w);
     if (!rc) rc = outfile_commit(&w->out, err);
     else outfile_abort(&w->out);
@@ -374,6 +394,7 @@ int trace_finish(trace_writer *w, kv_err *err)
 void trace_abort(trace_writer *w)
 {
     if (!w) return;
+    discard_pending_writes(w);
     close_handles(w);
     outfile_abort(&w->out);
     writer_free(w);

@@ -114,11 +114,15 @@ def model_copy(d, name="m.gguf"):
 
 # ---------------------------------------------------------------- class 1: a write that fails
 disk = hostile.Tally("full-disk")
+# HDF5 1.10 loses one chunk buffer in its own failed-write path (tests/lsan_hdf5_failed_write.supp
+# says why); only these attempts run with that suppression, every other test without it.
+HDF5_LOST_CHUNK = {"LSAN_OPTIONS": "suppressions=" + os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                                                   "lsan_hdf5_failed_write.supp")}
 
 
 def full(what, args, limit, outputs, cwd=None):
     under(FSIZE, lambda: disk.attempt("%s (file size limit %d)" % (what, limit), args, codes=(1,),
-                                      outputs=outputs, env={"KV_FSIZE": str(limit)}, cwd=cwd))
+                                      outputs=outputs, env=dict(HDF5_LOST_CHUNK, KV_FSIZE=str(limit)), cwd=cwd))
 
 
 def largest_file(p):
@@ -155,7 +159,7 @@ if mounted:  # a real full disk (ENOSPC) where this machine lets us mount one
             subprocess.run(["umount", MNT], capture_output=True)
             subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dk" % max(16, kib // 2), "tmpfs", MNT], check=True)
             disk.attempt("%s on a full tmpfs of %d KiB" % (what, max(16, kib // 2)), args + ["-o", MNT + "/o"],
-                         codes=(1,), outputs=[MNT + "/o"])
+                         codes=(1,), outputs=[MNT + "/o"], env=HDF5_LOST_CHUNK)
     finally:
         subprocess.run(["umount", MNT])
 else:
