@@ -148,8 +148,8 @@ FUZZ_trace_validate_SRC := $(wildcard tests/fuzz/*.c) $(CORE_SRC)
 FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(wildcard model/formats/*.c) model/model.c model/arch.c \
                    model/tokenizer/vocab.c model/tokenizer/vocab_hf.c
 FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c model/tokenizer/vocab.c model/tokenizer/tokenizer.c \
-                   model/tokenizer/token_file.c core/kv_error.c
-FUZZ_safetensors_SRC := tests/fuzz_safetensors/fuzz_safetensors.c model/formats/safetensors.c core/filemap.c core/half.c \
+                   model/tokenizer/token_file.c core/kv_error.c core/fileopen.c
+FUZZ_safetensors_SRC := tests/fuzz_safetensors/fuzz_safetensors.c model/formats/safetensors.c core/filemap.c core/fileopen.c core/half.c \
                    core/kv_error.c
 
 fuzz-bin: $(FUZZ_BINS)
