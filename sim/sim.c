@@ -1,6 +1,7 @@
 #include "sim/sim.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,6 +171,35 @@ static void note_evict_trace(const sim_opts *o, const trace_meta *m)
             o->trace, m->evict_policy, m->evict_params[0] ? ":" : "", m->evict_params, (long long)m->evict_budget);
 }
 
+/* Before a large replay (issue #15): its cost in one line on stderr (unless
+ * --quiet) when it will likely take over a minute or a GiB. Floating-point
+ * operations: the full-cache reference, 4 D per (query head, query, visible
+ * key), i.e. 2 L H D T^2; each configuration's metrics, 4 D per (query head,
+ * query, candidate) with at most N + B candidates (more for `full`); policy
+ * scoring is left out (it is usually smaller; pairwise keydiff adds O(N^2 D)
+ * per step). Memory: one layer's queries, keys and values plus the per-query
+ * statistics; results.h5: the final caches. Minutes assume 50 GFLOP/s per
+ * thread, a modest CPU core. */
+static void print_cost(const sim_opts *o, const trace_meta *m)
+{
+    const double L = (double)m->n_layers, H = (double)m->n_heads, K = (double)m->n_kv_heads;
+    const double D = (double)m->head_dim, T = (double)m->n_tokens;
+    double flops = 2 * L * H * D * T * T, kept = 0;
+    for (int b = 0; b < o->n_budgets; b++) {
+        const double visible = fmin(T / 2, (double)(o->budgets[b] + o->chunk));
+        flops += (double)o->n_policies * 4 * L * H * D * T * visible;
+        kept += (double)o->n_policies * fmin(T, (double)o->budgets[b]);
+    }
+    const double n_cfg = (double)o->n_policies * o->n_budgets;
+    const double memory = 4 * (H + 2 * K) * T * D + 16 * n_cfg * L * H * T / fmax(1, (double)o->eval_stride);
+    const double results = 4 * L * K * kept + 8 * n_cfg * L * K;
+    const double gib = 1024.0 * 1024.0 * 1024.0, minutes = flops / 50e9 / 60 / fmax(1, o->threads);
+    if (o->quiet || (minutes < 1 && memory < gib && results < gib)) return;
+    fprintf(stderr, "kvtrace: sim: %.0f configurations over %lld positions: about %.3g TFLOP (~%.0f min at 50 "
+            "GFLOP/s per thread), peak memory ~%.2f GiB, results.h5 ~%.2f GiB\n", n_cfg, (long long)m->n_tokens,
+            flops / 1e12, minutes, memory / gib, results / gib);
+}
+
 int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err)
 {
     trace *tr = NULL;
@@ -183,6 +213,7 @@ int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err)
     }
     const trace_meta *m = trace_get_meta(tr);
     note_evict_trace(o, m);
+    print_cost(o, m);
     const int64_t T = m->n_tokens, D = m->head_dim, H = m->n_heads, K = m->n_kv_heads;
     kv_blas_single_threaded(); /* tasks run in parallel; BLAS inside each stays serial */
     sim_results res;
