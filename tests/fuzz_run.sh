@@ -4,6 +4,7 @@
 # NAME: trace_validate (tests/fuzz), gguf (tests/fuzz_gguf), tokens (tests/fuzz_tokens),
 # safetensors (tests/fuzz_safetensors);
 # the binary is build-fuzz/fuzz_NAME. Crash inputs land in WORKDIR. Exit 0 when clean.
+# Extra libFuzzer flags come from FUZZ_ARGS (a long run: FUZZ_ARGS=-print_final_stats=1).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 NAME=$1 SECONDS_=$2 WORK=$3
@@ -31,4 +32,4 @@ safetensors)
     "$PY" "$ROOT/tests/fuzz_safetensors/make_seeds.py" "$CORPUS" >/dev/null ;;
 *) echo "fuzz_run.sh: unknown fuzzer '$NAME'" >&2; exit 2 ;;
 esac
-exec "$BIN" -max_total_time="$SECONDS_" -rss_limit_mb=2048 -artifact_prefix="$WORK/" "$CORPUS"
+exec "$BIN" -max_total_time="$SECONDS_" -rss_limit_mb=2048 -artifact_prefix="$WORK/" ${FUZZ_ARGS:-} "$CORPUS"
