@@ -150,7 +150,7 @@ FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(wildcard model/
                    model/tokenizer/vocab.c model/tokenizer/vocab_hf.c
 FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c model/tokenizer/vocab.c model/tokenizer/tokenizer.c \
                    model/tokenizer/token_file.c core/kv_error.c
-FUZZ_safetensors_SRC := tests/fuzz_safetensors/fuzz_safetensors.c model/formats/safetensors.c core/filemap.c core/half.c \
+FUZZ_safetensors_SRC := $(wildcard tests/fuzz_safetensors/*.c) model/formats/safetensors.c core/filemap.c core/half.c \
                    core/kv_error.c
 FUZZ_hf_config_SRC := tests/fuzz_hf_config/fuzz_hf_config.c model/formats/hf_config.c model/arch.c model/model.c \
                    model/tokenizer/vocab.c core/rope.c core/kv_error.c
