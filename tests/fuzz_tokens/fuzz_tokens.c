@@ -27,13 +27,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(c)                                                                             \
-    do {                                                                                     \
-        if (!(c)) {                                                                          \
-            fprintf(stderr, "check failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);           \
-            abort();                                                                         \
-        }                                                                                    \
-    } while (0)
+#define CHECK(c) VCHECK(c)
 
 /* ---- target 0: --tokens files ---- */
 
