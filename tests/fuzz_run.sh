@@ -20,7 +20,11 @@ gguf|tokens|safetensors|hf_config|hf_tokenizer|csv) DIR="$ROOT/tests/fuzz_$NAME"
 esac
 mkdir -p "$CORPUS"
 if [ -d "$DIR/regressions" ] && [ -n "$(ls "$DIR/regressions")" ]; then
-    "$BIN" "$DIR"/regressions/* >"$WORK/regressions_$NAME.log" 2>&1
+    if ! "$BIN" "$DIR"/regressions/* >"$WORK/regressions_$NAME.log" 2>&1; then
+        echo "fuzz_run.sh: a regression input of fuzz_$NAME fails again:" >&2
+        tail -30 "$WORK/regressions_$NAME.log" >&2
+        exit 1
+    fi
 fi
 if [ -f "$DIR/make_seeds.py" ]; then "$PY" "$DIR/make_seeds.py" "$CORPUS" >/dev/null; fi
 DICT=
