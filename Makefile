@@ -11,7 +11,8 @@
 #   make test-asan  only the ASan+UBSan build (build-asan/) and its tests
 #   make crosscheck the test models made from the GGUF against ../shared/models (skipped without it)
 #   make fuzz       libFuzzer on the trace validation layer, the GGUF reader, the
-#                   token-file/tokenizer readers and the safetensors reader (FUZZ_SECONDS=60 each)
+#                   token-file/tokenizer readers, the safetensors reader, HF config.json and
+#                   tokenizer.json, and our CSV reader (FUZZ_SECONDS=60 each)
 #   make demo       set-up, build, and the pipeline as far as it exists (see README)
 #   make bench      capture and sim throughput, peak RSS (flat in T with eviction inside the run),
 #                   GEMM/attention rate vs OpenBLAS sgemm,
@@ -140,7 +141,7 @@ crosscheck: deps
 	@tests/run_all.sh --crosscheck
 
 FUZZ_SECONDS ?= 60
-FUZZERS    := trace_validate gguf tokens safetensors
+FUZZERS    := trace_validate gguf tokens safetensors hf_config hf_tokenizer csv
 FUZZ_BINS  := $(FUZZERS:%=build-fuzz/fuzz_%)
 CORE_SRC   := $(filter core/% trace/%,$(LIB_SRC))
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
@@ -149,8 +150,13 @@ FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(wildcard model/
                    model/tokenizer/vocab.c model/tokenizer/vocab_hf.c
 FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c model/tokenizer/vocab.c model/tokenizer/tokenizer.c \
                    model/tokenizer/token_file.c core/kv_error.c core/fileopen.c
-FUZZ_safetensors_SRC := tests/fuzz_safetensors/fuzz_safetensors.c model/formats/safetensors.c core/filemap.c core/fileopen.c core/half.c \
-                   core/kv_error.c
+FUZZ_safetensors_SRC := $(wildcard tests/fuzz_safetensors/*.c) model/formats/safetensors.c core/filemap.c core/fileopen.c \
+                   core/half.c core/kv_error.c
+FUZZ_hf_config_SRC := tests/fuzz_hf_config/fuzz_hf_config.c model/formats/hf_config.c model/arch.c model/model.c \
+                   model/tokenizer/vocab.c core/rope.c core/kv_error.c core/fileopen.c
+FUZZ_hf_tokenizer_SRC := tests/fuzz_hf_tokenizer/fuzz_hf_tokenizer.c model/tokenizer/vocab_hf.c \
+                   model/tokenizer/vocab.c model/tokenizer/tokenizer.c core/kv_error.c core/fileopen.c
+FUZZ_csv_SRC    := tests/fuzz_csv/fuzz_csv.c core/csv.c core/kv_error.c core/fileopen.c
 
 fuzz-bin: $(FUZZ_BINS)
 .SECONDEXPANSION:

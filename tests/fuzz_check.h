@@ -1,7 +1,8 @@
 /* fuzz_check: the checks the file-reader harnesses (fuzz_gguf,
- * fuzz_safetensors) share. Define FUZZ_NAME (the harness) and WHERE (the
- * name the input is parsed under) before including it. Header-only: each
- * harness is one program. */
+ * fuzz_safetensors, fuzz_hf_config, fuzz_hf_tokenizer, fuzz_csv) share.
+ * Define FUZZ_NAME (the harness) and WHERE (the name the input is parsed
+ * under: a string literal or an expression) before including it.
+ * Header-only: each harness is one program. */
 #ifndef KV_FUZZ_CHECK_H
 #define KV_FUZZ_CHECK_H
 
@@ -33,7 +34,8 @@ __attribute__((format(printf, 1, 2))) static _Noreturn void die(const char *fmt,
         if (!(cond)) die(__VA_ARGS__);     \
     } while (0)
 
-/* An error: code 1 or 3, one line, naming the file (allocation failures excepted). */
+/* An error: code 1 or 3, one line, naming the file ("WHERE: ..." or
+ * "WHERE:LINE: ..."; allocation failures excepted). */
 static void check_err(int rc, kv_err *err, const char *what)
 {
     CHECK(rc == err->code, "%s: returned %d, err.code %d", what, rc, err->code);
@@ -42,7 +44,8 @@ static void check_err(int rc, kv_err *err, const char *what)
     CHECK(memchr(err->msg, '\0', sizeof err->msg) != NULL, "%s: unterminated message", what);
     CHECK(!strchr(err->msg, '\n') && !strchr(err->msg, '\r'), "%s: not one line: '%s'", what,
           err->msg);
-    CHECK(rc == KV_EFAIL || strncmp(err->msg, WHERE ": ", strlen(WHERE) + 2) == 0,
+    const size_t wl = strlen(WHERE);
+    CHECK(rc == KV_EFAIL || (strncmp(err->msg, WHERE, wl) == 0 && err->msg[wl] == ':'),
           "%s: message does not name the file: '%s'", what, err->msg);
     kv_err_clear(err);
 }

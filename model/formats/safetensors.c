@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,21 +83,26 @@ static int parse_dtype(const st_file *f, const char *name, json_t *v, int *dtype
 }
 
 /* shape: up to ST_MAX_DIMS non-negative integers whose product, at the dtype's
- * size, fits in `room` bytes. */
+ * size, fits in `room` bytes (a shape with a 0 is empty, whatever its other
+ * dimensions). */
 static int parse_shape(const st_file *f, st_tensor *t, json_t *v, uint64_t room, kv_err *err)
 {
     if (!json_is_array(v) || json_array_size(v) > ST_MAX_DIMS)
         return bad_entry(f, t->name, "\"shape\" is not an array of at most 8 integers", err);
     t->n_dims = (int)json_array_size(v);
-    uint64_t n = 1, max = room / DTYPES[t->dtype].size;
+    bool empty = false;
     for (int d = 0; d < t->n_dims; d++) {
         json_t *e = json_array_get(v, (size_t)d);
         if (!json_is_integer(e) || json_integer_value(e) < 0)
             return bad_entry(f, t->name, "\"shape\" holds something other than a non-negative "
                              "integer", err);
-        uint64_t x = (uint64_t)json_integer_value(e);
-        t->shape[d] = (int64_t)x;
-        if (x != 0 && n > max / x) {
+        t->shape[d] = json_integer_value(e);
+        empty |= t->shape[d] == 0;
+    }
+    uint64_t n = empty ? 0 : 1, max = room / DTYPES[t->dtype].size;
+    for (int d = 0; d < t->n_dims && !empty; d++) {
+        uint64_t x = (uint64_t)t->shape[d];
+        if (n > max / x) {
             char msg[160];
             snprintf(msg, sizeof msg, "shape dimension %d = %" PRIu64 " makes the tensor larger "
                      "than the data section (%" PRIu64 " bytes)", d, x, room);

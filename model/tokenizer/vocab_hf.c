@@ -46,6 +46,10 @@ static int set_token(const tok_ctx *x, json_int_t id, const char *piece, uint8_t
     if (id < 0 || id >= x->v->n)
         return kv_fail(x->err, KV_EINPUT, "%s: token '%.64s' has id %" PRId64 ", outside the "
                        "model's vocabulary [0, %" PRId32 ")", x->path, piece, (int64_t)id, x->v->n);
+    const char *had = x->v->pieces[id]; /* an added token may repeat its vocab entry */
+    if (had && strcmp(had, piece) != 0)
+        return kv_fail(x->err, KV_EINPUT, "%s: id %" PRId64 " is given to two tokens, '%.64s' and "
+                       "'%.64s'", x->path, (int64_t)id, had, piece);
     return vocab_set(x->v, (int32_t)id, piece, strlen(piece), NO_MERGE_SCORE, type, x->err);
 }
 

@@ -7,15 +7,19 @@
  * with the file name. A successful parse must describe only bytes inside the
  * input: every tensor's data lies inside it, its size is its shape times its
  * dtype's size, no two tensors overlap, lookups by name find each tensor;
- * then every tensor is converted (or refused with a well-formed error). Any
+ * then every tensor is converted (or refused with a well-formed error).
+ * The parse must succeed exactly when the independent oracle (st_oracle.c)
+ * says the file is valid: no false acceptance, no false rejection. Any
  * violated property calls abort(); ASan (with leak checking) and UBSan
- * report the rest. */
+ * report the rest. Inputs are made by a structure-aware mutator
+ * (st_mutate.c). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/formats/safetensors.h"
+#include "tests/fuzz_safetensors/st_fuzz.h"
 
 #define FUZZ_NAME "fuzz_safetensors"
 #define WHERE "fuzz.safetensors"
@@ -54,6 +58,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     st_file *f = NULL;
     kv_err err = {0};
     int rc = st_parse_buffer(data, size, WHERE, &f, &err);
+    const bool valid = stz_valid(data, size);
+    CHECK(!rc || rc == KV_EFAIL || !valid, "a valid file refused: %s", err.msg);
+    CHECK(rc || valid, "an invalid file accepted");
     if (rc) {
         CHECK(f == NULL, "failed parse returned a file");
         check_err(rc, &err, "parse");

@@ -6,6 +6,7 @@
 floats.safetensors   one F32, one F16 and one BF16 tensor and __metadata__
 layer.safetensors    an HF-style layer: 2-D weights, a bias, a scalar and an empty tensor
 ints.safetensors     I64 and U8 tensors (parsed, not converted)
+not_object.safetensors  a header that is JSON but not an object (refused)
 """
 import json
 import os
@@ -44,6 +45,7 @@ def main():
                                  ("model.layers.0.self_attn.q_proj.bias", "F32", [4], f32(v[:4])),
                                  ("scale", "F32", [], f32([2.0])), ("empty", "F32", [0, 3], b"")]),
         "ints.safetensors": st([("i", "I64", [2], struct.pack("<2q", 1, -2)), ("u", "U8", [3], b"\1\2\3")]),
+        "not_object.safetensors": struct.pack("<Q", 8) + b'["w"]   ',
     }
     for name, data in seeds.items():
         with open(os.path.join(out, name), "wb") as f:

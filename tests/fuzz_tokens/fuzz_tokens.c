@@ -23,23 +23,11 @@
 
 #define SP "\xe2\x96\x81"
 #include "tests/spm_reference.h"
+#include "tests/fuzz_vocab.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(c)                                                                             \
-    do {                                                                                     \
-        if (!(c)) {                                                                          \
-            fprintf(stderr, "check failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);           \
-            abort();                                                                         \
-        }                                                                                    \
-    } while (0)
-
-static void check_message(const kv_err *err, int rc, const char *where)
-{
-    CHECK(rc != KV_OK && err->code == rc);
-    CHECK(strncmp(err->msg, where, strlen(where)) == 0);
-    for (const char *p = err->msg; *p; p++) CHECK((unsigned char)*p >= 0x20);
-}
+#define CHECK(c) VCHECK(c)
 
 /* ---- target 0: --tokens files ---- */
 
@@ -66,7 +54,7 @@ static void fuzz_token_file(const uint8_t *body, size_t len, unsigned param)
     kv_err err = {0};
     int rc = token_file_parse("fuzz.txt", (const char *)body, len, vocab, &ids, &n, &err);
     if (rc) {
-        check_message(&err, rc, "fuzz.txt: ");
+        fz_check_message(&err, rc, "fuzz.txt: ");
         CHECK(rc == KV_EINPUT && !ids && n == 0);
         return;
     }
@@ -77,51 +65,20 @@ static void fuzz_token_file(const uint8_t *body, size_t len, unsigned param)
     free(ids);
 }
 
-static void check_vocab(const kv_vocab *v)
-{
-    for (int32_t i = 0; i < v->n; i++) {
-        size_t len = strlen(v->pieces[i]);
-        CHECK(len <= (size_t)v->max_piece_len);
-        int32_t j = vocab_find(v, v->pieces[i], len);
-        CHECK(j >= i && strcmp(v->pieces[j], v->pieces[i]) == 0);
-    }
-    for (int b = 0; b < 256; b++)
-        if (v->byte_id[b] >= 0) CHECK(v->types[v->byte_id[b]] == VOCAB_BYTE);
-}
-
-static void encode_decode(const kv_vocab *v, const char *text, size_t len)
-{
-    int32_t *ids = NULL;
-    int64_t n = 0;
-    kv_err err = {0};
-    int rc = tokenizer_encode(v, text, len, v->bos >= 0, &ids, &n, &err);
-    if (rc) {
-        check_message(&err, rc, "");
-        CHECK(!ids && n == 0);
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) CHECK(ids[i] >= 0 && ids[i] < v->n);
-    size_t dlen = 0;
-    char *back = tokenizer_decode_len(v, ids, n, &dlen);
-    CHECK(back && strlen(back) <= dlen);
-    free(back);
-    free(ids);
-}
-
 static void fuzz_llama2c(const uint8_t *body, size_t len, unsigned param)
 {
     kv_vocab v;
     kv_err err = {0};
     int rc = vocab_load_llama2c_buf(body, len, "fuzz.bin", (int32_t)param, &v, &err);
     if (rc) {
-        check_message(&err, rc, "fuzz.bin: ");
+        fz_check_message(&err, rc, "fuzz.bin: ");
         CHECK(rc == KV_EINPUT && !v.pieces);
         return;
     }
-    check_vocab(&v);
+    fz_check_vocab(&v);
     static const char text[] = "Once upon a time, the caf\xc3\xa9 \xe4\xb8\xad\n\xff";
-    encode_decode(&v, text, sizeof text - 1);
-    encode_decode(&v, (const char *)body, len < 64 ? len : 64);
+    fz_encode_decode(&v, text, sizeof text - 1);
+    fz_encode_decode(&v, (const char *)body, len < 64 ? len : 64);
     vocab_free(&v);
 }
 

@@ -147,6 +147,26 @@ static void safetensors_dtypes(void **state)
     assert_non_null(strstr(err.msg, "mem.safetensors: tensor c: data_offsets [36, 48] run past"));
 }
 
+/* An empty tensor (a 0 in its shape) is valid whatever its other dimensions
+ * (found by fuzz_safetensors' oracle: [1000, 0] was refused as larger than
+ * the data). */
+static void safetensors_empty_shape(void **state)
+{
+    (void)state;
+    const char head[] = "{\"e\":{\"dtype\":\"F32\",\"shape\":[1000,0,7],\"data_offsets\":[0,0]},"
+                        "\"s\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}";
+    uint8_t buf[8 + sizeof head + 4] = {sizeof head - 1};
+    memcpy(buf + 8, head, sizeof head - 1);
+    const float one = 1.0f;
+    memcpy(buf + 8 + sizeof head - 1, &one, 4);
+    st_file *f;
+    kv_err err = {0};
+    assert_int_equal(st_parse_buffer(buf, sizeof buf - 1, "mem.safetensors", &f, &err), KV_OK);
+    const st_tensor *e = st_find(f, "e");
+    assert_true(e && e->n_elems == 0 && e->nbytes == 0 && e->n_dims == 3 && e->shape[0] == 1000);
+    st_close(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -154,6 +174,7 @@ int main(void)
         cmocka_unit_test(f16_round_trip),
         cmocka_unit_test(q8_0_round_trip),
         cmocka_unit_test(safetensors_dtypes),
+        cmocka_unit_test(safetensors_empty_shape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,12 @@
 /* llama2.c tokenizer.bin reading: the real tok512.bin (from
  * $KVTRACE_MODEL_DIR/derived; those tests skip when it is unset) and hand-made files that
- * are truncated, hold absurd lengths or the wrong number of tokens. */
+ * are truncated, hold absurd lengths or the wrong number of tokens; a Hugging Face
+ * tokenizer.json whose ids disagree. */
 #include "testutil.h"
 
 #include <math.h>
 
+#include "model/formats/hf.h"
 #include "model/tokenizer/vocab.h"
 
 #define SP "\xe2\x96\x81"
@@ -206,12 +208,44 @@ static void pieces_converted(void **state)
     expect_load("/nonexistent/tok.bin", 7, KV_EFAIL, "cannot open");
 }
 
+/* tokenizer.json: an added token may repeat its vocab entry, but an id given
+ * two texts is refused (found by fuzz_hf_tokenizer: the last one used to win). */
+static void hf_id_two_texts(void **state)
+{
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", tu_dir);
+    const char *same = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"<s>\":0,\"a\":1},\"merges\":[]},"
+                       "\"added_tokens\":[{\"id\":0,\"content\":\"<s>\",\"special\":true}]}";
+    write_file(path, same, strlen(same));
+    kv_vocab v;
+    bool has = false;
+    kv_err err = {0};
+    assert_int_equal(hf_read_tokenizer(path, 2, &v, &has, &err), KV_OK);
+    assert_true(has && strcmp(v.pieces[0], "<s>") == 0 && v.types[0] == VOCAB_CONTROL);
+    vocab_free(&v);
+    const char *two[] = {
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"<s>\":0,\"a\":1},\"merges\":[]},"
+        "\"added_tokens\":[{\"id\":0,\"content\":\"</s>\",\"special\":true}]}",
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":1,\"b\":1},\"merges\":[]}}",
+    };
+    for (int i = 0; i < 2; i++) {
+        write_file(path, two[i], strlen(two[i]));
+        assert_int_equal(hf_read_tokenizer(path, 2, &v, &has, &err), KV_EINPUT);
+        printf("# %s\n", err.msg);
+        assert_non_null(strstr(err.msg, "is given to two tokens"));
+        assert_true(!has && !v.pieces);
+        kv_err_clear(&err);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(loads_tok512),   cmocka_unit_test(truncated),
         cmocka_unit_test(count_mismatch), cmocka_unit_test(absurd_lengths),
         cmocka_unit_test(patched_length), cmocka_unit_test(pieces_converted),
+        cmocka_unit_test(hf_id_two_texts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
