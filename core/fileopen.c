@@ -43,3 +43,13 @@ int kv_input_check(const char *path, bool missing_ok, kv_err *err)
     if (!rc) close(fd);
     return rc;
 }
+
+int kv_input_dir_check(const char *dir, const char *what, kv_err *err)
+{
+    int fd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return kv_fail(err, KV_EFAIL, "%s: cannot open: %s", dir, strerror(errno));
+    struct stat st;
+    const bool is_dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+    close(fd);
+    return is_dir ? KV_OK : kv_fail(err, KV_EUSAGE, "%s: is not a directory (%s)", dir, what);
+}

@@ -23,4 +23,10 @@ FILE *kv_input_fopen(const char *path, kv_err *err);
  * path that does not exist (ENOENT) is KV_OK too (the caller reports it). */
 int kv_input_check(const char *path, bool missing_ok, kv_err *err);
 
+/* An input that must be a directory (an analysis or results directory):
+ * "DIR: cannot open: <strerror>" (exit 1) when it cannot be opened, "DIR: is
+ * not a directory (WHAT)" (exit 2) when it is a file; `what` says which
+ * directory was expected, e.g. "plot reads the directory kvtrace analyze wrote". */
+int kv_input_dir_check(const char *dir, const char *what, kv_err *err);
+
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/fileopen.h"
 #include "core/outfile.h"
 #include "core/progress.h"
 #include "plot.h"
@@ -39,14 +40,10 @@ static int draw(const plot_data *d, const plot_ctx *ctx, plot_fig_out *figs, boo
 
 int plot_run(const plot_opts *o, kv_err *err)
 {
-    struct stat st;
-    if (stat(o->input, &st) != 0)
-        return kv_fail(err, KV_EINPUT, "%s: cannot open the analysis directory: %s", o->input, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return kv_fail(err, KV_EINPUT, "%s: not a directory (plot reads the directory kvtrace analyze wrote)",
-                       o->input);
+    int rc = kv_input_dir_check(o->input, "plot reads the directory kvtrace analyze wrote", err);
+    if (rc) return rc;
     plot_data d;
-    int rc = plot_input_load(&d, o->input, err);
+    rc = plot_input_load(&d, o->input, err);
     if (rc) return rc;
     char out[4096];
     if (o->output) snprintf(out, sizeof out, "%s", o->output);

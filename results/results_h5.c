@@ -294,13 +294,13 @@ int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *
 {
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s/" RESULTS_FILE_H5, dir);
+    int rc = kv_input_dir_check(dir, "--results takes the directory kvtrace sim wrote", err);
+    if (rc) return rc;
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return kv_fail(err, KV_EINPUT, "%s: not a results directory (it does not exist or is not a directory)", dir);
     if (stat(out->path, &st) != 0)
         return kv_fail(err, KV_EINPUT, "%s: missing (is %s a kvtrace sim output directory?)", out->path, dir);
     h5u_quiet();
-    int rc = kv_input_check(out->path, false, err);
+    rc = kv_input_check(out->path, false, err);
     if (rc) return rc;
     hid_t f = H5Fopen(out->path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return kv_fail(err, KV_EINPUT, "%s: cannot open as HDF5 (truncated or not an HDF5 file)", out->path);

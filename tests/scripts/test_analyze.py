@@ -322,7 +322,8 @@ def bad_results(tmp, trace, res, T):
     expect_error(tmp, [trace, "--results", d], 3, "truncated results.h5", p)
     os.remove(p)
     expect_error(tmp, [trace, "--results", d], 3, "results directory without results.h5", p)
-    expect_error(tmp, [trace, "--results", os.path.join(tmp, "nosuch")], 3, "missing results directory")
+    expect_error(tmp, [trace, "--results", os.path.join(tmp, "nosuch")], 1, "missing results directory: cannot open",
+                 os.path.join(tmp, "nosuch") + ": cannot open")
     shutil.rmtree(d)
 
 

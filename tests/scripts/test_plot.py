@@ -319,8 +319,13 @@ def main():
         pca_panels(tmp, good)
         expect_error(["plot", good, "-o", os.path.join(tmp, "x"), "--format", "gif"], 2, ["--format"],
                      "--format gif", tmp, os.path.join(tmp, "x"))
-        expect_error(["plot", os.path.join(tmp, "nonexistent")], 3, ["nonexistent"], "a missing DIR", tmp,
+        expect_error(["plot", os.path.join(tmp, "nonexistent")], 1, ["nonexistent", "cannot open"],
+                     "a missing DIR: cannot open (an OS error, exit 1, as for every input)", tmp,
                      os.path.join(tmp, "nonexistent"))
+        afile = os.path.join(tmp, "afile")
+        open(afile, "w").close()
+        expect_error(["plot", afile, "-o", os.path.join(tmp, "y")], 2, ["afile", "is not a directory"],
+                     "a file given as DIR: is not a directory, exit 2", tmp, os.path.join(tmp, "y"))
         gnuplot_failures(tmp, good)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
