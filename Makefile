@@ -25,7 +25,7 @@
 CC      ?= cc
 .DEFAULT_GOAL := all
 BUILD   ?= build
-PKGS    := hdf5 openblas lapacke jansson libcrypto
+PKGS    := hdf5 openblas lapacke jansson libcrypto libpcre2-8 libutf8proc
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -4,7 +4,7 @@
 set -eu
 PKGS="build-essential pkg-config libhdf5-dev hdf5-tools libopenblas-dev liblapacke-dev \
 gnuplot-nox libcmocka-dev libjansson-dev python3-h5py python3-numpy python3-pandas clang libclang-rt-14-dev \
-libssl-dev curl"
+libssl-dev curl libpcre2-dev libutf8proc-dev"
 
 missing=""
 for p in $PKGS; do
