@@ -25,9 +25,10 @@ int hf_read_config(const char *path, model_config *c, hf_features *f, kv_err *er
 
 /* tokenizer.json at `path` into v, for a model of vocab_size V (ids past the
  * file's tokens are unused pieces). A ByteLevel pre-tokenizer gives a
- * VOCAB_BYTE_BPE vocabulary (decode only); a SentencePiece-style BPE
+ * VOCAB_BYTE_BPE vocabulary (its merges, pre-tokenizer and template: bpe_hf.h); a SentencePiece-style BPE
  * (Metaspace / "▁" pieces, byte fallback) a VOCAB_SPM one whose scores are
- * the merges' priorities. *has false (KV_OK) for other tokenizer models. */
+ * the merges' priorities. *has false (KV_OK) for other tokenizer models.
+ * V <= 0: the size the file implies (its largest id + 1). */
 int hf_read_tokenizer(const char *path, int64_t V, kv_vocab *v, bool *has, kv_err *err);
 
 #endif

@@ -9,6 +9,8 @@
  * current lengths detects it (llama.cpp's check). */
 #include "model/tokenizer/tokenizer.h"
 
+#include "model/tokenizer/bpe.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -201,10 +203,7 @@ int tokenizer_encode(const kv_vocab *v, const char *text, size_t len, bool add_b
 {
     *ids = NULL;
     *n = 0;
-    if (v->kind == VOCAB_BYTE_BPE)
-        return kv_fail(err, KV_EUSAGE,
-                       "this model's tokenizer is byte-level BPE (as Llama 3 and Qwen), which "
-                       "kvtrace cannot encode yet: give the prompt as token ids with --tokens FILE");
+    if (v->kind == VOCAB_BYTE_BPE) return tokenizer_encode_offsets(v, text, len, add_bos, ids, NULL, n, err);
     if (add_bos && v->bos < 0)
         return kv_fail(err, KV_EINPUT, "cannot add BOS: the vocabulary has no BOS token");
     /* at most one id per escaped byte, plus BOS */
@@ -222,6 +221,32 @@ int tokenizer_encode(const kv_vocab *v, const char *text, size_t len, bool add_b
     *ids = shrunk ? shrunk : out;
     *n = count;
     return KV_OK;
+}
+
+int tokenizer_encode_offsets(const kv_vocab *v, const char *text, size_t len, bool add_special, int32_t **ids,
+                             int64_t **offsets, int64_t *n, kv_err *err)
+{
+    *ids = NULL;
+    *n = 0;
+    if (offsets) *offsets = NULL;
+    if (v->kind != VOCAB_BYTE_BPE || !v->bpe) {
+        if (offsets)
+            return kv_fail(err, KV_EUSAGE, "offsets are given for byte-level BPE tokenizers only (not yet for "
+                           "SentencePiece ones)");
+        return tokenizer_encode(v, text, len, add_special, ids, n, err);
+    }
+    bpe_out out = {0};
+    int rc = bpe_encode(v->bpe, text, len, add_special, &out, err);
+    if (rc) {
+        free(out.ids), free(out.off);
+        return rc;
+    }
+    if (!out.ids && !(out.ids = malloc(sizeof *out.ids))) rc = kv_fail(err, KV_EFAIL, "out of memory");
+    *ids = out.ids;
+    *n = out.n;
+    if (offsets) *offsets = out.off;
+    else free(out.off);
+    return rc;
 }
 
 /* ---- decoding ---- */

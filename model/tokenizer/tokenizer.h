@@ -14,9 +14,9 @@
  * byte's length); special-token text such as "<s>" is encoded as plain text
  * (llama.cpp's parse_special = false behaviour).
  *
- * VOCAB_BYTE_BPE vocabularies (Llama 3, Qwen) cannot be encoded yet: encode
- * returns KV_EUSAGE suggesting --tokens. Decoding works for both kinds as
- * far as the piece types allow (byte-level BPE pieces are printed as stored).
+ * VOCAB_BYTE_BPE vocabularies (Llama 3, Qwen) are encoded by bpe.h, add_bos
+ * meaning the post-processor's template. Decoding works for both kinds as
+ * far as the piece types allow (byte-level BPE pieces are mapped back to bytes).
  */
 #ifndef KV_TOKENIZER_H
 #define KV_TOKENIZER_H
@@ -34,6 +34,12 @@
  * *n = 0. The caller frees *ids. */
 int tokenizer_encode(const kv_vocab *v, const char *text, size_t len, bool add_bos, int32_t **ids,
                      int64_t *n, kv_err *err);
+
+/* The same for either kind, with (byte-level BPE only; else KV_EUSAGE) each
+ * token's [start, end) byte offsets into the text: *offsets, [2 * n],
+ * malloc'd, when offsets is not NULL. add_special: BOS / the template. */
+int tokenizer_encode_offsets(const kv_vocab *v, const char *text, size_t len, bool add_special, int32_t **ids,
+                             int64_t **offsets, int64_t *n, kv_err *err);
 
 /* The text one token prints as, after token `prev` (-1: none): normal and
  * user pieces with "▁" as ' ', byte tokens as their byte, control and unused

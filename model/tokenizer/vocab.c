@@ -6,6 +6,7 @@
  * llama.cpp, whose piece -> id map keeps the last insertion. */
 #include "core/fileopen.h"
 #include "model/tokenizer/vocab.h"
+#include "model/tokenizer/bpe.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -140,6 +141,7 @@ void vocab_free(kv_vocab *v)
     free(v->scores);
     free(v->types);
     free(v->by_piece);
+    bpe_free(v->bpe);
     memset(v, 0, sizeof *v);
     v->bos = v->eos = v->unk = -1;
 }

@@ -24,8 +24,10 @@ typedef enum {
 
 typedef enum {
     VOCAB_SPM,          /* SentencePiece BPE (tokenizer.ggml.model = llama): encodes */
-    VOCAB_BYTE_BPE,     /* byte-level BPE (gpt2: Llama 3, Qwen): decode only (issue #7) */
+    VOCAB_BYTE_BPE,     /* byte-level BPE (gpt2: Llama 3, Qwen): encoded by `bpe` (bpe.h) */
 } vocab_kind;
+
+struct bpe_model;
 
 typedef struct {
     vocab_kind kind;
@@ -39,6 +41,7 @@ typedef struct {
     int32_t byte_id[256];    /* id of "<0xHH>", -1 when absent (set by vocab_finish) */
     int32_t *by_piece;       /* [n] ids sorted by piece, for lookup (set by vocab_finish) */
     int32_t max_piece_len;   /* bytes (set by vocab_finish) */
+    struct bpe_model *bpe;   /* VOCAB_BYTE_BPE: merges, pre-tokenizer, added tokens (owned) */
 } kv_vocab;
 
 /* Allocates n empty tokens (kind SPM, bos/eos/unk -1, add_bos and

@@ -2,8 +2,7 @@
  * format) into kv_vocab (see hf.h), parsed with jansson.
  *
  * Only BPE models are read. A ByteLevel pre-tokenizer (Llama 3, Qwen: GPT-2
- * style byte-level BPE) gives VOCAB_BYTE_BPE, which decodes for printing and
- * refuses to encode (capture suggests --tokens). Otherwise the vocabulary is
+ * style byte-level BPE) gives VOCAB_BYTE_BPE, its encoder built by bpe_hf.c. Otherwise the vocabulary is
  * SentencePiece-style ("▁" for spaces, "<0xHH>" byte fallback: Llama 2,
  * Mistral): VOCAB_SPM, encoded by tokenizer.c's merge loop with the merges'
  * order as scores (the piece made by merge r scores -r; a piece no merge
@@ -18,6 +17,7 @@
 
 #include "core/fileopen.h"
 #include "model/formats/hf.h"
+#include "model/tokenizer/bpe_hf.h"
 
 #define NO_MERGE_SCORE -1e30f
 
@@ -141,6 +141,7 @@ static int read_tokenizer(const tok_ctx *x, json_t *root, bool *has)
     int rc = read_pieces(x, model, json_object_get(root, "added_tokens"), spm);
     if (!rc) rc = vocab_finish(v, x->path, x->err);
     if (!rc && spm) rc = merge_scores(x, json_object_get(model, "merges"));
+    if (!rc && !spm) rc = bpe_from_json(root, v, x->path, &v->bpe, x->err);
     if (rc) return rc;
     v->kind = spm ? VOCAB_SPM : VOCAB_BYTE_BPE;
     json_t *pt = json_object_get(root, "pre_tokenizer");
@@ -148,8 +149,25 @@ static int read_tokenizer(const tok_ctx *x, json_t *root, bool *has)
     v->add_space_prefix = spm && !(json_is_string(scheme) &&
                                    strcmp(json_string_value(scheme), "never") == 0);
     special_ids(v, model, spm);
+    if (!spm) v->add_bos = true; /* for byte-level BPE: apply the post-processor's template */
     *has = true;
     return KV_OK;
+}
+
+/* The vocabulary size a tokenizer.json implies: its largest id + 1. */
+static int64_t file_size(json_t *root)
+{
+    int64_t n = 0;
+    const char *k;
+    json_t *id, *a;
+    json_object_foreach(json_object_get(json_object_get(root, "model"), "vocab"), k, id)
+        if (json_is_integer(id) && json_integer_value(id) >= n) n = json_integer_value(id) + 1;
+    size_t i;
+    json_array_foreach(json_object_get(root, "added_tokens"), i, a) {
+        id = json_object_get(a, "id");
+        if (json_is_integer(id) && json_integer_value(id) >= n) n = json_integer_value(id) + 1;
+    }
+    return n > INT32_MAX ? 0 : n;
 }
 
 int hf_read_tokenizer(const char *path, int64_t V, kv_vocab *v, bool *has, kv_err *err)
@@ -163,6 +181,7 @@ int hf_read_tokenizer(const char *path, int64_t V, kv_vocab *v, bool *has, kv_er
         return kv_fail(err, KV_EINPUT, "%s: malformed JSON at line %d: %.200s", path, je.line,
                        je.text);
     tok_ctx x = {path, v, err};
+    if (V <= 0) V = json_is_object(root) ? file_size(root) : 1;
     int rc = vocab_init(v, (int32_t)V, err);
     if (!rc) rc = json_is_object(root) ? read_tokenizer(&x, root, has)
                                        : kv_fail(err, KV_EINPUT, "%s: is not a JSON object", path);

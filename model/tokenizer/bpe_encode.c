@@ -1,0 +1,277 @@
+/* bpe_encode: byte-level BPE encoding (see bpe.h).
+ *
+ * A word (one pre-tokenized piece) starts as one symbol per byte, the byte's
+ * one-character token; adjacent pairs that have a merge go into a binary
+ * min-heap ordered by (rank, position). A popped pair is stale when either
+ * side has changed since it was pushed (their token ids are compared). The
+ * words' results are cached for the call: (token, end byte) per token. */
+#include "model/tokenizer/bpe_model.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+typedef struct {
+    int32_t id, prev, next;
+    int32_t end; /* the symbol covers bytes [start of its first, end) of the word */
+} sym;
+
+typedef struct {
+    int32_t rank, left, right, lid, rid, res;
+} pair;
+
+typedef struct {
+    uint64_t hash;
+    const char *word; /* into the encoded text */
+    size_t len;
+    int64_t at; /* first (id, end) in pool */
+    int32_t n;
+} cache_entry;
+
+typedef struct {
+    const bpe_model *b;
+    const char *text;  /* the segment being split */
+    int64_t base;      /* its offset in the input (-1: offsets are the segment's span) */
+    int64_t seg_start, seg_end;
+    bpe_out *out;
+    kv_err *err;
+    sym *s;
+    pair *heap;
+    size_t s_cap, h_n, h_cap;
+    cache_entry *cache;
+    size_t c_cap, c_n;
+    int32_t *pool; /* pairs (id, end) */
+    int64_t p_n, p_cap;
+} enc;
+
+static int out_push(enc *e, int32_t id, int64_t start, int64_t end)
+{
+    bpe_out *o = e->out;
+    if (o->n == o->cap) {
+        int64_t cap = o->cap ? o->cap * 2 : 256;
+        int32_t *ids = realloc(o->ids, (size_t)cap * sizeof *ids);
+        if (ids) o->ids = ids;
+        int64_t *off = realloc(o->off, (size_t)cap * 2 * sizeof *off);
+        if (off) o->off = off;
+        if (!ids || !off) return kv_fail(e->err, KV_EFAIL, "out of memory");
+        o->cap = cap;
+    }
+    o->ids[o->n] = id;
+    o->off[2 * o->n] = start, o->off[2 * o->n + 1] = end;
+    o->n++;
+    return KV_OK;
+}
+
+static bool pair_before(const pair *a, const pair *c)
+{
+    return a->rank < c->rank || (a->rank == c->rank && a->left < c->left);
+}
+
+static int heap_push(enc *e, int32_t left, int32_t right)
+{
+    if (left < 0 || right < 0) return KV_OK;
+    int32_t res, rank = bpe_merge_rank(e->b, e->s[left].id, e->s[right].id, &res);
+    if (rank < 0) return KV_OK;
+    if (e->h_n == e->h_cap) {
+        size_t cap = e->h_cap ? e->h_cap * 2 : 64;
+        pair *h = realloc(e->heap, cap * sizeof *h);
+        if (!h) return kv_fail(e->err, KV_EFAIL, "out of memory");
+        e->heap = h, e->h_cap = cap;
+    }
+    pair p = {rank, left, right, e->s[left].id, e->s[right].id, res};
+    size_t i = e->h_n++;
+    for (; i > 0 && pair_before(&p, &e->heap[(i - 1) / 2]); i = (i - 1) / 2) e->heap[i] = e->heap[(i - 1) / 2];
+    e->heap[i] = p;
+    return KV_OK;
+}
+
+static pair heap_pop(enc *e)
+{
+    pair top = e->heap[0], last = e->heap[--e->h_n];
+    size_t i = 0, n = e->h_n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && pair_before(&e->heap[c + 1], &e->heap[c])) c++;
+        if (!pair_before(&e->heap[c], &last)) break;
+        e->heap[i] = e->heap[c];
+        i = c;
+    }
+    if (n) e->heap[i] = last;
+    return top;
+}
+
+/* The mapped spelling of word[0..len) into buf (2 * len bytes); its length. */
+static size_t map_word(const char *w, size_t len, char *buf)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) o += (size_t)bpe_byte_char((unsigned char)w[i], buf + o);
+    return o;
+}
+
+/* Merges word[0..len) into pool entries (id, end); returns the count or -1. */
+static int32_t merge_word(enc *e, const char *w, size_t len)
+{
+    if (len > e->s_cap) {
+        sym *s = realloc(e->s, len * sizeof *s);
+        if (!s) return -1;
+        e->s = s, e->s_cap = len;
+    }
+    for (size_t i = 0; i < len; i++)
+        e->s[i] = (sym){e->b->byte_tok[(unsigned char)w[i]], (int32_t)i - 1,
+                        i + 1 < len ? (int32_t)i + 1 : -1, (int32_t)i + 1};
+    e->h_n = 0;
+    for (size_t i = 1; i < len; i++)
+        if (heap_push(e, (int32_t)i - 1, (int32_t)i)) return -1;
+    while (e->h_n) {
+        pair p = heap_pop(e);
+        sym *l = &e->s[p.left], *r = &e->s[p.right];
+        if (l->id != p.lid || r->id != p.rid || l->next != p.right) continue; /* stale */
+        l->id = p.res, l->end = r->end, l->next = r->next;
+        r->id = -1;
+        if (r->next >= 0) e->s[r->next].prev = p.left;
+        if (heap_push(e, l->prev, p.left) || heap_push(e, p.left, l->next)) return -1;
+    }
+    int32_t n = 0;
+    for (int32_t i = 0; i >= 0; i = e->s[i].next) {
+        if (e->p_n + 2 > e->p_cap) {
+            int64_t cap = e->p_cap ? e->p_cap * 2 : 4096;
+            int32_t *p = realloc(e->pool, (size_t)cap * sizeof *p);
+            if (!p) return -1;
+            e->pool = p, e->p_cap = cap;
+        }
+        e->pool[e->p_n++] = e->s[i].id;
+        e->pool[e->p_n++] = e->s[i].end;
+        n++;
+    }
+    return n;
+}
+
+static int cache_grow(enc *e)
+{
+    size_t cap = e->c_cap ? e->c_cap * 2 : 1024;
+    cache_entry *c = calloc(cap, sizeof *c);
+    if (!c) return -1;
+    for (size_t i = 0; i < e->c_cap; i++) {
+        if (!e->cache[i].word) continue;
+        size_t j = e->cache[i].hash & (cap - 1);
+        while (c[j].word) j = (j + 1) & (cap - 1);
+        c[j] = e->cache[i];
+    }
+    free(e->cache);
+    e->cache = c, e->c_cap = cap;
+    return 0;
+}
+
+/* The cached (or new) tokens of a word: pool index into *at, count returned; -1 when out of memory. */
+static int32_t word_tokens(enc *e, const char *w, size_t len, int64_t *at)
+{
+    if ((e->c_n + 1) * 2 > e->c_cap && cache_grow(e)) return -1;
+    uint64_t h = bpe_hash(w, len);
+    size_t i = h & (e->c_cap - 1);
+    for (; e->cache[i].word; i = (i + 1) & (e->c_cap - 1)) {
+        cache_entry *c = &e->cache[i];
+        if (c->hash == h && c->len == len && memcmp(c->word, w, len) == 0) {
+            *at = c->at;
+            return c->n;
+        }
+    }
+    *at = e->p_n;
+    int32_t n = merge_word(e, w, len);
+    if (n < 0) return -1;
+    e->cache[i] = (cache_entry){h, w, len, *at, n};
+    e->c_n++;
+    return n;
+}
+
+/* One pre-tokenized piece [start, end) of the segment. */
+static int on_word(void *ctx, size_t start, size_t end)
+{
+    enc *e = ctx;
+    const char *w = e->text + start;
+    size_t len = end - start;
+    int64_t s0 = e->base < 0 ? e->seg_start : e->base + (int64_t)start;
+    if (e->b->ignore_merges && len <= 512) {
+        char buf[1024];
+        int32_t id = bpe_find(e->b, buf, map_word(w, len, buf));
+        if (id >= 0) return out_push(e, id, s0, e->base < 0 ? e->seg_end : s0 + (int64_t)len);
+    }
+    int64_t at;
+    int32_t n = word_tokens(e, w, len, &at);
+    if (n < 0) return kv_fail(e->err, KV_EFAIL, "out of memory");
+    int32_t prev_end = 0;
+    for (int32_t k = 0; k < n; k++) {
+        int32_t id = e->pool[at + 2 * k], wend = e->pool[at + 2 * k + 1];
+        int64_t a = e->base < 0 ? e->seg_start : s0 + prev_end, z = e->base < 0 ? e->seg_end : s0 + wend;
+        if (out_push(e, id, a, z)) return KV_EFAIL;
+        prev_end = wend;
+    }
+    return KV_OK;
+}
+
+/* Text between added tokens: normalised, split, merged. */
+static int encode_segment(enc *e, const char *text, int64_t start, int64_t end)
+{
+    e->seg_start = start, e->seg_end = end;
+    e->text = text + start, e->base = start;
+    utf8proc_uint8_t *nfc = NULL;
+    size_t len = (size_t)(end - start);
+    if (e->b->nfc && len) {
+        utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)e->text, (utf8proc_ssize_t)len, &nfc,
+                                          UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        if (n < 0) return kv_fail(e->err, KV_EFAIL, "utf8proc: %s", utf8proc_errmsg(n));
+        if ((size_t)n != len || memcmp(nfc, e->text, len) != 0) /* changed: offsets become the segment's */
+            e->text = (const char *)nfc, e->base = -1, len = (size_t)n;
+    }
+    int rc = pretok_split(e->b->pre, e->text, len, on_word, e, e->err);
+    /* the cache points into the text: a normalised copy's words go with it */
+    if (nfc && e->base < 0) {
+        memset(e->cache, 0, e->c_cap * sizeof *e->cache);
+        e->c_n = 0;
+    }
+    free(nfc);
+    return rc;
+}
+
+/* The longest added token at text[i..len), or NULL. */
+static const bpe_added *added_at(const bpe_model *b, const char *text, size_t i, size_t len)
+{
+    unsigned char c = (unsigned char)text[i];
+    for (int32_t k = b->first[c]; k < b->first[c + 1]; k++)
+        if (b->added[k].len <= len - i && memcmp(b->added[k].text, text + i, b->added[k].len) == 0)
+            return &b->added[k];
+    return NULL;
+}
+
+static int encode_text(enc *e, const char *text, size_t len)
+{
+    size_t seg = 0;
+    for (size_t i = 0; i < len;) {
+        const bpe_added *a = e->b->n_added ? added_at(e->b, text, i, len) : NULL;
+        if (!a) {
+            i++;
+            continue;
+        }
+        if ((i > seg && encode_segment(e, text, (int64_t)seg, (int64_t)i)) ||
+            out_push(e, a->id, (int64_t)i, (int64_t)(i + a->len)))
+            return e->err->code;
+        seg = i += a->len;
+    }
+    return len > seg ? encode_segment(e, text, (int64_t)seg, (int64_t)len) : KV_OK;
+}
+
+int bpe_encode(const bpe_model *b, const char *text, size_t len, bool add_special, bpe_out *out, kv_err *err)
+{
+    int64_t bad = bpe_utf8_invalid(text, len);
+    if (bad >= 0)
+        return kv_fail(err, KV_EINPUT, "the text is not valid UTF-8 at byte offset %lld (byte 0x%02X)",
+                       (long long)bad, (unsigned char)text[bad]);
+    enc e = {.b = b, .out = out, .err = err};
+    int rc = KV_OK;
+    for (int k = 0; add_special && !rc && k < b->n_prefix; k++) rc = out_push(&e, b->prefix[k], 0, 0);
+    if (!rc) rc = encode_text(&e, text, len);
+    for (int k = 0; add_special && !rc && k < b->n_suffix; k++)
+        rc = out_push(&e, b->suffix[k], (int64_t)len, (int64_t)len);
+    free(e.s), free(e.heap), free(e.cache), free(e.pool);
+    return rc;
+}

@@ -1,0 +1,160 @@
+/* pretok: split regexes on PCRE2 (see pretok.h). */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "model/tokenizer/pretok.h"
+
+#include <pcre2.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct pretok {
+    int n;
+    pcre2_code *re[PRETOK_MAX];
+};
+
+/* The contractions, letters, digits, other, newline and space alternatives
+ * of the GPT-4 style regexes, written once. */
+#define CONTRACTIONS "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+#define TAIL " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+static const char GPT2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char LLAMA3[] = CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|" TAIL;
+static const char QWEN2[] = CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|" TAIL;
+static const char GPT4O[] =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+" CONTRACTIONS "?"
+    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" CONTRACTIONS "?"
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char DSV3_CJK[] = "[\\x{4e00}-\\x{9fa5}\\x{3040}-\\x{309f}\\x{30a0}-\\x{30ff}]+";
+static const char DSV3_REST[] =
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+    "| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+typedef struct {
+    const char *name;
+    const char *re[PRETOK_MAX];
+} named_pretok;
+
+/* GGUF's tokenizer.ggml.pre names (as llama.cpp's converter writes them). */
+static const named_pretok NAMED[] = {
+    {"default", {GPT2}},
+    {"gpt2", {GPT2}},
+    {"gpt-2", {GPT2}},
+    {"llama-bpe", {LLAMA3}},
+    {"llama3", {LLAMA3}},
+    {"dbrx", {LLAMA3}},
+    {"smaug-bpe", {LLAMA3}},
+    {"qwen2", {QWEN2}},
+    {"stablelm2", {QWEN2}},
+    {"deepseek-v3", {"\\p{N}{1,3}", DSV3_CJK, DSV3_REST}},
+    {"gpt-4o", {GPT4O}},
+    {"olmo", {GPT2}},
+    {"mpt", {GPT2}},
+};
+enum { N_NAMED = sizeof NAMED / sizeof NAMED[0] };
+
+void pretok_free(pretok *p)
+{
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) pcre2_code_free(p->re[i]);
+    free(p);
+}
+
+int pretok_append(pretok **p, const char *pattern, const char *where, kv_err *err)
+{
+    if (!*p && !(*p = calloc(1, sizeof **p))) return kv_fail(err, KV_EFAIL, "%s: out of memory", where);
+    if ((*p)->n == PRETOK_MAX)
+        return kv_fail(err, KV_EINPUT, "%s: more than %d split regexes in the pre-tokenizer", where, PRETOK_MAX);
+    int code;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code,
+                                   &off, NULL);
+    if (!re) {
+        PCRE2_UCHAR msg[160];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        return kv_fail(err, KV_EINPUT, "%s: pre-tokenizer regex '%.80s' rejected by PCRE2 at offset %zu: %s",
+                       where, pattern, (size_t)off, (const char *)msg);
+    }
+    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* without JIT (unsupported CPU) it still matches */
+    (*p)->re[(*p)->n++] = re;
+    return KV_OK;
+}
+
+int pretok_append_bytelevel(pretok **p, const char *where, kv_err *err)
+{
+    return pretok_append(p, GPT2, where, err);
+}
+
+int pretok_compile(pretok **p, const char *const *patterns, int n, const char *where, kv_err *err)
+{
+    *p = NULL;
+    for (int i = 0; i < n; i++) {
+        int rc = pretok_append(p, patterns[i], where, err);
+        if (rc) {
+            pretok_free(*p);
+            *p = NULL;
+            return rc;
+        }
+    }
+    return KV_OK;
+}
+
+int pretok_named(pretok **p, const char *name, const char *where, kv_err *err)
+{
+    *p = NULL;
+    for (int i = 0; i < N_NAMED; i++) {
+        if (strcmp(NAMED[i].name, name) != 0) continue;
+        int n = 0;
+        while (n < PRETOK_MAX && NAMED[i].re[n]) n++;
+        return pretok_compile(p, NAMED[i].re, n, where, err);
+    }
+    return kv_fail(err, KV_EINPUT, "%s: pre-tokenizer '%.64s' (tokenizer.ggml.pre) is not one kvtrace knows", where,
+                   name);
+}
+
+typedef struct {
+    const pretok *p;
+    const char *text;
+    pcre2_match_data *md;
+    pretok_fn fn;
+    void *ctx;
+    kv_err *err;
+} split_state;
+
+/* Length of the UTF-8 character at s (valid text). */
+static size_t char_len(unsigned char c)
+{
+    return c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+}
+
+static int split_level(split_state *s, int level, size_t start, size_t end)
+{
+    if (start == end) return 0;
+    if (level == s->p->n) return s->fn(s->ctx, start, end);
+    const PCRE2_SPTR sub = (PCRE2_SPTR)s->text + start;
+    size_t len = end - start, at = 0, gap = 0;
+    while (at < len) {
+        int m = pcre2_match(s->p->re[level], sub, len, at, PCRE2_NO_UTF_CHECK, s->md, NULL);
+        if (m == PCRE2_ERROR_NOMATCH) break;
+        if (m < 0) return kv_fail(s->err, KV_EFAIL, "PCRE2 match failed (error %d)", m);
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
+        if (ov[1] == ov[0]) { /* an empty match cuts nothing: step one character */
+            at = ov[0] + char_len(sub[ov[0]]);
+            continue;
+        }
+        int rc = split_level(s, level + 1, start + gap, start + ov[0]);
+        if (!rc) rc = split_level(s, level + 1, start + ov[0], start + ov[1]);
+        if (rc) return rc;
+        gap = at = ov[1];
+    }
+    return split_level(s, level + 1, start + gap, end);
+}
+
+int pretok_split(const pretok *p, const char *text, size_t len, pretok_fn fn, void *ctx, kv_err *err)
+{
+    if (!p || p->n == 0) return len ? fn(ctx, 0, len) : 0;
+    pcre2_match_data *md = pcre2_match_data_create(4, NULL);
+    if (!md) return kv_fail(err, KV_EFAIL, "out of memory");
+    split_state s = {p, text, md, fn, ctx, err};
+    int rc = split_level(&s, 0, 0, len);
+    pcre2_match_data_free(md);
+    return rc;
+}

@@ -1,0 +1,45 @@
+/* pretok: the pre-tokenizer of a byte-level BPE tokenizer, a sequence of
+ * split regexes run on PCRE2 (UTF and UCP mode, JIT-compiled), as a Hugging
+ * Face `Split` pre-tokenizer with behaviour Isolated does it: each regex cuts
+ * every piece the previous one made into its matches and the text between
+ * them, all kept, in order.
+ *
+ * GGUF names the pre-tokenizer (tokenizer.ggml.pre) instead of storing the
+ * regexes: pretok_named maps the names in use to their regexes and refuses
+ * unknown names by name. */
+#ifndef KV_PRETOK_H
+#define KV_PRETOK_H
+
+#include <stddef.h>
+
+#include "core/kv_error.h"
+
+#define PRETOK_MAX 8 /* regexes in one sequence */
+
+typedef struct pretok pretok;
+
+/* Compiles n patterns (PCRE2 syntax); `where` names the source in messages.
+ * A pattern PCRE2 rejects is KV_EINPUT naming the pattern and the offset. */
+int pretok_compile(pretok **p, const char *const *patterns, int n, const char *where, kv_err *err);
+
+/* The regexes of GGUF's tokenizer.ggml.pre `name` ("default" and "gpt2":
+ * GPT-2's). KV_EINPUT naming it when unknown. */
+int pretok_named(pretok **p, const char *name, const char *where, kv_err *err);
+
+/* Appends one pattern to *p (created when NULL): a Sequence of Splits. */
+int pretok_append(pretok **p, const char *pattern, const char *where, kv_err *err);
+
+/* Appends GPT-2's regex (a ByteLevel pre-tokenizer with use_regex). */
+int pretok_append_bytelevel(pretok **p, const char *where, kv_err *err);
+
+void pretok_free(pretok *p);
+
+/* Called for each piece [start, end) of the text, in order; non-zero stops. */
+typedef int (*pretok_fn)(void *ctx, size_t start, size_t end);
+
+/* Splits text[0..len) (valid UTF-8) into pieces. With no regexes (p NULL)
+ * the whole text is one piece. Returns fn's non-zero value, or KV_EFAIL
+ * (in err) when PCRE2 fails. */
+int pretok_split(const pretok *p, const char *text, size_t len, pretok_fn fn, void *ctx, kv_err *err);
+
+#endif
