@@ -33,6 +33,7 @@ static const verb VERBS[] = {
     {"analyze", "Spearman, log-det, PCA and the data every figure needs", analyze_main, NULL, NULL},
     {"plot", "gnuplot figures and report.html from an analysis directory", plot_main, NULL, NULL},
     {"fidelity", "in-model eviction versus offline replay", fidelity_main, NULL, NULL},
+    {"tokenize", "text to token ids (and back) with a model's tokenizer", verb_tokenize, NULL, NULL},
     {"policies", "every policy, its parameters and defaults", policies_main, NULL, NULL},
     {"demo", "the whole pipeline on the default model", demo_main, NULL, NULL},
 };

@@ -4,5 +4,6 @@
 
 int verb_info(int argc, char **argv);
 int demo_main(int argc, char **argv);
+int verb_tokenize(int argc, char **argv);
 
 #endif

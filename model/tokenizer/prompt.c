@@ -14,8 +14,7 @@ int prompt_sources(const prompt_source *p)
     return !!p->text + !!p->text_file + !!p->tokens_file;
 }
 
-/* The whole of a text file, NUL-terminated, into *text (malloc'ed), *len bytes. */
-static int read_text(const char *path, char **text, size_t *len, kv_err *err)
+int prompt_read_text(const char *path, char **text, size_t *len, kv_err *err)
 {
     FILE *f = kv_input_fopen(path, err);
     if (!f) return err->code;
@@ -55,7 +54,7 @@ int prompt_tokens(const prompt_source *p, const kv_model *m, const char *model_p
                        strncmp(model_path, "random:", 7) ? " (or --tokenizer for a llama2.c checkpoint)" : "");
     char *text = NULL;
     size_t len = 0;
-    int rc = p->text_file ? read_text(p->text_file, &text, &len, err) : KV_OK;
+    int rc = p->text_file ? prompt_read_text(p->text_file, &text, &len, err) : KV_OK;
     if (!rc)
         rc = tokenizer_encode(&m->vocab, text ? text : p->text, text ? len : strlen(p->text), m->vocab.add_bos, ids,
                               n, err);

@@ -5,6 +5,7 @@
 #ifndef KV_PROMPT_H
 #define KV_PROMPT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/kv_error.h"
@@ -15,6 +16,9 @@ typedef struct {
     const char *text_file;   /* ... or --prompt-file F, text from a file ... */
     const char *tokens_file; /* ... or --tokens F, token ids; none of them: BOS alone */
 } prompt_source;
+
+/* The whole of a text file, NUL-terminated, into *text (malloc'ed), *len bytes. */
+int prompt_read_text(const char *path, char **text, size_t *len, kv_err *err);
 
 /* How many of the three sources are given (a command line takes at most one). */
 int prompt_sources(const prompt_source *p);
