@@ -229,7 +229,10 @@ int tokenizer_encode_offsets(const kv_vocab *v, const char *text, size_t len, bo
     *ids = NULL;
     *n = 0;
     if (offsets) *offsets = NULL;
-    if (v->kind != VOCAB_BYTE_BPE || !v->bpe) {
+    if (v->kind == VOCAB_BYTE_BPE && !v->bpe)
+        return kv_fail(err, KV_EUSAGE, "this byte-level BPE vocabulary has no merges to encode with (GGUF "
+                       "tokenizers of this kind are not read yet): give the prompt as ids with --tokens FILE");
+    if (v->kind != VOCAB_BYTE_BPE) {
         if (offsets)
             return kv_fail(err, KV_EUSAGE, "offsets are given for byte-level BPE tokenizers only (not yet for "
                            "SentencePiece ones)");
