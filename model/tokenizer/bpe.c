@@ -191,10 +191,9 @@ int bpe_finish(bpe_model *b, const char *where, kv_err *err)
     for (int c = 0; c < 256; c++) {
         char ch[2];
         int n = bpe_byte_char((unsigned char)c, ch);
-        if ((b->byte_tok[c] = bpe_find(b, ch, (size_t)n)) < 0)
-            return kv_fail(err, KV_EINPUT, "%s: the vocabulary has no token for byte 0x%02X ('%.*s')", where, c, n,
-                           ch);
+        b->byte_tok[c] = bpe_find(b, ch, (size_t)n); /* -1: refused when a text needs it */
     }
+    (void)where, (void)err;
     if (b->n_added) qsort(b->added, (size_t)b->n_added, sizeof *b->added, added_cmp);
     int32_t k = 0;
     for (int c = 0; c <= 256; c++) {

@@ -54,7 +54,8 @@ void bpe_set_options(bpe_model *b, bool nfc, bool ignore_merges);
 int bpe_set_template(bpe_model *b, const int32_t *prefix, int n_prefix, const int32_t *suffix, int n_suffix,
                      kv_err *err);
 
-/* After everything: checks that every byte has its one-character token. */
+/* After everything: finds each byte's one-character token (a byte without
+ * one is refused when a text holds it) and indexes the added tokens. */
 int bpe_finish(bpe_model *b, const char *where, kv_err *err);
 
 /* Offset of the first byte of text[0..len) that is not well-formed UTF-8, or -1. */

@@ -109,7 +109,8 @@ static size_t map_word(const char *w, size_t len, char *buf)
     return o;
 }
 
-/* Merges word[0..len) into pool entries (id, end); returns the count or -1. */
+/* Merges word[0..len) into pool entries (id, end); returns the count, -1 when
+ * out of memory, -2 - c when byte c has no token. */
 static int32_t merge_word(enc *e, const char *w, size_t len)
 {
     if (len > e->s_cap) {
@@ -117,6 +118,8 @@ static int32_t merge_word(enc *e, const char *w, size_t len)
         if (!s) return -1;
         e->s = s, e->s_cap = len;
     }
+    for (size_t i = 0; i < len; i++)
+        if (e->b->byte_tok[(unsigned char)w[i]] < 0) return -2 - (unsigned char)w[i];
     for (size_t i = 0; i < len; i++)
         e->s[i] = (sym){e->b->byte_tok[(unsigned char)w[i]], (int32_t)i - 1,
                         i + 1 < len ? (int32_t)i + 1 : -1, (int32_t)i + 1};
@@ -163,7 +166,7 @@ static int cache_grow(enc *e)
     return 0;
 }
 
-/* The cached (or new) tokens of a word: pool index into *at, count returned; -1 when out of memory. */
+/* The cached (or new) tokens of a word: pool index into *at, count returned; < 0 as merge_word. */
 static int32_t word_tokens(enc *e, const char *w, size_t len, int64_t *at)
 {
     if ((e->c_n + 1) * 2 > e->c_cap && cache_grow(e)) return -1;
@@ -178,7 +181,7 @@ static int32_t word_tokens(enc *e, const char *w, size_t len, int64_t *at)
     }
     *at = e->p_n;
     int32_t n = merge_word(e, w, len);
-    if (n < 0) return -1;
+    if (n < 0) return n;
     e->cache[i] = (cache_entry){h, w, len, *at, n};
     e->c_n++;
     return n;
@@ -198,6 +201,8 @@ static int on_word(void *ctx, size_t start, size_t end)
     }
     int64_t at;
     int32_t n = word_tokens(e, w, len, &at);
+    if (n <= -2)
+        return kv_fail(e->err, KV_EINPUT, "cannot encode byte 0x%02X: the vocabulary has no token for it", -2 - n);
     if (n < 0) return kv_fail(e->err, KV_EFAIL, "out of memory");
     int32_t prev_end = 0;
     for (int32_t k = 0; k < n; k++) {
