@@ -16,8 +16,9 @@ every check is a SKIP with that reason, never a pass.
     /usr/bin/python3 tests/scripts/test_tokenize_reference.py build   (the same)
 
 Many strings in one process: when `kvtrace tokenize --help` lists `--batch`, each mode is one
-run over a JSON Lines file (one JSON string per line in; one JSON value per line out: an array,
-or for --decode the text as a JSON string); otherwise one run per string, in parallel."""
+run over a JSON Lines file (in: one JSON string per line, or for --decode one JSON array of
+ids; out: one JSON value per line, an array, or for --decode the text as a JSON string);
+otherwise one run per string, in parallel."""
 import concurrent.futures
 import gzip
 import json
@@ -90,7 +91,7 @@ def run_all(tok, inputs, flags, batch):
     if batch:
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8") as f:
             for x in inputs:
-                f.write(json.dumps(json.dumps(x) if decode else x) + "\n")
+                f.write(json.dumps(x) + "\n")  # a JSON string, or for --decode an array of ids
             f.flush()
             r = subprocess.run([KVTRACE, "tokenize", "--tokenizer", tok, "--batch", "--file", f.name, *flags],
                                capture_output=True, text=True)
