@@ -1,0 +1,110 @@
+// The expected ids of #16's tokenizer tests, made once with the reference encoders and kept
+// as fixtures (tests/tokenizers/fixtures/), so the tests need neither node nor the network
+// for the ids (they still fetch the tokenizer.json files kvtrace reads, see SOURCES.md).
+//
+//   node tests/tokenizers/make_fixtures.mjs [ID ...]    (no ID: llama3_1 qwen3 deepseek_v3 gpt4o)
+//
+// Steps: tests/lib/fetch_tokenizers.sh gets the tokenizer.json/tokenizer_config.json of each
+// ID and the two reference encoders (checked by sha256); tests/tokenizers/corpus.py makes
+// the corpus; for every string the first reference (@lenml/tokenizers, a transformers.js
+// fork) gives the ids with and without special tokens, the pieces, and whether
+// decode(encode(s)) == s; the second (@huggingface/tokenizers) encodes too, and each string
+// where the two disagree is listed in the fixture (`disagree`) and reported here.
+// Output: fixtures/corpus.json.gz and fixtures/ID.json.gz (gzip level 9, no timestamp: the
+// same inputs give the same bytes). Format: tests/tokenizers/README.md.
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import zlib from "node:zlib";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, "../..");
+const OUT = path.join(HERE, "fixtures");
+const DEFAULT_IDS = ["llama3_1", "qwen3", "deepseek_v3", "gpt4o"];
+
+function fetchDirs(ids) {
+  const out = execFileSync(path.join(ROOT, "tests/lib/fetch_tokenizers.sh"), ids, {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const dirs = {};
+  for (const line of out.trim().split("\n")) {
+    const [id, dir] = line.split(" ");
+    dirs[id] = dir;
+  }
+  return dirs;
+}
+
+function sourceRow(id) {
+  const md = fs.readFileSync(path.join(HERE, "SOURCES.md"), "utf8");
+  const m = md.match(new RegExp("^\\| `" + id + "` \\| (\\S+) \\|", "m"));
+  return m ? m[1] : null;
+}
+
+function makeCorpus() {
+  const tmp = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "kvtrace_corpus")), "corpus.json");
+  execFileSync("python3", [path.join(HERE, "corpus.py"), tmp], { stdio: "inherit" });
+  const doc = JSON.parse(fs.readFileSync(tmp, "utf8"));
+  fs.rmSync(path.dirname(tmp), { recursive: true });
+  return doc;
+}
+
+function writeGz(name, obj) {
+  const gz = zlib.gzipSync(Buffer.from(JSON.stringify(obj)), { level: 9 });
+  fs.writeFileSync(path.join(OUT, name), gz);
+  return gz.length;
+}
+
+const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+
+function fixture(id, dir, strings, Lenml, HfTokenizer) {
+  const tjText = fs.readFileSync(path.join(dir, "tokenizer.json"));
+  const tj = JSON.parse(tjText);
+  const tc = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));
+  const ref = Lenml.TokenizerLoader.fromPreTrained({ tokenizerJSON: tj, tokenizerConfig: tc });
+  const second = new HfTokenizer(JSON.parse(tjText), tc);
+  const fx = {
+    id, package: sourceRow(id),
+    tokenizer_sha256: createHash("sha256").update(tjText).digest("hex"),
+    reference: sourceRow("ref_lenml"), second_reference: sourceRow("ref_hf"),
+    ids: [], ids_nospecial: [], pieces: [], roundtrip: [], decoded: {}, disagree: [],
+  };
+  const t0 = Date.now();
+  strings.forEach((s, i) => {
+    const ids = ref.encode(s);
+    const plain = ref.encode(s, { add_special_tokens: false });
+    const back = ref.decode(plain, { skip_special_tokens: false, clean_up_tokenization_spaces: false });
+    fx.ids.push(ids);
+    fx.ids_nospecial.push(plain);
+    fx.pieces.push(ref.model.convert_ids_to_tokens(ids));
+    fx.roundtrip.push(back === s);
+    if (back !== s) fx.decoded[i] = back;
+    const a = second.encode(s).ids, b = second.encode(s, { add_special_tokens: false }).ids;
+    if (!same(a, ids) || !same(b, plain)) fx.disagree.push(i);
+  });
+  const bytes = writeGz(id + ".json.gz", fx);
+  const rt = fx.roundtrip.filter(Boolean).length;
+  console.log(`${id}: ${strings.length} strings in ${((Date.now() - t0) / 1000).toFixed(1)} s, ` +
+    `round trip holds for ${rt}, the two references disagree on ${fx.disagree.length}, ` +
+    `${fx.ids.reduce((n, x) => n + x.length, 0)} tokens, ${bytes} bytes gzipped`);
+}
+
+async function main() {
+  const ids = process.argv.length > 2 ? process.argv.slice(2) : DEFAULT_IDS;
+  const dirs = fetchDirs([...ids, "ref_lenml", "ref_hf"]);
+  const Lenml = await import(pathToFileURL(path.join(dirs.ref_lenml, "main.mjs")).href);
+  const { Tokenizer } = await import(pathToFileURL(path.join(dirs.ref_hf, "tokenizers.mjs")).href);
+  const corpus = makeCorpus();
+  fs.mkdirSync(OUT, { recursive: true });
+  const n = writeGz("corpus.json.gz", corpus);
+  console.log(`corpus: ${corpus.strings.length} strings, ${corpus.invalid_utf8.length} invalid UTF-8 cases, ${n} bytes gzipped`);
+  for (const id of ids) fixture(id, dirs[id], corpus.strings, Lenml, Tokenizer);
+}
+
+main().catch((e) => {
+  console.error("make_fixtures: error: " + (e && e.message ? e.message : e));
+  process.exit(1);
+});
