@@ -1,6 +1,7 @@
 /* `kvtrace tokenize`: text to token ids (or pieces, or offsets) with a
  * model's tokenizer or a tokenizer.json, and ids back to text (--decode). */
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 
 static const char USAGE[] =
     "usage: kvtrace tokenize (--model M | --tokenizer FILE) (--text T | --file F)\n"
-    "                        [--no-special] [--pieces] [--offsets] [--decode]\n"
+    "                        [--no-special] [--pieces] [--offsets] [--decode] [--batch]\n"
     "\n"
     "Prints the token ids of the text as one JSON array, as the model's own tokenizer\n"
     "gives them (its post-processor applied: e.g. Llama 3's BOS). --tokenizer FILE is a\n"
@@ -23,11 +24,15 @@ static const char USAGE[] =
     "written in the text are still matched). --pieces: the pieces as the vocabulary\n"
     "spells them; --offsets: each token's [start, end) byte offsets into the text;\n"
     "--decode: the text is a JSON array of ids, printed back as text.\n"
+    "--batch: many texts in one run: each line of the input (--file or --text) is one JSON\n"
+    "string (for --decode one JSON array of ids), and each prints one JSON value on its\n"
+    "own line (the array; for --decode the text as a JSON string). A bad line is refused\n"
+    "naming it, and nothing is printed.\n"
     "Text that is not valid UTF-8 is refused (exit 3, naming the byte offset).\n";
 
 typedef struct {
     const char *model, *tokenizer, *text, *file;
-    bool no_special, pieces, offsets, decode;
+    bool no_special, pieces, offsets, decode, batch;
 } tok_opts;
 
 static int parse(int argc, char **argv, tok_opts *o, kv_err *err)
@@ -37,7 +42,8 @@ static int parse(int argc, char **argv, tok_opts *o, kv_err *err)
         {"text", required_argument, 0, 'x'},  {"file", required_argument, 0, 'f'},
         {"no-special", no_argument, 0, 'n'},  {"pieces", no_argument, 0, 'p'},
         {"offsets", no_argument, 0, 'o'},     {"decode", no_argument, 0, 'd'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+        {"batch", no_argument, 0, 'b'},       {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     optind = 1;
     for (int c; (c = getopt_long(argc, argv, ":h", LONG, NULL)) != -1;) {
         switch (c) {
@@ -49,6 +55,7 @@ static int parse(int argc, char **argv, tok_opts *o, kv_err *err)
         case 'p': o->pieces = true; break;
         case 'o': o->offsets = true; break;
         case 'd': o->decode = true; break;
+        case 'b': o->batch = true; break;
         case 'h': fputs(USAGE, stdout); return -1;
         default: return cli_bad_option(err, "tokenize", c, optopt, argv[optind - 1]);
         }
@@ -61,47 +68,152 @@ static int parse(int argc, char **argv, tok_opts *o, kv_err *err)
     return KV_OK;
 }
 
-static void json_string(const char *s)
+/* The length of the valid UTF-8 sequence at p[0..n), 0 if there is none. */
+static size_t utf8_len(const unsigned char *p, size_t n)
 {
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') printf("\\%c", *p);
-        else if (*p < 0x20) printf("\\u%04x", *p);
-        else putchar(*p);
-    }
-    putchar('"');
+    size_t k = p[0] < 0x80 ? 1 : p[0] >= 0xC2 && p[0] < 0xE0 ? 2 : p[0] >= 0xE0 && p[0] < 0xF0 ? 3
+             : p[0] >= 0xF0 && p[0] < 0xF5 ? 4 : 0;
+    if (!k || k > n) return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    if (k == 3 && ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0))) return 0;
+    if (k == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90))) return 0;
+    return k;
 }
 
-static void print_result(const tok_opts *o, const kv_vocab *v, const int32_t *ids, const int64_t *off, int64_t n)
+/* s[0..n) as a JSON string; a byte that is not part of valid UTF-8 is
+ * written as U+FFFD (JSON cannot hold it). */
+static void json_str(FILE *out, const char *s, size_t n)
 {
-    putchar('[');
-    for (int64_t i = 0; i < n; i++) {
-        if (i) putchar(',');
-        if (o->pieces) json_string(ids[i] >= 0 && ids[i] < v->n ? v->pieces[ids[i]] : "");
-        else if (o->offsets) printf("[%lld,%lld]", (long long)off[2 * i], (long long)off[2 * i + 1]);
-        else printf("%d", (int)ids[i]);
+    const unsigned char *p = (const unsigned char *)s;
+    fputc('"', out);
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_len(p + i, n - i);
+        if (!k) fputs("\xEF\xBF\xBD", out), k = 1;
+        else if (p[i] == '"' || p[i] == '\\') fprintf(out, "\\%c", p[i]);
+        else if (p[i] < 0x20 || p[i] == 0x7F) fprintf(out, "\\u%04x", p[i]);
+        else fwrite(p + i, 1, k, out);
+        i += k;
     }
-    puts("]");
+    fputc('"', out);
+}
+
+static void print_result(FILE *out, const tok_opts *o, const kv_vocab *v, const int32_t *ids, const int64_t *off,
+                         int64_t n)
+{
+    fputc('[', out);
+    for (int64_t i = 0; i < n; i++) {
+        if (i) fputc(',', out);
+        const char *piece = ids[i] >= 0 && ids[i] < v->n ? v->pieces[ids[i]] : "";
+        if (o->pieces) json_str(out, piece, strlen(piece));
+        else if (o->offsets) fprintf(out, "[%lld,%lld]", (long long)off[2 * i], (long long)off[2 * i + 1]);
+        else fprintf(out, "%d", (int)ids[i]);
+    }
+    fputs("]\n", out);
+}
+
+/* Encodes text[0..len) (or, for --decode, decodes the ids) and prints the
+ * result: raw text for --decode unless as_json. */
+static int run_ids(FILE *out, const tok_opts *o, const kv_vocab *v, const char *text, size_t len,
+                   const int32_t *dec_ids, int64_t dec_n, bool as_json, kv_err *err)
+{
+    int rc = KV_OK;
+    if (o->decode) {
+        size_t out_len = 0;
+        char *s = tokenizer_decode_len(v, dec_ids, dec_n, &out_len);
+        if (!s) return kv_fail(err, KV_EFAIL, "out of memory");
+        if (as_json) json_str(out, s, out_len);
+        else fwrite(s, 1, out_len, out);
+        fputc('\n', out);
+        free(s);
+        return KV_OK;
+    }
+    int32_t *ids = NULL;
+    int64_t n = 0, *off = NULL;
+    rc = tokenizer_encode_offsets(v, text, len, !o->no_special, &ids, o->offsets ? &off : NULL, &n, err);
+    if (!rc) print_result(out, o, v, ids, off, n);
+    free(ids);
+    free(off);
+    return rc;
 }
 
 static int run(const tok_opts *o, const kv_vocab *v, const char *text, size_t len, kv_err *err)
 {
+    if (!o->decode) return run_ids(stdout, o, v, text, len, NULL, 0, false, err);
     int32_t *ids = NULL;
-    int64_t n = 0, *off = NULL;
-    int rc;
-    if (o->decode) {
-        rc = token_file_parse(o->file ? o->file : "--text", text, len, v->n, &ids, &n, err);
-        size_t out_len = 0;
-        char *s = rc ? NULL : tokenizer_decode_len(v, ids, n, &out_len);
-        if (!rc && !s) rc = kv_fail(err, KV_EFAIL, "out of memory");
-        if (s) fwrite(s, 1, out_len, stdout), putchar('\n');
-        free(s);
-    } else {
-        rc = tokenizer_encode_offsets(v, text, len, !o->no_special, &ids, o->offsets ? &off : NULL, &n, err);
-        if (!rc) print_result(o, v, ids, off, n);
-    }
+    int64_t n = 0;
+    int rc = token_file_parse(o->file ? o->file : "--text", text, len, v->n, &ids, &n, err);
+    if (!rc) rc = run_ids(stdout, o, v, NULL, 0, ids, n, false, err);
     free(ids);
-    free(off);
+    return rc;
+}
+
+/* One --batch line's JSON array of ids (--decode). */
+static int batch_ids(const json_t *j, const kv_vocab *v, int32_t **ids, int64_t *n)
+{
+    if (!json_is_array(j)) return -1;
+    size_t count = json_array_size(j);
+    *ids = malloc((count ? count : 1) * sizeof(int32_t));
+    if (!*ids) return -1;
+    for (size_t i = 0; i < count; i++) {
+        const json_t *x = json_array_get(j, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= v->n) return -1;
+        (*ids)[i] = (int32_t)json_integer_value(x);
+    }
+    *n = (int64_t)count;
+    return 0;
+}
+
+/* One --batch line: a JSON string (or, for --decode, an array of ids). */
+static int batch_line(FILE *out, const tok_opts *o, const kv_vocab *v, const char *line, size_t len,
+                      const char *name, long lineno, kv_err *err)
+{
+    json_error_t je;
+    json_t *j = json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    int rc = KV_OK;
+    if (!j) return kv_fail(err, KV_EINPUT, "%s: line %ld: not JSON (%s)", name, lineno, je.text);
+    if (o->decode) {
+        int32_t *ids = NULL;
+        int64_t n = 0;
+        if (batch_ids(j, v, &ids, &n))
+            rc = kv_fail(err, KV_EINPUT, "%s: line %ld: not a JSON array of token ids below %d", name, lineno, v->n);
+        else rc = run_ids(out, o, v, NULL, 0, ids, n, true, err);
+        free(ids);
+    } else if (!json_is_string(j)) {
+        rc = kv_fail(err, KV_EINPUT, "%s: line %ld: not a JSON string", name, lineno);
+    } else {
+        rc = run_ids(out, o, v, json_string_value(j), json_string_length(j), NULL, 0, false, err);
+        if (rc) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            rc = kv_fail(err, rc, "%s: line %ld: %s", name, lineno, msg);
+        }
+    }
+    json_decref(j);
+    return rc;
+}
+
+/* --batch: every non-empty line of text[0..len) through batch_line; the
+ * output goes to stdout only when every line worked. */
+static int run_batch(const tok_opts *o, const kv_vocab *v, const char *text, size_t len, kv_err *err)
+{
+    char *buf = NULL;
+    size_t buf_len = 0;
+    FILE *out = open_memstream(&buf, &buf_len);
+    if (!out) return kv_fail(err, KV_EFAIL, "out of memory");
+    const char *name = o->file ? o->file : "--text";
+    int rc = KV_OK;
+    long lineno = 0;
+    for (size_t at = 0; !rc && at < len;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t end = nl ? (size_t)(nl - text) : len;
+        lineno++;
+        if (end > at) rc = batch_line(out, o, v, text + at, end - at, name, lineno, err);
+        at = end + 1;
+    }
+    if (fclose(out) && !rc) rc = kv_fail(err, KV_EFAIL, "out of memory");
+    if (!rc) fwrite(buf, 1, buf_len, stdout);
+    free(buf);
     return rc;
 }
 
@@ -126,7 +238,7 @@ int verb_tokenize(int argc, char **argv)
     char *text = NULL;
     size_t len = 0;
     if (!rc && o.file) rc = prompt_read_text(o.file, &text, &len, &err);
-    if (!rc) rc = run(&o, use, text ? text : o.text, text ? len : strlen(o.text), &err);
+    if (!rc) rc = (o.batch ? run_batch : run)(&o, use, text ? text : o.text, text ? len : strlen(o.text), &err);
     free(text);
     vocab_free(&v);
     if (o.model) model_free(&m);
