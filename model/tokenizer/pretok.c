@@ -135,15 +135,17 @@ static int split_level(split_state *s, int level, size_t start, size_t end)
         int m = pcre2_match(s->p->re[level], sub, len, at, PCRE2_NO_UTF_CHECK, s->md, NULL);
         if (m == PCRE2_ERROR_NOMATCH) break;
         if (m < 0) return kv_fail(s->err, KV_EFAIL, "PCRE2 match failed (error %d)", m);
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
-        if (ov[1] == ov[0]) { /* an empty match cuts nothing: step one character */
-            at = ov[0] + char_len(sub[ov[0]]);
+        /* copied out: the deeper levels reuse the match data */
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
+        const size_t m0 = ov[0], m1 = ov[1];
+        if (m1 == m0) { /* an empty match cuts nothing: step one character */
+            at = m0 + char_len(sub[m0]);
             continue;
         }
-        int rc = split_level(s, level + 1, start + gap, start + ov[0]);
-        if (!rc) rc = split_level(s, level + 1, start + ov[0], start + ov[1]);
+        int rc = split_level(s, level + 1, start + gap, start + m0);
+        if (!rc) rc = split_level(s, level + 1, start + m0, start + m1);
         if (rc) return rc;
-        gap = at = ov[1];
+        gap = at = m1;
     }
     return split_level(s, level + 1, start + gap, end);
 }
