@@ -30,14 +30,18 @@ static int split_pattern(const hf_ctx *x, json_t *pt, pretok **p)
     const char *lit = json_string_value(json_object_get(pat, "String"));
     const char *beh = json_string_value(json_object_get(pt, "behavior"));
     if (!re && !lit) return kv_fail(x->err, KV_EINPUT, "%s: a Split pre-tokenizer has no pattern", x->path);
-    if (!beh || strcmp(beh, "Isolated") != 0 || json_is_true(json_object_get(pt, "invert")))
-        return unsupported(x, "Split behavior", beh ? beh : "(none)");
-    if (re) return pretok_append(p, re, x->path, x->err);
+    const bool invert = json_is_true(json_object_get(pt, "invert"));
+    pretok_mode mode;
+    if (beh && strcmp(beh, "Isolated") == 0) mode = PRETOK_ISOLATED;
+    else if (beh && strcmp(beh, "Removed") == 0) mode = invert ? PRETOK_KEEP_MATCHES : PRETOK_KEEP_GAPS;
+    else return unsupported(x, "Split behavior", beh ? beh : "(none)");
+    if (re) return pretok_append_mode(p, re, mode, x->path, x->err);
     size_t n = strlen(lit);
     char *q = malloc(n + 8);
     if (!q) return kv_fail(x->err, KV_EFAIL, "out of memory");
     snprintf(q, n + 8, "\\Q%s\\E", lit);
-    int rc = strstr(lit, "\\E") ? unsupported(x, "Split string", lit) : pretok_append(p, q, x->path, x->err);
+    int rc = strstr(lit, "\\E") ? unsupported(x, "Split string", lit)
+                                 : pretok_append_mode(p, q, mode, x->path, x->err);
     free(q);
     return rc;
 }

@@ -3,12 +3,14 @@
 #include "model/tokenizer/pretok.h"
 
 #include <pcre2.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct pretok {
     int n;
     pcre2_code *re[PRETOK_MAX];
+    pretok_mode mode[PRETOK_MAX];
 };
 
 /* The contractions, letters, digits, other, newline and space alternatives
@@ -60,6 +62,11 @@ void pretok_free(pretok *p)
 
 int pretok_append(pretok **p, const char *pattern, const char *where, kv_err *err)
 {
+    return pretok_append_mode(p, pattern, PRETOK_ISOLATED, where, err);
+}
+
+int pretok_append_mode(pretok **p, const char *pattern, pretok_mode mode, const char *where, kv_err *err)
+{
     if (!*p && !(*p = calloc(1, sizeof **p))) return kv_fail(err, KV_EFAIL, "%s: out of memory", where);
     if ((*p)->n == PRETOK_MAX)
         return kv_fail(err, KV_EINPUT, "%s: more than %d split regexes in the pre-tokenizer", where, PRETOK_MAX);
@@ -74,6 +81,7 @@ int pretok_append(pretok **p, const char *pattern, const char *where, kv_err *er
                        where, pattern, (size_t)off, (const char *)msg);
     }
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* without JIT (unsupported CPU) it still matches */
+    (*p)->mode[(*p)->n] = mode;
     (*p)->re[(*p)->n++] = re;
     return KV_OK;
 }
@@ -131,6 +139,8 @@ static int split_level(split_state *s, int level, size_t start, size_t end)
     if (level == s->p->n) return s->fn(s->ctx, start, end);
     const PCRE2_SPTR sub = (PCRE2_SPTR)s->text + start;
     size_t len = end - start, at = 0, gap = 0;
+    const bool keep_gaps = s->p->mode[level] != PRETOK_KEEP_MATCHES;
+    const bool keep_matches = s->p->mode[level] != PRETOK_KEEP_GAPS;
     while (at < len) {
         int m = pcre2_match(s->p->re[level], sub, len, at, PCRE2_NO_UTF_CHECK, s->md, NULL);
         if (m == PCRE2_ERROR_NOMATCH) break;
@@ -142,12 +152,12 @@ static int split_level(split_state *s, int level, size_t start, size_t end)
             at = m0 + char_len(sub[m0]);
             continue;
         }
-        int rc = split_level(s, level + 1, start + gap, start + m0);
-        if (!rc) rc = split_level(s, level + 1, start + m0, start + m1);
+        int rc = keep_gaps ? split_level(s, level + 1, start + gap, start + m0) : 0;
+        if (!rc && keep_matches) rc = split_level(s, level + 1, start + m0, start + m1);
         if (rc) return rc;
         gap = at = m1;
     }
-    return split_level(s, level + 1, start + gap, end);
+    return keep_gaps ? split_level(s, level + 1, start + gap, end) : 0;
 }
 
 int pretok_split(const pretok *p, const char *text, size_t len, pretok_fn fn, void *ctx, kv_err *err)

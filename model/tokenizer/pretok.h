@@ -1,8 +1,9 @@
 /* pretok: the pre-tokenizer of a byte-level BPE tokenizer, a sequence of
  * split regexes run on PCRE2 (UTF and UCP mode, JIT-compiled), as a Hugging
- * Face `Split` pre-tokenizer with behaviour Isolated does it: each regex cuts
- * every piece the previous one made into its matches and the text between
- * them, all kept, in order.
+ * Face `Split` pre-tokenizer does it: each regex cuts every piece the previous
+ * one made into its matches and the text between them (the gaps), in order;
+ * behaviour Isolated keeps both, Removed drops the matches (with invert: drops
+ * the gaps, keeping the matches).
  *
  * GGUF names the pre-tokenizer (tokenizer.ggml.pre) instead of storing the
  * regexes: pretok_named maps the names in use to their regexes and refuses
@@ -26,8 +27,18 @@ int pretok_compile(pretok **p, const char *const *patterns, int n, const char *w
  * GPT-2's). KV_EINPUT naming it when unknown. */
 int pretok_named(pretok **p, const char *name, const char *where, kv_err *err);
 
+/* What a split keeps. */
+typedef enum {
+    PRETOK_ISOLATED,     /* the matches and the gaps (Split Isolated, invert or not) */
+    PRETOK_KEEP_MATCHES, /* the matches only (Split Removed with invert) */
+    PRETOK_KEEP_GAPS,    /* the gaps only (Split Removed) */
+} pretok_mode;
+
 /* Appends one pattern to *p (created when NULL): a Sequence of Splits. */
 int pretok_append(pretok **p, const char *pattern, const char *where, kv_err *err);
+
+/* The same, keeping what mode says. */
+int pretok_append_mode(pretok **p, const char *pattern, pretok_mode mode, const char *where, kv_err *err);
 
 /* Appends GPT-2's regex (a ByteLevel pre-tokenizer with use_regex). */
 int pretok_append_bytelevel(pretok **p, const char *where, kv_err *err);
