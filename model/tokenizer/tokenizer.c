@@ -330,6 +330,11 @@ static void piece_to_sink(const kv_vocab *v, int32_t prev, int32_t id, sink *s)
     const char *piece = v->pieces[id];
     switch (v->types[id]) {
     case VOCAB_CONTROL:
+        /* byte-level BPE's special tokens print as their text, as the
+         * reference decoders do without skip_special_tokens */
+        if (v->kind == VOCAB_BYTE_BPE)
+            for (const char *c = piece; *c; c++) sink_put(s, (unsigned char)*c);
+        return;
     case VOCAB_UNUSED:
         return;
     case VOCAB_UNKNOWN:

@@ -42,8 +42,9 @@ int tokenizer_encode_offsets(const kv_vocab *v, const char *text, size_t len, bo
                              int64_t **offsets, int64_t *n, kv_err *err);
 
 /* The text one token prints as, after token `prev` (-1: none): normal and
- * user pieces with "▁" as ' ', byte tokens as their byte, control and unused
- * tokens as nothing, the unknown token as its piece (e.g. "<unk>"), an id
+ * user pieces with "▁" as ' ', byte tokens as their byte, control tokens as
+ * nothing (byte-level BPE: as their text, e.g. "<|eot_id|>"), unused tokens
+ * as nothing, the unknown token as its piece (e.g. "<unk>"), an id
  * outside the vocabulary as nothing. After BOS a leading ' ' is dropped, as
  * llama2.c's decode does (it is the dummy prefix). Like snprintf: writes at
  * most cap - 1 bytes and a NUL (when cap > 0), returns the full length. */
