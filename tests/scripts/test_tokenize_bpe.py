@@ -92,6 +92,28 @@ def main():
     rc, out, err = run(tok, "--decode", "--text", "[261, 260, 259, 111]")
     # the special token prints as its text, as the reference decoders do
     check(rc == 0 and out == "<|bos|>hello wo\n", "--decode", repr(out) + err)
+    # Split Removed: invert keeps only the matches ("ll", "o", "o", "l" here), else only the gaps
+    for invert, want in ((True, [108, 108, 111, 111, 108]), (False, [104, 101, 32, 119, 114, 100])):
+        pre = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "l+|o"}, "behavior": "Removed", "invert": invert},
+            {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}
+        rc, out, err = run(tokenizer(merges=[], pre=pre), "--text", "hello world", "--no-special")
+        check(rc == 0 and json.loads(out) == want, "Split Removed, invert %s" % invert, out + err)
+    # --batch: one JSON string (--decode: one array of ids) per line, one JSON value per line out
+    rc, out, err = run(tok, "--batch", "--no-special", text=b'"hello"\n"<|bos|>hi"\n"\\u00e9\\n"\n')
+    check(rc == 0 and [json.loads(x) for x in out.splitlines()] == [[260], [261, 104, 105], [0xc3, 0xa9, 10]],
+          "--batch: one array per line", out + err)
+    rc, out, err = run(tok, "--batch", "--decode", text=b"[260, 32]\n[261, 10]\n")
+    check(rc == 0 and [json.loads(x) for x in out.splitlines()] == ["hello ", "<|bos|>\n"],
+          "--batch --decode: one JSON string per line", out + err)
+    for what, data in (("not JSON", b'"hello"\n"oops\n'), ("not a string", b'"hello"\n42\n'),
+                       ("a lone surrogate", b'"a"\n"\\ud800"\n')):
+        rc, out, err = run(tok, "--batch", text=data)
+        check(rc == 3 and out == "" and "line 2" in err and err.count("\n") == 1,
+              "--batch refuses %s naming the line, no output" % what, "rc %d: %s%s" % (rc, out, err))
+    rc, out, err = run(tok, "--batch", "--decode", text=b"[260]\n[1000000]\n")
+    check(rc == 3 and out == "" and "line 2" in err, "--batch --decode refuses an id outside the vocabulary",
+          "rc %d: %s%s" % (rc, out, err))
     rc, out, err = run(tok, "--no-special", text=b"ab\xffc")
     check(rc == 3 and out == "" and "byte offset 2" in err and err.count("\n") == 1, "invalid UTF-8: exit 3",
           err)
