@@ -4,6 +4,7 @@
 
 #include <pcre2.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +66,51 @@ int pretok_append(pretok **p, const char *pattern, const char *where, kv_err *er
     return pretok_append_mode(p, pattern, PRETOK_ISOLATED, where, err);
 }
 
+/* Unicode's White_Space, the set \s means in the Rust regex crate that
+ * Hugging Face tokenizers use; PCRE2's \s also takes U+180E. */
+#define WHITE_SPACE "\\t\\n\\x0b\\f\\r\\x20\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}" \
+                    "\\x{202f}\\x{205f}\\x{3000}"
+
+/* pattern with \s written as WHITE_SPACE (in a class: its members) and \S
+ * outside a class as its complement; malloc'd, NULL when out of memory. */
+static char *rust_spaces(const char *pattern)
+{
+    size_t n = strlen(pattern), cap = n * (sizeof WHITE_SPACE + 4) + 1, k = 0;
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    bool in_class = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = pattern[i];
+        if (c == '\\' && pattern[i + 1] == 'Q') { /* \Q...\E: a literal, copied as it is */
+            const char *end = strstr(pattern + i, "\\E");
+            size_t m = end ? (size_t)(end - pattern) + 2 - i : n - i;
+            memcpy(out + k, pattern + i, m);
+            k += m;
+            i += m - 1;
+            continue;
+        }
+        if (c == '\\' && i + 1 < n) {
+            char e = pattern[++i];
+            const char *rep = e == 's' ? (in_class ? WHITE_SPACE : "[" WHITE_SPACE "]")
+                            : e == 'S' && !in_class ? "[^" WHITE_SPACE "]" : NULL;
+            if (rep) k += (size_t)snprintf(out + k, cap - k, "%s", rep);
+            else out[k++] = '\\', out[k++] = e;
+            continue;
+        }
+        if (c == '[' && !in_class) {
+            in_class = true;
+            out[k++] = c;
+            if (pattern[i + 1] == '^') out[k++] = pattern[++i];
+            if (pattern[i + 1] == ']') out[k++] = pattern[++i]; /* a leading ']' is a member */
+            continue;
+        }
+        if (c == ']' && in_class) in_class = false;
+        out[k++] = c;
+    }
+    out[k] = '\0';
+    return out;
+}
+
 int pretok_append_mode(pretok **p, const char *pattern, pretok_mode mode, const char *where, kv_err *err)
 {
     if (!*p && !(*p = calloc(1, sizeof **p))) return kv_fail(err, KV_EFAIL, "%s: out of memory", where);
@@ -72,9 +118,15 @@ int pretok_append_mode(pretok **p, const char *pattern, pretok_mode mode, const 
         return kv_fail(err, KV_EINPUT, "%s: more than %d split regexes in the pre-tokenizer", where, PRETOK_MAX);
     int code;
     PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code,
+    char *rewritten = rust_spaces(pattern);
+    if (!rewritten) return kv_fail(err, KV_EFAIL, "%s: out of memory", where);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)rewritten, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code,
                                    &off, NULL);
-    if (!re) {
+    free(rewritten);
+    if (!re) { /* the message names the pattern as written: compile that for the offset */
+        pcre2_code *orig = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                                         &code, &off, NULL);
+        pcre2_code_free(orig);
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(code, msg, sizeof msg);
         return kv_fail(err, KV_EINPUT, "%s: pre-tokenizer regex '%.80s' rejected by PCRE2 at offset %zu: %s",

@@ -99,6 +99,16 @@ def main():
             {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}
         rc, out, err = run(tokenizer(merges=[], pre=pre), "--text", "hello world", "--no-special")
         check(rc == 0 and json.loads(out) == want, "Split Removed, invert %s" % invert, out + err)
+    # \s is Unicode's White_Space as in the Rust regex crate: U+3000 and U+0085 are in it, U+180E (which
+    # PCRE2's \s takes) is not; in a class too. Removed drops the spaces' bytes.
+    for regex in (r"\s", r"[\s]"):
+        pre = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Removed", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}
+        rc, out, err = run(tokenizer(merges=[], pre=pre), "--batch", "--no-special",
+                           text=b'"a\\u3000b\\u0085c\\u180ed"\n')
+        check(rc == 0 and json.loads(out) == [97, 98, 99, 0xE1, 0xA0, 0x8E, 100],
+              "%s is White_Space (not U+180E)" % regex, out + err)
     # --batch: one JSON string (--decode: one array of ids) per line, one JSON value per line out
     rc, out, err = run(tok, "--batch", "--no-special", text=b'"hello"\n"<|bos|>hi"\n"\\u00e9\\n"\n')
     check(rc == 0 and [json.loads(x) for x in out.splitlines()] == [[260], [261, 104, 105], [0xc3, 0xa9, 10]],
