@@ -143,7 +143,7 @@ int bpe_add_merge(bpe_model *b, const char *a, const char *c, const char *where,
     return KV_OK;
 }
 
-int bpe_add_token(bpe_model *b, const char *text, int32_t id, kv_err *err)
+int bpe_add_token(bpe_model *b, const char *text, int32_t id, int flags, kv_err *err)
 {
     if (!text[0]) return KV_OK; /* an empty added token can never match */
     bpe_added *a = realloc(b->added, (size_t)(b->n_added + 1) * sizeof *a);
@@ -151,6 +151,7 @@ int bpe_add_token(bpe_model *b, const char *text, int32_t id, kv_err *err)
     b->added = a;
     if (!(a[b->n_added].text = strdup(text))) return kv_fail(err, KV_EFAIL, "out of memory");
     a[b->n_added].len = strlen(text);
+    a[b->n_added].flags = flags;
     a[b->n_added++].id = id;
     return KV_OK;
 }

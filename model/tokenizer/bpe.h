@@ -43,8 +43,12 @@ int bpe_set_piece(bpe_model *b, int32_t id, const char *piece, kv_err *err);
  * b; KV_EINPUT naming the merge when a, b or a+b is not a token. */
 int bpe_add_merge(bpe_model *b, const char *a, const char *c, const char *where, kv_err *err);
 
-/* An added token matched in the text before splitting. */
-int bpe_add_token(bpe_model *b, const char *text, int32_t id, kv_err *err);
+/* An added token's options (tokenizer.json's lstrip / rstrip): the
+ * whitespace before / after it is taken into its span, and so dropped. */
+enum { BPE_LSTRIP = 1, BPE_RSTRIP = 2 };
+
+/* An added token matched in the text before splitting; flags: BPE_LSTRIP | BPE_RSTRIP. */
+int bpe_add_token(bpe_model *b, const char *text, int32_t id, int flags, kv_err *err);
 
 /* Takes ownership of p. */
 void bpe_set_pretok(bpe_model *b, pretok *p);

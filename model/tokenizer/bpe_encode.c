@@ -248,6 +248,39 @@ static const bpe_added *added_at(const bpe_model *b, const char *text, size_t i,
     return NULL;
 }
 
+/* Whether the code point is Unicode White_Space (Rust's char::is_whitespace). */
+static bool white_space(utf8proc_int32_t c)
+{
+    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* The start of the whitespace run that ends at text[i], not before lo. */
+static size_t space_before(const char *text, size_t lo, size_t i)
+{
+    while (i > lo) {
+        size_t j = i - 1;
+        while (j > lo && ((unsigned char)text[j] & 0xC0) == 0x80) j--;
+        utf8proc_int32_t c;
+        utf8proc_iterate((const utf8proc_uint8_t *)text + j, (utf8proc_ssize_t)(i - j), &c);
+        if (!white_space(c)) break;
+        i = j;
+    }
+    return i;
+}
+
+/* The end of the whitespace run that starts at text[i]. */
+static size_t space_after(const char *text, size_t i, size_t len)
+{
+    while (i < len) {
+        utf8proc_int32_t c;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)text + i, (utf8proc_ssize_t)(len - i), &c);
+        if (k <= 0 || !white_space(c)) break;
+        i += (size_t)k;
+    }
+    return i;
+}
+
 static int encode_text(enc *e, const char *text, size_t len)
 {
     size_t seg = 0;
@@ -257,10 +290,12 @@ static int encode_text(enc *e, const char *text, size_t len)
             i++;
             continue;
         }
-        if ((i > seg && encode_segment(e, text, (int64_t)seg, (int64_t)i)) ||
-            out_push(e, a->id, (int64_t)i, (int64_t)(i + a->len)))
+        size_t start = a->flags & BPE_LSTRIP ? space_before(text, seg, i) : i;
+        size_t end = a->flags & BPE_RSTRIP ? space_after(text, i + a->len, len) : i + a->len;
+        if ((start > seg && encode_segment(e, text, (int64_t)seg, (int64_t)start)) ||
+            out_push(e, a->id, (int64_t)start, (int64_t)end))
             return e->err->code;
-        seg = i += a->len;
+        seg = i = end;
     }
     return len > seg ? encode_segment(e, text, (int64_t)seg, (int64_t)len) : KV_OK;
 }

@@ -164,8 +164,14 @@ static int read_all(const hf_ctx *x, json_t *root, const kv_vocab *v)
     size_t i;
     json_t *a;
     json_array_foreach(json_object_get(root, "added_tokens"), i, a) {
-        if (!rc) rc = bpe_add_token(x->b, json_string_value(json_object_get(a, "content")),
-                                    (int32_t)json_integer_value(json_object_get(a, "id")), x->err);
+        const char *content = json_string_value(json_object_get(a, "content"));
+        if (!rc && json_is_true(json_object_get(a, "single_word")))
+            rc = kv_fail(x->err, KV_EINPUT, "%s: added token '%.64s' has single_word, which kvtrace does not support",
+                         x->path, content ? content : "");
+        int flags = (json_is_true(json_object_get(a, "lstrip")) ? BPE_LSTRIP : 0) |
+                    (json_is_true(json_object_get(a, "rstrip")) ? BPE_RSTRIP : 0);
+        if (!rc) rc = bpe_add_token(x->b, content, (int32_t)json_integer_value(json_object_get(a, "id")), flags,
+                                    x->err);
     }
     pretok *p = NULL;
     bool nfc = false;

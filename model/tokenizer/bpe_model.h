@@ -10,6 +10,7 @@ typedef struct {
     char *text;
     size_t len;
     int32_t id;
+    int flags; /* BPE_LSTRIP | BPE_RSTRIP */
 } bpe_added;
 
 struct bpe_model {

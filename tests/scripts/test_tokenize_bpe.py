@@ -109,6 +109,18 @@ def main():
                            text=b'"a\\u3000b\\u0085c\\u180ed"\n')
         check(rc == 0 and json.loads(out) == [97, 98, 99, 0xE1, 0xA0, 0x8E, 100],
               "%s is White_Space (not U+180E)" % regex, out + err)
+    # an added token's lstrip / rstrip take the whitespace before / after it (U+3000 too) into its span
+    strip = tokenizer(extra={"added_tokens": [{"id": 261, "content": "<|bos|>", "special": True, "lstrip": True,
+                                               "rstrip": True}]})
+    rc, out, err = run(strip, "--no-special", "--offsets", text="hi \u3000<|bos|>\n hi".encode())
+    check(rc == 0 and json.loads(out) == [[0, 1], [1, 2], [2, 15], [15, 16], [16, 17]],
+          "added token lstrip/rstrip: the spaces go into its span", out + err)
+    rc, out, err = run(strip, "--no-special", text=b"hi <|bos|> hi")
+    check(rc == 0 and json.loads(out) == [104, 105, 261, 104, 105], "added token lstrip/rstrip: ids", out + err)
+    sw = tokenizer(extra={"added_tokens": [{"id": 261, "content": "<|bos|>", "special": True, "single_word": True}]})
+    rc, out, err = run(sw, "--text", "hi")
+    check(rc == 3 and out == "" and "single_word" in err and err.count("\n") == 1,
+          "an added token with single_word is refused, one line", "rc %d: %s" % (rc, err))
     # --batch: one JSON string (--decode: one array of ids) per line, one JSON value per line out
     rc, out, err = run(tok, "--batch", "--no-special", text=b'"hello"\n"<|bos|>hi"\n"\\u00e9\\n"\n')
     check(rc == 0 and [json.loads(x) for x in out.splitlines()] == [[260], [261, 104, 105], [0xc3, 0xa9, 10]],
