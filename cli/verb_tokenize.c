@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/cli_args.h"
+#include "model/formats/format.h"
 #include "model/formats/hf.h"
 #include "model/model.h"
 #include "model/tokenizer/prompt.h"
@@ -20,8 +21,9 @@ static const char USAGE[] =
     "\n"
     "Prints the token ids of the text as one JSON array, as the model's own tokenizer\n"
     "gives them (its post-processor applied: e.g. Llama 3's BOS). --tokenizer FILE is a\n"
-    "Hugging Face tokenizer.json. --no-special adds no special tokens (special tokens\n"
-    "written in the text are still matched). --pieces: the pieces as the vocabulary\n"
+    "Hugging Face tokenizer.json or a GGUF file (its tokenizer.ggml.*). --no-special adds\n"
+    "no special tokens (special tokens written in the text are still matched).\n"
+    "--pieces: the pieces as the vocabulary "
     "spells them; --offsets: each token's [start, end) byte offsets into the text;\n"
     "--decode: the text is a JSON array of ids, printed back as text.\n"
     "--batch: many texts in one run: each line of the input (--file or --text) is one JSON\n"
@@ -217,6 +219,16 @@ static int run_batch(const tok_opts *o, const kv_vocab *v, const char *text, siz
     return rc;
 }
 
+/* --tokenizer FILE is a GGUF file (by its magic) rather than a tokenizer.json. */
+static bool is_gguf(const char *path)
+{
+    char head[4] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(head, 1, 4, f) : 0;
+    if (f) fclose(f);
+    return n == 4 && memcmp(head, "GGUF", 4) == 0;
+}
+
 int verb_tokenize(int argc, char **argv)
 {
     kv_err err = {0};
@@ -228,7 +240,8 @@ int verb_tokenize(int argc, char **argv)
     bool has = false;
     const kv_vocab *use = &v;
     if (o.tokenizer) {
-        rc = hf_read_tokenizer(o.tokenizer, 0, &v, &has, &err);
+        rc = is_gguf(o.tokenizer) ? gguf_read_tokenizer(o.tokenizer, &v, &has, &err)
+                                  : hf_read_tokenizer(o.tokenizer, 0, &v, &has, &err);
         if (!rc && !has) rc = kv_fail(&err, KV_EINPUT, "%s: not a BPE tokenizer kvtrace reads", o.tokenizer);
     } else {
         rc = model_load(o.model, NULL, &m, &err);

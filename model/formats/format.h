@@ -50,6 +50,11 @@ int model_load_hf(const model_source *s, kv_model *m, kv_err *err);
 bool model_probe_gguf(const model_source *s);
 int model_load_gguf(const model_source *s, kv_model *m, kv_err *err);
 
+/* Only the tokenizer of the GGUF file at path (no tensors needed): *has
+ * false when it has none. A gpt2 (byte-level BPE) vocabulary gets its
+ * encoder from tokenizer.ggml.merges and tokenizer.ggml.pre. */
+int gguf_read_tokenizer(const char *path, kv_vocab *v, bool *has, kv_err *err);
+
 /* The same from a parsed file (gguf.h), e.g. one parsed from memory. */
 struct gguf_file;
 int model_from_gguf(const struct gguf_file *g, kv_model *m, kv_err *err);

@@ -26,6 +26,7 @@
 #include "model/formats/format.h"
 #include "model/formats/gguf.h"
 #include "model/model.h"
+#include "model/tokenizer/bpe.h"
 
 #define ABSENT_ID 0xFFFFFFFFu /* a special-token id that is not set */
 
@@ -318,10 +319,79 @@ static int fill_tokens(const gguf_file *g, const gguf_kv *tokens, int32_t n, kv_
     return rc;
 }
 
-/* The vocabulary from tokenizer.ggml.*: none (has_vocab false) when the file has no tokenizer. */
-static int read_vocab(const gguf_file *g, kv_model *m, kv_err *err)
+/* tokenizer.ggml.merges: "a b" strings, split at the first space after the first character. */
+static int gguf_merges(const gguf_file *g, bpe_model *b, kv_err *err)
+{
+    const gguf_kv *kv;
+    uint64_t n = 0;
+    int rc = gguf_get_array(g, "tokenizer.ggml.merges", true, GGUF_STRING, &kv, &n, err);
+    for (uint64_t i = 0; i < n && !rc; i++) {
+        size_t len;
+        const char *m = gguf_array_str(g, kv, i, &len);
+        char *dup = len && !memchr(m, '\0', len) ? kv_calloc(len + 1, 1, "a merge", err) : NULL;
+        char *sp = dup ? memcpy(dup, m, len), strchr(dup + 1, ' ') : NULL;
+        if (sp) {
+            *sp = '\0';
+            rc = bpe_add_merge(b, dup, sp + 1, gguf_where(g), err);
+        } else {
+            rc = kv_fail(err, KV_EINPUT, "%s: tokenizer.ggml.merges[%" PRIu64 "] is not two pieces and a space",
+                         gguf_where(g), i);
+        }
+        free(dup);
+    }
+    return rc;
+}
+
+/* The byte-level BPE encoder of a gpt2 vocabulary: its pieces, the merges,
+ * the control and user-defined tokens matched in the text before splitting
+ * (as llama.cpp does), the pre-tokenizer named by tokenizer.ggml.pre
+ * (absent: "default"), and BOS / EOS as the template when add_bos_token /
+ * add_eos_token say so. v->add_bos then means "apply the template".
+ * Without tokenizer.ggml.merges nothing is built (v->bpe stays NULL). */
+static int gguf_bpe(const gguf_file *g, kv_vocab *v, kv_err *err)
+{
+    const char *w = gguf_where(g), *pre = NULL;
+    bool add_eos = false;
+    const gguf_kv *merges = NULL;
+    uint64_t n_merges = 0;
+    int opts = 0, rc = gguf_get_array(g, "tokenizer.ggml.merges", false, GGUF_STRING, &merges, &n_merges, err);
+    if (rc || !merges) return rc; /* no merges: ids only (encoding refused, suggesting --tokens) */
+    rc = gguf_get_str(g, "tokenizer.ggml.pre", false, &pre, err);
+    if (!rc) rc = gguf_get_bool(g, "tokenizer.ggml.add_eos_token", false, &add_eos, err);
+    if (!rc && ((v->add_bos && v->bos < 0) || (add_eos && v->eos < 0)))
+        rc = kv_fail(err, KV_EINPUT, "%s: add_%s_token is set but the vocabulary has no %s token id", w,
+                     v->add_bos && v->bos < 0 ? "bos" : "eos", v->add_bos && v->bos < 0 ? "BOS" : "EOS");
+    pretok *p = NULL;
+    if (!rc) rc = pretok_named(&p, pre ? pre : "default", &opts, w, err);
+    bpe_model *b = NULL;
+    if (!rc) rc = bpe_new(&b, v->n, err);
+    if (b) bpe_set_pretok(b, p);
+    else pretok_free(p);
+    for (int32_t i = 0; i < v->n && !rc; i++)
+        if (v->types[i] != VOCAB_UNUSED) rc = bpe_set_piece(b, i, v->pieces[i], err);
+    if (!rc) rc = gguf_merges(g, b, err);
+    for (int32_t i = 0; i < v->n && !rc; i++)
+        if (v->types[i] == VOCAB_CONTROL || v->types[i] == VOCAB_USER) rc = bpe_add_token(b, v->pieces[i], i, 0, err);
+    if (!rc) {
+        bpe_set_options(b, opts & PRETOK_NFC, opts & PRETOK_IGNORE_MERGES);
+        rc = bpe_set_template(b, &v->bos, v->add_bos, &v->eos, add_eos, err);
+    }
+    if (!rc) rc = bpe_finish(b, w, err);
+    if (rc) {
+        bpe_free(b);
+        return rc;
+    }
+    v->bpe = b;
+    v->add_bos = true;
+    return KV_OK;
+}
+
+/* The vocabulary from tokenizer.ggml.*: none (*has false) when the file has
+ * no tokenizer. n_expect > 0: the number of tokens the weights have. */
+static int gguf_vocab(const gguf_file *g, int64_t n_expect, kv_vocab *v, bool *has, kv_err *err)
 {
     const char *w = gguf_where(g), *model = NULL;
+    *has = false;
     int rc = gguf_get_str(g, "tokenizer.ggml.model", false, &model, err);
     if (rc || !model) return rc;
     bool spm = strcmp(model, "llama") == 0;
@@ -332,14 +402,16 @@ static int read_vocab(const gguf_file *g, kv_model *m, kv_err *err)
     uint64_t n = 0;
     if ((rc = gguf_get_array(g, "tokenizer.ggml.tokens", true, GGUF_STRING, &tokens, &n, err)))
         return rc;
-    if (n != (uint64_t)m->cfg.vocab_size)
+    if (n_expect > 0 && n != (uint64_t)n_expect)
         return kv_fail(err, KV_EINPUT, "%s: the tokenizer has %" PRIu64 " tokens, token_embd."
-                       "weight has %" PRId64 " rows", w, n, m->cfg.vocab_size);
-    kv_vocab *v = &m->vocab;
+                       "weight has %" PRId64 " rows", w, n, n_expect);
+    if (n == 0 || n > INT32_MAX)
+        return kv_fail(err, KV_EINPUT, "%s: tokenizer.ggml.tokens has %" PRIu64 " entries", w, n);
     int32_t nt = (int32_t)n;
     if ((rc = vocab_init(v, nt, err))) return rc;
     v->kind = spm ? VOCAB_SPM : VOCAB_BYTE_BPE;
     v->add_space_prefix = spm;
+    v->add_bos = spm; /* gpt2 files without add_bos_token: no BOS (Qwen's) */
     /* SentencePiece files without the ids mean llama's <unk> 0, <s> 1, </s> 2 */
     uint32_t bos = spm ? 1 : ABSENT_ID, eos = spm ? 2 : ABSENT_ID, unk = spm ? 0 : ABSENT_ID;
     if ((rc = fill_tokens(g, tokens, nt, v, err)) ||
@@ -349,10 +421,26 @@ static int read_vocab(const gguf_file *g, kv_model *m, kv_err *err)
         (rc = gguf_get_bool(g, "tokenizer.ggml.add_bos_token", false, &v->add_bos, err)) ||
         (rc = gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", false, &v->add_space_prefix,
                             err)) ||
-        (rc = vocab_finish(v, w, err)))
+        (rc = vocab_finish(v, w, err)) || (!spm && (rc = gguf_bpe(g, v, err))))
         return rc;
-    m->has_vocab = true;
+    *has = true;
     return KV_OK;
+}
+
+static int read_vocab(const gguf_file *g, kv_model *m, kv_err *err)
+{
+    return gguf_vocab(g, m->cfg.vocab_size, &m->vocab, &m->has_vocab, err);
+}
+
+int gguf_read_tokenizer(const char *path, kv_vocab *v, bool *has, kv_err *err)
+{
+    gguf_file *g = NULL;
+    *has = false;
+    int rc = gguf_open(path, &g, err);
+    if (!rc) rc = gguf_vocab(g, 0, v, has, err);
+    gguf_close(g);
+    if (rc || !*has) vocab_free(v);
+    return rc;
 }
 
 static const char *tensor_name(const void *g, int64_t i)

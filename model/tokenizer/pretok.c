@@ -34,23 +34,24 @@ static const char DSV3_REST[] =
 typedef struct {
     const char *name;
     const char *re[PRETOK_MAX];
+    int opts; /* PRETOK_NFC | PRETOK_IGNORE_MERGES: what the model's tokenizer.json also does */
 } named_pretok;
 
 /* GGUF's tokenizer.ggml.pre names (as llama.cpp's converter writes them). */
 static const named_pretok NAMED[] = {
-    {"default", {GPT2}},
-    {"gpt2", {GPT2}},
-    {"gpt-2", {GPT2}},
-    {"llama-bpe", {LLAMA3}},
-    {"llama3", {LLAMA3}},
-    {"dbrx", {LLAMA3}},
-    {"smaug-bpe", {LLAMA3}},
-    {"qwen2", {QWEN2}},
-    {"stablelm2", {QWEN2}},
-    {"deepseek-v3", {"\\p{N}{1,3}", DSV3_CJK, DSV3_REST}},
-    {"gpt-4o", {GPT4O}},
-    {"olmo", {GPT2}},
-    {"mpt", {GPT2}},
+    {"default", {GPT2}, 0},
+    {"gpt2", {GPT2}, 0},
+    {"gpt-2", {GPT2}, 0},
+    {"llama-bpe", {LLAMA3}, PRETOK_IGNORE_MERGES},
+    {"llama3", {LLAMA3}, PRETOK_IGNORE_MERGES},
+    {"dbrx", {LLAMA3}, 0},
+    {"smaug-bpe", {LLAMA3}, 0},
+    {"qwen2", {QWEN2}, PRETOK_NFC},
+    {"stablelm2", {QWEN2}, 0},
+    {"deepseek-v3", {"\\p{N}{1,3}", DSV3_CJK, DSV3_REST}, 0},
+    {"gpt-4o", {GPT4O}, 0},
+    {"olmo", {GPT2}, 0},
+    {"mpt", {GPT2}, 0},
 };
 enum { N_NAMED = sizeof NAMED / sizeof NAMED[0] };
 
@@ -157,11 +158,13 @@ int pretok_compile(pretok **p, const char *const *patterns, int n, const char *w
     return KV_OK;
 }
 
-int pretok_named(pretok **p, const char *name, const char *where, kv_err *err)
+int pretok_named(pretok **p, const char *name, int *opts, const char *where, kv_err *err)
 {
     *p = NULL;
+    *opts = 0;
     for (int i = 0; i < N_NAMED; i++) {
         if (strcmp(NAMED[i].name, name) != 0) continue;
+        *opts = NAMED[i].opts;
         int n = 0;
         while (n < PRETOK_MAX && NAMED[i].re[n]) n++;
         return pretok_compile(p, NAMED[i].re, n, where, err);

@@ -23,9 +23,14 @@ typedef struct pretok pretok;
  * A pattern PCRE2 rejects is KV_EINPUT naming the pattern and the offset. */
 int pretok_compile(pretok **p, const char *const *patterns, int n, const char *where, kv_err *err);
 
+/* What the Hugging Face tokenizer a GGUF pre-tokenizer name stands for also
+ * does, which GGUF does not store: Qwen 2's NFC normaliser, Llama 3's
+ * ignore_merges (a piece that is itself a token is that token). */
+enum { PRETOK_NFC = 1, PRETOK_IGNORE_MERGES = 2 };
+
 /* The regexes of GGUF's tokenizer.ggml.pre `name` ("default" and "gpt2":
- * GPT-2's). KV_EINPUT naming it when unknown. */
-int pretok_named(pretok **p, const char *name, const char *where, kv_err *err);
+ * GPT-2's) and in *opts its PRETOK_* options. KV_EINPUT naming it when unknown. */
+int pretok_named(pretok **p, const char *name, int *opts, const char *where, kv_err *err);
 
 /* What a split keeps. */
 typedef enum {
