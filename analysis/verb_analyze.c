@@ -70,8 +70,7 @@ static const cli_opt OPTIONS[] = {
 static int provenance(prov_record *p, const analyze_opts *o, bool timestamp, kv_err *err)
 {
     int rc = prov_set_time(p, timestamp, err);
-    if (!rc && access(o->trace, R_OK) == 0) rc = prov_add_file(p, "trace", o->trace, NULL, err);
-    if (!rc && access(o->trace, R_OK) == 0) rc = prov_add_upstream_h5(p, o->trace, err);
+    if (!rc) rc = prov_add_trace(p, o->trace, err);
     if (rc || !o->results) return rc;
     char h5[4200];
     snprintf(h5, sizeof h5, "%s/" RESULTS_FILE_H5, o->results);

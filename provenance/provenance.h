@@ -93,6 +93,11 @@ int prov_add_step(prov_record *p, const char *verb, const char *command, kv_err 
 int prov_add_upstream_h5(prov_record *p, const char *path, kv_err *err);
 int prov_add_upstream_dir(prov_record *p, const char *dir, kv_err *err);
 
+/* A trace a verb reads (sim, analyze): hashed as input `trace`, then its own
+ * record's steps, when it can be read; one that cannot adds nothing (the
+ * verb's reader says what is wrong with it). */
+int prov_add_trace(prov_record *p, const char *path, kv_err *err);
+
 /* The first input of a role, or NULL. */
 const prov_input *prov_find_input(const prov_record *p, const char *role);
 

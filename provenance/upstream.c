@@ -1,6 +1,8 @@
 /* Steps: the commands that made a verb's inputs, taken from the inputs' own
  * records (a trace's /provenance, a directory's provenance.json), so that a
  * report can show the whole chain from capture (or synth) to plot. */
+#include <unistd.h>
+
 #include "provenance/provenance.h"
 
 /* The steps of `up` (an input's own record), then its command. */
@@ -35,4 +37,11 @@ int prov_add_upstream_h5(prov_record *p, const char *path, kv_err *err)
 int prov_add_upstream_dir(prov_record *p, const char *dir, kv_err *err)
 {
     return add_from(p, prov_read_json, dir, err);
+}
+
+int prov_add_trace(prov_record *p, const char *path, kv_err *err)
+{
+    if (access(path, R_OK) != 0) return KV_OK;
+    int rc = prov_add_file(p, "trace", path, NULL, err);
+    return rc ? rc : prov_add_upstream_h5(p, path, err);
 }

@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
@@ -72,8 +71,7 @@ static const cli_opt OPTIONS[] = {
 static int provenance(prov_record *p, const char *trace_path, bool timestamp, kv_err *err)
 {
     int rc = prov_set_time(p, timestamp, err);
-    if (!rc && access(trace_path, R_OK) == 0) rc = prov_add_file(p, "trace", trace_path, NULL, err);
-    if (!rc && access(trace_path, R_OK) == 0) rc = prov_add_upstream_h5(p, trace_path, err);
+    if (!rc) rc = prov_add_trace(p, trace_path, err);
     return rc;
 }
 
