@@ -119,12 +119,12 @@ static void print_cost(const capture_opts *o, const model_config *c, int64_t T)
 
 /* The run over tokens [T] of the loaded model, and its outputs. */
 static int capture_tokens(const capture_opts *o, const backend_iface *be, void *bctx, const kv_model *m,
-                          int32_t *tokens, int64_t P, int64_t T, double load_s, kv_err *err)
+                          int32_t *tokens, int64_t P, int64_t T, const char *text, double load_s, kv_err *err)
 {
     run_opts ro = {.model = m, .model_path = o->model, .backend = be, .backend_ctx = bctx, .tokens = tokens,
                    .T = T, .P = P, .chunk = o->chunk, .evict = &o->evict, .budget = o->budget,
                    .output = o->dry_run ? NULL : o->output, .verb = "capture", .trace = trace_wants(o),
-                   .beyond_context = o->beyond_context};
+                   .beyond_context = o->beyond_context, .prompt_text = text};
     kv_run *r = NULL;
     int rc = run_open(&r, &ro, err);
     if (!rc) print_cost(o, &m->cfg, T);
@@ -166,13 +166,15 @@ int capture_run(const capture_opts *o, kv_err *err)
     if (!rc) rc = model_load(o->model, o->tokenizer, &model, err);
     double load_s = kv_now_seconds() - load_started;
     int32_t *tokens = NULL;
+    char *text = NULL;
     int64_t P = 0, T = 0;
-    if (!rc) rc = run_sequence(&o->prompt, &model, o->model, o->generate, &tokens, &P, &T, err);
+    if (!rc) rc = run_sequence(&o->prompt, &model, o->model, o->generate, &tokens, &P, &T, &text, err);
     if (!rc) rc = check_full_attention(o, &model.cfg, T, err);
     if (!rc && o->prov && !o->dry_run) rc = capture_provenance(o->prov, o->model, o->tokenizer, &o->prompt, err);
-    if (!rc) rc = capture_tokens(o, be, bctx, &model, tokens, P, T, load_s, err);
+    if (!rc) rc = capture_tokens(o, be, bctx, &model, tokens, P, T, text, load_s, err);
     backend_close(be, bctx);
     free(tokens);
+    free(text);
     model_free(&model);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include "capture/evict.h"
 #include "capture/record_device.h"
 #include "capture/recorder.h"
+#include "core/utf8.h"
 #include "core/version.h"
 #include "model/forward.h"
 
@@ -29,14 +30,47 @@ struct kv_run {
     const forward_observer *hooks; /* &obs, or NULL: no recording */
 };
 
-int run_sequence(const prompt_source *src, const kv_model *m, const char *model_path, int64_t generate,
-                 int32_t **tokens, int64_t *P, int64_t *T, kv_err *err)
+/* The prompt's text into *text (malloc'ed; NULL for --tokens and BOS alone),
+ * checked: valid UTF-8, no NUL byte. */
+static int prompt_text(const prompt_source *src, char **text, kv_err *err)
 {
-    int rc = prompt_tokens(src, m, model_path, tokens, P, err);
+    *text = NULL;
+    size_t len = 0;
+    int rc = KV_OK;
+    if (src->text_file) rc = prompt_read_text(src->text_file, text, &len, err);
+    else if (src->text && !(*text = strdup(src->text))) rc = kv_fail(err, KV_EFAIL, "out of memory");
+    else len = src->text ? strlen(src->text) : 0;
+    if (rc || !*text) return rc;
+    const char *where = src->text_file ? src->text_file : "--prompt";
+    const int code = src->text_file ? KV_EINPUT : KV_EUSAGE;
+    const int64_t bad = kv_utf8_invalid(*text, len);
+    const size_t nul = strlen(*text);
+    if (bad >= 0)
+        rc = kv_fail(err, code, "%s: the prompt is not valid UTF-8 at byte offset %lld (byte 0x%02X)", where,
+                     (long long)bad, (unsigned char)(*text)[bad]);
+    else if (nul < len)
+        rc = kv_fail(err, code, "%s: the prompt holds a NUL byte at byte offset %zu (a trace keeps the prompt as "
+                     "text; give such ids with --tokens)", where, nul);
+    if (rc) free(*text), *text = NULL;
+    return rc;
+}
+
+int run_sequence(const prompt_source *src, const kv_model *m, const char *model_path, int64_t generate,
+                 int32_t **tokens, int64_t *P, int64_t *T, char **text, kv_err *err)
+{
+    char *t = NULL;
+    int rc = prompt_text(src, &t, err);
+    const prompt_source read = {.text = t, .tokens_file = src->tokens_file}; /* the file read once */
+    if (!rc) rc = prompt_tokens(&read, m, model_path, tokens, P, err);
+    if (text) *text = rc ? NULL : t;
+    if (!text || rc) free(t);
     if (rc) return rc;
     *T = *P + generate;
     int32_t *grown = realloc(*tokens, sizeof(int32_t) * (size_t)*T);
-    if (!grown) return kv_fail(err, KV_EFAIL, "out of memory for %lld tokens", (long long)*T);
+    if (!grown) {
+        if (text) free(*text), *text = NULL;
+        return kv_fail(err, KV_EFAIL, "out of memory for %lld tokens", (long long)*T);
+    }
     *tokens = grown;
     return KV_OK;
 }
@@ -86,6 +120,7 @@ static void fill_meta(const run_opts *o, bool evicting, trace_meta *meta)
     meta->prompt_len = o->P, meta->capture_chunk = o->chunk;
     snprintf(meta->rope_scaling, sizeof meta->rope_scaling, "%s", c->rope_scaling);
     meta->rope_freq_factors = m->rope_div;
+    meta->prompt_text = o->prompt_text;
 }
 
 /* The walk on the backend's view of the model: caches of T rows, or N + B

@@ -40,14 +40,19 @@ typedef struct {
     const char *output;           /* the trace; NULL: nothing is recorded or written */
     const char *verb;             /* the trace's creator: "kvtrace VERSION verb" */
     bool beyond_context;          /* --allow-beyond-context: T may exceed the model's trained context */
+    const char *prompt_text;      /* the prompt as text (run_sequence), recorded as /prompt_text; NULL: none */
     trace_create_opts trace;      /* storage, force, want[]: what is recorded (TRACE_COLSUM: also what the
                                      backend accumulates); expected_tokens is T */
 } run_opts;
 
 /* The run's tokens for model m: the prompt's ids (prompt.h), then room for
- * `generate` more: tokens [T] (malloc'ed), P = the prompt's length, T = P + generate. */
+ * `generate` more: tokens [T] (malloc'ed), P = the prompt's length, T = P + generate.
+ * A text prompt (--prompt, or --prompt-file read once, whole) must be valid
+ * UTF-8 without NUL bytes (the trace keeps it as text): else KV_EUSAGE for
+ * --prompt, KV_EINPUT for the file, naming the byte offset. *text (when text
+ * is not NULL): that text, malloc'ed, or NULL for --tokens and BOS alone. */
 int run_sequence(const prompt_source *src, const kv_model *m, const char *model_path, int64_t generate,
-                 int32_t **tokens, int64_t *P, int64_t *T, kv_err *err);
+                 int32_t **tokens, int64_t *P, int64_t *T, char **text, kv_err *err);
 
 /* Checks the sequence against the model (a sliding window shorter than T,
  * or a trained context shorter than T without beyond_context: KV_EUSAGE), creates the trace, prepares the backend and the walk (caches of

@@ -51,6 +51,25 @@ static void print_meta(const trace_meta *m, const char *path, long long file_byt
     printf("storage       %s\n", trace_dtype_name(m->storage));
 }
 
+/* The trace's /prompt_text (valid UTF-8, checked on open): its size and its
+ * start, cut at a character boundary, control characters escaped. */
+static void print_prompt_text(const char *text)
+{
+    if (!text) return;
+    const size_t len = strlen(text), show = 60;
+    size_t end = len < show ? len : show;
+    while (end < len && ((unsigned char)text[end] & 0xC0) == 0x80) end--; /* not inside a character */
+    printf("prompt text   %zu bytes: \"", len);
+    for (size_t i = 0; i < end; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == '\n') fputs("\\n", stdout);
+        else if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7F) printf("\\x%02x", c);
+        else putchar(c);
+    }
+    printf("\"%s\n", end < len ? "..." : "");
+}
+
 static int print_datasets(trace *tr, kv_err *err)
 {
     printf("datasets\n");
@@ -140,6 +159,7 @@ int verb_info(int argc, char **argv)
     if (!rc) {
         struct stat st;
         print_meta(trace_get_meta(tr), argv[1], stat(argv[1], &st) == 0 ? (long long)st.st_size : 0);
+        print_prompt_text(trace_prompt_text(tr));
         rc = print_datasets(tr, &err);
         trace_close(tr);
     }

@@ -24,6 +24,7 @@ typedef struct {
 typedef struct {
     kv_model model;
     int32_t *tokens;         /* [T] */
+    char *text;              /* the prompt's text (recorded in the trace), NULL: given as ids or BOS alone */
     int64_t T, P;
     kv_run *full;            /* on the CPU, full cache, recorded as the trace sim replays */
     evict_run *runs;         /* [n] */
@@ -38,6 +39,7 @@ static void state_free(fid_state *s)
     free(s->runs);
     run_free(s->full);
     free(s->tokens);
+    free(s->text);
     model_free(&s->model);
 }
 
@@ -48,7 +50,8 @@ static int open_run(const fidelity_opts *o, fid_state *s, const policy_config *p
 {
     run_opts ro = {.model = &s->model, .model_path = o->seq.model, .tokens = s->tokens, .T = s->T, .P = s->P,
                    .chunk = o->seq.chunk, .evict = pc, .budget = budget, .output = trace_path, .verb = "fidelity",
-                   .trace = {.storage = TRACE_F32}, .beyond_context = o->seq.beyond_context};
+                   .trace = {.storage = TRACE_F32}, .beyond_context = o->seq.beyond_context,
+                   .prompt_text = trace_path ? s->text : NULL};
     ro.trace.want[TRACE_QUERIES] = ro.trace.want[TRACE_LOGPROBS] = trace_path != NULL;
     if (trace_path && o->prov) ro.trace.annotate = prov_write_h5, ro.trace.annotate_ctx = o->prov;
     return run_open(r, &ro, err);
@@ -58,7 +61,8 @@ static int open_run(const fidelity_opts *o, fid_state *s, const policy_config *p
 static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, fid_results *r, kv_err *err)
 {
     int rc = model_load(o->seq.model, o->seq.tokenizer, &s->model, err);
-    if (!rc) rc = run_sequence(&o->seq.prompt, &s->model, o->seq.model, o->seq.generate, &s->tokens, &s->P, &s->T, err);
+    if (!rc) rc = run_sequence(&o->seq.prompt, &s->model, o->seq.model, o->seq.generate, &s->tokens, &s->P, &s->T,
+                                &s->text, err);
     if (!rc && o->prov) rc = capture_provenance(o->prov, o->seq.model, o->seq.tokenizer, &o->seq.prompt, err);
     if (!rc) rc = open_run(o, s, NULL, 0, trace_path, &s->full, err);
     if (rc) return rc;

@@ -54,6 +54,11 @@ typedef struct {
      * read rope_scaling only. */
     char rope_scaling[160];
     const double *rope_freq_factors;
+    /* The prompt's text, as given (--prompt, or --prompt-file's contents):
+     * the /prompt_text dataset, valid UTF-8 without NUL bytes, written from
+     * the pointer (NULL: not written: the prompt came as ids, or BOS alone).
+     * Readers leave it NULL: trace_prompt_text reads it. */
+    const char *prompt_text;
     trace_dtype storage;
     /* capture_mode = evict only */
     char evict_policy[64];
@@ -89,6 +94,10 @@ void trace_close(trace *tr);
 const trace_meta *trace_get_meta(const trace *tr);
 const char *trace_path(const trace *tr);
 bool trace_has(const trace *tr, trace_dset d);
+
+/* The trace's /prompt_text (checked on open: a scalar string, valid UTF-8),
+ * NUL-terminated and owned by the trace; NULL when it has none. */
+const char *trace_prompt_text(const trace *tr);
 
 /* Token ids, [T] (checked to lie in [0, vocab_size)). */
 int trace_read_tokens(trace *tr, int32_t *out, kv_err *err);

@@ -23,6 +23,7 @@ struct trace {
     h5u_kind kind[TRACE_NDSETS];  /* element type as stored */
     int64_t dims[TRACE_NDSETS][4];
     trace_meta meta;
+    char *prompt_text;            /* /prompt_text, NULL: absent */
     hid_t half;
     kv_half *half_buf;
     size_t half_cap;
@@ -181,6 +182,7 @@ void trace_close(trace *tr)
     if (tr->own_file && tr->file >= 0) H5Fclose(tr->file);
     if (tr->half >= 0) H5Tclose(tr->half);
     free(tr->half_buf);
+    free(tr->prompt_text);
     free(tr);
 }
 
@@ -200,6 +202,7 @@ static int open_common(hid_t file, bool own, const char *name, trace **out, kv_e
     if (!rc) rc = read_meta(tr, err);
     for (int d = 0; !rc && d < TRACE_NDSETS; d++) rc = open_dset(tr, (trace_dset)d, err);
     if (!rc) rc = check_evict_dsets(tr, err);
+    if (!rc) rc = trace_prompt_text_read(tr->file, tr->path, &tr->prompt_text, err);
     if (!rc) rc = scan_tokens(tr, NULL, err);
     if (rc) {
         trace_close(tr);
@@ -238,6 +241,7 @@ int trace_open_hid(int64_t file_id, const char *name, trace **out, kv_err *err)
 const trace_meta *trace_get_meta(const trace *tr) { return &tr->meta; }
 const char *trace_path(const trace *tr) { return tr->path; }
 bool trace_has(const trace *tr, trace_dset d) { return tr->dset[d] >= 0; }
+const char *trace_prompt_text(const trace *tr) { return tr->prompt_text; }
 
 /* Reads a hyperslab of d into `buf` with memory type `mtype`. */
 static int read_slab(trace *tr, trace_dset d, const hsize_t *start, const hsize_t *count,

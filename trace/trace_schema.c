@@ -7,7 +7,8 @@
 /* The descriptions are written on every dataset (docs/trace.md repeats them). */
 static const trace_dset_spec SPECS[TRACE_NDSETS] = {
     [TRACE_TOKENS] = {"/tokens", 1, ELEM_TOKEN, true, false, false, 0, -1,
-                      "token ids [T]; BOS first; positions below prompt_len are the prompt, the rest generated"},
+                      "token ids [T]: the prompt's as its tokenizer gave them (special tokens such as BOS included where the "
+                      "tokenizer adds them), positions below prompt_len; then the generated ones"},
     [TRACE_KEYS] = {"/keys", 4, ELEM_STORAGE, true, false, false, 2, -1,
                     "keys after RoPE (and any k-norm), as cached; [L, K, T, D], one row per kv head and position"},
     [TRACE_VALUES] = {"/values", 4, ELEM_STORAGE, true, false, false, 2, -1,

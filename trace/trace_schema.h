@@ -32,6 +32,16 @@ void trace_expected_dims(const trace_meta *m, trace_dset d, int64_t T, int64_t d
 /* Width of one row of a (layer, head) slice: D, 1, T or V. */
 int64_t trace_row_width(const trace_meta *m, trace_dset d, int64_t T);
 
+/* /prompt_text (trace_prompt.c): its path and description, the writer
+ * (file_id: the new file's root), and the reader (*text malloc'ed, NULL when
+ * the trace has none; a text that is not valid UTF-8 is KV_EINPUT naming the
+ * byte offset). */
+#define TRACE_PROMPT_TEXT_PATH "/prompt_text"
+extern const char TRACE_PROMPT_TEXT_DESCRIPTION[];
+int trace_prompt_text_check(const char *text, const char *where, kv_err *err);
+int trace_prompt_text_write(int64_t file_id, const char *text, const char *where, kv_err *err);
+int trace_prompt_text_read(int64_t file_id, const char *where, char **text, kv_err *err);
+
 /* Sanity limits on attributes (keep shapes and products far from overflow). */
 enum {
     TRACE_MAX_LAYERS = 1024,

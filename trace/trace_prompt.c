@@ -1,0 +1,99 @@
+/* /prompt_text: the prompt as text beside its ids in /tokens. One scalar
+ * variable-length UTF-8 string (what h5py writes for a Python str), so
+ * `f["prompt_text"].asstr()[()]` gives it back; readers also accept a
+ * fixed-length string, as for the text attributes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/h5util.h"
+#include "core/utf8.h"
+#include "trace_schema.h"
+
+const char TRACE_PROMPT_TEXT_DESCRIPTION[] =
+    "the prompt's text, UTF-8, exactly as given (--prompt, or the whole --prompt-file); its token ids are "
+    "/tokens[0:prompt_len]; generated tokens are not in it";
+
+int trace_prompt_text_check(const char *text, const char *where, kv_err *err)
+{
+    int64_t bad = kv_utf8_invalid(text, strlen(text));
+    if (bad >= 0)
+        return kv_fail(err, KV_EINPUT, "%s: %s is not valid UTF-8 at byte offset %lld (byte 0x%02X)", where,
+                       TRACE_PROMPT_TEXT_PATH, (long long)bad, (unsigned char)text[bad]);
+    return KV_OK;
+}
+
+/* The variable-length UTF-8 string type (caller closes it). */
+static hid_t text_type(void)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t >= 0 && (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0)) {
+        H5Tclose(t);
+        t = -1;
+    }
+    return t;
+}
+
+int trace_prompt_text_write(int64_t file_id, const char *text, const char *where, kv_err *err)
+{
+    int rc = trace_prompt_text_check(text, where, err);
+    if (rc) return rc;
+    hid_t type = text_type(), space = H5Screate(H5S_SCALAR), dcpl = H5Pcreate(H5P_DATASET_CREATE), d = -1;
+    bool ok = type >= 0 && space >= 0 && dcpl >= 0 && H5Pset_obj_track_times(dcpl, 0) >= 0;
+    if (ok) d = H5Dcreate2((hid_t)file_id, TRACE_PROMPT_TEXT_PATH, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ok = ok && d >= 0 && H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &text) >= 0;
+    if (!ok) rc = kv_fail(err, KV_EFAIL, "%s: cannot write %s", where, TRACE_PROMPT_TEXT_PATH);
+    if (!rc) rc = h5u_write_attr_str(d, "description", TRACE_PROMPT_TEXT_DESCRIPTION, err);
+    if (d >= 0) H5Dclose(d);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    return rc;
+}
+
+/* The string of the open scalar dataset d (file type ftype) into *text. */
+static int read_string(hid_t d, hid_t ftype, const char *where, char **text, kv_err *err)
+{
+    hid_t mtype = H5Tcopy(H5T_C_S1);
+    bool ok = mtype >= 0 && H5Tset_cset(mtype, H5Tget_cset(ftype)) >= 0;
+    if (ok && H5Tis_variable_str(ftype) > 0) {
+        char *s = NULL;
+        ok = H5Tset_size(mtype, H5T_VARIABLE) >= 0 && H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, &s) >= 0;
+        if (ok) *text = strdup(s ? s : "");
+        if (s) H5free_memory(s);
+    } else if (ok) {
+        size_t size = H5Tget_size(ftype);
+        *text = size ? calloc(size + 1, 1) : NULL;
+        ok = *text && H5Tset_size(mtype, size + 1) >= 0 &&
+             H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, *text) >= 0;
+    }
+    if (mtype >= 0) H5Tclose(mtype);
+    if (ok && *text) return KV_OK;
+    free(*text);
+    *text = NULL;
+    return kv_fail(err, KV_EINPUT, "%s: cannot read %s", where, TRACE_PROMPT_TEXT_PATH);
+}
+
+int trace_prompt_text_read(int64_t file_id, const char *where, char **text, kv_err *err)
+{
+    *text = NULL;
+    const hid_t file = (hid_t)file_id;
+    if (!h5u_exists(file, TRACE_PROMPT_TEXT_PATH)) return KV_OK;
+    H5O_info_t info;
+    if (H5Oget_info_by_name(file, TRACE_PROMPT_TEXT_PATH, &info, H5P_DEFAULT) < 0 || info.type != H5O_TYPE_DATASET)
+        return kv_fail(err, KV_EINPUT, "%s: %s is not a dataset", where, TRACE_PROMPT_TEXT_PATH);
+    hid_t d = H5Dopen2(file, TRACE_PROMPT_TEXT_PATH, H5P_DEFAULT);
+    hid_t ftype = d >= 0 ? H5Dget_type(d) : -1, space = d >= 0 ? H5Dget_space(d) : -1;
+    int rc = KV_OK;
+    if (d < 0 || ftype < 0 || space < 0)
+        rc = kv_fail(err, KV_EINPUT, "%s: cannot open %s", where, TRACE_PROMPT_TEXT_PATH);
+    else if (H5Tget_class(ftype) != H5T_STRING || H5Sget_simple_extent_type(space) != H5S_SCALAR)
+        rc = kv_fail(err, KV_EINPUT, "%s: %s must be one (scalar) string", where, TRACE_PROMPT_TEXT_PATH);
+    else
+        rc = read_string(d, ftype, where, text, err);
+    if (!rc) rc = trace_prompt_text_check(*text, where, err);
+    if (rc) free(*text), *text = NULL;
+    if (space >= 0) H5Sclose(space);
+    if (ftype >= 0) H5Tclose(ftype);
+    if (d >= 0) H5Dclose(d);
+    return rc;
+}
