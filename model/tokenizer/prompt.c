@@ -53,9 +53,9 @@ int prompt_tokens(const prompt_source *p, const kv_model *m, const char *model_p
         return kv_fail(err, KV_EUSAGE, "%s has no vocabulary to encode a prompt: give --tokens FILE%s", model_path,
                        strncmp(model_path, "random:", 7) ? " (or --tokenizer for a llama2.c checkpoint)" : "");
     if (m->vocab.kind == VOCAB_BYTE_BPE && !m->vocab.bpe)
-        return kv_fail(err, KV_EUSAGE, "%s: the tokenizer is byte-level BPE from a GGUF, which kvtrace cannot "
-                       "encode yet: tokenize the prompt with the model's own tokenizer and give the ids with "
-                       "--tokens FILE", model_path);
+        return kv_fail(err, KV_EUSAGE, "%s: the GGUF's byte-level BPE tokenizer has no "
+                       "tokenizer.ggml.merges, so text cannot be encoded: tokenize the prompt with the model's own "
+                       "tokenizer and give the ids with --tokens FILE", model_path);
     char *text = NULL;
     size_t len = 0;
     int rc = p->text_file ? prompt_read_text(p->text_file, &text, &len, err) : KV_OK;
