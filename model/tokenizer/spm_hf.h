@@ -42,6 +42,7 @@ typedef struct spm_hf {
     int n_prefix, n_suffix;
     int strip_start;         /* decoder: leading ' ' removed from the decoded text */
     bool strip_first_token;  /* decoder Metaspace: from the first token's text only */
+    bool byte_fallback;      /* decoder ByteFallback: "<0xHH>" runs as bytes (else as text) */
 } spm_hf;
 
 int spm_hf_new(spm_hf **h, kv_err *err);

@@ -470,7 +470,7 @@ static size_t hf_decode(const kv_vocab *v, const int32_t *ids, int64_t n, char *
     for (int64_t i = 0; i <= n; i++) {
         int32_t id = i < n ? ids[i] : -1;
         const char *p = id >= 0 && id < v->n && v->pieces[id] ? v->pieces[id] : "";
-        int b = i < n ? byte_value(p) : -1;
+        int b = i < n && v->hf->byte_fallback ? byte_value(p) : -1;
         if (b >= 0 && k < sizeof run) {
             run[k++] = (unsigned char)b;
             continue;

@@ -249,7 +249,9 @@ static int read_decoder(const tok_ctx *x, json_t *d, spm_hf *h)
             json_integer_value(start) >= 0 && json_integer_value(start) < 64 &&
             json_integer_value(json_object_get(e, "stop")) == 0)
             h->strip_start = (int)json_integer_value(start);
-        else if (!replace_is(e, SPACE, " ") && !is_type(e, "ByteFallback") && !is_type(e, "Fuse"))
+        else if (is_type(e, "ByteFallback"))
+            h->byte_fallback = true;
+        else if (!replace_is(e, SPACE, " ") && !is_type(e, "Fuse"))
             ok = false;
     }
     return ok ? KV_OK : unsupported(x, "decoder", d);
