@@ -73,9 +73,10 @@ def metaspace(scheme, split):
 
 def main():
     t = tokenizer()
-    # "▁ab": ▁+a (rank 2) -> ▁a, b; no merge "▁a b": [▁a, b]. The old merge-order-as-score
-    # encoder joined "a"+"b" into the piece "ab" that no merge makes.
-    expect(t, "ab", [ID[SP + "a"], ID["b"]], "only pairs that are merges merge (no \"ab\")", "--no-special")
+    never = tokenizer(normalizer=None, pre_tokenizer=metaspace("never", False))
+    # "ab" (no ▁): no merge "a b": [a, b]. The old merge-order-as-score encoder joined "a"+"b"
+    # into the piece "ab" that no merge makes.
+    expect(never, "ab", [ID["a"], ID["b"]], "only pairs that are merges merge (no \"ab\")", "--no-special")
     # "▁abc": b+c (rank 0) first, then a+bc (rank 1) before ▁+a (rank 2); "▁ abc" is no
     # merge: [▁, abc] (merging ▁+a first, as the order of the pieces alone might, gives [▁a, bc])
     expect(t, "abc", [1, ID[SP], ID["abc"]], "merges by rank, BOS from the template")
@@ -98,7 +99,6 @@ def main():
     # first: only the text's first segment: "▁a" "<s>" "b"; " b" starts with ▁ already: no second one
     expect(first, "a<s>b", [ID[SP + "a"], 1, ID["b"]], "Metaspace first: only the first segment", "--no-special")
     expect(first, " b", [ID[SP + "b"]], "Metaspace: no \u2581 added before a leading space", "--no-special")
-    never = tokenizer(normalizer=None, pre_tokenizer=metaspace("never", False))
     expect(never, "a", [ID["a"]], "Metaspace never: no \u2581", "--no-special")
     none = tokenizer(post_processor=None)
     expect(none, "a", [ID[SP + "a"]], "no post-processor: nothing added")
