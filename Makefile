@@ -147,15 +147,15 @@ CORE_SRC   := $(filter core/% trace/%,$(LIB_SRC))
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_trace_validate_SRC := $(wildcard tests/fuzz/*.c) $(CORE_SRC)
 FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(wildcard model/formats/*.c) model/model.c model/arch.c \
-                   model/tokenizer/vocab.c model/tokenizer/vocab_hf.c
-FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c model/tokenizer/vocab.c model/tokenizer/tokenizer.c \
+                   model/tokenizer/vocab.c model/tokenizer/vocab_hf.c model/tokenizer/spm_hf.c
+FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c model/tokenizer/vocab.c model/tokenizer/tokenizer.c model/tokenizer/spm_hf.c \
                    model/tokenizer/token_file.c core/kv_error.c core/fileopen.c
 FUZZ_safetensors_SRC := $(wildcard tests/fuzz_safetensors/*.c) model/formats/safetensors.c core/filemap.c core/fileopen.c \
                    core/half.c core/kv_error.c
 FUZZ_hf_config_SRC := tests/fuzz_hf_config/fuzz_hf_config.c model/formats/hf_config.c model/arch.c model/model.c \
-                   model/tokenizer/vocab.c core/rope.c core/kv_error.c core/fileopen.c
+                   model/tokenizer/vocab.c model/tokenizer/spm_hf.c core/rope.c core/kv_error.c core/fileopen.c
 FUZZ_hf_tokenizer_SRC := tests/fuzz_hf_tokenizer/fuzz_hf_tokenizer.c model/tokenizer/vocab_hf.c \
-                   model/tokenizer/vocab.c model/tokenizer/tokenizer.c core/kv_error.c core/fileopen.c
+                   model/tokenizer/vocab.c model/tokenizer/tokenizer.c model/tokenizer/spm_hf.c core/kv_error.c core/fileopen.c
 FUZZ_csv_SRC    := tests/fuzz_csv/fuzz_csv.c core/csv.c core/kv_error.c core/fileopen.c
 
 fuzz-bin: $(FUZZ_BINS)

@@ -10,6 +10,7 @@
 #include "model/tokenizer/tokenizer.h"
 
 #include "model/tokenizer/bpe.h"
+#include "model/tokenizer/spm_hf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,13 @@ static int try_add_bigram(spm_state *s, int32_t left, int32_t right)
 {
     if (left < 0 || right < 0) return 0;
     int32_t size = s->sym[left].n + s->sym[right].n;
+    if (s->v->hf) { /* tokenizer.json: the pair's merge rank, lower first */
+        const char *t = s->text;
+        int32_t a = vocab_find(s->v, t + s->sym[left].start, (size_t)s->sym[left].n);
+        int32_t b = vocab_find(s->v, t + s->sym[right].start, (size_t)s->sym[right].n);
+        int32_t rank = spm_hf_rank(s->v->hf, a, b);
+        return rank < 0 ? 0 : heap_push(s, (spm_bigram){left, right, -(float)rank, size});
+    }
     int32_t id = vocab_find(s->v, s->text + s->sym[left].start, (size_t)size);
     if (id < 0) return 0;
     return heap_push(s, (spm_bigram){left, right, s->v->scores[id], size});
@@ -198,21 +206,87 @@ static int spm_encode(const kv_vocab *v, const char *text, size_t len, int32_t *
     return rc;
 }
 
+/* One word of a tokenizer.json's normalised text: the piece itself under
+ * ignore_merges, else merged by rank. sym has room for len symbols. */
+static int hf_word(const kv_vocab *v, const char *word, size_t len, spm_symbol *sym, int32_t *out,
+                   int64_t *n, kv_err *err)
+{
+    int32_t id = v->hf->ignore_merges ? vocab_find(v, word, len) : -1;
+    if (id >= 0) {
+        out[(*n)++] = id;
+        return KV_OK;
+    }
+    spm_state s = {.v = v, .text = word, .sym = sym};
+    int rc = spm_merge(&s, len) ? kv_fail(err, KV_EFAIL, "out of memory encoding a prompt") : KV_OK;
+    if (!rc) rc = spm_emit(&s, out, n, err);
+    free(s.heap);
+    return rc;
+}
+
+/* A text segment between added tokens: normalised, split into words at
+ * each "▁" (Metaspace split), each word merged. buf: 3 * len + 3 bytes. */
+static int hf_segment(const kv_vocab *v, const char *text, size_t len, bool first, char *buf,
+                      spm_symbol *sym, int32_t *out, int64_t *n, kv_err *err)
+{
+    size_t m = spm_hf_normalize(v->hf, text, len, first, buf);
+    int rc = KV_OK;
+    for (size_t w = 0, e; w < m && !rc; w = e) {
+        e = w + 1;
+        while (e < m && !(v->hf->split && e + 3 <= m && memcmp(buf + e, SPACE_MARK, 3) == 0)) e++;
+        rc = hf_word(v, buf + w, e - w, sym, out, n, err);
+    }
+    return rc;
+}
+
+/* A tokenizer.json's SentencePiece-style encoding (spm_hf.h): added tokens
+ * matched first, the segments between them normalised and merged by rank,
+ * the template's ids around them when add_special. out: room for
+ * 6 * len + 3 + 2 * SPM_HF_TEMPLATE_MAX ids. */
+static int hf_encode(const kv_vocab *v, const char *text, size_t len, bool add_special, int32_t *out,
+                     int64_t *n, kv_err *err)
+{
+    const spm_hf *h = v->hf;
+    for (int k = 0; add_special && k < h->n_prefix; k++) out[(*n)++] = h->prefix[k];
+    char *buf = malloc(3 * len + 3);
+    spm_symbol *sym = malloc((3 * len + 3) * sizeof *sym);
+    int rc = buf && sym ? KV_OK : kv_fail(err, KV_EFAIL, "out of memory encoding a prompt of %zu bytes", len);
+    size_t seg = 0;
+    for (size_t i = 0; i <= len && !rc;) {
+        size_t m = 0;
+        int32_t id = i < len && h->n_added ? spm_hf_added_at(h, text, i, len, &m) : -1;
+        if (id < 0 && i < len) {
+            i++;
+            continue;
+        }
+        if (i > seg) rc = hf_segment(v, text + seg, i - seg, seg == 0, buf, sym, out, n, err);
+        if (id >= 0 && !rc) out[(*n)++] = id;
+        i += id >= 0 ? m : 1;
+        seg = i;
+    }
+    for (int k = 0; add_special && k < h->n_suffix && !rc; k++) out[(*n)++] = h->suffix[k];
+    free(buf);
+    free(sym);
+    return rc;
+}
+
 int tokenizer_encode(const kv_vocab *v, const char *text, size_t len, bool add_bos, int32_t **ids,
                      int64_t *n, kv_err *err)
 {
     *ids = NULL;
     *n = 0;
     if (v->kind == VOCAB_BYTE_BPE) return tokenizer_encode_offsets(v, text, len, add_bos, ids, NULL, n, err);
-    if (add_bos && v->bos < 0)
+    if (add_bos && v->bos < 0 && !v->hf)
         return kv_fail(err, KV_EINPUT, "cannot add BOS: the vocabulary has no BOS token");
-    /* at most one id per escaped byte, plus BOS */
-    size_t cap = len > ((size_t)INT32_MAX - 4) / 3 ? 1 : 3 * len + 5;
+    if (len > ((size_t)INT32_MAX - 64) / 6)
+        return kv_fail(err, KV_EINPUT, "a prompt of %zu bytes is too long to encode", len);
+    /* at most one id per escaped byte, plus BOS (tokenizer.json: see hf_encode) */
+    size_t cap = 6 * len + 5 + 2 * SPM_HF_TEMPLATE_MAX;
     int32_t *out = malloc(cap * sizeof *out);
     if (!out) return kv_fail(err, KV_EFAIL, "out of memory encoding a prompt of %zu bytes", len);
     int64_t count = 0;
-    if (add_bos) out[count++] = v->bos;
-    int rc = spm_encode(v, text, len, out, &count, err);
+    if (add_bos && !v->hf) out[count++] = v->bos;
+    int rc = v->hf ? hf_encode(v, text, len, add_bos, out, &count, err)
+                   : spm_encode(v, text, len, out, &count, err);
     if (rc) {
         free(out);
         return rc;
@@ -355,7 +429,8 @@ static void piece_to_sink(const kv_vocab *v, int32_t prev, int32_t id, sink *s)
             return;
         }
         /* after BOS the dummy-prefix space goes, as llama2.c's decode */
-        s->drop_space = v->kind == VOCAB_SPM && v->add_space_prefix && prev >= 0 && prev == v->bos;
+        s->drop_space = v->kind == VOCAB_SPM && prev >= 0 && prev == v->bos &&
+                        (v->add_space_prefix || (v->hf && (v->hf->strip_start || v->hf->strip_first_token)));
         put_text(s, v, piece);
         s->drop_space = false;
     }
@@ -369,8 +444,62 @@ size_t tokenizer_piece_text(const kv_vocab *v, int32_t prev, int32_t id, char *b
     return s.len;
 }
 
+/* A run of byte tokens as the ByteFallback decoder gives it: the bytes when
+ * they are UTF-8, else one U+FFFD per byte. */
+static void put_byte_run(sink *s, const unsigned char *run, size_t k)
+{
+    bool ok = true;
+    for (size_t i = 0; i < k && ok;) {
+        int32_t m = utf8_len(run + i, k - i);
+        ok = m > 1 || run[i] < 0x80;
+        i += (size_t)m;
+    }
+    for (size_t i = 0; i < k; i++)
+        if (ok) sink_put(s, run[i]);
+        else for (int j = 0; j < 3; j++) sink_put(s, (unsigned char)"\xef\xbf\xbd"[j]);
+}
+
+/* A tokenizer.json's decoder (spm_hf.h): every token's piece, "▁" as ' ',
+ * runs of "<0xHH>" through ByteFallback (the leading spaces the decoder
+ * strips are the caller's). Like snprintf without the NUL: the full length. */
+static size_t hf_decode(const kv_vocab *v, const int32_t *ids, int64_t n, char *buf, size_t cap)
+{
+    sink s = {buf, cap, 0, false};
+    unsigned char run[256];
+    size_t k = 0;
+    for (int64_t i = 0; i <= n; i++) {
+        int32_t id = i < n ? ids[i] : -1;
+        const char *p = id >= 0 && id < v->n && v->pieces[id] ? v->pieces[id] : "";
+        int b = i < n && v->hf->byte_fallback ? byte_value(p) : -1;
+        if (b >= 0 && k < sizeof run) {
+            run[k++] = (unsigned char)b;
+            continue;
+        }
+        put_byte_run(&s, run, k);
+        k = 0;
+        if (b >= 0) run[k++] = (unsigned char)b;
+        else if (i < n) put_text(&s, v, p);
+    }
+    return s.len;
+}
+
 char *tokenizer_decode_len(const kv_vocab *v, const int32_t *ids, int64_t n, size_t *len)
 {
+    if (v->hf) {
+        size_t need = hf_decode(v, ids, n, NULL, 0), cut = 0;
+        char *out = malloc(need + 1);
+        if (!out) return NULL;
+        hf_decode(v, ids, n, out, need);
+        const char *first = n && ids[0] >= 0 && ids[0] < v->n ? v->pieces[ids[0]] : NULL;
+        int strip = v->hf->strip_start; /* Strip; Metaspace: the first token's "▁" */
+        if (v->hf->strip_first_token && first && strncmp(first, SPACE_MARK, 3) == 0) strip++;
+        while ((int)cut < strip && cut < need && out[cut] == ' ') cut++;
+        memmove(out, out + cut, need - cut);
+        need -= cut;
+        out[need] = '\0';
+        if (len) *len = need;
+        return out;
+    }
     size_t cap = 64, used = 0;
     char *out = malloc(cap);
     if (!out) return NULL;

@@ -14,6 +14,12 @@
  * byte's length); special-token text such as "<s>" is encoded as plain text
  * (llama.cpp's parse_special = false behaviour).
  *
+ * A SentencePiece-style tokenizer.json (v->hf, spm_hf.h) is encoded as the
+ * `tokenizers` library does: added tokens first, each segment normalised
+ * (and split by Metaspace), pairs merged by their merge rank (only merges
+ * merge), byte fallback; add_bos means its template. Its decoding follows
+ * its decoder (special tokens as text, ByteFallback, Strip).
+ *
  * VOCAB_BYTE_BPE vocabularies (Llama 3, Qwen) are encoded by bpe.h, add_bos
  * meaning the post-processor's template. Decoding works for both kinds as
  * far as the piece types allow (byte-level BPE pieces are mapped back to bytes).

@@ -7,6 +7,7 @@
 #include "core/fileopen.h"
 #include "model/tokenizer/vocab.h"
 #include "model/tokenizer/bpe.h"
+#include "model/tokenizer/spm_hf.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -142,6 +143,7 @@ void vocab_free(kv_vocab *v)
     free(v->types);
     free(v->by_piece);
     bpe_free(v->bpe);
+    spm_hf_free(v->hf);
     memset(v, 0, sizeof *v);
     v->bos = v->eos = v->unk = -1;
 }

@@ -28,6 +28,7 @@ typedef enum {
 } vocab_kind;
 
 struct bpe_model;
+struct spm_hf;
 
 typedef struct {
     vocab_kind kind;
@@ -42,6 +43,7 @@ typedef struct {
     int32_t *by_piece;       /* [n] ids sorted by piece, for lookup (set by vocab_finish) */
     int32_t max_piece_len;   /* bytes (set by vocab_finish) */
     struct bpe_model *bpe;   /* VOCAB_BYTE_BPE: merges, pre-tokenizer, added tokens (owned) */
+    struct spm_hf *hf;       /* VOCAB_SPM from a tokenizer.json: merge ranks, text rules (owned), else NULL */
 } kv_vocab;
 
 /* Allocates n empty tokens (kind SPM, bos/eos/unk -1, add_bos and

@@ -4,9 +4,9 @@
  * Only BPE models are read. A ByteLevel pre-tokenizer (Llama 3, Qwen: GPT-2
  * style byte-level BPE) gives VOCAB_BYTE_BPE, its encoder built by bpe_hf.c. Otherwise the vocabulary is
  * SentencePiece-style ("▁" for spaces, "<0xHH>" byte fallback: Llama 2,
- * Mistral): VOCAB_SPM, encoded by tokenizer.c's merge loop with the merges'
- * order as scores (the piece made by merge r scores -r; a piece no merge
- * makes scores -1e30, so it is merged last). Special added tokens are
+ * Mistral): VOCAB_SPM with its merges by rank, added tokens, normaliser,
+ * pre-tokenizer, template and decoder in v->hf (spm_hf.h), encoded by
+ * tokenizer.c as the `tokenizers` library's BPE model does. Special added tokens are
  * control tokens, other added tokens user tokens; ids the file does not name
  * (vocabularies padded to a multiple of 64) are unused empty pieces. */
 #include <inttypes.h>
@@ -18,8 +18,9 @@
 #include "core/fileopen.h"
 #include "model/formats/hf.h"
 #include "model/tokenizer/bpe_hf.h"
+#include "model/tokenizer/spm_hf.h"
 
-#define NO_MERGE_SCORE -1e30f
+#define NO_SCORE 0.0f /* scores are unused: merges go by rank (spm_hf.h) */
 
 typedef struct {
     const char *path;
@@ -50,7 +51,7 @@ static int set_token(const tok_ctx *x, json_int_t id, const char *piece, uint8_t
     if (had && strcmp(had, piece) != 0)
         return kv_fail(x->err, KV_EINPUT, "%s: id %" PRId64 " is given to two tokens, '%.64s' and "
                        "'%.64s'", x->path, (int64_t)id, had, piece);
-    return vocab_set(x->v, (int32_t)id, piece, strlen(piece), NO_MERGE_SCORE, type, x->err);
+    return vocab_set(x->v, (int32_t)id, piece, strlen(piece), NO_SCORE, type, x->err);
 }
 
 static int read_pieces(const tok_ctx *x, json_t *model, json_t *added, bool spm)
@@ -82,42 +83,196 @@ static int read_pieces(const tok_ctx *x, json_t *model, json_t *added, bool spm)
         if (rc) return rc;
     }
     for (int32_t t = 0; t < x->v->n && !rc; t++)
-        if (!x->v->pieces[t]) rc = vocab_set(x->v, t, "", 0, NO_MERGE_SCORE, VOCAB_UNUSED, x->err);
+        if (!x->v->pieces[t]) rc = vocab_set(x->v, t, "", 0, NO_SCORE, VOCAB_UNUSED, x->err);
     return rc;
-}
-
-/* Scores from the merges: the piece that merge r makes scores -r. */
-static int merge_scores(const tok_ctx *x, json_t *merges)
-{
-    size_t r;
-    json_t *mg;
-    char buf[1024];
-    json_array_foreach(merges, r, mg) {
-        const char *a = NULL, *b = NULL;
-        if (json_is_string(mg)) {
-            const char *s = json_string_value(mg), *sp = strchr(s, ' ');
-            if (sp && (size_t)(sp - s) < sizeof buf) {
-                memcpy(buf, s, (size_t)(sp - s));
-                buf[sp - s] = '\0';
-                a = buf, b = sp + 1;
-            }
-        } else if (json_is_array(mg) && json_array_size(mg) == 2) {
-            a = json_string_value(json_array_get(mg, 0));
-            b = json_string_value(json_array_get(mg, 1));
-        }
-        if (!a || !b)
-            return kv_fail(x->err, KV_EINPUT, "%s: merges[%zu] is not a pair of pieces", x->path, r);
-        char joined[2048];
-        int n = snprintf(joined, sizeof joined, "%s%s", a, b);
-        int32_t id = n > 0 && (size_t)n < sizeof joined ? vocab_find(x->v, joined, (size_t)n) : -1;
-        if (id >= 0 && x->v->scores[id] == NO_MERGE_SCORE) x->v->scores[id] = -(float)r;
-    }
-    return KV_OK;
 }
 
 static int32_t find_str(const kv_vocab *v, const char *s)
 {
     return vocab_find(v, s, strlen(s));
+}
+
+/* One merge "a b" or ["a", "b"] into a (NUL-terminated copies in buf) and b. */
+static bool merge_pair(json_t *mg, char *buf, size_t cap, const char **a, const char **b)
+{
+    *a = *b = NULL;
+    if (json_is_string(mg)) {
+        const char *s = json_string_value(mg), *sp = strchr(s, ' ');
+        if (sp && (size_t)(sp - s) < cap) {
+            memcpy(buf, s, (size_t)(sp - s));
+            buf[sp - s] = '\0';
+            *a = buf, *b = sp + 1;
+        }
+    } else if (json_is_array(mg) && json_array_size(mg) == 2) {
+        *a = json_string_value(json_array_get(mg, 0));
+        *b = json_string_value(json_array_get(mg, 1));
+    }
+    return *a && *b;
+}
+
+/* The merges by rank, as the `tokenizers` library's BPE model applies them:
+ * merge r joins the pair (a, b) with priority r (lower first). Every piece
+ * named must be in the vocabulary, and so must the piece a merge makes. */
+static int read_merges(const tok_ctx *x, json_t *merges, spm_hf *h)
+{
+    if (!json_is_array(merges))
+        return kv_fail(x->err, KV_EINPUT, "%s: model.merges is missing or not an array", x->path);
+    size_t r;
+    json_t *mg;
+    char buf[1024], joined[2048];
+    json_array_foreach(merges, r, mg) {
+        const char *a, *b;
+        if (!merge_pair(mg, buf, sizeof buf, &a, &b) || r > INT32_MAX)
+            return kv_fail(x->err, KV_EINPUT, "%s: merges[%zu] is not a pair of pieces", x->path, r);
+        int32_t ia = find_str(x->v, a), ib = find_str(x->v, b);
+        int n = snprintf(joined, sizeof joined, "%s%s", a, b);
+        int32_t res = n > 0 && (size_t)n < sizeof joined ? vocab_find(x->v, joined, (size_t)n) : -1;
+        if (ia < 0 || ib < 0 || res < 0)
+            return kv_fail(x->err, KV_EINPUT, "%s: merges[%zu] ('%.64s' '%.64s') names a piece the "
+                           "vocabulary does not have", x->path, r, a, b);
+        if (spm_hf_add_merge(h, ia, ib, (int32_t)r, x->err)) return KV_EFAIL;
+    }
+    return KV_OK;
+}
+
+static const char SPACE[] = "\xe2\x96\x81"; /* U+2581 "▁" */
+
+static bool is_type(json_t *o, const char *type)
+{
+    json_t *t = json_object_get(o, "type");
+    return json_is_string(t) && strcmp(json_string_value(t), type) == 0;
+}
+
+static bool str_is(json_t *o, const char *key, const char *want)
+{
+    json_t *s = json_object_get(o, key);
+    return json_is_string(s) && strcmp(json_string_value(s), want) == 0;
+}
+
+/* Replace {"pattern": {"String": from}, "content": to}. */
+static bool replace_is(json_t *o, const char *from, const char *to)
+{
+    return is_type(o, "Replace") && str_is(json_object_get(o, "pattern"), "String", from) &&
+           str_is(o, "content", to);
+}
+
+static int unsupported(const tok_ctx *x, const char *what, json_t *o)
+{
+    json_t *t = json_object_get(o, "type");
+    return kv_fail(x->err, KV_EINPUT, "%s: %s %s%.64s%s is not supported for a SentencePiece-style BPE "
+                   "(supported: docs/tokenize.md)", x->path, what, json_is_string(t) ? "'" : "",
+                   json_is_string(t) ? json_string_value(t) : "of this form", json_is_string(t) ? "'" : "");
+}
+
+/* normalizer: none, Prepend "▁", Replace " " -> "▁", or a Sequence of those. */
+static int read_normalizer(const tok_ctx *x, json_t *n, spm_hf *h)
+{
+    if (json_is_null(n) || !n) return KV_OK;
+    if (is_type(n, "Sequence")) {
+        size_t i;
+        json_t *e;
+        int rc = KV_OK;
+        json_array_foreach(json_object_get(n, "normalizers"), i, e)
+            if (!rc) rc = read_normalizer(x, e, h);
+        return rc;
+    }
+    if (is_type(n, "Prepend") && str_is(n, "prepend", SPACE) && !h->replace_space) h->norm_prepend = true;
+    else if (replace_is(n, " ", SPACE)) h->replace_space = true;
+    else return unsupported(x, "normalizer", n);
+    return KV_OK;
+}
+
+/* pre_tokenizer: none, or Metaspace ("▁", prepend_scheme or add_prefix_space, split). */
+static int read_pretok(const tok_ctx *x, json_t *p, spm_hf *h)
+{
+    if (json_is_null(p) || !p) return KV_OK;
+    if (!is_type(p, "Metaspace") || !str_is(p, "replacement", SPACE) || h->norm_prepend)
+        return unsupported(x, "pre_tokenizer", p);
+    h->replace_space = true;
+    json_t *scheme = json_object_get(p, "prepend_scheme"), *split = json_object_get(p, "split");
+    h->prepend = str_is(p, "prepend_scheme", "first") ? SPM_PREPEND_FIRST
+               : str_is(p, "prepend_scheme", "never") ? SPM_PREPEND_NEVER
+               : json_is_string(scheme) || json_is_true(json_object_get(p, "add_prefix_space"))
+                   ? SPM_PREPEND_ALWAYS : SPM_PREPEND_NEVER;
+    if (json_is_string(scheme) && !str_is(p, "prepend_scheme", "always") && h->prepend == SPM_PREPEND_ALWAYS)
+        return unsupported(x, "pre_tokenizer", p);
+    h->split = !split || json_is_true(split);
+    return KV_OK;
+}
+
+/* The special ids of a TemplateProcessing's "single" before and after $A. */
+static int read_template(const tok_ctx *x, json_t *pp, spm_hf *h)
+{
+    if (json_is_null(pp) || !pp) return KV_OK;
+    if (!is_type(pp, "TemplateProcessing")) return unsupported(x, "post_processor", pp);
+    json_t *specials = json_object_get(pp, "special_tokens"), *e;
+    bool after = false;
+    size_t i;
+    json_array_foreach(json_object_get(pp, "single"), i, e) {
+        json_t *sp = json_object_get(e, "SpecialToken");
+        if (json_object_get(e, "Sequence")) {
+            after = true;
+            continue;
+        }
+        json_t *ids = json_object_get(json_object_get(specials, json_string_value(json_object_get(sp, "id"))
+                                                      ? json_string_value(json_object_get(sp, "id")) : ""),
+                                      "ids");
+        size_t k;
+        json_t *id;
+        json_array_foreach(ids, k, id) {
+            int *n = after ? &h->n_suffix : &h->n_prefix;
+            json_int_t v = json_integer_value(id);
+            if (!json_is_integer(id) || v < 0 || v >= x->v->n || *n == SPM_HF_TEMPLATE_MAX)
+                return kv_fail(x->err, KV_EINPUT, "%s: post_processor: the special token ids of the "
+                               "template are not ids of the vocabulary", x->path);
+            (after ? h->suffix : h->prefix)[(*n)++] = (int32_t)v;
+        }
+        if (!json_is_array(ids)) return unsupported(x, "post_processor", pp);
+    }
+    return KV_OK;
+}
+
+/* decoder: Sequence [Replace "▁" -> " ", ByteFallback, Fuse, Strip " " (n, 0)], or Metaspace. */
+static int read_decoder(const tok_ctx *x, json_t *d, spm_hf *h)
+{
+    if (json_is_null(d) || !d) return KV_OK;
+    if (is_type(d, "Metaspace")) {
+        h->strip_first_token = !str_is(d, "prepend_scheme", "never");
+        return KV_OK;
+    }
+    json_t *e;
+    size_t i;
+    bool ok = is_type(d, "Sequence");
+    json_array_foreach(json_object_get(d, "decoders"), i, e) {
+        json_t *start = json_object_get(e, "start");
+        if (is_type(e, "Strip") && str_is(e, "content", " ") && json_is_integer(start) &&
+            json_integer_value(start) >= 0 && json_integer_value(start) < 64 &&
+            json_integer_value(json_object_get(e, "stop")) == 0)
+            h->strip_start = (int)json_integer_value(start);
+        else if (is_type(e, "ByteFallback"))
+            h->byte_fallback = true;
+        else if (!replace_is(e, SPACE, " ") && !is_type(e, "Fuse"))
+            ok = false;
+    }
+    return ok ? KV_OK : unsupported(x, "decoder", d);
+}
+
+/* Everything of a SentencePiece-style tokenizer.json beyond the pieces. */
+static int read_spm_hf(const tok_ctx *x, json_t *root, json_t *model, spm_hf *h)
+{
+    int rc = read_merges(x, json_object_get(model, "merges"), h);
+    if (!rc) rc = read_normalizer(x, json_object_get(root, "normalizer"), h);
+    if (!rc) rc = read_pretok(x, json_object_get(root, "pre_tokenizer"), h);
+    if (!rc) rc = read_template(x, json_object_get(root, "post_processor"), h);
+    if (!rc) rc = read_decoder(x, json_object_get(root, "decoder"), h);
+    h->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(root, "added_tokens"), i, a)
+        if (!rc) rc = spm_hf_add_token(h, json_string_value(json_object_get(a, "content")),
+                                       (int32_t)json_integer_value(json_object_get(a, "id")), x->err);
+    spm_hf_finish(h);
+    return rc;
 }
 
 static void special_ids(kv_vocab *v, json_t *model, bool spm)
@@ -128,7 +283,6 @@ static void special_ids(kv_vocab *v, json_t *model, bool spm)
     json_t *unk = json_object_get(model, "unk_token");
     v->unk = json_is_string(unk) ? find_str(v, json_string_value(unk)) : -1;
     if (v->unk >= 0) v->types[v->unk] = VOCAB_UNKNOWN;
-    v->add_bos = spm && v->bos >= 0;
 }
 
 static int read_tokenizer(const tok_ctx *x, json_t *root, bool *has)
@@ -140,16 +294,15 @@ static int read_tokenizer(const tok_ctx *x, json_t *root, bool *has)
     kv_vocab *v = x->v;
     int rc = read_pieces(x, model, json_object_get(root, "added_tokens"), spm);
     if (!rc) rc = vocab_finish(v, x->path, x->err);
-    if (!rc && spm) rc = merge_scores(x, json_object_get(model, "merges"));
+    if (!rc && spm) rc = spm_hf_new(&v->hf, x->err);
+    if (!rc && spm) rc = read_spm_hf(x, root, model, v->hf);
     if (!rc && !spm) rc = bpe_from_json(root, v, x->path, &v->bpe, x->err);
     if (rc) return rc;
     v->kind = spm ? VOCAB_SPM : VOCAB_BYTE_BPE;
-    json_t *pt = json_object_get(root, "pre_tokenizer");
-    json_t *scheme = json_object_get(pt, "prepend_scheme");
-    v->add_space_prefix = spm && !(json_is_string(scheme) &&
-                                   strcmp(json_string_value(scheme), "never") == 0);
     special_ids(v, model, spm);
-    if (!spm) v->add_bos = true; /* for byte-level BPE: apply the post-processor's template */
+    /* add_bos means: apply the post-processor's template (spm_hf.h, bpe.h) */
+    v->add_bos = true;
+    v->add_space_prefix = false; /* spm_hf's normaliser and pre-tokenizer say it */
     *has = true;
     return KV_OK;
 }

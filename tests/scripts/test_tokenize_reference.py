@@ -1,6 +1,7 @@
 """`kvtrace tokenize` against the reference encoders (#16): for every string of the corpus
 (tests/tokenizers/corpus.py, 2,429 strings) and each real tokenizer.json (Llama 3.1, Qwen 3,
-DeepSeek V3, GPT-4o; tests/tokenizers/SOURCES.md), the ids with and without special tokens,
+DeepSeek V3, GPT-4o, and the SentencePiece-style Mistral 7B, also in its Metaspace form;
+tests/tokenizers/SOURCES.md), the ids with and without special tokens,
 the pieces and decode(encode(s)) must equal what @lenml/tokenizers (a transformers.js fork,
 itself checked against @huggingface/tokenizers) gave: tests/tokenizers/fixtures/, made by
 tests/tokenizers/make_fixtures.mjs. Prints the match rate per tokenizer and mode; a check
@@ -23,6 +24,7 @@ import concurrent.futures
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,8 +34,12 @@ from tap import check, finish, skip  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 FIXTURES = os.path.join(ROOT, "tests", "tokenizers", "fixtures")
-TOKENIZERS = ["llama3_1", "qwen3", "deepseek_v3", "gpt4o"]
+TOKENIZERS = ["llama3_1", "qwen3", "deepseek_v3", "gpt4o", "mistral", "mistral_metaspace"]
+# made from a fetched tokenizer.json as tests/tokenizers/make_fixtures.mjs makes them (DERIVED there)
+DERIVED = {"mistral_metaspace": ("mistral", lambda tj: {**tj, "normalizer": None, "pre_tokenizer": {
+    "type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}})}
 NO_NORMALISER = {"llama3_1", "deepseek_v3", "gpt4o"}
+TMP = tempfile.mkdtemp(prefix="kvtrace-tokref-")
 KVTRACE = os.environ.get("KVTRACE") or os.path.join(ROOT, sys.argv[1] if len(sys.argv) > 1 else "build",
                                                      "kvtrace")
 
@@ -55,12 +61,20 @@ def verb_help():
 
 def fetch():
     """{id: tokenizer.json path}, or (None, the fetch script's error lines)."""
-    r = subprocess.run([os.path.join(ROOT, "tests", "lib", "fetch_tokenizers.sh"), *TOKENIZERS],
+    ids = sorted({DERIVED[t][0] if t in DERIVED else t for t in TOKENIZERS})
+    r = subprocess.run([os.path.join(ROOT, "tests", "lib", "fetch_tokenizers.sh"), *ids],
                        capture_output=True, text=True)
     if r.returncode != 0:
         return None, r.stderr.strip()
-    return {line.split(" ", 1)[0]: os.path.join(line.split(" ", 1)[1], "tokenizer.json")
-            for line in r.stdout.splitlines()}, None
+    paths = {line.split(" ", 1)[0]: os.path.join(line.split(" ", 1)[1], "tokenizer.json")
+             for line in r.stdout.splitlines()}
+    for tid, (src, edit) in DERIVED.items():
+        with open(paths[src], encoding="utf-8") as f:
+            tj = edit(json.load(f))
+        paths[tid] = os.path.join(TMP, tid + ".tokenizer.json")
+        with open(paths[tid], "w", encoding="utf-8") as f:
+            json.dump(tj, f)
+    return paths, None
 
 
 def run_one(tok, data, flags):
@@ -203,4 +217,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        rc = main()
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+    sys.exit(rc)

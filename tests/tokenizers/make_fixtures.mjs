@@ -2,7 +2,8 @@
 // as fixtures (tests/tokenizers/fixtures/), so the tests need neither node nor the network
 // for the ids (they still fetch the tokenizer.json files kvtrace reads, see SOURCES.md).
 //
-//   node tests/tokenizers/make_fixtures.mjs [ID ...]    (no ID: llama3_1 qwen3 deepseek_v3 gpt4o)
+//   node tests/tokenizers/make_fixtures.mjs [ID ...]
+//   (no ID: llama3_1 qwen3 deepseek_v3 gpt4o mistral mistral_metaspace)
 //
 // Steps: tests/lib/fetch_tokenizers.sh gets the tokenizer.json/tokenizer_config.json of each
 // ID and the two reference encoders (checked by sha256); tests/tokenizers/corpus.py makes
@@ -23,7 +24,7 @@ import zlib from "node:zlib";
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, "../..");
 const OUT = path.join(HERE, "fixtures");
-const DEFAULT_IDS = ["llama3_1", "qwen3", "deepseek_v3", "gpt4o"];
+const DEFAULT_IDS = ["llama3_1", "qwen3", "deepseek_v3", "gpt4o", "mistral", "mistral_metaspace"];
 
 function fetchDirs(ids) {
   const out = execFileSync(path.join(ROOT, "tests/lib/fetch_tokenizers.sh"), ids, {
@@ -58,43 +59,91 @@ function writeGz(name, obj) {
   return gz.length;
 }
 
+// Tokenizers derived from a fetched one (tests/tokenizers/README.md): `mistral_metaspace` is
+// Mistral's tokenizer.json in the form newer SentencePiece-style files take (Mistral v0.3,
+// Llama 2 files re-exported with legacy=false): no normaliser, the Metaspace pre-tokenizer
+// (prepend_scheme "first", split false); the decoder stays. The test makes the same.
+const DERIVED = {
+  mistral_metaspace: {
+    from: "mistral",
+    // @lenml/tokenizers 3.7.2 does not prepend "▁" under prepend_scheme "first" (it gives
+    // "Hello" for "Hello world", the Rust library "▁Hello"): Hugging Face's encoder is the
+    // reference here, and the disagreement is listed in the fixture
+    primary: "ref_hf",
+    edit: (tj) => ({
+      ...tj,
+      normalizer: null,
+      pre_tokenizer: { type: "Metaspace", replacement: "\u2581", prepend_scheme: "first", split: false },
+    }),
+  },
+};
+
 const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
 
+// The two encoders behind one face: ids (with or without the post-processor), pieces, decode.
+function lenmlRef(tj, tc, Lenml) {
+  const t = Lenml.TokenizerLoader.fromPreTrained({ tokenizerJSON: tj, tokenizerConfig: tc });
+  return {
+    encode: (s, special) => t.encode(s, { add_special_tokens: special }),
+    pieces: (ids) => t.model.convert_ids_to_tokens(ids),
+    decode: (ids) => t.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false }),
+  };
+}
+
+function hfRef(tj, tc, HfTokenizer) {
+  const t = new HfTokenizer(tj, tc);
+  return {
+    encode: (s, special) => t.encode(s, { add_special_tokens: special }).ids,
+    pieces: (ids) => ids.map((i) => t.model.vocab[i]),
+    decode: (ids) => (ids.length ? t.decode(ids, { skip_special_tokens: false,
+      clean_up_tokenization_spaces: false }) : ""),
+  };
+}
+
 function fixture(id, dir, strings, Lenml, HfTokenizer) {
-  const tjText = fs.readFileSync(path.join(dir, "tokenizer.json"));
-  const tj = JSON.parse(tjText);
+  const tjText = DERIVED[id] ? Buffer.from(JSON.stringify(DERIVED[id].edit(JSON.parse(
+    fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")))))
+    : fs.readFileSync(path.join(dir, "tokenizer.json"));
   const tc = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));
-  const ref = Lenml.TokenizerLoader.fromPreTrained({ tokenizerJSON: tj, tokenizerConfig: tc });
-  const second = new HfTokenizer(JSON.parse(tjText), tc);
+  const refs = [lenmlRef(JSON.parse(tjText), tc, Lenml), hfRef(JSON.parse(tjText), tc, HfTokenizer)];
+  const names = [sourceRow("ref_lenml"), sourceRow("ref_hf")];
+  const hfFirst = DERIVED[id] && DERIVED[id].primary === "ref_hf";
+  if (hfFirst) refs.reverse(), names.reverse();
+  const [ref, second] = refs;
   const fx = {
-    id, package: sourceRow(id),
+    id, package: sourceRow(DERIVED[id] ? DERIVED[id].from : id),
     tokenizer_sha256: createHash("sha256").update(tjText).digest("hex"),
-    reference: sourceRow("ref_lenml"), second_reference: sourceRow("ref_hf"),
+    reference: names[0], second_reference: names[1],
     ids: [], ids_nospecial: [], pieces: [], roundtrip: [], decoded: {}, disagree: [],
   };
+  if (DERIVED[id]) fx.derived_from = DERIVED[id].from;
   const t0 = Date.now();
+  let decodeDiffer = 0; // reported, not kept: strings whose decode differs between the two
   strings.forEach((s, i) => {
-    const ids = ref.encode(s);
-    const plain = ref.encode(s, { add_special_tokens: false });
-    const back = ref.decode(plain, { skip_special_tokens: false, clean_up_tokenization_spaces: false });
+    const ids = ref.encode(s, true);
+    const plain = ref.encode(s, false);
+    const back = ref.decode(plain);
     fx.ids.push(ids);
     fx.ids_nospecial.push(plain);
-    fx.pieces.push(ref.model.convert_ids_to_tokens(ids));
+    fx.pieces.push(ref.pieces(ids));
     fx.roundtrip.push(back === s);
     if (back !== s) fx.decoded[i] = back;
-    const a = second.encode(s).ids, b = second.encode(s, { add_special_tokens: false }).ids;
-    if (!same(a, ids) || !same(b, plain)) fx.disagree.push(i);
+    if (!same(second.encode(s, true), ids) || !same(second.encode(s, false), plain)) fx.disagree.push(i);
+    if (plain.length && second.decode(plain) !== back) decodeDiffer++;
   });
   const bytes = writeGz(id + ".json.gz", fx);
   const rt = fx.roundtrip.filter(Boolean).length;
   console.log(`${id}: ${strings.length} strings in ${((Date.now() - t0) / 1000).toFixed(1)} s, ` +
-    `round trip holds for ${rt}, the two references disagree on ${fx.disagree.length}, ` +
+    `reference ${names[0]}, round trip holds for ${rt}, the two references disagree on ` +
+    `${fx.disagree.length} (ids) and ${decodeDiffer} (decode), ` +
     `${fx.ids.reduce((n, x) => n + x.length, 0)} tokens, ${bytes} bytes gzipped`);
 }
 
 async function main() {
   const ids = process.argv.length > 2 ? process.argv.slice(2) : DEFAULT_IDS;
-  const dirs = fetchDirs([...ids, "ref_lenml", "ref_hf"]);
+  const fetched = ids.map((id) => (DERIVED[id] ? DERIVED[id].from : id));
+  const dirs = fetchDirs([...new Set([...fetched, "ref_lenml", "ref_hf"])]);
+  for (const id of ids) if (DERIVED[id]) dirs[id] = dirs[DERIVED[id].from];
   const Lenml = await import(pathToFileURL(path.join(dirs.ref_lenml, "main.mjs")).href);
   const { Tokenizer } = await import(pathToFileURL(path.join(dirs.ref_hf, "tokenizers.mjs")).href);
   const corpus = makeCorpus();
