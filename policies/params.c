@@ -5,18 +5,25 @@
 
 #include "policies/policy.h"
 
-int policy_n_params(const policy_iface *pi)
+int policy_params_count(const policy_param *params)
 {
     int n = 0;
-    while (n < POLICY_MAX_PARAMS && pi->params[n].key) n++;
+    while (n < POLICY_MAX_PARAMS && params[n].key) n++;
     return n;
 }
 
+int policy_params_index(const policy_param *params, const char *key, size_t len)
+{
+    for (int i = 0; i < POLICY_MAX_PARAMS && params[i].key; i++)
+        if (strlen(params[i].key) == len && strncmp(params[i].key, key, len) == 0) return i;
+    return -1;
+}
+
+int policy_n_params(const policy_iface *pi) { return policy_params_count(pi->params); }
+
 int policy_param_index(const policy_iface *pi, const char *key, size_t len)
 {
-    for (int i = 0; i < POLICY_MAX_PARAMS && pi->params[i].key; i++)
-        if (strlen(pi->params[i].key) == len && strncmp(pi->params[i].key, key, len) == 0) return i;
-    return -1;
+    return policy_params_index(pi->params, key, len);
 }
 
 /* A policy asking for a key it does not declare, or of the wrong kind, is a bug. */
