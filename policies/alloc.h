@@ -112,7 +112,7 @@ typedef struct {
     int64_t n_streams;
     void *const *states;           /* [S] the policy's per-stream state */
     const policy_view *views;      /* [S] (views[x].budget is ignored) */
-    policy_step_buf *bufs;         /* [S] */
+    policy_step_buf *const *bufs;  /* [S] */
     policy_compact_fn compact;
     void *const *ctx;              /* [S] */
     int64_t budget, total;         /* N and the scope's total */

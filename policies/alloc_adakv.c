@@ -11,26 +11,52 @@
  * head. +INFINITY (protected) candidates rank first, as in each head's own
  * ranking. When the policy's scores are not comparable across heads
  * (policy_iface.scores_comparable false: keydiff, knorm, primekv) a finite
- * score is replaced by its quantile in its head, 1 − r/n for the head's r-th
- * best of n, so heads compete by rank rather than by raw scale.
+ * score is replaced by its z-score within its head, (s − mean)/std over the
+ * head's finite scores (0 when they are all equal), so heads compete by how
+ * far a candidate stands out in its own head rather than by raw scale (a
+ * quantile would not do: heads with as many candidates would always split
+ * the pool evenly, i.e. uniform).
  * Parameters: alpha (in [0, 1], default 0.2). */
 #include <math.h>
 
 #include "policies/alloc.h"
 #include "policies/select.h"
 
-/* The layer-wide key of stream x's r-th best candidate (index i). */
-static double key_of(const alloc_scope *s, int64_t x, int64_t r, int64_t i)
+/* How stream x's finite scores are rescaled for the layer-wide ranking:
+ * v -> (v - shift) * scale (identity for comparable scores). */
+typedef struct {
+    double shift[256], scale[256];
+} rescale;
+
+static void rescale_of(const alloc_scope *s, rescale *z)
+{
+    for (int64_t x = 0; x < s->n_streams; x++) {
+        double sum = 0, sq = 0;
+        int64_t m = 0;
+        for (int64_t i = 0; !s->comparable && i < s->n[x]; i++)
+            if (isfinite(s->scores[x][i])) sum += s->scores[x][i], m++;
+        const double mean = m ? sum / (double)m : 0;
+        for (int64_t i = 0; !s->comparable && i < s->n[x]; i++)
+            if (isfinite(s->scores[x][i])) sq += (s->scores[x][i] - mean) * (s->scores[x][i] - mean);
+        const double sd = m ? sqrt(sq / (double)m) : 0;
+        z->shift[x] = s->comparable ? 0 : mean;
+        z->scale[x] = s->comparable ? 1 : sd > 0 ? 1 / sd : 0;
+    }
+}
+
+/* The layer-wide key of stream x's candidate i. */
+static double key_of(const alloc_scope *s, const rescale *z, int64_t x, int64_t i)
 {
     const double v = s->scores[x][i];
-    if (s->comparable || isinf(v)) return isnan(v) ? -INFINITY : v;
-    return 1.0 - (double)r / (double)s->n[x];
+    if (isnan(v)) return -INFINITY;
+    return isinf(v) ? v : (v - z->shift[x]) * z->scale[x];
 }
 
 /* Whether (x, r) ranks before (y, q) in the layer-wide order. */
-static bool ahead(const alloc_scope *s, const int64_t *const *ord, int64_t x, int64_t r, int64_t y, int64_t q)
+static bool ahead(const alloc_scope *s, const rescale *z, const int64_t *const *ord, int64_t x, int64_t r, int64_t y,
+                  int64_t q)
 {
-    const double a = key_of(s, x, r, ord[x][r]), b = key_of(s, y, q, ord[y][q]);
+    const double a = key_of(s, z, x, ord[x][r]), b = key_of(s, z, y, ord[y][q]);
     if (a != b) return a > b;
     const int64_t pa = s->pos[x][ord[x][r]], pb = s->pos[y][ord[y][q]];
     if (pa != pb) return pa > pb;
@@ -54,10 +80,12 @@ static void adakv_shares(const alloc_config *ac, const alloc_scope *s, alloc_buf
         left -= counts[x];
     }
     KV_ASSERT(left >= 0);
+    rescale z;
+    rescale_of(s, &z);
     for (; left > 0; left--) {   /* the pool: one best remaining candidate at a time */
         int64_t best = -1;
         for (int64_t x = 0; x < S; x++)
-            if (counts[x] < s->n[x] && (best < 0 || ahead(s, ord, x, counts[x], best, counts[best]))) best = x;
+            if (counts[x] < s->n[x] && (best < 0 || ahead(s, &z, ord, x, counts[x], best, counts[best]))) best = x;
         KV_ASSERT(best >= 0);   /* total < Σ n: there is always one */
         counts[best]++;
     }

@@ -12,7 +12,7 @@ static int score_all(const alloc_scope_args *a, kv_err *err)
 {
     const policy_iface *pi = a->pc->iface;
     for (int64_t x = 0; x < a->n_streams; x++) {
-        policy_step_buf *b = &a->bufs[x];
+        policy_step_buf *b = a->bufs[x];
         const double t0 = kv_now_seconds();
         int rc = pi->score(a->pc, a->states[x], &a->views[x], b->scores, err);
         b->score_ns += (kv_now_seconds() - t0) * 1e9;
@@ -41,12 +41,12 @@ int alloc_scope_step(const alloc_scope_args *a, int64_t *kept, bool *evicted, kv
     const double *scores[256];
     KV_ASSERT(S <= 256);
     int64_t counts_n[256];
-    for (int64_t x = 0; x < S; x++) counts_n[x] = a->views[x].n, pos[x] = a->views[x].pos, scores[x] = a->bufs[x].scores;
+    for (int64_t x = 0; x < S; x++) counts_n[x] = a->views[x].n, pos[x] = a->views[x].pos, scores[x] = a->bufs[x]->scores;
     const alloc_scope s = {.n_streams = S, .n = counts_n, .scores = scores, .pos = pos, .budget = a->budget,
                            .total = a->total, .comparable = pi->scores_comparable};
     a->ac->iface->shares(a->ac, &s, a->ab, a->counts);
     for (int64_t x = 0; x < S; x++) {
-        policy_step_buf *b = &a->bufs[x];
+        policy_step_buf *b = a->bufs[x];
         KV_ASSERT(a->counts[x] >= 1 && a->counts[x] <= counts_n[x]);
         const int64_t k = policy_select(b->scores, pos[x], counts_n[x], a->counts[x], b->keep, b->scratch);
         a->compact(a->ctx[x], b->keep, k);
