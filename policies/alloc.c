@@ -1,6 +1,5 @@
-/* alloc: the allocator registry, parsing, labels and the checks shared by
- * every allocator (alloc.h). Adding an allocator = policies/alloc_NAME.c
- * defining `const alloc_iface alloc_NAME`, and X(NAME) in ALLOCATORS. */
+/* alloc: allocator specs parsed against the registry (alloc_registry.c),
+ * labels, and the checks shared by every allocator (alloc.h). */
 #include "policies/alloc.h"
 
 #include <stdio.h>
@@ -9,32 +8,18 @@
 
 #include "core/cli_args.h"
 
-#define ALLOCATORS(X) \
-    X(uniform)        \
-    X(pyramid)        \
-    X(adakv)
-
-#define DECLARE(name) extern const alloc_iface alloc_##name;
-ALLOCATORS(DECLARE)
-#undef DECLARE
-
-#define ENTRY(name) &alloc_##name,
-static const alloc_iface *const REGISTRY[] = {ALLOCATORS(ENTRY) NULL};
-#undef ENTRY
-
-const alloc_iface *const *alloc_all(void) { return REGISTRY; }
-
 int alloc_parse(const char *spec, alloc_config *out, kv_err *err)
 {
     memset(out, 0, sizeof *out);
     const size_t nlen = strcspn(spec, ":");
-    for (const alloc_iface *const *a = REGISTRY; *a; a++)
+    const alloc_iface *const *all = alloc_all();
+    for (const alloc_iface *const *a = all; *a; a++)
         if (strlen((*a)->name) == nlen && strncmp((*a)->name, spec, nlen) == 0) out->iface = *a;
     if (!out->iface) {
         char known[256];
         size_t used = 0;
-        for (const alloc_iface *const *a = REGISTRY; *a; a++)
-            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", a == REGISTRY ? "" : ", ", (*a)->name);
+        for (const alloc_iface *const *a = all; *a; a++)
+            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", a == all ? "" : ", ", (*a)->name);
         return kv_fail(err, KV_EUSAGE, "unknown allocator '%.*s' (known: %s)", (int)nlen, spec, known);
     }
     out->n = policy_params_count(out->iface->params);
@@ -65,13 +50,6 @@ int alloc_parse_list(const char *verb, const char *list, alloc_config *out, int 
     return rc;
 }
 
-double alloc_num(const alloc_config *ac, const char *key)
-{
-    int i = policy_params_index(ac->iface->params, key, strlen(key));
-    KV_ASSERT(i >= 0 && ac->iface->params[i].kind == PARAM_NUMBER);
-    return ac->num[i];
-}
-
 bool alloc_is_uniform(const alloc_config *ac)
 {
     return strcmp(ac->iface->name, "uniform") == 0;
@@ -87,7 +65,9 @@ int alloc_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, in
 
 int alloc_check(const alloc_config *ac, int64_t N, int64_t L, int64_t K, kv_err *err)
 {
-    if (ac->iface->kind != ALLOC_STATIC) return KV_OK;
+    if (ac->iface->kind != ALLOC_STATIC)   /* alloc_scope_step's fixed tables */
+        return K > 256 ? kv_fail(err, KV_EUSAGE, "%s: %lld kv heads per layer is beyond what a dynamic allocator "
+                                 "handles (256)", ac->iface->name, (long long)K) : KV_OK;
     int64_t *cap = kv_calloc((size_t)K, sizeof *cap, "allocator", err);
     if (!cap) return err->code;
     int rc = KV_OK;

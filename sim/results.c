@@ -17,6 +17,26 @@
 
 static const char *const PHASE_NAMES[N_PHASES] = {"prefill", "decode", "all"};
 
+const policy_config *sim_cfg_policy(const sim_opts *o, int c)
+{
+    return &o->policies[c / o->n_budgets / o->n_allocators];
+}
+
+const alloc_config *sim_cfg_alloc(const sim_opts *o, int c)
+{
+    return &o->allocators[c / o->n_budgets % o->n_allocators];
+}
+
+int64_t sim_cfg_budget(const sim_opts *o, int c)
+{
+    return o->budgets[c % o->n_budgets];
+}
+
+double sim_cfg_fraction(const sim_opts *o, int c)
+{
+    return o->budget_fractions ? o->budget_fractions[c % o->n_budgets] : NAN;
+}
+
 /* Every configuration once: results.csv's rows and results.h5's runs are
  * keyed by (config, budget), and a second copy would double them. */
 static int check_unique(const sim_opts *o, kv_err *err)

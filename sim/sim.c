@@ -234,26 +234,6 @@ static void print_cost(const sim_opts *o, const trace_meta *m)
             flops / 1e12, minutes, memory / gib, results / gib);
 }
 
-const policy_config *sim_cfg_policy(const sim_opts *o, int c)
-{
-    return &o->policies[c / o->n_budgets / o->n_allocators];
-}
-
-const alloc_config *sim_cfg_alloc(const sim_opts *o, int c)
-{
-    return &o->allocators[c / o->n_budgets % o->n_allocators];
-}
-
-int64_t sim_cfg_budget(const sim_opts *o, int c)
-{
-    return o->budgets[c % o->n_budgets];
-}
-
-double sim_cfg_fraction(const sim_opts *o, int c)
-{
-    return o->budget_fractions ? o->budget_fractions[c % o->n_budgets] : NAN;
-}
-
 /* The run's own copy of the options: uniform when no allocator was given,
  * budgets given as fractions of T turned into N = ⌊f·T⌋ (at least 1 row is
  * refused below that), and every allocator's check of every budget. */

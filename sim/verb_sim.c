@@ -80,6 +80,14 @@ static int parse_budgets(const char *verb, const char *arg, void *args, kv_err *
         a->fractions[i] = NAN, a->budgets[i] = 0;
         if (strchr(l.item[i], '%')) rc = parse_percent(verb, l.item[i], &a->fractions[i], err);
         else rc = cli_parse_i64(verb, "--budgets", l.item[i], 1, (int64_t)1 << 40, &a->budgets[i], err);
+        for (int j = 0; !rc && j < i; j++)   /* a value twice ("16,016", "10%,10.0%"): refused before any work */
+            if (a->budgets[j] == a->budgets[i] && (a->fractions[j] == a->fractions[i] ||
+                                                   (isnan(a->fractions[j]) && isnan(a->fractions[i])))) {
+                char canon[64];
+                if (isnan(a->fractions[i])) snprintf(canon, sizeof canon, "%lld", (long long)a->budgets[i]);
+                else snprintf(canon, sizeof canon, "%g%%", a->fractions[i] * 100);
+                rc = cli_list_repeat(verb, "--budgets", &l, j, i, "the value", canon, err);
+            }
     }
     if (!rc) a->o.n_budgets = l.n;
     return rc;
