@@ -73,27 +73,38 @@ static int write_dsets(hid_t g, const run_dset *ds, int n, const char *name, kv_
     return rc;
 }
 
-/* The datasets of one run into its group g: retained cut to its width (int32), the rest as given. */
+/* The datasets of one run into its group g: retained cut to its width
+ * (int32), head_budget counted from it when not given, head_budget_mean NaN
+ * when not given, the rest as given. */
 static int write_datasets(hid_t g, const results_run_view *run, int64_t L, int64_t K, const char *name, kv_err *err)
 {
-    const size_t LK = (size_t)(L * K), n = LK * (size_t)run->width;
+    const size_t LK = (size_t)(L * K), W = (size_t)run->width, n = LK * W;
+    const size_t stride = run->stride ? (size_t)run->stride : W;
     int32_t *ret = malloc(sizeof(int32_t) * (n + LK));
-    if (!ret) return kv_fail(err, KV_EFAIL, RESULTS_FILE_H5 ": out of memory");
+    double *mean = malloc(sizeof(double) * LK);
+    if (!ret || !mean) {
+        free(ret), free(mean);
+        return kv_fail(err, KV_EFAIL, RESULTS_FILE_H5 ": out of memory");
+    }
     int32_t *head = ret + n;
-    for (size_t i = 0; i < n; i++) ret[i] = (int32_t)run->retained[i / (size_t)run->width * (size_t)run->stride +
-                                                                   i % (size_t)run->width];
-    for (size_t i = 0; i < LK; i++) head[i] = (int32_t)run->head_budget[i];
+    for (size_t i = 0; i < n; i++) ret[i] = (int32_t)run->retained[i / W * stride + i % W];
+    for (size_t i = 0; i < LK; i++) {
+        int32_t k = 0;
+        while (k < (int32_t)W && ret[i * W + (size_t)k] != RESULTS_PAD) k++;
+        head[i] = run->head_budget ? (int32_t)run->head_budget[i] : k;
+        mean[i] = run->head_mean ? run->head_mean[i] : NAN;
+    }
     const hsize_t l = (hsize_t)L, k = (hsize_t)K, s = (hsize_t)run->n_steps;
     const run_dset ds[6] = {
-        {DSET_RETAINED, 3, {l, k, (hsize_t)run->width}, H5T_STD_I32LE, H5T_NATIVE_INT32, ret},
+        {DSET_RETAINED, 3, {l, k, (hsize_t)W}, H5T_STD_I32LE, H5T_NATIVE_INT32, ret},
         {DSET_LOGDET, 2, {l, k}, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, run->final_logdet},
         {DSET_HEAD_BUDGET, 2, {l, k}, H5T_STD_I32LE, H5T_NATIVE_INT32, head},
-        {DSET_HEAD_MEAN, 2, {l, k}, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, run->head_mean},
+        {DSET_HEAD_MEAN, 2, {l, k}, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, mean},
         {DSET_STEP_CAND, 3, {l, k, s}, H5T_STD_I32LE, H5T_NATIVE_INT32, run->step_cand},
         {DSET_STEP_KEPT, 3, {l, k, s}, H5T_STD_I32LE, H5T_NATIVE_INT32, run->step_kept},
     };
     int rc = write_dsets(g, ds, run->step_cand && run->n_steps > 0 ? 6 : 4, name, err);
-    free(ret);
+    free(ret), free(mean);
     return rc;
 }
 
@@ -109,7 +120,7 @@ static int write_run(hid_t runs, const results_run_view *run, const char *name, 
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_BUDGET, &run->budget, 1, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_CHUNK, &run->chunk, 1, err);
     if (!rc) rc = h5u_write_attr_str(g, ATTR_ALLOCATOR, run->allocator ? run->allocator : "uniform", err);
-    if (!rc && !isnan(run->budget_fraction)) rc = h5u_write_attr_f64(g, ATTR_FRACTION, run->budget_fraction, err);
+    if (!rc && run->budget_fraction > 0) rc = h5u_write_attr_f64(g, ATTR_FRACTION, run->budget_fraction, err);
     if (!rc) rc = write_datasets(g, run, L, K, name, err);
     H5Gclose(g);
     return rc;

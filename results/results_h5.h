@@ -66,14 +66,14 @@ typedef struct {
     const char *policy;          /* registry name */
     const char *params;          /* canonical parameters, defaults filled, "" for none */
     const char *allocator;       /* its label ("uniform", "pyramid:beta=20:window=32") */
-    double budget_fraction;      /* the budget's fraction of T when given so, else NaN (no attribute) */
+    double budget_fraction;      /* the budget's fraction of T when given so, else NaN or 0 (no attribute) */
     int64_t budget, chunk;
     int64_t width;               /* N': the most rows any (layer, kv head) kept */
-    int64_t stride;              /* row stride of retained (>= width) */
+    int64_t stride;              /* row stride of retained (>= width; 0: width) */
     const int64_t *retained;     /* [L][K][stride] positions, ascending, then RESULTS_PAD */
     const double *final_logdet;  /* [L][K] */
-    const int64_t *head_budget;  /* [L][K] rows kept at the end */
-    const double *head_mean;     /* [L][K] their mean over evicting steps (NaN: none) */
+    const int64_t *head_budget;  /* [L][K] rows kept at the end (NULL: counted from retained) */
+    const double *head_mean;     /* [L][K] their mean over evicting steps (NaN: none; NULL: all NaN) */
     int64_t n_steps;             /* > 0 with the per-step record: */
     const int32_t *step_cand, *step_kept; /* [L][K][n_steps] */
 } results_run_view;
