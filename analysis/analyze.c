@@ -197,8 +197,14 @@ static int read_results(analyze_ctx *c, kv_err *err)
     int rc = results_read(c->o->results, c->L, c->K, c->T, &c->rs, err);
     if (rc) return rc;
     results_runs runs = {0};
+    for (int r = 0; !rc && r < c->rs.n_runs; r++)   /* per-head budgets in analyze: issue #17's later stage */
+        if (strcmp(c->rs.runs[r].allocator, "uniform") != 0)
+            rc = kv_fail(err, KV_EUSAGE, "%s: /runs/%s was replayed with allocator %s; analyze reads runs of the "
+                         "uniform allocator only for now (sim --allocators uniform)", c->rs.path, c->rs.runs[r].name,
+                         c->rs.runs[r].allocator);
     for (int r = 0; !rc && r < c->rs.n_runs; r++)
-        if (results_runs_add(&runs, c->rs.runs[r].config, c->rs.runs[r].budget, err) < 0) rc = KV_EFAIL;
+        if (results_runs_add(&runs, c->rs.runs[r].config, c->rs.runs[r].allocator, c->rs.runs[r].budget, err) < 0)
+            rc = KV_EFAIL;
     const results_dims dims = {.L = c->L, .H = c->H, .K = c->K, .T = c->T};
     if (!rc) rc = results_check_csvs(c->o->results, &dims, &runs, err);
     results_runs_free(&runs);

@@ -68,6 +68,10 @@ static int load_meta(plot_data *d, kv_err *err)
     return KV_OK;
 }
 
+/* sim's CSVs hold allocator and budget_fraction after budget (column 3):
+ * the columns after them move by A (results/results_schema.c checked them all). */
+enum { A = 2 };
+
 static int load_summary(plot_data *d, kv_err *err)
 {
     csv_table c;
@@ -78,19 +82,19 @@ static int load_summary(plot_data *d, kv_err *err)
         plot_summary s = {0};
         int64_t v;
         double x;
-        const char *phase = csv_cell(&c, r, 7);
+        const char *phase = csv_cell(&c, r, A + 7);
         if ((rc = plot_table_series(d, &c, r, 0, &s.series, err)) ||
             (rc = csv_int(&c, r, 3, 1, BIG, &s.budget, err)))
             break;
-        for (int col = 4; !rc && col <= 6; col++) rc = csv_int(&c, r, col, 0, BIG, &v, err);
+        for (int col = A + 4; !rc && col <= A + 6; col++) rc = csv_int(&c, r, col, 0, BIG, &v, err);
         if (!rc && strcmp(phase, "all") && strcmp(phase, "prefill") && strcmp(phase, "decode"))
             rc = csv_fail(&c, r, err, "phase is '%.40s', expected prefill, decode or all", phase);
-        if (rc || (rc = csv_int(&c, r, 8, 0, INT64_MAX, &v, err)) ||
-            (rc = csv_double(&c, r, 9, false, &s.err_mean, err)) ||
-            (rc = csv_double(&c, r, 10, false, &x, err)) ||
-            (rc = csv_double(&c, r, 11, false, &s.recall_mean, err)) ||
-            (rc = csv_double(&c, r, 12, false, &x, err)) ||
-            (rc = csv_double(&c, r, 13, true, &s.logdet_mean, err)))
+        if (rc || (rc = csv_int(&c, r, A + 8, 0, INT64_MAX, &v, err)) ||
+            (rc = csv_double(&c, r, A + 9, false, &s.err_mean, err)) ||
+            (rc = csv_double(&c, r, A + 10, false, &x, err)) ||
+            (rc = csv_double(&c, r, A + 11, false, &s.recall_mean, err)) ||
+            (rc = csv_double(&c, r, A + 12, false, &x, err)) ||
+            (rc = csv_double(&c, r, A + 13, true, &s.logdet_mean, err)))
             break;
         if (strcmp(phase, "all") == 0) d->summary[d->n_summary++] = s;
     }
@@ -107,10 +111,10 @@ static int load_timing(plot_data *d, kv_err *err)
         plot_timing *t = &d->timing[r];
         int64_t v;
         if ((rc = plot_table_series(d, &c, r, 0, &t->series, err)) ||
-            (rc = csv_int(&c, r, 3, 1, BIG, &t->budget, err)) || (rc = csv_int(&c, r, 4, 0, BIG, &v, err)) ||
-            (rc = csv_int(&c, r, 5, 0, INT64_MAX, &t->calls, err)) ||
-            (rc = csv_int(&c, r, 6, 0, INT64_MAX, &v, err)) ||
-            (rc = csv_double(&c, r, 7, false, &t->ns, err)))
+            (rc = csv_int(&c, r, 3, 1, BIG, &t->budget, err)) || (rc = csv_int(&c, r, A + 4, 0, BIG, &v, err)) ||
+            (rc = csv_int(&c, r, A + 5, 0, INT64_MAX, &t->calls, err)) ||
+            (rc = csv_int(&c, r, A + 6, 0, INT64_MAX, &v, err)) ||
+            (rc = csv_double(&c, r, A + 7, false, &t->ns, err)))
             break;
         if (t->ns < 0) rc = csv_fail(&c, r, err, "score_ns_per_candidate is negative");
         d->n_timing++;

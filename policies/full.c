@@ -19,4 +19,5 @@ const policy_iface policy_full = {
     .summary = "never evicts: the unevicted reference cache",
     .never_evicts = true,
     .score = full_score,
+    .scores_comparable = true,
 };

@@ -108,4 +108,5 @@ const policy_iface policy_h2o = {
     .destroy = h2o_destroy,
     .score = h2o_score,
     .observe = h2o_observe,
+    .scores_comparable = true,
 };

@@ -91,4 +91,5 @@ const policy_iface policy_oracle = {
     .destroy = oracle_destroy,
     .score = oracle_score,
     .offline_only = true,
+    .scores_comparable = true,
 };

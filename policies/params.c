@@ -3,20 +3,28 @@
  * without a key), so a policy file lists its parameters once. */
 #include <string.h>
 
+#include "policies/alloc.h"
 #include "policies/policy.h"
 
-int policy_n_params(const policy_iface *pi)
+int policy_params_count(const policy_param *params)
 {
     int n = 0;
-    while (n < POLICY_MAX_PARAMS && pi->params[n].key) n++;
+    while (n < POLICY_MAX_PARAMS && params[n].key) n++;
     return n;
 }
 
+int policy_params_index(const policy_param *params, const char *key, size_t len)
+{
+    for (int i = 0; i < POLICY_MAX_PARAMS && params[i].key; i++)
+        if (strlen(params[i].key) == len && strncmp(params[i].key, key, len) == 0) return i;
+    return -1;
+}
+
+int policy_n_params(const policy_iface *pi) { return policy_params_count(pi->params); }
+
 int policy_param_index(const policy_iface *pi, const char *key, size_t len)
 {
-    for (int i = 0; i < POLICY_MAX_PARAMS && pi->params[i].key; i++)
-        if (strlen(pi->params[i].key) == len && strncmp(pi->params[i].key, key, len) == 0) return i;
-    return -1;
+    return policy_params_index(pi->params, key, len);
 }
 
 /* A policy asking for a key it does not declare, or of the wrong kind, is a bug. */
@@ -35,4 +43,11 @@ double policy_num(const policy_config *cfg, const char *key)
 int policy_choice(const policy_config *cfg, const char *key)
 {
     return cfg->choice[param_index(cfg, key, PARAM_CHOICE)];
+}
+
+double alloc_num(const alloc_config *ac, const char *key)
+{
+    int i = policy_params_index(ac->iface->params, key, strlen(key));
+    KV_ASSERT(i >= 0 && ac->iface->params[i].kind == PARAM_NUMBER);
+    return ac->num[i];
 }

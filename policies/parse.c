@@ -11,14 +11,14 @@
 #include "core/cli_args.h"
 #include "policies/policy.h"
 
-/* "a, b, c" into buf: the policy names or one policy's parameter keys. */
-static void list_names(char *buf, size_t cap, const policy_iface *pi)
+/* "a, b, c" into buf: the parameter keys of params[], or (NULL) the policy names. */
+static void list_names(char *buf, size_t cap, const policy_param *params)
 {
     size_t used = 0;
     buf[0] = '\0';
-    if (pi) {
-        for (int i = 0; i < policy_n_params(pi) && used < cap; i++)
-            used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", pi->params[i].key);
+    if (params) {
+        for (int i = 0; i < policy_params_count(params) && used < cap; i++)
+            used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", params[i].key);
         return;
     }
     const policy_iface *const *all = policy_all();
@@ -54,28 +54,37 @@ static void choice_text(const char *choices, int idx, char *buf, size_t cap)
     snprintf(buf, cap, "%.*s", (int)len, c);
 }
 
-static int set_param(const policy_iface *pi, int i, const char *val, policy_config *out, kv_err *err)
+/* What parsing fills: the values of one owner's (a policy's, an allocator's) parameters. */
+typedef struct {
+    const char *owner;            /* its name, for the messages */
+    const policy_param *params;
+    int n;
+    double *num;
+    int *choice;
+} param_target;
+
+static int set_param(const param_target *pi, int i, const char *val, kv_err *err)
 {
     const policy_param *p = &pi->params[i];
     if (p->kind == PARAM_CHOICE) {
         int c = choice_index(p->choices, val);
         if (c < 0)
-            return kv_fail(err, KV_EUSAGE, "%s: %s=%s is not one of %s", pi->name, p->key, val, p->choices);
-        out->choice[i] = c;
+            return kv_fail(err, KV_EUSAGE, "%s: %s=%s is not one of %s", pi->owner, p->key, val, p->choices);
+        pi->choice[i] = c;
         return KV_OK;
     }
     char *end = NULL;
     double x = strtod(val, &end);
     if (val[0] == '\0' || isspace((unsigned char)val[0]) || *end != '\0' || !isfinite(x))
-        return kv_fail(err, KV_EUSAGE, "%s: %s=%s is not a number (range [%.16g, %.16g])", pi->name, p->key,
+        return kv_fail(err, KV_EUSAGE, "%s: %s=%s is not a number (range [%.16g, %.16g])", pi->owner, p->key,
                        val, p->min, p->max);
     if (p->integer && x != floor(x))
-        return kv_fail(err, KV_EUSAGE, "%s: %s=%s is not an integer (range [%.16g, %.16g])", pi->name, p->key,
+        return kv_fail(err, KV_EUSAGE, "%s: %s=%s is not an integer (range [%.16g, %.16g])", pi->owner, p->key,
                        val, p->min, p->max);
     if (x < p->min || x > p->max)
-        return kv_fail(err, KV_EUSAGE, "%s: %s=%s is out of range [%.16g, %.16g]", pi->name, p->key, val,
+        return kv_fail(err, KV_EUSAGE, "%s: %s=%s is out of range [%.16g, %.16g]", pi->owner, p->key, val,
                        p->min, p->max);
-    out->num[i] = x + 0.0;   /* -0 → 0: one canonical name */
+    pi->num[i] = x + 0.0;   /* -0 → 0: one canonical name */
     return KV_OK;
 }
 
@@ -89,50 +98,69 @@ static void format_num(double x, char *buf, size_t cap)
     }
 }
 
-static void make_canonical(policy_config *cfg)
+static void make_canonical(const param_target *pi, char *canonical, size_t cap)
 {
-    const policy_iface *pi = cfg->iface;
-    size_t used = 0, cap = sizeof cfg->canonical;
-    cfg->canonical[0] = '\0';
-    for (int i = 0; i < cfg->n; i++) {
+    size_t used = 0;
+    canonical[0] = '\0';
+    for (int i = 0; i < pi->n; i++) {
         const policy_param *p = &pi->params[i];
         char val[64];
-        if (p->kind == PARAM_CHOICE) choice_text(p->choices, cfg->choice[i], val, sizeof val);
-        else format_num(cfg->num[i], val, sizeof val);
-        int w = snprintf(cfg->canonical + used, cap - used, "%s%s=%s", i ? ":" : "", p->key, val);
+        if (p->kind == PARAM_CHOICE) choice_text(p->choices, pi->choice[i], val, sizeof val);
+        else format_num(pi->num[i], val, sizeof val);
+        int w = snprintf(canonical + used, cap - used, "%s%s=%s", i ? ":" : "", p->key, val);
         KV_ASSERT(w >= 0 && (size_t)w < cap - used);
         used += (size_t)w;
     }
 }
 
 /* One "key=value" item (len bytes at item). */
-static int parse_item(const policy_iface *pi, const char *item, size_t len, bool *seen,
-                      policy_config *out, kv_err *err)
+static int parse_item(const param_target *pi, const char *item, size_t len, bool *seen, kv_err *err)
 {
     char known[256];
-    list_names(known, sizeof known, pi);
+    list_names(known, sizeof known, pi->params);
     const char *eq = memchr(item, '=', len);
     if (!eq)
-        return kv_fail(err, KV_EUSAGE, "%s: parameter '%.*s' is not key=value (known: %s)", pi->name,
-                       (int)len, item, policy_n_params(pi) ? known : "none");
+        return kv_fail(err, KV_EUSAGE, "%s: parameter '%.*s' is not key=value (known: %s)", pi->owner,
+                       (int)len, item, pi->n ? known : "none");
     size_t klen = (size_t)(eq - item);
-    int i = policy_param_index(pi, item, klen);
+    int i = policy_params_index(pi->params, item, klen);
     if (i < 0) {
-        if (policy_n_params(pi) == 0)
+        if (pi->n == 0)
             return kv_fail(err, KV_EUSAGE, "%s: unknown parameter '%.*s' (%s takes no parameters)",
-                           pi->name, (int)klen, item, pi->name);
-        return kv_fail(err, KV_EUSAGE, "%s: unknown parameter '%.*s' (known: %s)", pi->name, (int)klen,
+                           pi->owner, (int)klen, item, pi->owner);
+        return kv_fail(err, KV_EUSAGE, "%s: unknown parameter '%.*s' (known: %s)", pi->owner, (int)klen,
                        item, known);
     }
-    if (seen[i]) return kv_fail(err, KV_EUSAGE, "%s: parameter '%s' given twice", pi->name, pi->params[i].key);
+    if (seen[i]) return kv_fail(err, KV_EUSAGE, "%s: parameter '%s' given twice", pi->owner, pi->params[i].key);
     seen[i] = true;
     char val[128];
     size_t vlen = len - klen - 1;
     if (vlen >= sizeof val)
-        return kv_fail(err, KV_EUSAGE, "%s: value of '%s' is too long", pi->name, pi->params[i].key);
+        return kv_fail(err, KV_EUSAGE, "%s: value of '%s' is too long", pi->owner, pi->params[i].key);
     memcpy(val, eq + 1, vlen);
     val[vlen] = '\0';
-    return set_param(pi, i, val, out, err);
+    return set_param(pi, i, val, err);
+}
+
+int policy_params_parse(const char *owner, const policy_param *params, const char *spec, const char *rest,
+                        double *num, int *choice, char *canonical, size_t cap, kv_err *err)
+{
+    const param_target t = {owner, params, policy_params_count(params), num, choice};
+    for (int i = 0; i < t.n; i++) {   /* defaults, through the same checks */
+        int rc = set_param(&t, i, params[i].def, err);
+        if (rc) return rc;
+    }
+    bool seen[POLICY_MAX_PARAMS] = {false};
+    for (const char *s = rest; *s == ':';) {
+        const char *item = s + 1;
+        size_t len = strcspn(item, ":");
+        if (len == 0) return kv_fail(err, KV_EUSAGE, "%s: empty parameter in '%s'", owner, spec);
+        int rc = parse_item(&t, item, len, seen, err);
+        if (rc) return rc;
+        s = item + len;
+    }
+    make_canonical(&t, canonical, cap);
+    return KV_OK;
 }
 
 int policy_parse(const char *spec, policy_config *out, kv_err *err)
@@ -150,21 +178,8 @@ int policy_parse(const char *spec, policy_config *out, kv_err *err)
     }
     out->iface = pi;
     out->n = policy_n_params(pi);
-    for (int i = 0; i < out->n; i++) {   /* defaults, through the same checks */
-        int rc = set_param(pi, i, pi->params[i].def, out, err);
-        if (rc) return rc;
-    }
-    bool seen[POLICY_MAX_PARAMS] = {false};
-    for (const char *s = spec + nlen; *s == ':';) {
-        const char *item = s + 1;
-        size_t len = strcspn(item, ":");
-        if (len == 0) return kv_fail(err, KV_EUSAGE, "%s: empty parameter in '%s'", pi->name, spec);
-        int rc = parse_item(pi, item, len, seen, out, err);
-        if (rc) return rc;
-        s = item + len;
-    }
-    make_canonical(out);
-    return KV_OK;
+    return policy_params_parse(pi->name, pi->params, spec, spec + nlen, out->num, out->choice, out->canonical,
+                               sizeof out->canonical, err);
 }
 
 int policy_parse_list(const char *verb, const char *list, policy_config *out, int max, int *n, kv_err *err)

@@ -98,6 +98,11 @@ typedef struct policy_iface {
     int64_t (*query_window)(const policy_config *cfg);
     /* reads the future (oracle): sim only, refused by in-model eviction */
     bool offline_only;
+    /* its scores mean the same on every kv head (attention mass, a position, a
+     * uniform draw), so a dynamic allocator (adakv) may rank the candidates of
+     * different heads against each other directly; otherwise it ranks each
+     * head's by their quantile within the head (docs/allocators.md) */
+    bool scores_comparable;
 } policy_iface;
 
 /* The registry (registry.c): every policy, in a fixed order; NULL-terminated. */
@@ -120,6 +125,17 @@ int policy_parse_list(const char *verb, const char *list, policy_config *out, in
  * index of `key` (len bytes) or -1, and a configuration's value of `key`. */
 int policy_n_params(const policy_iface *pi);
 int policy_param_index(const policy_iface *pi, const char *key, size_t len);
+/* The same on a bare parameter list (an allocator's, policies/alloc.h). */
+int policy_params_count(const policy_param *params);
+int policy_params_index(const policy_param *params, const char *key, size_t len);
+
+/* The parameter part of a spec for any owner of a parameter list (a policy,
+ * an allocator): `rest` points into `spec` just after the name (at ':' or
+ * the end). Fills num[]/choice[] with defaults, then the given values, and
+ * `canonical` (cap bytes) with "key=value:..." sorted by key; errors are
+ * KV_EUSAGE naming `owner` and what is valid. */
+int policy_params_parse(const char *owner, const policy_param *params, const char *spec, const char *rest,
+                        double *num, int *choice, char *canonical, size_t cap, kv_err *err);
 double policy_num(const policy_config *cfg, const char *key);
 int policy_choice(const policy_config *cfg, const char *key);
 

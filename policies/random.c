@@ -25,4 +25,5 @@ const policy_iface policy_random = {
          .integer = true, .doc = "generator seed"},
     },
     .score = random_score,
+    .scores_comparable = true,
 };

@@ -131,3 +131,10 @@ int64_t policy_select(const double *scores, const int64_t *pos, int64_t n, int64
     if (!ascending(pos, n)) heap_sort(&o, keep, k); /* index order is position order otherwise */
     return k;
 }
+
+void policy_rank_order(const double *scores, const int64_t *pos, int64_t n, int64_t *idx)
+{
+    order o = {scores, pos, true};
+    for (int64_t i = 0; i < n; i++) idx[i] = i;
+    heap_sort(&o, idx, n);
+}

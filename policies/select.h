@@ -14,6 +14,11 @@
 int64_t policy_select(const double *scores, const int64_t *pos, int64_t n, int64_t budget,
                       int64_t *keep, int64_t *scratch);
 
+/* idx[0..n) = 0..n-1 sorted best first by policy_select's rule (score
+ * descending, NaN as -INFINITY, then later position, then later index):
+ * keeping the first k of them is what policy_select keeps for budget k. */
+void policy_rank_order(const double *scores, const int64_t *pos, int64_t n, int64_t *idx);
+
 /* ⌊fraction·budget⌋ for the "most recent fraction of N" windows (keydiff
  * window, h2o recent), guarded against 0.29·100 = 28.999…; at most budget. */
 int64_t policy_recent_count(double fraction, int64_t budget);

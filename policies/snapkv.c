@@ -67,4 +67,5 @@ const policy_iface policy_snapkv = {
                 .doc = "observation window: queries of the last `window` positions"}},
     .score = snapkv_score,
     .query_window = snapkv_query_window,
+    .scores_comparable = true,
 };

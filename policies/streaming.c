@@ -26,4 +26,5 @@ const policy_iface policy_streaming = {
          .integer = true, .doc = "absolute positions below this are kept (attention sinks)"},
     },
     .score = streaming_score,
+    .scores_comparable = true,
 };

@@ -32,4 +32,5 @@ const policy_iface policy_tova = {
     .needs_attention = true,
     .score = tova_score,
     .layer_scope = tova_layer_scope,
+    .scores_comparable = true,
 };

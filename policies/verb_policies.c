@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/cli_args.h"
+#include "policies/alloc.h"
 #include "policies/policy.h"
 
 static const char USAGE[] =
@@ -14,7 +15,9 @@ static const char USAGE[] =
     "Lists every eviction policy (or only the named ones) with its parameters, their\n"
     "defaults, and their allowed values. A policy is given to sim as\n"
     "name:key=value:key=value (e.g. keydiff:window=0.2:anchor=raw); results name every\n"
-    "parameter, defaults filled in, as key=value:key=value sorted by key.\n";
+    "parameter, defaults filled in, as key=value:key=value sorted by key. Then the budget\n"
+    "allocators (sim --allocators, same syntax): how many candidates each (layer, kv head)\n"
+    "keeps (docs/allocators.md). NAME may name a policy or an allocator.\n";
 
 static void print_param(const policy_param *p)
 {
@@ -30,12 +33,43 @@ static void print_param(const policy_param *p)
     printf("             %s\n", p->doc);
 }
 
+static void print_params(const policy_param *params)
+{
+    const int n = policy_params_count(params);
+    if (n == 0) printf("    (no parameters)\n");
+    for (int i = 0; i < n; i++) print_param(&params[i]);
+}
+
 static void print_policy(const policy_iface *pi)
 {
     printf("%-10s %s\n", pi->name, pi->summary);
-    const int n = policy_n_params(pi);
-    if (n == 0) printf("    (no parameters)\n");
-    for (int i = 0; i < n; i++) print_param(&pi->params[i]);
+    if (!pi->never_evicts)   /* what adakv does with its scores (docs/allocators.md) */
+        printf("    scores comparable across kv heads: %s\n", pi->scores_comparable ? "yes (adakv ranks them "
+               "directly)" : "no (adakv ranks each head's by its quantile in the head)");
+    print_params(pi->params);
+}
+
+static void print_alloc(const alloc_iface *ai)
+{
+    printf("%-10s %s\n    %s\n", ai->name, ai->summary, ai->kind == ALLOC_STATIC ?
+           "static: a fixed capacity per (layer, kv head), summing to L*K*N" :
+           "dynamic: the kv heads of a layer share K*N, recomputed at every step from the scores");
+    print_params(ai->params);
+}
+
+static const alloc_iface *alloc_named(const char *name)
+{
+    for (const alloc_iface *const *a = alloc_all(); *a; a++)
+        if (strcmp((*a)->name, name) == 0) return *a;
+    return NULL;
+}
+
+/* Whether argv[1..argc) selects `name` (no names: everything). */
+static bool shown(int argc, char **argv, const char *name)
+{
+    bool yes = argc == 1;
+    for (int a = 1; a < argc; a++) yes |= strcmp(argv[a], name) == 0;
+    return yes;
 }
 
 int policies_main(int argc, char **argv)
@@ -50,7 +84,7 @@ int policies_main(int argc, char **argv)
             cli_usage(&err, "policies", "unknown option '%s'", argv[a]);
             return cli_report(&err);
         }
-        if (!policy_find(argv[a])) {
+        if (!policy_find(argv[a]) && !alloc_named(argv[a])) {
             policy_config cfg;
             kv_err why = {0};   /* policy_parse's message lists the known names */
             if (policy_parse(argv[a], &cfg, &why) == KV_OK)
@@ -62,12 +96,19 @@ int policies_main(int argc, char **argv)
     }
     int first = 1;
     for (const policy_iface *const *p = policy_all(); *p; p++) {
-        int shown = argc == 1;
-        for (int a = 1; a < argc; a++) shown |= strcmp(argv[a], (*p)->name) == 0;
-        if (!shown) continue;
+        if (!shown(argc, argv, (*p)->name)) continue;
         if (!first) putchar('\n');
         first = 0;
         print_policy(*p);
+    }
+    bool heading = false;
+    for (const alloc_iface *const *a = alloc_all(); *a; a++) {
+        if (!shown(argc, argv, (*a)->name)) continue;
+        if (!heading) printf("%sAllocators (sim --allocators LIST, default uniform; N is the average per (layer, kv "
+                             "head)):\n\n", first ? "" : "\n");
+        else putchar('\n');
+        heading = true, first = 0;
+        print_alloc(*a);
     }
     return 0;
 }

@@ -19,8 +19,14 @@
 #define ATTR_PARAMS "params"
 #define ATTR_BUDGET "budget"
 #define ATTR_CHUNK "chunk"
+#define ATTR_ALLOCATOR "allocator"
+#define ATTR_FRACTION "budget_fraction"
 #define DSET_RETAINED "retained"
 #define DSET_LOGDET "final_logdet"
+#define DSET_HEAD_BUDGET "head_budget"
+#define DSET_HEAD_MEAN "head_budget_mean"
+#define DSET_STEP_CAND "step_candidates"
+#define DSET_STEP_KEPT "step_kept"
 
 /* ---- writing ------------------------------------------------------------- */
 
@@ -41,22 +47,21 @@ static hid_t create_group(hid_t loc, const char *name)
     return g;
 }
 
-/* retained and final_logdet of one run into its group g. */
-static int write_datasets(hid_t g, const results_run_view *run, int64_t L, int64_t K, const char *name, kv_err *err)
+/* One dataset of a run: name, rank and dims, file and memory types, data. */
+typedef struct {
+    const char *name;
+    int rank;
+    hsize_t dims[3];
+    hid_t ftype, mtype;
+    const void *buf;
+} run_dset;
+
+static int write_dsets(hid_t g, const run_dset *ds, int n, const char *name, kv_err *err)
 {
-    const size_t n = (size_t)(L * K * run->width);
-    int32_t *ret = malloc(sizeof(int32_t) * n);
-    if (!ret) return kv_fail(err, KV_EFAIL, RESULTS_FILE_H5 ": out of memory");
-    for (size_t i = 0; i < n; i++) ret[i] = (int32_t)run->retained[i];
-    hsize_t d3[3] = {(hsize_t)L, (hsize_t)K, (hsize_t)run->width}, d2[2] = {(hsize_t)L, (hsize_t)K};
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_obj_track_times(dcpl, 0);
-    struct { const char *name; int rank; hsize_t *dims; hid_t ftype, mtype; const void *buf; } ds[2] = {
-        {DSET_RETAINED, 3, d3, H5T_STD_I32LE, H5T_NATIVE_INT32, ret},
-        {DSET_LOGDET, 2, d2, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, run->final_logdet},
-    };
     int rc = KV_OK;
-    for (int i = 0; !rc && i < 2; i++) {
+    for (int i = 0; !rc && i < n; i++) {
         hid_t sp = H5Screate_simple(ds[i].rank, ds[i].dims, NULL);
         hid_t d = H5Dcreate2(g, ds[i].name, ds[i].ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
         if (d < 0 || H5Dwrite(d, ds[i].mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds[i].buf) < 0)
@@ -65,7 +70,41 @@ static int write_datasets(hid_t g, const results_run_view *run, int64_t L, int64
         H5Sclose(sp);
     }
     H5Pclose(dcpl);
-    free(ret);
+    return rc;
+}
+
+/* The datasets of one run into its group g: retained cut to its width
+ * (int32), head_budget counted from it when not given, head_budget_mean NaN
+ * when not given, the rest as given. */
+static int write_datasets(hid_t g, const results_run_view *run, int64_t L, int64_t K, const char *name, kv_err *err)
+{
+    const size_t LK = (size_t)(L * K), W = (size_t)run->width, n = LK * W;
+    const size_t stride = run->stride ? (size_t)run->stride : W;
+    int32_t *ret = malloc(sizeof(int32_t) * (n + LK));
+    double *mean = malloc(sizeof(double) * LK);
+    if (!ret || !mean) {
+        free(ret), free(mean);
+        return kv_fail(err, KV_EFAIL, RESULTS_FILE_H5 ": out of memory");
+    }
+    int32_t *head = ret + n;
+    for (size_t i = 0; i < n; i++) ret[i] = (int32_t)run->retained[i / W * stride + i % W];
+    for (size_t i = 0; i < LK; i++) {
+        int32_t k = 0;
+        while (k < (int32_t)W && ret[i * W + (size_t)k] != RESULTS_PAD) k++;
+        head[i] = run->head_budget ? (int32_t)run->head_budget[i] : k;
+        mean[i] = run->head_mean ? run->head_mean[i] : NAN;
+    }
+    const hsize_t l = (hsize_t)L, k = (hsize_t)K, s = (hsize_t)run->n_steps;
+    const run_dset ds[6] = {
+        {DSET_RETAINED, 3, {l, k, (hsize_t)W}, H5T_STD_I32LE, H5T_NATIVE_INT32, ret},
+        {DSET_LOGDET, 2, {l, k}, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, run->final_logdet},
+        {DSET_HEAD_BUDGET, 2, {l, k}, H5T_STD_I32LE, H5T_NATIVE_INT32, head},
+        {DSET_HEAD_MEAN, 2, {l, k}, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, mean},
+        {DSET_STEP_CAND, 3, {l, k, s}, H5T_STD_I32LE, H5T_NATIVE_INT32, run->step_cand},
+        {DSET_STEP_KEPT, 3, {l, k, s}, H5T_STD_I32LE, H5T_NATIVE_INT32, run->step_kept},
+    };
+    int rc = write_dsets(g, ds, run->step_cand && run->n_steps > 0 ? 6 : 4, name, err);
+    free(ret), free(mean);
     return rc;
 }
 
@@ -80,6 +119,8 @@ static int write_run(hid_t runs, const results_run_view *run, const char *name, 
     if (!rc) rc = h5u_write_attr_str(g, ATTR_PARAMS, run->params, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_BUDGET, &run->budget, 1, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_CHUNK, &run->chunk, 1, err);
+    if (!rc) rc = h5u_write_attr_str(g, ATTR_ALLOCATOR, run->allocator ? run->allocator : "uniform", err);
+    if (!rc && run->budget_fraction > 0) rc = h5u_write_attr_f64(g, ATTR_FRACTION, run->budget_fraction, err);
     if (!rc) rc = write_datasets(g, run, L, K, name, err);
     H5Gclose(g);
     return rc;
@@ -177,7 +218,7 @@ static int check_rows(results_run *r, int64_t L, int64_t K, int64_t T, const cha
             if (n == 0)
                 return kv_fail(err, KV_EINPUT, "%s/" DSET_RETAINED ": [%lld, %lld] holds no position", where,
                                (long long)l, (long long)g);
-            if (n > r->budget && n != T)   /* only a policy that never evicts keeps more: all T positions */
+            if (n > r->budget && n != T && strcmp(r->allocator, "uniform") == 0) /* only `full` keeps more: all T */
                 return kv_fail(err, KV_EINPUT, "%s/" DSET_RETAINED ": [%lld, %lld] keeps %lld positions, more than "
                                "the budget %lld and fewer than all T = %lld", where, (long long)l, (long long)g,
                                (long long)n, (long long)r->budget, (long long)T);
@@ -243,6 +284,12 @@ static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T,
     int rc = h5u_read_attr_str(g, where, ATTR_POLICY, r->policy, sizeof r->policy, NULL, err);
     if (!rc) rc = h5u_read_attr_str(g, where, ATTR_PARAMS, r->params, sizeof r->params, NULL, err);
     if (!rc) rc = h5u_read_attr_i64(g, where, ATTR_BUDGET, &r->budget, 1, NULL, err);
+    bool has_alloc = false;
+    if (!rc) rc = h5u_read_attr_str(g, where, ATTR_ALLOCATOR, r->allocator, sizeof r->allocator, &has_alloc, err);
+    if (!rc && !has_alloc) snprintf(r->allocator, sizeof r->allocator, "uniform");   /* before allocators */
+    if (!rc && (!r->allocator[0] || strchr(r->allocator, ',') || strchr(r->allocator, '\n')))
+        rc = kv_fail(err, KV_EINPUT, "%s: attribute allocator '%s' is empty or holds a comma or newline", where,
+                     r->allocator);
     if (!rc && r->budget < 1)
         rc = kv_fail(err, KV_EINPUT, "%s: budget %lld is not a cache size (>= 1)", where, (long long)r->budget);
     if (!rc && (strchr(r->policy, ',') || strchr(r->params, ',') || strchr(r->policy, '\n') ||
@@ -281,10 +328,11 @@ static int read_runs(hid_t f, results_set *rs, int64_t L, int64_t K, int64_t T, 
             rc = kv_fail(err, KV_EINPUT, "%s: /" RUNS "/%s: a run name holds a comma", rs->path, r->name);
         else
             rc = read_run(runs, r, L, K, T, rs->path, err);
-        for (int j = 0; !rc && j < rs->n_runs - 1; j++)   /* results.csv and the rest are keyed by (config, budget) */
-            if (rs->runs[j].budget == r->budget && strcmp(rs->runs[j].config, r->config) == 0)
-                rc = kv_fail(err, KV_EINPUT, "%s: /" RUNS "/%s repeats the run of /" RUNS "/%s (%s, budget %lld)",
-                             rs->path, r->name, rs->runs[j].name, r->config, (long long)r->budget);
+        for (int j = 0; !rc && j < rs->n_runs - 1; j++)   /* results.csv and the rest: keyed by (config, allocator, budget) */
+            if (rs->runs[j].budget == r->budget && strcmp(rs->runs[j].config, r->config) == 0 &&
+                strcmp(rs->runs[j].allocator, r->allocator) == 0)
+                rc = kv_fail(err, KV_EINPUT, "%s: /" RUNS "/%s repeats the run of /" RUNS "/%s (%s, %s, budget %lld)",
+                             rs->path, r->name, rs->runs[j].name, r->config, r->allocator, (long long)r->budget);
     }
     H5Gclose(runs);
     return rc;

@@ -12,9 +12,17 @@
  *     @params        string          its canonical parameters, defaults filled ("" for none)
  *     @budget        int64           N
  *     @chunk         int64           the prefill chunk B (written; the reader ignores it)
+ *     @allocator     string          the allocator's label (absent in older files: uniform)
+ *     @budget_fraction f64           the budget as a fraction of T, only when given so
  *     retained       int32 [L, K, N']  each (layer, kv head)'s final cache positions,
- *                                      ascending, then RESULTS_PAD up to N'
+ *                                      ascending, then RESULTS_PAD up to N', the
+ *                                      most any (layer, kv head) kept (ragged by
+ *                                      allocator: -1 padding to the largest)
  *     final_logdet   f64 [L, K]        the log-det of those keys (SPEC §6)
+ *     head_budget    int32 [L, K]      rows each kept at the end (the positions before the padding)
+ *     head_budget_mean f64 [L, K]      rows kept after each evicting step, averaged (NaN: never evicted)
+ *     step_candidates, step_kept  int32 [L, K, S]  with sim --step-counts only: at each of
+ *                                      the S steps, the candidates and the rows kept after it
  *
  *   @command       string  the sim command as typed   } the provenance, kept apart from the
  *   @trace_path    string  the trace as given          } data (docs/provenance.md): written
@@ -57,10 +65,17 @@
 typedef struct {
     const char *policy;          /* registry name */
     const char *params;          /* canonical parameters, defaults filled, "" for none */
+    const char *allocator;       /* its label ("uniform", "pyramid:beta=20:window=32") */
+    double budget_fraction;      /* the budget's fraction of T when given so, else NaN or 0 (no attribute) */
     int64_t budget, chunk;
-    int64_t width;               /* N' */
-    const int64_t *retained;     /* [L][K][N'] positions, ascending, then RESULTS_PAD */
+    int64_t width;               /* N': the most rows any (layer, kv head) kept */
+    int64_t stride;              /* row stride of retained (>= width; 0: width) */
+    const int64_t *retained;     /* [L][K][stride] positions, ascending, then RESULTS_PAD */
     const double *final_logdet;  /* [L][K] */
+    const int64_t *head_budget;  /* [L][K] rows kept at the end (NULL: counted from retained) */
+    const double *head_mean;     /* [L][K] their mean over evicting steps (NaN: none; NULL: all NaN) */
+    int64_t n_steps;             /* > 0 with the per-step record: */
+    const int32_t *step_cand, *step_kept; /* [L][K][n_steps] */
 } results_run_view;
 
 /* The group name of run i (0-based) of n: "run" and i + 1 zero-padded to
@@ -80,6 +95,7 @@ typedef struct {
     char policy[128];
     char params[512];
     char config[648];        /* results_config_label(policy, params) */
+    char allocator[300];     /* @allocator, "uniform" when absent */
     int64_t budget;
     int64_t width;           /* N' */
     int32_t *retained;       /* [L][K][N'], each row sorted, −1 padded at the end */

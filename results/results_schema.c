@@ -13,22 +13,26 @@
 #define RUN_COLS {"config", SC_CONFIG, false, true}, {"policy", SC_POLICY, false, false}, \
                  {"params", SC_PARAMS, false, false}, {"budget", SC_BUDGET, false, true}
 
+/* sim's CSVs: the run's allocator (part of its key) and the budget's fraction of T */
+#define SIM_RUN_COLS RUN_COLS, {"allocator", SC_ALLOC, false, true}, {"budget_fraction", SC_FRACTION, false, false}
+
 static const results_col COLS_RESULTS[] = {
-    RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"decode_chunk", SC_BUDGET, false, false},
+    SIM_RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"decode_chunk", SC_BUDGET, false, false},
     {"eval_stride", SC_BUDGET, false, false}, {"layer", SC_LAYER, false, true}, {"q_head", SC_QHEAD, false, true},
     {"kv_head", SC_KVHEAD, false, false}, {"phase", SC_PHASE, false, true}, {"n_queries", SC_COUNT, false, false},
     {"out_rel_err_mean", SC_NONNEG, false, false}, {"out_rel_err_p95", SC_NONNEG, false, false},
     {"attn_recall_mean", SC_UNIT, false, false}, {"attn_recall_min", SC_UNIT, false, false},
+    {"head_budget", SC_COUNT, false, false}, {"head_budget_mean", SC_NONNEG, true, false},
 };
 static const results_col COLS_SUMMARY[] = {
-    RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"decode_chunk", SC_BUDGET, false, false},
+    SIM_RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"decode_chunk", SC_BUDGET, false, false},
     {"eval_stride", SC_BUDGET, false, false}, {"phase", SC_PHASE, false, true}, {"n_queries", SC_COUNT, false, false},
     {"out_rel_err_mean", SC_NONNEG, false, false}, {"out_rel_err_p95", SC_NONNEG, false, false},
     {"attn_recall_mean", SC_UNIT, false, false}, {"attn_recall_min", SC_UNIT, false, false},
     {"final_logdet_mean", SC_REAL, true, false},
 };
 static const results_col COLS_TIMING[] = {
-    RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"calls", SC_COUNT, false, false},
+    SIM_RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"calls", SC_COUNT, false, false},
     {"candidates", SC_COUNT, false, false}, {"score_ns_per_candidate", SC_NONNEG, false, false},
 };
 static const results_col COLS_META[] = {{"key", SC_TEXT, false, false}, {"value", SC_TEXT, false, false}};
@@ -85,31 +89,42 @@ FILE *results_schema_create(const char *dir, const results_schema *s, kv_err *er
 
 void results_runs_free(results_runs *r)
 {
-    for (int i = 0; i < r->n; i++) free((char *)r->config[i]);
-    free(r->config), free(r->budget);
+    for (int i = 0; i < r->n; i++) free((char *)r->config[i]), free((char *)r->alloc[i]);
+    free(r->config), free(r->alloc), free(r->budget);
     memset(r, 0, sizeof *r);
 }
 
-static int runs_find(const results_runs *r, const char *config, int64_t budget, int hint)
+static bool run_is(const results_runs *r, int i, const char *config, const char *alloc, int64_t budget)
 {
-    if (hint >= 0 && hint < r->n && r->budget[hint] == budget && strcmp(r->config[hint], config) == 0) return hint;
+    return r->budget[i] == budget && strcmp(r->config[i], config) == 0 && strcmp(r->alloc[i], alloc) == 0;
+}
+
+static int runs_find(const results_runs *r, const char *config, const char *alloc, int64_t budget, int hint)
+{
+    if (hint >= 0 && hint < r->n && run_is(r, hint, config, alloc, budget)) return hint;
     for (int i = 0; i < r->n; i++)
-        if (r->budget[i] == budget && strcmp(r->config[i], config) == 0) return i;
+        if (run_is(r, i, config, alloc, budget)) return i;
     return -1;
 }
 
-int results_runs_add(results_runs *r, const char *config, int64_t budget, kv_err *err)
+int results_runs_add(results_runs *r, const char *config, const char *alloc, int64_t budget, kv_err *err)
 {
     if (r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 16;
         const char **c = realloc(r->config, (size_t)cap * sizeof *c);
         if (c) r->config = c;
+        const char **a = realloc(r->alloc, (size_t)cap * sizeof *a);
+        if (a) r->alloc = a;
         int64_t *b = realloc(r->budget, (size_t)cap * sizeof *b);
         if (b) r->budget = b;
-        if (!c || !b) return kv_fail(err, KV_EFAIL, "out of memory for %d runs", cap);
+        if (!c || !a || !b) return kv_fail(err, KV_EFAIL, "out of memory for %d runs", cap);
         r->cap = cap;
     }
-    if (!(r->config[r->n] = strdup(config))) return kv_fail(err, KV_EFAIL, "out of memory for a run");
+    r->config[r->n] = strdup(config), r->alloc[r->n] = strdup(alloc);
+    if (!r->config[r->n] || !r->alloc[r->n]) {
+        free((char *)r->config[r->n]), free((char *)r->alloc[r->n]);
+        return kv_fail(err, KV_EFAIL, "out of memory for a run");
+    }
     r->budget[r->n] = budget;
     return r->n++;
 }
@@ -169,6 +184,14 @@ static int check_cell(const csv_table *c, size_t r, int j, const results_schema 
     case SC_POLICY:
         return !v[0] || strchr(v, ':') ? csv_fail(c, r, err, "policy '%.60s' is empty or holds ':'", v) : KV_OK;
     case SC_BUDGET: return csv_int(c, r, j, 1, INT64_MAX, &x, err);
+    case SC_ALLOC:
+        return !v[0] ? csv_fail(c, r, err, "allocator is empty") : KV_OK;
+    case SC_FRACTION: {
+        double f;
+        if (!v[0]) return KV_OK;
+        int rc = csv_double(c, r, j, false, &f, err);
+        return rc || (f > 0 && f <= 1) ? rc : csv_fail(c, r, err, "budget_fraction = %.9g is outside (0, 1]", f);
+    }
     case SC_COUNT: return csv_int(c, r, j, 0, INT64_MAX, &x, err);
     case SC_PHASE:
         for (int p = 0; p < 3; p++)
@@ -214,13 +237,15 @@ static int check_cells(const csv_table *c, const results_schema *s, const result
                        int *run, kv_err *err)
 {
     const bool has_run = s->cols[0].kind == SC_CONFIG;
+    const int alloc_col = s->n_cols > 4 && s->cols[4].kind == SC_ALLOC ? 4 : -1;
     int last = -1, rc = KV_OK;
     for (size_t r = 0; !rc && r < c->n_rows; r++) {
         for (int j = 0; !rc && j < s->n_cols; j++) rc = check_cell(c, r, j, s, d, err);
         if (rc || !has_run) continue;
         int64_t b = strtoll(csv_cell(c, r, 3), NULL, 10);
-        last = runs_find(runs, csv_cell(c, r, 0), b, last);
-        if (last < 0) last = results_runs_add(runs, csv_cell(c, r, 0), b, err);
+        const char *alloc = alloc_col >= 0 ? csv_cell(c, r, alloc_col) : "uniform";
+        last = runs_find(runs, csv_cell(c, r, 0), alloc, b, last);
+        if (last < 0) last = results_runs_add(runs, csv_cell(c, r, 0), alloc, b, err);
         if (last < 0) rc = KV_EFAIL;
         run[r] = last;
     }
@@ -282,15 +307,16 @@ int results_runs_match(const results_runs *got, const char *path, const results_
 {
     int n_extra = 0;
     for (int i = 0; i < got->n; i++) {
-        if (runs_find(want, got->config[i], got->budget[i], i) >= 0) continue;
+        if (runs_find(want, got->config[i], got->alloc[i], got->budget[i], i) >= 0) continue;
         if (extra && strcmp(got->config[i], extra) == 0 && !n_extra++) continue;
-        return kv_fail(err, KV_EINPUT, "%s: run '%s' budget %lld is not in %s", path, got->config[i],
-                       (long long)got->budget[i], want_path);
+        return kv_fail(err, KV_EINPUT, "%s: run '%s' allocator '%s' budget %lld is not in %s", path, got->config[i],
+                       got->alloc[i], (long long)got->budget[i], want_path);
     }
     for (int i = 0; i < want->n; i++)
-        if (runs_find(got, want->config[i], want->budget[i], i) < 0)
-            return kv_fail(err, KV_EINPUT, "%s: run '%s' budget %lld of %s is missing (rows are missing or the file "
-                           "was cut)", path, want->config[i], (long long)want->budget[i], want_path);
+        if (runs_find(got, want->config[i], want->alloc[i], want->budget[i], i) < 0)
+            return kv_fail(err, KV_EINPUT, "%s: run '%s' allocator '%s' budget %lld of %s is missing (rows are "
+                           "missing or the file was cut)", path, want->config[i], want->alloc[i],
+                           (long long)want->budget[i], want_path);
     return KV_OK;
 }
 

@@ -30,6 +30,8 @@ typedef enum {
     SC_POLICY,   /* a policy name: not empty, no ':' */
     SC_PARAMS,   /* its canonical parameters, "" when none */
     SC_BUDGET,   /* integer >= 1 */
+    SC_ALLOC,    /* an allocator label (name[:params]): not empty, no ',' */
+    SC_FRACTION, /* "" (a budget given as N), or a real in (0, 1] (one given as a fraction of T) */
     SC_COUNT,    /* integer >= 0 */
     SC_LAYER,    /* integer in [0, L) */
     SC_QHEAD,    /* integer in [0, H) */
@@ -83,15 +85,16 @@ typedef struct {
                          draw: plot); 0: any finite value */
 } results_dims;
 
-/* The runs (config, budget) of a file, in order of first appearance (the
- * labels are copies). */
+/* The runs (config, allocator, budget) of a file, in order of first
+ * appearance (the labels are copies). A file without an allocator column
+ * (analyze's own, results directories before allocators) holds uniform runs. */
 typedef struct {
-    const char **config;
+    const char **config, **alloc;
     int64_t *budget;
     int n, cap;
 } results_runs;
 /* Appends a run; its index, or -1 (KV_EFAIL) when out of memory. */
-int results_runs_add(results_runs *r, const char *config, int64_t budget, kv_err *err);
+int results_runs_add(results_runs *r, const char *config, const char *alloc, int64_t budget, kv_err *err);
 void results_runs_free(results_runs *r);
 
 /* Checks an already read table against s: the header exactly, every cell's

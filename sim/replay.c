@@ -119,10 +119,10 @@ static double rel_err(const float *o, const float *f, int64_t D)
  * scores of its G heads [G*n][|C|] and one for the outputs. Measured rows get
  * their error and recall; with `want_attn` every row is normalised and their
  * mean over the stream's heads is left in b->attn_mean [n][|C|]. */
-static void measure(replay_buf *b, const sim_layer *ly, int64_t budget, int64_t p0, int64_t p1, bool want_attn)
+static void measure(replay_buf *b, const sim_layer *ly, int64_t from, int64_t p0, int64_t p1, bool want_attn)
 {
     const int64_t D = ly->D, T = ly->T, G = ly->H / ly->K, n = p1 - p0, cols = b->n, hs = b->ng * G;
-    const int64_t first = p0 > budget ? p0 : budget; /* earlier queries cannot be affected */
+    const int64_t first = p0 > from ? p0 : from; /* earlier queries cannot be affected */
     const int64_t n_eval_before = b->n_eval;
     for (int64_t i = first; i < p1; i++)
         if (i % ly->eval_stride == 0) b->eval_pos[b->n_eval++] = i;
@@ -222,17 +222,54 @@ static int finish(replay_buf *b, const sim_layer *ly, int64_t layer, sim_result 
             sim_stats_of(tmp, b->recalls + j * T, b->eval_pos, b->n_eval, ly->prompt_len, p, &out->stats[j * N_PHASES + p]);
         }
     free(tmp);
-    out->n_retained = b->n;
-    memcpy(out->retained, b->pos, sizeof(int64_t) * (size_t)b->n);
-    for (int64_t x = 0; x < b->ng; x++) out->logdet[x] = logdet_keys(head_rows(b, b->k, x, ly->D), b->n, ly->D, b->lds);
+    for (int64_t x = 0; x < b->ng; x++) {   /* the stream's kv heads share its kept set */
+        out->n_retained[x] = b->n;
+        memcpy(out->retained + x * T, b->pos, sizeof(int64_t) * (size_t)b->n);
+        out->logdet[x] = logdet_keys(head_rows(b, b->k, x, ly->D), b->n, ly->D, b->lds);
+    }
     return KV_OK;
 }
 
-int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t layer, int64_t g0, int64_t ng,
-               sim_result *out, kv_err *err)
+/* The end of the chunk that starts at p0: prompt chunks of B (the last one
+ * ends at prompt_len), then decode chunks. */
+static int64_t chunk_end(const sim_layer *ly, int64_t p0)
+{
+    int64_t p1 = p0 < ly->prompt_len ? p0 + ly->chunk : p0 + ly->decode_chunk;
+    if (p0 < ly->prompt_len && p1 > ly->prompt_len) p1 = ly->prompt_len;
+    return p1 > ly->T ? ly->T : p1;
+}
+
+int64_t sim_replay_steps(const sim_layer *ly)
+{
+    int64_t n = 0;
+    for (int64_t p0 = 0; p0 < ly->T; p0 = chunk_end(ly, p0)) n++;
+    return n;
+}
+
+/* What one step did to stream head x: its candidates and what it kept (the
+ * per-step record, when asked for), summed into kept_mean over the evicting
+ * steps (the same steps for every head of a stream or scope: *n_evicting). */
+static void note_step(sim_result *out, int64_t x, int64_t step, int64_t cand, int64_t kept, bool evicted)
+{
+    if (out->step_cand) {
+        out->step_cand[x * out->n_steps + step] = (int32_t)cand;
+        out->step_kept[x * out->n_steps + step] = (int32_t)kept;
+    }
+    if (evicted) out->kept_mean[x] += (double)kept;
+}
+
+/* kept_mean from its sums: the mean over n_evicting steps, NaN when none. */
+static void kept_means(sim_result *out, int64_t ng, int64_t n_evicting)
+{
+    for (int64_t x = 0; x < ng; x++) out->kept_mean[x] = n_evicting ? out->kept_mean[x] / (double)n_evicting : NAN;
+}
+
+int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t capacity, int64_t layer,
+               int64_t g0, int64_t ng, sim_result *out, kv_err *err)
 {
     const int64_t B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
-    const int64_t cap = pc->iface->never_evicts || budget + B > ly->T ? ly->T : budget + B;
+    const int64_t cap = pc->iface->never_evicts || capacity + B > ly->T ? ly->T : capacity + B;
+    const int64_t from = budget < capacity ? budget : capacity;
     replay_buf b;
     int rc = buf_alloc(&b, ly, g0, ng, cap, err);
     if (rc) return rc;
@@ -243,23 +280,121 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
     }
     out->metrics_ns = 0.0;
     const double started = kv_now_seconds();
-    int64_t step = 0;
-    for (int64_t p0 = 0; !rc && p0 < ly->T; step++) {
-        int64_t p1 = p0 < ly->prompt_len ? p0 + ly->chunk : p0 + ly->decode_chunk;
-        if (p0 < ly->prompt_len && p1 > ly->prompt_len) p1 = ly->prompt_len; /* the last prompt chunk ends there */
-        if (p1 > ly->T) p1 = ly->T;
+    int64_t n_evicting = 0;
+    for (int64_t x = 0; x < ng; x++) out->kept_mean[x] = 0.0;
+    for (int64_t p0 = 0, step = 0; !rc && p0 < ly->T; step++) {
+        const int64_t p1 = chunk_end(ly, p0);
         add_chunk(&b, ly, p0, p1);
         double t0 = kv_now_seconds();
-        measure(&b, ly, budget, p0, p1, pc->iface->needs_attention);
+        measure(&b, ly, from, p0, p1, pc->iface->needs_attention);
         out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
-        policy_view view = view_of(&b, ly, pc, budget, layer, step, p0, p1);
-        rc = policy_step(pc, state, &view, &b.step, compact, &b, NULL, err); /* steps 3 and 4 */
+        policy_view view = view_of(&b, ly, pc, capacity, layer, step, p0, p1);
+        int64_t kept = view.n;
+        rc = policy_step(pc, state, &view, &b.step, compact, &b, &kept, err); /* steps 3 and 4 */
+        const bool evicted = !pc->iface->never_evicts && view.n > capacity;
+        for (int64_t x = 0; !rc && x < ng; x++) note_step(out, x, step, view.n, kept, evicted);
+        n_evicting += evicted;
         p0 = p1;
     }
     if (!rc) rc = finish(&b, ly, layer, out, err);
+    kept_means(out, ng, n_evicting);
     out->calls = b.step.calls, out->candidates = b.step.candidates, out->score_ns = b.step.score_ns;
     out->replay_ns = (kv_now_seconds() - started) * 1e9;
     if (pc->iface->destroy) pc->iface->destroy(state);
     buf_free(&b);
+    return rc;
+}
+
+/* The K streams of a layer replayed together (sim_replay_layer). */
+typedef struct {
+    replay_buf *b;                 /* [K] */
+    void **states;                 /* [K] */
+    policy_view *views;            /* [K] */
+    policy_step_buf **bufs;        /* [K] -> b[x].step */
+    void **ctx;                    /* [K] -> b[x] */
+    int64_t *counts, *kept;        /* [K] */
+    alloc_buf ab;
+} layer_bufs;
+
+static void layer_free(layer_bufs *l, const policy_config *pc, int64_t K)
+{
+    for (int64_t x = 0; l->b && x < K; x++) {
+        buf_free(&l->b[x]);
+        if (l->states && l->states[x] && pc->iface->destroy) pc->iface->destroy(l->states[x]);
+    }
+    free(l->b), free(l->states), free(l->views), free(l->bufs), free(l->ctx), free(l->counts), free(l->kept);
+    alloc_buf_free(&l->ab);
+}
+
+static int layer_alloc(layer_bufs *l, const sim_layer *ly, const policy_config *pc, int64_t cap, kv_err *err)
+{
+    const int64_t K = ly->K;
+    memset(l, 0, sizeof *l);
+    if (!(l->b = kv_calloc((size_t)K, sizeof *l->b, "layer replay", err)) ||
+        !(l->states = kv_calloc((size_t)K, sizeof *l->states, "layer replay", err)) ||
+        !(l->views = kv_calloc((size_t)K, sizeof *l->views, "layer replay", err)) ||
+        !(l->bufs = kv_calloc((size_t)K, sizeof *l->bufs, "layer replay", err)) ||
+        !(l->ctx = kv_calloc((size_t)K, sizeof *l->ctx, "layer replay", err)) ||
+        !(l->counts = kv_calloc((size_t)K, sizeof *l->counts, "layer replay", err)) ||
+        !(l->kept = kv_calloc((size_t)K, sizeof *l->kept, "layer replay", err)) ||
+        alloc_buf_init(&l->ab, K * cap, err))
+        return err->code;
+    for (int64_t x = 0; x < K; x++) {
+        int rc = buf_alloc(&l->b[x], ly, x, 1, cap, err);
+        if (!rc && pc->iface->create) rc = pc->iface->create(pc, &l->states[x], err);
+        if (rc) return rc;
+        l->bufs[x] = &l->b[x].step, l->ctx[x] = &l->b[x];
+    }
+    return KV_OK;
+}
+
+/* Stream x's share of out: its query heads' statistics and its kv head's arrays. */
+static sim_result head_result(const sim_result *out, const sim_layer *ly, int64_t x)
+{
+    sim_result r = *out;
+    r.stats = out->stats + x * (ly->H / ly->K) * N_PHASES;
+    r.retained = out->retained + x * ly->T, r.n_retained = out->n_retained + x, r.logdet = out->logdet + x;
+    return r;
+}
+
+int sim_replay_layer(const sim_layer *ly, const policy_config *pc, const alloc_config *ac, int64_t budget,
+                     int64_t layer, sim_result *out, kv_err *err)
+{
+    const int64_t K = ly->K, B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
+    const int64_t cap = pc->iface->never_evicts || K * budget + B > ly->T ? ly->T : K * budget + B;
+    layer_bufs l;
+    int rc = layer_alloc(&l, ly, pc, cap, err);
+    const alloc_scope_args args = {.pc = pc, .ac = ac, .n_streams = K, .states = l.states, .views = l.views,
+                                   .bufs = l.bufs, .compact = compact, .ctx = l.ctx, .budget = budget,
+                                   .total = K * budget, .ab = &l.ab, .counts = l.counts};
+    out->metrics_ns = 0.0;
+    const double started = kv_now_seconds();
+    int64_t n_evicting = 0;
+    for (int64_t x = 0; x < K; x++) out->kept_mean[x] = 0.0;
+    for (int64_t p0 = 0, step = 0; !rc && p0 < ly->T; step++) {
+        const int64_t p1 = chunk_end(ly, p0);
+        const double t0 = kv_now_seconds();
+        for (int64_t x = 0; x < K; x++) {
+            add_chunk(&l.b[x], ly, p0, p1);
+            measure(&l.b[x], ly, budget, p0, p1, pc->iface->needs_attention);
+            l.views[x] = view_of(&l.b[x], ly, pc, budget, layer, step, p0, p1);
+        }
+        out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
+        bool evicted = false;
+        rc = alloc_scope_step(&args, l.kept, &evicted, err);
+        for (int64_t x = 0; !rc && x < K; x++) note_step(out, x, step, l.views[x].n, l.kept[x], evicted);
+        n_evicting += evicted;
+        p0 = p1;
+    }
+    out->calls = out->candidates = 0, out->score_ns = 0;
+    for (int64_t x = 0; !rc && x < K; x++) {
+        sim_result r = head_result(out, ly, x);
+        rc = finish(&l.b[x], ly, layer, &r, err);
+        out->calls += l.b[x].step.calls, out->candidates += l.b[x].step.candidates;
+        out->score_ns += l.b[x].step.score_ns;
+    }
+    kept_means(out, K, n_evicting);
+    out->replay_ns = (kv_now_seconds() - started) * 1e9;
+    layer_free(&l, pc, K);
     return rc;
 }

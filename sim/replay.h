@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "core/kv_error.h"
+#include "policies/alloc.h"
 #include "policies/policy.h"
 #include "sim/reference.h"
 
@@ -27,8 +28,11 @@ typedef struct {
 
 typedef struct {
     sim_stats *stats;          /* [ng*G][N_PHASES] for the stream's query heads */
-    int64_t *retained;         /* final cache positions, ascending (shared by the stream) */
-    int64_t n_retained;
+    int64_t *retained;         /* [ng][T] each kv head's final cache positions, ascending */
+    int64_t *n_retained;       /* [ng] how many (the head_budget column) */
+    double *kept_mean;         /* [ng] rows kept after each evicting step, averaged (NaN: none evicted) */
+    int32_t *step_cand, *step_kept; /* NULL, or [ng][n_steps]: candidates and rows kept at each step */
+    int64_t n_steps;
     double *logdet;            /* [ng] final_logdet of each kv head's retained keys */
     int64_t calls, candidates; /* policy scoring */
     double score_ns;
@@ -36,11 +40,22 @@ typedef struct {
     double replay_ns;          /* the whole replay, metrics and scoring included */
 } sim_result;
 
-/* Replays `budget` under `pc` over the stream of kv heads g0 .. g0+ng-1 of
- * layer `layer`, which share one kept set (ng = 1 per kv head; ng = K for a
- * policy with layer scope). `out->stats` must hold ng*G*N_PHASES entries,
- * `out->retained` T positions, `out->logdet` ng. */
-int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t layer, int64_t g0, int64_t ng,
-               sim_result *out, kv_err *err);
+/* Replays capacity `cap` under `pc` over the stream of kv heads g0 ..
+ * g0+ng-1 of layer `layer`, which share one kept set (ng = 1 per kv head;
+ * ng = K for a policy with layer scope); `budget` is the run's N (the
+ * queries measured are those from min(N, cap) on: earlier ones cannot be
+ * affected). `out->stats` must hold ng*G*N_PHASES entries, `out->retained`
+ * ng*T positions, the per-head arrays ng. */
+int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t cap, int64_t layer, int64_t g0,
+               int64_t ng, sim_result *out, kv_err *err);
+
+/* The number of eviction steps (chunks) of a replay over ly. */
+int64_t sim_replay_steps(const sim_layer *ly);
+
+/* Replays `budget` under `pc` and the dynamic allocator `ac` over all K kv
+ * heads of layer `layer` at once: each its own stream, sharing the layer's
+ * K·N (alloc_scope_step). `out` as for sim_replay with ng = K. */
+int sim_replay_layer(const sim_layer *ly, const policy_config *pc, const alloc_config *ac, int64_t budget,
+                     int64_t layer, sim_result *out, kv_err *err);
 
 #endif

@@ -4,6 +4,7 @@
  * (provenance/). */
 #include "sim/results.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,26 @@
 #include "results/results_schema.h"
 
 static const char *const PHASE_NAMES[N_PHASES] = {"prefill", "decode", "all"};
+
+const policy_config *sim_cfg_policy(const sim_opts *o, int c)
+{
+    return &o->policies[c / o->n_budgets / o->n_allocators];
+}
+
+const alloc_config *sim_cfg_alloc(const sim_opts *o, int c)
+{
+    return &o->allocators[c / o->n_budgets % o->n_allocators];
+}
+
+int64_t sim_cfg_budget(const sim_opts *o, int c)
+{
+    return o->budgets[c % o->n_budgets];
+}
+
+double sim_cfg_fraction(const sim_opts *o, int c)
+{
+    return o->budget_fractions ? o->budget_fractions[c % o->n_budgets] : NAN;
+}
 
 /* Every configuration once: results.csv's rows and results.h5's runs are
  * keyed by (config, budget), and a second copy would double them. */
@@ -32,32 +53,56 @@ static int check_unique(const sim_opts *o, kv_err *err)
     for (int i = 0; i < o->n_budgets; i++)
         for (int j = 0; j < i; j++)
             if (o->budgets[i] == o->budgets[j])
-                return cli_usage(err, "sim", "--budgets names %lld twice", (long long)o->budgets[i]);
+                return cli_usage(err, "sim", "--budgets names %lld twice%s", (long long)o->budgets[i],
+                                 o->budget_fractions ? " (fractions of T count as their N = floor(f*T))" : "");
     return KV_OK;
 }
 
-int sim_results_alloc(sim_results *r, const sim_opts *o, int64_t L, int64_t H, int64_t K, int64_t T, kv_err *err)
+/* The most rows one (layer, kv head) of configuration c can keep (width). */
+static int64_t width_of(const sim_opts *o, int c, int64_t L, int64_t K, int64_t T, int64_t *caps, kv_err *err)
+{
+    const alloc_config *ac = sim_cfg_alloc(o, c);
+    const int64_t N = sim_cfg_budget(o, c);
+    if (sim_cfg_policy(o, c)->iface->never_evicts) return T;
+    int64_t w = ac->iface->kind == ALLOC_DYNAMIC_LAYER ? K * N : 0;
+    for (int64_t l = 0; ac->iface->kind == ALLOC_STATIC && l < L; l++) {
+        if (alloc_capacities(ac, N, L, K, l, caps, err)) return -1;
+        for (int64_t g = 0; g < K; g++) w = caps[g] > w ? caps[g] : w;
+    }
+    return w > T ? T : w;
+}
+
+int sim_results_alloc(sim_results *r, const sim_opts *o, int64_t L, int64_t H, int64_t K, int64_t T, int64_t n_steps,
+                      kv_err *err)
 {
     memset(r, 0, sizeof *r);
     if (check_unique(o, err)) return err->code;
-    r->L = L, r->H = H, r->K = K, r->T = T;
-    r->n_cfg = o->n_policies * o->n_budgets;
-    const size_t C = (size_t)r->n_cfg;
+    r->L = L, r->H = H, r->K = K, r->T = T, r->n_steps = n_steps;
+    r->n_cfg = o->n_policies * o->n_allocators * o->n_budgets;
+    const size_t C = (size_t)r->n_cfg, LK = (size_t)(L * K);
+    int64_t *caps = NULL;
     if (!(r->stats = kv_calloc(C * (size_t)(L * H * N_PHASES), sizeof *r->stats, "results", err)) ||
         !(r->logdet = kv_calloc(C * (size_t)(L * K), sizeof *r->logdet, "results", err)) ||
         !(r->retained = kv_calloc(C, sizeof *r->retained, "results", err)) ||
         !(r->width = kv_calloc(C, sizeof *r->width, "results", err)) ||
         !(r->calls = kv_calloc(C * (size_t)K, sizeof *r->calls, "timing", err)) ||
         !(r->candidates = kv_calloc(C * (size_t)K, sizeof *r->candidates, "timing", err)) ||
-        !(r->score_ns = kv_calloc(C * (size_t)K, sizeof *r->score_ns, "timing", err)))
+        !(r->score_ns = kv_calloc(C * (size_t)K, sizeof *r->score_ns, "timing", err)) ||
+        !(r->head_budget = kv_calloc(C * LK, sizeof *r->head_budget, "results", err)) ||
+        !(r->head_mean = kv_calloc(C * LK, sizeof *r->head_mean, "results", err)) ||
+        !(caps = kv_calloc((size_t)K, sizeof *caps, "results", err)))
+        goto fail;
+    if (o->step_counts && (!(r->step_cand = kv_calloc(C * LK * (size_t)n_steps, sizeof(int32_t), "step counts", err)) ||
+                           !(r->step_kept = kv_calloc(C * LK * (size_t)n_steps, sizeof(int32_t), "step counts", err))))
         goto fail;
     for (int c = 0; c < r->n_cfg; c++) {
-        int64_t N = o->budgets[c % o->n_budgets];
-        r->width[c] = o->policies[c / o->n_budgets].iface->never_evicts || N > T ? T : N;
-        if (!(r->retained[c] = kv_calloc((size_t)(L * K * r->width[c]), sizeof(int64_t), "results", err))) goto fail;
+        if ((r->width[c] = width_of(o, c, L, K, T, caps, err)) < 0) goto fail;
+        if (!(r->retained[c] = kv_calloc(LK * (size_t)r->width[c], sizeof(int64_t), "results", err))) goto fail;
     }
+    free(caps);
     return KV_OK;
 fail:
+    free(caps);
     sim_results_free(r);
     return err->code;
 }
@@ -67,23 +112,34 @@ void sim_results_free(sim_results *r)
     for (int c = 0; r->retained && c < r->n_cfg; c++) free(r->retained[c]);
     free(r->stats), free(r->logdet), free(r->retained), free(r->width);
     free(r->calls), free(r->candidates), free(r->score_ns);
+    free(r->head_budget), free(r->head_mean), free(r->step_cand), free(r->step_kept);
     memset(r, 0, sizeof *r);
 }
 
-/* "config,policy,params,budget,chunk" of configuration c (docs/outputs.md). */
+/* "f" of a budget given as a fraction of T, "" for one given as N. */
+static void fraction_text(const sim_opts *o, int c, char *buf, size_t cap)
+{
+    const double f = sim_cfg_fraction(o, c);
+    if (isnan(f)) buf[0] = '\0';
+    else snprintf(buf, cap, "%.9g", f);
+}
+
+/* "config,policy,params,budget,allocator,budget_fraction,chunk" of configuration c (docs/outputs.md). */
 static void cfg_key(const sim_opts *o, int c, char *buf, size_t cap)
 {
-    const policy_config *pc = &o->policies[c / o->n_budgets];
-    char config[512];
+    const policy_config *pc = sim_cfg_policy(o, c);
+    char config[512], alloc[300], frac[32];
     results_config_label(pc->iface->name, pc->canonical, config, sizeof config);
-    snprintf(buf, cap, "%s,%s,%s,%lld,%lld", config, pc->iface->name, pc->canonical,
-             (long long)o->budgets[c % o->n_budgets], (long long)o->chunk);
+    alloc_label(sim_cfg_alloc(o, c), alloc, sizeof alloc);
+    fraction_text(o, c, frac, sizeof frac);
+    snprintf(buf, cap, "%s,%s,%s,%lld,%s,%s,%lld", config, pc->iface->name, pc->canonical,
+             (long long)sim_cfg_budget(o, c), alloc, frac, (long long)o->chunk);
 }
 
 /* cfg_key, then ",decode_chunk,eval_stride": the prefix of results.csv and summary.csv rows. */
 static void cfg_prefix(const sim_opts *o, int c, char *buf, size_t cap)
 {
-    char key[1024];
+    char key[1200];
     cfg_key(o, c, key, sizeof key);
     snprintf(buf, cap, "%s,%lld,%lld", key, (long long)o->decode_chunk, (long long)o->eval_stride);
 }
@@ -98,15 +154,17 @@ static int write_results_csv(const sim_results *r, const sim_opts *o, const char
     FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_RESULTS, err);
     if (!f) return err->code;
     const int64_t G = r->H / r->K; /* query head h uses kv head h / G (SPEC §3) */
-    char pre[1200];
+    char pre[1400];
     for (int c = 0; c < r->n_cfg; c++) {
         cfg_prefix(o, c, pre, sizeof pre);
         for (int64_t l = 0; l < r->L; l++)
             for (int64_t h = 0; h < r->H; h++)
                 for (int p = 0; p < N_PHASES; p++) {
                     const sim_stats *s = stat_at(r, c, l, h, p);
-                    fprintf(f, "%s,%lld,%lld,%lld,%s,%lld,%.9g,%.9g,%.9g,%.9g\n", pre, (long long)l, (long long)h,
-                            (long long)(h / G), PHASE_NAMES[p], (long long)s->n, s->err_mean, s->err_p95, s->recall_mean, s->recall_min);
+                    const size_t at = ((size_t)c * (size_t)r->L + (size_t)l) * (size_t)r->K + (size_t)(h / G);
+                    fprintf(f, "%s,%lld,%lld,%lld,%s,%lld,%.9g,%.9g,%.9g,%.9g,%lld,%.9g\n", pre, (long long)l,
+                            (long long)h, (long long)(h / G), PHASE_NAMES[p], (long long)s->n, s->err_mean, s->err_p95,
+                            s->recall_mean, s->recall_min, (long long)r->head_budget[at], r->head_mean[at]);
                 }
     }
     return csv_close(f, RESULTS_FILE_CSV, err);
@@ -133,7 +191,7 @@ static int write_summary_csv(const sim_results *r, const sim_opts *o, const char
 {
     FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_SUMMARY, err);
     if (!f) return err->code;
-    char pre[1200];
+    char pre[1400];
     for (int c = 0; c < r->n_cfg; c++) {
         cfg_prefix(o, c, pre, sizeof pre);
         for (int p = 0; p < N_PHASES; p++) {
@@ -151,7 +209,7 @@ static int write_timing_csv(const sim_results *r, const sim_opts *o, const char 
 {
     FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_TIMING, err);
     if (!f) return err->code;
-    char key[1024];
+    char key[1200];
     for (int c = 0; c < r->n_cfg; c++) {
         cfg_key(o, c, key, sizeof key);
         int64_t calls = 0, cands = 0;
@@ -165,34 +223,50 @@ static int write_timing_csv(const sim_results *r, const sim_opts *o, const char 
     return csv_close(f, RESULTS_FILE_TIMING, err);
 }
 
-/* results.h5: one run per configuration, views of the arrays in memory. */
+/* results.h5: one run per configuration, views of the arrays in memory,
+ * each retained cut to the most rows any of its (layer, kv head) kept. */
 static int write_results_h5(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
 {
     results_run_view *runs = kv_calloc((size_t)(r->n_cfg > 0 ? r->n_cfg : 1), sizeof *runs, "results", err);
-    if (!runs) return err->code;
+    char (*alloc)[300] = kv_calloc((size_t)(r->n_cfg > 0 ? r->n_cfg : 1), sizeof *alloc, "results", err);
+    if (!runs || !alloc) {
+        free(runs), free(alloc);
+        return err->code;
+    }
+    const size_t LK = (size_t)(r->L * r->K);
     for (int c = 0; c < r->n_cfg; c++) {
-        const policy_config *pc = &o->policies[c / o->n_budgets];
-        runs[c] = (results_run_view){.policy = pc->iface->name, .params = pc->canonical,
-                                     .budget = o->budgets[c % o->n_budgets], .chunk = o->chunk,
-                                     .width = r->width[c], .retained = r->retained[c],
-                                     .final_logdet = r->logdet + (size_t)c * (size_t)(r->L * r->K)};
+        const policy_config *pc = sim_cfg_policy(o, c);
+        int64_t width = 1;
+        for (size_t i = 0; i < LK; i++)
+            if (r->head_budget[(size_t)c * LK + i] > width) width = r->head_budget[(size_t)c * LK + i];
+        alloc_label(sim_cfg_alloc(o, c), alloc[c], sizeof alloc[c]);
+        runs[c] = (results_run_view){.policy = pc->iface->name, .params = pc->canonical, .allocator = alloc[c],
+                                     .budget_fraction = sim_cfg_fraction(o, c), .budget = sim_cfg_budget(o, c),
+                                     .chunk = o->chunk, .width = width, .stride = r->width[c],
+                                     .retained = r->retained[c], .final_logdet = r->logdet + (size_t)c * LK,
+                                     .head_budget = r->head_budget + (size_t)c * LK,
+                                     .head_mean = r->head_mean + (size_t)c * LK, .n_steps = r->n_steps,
+                                     .step_cand = r->step_cand ? r->step_cand + (size_t)c * LK * (size_t)r->n_steps : NULL,
+                                     .step_kept = r->step_kept ? r->step_kept + (size_t)c * LK * (size_t)r->n_steps : NULL};
     }
     int rc = results_write(dir, r->L, r->K, runs, r->n_cfg, o->prov, err);
-    free(runs);
+    free(runs), free(alloc);
     return rc;
 }
 
 static void print_table(const sim_results *r, const sim_opts *o)
 {
-    printf("%-12s %-34s %7s %12s %12s %12s %12s\n", "policy", "params", "budget", "err_mean", "err_p95",
-           "recall_mean", "logdet_mean");
+    printf("%-12s %-34s %-24s %7s %12s %12s %12s %12s\n", "policy", "params", "allocator", "budget", "err_mean",
+           "err_p95", "recall_mean", "logdet_mean");
     for (int c = 0; c < r->n_cfg; c++) {
-        const policy_config *pc = &o->policies[c / o->n_budgets];
+        const policy_config *pc = sim_cfg_policy(o, c);
         sim_stats s;
         double ld;
+        char alloc[300];
+        alloc_label(sim_cfg_alloc(o, c), alloc, sizeof alloc);
         sim_results_summarize(r, c, PHASE_ALL, &s, &ld);
-        printf("%-12s %-34s %7lld %12.4g %12.4g %12.4f %12.4g\n", pc->iface->name, pc->canonical,
-               (long long)o->budgets[c % o->n_budgets], s.err_mean, s.err_p95, s.recall_mean, ld);
+        printf("%-12s %-34s %-24s %7lld %12.4g %12.4g %12.4f %12.4g\n", pc->iface->name, pc->canonical, alloc,
+               (long long)sim_cfg_budget(o, c), s.err_mean, s.err_p95, s.recall_mean, ld);
     }
     double score_s = 0.0;
     for (size_t i = 0; i < (size_t)r->n_cfg * (size_t)r->K; i++) score_s += r->score_ns[i] * 1e-9;

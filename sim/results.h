@@ -7,11 +7,16 @@
 
 typedef struct {
     int64_t L, H, K, T;
-    int n_cfg;                 /* policies x budgets, policy-major */
+    int n_cfg;                 /* policies x allocators x budgets (sim_cfg_policy ...) */
     sim_stats *stats;          /* [cfg][L][H][N_PHASES] */
     double *logdet;            /* [cfg][L][K] */
     int64_t **retained;        /* [cfg] -> [L][K][width[cfg]] */
-    int64_t *width;            /* [cfg] N' = min(N, T), or T for never-evicting policies */
+    int64_t *width;            /* [cfg] the most one (layer, kv head) can keep: N' = min(N, T) under uniform,
+                                  the largest capacity (static) or K·N (dynamic), at most T; T for `full` */
+    int64_t *head_budget;      /* [cfg][L][K] rows kept at the end */
+    double *head_mean;         /* [cfg][L][K] rows kept after each evicting step, averaged; NaN: none */
+    int64_t n_steps;           /* eviction steps of the replay */
+    int32_t *step_cand, *step_kept; /* NULL, or (--step-counts) [cfg][L][K][n_steps] */
     int64_t *calls, *candidates;
     double *score_ns;          /* [cfg][K] */
     /* where the time went (seconds; replay parts summed over threads) */
@@ -19,7 +24,8 @@ typedef struct {
 } sim_results;
 
 /* A policy configuration or budget named twice is KV_EUSAGE (before any output). */
-int sim_results_alloc(sim_results *r, const sim_opts *o, int64_t L, int64_t H, int64_t K, int64_t T, kv_err *err);
+int sim_results_alloc(sim_results *r, const sim_opts *o, int64_t L, int64_t H, int64_t K, int64_t T, int64_t n_steps,
+                      kv_err *err);
 void sim_results_free(sim_results *r);
 
 /* Configuration c's statistics of phase p averaged over layers and query

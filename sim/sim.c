@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cli_args.h"
 #include "core/outfile.h"
 #include "core/parallel.h"
 #include "core/progress.h"
@@ -33,10 +34,13 @@ static int load_layer(trace *tr, int64_t l, layer_bufs *b, kv_err *err)
     return rc;
 }
 
-/* One work item: configuration c over the stream of kv heads g0 .. g0+ng-1. */
+/* One work item: configuration c over the stream of kv heads g0 .. g0+ng-1
+ * with capacity cap, or (joint) all the layer's kv heads under a dynamic
+ * allocator. */
 typedef struct {
     int c;
-    int64_t g0, ng;
+    int64_t g0, ng, cap;
+    bool joint;
 } sim_item;
 
 typedef struct {
@@ -50,31 +54,45 @@ typedef struct {
     double *replay_ns, *metrics_ns; /* [n_items] */
 } task_ctx;
 
+/* The item's result slots: the statistics, per-head arrays and step records of its heads. */
+static sim_result item_result(const sim_results *r, const sim_item *it, int64_t l, int64_t *retained)
+{
+    const int64_t K = r->K, G = r->H / r->K;
+    const size_t at = ((size_t)it->c * (size_t)r->L + (size_t)l) * (size_t)K + (size_t)it->g0; /* [c][l][g0] */
+    return (sim_result){
+        .stats = r->stats + (((size_t)it->c * (size_t)r->L + (size_t)l) * (size_t)r->H + (size_t)(it->g0 * G)) *
+                 N_PHASES,
+        .retained = retained, .n_retained = r->head_budget + at, .kept_mean = r->head_mean + at,
+        .step_cand = r->step_cand ? r->step_cand + at * (size_t)r->n_steps : NULL,
+        .step_kept = r->step_kept ? r->step_kept + at * (size_t)r->n_steps : NULL,
+        .n_steps = r->n_steps, .logdet = r->logdet + at,
+    };
+}
+
 static void run_task(void *ctx_, int item, int thread)
 {
     (void)thread;
     task_ctx *t = ctx_;
     sim_results *r = t->res;
     const sim_item *it = &t->items[item];
-    const int64_t K = r->K, G = r->H / r->K, l = t->layer;
+    const int64_t K = r->K, l = t->layer;
     const int c = it->c;
-    const policy_config *pc = &t->o->policies[c / t->o->n_budgets];
-    const int64_t budget = t->o->budgets[c % t->o->n_budgets];
-    double *logdet = r->logdet + ((size_t)c * (size_t)r->L + (size_t)l) * (size_t)K + (size_t)it->g0;
-    sim_result out = {
-        .stats = r->stats + (((size_t)c * (size_t)r->L + (size_t)l) * (size_t)r->H + (size_t)(it->g0 * G)) * N_PHASES,
-        .retained = malloc(sizeof(int64_t) * (size_t)r->T),
-        .logdet = logdet,
-    };
-    if (!out.retained) {
+    const policy_config *pc = sim_cfg_policy(t->o, c);
+    const int64_t budget = sim_cfg_budget(t->o, c);
+    int64_t *retained = malloc(sizeof(int64_t) * (size_t)(r->T * it->ng));
+    if (!retained) {
         t->rc[item] = kv_fail(&t->errs[item], KV_EFAIL, "sim: out of memory");
         return;
     }
-    t->rc[item] = sim_replay(t->ly, pc, budget, l, it->g0, it->ng, &out, &t->errs[item]);
+    sim_result out = item_result(r, it, l, retained);
+    t->rc[item] = it->joint ? sim_replay_layer(t->ly, pc, sim_cfg_alloc(t->o, c), budget, l, &out, &t->errs[item])
+                            : sim_replay(t->ly, pc, budget, it->cap, l, it->g0, it->ng, &out, &t->errs[item]);
     if (!t->rc[item]) {
-        for (int64_t g = it->g0; g < it->g0 + it->ng; g++) {
-            int64_t *dst = r->retained[c] + (l * K + g) * r->width[c];
-            for (int64_t i = 0; i < r->width[c]; i++) dst[i] = i < out.n_retained ? out.retained[i] : RESULTS_PAD;
+        for (int64_t x = 0; x < it->ng; x++) {
+            int64_t *dst = r->retained[c] + (l * K + it->g0 + x) * r->width[c];
+            const int64_t n = out.n_retained[x];
+            KV_ASSERT(n <= r->width[c]);
+            for (int64_t i = 0; i < r->width[c]; i++) dst[i] = i < n ? retained[x * r->T + i] : RESULTS_PAD;
         }
         /* timing: one slot per (configuration, first kv head of the stream) */
         r->calls[(size_t)c * (size_t)K + (size_t)it->g0] += out.calls;
@@ -82,17 +100,30 @@ static void run_task(void *ctx_, int item, int thread)
         r->score_ns[(size_t)c * (size_t)K + (size_t)it->g0] += out.score_ns;
         t->replay_ns[item] = out.replay_ns, t->metrics_ns[item] = out.metrics_ns;
     }
-    free(out.retained);
+    free(retained);
 }
 
-/* The work items of a layer, in a fixed order: per configuration, one stream
- * per kv head, or one for the whole layer when the policy has layer scope. */
-static int make_items(const sim_opts *o, int n_cfg, int64_t H, int64_t K, sim_item *items)
+/* The work items of layer l, in a fixed order: per configuration, one
+ * stream per kv head (with its capacity), or one for the whole layer when
+ * the policy has layer scope; under a dynamic allocator one joint item (a
+ * layer-scope policy is then one stream holding N: the pool of a single
+ * stream). */
+static int make_items(const sim_opts *o, int n_cfg, int64_t L, int64_t l, int64_t H, int64_t K, int64_t *caps,
+                      sim_item *items, kv_err *err)
 {
     int n = 0;
     for (int c = 0; c < n_cfg; c++) {
-        const policy_streams st = policy_streams_of(&o->policies[c / o->n_budgets], H, K);
-        for (int64_t x = 0; x < st.per_layer; x++) items[n++] = (sim_item){c, x * st.kv_heads, st.kv_heads};
+        const policy_streams st = policy_streams_of(sim_cfg_policy(o, c), H, K);
+        const alloc_config *ac = sim_cfg_alloc(o, c);
+        const int64_t N = sim_cfg_budget(o, c);
+        if (ac->iface->kind == ALLOC_DYNAMIC_LAYER && st.per_layer == K) {
+            items[n++] = (sim_item){c, 0, K, N, true};
+            continue;
+        }
+        int rc = alloc_capacities(ac, N, L, K, l, caps, err);
+        if (rc) return -1;
+        for (int64_t x = 0; x < st.per_layer; x++)
+            items[n++] = (sim_item){c, x * st.kv_heads, st.kv_heads, caps[x * st.kv_heads], false};
     }
     return n;
 }
@@ -129,8 +160,10 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
     int *rcs = calloc((size_t)max_items, sizeof *rcs);
     kv_err *errs = calloc((size_t)max_items, sizeof *errs);
     double *times = calloc((size_t)max_items * 2, sizeof *times);
-    if (!items || !rcs || !errs || !times) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
-    const int n_items = rc ? 0 : make_items(o, res->n_cfg, m->n_heads, m->n_kv_heads, items);
+    int64_t *caps = calloc((size_t)m->n_kv_heads, sizeof *caps);
+    if (!items || !rcs || !errs || !times || !caps) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
+    const int n_items = rc ? 0 : make_items(o, res->n_cfg, m->n_layers, l, m->n_heads, m->n_kv_heads, caps, items, err);
+    if (n_items < 0) rc = err->code;
     if (!rc) {
         task_ctx t = {o, &ly, res, l, items, rcs, errs, times, times + n_items};
         kv_parallel_for(n_items, threads, run_task, &t);
@@ -140,7 +173,7 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
                                          : kv_fail(err, rcs[i], "%s", errs[i].msg);
         for (int i = 0; i < n_items; i++) res->replay_s += times[i] * 1e-9, res->metrics_s += times[n_items + i] * 1e-9;
     }
-    free(items), free(rcs), free(errs), free(times);
+    free(items), free(rcs), free(errs), free(times), free(caps);
     sim_reference_free(&ref);
     return rc;
 }
@@ -185,12 +218,13 @@ static void print_cost(const sim_opts *o, const trace_meta *m)
     const double L = (double)m->n_layers, H = (double)m->n_heads, K = (double)m->n_kv_heads;
     const double D = (double)m->head_dim, T = (double)m->n_tokens;
     double flops = 2 * L * H * D * T * T, kept = 0;
+    const double runs = (double)o->n_policies * o->n_allocators;
     for (int b = 0; b < o->n_budgets; b++) {
         const double visible = fmin(T / 2, (double)(o->budgets[b] + o->chunk));
-        flops += (double)o->n_policies * 4 * L * H * D * T * visible;
-        kept += (double)o->n_policies * fmin(T, (double)o->budgets[b]);
+        flops += runs * 4 * L * H * D * T * visible;
+        kept += runs * fmin(T, (double)o->budgets[b]);
     }
-    const double n_cfg = (double)o->n_policies * o->n_budgets;
+    const double n_cfg = runs * o->n_budgets;
     const double memory = 4 * (H + 2 * K) * T * D + 16 * n_cfg * L * H * T / fmax(1, (double)o->eval_stride);
     const double results = 4 * L * K * kept + 8 * n_cfg * L * K;
     const double gib = 1024.0 * 1024.0 * 1024.0, minutes = flops / 50e9 / 60 / fmax(1, o->threads);
@@ -200,17 +234,56 @@ static void print_cost(const sim_opts *o, const trace_meta *m)
             flops / 1e12, minutes, memory / gib, results / gib);
 }
 
-int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err)
+/* The run's own copy of the options: uniform when no allocator was given,
+ * budgets given as fractions of T turned into N = ⌊f·T⌋ (at least 1 row is
+ * refused below that), and every allocator's check of every budget. */
+typedef struct {
+    sim_opts o;
+    alloc_config uniform;
+    int64_t budgets[256];
+} sim_plan;
+
+static int plan(const sim_opts *o, const trace_meta *m, sim_plan *p, kv_err *err)
+{
+    p->o = *o;
+    if (!o->n_allocators) {
+        int rc = alloc_parse("uniform", &p->uniform, err);
+        if (rc) return rc;
+        p->o.allocators = &p->uniform, p->o.n_allocators = 1;
+    }
+    if (o->n_budgets > 256) return cli_usage(err, "sim", "--budgets lists %d budgets (at most 256)", o->n_budgets);
+    for (int b = 0; b < o->n_budgets; b++) {
+        const double f = o->budget_fractions ? o->budget_fractions[b] : NAN;
+        p->budgets[b] = isnan(f) ? o->budgets[b] : (int64_t)floor(f * (double)m->n_tokens + 1e-9);
+        if (p->budgets[b] < 1)
+            return cli_usage(err, "sim", "--budgets %g%% of T = %lld tokens is less than one row", f * 100,
+                             (long long)m->n_tokens);
+    }
+    p->o.budgets = p->budgets;
+    for (int a = 0; a < p->o.n_allocators; a++)
+        for (int b = 0; b < o->n_budgets; b++) {
+            int rc = alloc_check(&p->o.allocators[a], p->budgets[b], m->n_layers, m->n_kv_heads, err);
+            if (rc) return rc;
+        }
+    return KV_OK;
+}
+
+int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
 {
     trace *tr = NULL;
-    const char *inputs[] = {o->trace};
-    int rc = outfile_check_inputs(o->output, inputs, 1, err);
-    if (!rc) rc = trace_open(o->trace, &tr, err);
-    if (!rc) rc = check_trace(o, tr, err);
+    const char *inputs[] = {opts->trace};
+    int rc = outfile_check_inputs(opts->output, inputs, 1, err);
+    if (!rc) rc = trace_open(opts->trace, &tr, err);
+    if (!rc) rc = check_trace(opts, tr, err);
+    sim_plan *p = rc ? NULL : kv_calloc(1, sizeof *p, "sim", err);
+    if (!rc && !p) rc = err->code;
+    if (!rc) rc = plan(opts, trace_get_meta(tr), p, err);
     if (rc) {
+        free(p);
         trace_close(tr);
         return rc;
     }
+    const sim_opts *o = &p->o;
     const trace_meta *m = trace_get_meta(tr);
     note_evict_trace(o, m);
     print_cost(o, m);
@@ -219,7 +292,8 @@ int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err)
     sim_results res;
     layer_bufs b = {0};
     kv_outfile out;
-    rc = sim_results_alloc(&res, o, m->n_layers, H, K, T, err);
+    const sim_layer shape = {.T = T, .prompt_len = m->prompt_len, .chunk = o->chunk, .decode_chunk = o->decode_chunk};
+    rc = sim_results_alloc(&res, o, m->n_layers, H, K, T, sim_replay_steps(&shape), err);
     if (!rc && (!(b.q = kv_calloc((size_t)(H * T * D), sizeof(float), "queries", err)) ||
                 !(b.k = kv_calloc((size_t)(K * T * D), sizeof(float), "keys", err)) ||
                 !(b.v = kv_calloc((size_t)(K * T * D), sizeof(float), "values", err))))
@@ -246,5 +320,6 @@ int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err)
     free(b.q), free(b.k), free(b.v);
     sim_results_free(&res);
     trace_close(tr);
+    free(p);
     return rc;
 }

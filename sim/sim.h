@@ -20,17 +20,28 @@ typedef struct {
     const prov_record *prov;       /* for provenance.json and results.h5 (may be NULL) */
     policy_config *policies;       /* [n_policies] */
     int n_policies;
-    int64_t *budgets;              /* [n_budgets] */
+    alloc_config *allocators;      /* [n_allocators]; NULL and 0: uniform only (today's replay) */
+    int n_allocators;
+    int64_t *budgets;              /* [n_budgets] N; sim_run fills those given as fractions of T */
+    double *budget_fractions;      /* NULL, or [n_budgets]: f in (0, 1] for "f·100%", NaN for an N given */
     int n_budgets;
+    bool step_counts;              /* results.h5 records candidates and kept rows at every step */
     int64_t chunk, decode_chunk, eval_stride;
     int threads;                   /* 0: one per CPU */
     bool force, quiet;             /* quiet: no table on stdout, no progress */
     bool progress;                 /* progress lines even when quiet (fidelity's own sim step) */
 } sim_opts;
 
+/* The configurations, in the order they run and are written: policy-major,
+ * then allocator, then budget (c = (p·A + a)·n_budgets + b). */
+const policy_config *sim_cfg_policy(const sim_opts *o, int c);
+const alloc_config *sim_cfg_alloc(const sim_opts *o, int c);
+int64_t sim_cfg_budget(const sim_opts *o, int c);
+double sim_cfg_fraction(const sim_opts *o, int c);   /* NaN: N was given */
+
 /* Runs every configuration and writes the results directory o->output.
- * summary: NULL, or room for n_policies x n_budgets entries (policy-major,
- * as the configurations run), filled on success with each configuration's
+ * summary: NULL, or room for n_policies x n_allocators x n_budgets entries
+ * (in configuration order), filled on success with each configuration's
  * phase=all statistics averaged over layers and query heads (n summed): the
  * numbers of its summary.csv row, in full precision. */
 int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err);

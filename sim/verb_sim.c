@@ -1,4 +1,5 @@
 /* `kvtrace sim`: command line of the replay engine. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,11 @@ static const char USAGE[] =
     "the policy keeps N. Writes results.csv, summary.csv, timing.csv and results.h5 to DIR.\n"
     "\n"
     "  --policies LIST      comma-separated policies, each name[:key=value...] (kvtrace policies)\n"
-    "  --budgets LIST       comma-separated cache sizes N >= 1\n"
+    "  --budgets LIST       comma-separated cache sizes: N >= 1 rows per (layer, kv head) on average,\n"
+    "                       or F% of the trace's T (N = floor(F/100 * T))\n"
+    "  --allocators LIST    how each layer and kv head shares the total L*K*N, each name[:key=value...]\n"
+    "                       (uniform, pyramid, adakv; kvtrace policies; default uniform: N each)\n"
+    "  --step-counts        results.h5 records every step's candidates and kept rows per (layer, kv head)\n"
     "  --chunk B            prefill chunk (required)\n"
     "  --decode-chunk C     chunk after prompt_len (default 1)\n"
     "  --eval-stride S      measure only queries at positions i = 0 mod S (default 1)\n"
@@ -34,7 +39,9 @@ typedef struct {
     sim_opts o;
     bool help, timestamp;
     policy_config cfgs[MAX_LIST];
+    alloc_config allocs[MAX_LIST];
     int64_t budgets[MAX_LIST];
+    double fractions[MAX_LIST];
 } sim_args;
 
 static int parse_policies(const char *verb, const char *arg, void *args, kv_err *err)
@@ -44,16 +51,53 @@ static int parse_policies(const char *verb, const char *arg, void *args, kv_err 
     return policy_parse_list(verb, arg, a->cfgs, MAX_LIST, &a->o.n_policies, err);
 }
 
+static int parse_allocators(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    sim_args *a = args;
+    a->o.allocators = a->allocs;
+    return alloc_parse_list(verb, arg, a->allocs, MAX_LIST, &a->o.n_allocators, err);
+}
+
+/* One "F%" item: F in (0, 100] into a fraction. */
+static int parse_percent(const char *verb, const char *item, double *f, kv_err *err)
+{
+    char *end = NULL;
+    const double x = strtod(item, &end);
+    if (end == item || strcmp(end, "%") != 0 || !(x > 0 && x <= 100))
+        return cli_usage(err, verb, "--budgets: '%s' is not a percentage in (0, 100] (e.g. 10%%)", item);
+    *f = x / 100;
+    return KV_OK;
+}
+
+/* N >= 1, or F% of T (resolved by sim_run once the trace is open). */
 static int parse_budgets(const char *verb, const char *arg, void *args, kv_err *err)
 {
     sim_args *a = args;
-    a->o.budgets = a->budgets;
-    return cli_parse_i64_list(verb, "--budgets", arg, 1, (int64_t)1 << 40, a->budgets, MAX_LIST, &a->o.n_budgets, err);
+    cli_list l;
+    int rc = cli_list_split(verb, "--budgets", arg, MAX_LIST, &l, err);
+    a->o.budgets = a->budgets, a->o.budget_fractions = a->fractions, a->o.n_budgets = 0;
+    for (int i = 0; !rc && i < l.n; i++) {
+        a->fractions[i] = NAN, a->budgets[i] = 0;
+        if (strchr(l.item[i], '%')) rc = parse_percent(verb, l.item[i], &a->fractions[i], err);
+        else rc = cli_parse_i64(verb, "--budgets", l.item[i], 1, (int64_t)1 << 40, &a->budgets[i], err);
+        for (int j = 0; !rc && j < i; j++)   /* a value twice ("16,016", "10%,10.0%"): refused before any work */
+            if (a->budgets[j] == a->budgets[i] && (a->fractions[j] == a->fractions[i] ||
+                                                   (isnan(a->fractions[j]) && isnan(a->fractions[i])))) {
+                char canon[64];
+                if (isnan(a->fractions[i])) snprintf(canon, sizeof canon, "%lld", (long long)a->budgets[i]);
+                else snprintf(canon, sizeof canon, "%g%%", a->fractions[i] * 100);
+                rc = cli_list_repeat(verb, "--budgets", &l, j, i, "the value", canon, err);
+            }
+    }
+    if (!rc) a->o.n_budgets = l.n;
+    return rc;
 }
 
 static const cli_opt OPTIONS[] = {
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
+    {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
+    {CLI_ROW("step-counts", CLI_FLAG, sim_args, o.step_counts)},
     {CLI_ROW("chunk", CLI_I64, sim_args, o.chunk), .lo = 1, .hi = 1 << 30},
     {CLI_ROW("decode-chunk", CLI_I64, sim_args, o.decode_chunk), .lo = 1, .hi = 1 << 30},
     {CLI_ROW("eval-stride", CLI_I64, sim_args, o.eval_stride), .lo = 1, .hi = 1 << 30},

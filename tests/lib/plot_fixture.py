@@ -148,8 +148,9 @@ def make_fixture(out, detail=(1, 2), with_results=True, seed=3):
 
 def write_results_csv(out, rng):
     """results.csv: one row per (configuration, budget, layer, query head, phase), errors varying by layer and head."""
-    cols = ["config", "policy", "params", "budget", "chunk", "decode_chunk", "eval_stride", "layer", "q_head", "kv_head",
-            "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean", "attn_recall_min"]
+    cols = ["config", "policy", "params", "budget", "allocator", "budget_fraction", "chunk", "decode_chunk",
+            "eval_stride", "layer", "q_head", "kv_head", "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95",
+            "attn_recall_mean", "attn_recall_min", "head_budget", "head_budget_mean"]
     rows = []
     for name, params in [("full", "")] + RUNS:
         for b in BUDGETS:
@@ -157,14 +158,14 @@ def write_results_csv(out, rng):
                 for h in range(H):
                     for phase in ("prefill", "decode", "all"):
                         e = 0.0 if name == "full" else float(rng.uniform(0.01, 0.5)) * (l + 1) * 16 / b
-                        rows.append((label(name, params), name, params, b, 16, 1, 1, l, h, h // (H // K), phase, 100,
-                                     g(e), g(1.5 * e), g(1 - e / 2), g(1 - e)))
+                        rows.append((label(name, params), name, params, b, "uniform", "", 16, 1, 1, l, h, h // (H // K),
+                                     phase, 100, g(e), g(1.5 * e), g(1 - e / 2), g(1 - e), b, b))
     write_csv(os.path.join(out, "results.csv"), cols, rows)
 
 
 def write_results(out, rng):
-    cols = ["config", "policy", "params", "budget", "chunk", "decode_chunk", "eval_stride", "phase", "n_queries",
-            "out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean", "attn_recall_min", "final_logdet_mean"]
+    cols = ["config", "policy", "params", "budget", "allocator", "budget_fraction", "chunk", "decode_chunk",
+            "eval_stride", "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean", "attn_recall_min", "final_logdet_mean"]
     rows, timing = [], []
     base = {"streaming": 0.35, "tova": 0.18, "keydiff": 0.25}
     ns = {"streaming": 0.8, "tova": 0.9, "keydiff": 21.0}
@@ -173,14 +174,15 @@ def write_results(out, rng):
             e = 0.0 if name == "full" else base[name] * (16 / b) ** 0.8 * (0.9 if "0.2" in params else 1)
             rec = 1.0 if name == "full" else 1 - e * 0.6
             for phase in ("prefill", "decode", "all"):
-                rows.append((label(name, params), name, params, b, 16, 1, 1, phase, 400, g(e), g(1.8 * e), g(rec), g(rec - 0.2 * e - 0 * rec),
+                rows.append((label(name, params), name, params, b, "uniform", "", 16, 1, 1, phase, 400, g(e), g(1.8 * e), g(rec), g(rec - 0.2 * e - 0 * rec),
                              g(-40 + 10 * np.log(b) + rng.normal())))
             t = 0.0 if name == "full" else ns[name] * (1 + 0.1 * rng.normal())
-            timing.append((label(name, params), name, params, b, 16, 0 if name == "full" else 50, 0 if name == "full" else 3000, "%.3f" % t))
+            timing.append((label(name, params), name, params, b, "uniform", "", 16, 0 if name == "full" else 50, 0 if name == "full" else 3000, "%.3f" % t))
     write_csv(os.path.join(out, "summary.csv"), cols, rows)
     write_results_csv(out, rng)
     write_csv(os.path.join(out, "timing.csv"),
-              ["config", "policy", "params", "budget", "chunk", "calls", "candidates", "score_ns_per_candidate"], timing)
+              ["config", "policy", "params", "budget", "allocator", "budget_fraction", "chunk", "calls", "candidates",
+               "score_ns_per_candidate"], timing)
 
 
 if __name__ == "__main__":

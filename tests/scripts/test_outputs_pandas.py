@@ -40,8 +40,12 @@ FID_POLICIES = [("full", "full"), ("knorm", "knorm"), ("keydiff", "keydiff:ancho
                 ("streaming", "streaming:sinks=4")]
 # columns that may be entirely NaN (docs/outputs.md says when): params is empty for parameter-free policies,
 # so a file whose configurations are all parameter-free (logdet's full-cache rows alone, fidelity's
-# parameter-free pairs) reads it as NaN; fidelity's rank correlations are NaN where nothing varies
-MAY_BE_ALL_NAN = {"params", "params_a", "params_b", "rho_out_rel_err_kl", "rho_attn_loss_kl"}
+# parameter-free pairs) reads it as NaN; fidelity's rank correlations are NaN where nothing varies; sim's
+# budget_fraction is empty when every budget was given as N, head_budget_mean NaN when no step evicted
+MAY_BE_ALL_NAN = {"params", "params_a", "params_b", "rho_out_rel_err_kl", "rho_attn_loss_kl", "budget_fraction",
+                  "head_budget_mean"}
+# columns that hold "head" but are not a head index: a (layer, kv head)'s kept rows (sim's allocators)
+HEAD_VALUES = {"head_budget", "head_budget_mean"}
 
 
 def run(*args):
@@ -69,7 +73,7 @@ def csv_files(*dirs):
 
 
 def check_heads(name, df, H, K):
-    heads = [c for c in df.columns if "head" in c]
+    heads = [c for c in df.columns if "head" in c and c not in HEAD_VALUES]
     check("head" not in df.columns and all(c in ("q_head", "kv_head") for c in heads),
           "%s: heads are q_head/kv_head, never head" % name, str(list(df.columns)))
     if "q_head" in df.columns:

@@ -269,20 +269,21 @@ static void sim_replay_returns_the_error(void **state)
     sim_layer ly = {.T = ST, .D = SD, .H = SH, .K = SK, .prompt_len = 40, .q = q, .k = k, .v = v, .ref = &ref,
                     .chunk = 8, .decode_chunk = 1, .eval_stride = 1};
     static sim_stats stats[SH * N_PHASES];
-    int64_t retained[ST];
-    double logdet[SK];
+    int64_t retained[SK * ST], n_retained[SK];
+    double logdet[SK], kept_mean[SK];
     /* at = 0: never fails (the probe runs to the end); then each function failing at its 1st and 3rd call */
     const struct { int64_t at; int in; } cases[] = {{0, IN_SCORE}, {1, IN_OBSERVE}, {3, IN_OBSERVE}, {1, IN_SCORE},
                                                     {3, IN_SCORE}};
     for (int c = 0; c < 5; c++)
         for (int64_t ng = 1; ng <= SK; ng++) {   /* one kv head; a layer-scope stream of both */
             policy_config pc = probe(&PROBE, cases[c].at, cases[c].in);
-            sim_result out = {.stats = stats, .retained = retained, .logdet = logdet};
+            sim_result out = {.stats = stats, .retained = retained, .n_retained = n_retained, .kept_mean = kept_mean,
+                              .logdet = logdet};
             kv_err err = {0};
-            int rc = sim_replay(&ly, &pc, 16, 0, 0, ng, &out, &err);
+            int rc = sim_replay(&ly, &pc, 16, 16, 0, 0, ng, &out, &err);
             if (cases[c].at == 0) {
                 assert_int_equal(rc, KV_OK);
-                assert_int_equal(out.n_retained, 16);
+                assert_int_equal(out.n_retained[0], 16);
                 assert_true(out.calls > 0);
                 continue;
             }

@@ -1,0 +1,95 @@
+/* alloc: allocator specs parsed against the registry (alloc_registry.c),
+ * labels, and the checks shared by every allocator (alloc.h). */
+#include "policies/alloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cli_args.h"
+
+int alloc_parse(const char *spec, alloc_config *out, kv_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const size_t nlen = strcspn(spec, ":");
+    const alloc_iface *const *all = alloc_all();
+    for (const alloc_iface *const *a = all; *a; a++)
+        if (strlen((*a)->name) == nlen && strncmp((*a)->name, spec, nlen) == 0) out->iface = *a;
+    if (!out->iface) {
+        char known[256];
+        size_t used = 0;
+        for (const alloc_iface *const *a = all; *a; a++)
+            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", a == all ? "" : ", ", (*a)->name);
+        return kv_fail(err, KV_EUSAGE, "unknown allocator '%.*s' (known: %s)", (int)nlen, spec, known);
+    }
+    out->n = policy_params_count(out->iface->params);
+    return policy_params_parse(out->iface->name, out->iface->params, spec, spec + nlen, out->num, out->choice,
+                               out->canonical, sizeof out->canonical, err);
+}
+
+void alloc_label(const alloc_config *ac, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%s%s", ac->iface->name, ac->canonical[0] ? ":" : "", ac->canonical);
+}
+
+int alloc_parse_list(const char *verb, const char *list, alloc_config *out, int max, int *n, kv_err *err)
+{
+    cli_list l;
+    *n = 0;
+    int rc = cli_list_split(verb, "--allocators", list, max, &l, err);
+    for (int i = 0; !rc && i < l.n; i++) {
+        if ((rc = alloc_parse(l.item[i], &out[i], err))) return rc;
+        for (int j = 0; !rc && j < i; j++)   /* one configuration, two spellings: refused before any work */
+            if (out[j].iface == out[i].iface && strcmp(out[j].canonical, out[i].canonical) == 0) {
+                char label[sizeof out[i].canonical + 64];
+                alloc_label(&out[i], label, sizeof label);
+                rc = cli_list_repeat(verb, "--allocators", &l, j, i, "the same configuration", label, err);
+            }
+    }
+    if (!rc) *n = l.n;
+    return rc;
+}
+
+bool alloc_is_uniform(const alloc_config *ac)
+{
+    return strcmp(ac->iface->name, "uniform") == 0;
+}
+
+int alloc_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t layer, int64_t *cap,
+                     kv_err *err)
+{
+    if (ac->iface->kind == ALLOC_STATIC) return ac->iface->capacities(ac, N, L, K, layer, cap, err);
+    for (int64_t g = 0; g < K; g++) cap[g] = N;
+    return KV_OK;
+}
+
+int alloc_check(const alloc_config *ac, int64_t N, int64_t L, int64_t K, kv_err *err)
+{
+    if (ac->iface->kind != ALLOC_STATIC)   /* alloc_scope_step's fixed tables */
+        return K > 256 ? kv_fail(err, KV_EUSAGE, "%s: %lld kv heads per layer is beyond what a dynamic allocator "
+                                 "handles (256)", ac->iface->name, (long long)K) : KV_OK;
+    int64_t *cap = kv_calloc((size_t)K, sizeof *cap, "allocator", err);
+    if (!cap) return err->code;
+    int rc = KV_OK;
+    for (int64_t l = 0; !rc && l < L; l++) rc = ac->iface->capacities(ac, N, L, K, l, cap, err);
+    free(cap);
+    return rc;
+}
+
+int alloc_buf_init(alloc_buf *b, int64_t cap, kv_err *err)
+{
+    memset(b, 0, sizeof *b);
+    if (!(b->order = kv_calloc((size_t)cap, sizeof *b->order, "allocator", err)) ||
+        !(b->scratch = kv_calloc((size_t)cap, sizeof *b->scratch, "allocator", err))) {
+        alloc_buf_free(b);
+        return err->code;
+    }
+    b->cap = cap;
+    return KV_OK;
+}
+
+void alloc_buf_free(alloc_buf *b)
+{
+    free(b->order), free(b->scratch);
+    memset(b, 0, sizeof *b);
+}

@@ -1,0 +1,125 @@
+/* alloc: budget allocators (issue #17). A policy scores candidates; an
+ * allocator decides how many of them each stream (layer, kv head) keeps,
+ * given the total L·K·N that `--budgets N` stands for (N is the average per
+ * stream). docs/allocators.md has the formulas, papers and choices.
+ *
+ * Two kinds:
+ * - static (uniform, pyramid): a fixed capacity per stream, the capacities
+ *   summing to L·K·N; a stream evicts when its candidates exceed its
+ *   capacity, exactly as with a uniform N of its own, so the streams stay
+ *   independent (and uniform costs nothing: every capacity is N). Once every
+ *   stream is full the total is exactly L·K·N.
+ * - dynamic (adakv): the streams of a scope (a layer: its K kv heads) share
+ *   the scope's total K·N and the shares are recomputed at every step from
+ *   that step's scores. The scope evicts when its candidates exceed its
+ *   total; each stream then keeps its share, at least 1 and at most its
+ *   candidates, and the shares add up to exactly the total
+ *   (alloc_scope_step).
+ *
+ * Allocators see plain arrays, like policies; both engines (sim's replay,
+ * later the in-model run) call the same functions. Parameters are parsed as
+ * a policy's are (name[:key=value...], canonical "key=value:..." sorted by
+ * key, policy_params_parse). */
+#ifndef KV_POLICY_ALLOC_H
+#define KV_POLICY_ALLOC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/kv_error.h"
+#include "policies/policy.h"
+#include "policies/step.h"
+
+typedef enum { ALLOC_STATIC, ALLOC_DYNAMIC_LAYER } alloc_kind;
+
+typedef struct alloc_iface alloc_iface;
+
+/* A parsed "name:key=value:..." with every parameter filled (defaults too). */
+typedef struct {
+    const alloc_iface *iface;
+    int n;
+    double num[POLICY_MAX_PARAMS];
+    int choice[POLICY_MAX_PARAMS];
+    char canonical[256];
+} alloc_config;
+
+/* One evicting step of a dynamic scope: the candidates of its S streams. */
+typedef struct {
+    int64_t n_streams;             /* S */
+    const int64_t *n;              /* [S] candidates per stream */
+    const double *const *scores;   /* [S] -> [n[x]] the policy's scores (higher keeps, +INFINITY protected) */
+    const int64_t *const *pos;     /* [S] -> [n[x]] their positions, ascending */
+    int64_t budget;                /* N, the average per stream */
+    int64_t total;                 /* the scope's total S·N, < Σ n[x] */
+    bool comparable;               /* the policy's scores compare across streams (policy_iface) */
+} alloc_scope;
+
+/* Scratch of a dynamic allocator for scopes of up to `cap` candidates in all. */
+typedef struct {
+    int64_t *order;    /* [cap] each stream's candidates in its own rank order, streams one after the other */
+    int64_t *scratch;  /* [cap] */
+    int64_t cap;
+} alloc_buf;
+
+struct alloc_iface {
+    const char *name;
+    const char *summary;
+    policy_param params[POLICY_MAX_PARAMS];   /* sorted by key; the first without a key ends them */
+    alloc_kind kind;
+    /* static: the capacity of every stream of layer `layer` (K of them) for
+     * average N over L layers; KV_EUSAGE with one line when N is too small
+     * for the allocator's formula */
+    int (*capacities)(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t layer, int64_t *cap,
+                      kv_err *err);
+    /* dynamic: how many each stream of the scope keeps (counts[S], each in
+     * [1, n[x]], summing to s->total); each stream then keeps its own top
+     * counts[x] by the selection rule (policy_select) */
+    void (*shares)(const alloc_config *ac, const alloc_scope *s, alloc_buf *b, int64_t *counts);
+};
+
+/* The registry (alloc_registry.c), NULL-terminated, in listing order. */
+const alloc_iface *const *alloc_all(void);
+
+/* "name[:key=value...]"; unknown names or parameters are KV_EUSAGE naming what is valid. */
+int alloc_parse(const char *spec, alloc_config *out, kv_err *err);
+/* A comma-separated list (as policy_parse_list): a configuration twice is refused. */
+int alloc_parse_list(const char *verb, const char *list, alloc_config *out, int max, int *n, kv_err *err);
+double alloc_num(const alloc_config *ac, const char *key);
+/* "uniform", or "pyramid:beta=20:window=32" (the label of results' allocator column). */
+void alloc_label(const alloc_config *ac, char *buf, size_t cap);
+/* Whether the configuration is the uniform allocator (today's behaviour). */
+bool alloc_is_uniform(const alloc_config *ac);
+
+/* Checks that N suits the allocator for a model of L layers and K kv heads
+ * (KV_EUSAGE, one line), before any work. */
+int alloc_check(const alloc_config *ac, int64_t N, int64_t L, int64_t K, kv_err *err);
+/* Static: the capacities of layer `layer`'s K streams (alloc_check first).
+ * Dynamic: N for each (the average; the shares vary by step). */
+int alloc_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t layer, int64_t *cap,
+                     kv_err *err);
+
+int alloc_buf_init(alloc_buf *b, int64_t cap, kv_err *err);
+void alloc_buf_free(alloc_buf *b);
+
+/* Steps 3 and 4 for a dynamic scope of S streams (alloc_scope_step): each
+ * stream observes its chunk; when Σ n > total, each is scored, the allocator
+ * gives the shares, and each stream keeps its top share through its own
+ * compaction callback. kept[x] (may be NULL): what each stream holds after.
+ * A policy error stops the step before anything is compacted. */
+typedef struct {
+    const policy_config *pc;
+    const alloc_config *ac;
+    int64_t n_streams;
+    void *const *states;           /* [S] the policy's per-stream state */
+    const policy_view *views;      /* [S] (views[x].budget is ignored) */
+    policy_step_buf *const *bufs;  /* [S] */
+    policy_compact_fn compact;
+    void *const *ctx;              /* [S] */
+    int64_t budget, total;         /* N and the scope's total */
+    alloc_buf *ab;
+    int64_t *counts;               /* [S] scratch */
+} alloc_scope_args;
+
+int alloc_scope_step(const alloc_scope_args *a, int64_t *kept, bool *evicted, kv_err *err);
+
+#endif
