@@ -123,6 +123,7 @@ static int capture_tokens(const capture_opts *o, const backend_iface *be, void *
 {
     run_opts ro = {.model = m, .model_path = o->model, .backend = be, .backend_ctx = bctx, .tokens = tokens,
                    .T = T, .P = P, .chunk = o->chunk, .evict = &o->evict, .budget = o->budget,
+                   .alloc = o->alloc.iface ? &o->alloc : NULL,
                    .output = o->dry_run ? NULL : o->output, .verb = "capture", .trace = trace_wants(o),
                    .beyond_context = o->beyond_context, .prompt_text = text};
     kv_run *r = NULL;

@@ -11,6 +11,7 @@
 #include "trace/trace.h"
 #include "model/backend.h"
 #include "model/tokenizer/prompt.h"
+#include "policies/alloc.h"
 #include "policies/policy.h"
 #include "provenance/provenance.h"
 
@@ -37,6 +38,7 @@ typedef struct {
     /* eviction inside the run (capture_mode = evict): evict.iface NULL for none */
     policy_config evict;
     int64_t budget;           /* N */
+    alloc_config alloc;       /* --allocator (evict.h); alloc.iface NULL: uniform */
     bool retained;            /* /evict/retained snapshots after every chunk */
     const backend_iface *backend; /* --device NAME (NULL: cpu) */
     int weights;              /* --weights: type of the weights on the device (0 f32, 1 f16, 2 bf16) */

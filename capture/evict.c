@@ -11,12 +11,53 @@ int64_t evict_cache_rows(const policy_config *pc, int64_t budget, int64_t B, int
     return budget + B;
 }
 
+/* The streams of one layer: K, or 1 for a layer-scope policy. */
+static policy_streams streams_of(const policy_config *pc, const model_config *cfg)
+{
+    return policy_streams_of(pc, cfg->n_heads, cfg->n_kv_heads);
+}
+
+/* The allocator's kinds the layer-by-layer walk runs: static, and dynamic
+ * with one layer as its scope. */
+static int check_kind(const alloc_config *ac, kv_err *err)
+{
+    if (ac->iface->kind == ALLOC_STATIC || ac->iface->kind == ALLOC_DYNAMIC_LAYER) return KV_OK;
+    return kv_fail(err, KV_EUSAGE, "allocator %s shares one pool across every layer, and the model walk evicts "
+                   "layer by layer: it runs offline only (kvtrace sim) so far", ac->iface->name);
+}
+
+int evict_alloc_rows(const policy_config *pc, const alloc_config *ac, int64_t budget, const model_config *cfg,
+                     int64_t B, int64_t T, int64_t *rows, int64_t *width, kv_err *err)
+{
+    const int64_t L = cfg->n_layers, K = cfg->n_kv_heads;
+    int64_t M = budget;
+    int rc = ac ? check_kind(ac, err) : KV_OK;
+    if (!rc && ac) rc = alloc_check(ac, budget, L, K, err);
+    if (!rc && ac && ac->iface->kind == ALLOC_DYNAMIC_LAYER && streams_of(pc, cfg).per_layer == K)
+        M = K * budget - (K - 1); /* every other head keeps at least one */
+    else if (!rc && ac && ac->iface->kind == ALLOC_STATIC) {
+        int64_t *cap = kv_calloc((size_t)K, sizeof *cap, "allocator", err);
+        rc = cap ? KV_OK : err->code;
+        for (int64_t l = 0; !rc && l < L; l++) {
+            rc = alloc_capacities(ac, budget, L, K, l, cap, err);
+            for (int64_t g = 0; !rc && g < K; g++) M = cap[g] > M ? cap[g] : M; /* the largest is >= N */
+        }
+        free(cap);
+    }
+    if (rc) return rc;
+    *width = M;
+    *rows = pc->iface->never_evicts || M + B > T ? T : M + B;
+    return KV_OK;
+}
+
 void evict_free(evict_engine *e)
 {
     for (int64_t i = 0; e->state && i < e->L * e->streams; i++)
         if (e->state[i] && e->pc.iface->destroy) e->pc.iface->destroy(e->state[i]);
-    free(e->state), free(e->attn), free(e->hk), free(e->hv);
-    policy_step_buf_free(&e->step);
+    free(e->state), free(e->caps), free(e->attn), free(e->hk), free(e->hv);
+    for (int64_t x = 0; e->step && x < e->n_bufs; x++) policy_step_buf_free(&e->step[x]);
+    free(e->step), free(e->steps), free(e->views), free(e->cc), free(e->ctx), free(e->counts), free(e->kept);
+    alloc_buf_free(&e->ab);
     free(e->qbuf), free(e->q_end), free(e->q_count);
     memset(e, 0, sizeof *e);
 }
@@ -52,15 +93,17 @@ static void on_attention(void *ctx, int64_t l, int64_t h, int64_t n_cached, int6
     policy_attn_add(e->attn + x * e->B * e->cap, p, n * (n_cached + n), h % e->heads_per_stream == 0);
 }
 
-/* The policy's view of stream x of layer l after a chunk of n (SPEC §4 step 2's candidates). */
-static policy_view view_of(evict_engine *e, const forward_state *s, int64_t l, int64_t x, int64_t n)
+/* The policy's view of stream x of layer l after a chunk of n (SPEC §4 step
+ * 2's candidates), its host copies in slot `slot`; the budget is the
+ * stream's capacity (N under uniform and dynamic allocators), as sim's. */
+static policy_view view_of(evict_engine *e, const forward_state *s, int64_t l, int64_t x, int64_t n, int64_t slot)
 {
     const int64_t g0 = x * e->kv_per_stream, lg = l * e->K + g0, cols = s->cache_len[lg];
-    policy_view v = {.n = cols, .D = e->D, .pos = s->cache_pos + lg * s->cap, .budget = e->budget,
+    policy_view v = {.n = cols, .D = e->D, .pos = s->cache_pos + lg * s->cap, .budget = e->caps[l * e->streams + x],
                      .now = s->len + n - 1, .layer = l, .kv_head = g0, .step = s->steps, .q_heads = e->G};
     /* keys and values: the stream's first kv head (a layer-scope policy sees the layer's first, as in sim) */
-    v.keys = forward_cache_rows(s, l, g0, 0, e->hk);
-    v.values = forward_cache_rows(s, l, g0, 1, e->hv);
+    v.keys = forward_cache_rows(s, l, g0, 0, e->hk + slot * e->cap * e->D);
+    v.values = forward_cache_rows(s, l, g0, 1, e->hv + slot * e->cap * e->D);
     if (e->qwin > 0) {
         v.queries = e->qbuf + (l * e->H + g0 * e->G) * e->qrows * e->D;
         v.T = e->qrows, v.q0 = e->q_end[l] - e->q_count[l];
@@ -74,25 +117,38 @@ static policy_view view_of(evict_engine *e, const forward_state *s, int64_t l, i
 }
 
 /* policy_step's compaction: the kept rows of every kv head of the stream. */
-typedef struct {
-    forward_state *s;
-    int64_t l, g0, ng;
-} stream_caches;
-
 static void keep_rows(void *ctx, const int64_t *keep, int64_t kept)
 {
-    const stream_caches *c = ctx;
+    const evict_stream *c = ctx;
     for (int64_t g = c->g0; g < c->g0 + c->ng; g++) forward_cache_keep(c->s, c->l, g, keep, kept);
+}
+
+/* A dynamic allocator's step over the layer's K streams together (sim_replay_layer's). */
+static int after_layer_joint(evict_engine *e, forward_state *s, int64_t l, int64_t n, kv_err *err)
+{
+    for (int64_t x = 0; x < e->streams; x++) {
+        e->views[x] = view_of(e, s, l, x, n, x);
+        e->cc[x] = (evict_stream){s, l, x, 1};
+    }
+    const alloc_scope_args args = {.pc = &e->pc, .ac = &e->ac, .n_streams = e->streams,
+                                   .states = e->state + l * e->streams, .views = e->views, .bufs = e->steps,
+                                   .compact = keep_rows, .ctx = e->ctx, .budget = e->budget,
+                                   .total = e->streams * e->budget, .ab = &e->ab, .counts = e->counts};
+    bool evicted = false;
+    int rc = alloc_scope_step(&args, e->kept, &evicted, err);
+    for (int64_t x = 0; !rc && x < e->streams; x++) e->evictions += e->kept[x] < e->views[x].n;
+    return rc;
 }
 
 static int after_layer(void *ctx, forward_state *s, int64_t l, int64_t n, kv_err *err)
 {
     evict_engine *e = ctx;
+    if (e->joint) return after_layer_joint(e, s, l, n, err);
     for (int64_t x = 0; x < e->streams; x++) {
-        policy_view v = view_of(e, s, l, x, n);
-        stream_caches c = {s, l, x * e->kv_per_stream, e->kv_per_stream};
+        policy_view v = view_of(e, s, l, x, n, 0);
+        evict_stream c = {s, l, x * e->kv_per_stream, e->kv_per_stream};
         int64_t kept;
-        int rc = policy_step(&e->pc, e->state[l * e->streams + x], &v, &e->step, keep_rows, &c, &kept, err);
+        int rc = policy_step(&e->pc, e->state[l * e->streams + x], &v, &e->step[0], keep_rows, &c, &kept, err);
         if (rc) return rc;
         e->evictions += kept < v.n;
     }
@@ -101,13 +157,34 @@ static int after_layer(void *ctx, forward_state *s, int64_t l, int64_t n, kv_err
 
 /* ---- setup ---------------------------------------------------------------- */
 
+/* The per-step buffers of the n_bufs streams whose views live at once. */
+static int alloc_step_buffers(evict_engine *e, kv_err *err)
+{
+    const size_t nb = (size_t)e->n_bufs, cap = (size_t)e->cap, D = (size_t)e->D;
+    if (!(e->hk = kv_calloc(nb * cap * D, sizeof(float), "cache keys", err)) ||
+        !(e->hv = kv_calloc(nb * cap * D, sizeof(float), "cache values", err)) ||
+        !(e->step = kv_calloc(nb, sizeof *e->step, "eviction steps", err)) ||
+        !(e->steps = kv_calloc(nb, sizeof *e->steps, "eviction steps", err)) ||
+        !(e->views = kv_calloc(nb, sizeof *e->views, "eviction steps", err)) ||
+        !(e->cc = kv_calloc(nb, sizeof *e->cc, "eviction steps", err)) ||
+        !(e->ctx = kv_calloc(nb, sizeof *e->ctx, "eviction steps", err)) ||
+        !(e->counts = kv_calloc(nb, sizeof *e->counts, "eviction steps", err)) ||
+        !(e->kept = kv_calloc(nb, sizeof *e->kept, "eviction steps", err)) ||
+        (e->joint && alloc_buf_init(&e->ab, e->n_bufs * e->cap, err)))
+        return err->code;
+    for (int64_t x = 0; x < e->n_bufs; x++) {
+        if (policy_step_buf_init(&e->step[x], e->cap, err)) return err->code;
+        e->steps[x] = &e->step[x], e->ctx[x] = &e->cc[x];
+    }
+    return KV_OK;
+}
+
 static int alloc_buffers(evict_engine *e, kv_err *err)
 {
     const size_t cap = (size_t)e->cap, D = (size_t)e->D;
     if (!(e->state = kv_calloc((size_t)(e->L * e->streams), sizeof(void *), "policy states", err)) ||
-        !(e->hk = kv_calloc(cap * D, sizeof(float), "cache keys", err)) ||
-        !(e->hv = kv_calloc(cap * D, sizeof(float), "cache values", err)) ||
-        policy_step_buf_init(&e->step, e->cap, err) ||
+        !(e->caps = kv_calloc((size_t)(e->L * e->streams), sizeof(int64_t), "capacities", err)) ||
+        alloc_step_buffers(e, err) ||
         !(e->q_end = kv_calloc((size_t)e->L, sizeof(int64_t), "query window", err)) ||
         !(e->q_count = kv_calloc((size_t)e->L, sizeof(int64_t), "query window", err)))
         return err->code;
@@ -120,21 +197,43 @@ static int alloc_buffers(evict_engine *e, kv_err *err)
     return KV_OK;
 }
 
-int evict_init(evict_engine *e, const policy_config *pc, int64_t budget, const model_config *cfg, int64_t B,
-               int64_t cap, kv_err *err)
+/* Each stream's capacity: the static allocator's (a layer-scope stream: its
+ * first kv head's), or N. */
+static int fill_caps(evict_engine *e, kv_err *err)
+{
+    int64_t *cap = kv_calloc((size_t)e->K, sizeof *cap, "allocator", err);
+    int rc = cap ? KV_OK : err->code;
+    for (int64_t l = 0; !rc && l < e->L; l++) {
+        rc = alloc_capacities(&e->ac, e->budget, e->L, e->K, l, cap, err);
+        for (int64_t x = 0; !rc && x < e->streams; x++) e->caps[l * e->streams + x] = cap[x * e->kv_per_stream];
+    }
+    free(cap);
+    return rc;
+}
+
+int evict_init_alloc(evict_engine *e, const policy_config *pc, const alloc_config *ac, int64_t budget,
+                     const model_config *cfg, int64_t B, int64_t cap, kv_err *err)
 {
     memset(e, 0, sizeof *e);
     if (pc->iface->offline_only)
         return kv_fail(err, KV_EUSAGE, "%s reads the future (full-cache attention of later queries): it is "
                        "offline only (kvtrace sim), not an in-model policy", pc->iface->name);
     if (budget < 1) return kv_fail(err, KV_EUSAGE, "eviction budget must be at least 1, got %lld", (long long)budget);
+    int rc = ac ? KV_OK : alloc_parse("uniform", &e->ac, err);
+    if (rc) return rc;
+    if (ac) e->ac = *ac;
+    int64_t rows;
+    if ((rc = evict_alloc_rows(pc, &e->ac, budget, cfg, B, cap, &rows, &e->width, err))) return rc;
     e->pc = *pc, e->budget = budget, e->B = B, e->cap = cap;
     e->L = cfg->n_layers, e->H = cfg->n_heads, e->K = cfg->n_kv_heads, e->D = cfg->head_dim, e->G = e->H / e->K;
     const policy_streams ps = policy_streams_of(pc, e->H, e->K);
     e->streams = ps.per_layer, e->kv_per_stream = ps.kv_heads, e->heads_per_stream = ps.q_heads;
+    e->joint = e->ac.iface->kind == ALLOC_DYNAMIC_LAYER && e->streams == e->K;
+    e->n_bufs = e->joint ? e->streams : 1;
     e->qwin = pc->iface->query_window ? pc->iface->query_window(pc) : 0;
     e->qrows = e->qwin + B;
-    int rc = alloc_buffers(e, err);
+    rc = alloc_buffers(e, err);
+    if (!rc) rc = fill_caps(e, err);
     for (int64_t i = 0; !rc && pc->iface->create && i < e->L * e->streams; i++)
         rc = pc->iface->create(pc, &e->state[i], err);
     if (rc) {
@@ -146,9 +245,15 @@ int evict_init(evict_engine *e, const policy_config *pc, int64_t budget, const m
     return KV_OK;
 }
 
+int evict_init(evict_engine *e, const policy_config *pc, int64_t budget, const model_config *cfg, int64_t B,
+               int64_t cap, kv_err *err)
+{
+    return evict_init_alloc(e, pc, NULL, budget, cfg, B, cap, err);
+}
+
 void evict_snapshot(const evict_engine *e, const forward_state *s, int32_t *out)
 {
-    const int64_t N = e->budget;
+    const int64_t N = e->width;
     for (int64_t lg = 0; lg < e->L * e->K; lg++) {
         const int64_t len = s->cache_len[lg] < N ? s->cache_len[lg] : N;
         const int64_t *pos = s->cache_pos + lg * s->cap;

@@ -13,27 +13,55 @@
  * Memory: the caches hold at most N + B rows (forward_init_cache with
  * evict_cache_rows), the engine O(streams·B·(N+B)) floats plus, for policies
  * that read past queries (snapkv), the latest query_window() queries per
- * layer and head. Nothing grows with T. */
+ * layer and head. Nothing grows with T.
+ *
+ * Allocators (issue #17, policies/alloc.h; evict_init_alloc): a static one
+ * gives each stream its own capacity (the stream evicts when its candidates
+ * exceed it, through policy_step with that capacity as the view's budget,
+ * as sim_replay does); a dynamic one with layer scope (adakv) evicts a
+ * layer's K streams together through alloc_scope_step, as sim_replay_layer
+ * does, once the walk has attended the layer. Every cache is allocated at
+ * the most rows any stream can hold plus B (evict_alloc_rows); the rows in
+ * use (forward_state.rows) stay at most L·K·N + L·K·B. An allocator whose
+ * scope is the whole model is refused: the walk evicts layer by layer. */
 #ifndef KV_CAPTURE_EVICT_H
 #define KV_CAPTURE_EVICT_H
 
 #include <stdint.h>
 
 #include "model/forward.h"
+#include "policies/alloc.h"
 #include "policies/policy.h"
 #include "policies/step.h"
 
+/* policy_step's compaction target: the caches of one stream's kv heads. */
+typedef struct {
+    forward_state *s;
+    int64_t l, g0, ng;
+} evict_stream;
+
 typedef struct {
     policy_config pc;
+    alloc_config ac;         /* the allocator (uniform when none was given) */
     int64_t budget;          /* N */
     int64_t L, H, K, D, G, B, cap;
     int64_t streams;         /* per layer: K, or 1 for a layer-scope policy (policy_streams_of) */
     int64_t kv_per_stream;   /* 1, or K for a layer-scope policy */
     int64_t heads_per_stream;/* G, or H for a layer-scope policy */
     void **state;            /* [L][streams] policy states (NULL: stateless) */
+    int64_t *caps;           /* [L][streams] each stream's capacity: the allocator's (static), N (dynamic) */
+    bool joint;              /* a layer's streams evict together (a dynamic allocator, per kv head streams) */
+    int64_t width;           /* the most rows a (layer, kv head) keeps: the snapshot's width */
+    int64_t n_bufs;          /* streams whose views live at once: streams when joint, else 1 */
     float *attn;             /* [streams][B][cap] the chunk's attention, summed then averaged over a stream's heads */
-    float *hk, *hv;          /* [cap][D] host copies of one cache (when the backend's is not host memory) */
-    policy_step_buf step;    /* scores and selection [cap], shared by the streams in turn */
+    float *hk, *hv;          /* [n_bufs][cap][D] host copies of caches (when the backend's is not host memory) */
+    policy_step_buf *step;   /* [n_bufs] scores and selection [cap] (one: shared by the streams in turn) */
+    policy_step_buf **steps; /* [n_bufs] -> step[x] (alloc_scope_step's) */
+    policy_view *views;      /* [n_bufs] */
+    evict_stream *cc;        /* [n_bufs] compaction targets */
+    void **ctx;              /* [n_bufs] -> cc[x] */
+    alloc_buf ab;            /* joint: the allocator's scratch, streams·cap */
+    int64_t *counts, *kept;  /* [n_bufs] */
     int64_t qwin, qrows;     /* query positions the policy reads; rows per head of qbuf (qwin + B) */
     float *qbuf;             /* [L][H][qrows][D] the latest queries, oldest first */
     int64_t *q_end, *q_count;/* [L] the buffer holds positions q_end - q_count .. q_end - 1 */
@@ -45,16 +73,30 @@ typedef struct {
  * of up to B under `pc` at budget N: min(T, N + B), or T for `full`. */
 int64_t evict_cache_rows(const policy_config *pc, int64_t budget, int64_t B, int64_t T);
 
-/* An engine for model shape cfg, chunks of up to B, caches of `cap` rows.
- * An offline-only policy (oracle) is a KV_EUSAGE error. */
+/* The same under allocator ac (NULL: uniform) for model shape cfg:
+ * min(T, M + B) with M the most rows one stream can keep (static: its
+ * largest capacity; adakv: K·N − (K − 1), every other head keeping one);
+ * *width = M. The allocator's KV_EUSAGE (N too small for its formula, a
+ * whole-model scope) before any work. */
+int evict_alloc_rows(const policy_config *pc, const alloc_config *ac, int64_t budget, const model_config *cfg,
+                     int64_t B, int64_t T, int64_t *rows, int64_t *width, kv_err *err);
+
+/* An engine for model shape cfg, chunks of up to B, caches of `cap` rows
+ * (evict_alloc_rows'), under allocator ac (NULL: uniform). An offline-only
+ * policy (oracle) or an allocator the walk cannot run is a KV_EUSAGE error. */
+int evict_init_alloc(evict_engine *e, const policy_config *pc, const alloc_config *ac, int64_t budget,
+                     const model_config *cfg, int64_t B, int64_t cap, kv_err *err);
+
+/* evict_init_alloc under the uniform allocator. */
 int evict_init(evict_engine *e, const policy_config *pc, int64_t budget, const model_config *cfg, int64_t B,
                int64_t cap, kv_err *err);
 
 void evict_free(evict_engine *e);
 
 /* The caches' positions now, per layer and kv head, ascending, padded with
- * -1 to N: out [L][K][N] (the /evict/retained snapshot). A cache holding
- * more than N (the `full` policy) is truncated to its first N. */
+ * -1 to the width W (N under uniform): out [L][K][W] (the /evict/retained
+ * snapshot). A cache holding more than W (the `full` policy) is truncated
+ * to its first W. */
 void evict_snapshot(const evict_engine *e, const forward_state *s, int32_t *out);
 
 #endif

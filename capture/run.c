@@ -20,7 +20,8 @@ struct kv_run {
     forward_state fw;
     evict_engine ev;         /* with eviction */
     bool evicting;
-    int32_t *snap;           /* [L][K][N] with /evict/retained */
+    int32_t *snap;           /* [L][K][W] with /evict/retained (W: the most rows a head keeps, N under uniform) */
+    int64_t rows, width;     /* with eviction: each cache's rows, the snapshot's width (evict_alloc_rows) */
     recorder rec;
     bool recording;          /* rec initialised */
     record_device rd;        /* with a staging backend */
@@ -100,7 +101,7 @@ static int check_context(const run_opts *o, kv_err *err)
     return KV_OK;
 }
 
-static void fill_meta(const run_opts *o, bool evicting, trace_meta *meta)
+static void fill_meta(const run_opts *o, bool evicting, int64_t width, trace_meta *meta)
 {
     const kv_model *m = o->model;
     const model_config *c = &m->cfg;
@@ -114,6 +115,8 @@ static void fill_meta(const run_opts *o, bool evicting, trace_meta *meta)
         snprintf(meta->evict_policy, sizeof meta->evict_policy, "%s", o->evict->iface->name);
         snprintf(meta->evict_params, sizeof meta->evict_params, "%s", o->evict->canonical);
         meta->evict_budget = o->budget, meta->evict_chunk = o->chunk;
+        if (o->alloc) alloc_label(o->alloc, meta->evict_allocator, sizeof meta->evict_allocator);
+        meta->evict_width = width;
     }
     meta->n_layers = c->n_layers, meta->n_heads = c->n_heads, meta->n_kv_heads = c->n_kv_heads;
     meta->head_dim = c->head_dim, meta->vocab_size = c->vocab_size, meta->rope_theta = c->rope_theta;
@@ -133,12 +136,12 @@ static int start_walk(kv_run *r, kv_err *err)
     int rc = r->be->prepare ? r->be->prepare(o->backend_ctx, o->model, o->T, o->chunk, o->trace.want[TRACE_COLSUM],
                                              &walk, err)
                             : KV_OK;
-    const int64_t cap = r->evicting ? evict_cache_rows(o->evict, o->budget, o->chunk, o->T) : o->T;
+    const int64_t cap = r->evicting ? r->rows : o->T;
     if (!rc) rc = forward_init_cache(&r->fw, walk, r->be->kernels, o->backend_ctx, o->T, cap, o->chunk, err);
     if (rc || !r->evicting) return rc;
-    rc = evict_init(&r->ev, o->evict, o->budget, c, r->fw.max_chunk, r->fw.cap, err);
+    rc = evict_init_alloc(&r->ev, o->evict, o->alloc, o->budget, c, r->fw.max_chunk, r->fw.cap, err);
     if (!rc && r->w && o->trace.want[TRACE_EVICT_RETAINED] &&
-        !(r->snap = kv_calloc((size_t)(c->n_layers * c->n_kv_heads * o->budget), sizeof(int32_t), "snapshot", err)))
+        !(r->snap = kv_calloc((size_t)(c->n_layers * c->n_kv_heads * r->width), sizeof(int32_t), "snapshot", err)))
         rc = err->code;
     if (!rc) r->fw.ev = &r->ev.hooks;
     return rc;
@@ -175,9 +178,11 @@ int run_open(kv_run **out, const run_opts *o, kv_err *err)
     r->o.trace.expected_tokens = o->T;
     int rc = check_window(o, err);
     if (!rc) rc = check_context(o, err);
+    if (!rc && r->evicting) /* the allocator's checks, before the trace exists */
+        rc = evict_alloc_rows(o->evict, o->alloc, o->budget, &o->model->cfg, o->chunk, o->T, &r->rows, &r->width, err);
     if (!rc && o->output) {
         trace_meta meta;
-        fill_meta(o, r->evicting, &meta);
+        fill_meta(o, r->evicting, r->width, &meta);
         rc = trace_create(o->output, &meta, &r->o.trace, &r->w, err);
     }
     if (!rc) rc = start_walk(r, err);
@@ -213,6 +218,11 @@ int64_t run_cache_peak(const kv_run *r)
     return peak;
 }
 
+int64_t run_rows_peak(const kv_run *r)
+{
+    return r->fw.rows_peak;
+}
+
 int run_settle(kv_run *r, kv_err *err)
 {
     if (r->settled) return KV_OK;
@@ -232,10 +242,10 @@ void run_print_stats(const kv_run *r, double load_s, double secs)
     const uint64_t dev_peak = r->be->peak_bytes ? r->be->peak_bytes(r->o.backend_ctx) : 0;
     fprintf(stderr, "capture-stats: load_s %.3f tokens %lld seconds %.3f tokens_per_s %.1f gemm_gflop %.3f "
                     "gemm_s %.3f gemm_gflops %.2f attn_gflop %.3f attn_s %.3f attn_gflops %.2f "
-                    "cache_rows %lld cache_peak_rows %lld peak_rss_kib %ld device_peak_gib %.3f\n",
+                    "cache_rows %lld cache_peak_rows %lld rows_peak %lld peak_rss_kib %ld device_peak_gib %.3f\n",
             load_s, (long long)T, secs, (double)T / secs, f->gemm_flops * 1e-9, f->gemm_seconds,
             f->gemm_flops * 1e-9 / f->gemm_seconds, f->attn_flops * 1e-9, f->attn_seconds,
-            f->attn_flops * 1e-9 / f->attn_seconds, (long long)f->cap, (long long)run_cache_peak(r), rss_kib,
+            f->attn_flops * 1e-9 / f->attn_seconds, (long long)f->cap, (long long)run_cache_peak(r), (long long)f->rows_peak, rss_kib,
             (double)dev_peak / (1024.0 * 1024.0 * 1024.0));
 }
 

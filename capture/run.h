@@ -23,6 +23,7 @@
 #include "model/backend.h"
 #include "model/model.h"
 #include "model/tokenizer/prompt.h"
+#include "policies/alloc.h"
 #include "policies/policy.h"
 
 typedef struct kv_run kv_run;
@@ -37,6 +38,7 @@ typedef struct {
     int64_t chunk;                /* B: the largest step */
     const policy_config *evict;   /* eviction inside the run; NULL or no iface: the full cache */
     int64_t budget;               /* N, with evict */
+    const alloc_config *alloc;    /* with evict: the allocator (evict.h); NULL: uniform */
     const char *output;           /* the trace; NULL: nothing is recorded or written */
     const char *verb;             /* the trace's creator: "kvtrace VERSION verb" */
     bool beyond_context;          /* --allow-beyond-context: T may exceed the model's trained context */
@@ -55,8 +57,10 @@ int run_sequence(const prompt_source *src, const kv_model *m, const char *model_
                  int32_t **tokens, int64_t *P, int64_t *T, char **text, kv_err *err);
 
 /* Checks the sequence against the model (a sliding window shorter than T,
- * or a trained context shorter than T without beyond_context: KV_EUSAGE), creates the trace, prepares the backend and the walk (caches of
- * T rows, or N + B with eviction), then the recording path. *r is set even
+ * or a trained context shorter than T without beyond_context: KV_EUSAGE),
+ * and the allocator against N (KV_EUSAGE), creates the trace, prepares the
+ * backend and the walk (caches of T rows, or with eviction the most one
+ * stream can keep plus B: N + B under uniform), then the recording path. *r is set even
  * on failure: run_free it. */
 int run_open(kv_run **r, const run_opts *o, kv_err *err);
 
@@ -72,6 +76,9 @@ const float *run_logits(const kv_run *r);
 
 /* The largest number of rows any (layer, kv head) cache has held. */
 int64_t run_cache_peak(const kv_run *r);
+
+/* The high-water mark of the rows every cache held together (forward_state.rows_peak). */
+int64_t run_rows_peak(const kv_run *r);
 
 /* Waits until the recording has caught up with the walk and brings back what
  * the backend accumulated (column sums). */

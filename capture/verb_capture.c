@@ -54,7 +54,10 @@ static const char USAGE[] =
     "                       each layer) keeps N of its cache plus the chunk, as sim replays it; the\n"
     "                       cache never holds more than N + B rows; RoPE positions stay the original\n"
     "                       ones. The trace gets capture_mode=evict (no /attention: off by default)\n"
-    "  --budget N           the cache budget N (required with --evict)\n"
+    "  --budget N           the cache budget N (required with --evict): the average per (layer, kv head)\n"
+    "  --allocator A[:k=v...]  with --evict: how the total L*K*N is shared by the (layer, kv head)\n"
+    "                       caches (kvtrace policies lists them; default uniform: each keeps N; not\n"
+    "                       those pooling every layer; docs/allocators.md, \"In the model\")\n"
     "  --retained           with --evict: /evict/retained, the kept positions after every chunk\n"
     "  --print              print the decoded text of all tokens to stdout\n"
     "  --stats              print throughput and GEMM/attention GFLOP/s to stderr\n"
@@ -112,16 +115,25 @@ static int parse_device(const char *verb, const char *name, void *args, kv_err *
     return cli_usage(err, verb, "--device must be %s, got '%s'", names, name);
 }
 
+/* A parser's error as this verb's usage line, prefixed with the option. */
+static int option_error(const char *verb, const char *option, int rc, kv_err *err)
+{
+    if (!rc) return rc;
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return cli_usage(err, verb, "%s: %s", option, msg);
+}
+
+static int parse_allocator(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    capture_opts *o = &((capture_args *)args)->o;
+    return option_error(verb, "--allocator", alloc_parse(arg, &o->alloc, err), err);
+}
+
 static int parse_evict(const char *verb, const char *arg, void *args, kv_err *err)
 {
     capture_opts *o = &((capture_args *)args)->o;
-    int rc = policy_parse(arg, &o->evict, err);
-    if (rc) {
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err->msg);
-        rc = cli_usage(err, verb, "--evict: %s", msg);
-    }
-    return rc;
+    return option_error(verb, "--evict", policy_parse(arg, &o->evict, err), err);
 }
 
 #define ROW(NAME, KIND, FIELD) CLI_ROW(NAME, KIND, capture_args, o.FIELD)
@@ -144,6 +156,7 @@ static const cli_opt OPTIONS[] = {
     {.name = "device", .kind = CLI_CUSTOM, .parse = parse_device},
     {.name = "evict", .kind = CLI_CUSTOM, .parse = parse_evict},
     {ROW("budget", CLI_I64, budget), .lo = 1, .hi = 1 << 30},
+    {.name = "allocator", .kind = CLI_CUSTOM, .parse = parse_allocator},
     {ROW("retained", CLI_FLAG, retained)},
     {ROW("print", CLI_FLAG, print_text)},
     {ROW("stats", CLI_FLAG, stats)},
@@ -163,7 +176,8 @@ static int check_evict(capture_opts *o, bool attention_given, kv_err *err)
 {
     const char *v = "capture";
     if (!o->evict.iface) {
-        if (o->budget || o->retained) return cli_usage(err, v, "--budget and --retained need --evict POLICY");
+        if (o->budget || o->retained || o->alloc.iface)
+            return cli_usage(err, v, "--budget, --allocator and --retained need --evict POLICY");
         return KV_OK;
     }
     if (o->budget < 1) return cli_usage(err, v, "--evict needs --budget N");

@@ -140,6 +140,7 @@ void forward_cache_keep(forward_state *s, int64_t layer, int64_t kv_head, const 
                      keep, n_keep, s->m->cfg.head_dim);
     int64_t *pos = s->cache_pos + lg * s->cap; /* host bookkeeping: which position each row holds */
     for (int64_t i = 0; i < n_keep; i++) pos[i] = pos[keep[i]];
+    s->rows -= s->cache_len[lg] - n_keep;
     s->cache_len[lg] = n_keep;
 }
 
@@ -155,6 +156,8 @@ static int64_t cache_append(forward_state *s, int64_t l, int64_t g, int64_t pos0
     for (int64_t r = 0; r < n; r++) s->cache_pos[lg * s->cap + c0 + r] = pos0 + r;
     s->cache_len[lg] = c0 + n;
     if (s->cache_peak[lg] < c0 + n) s->cache_peak[lg] = c0 + n;
+    s->rows += n;
+    if (s->rows_peak < s->rows) s->rows_peak = s->rows;
     return c0;
 }
 

@@ -129,6 +129,8 @@ typedef struct forward_state {
     int64_t *cache_len;  /* [L][K] rows in use */
     int64_t *cache_pos;  /* [L][K][cap] original position of each row, ascending */
     int64_t *cache_peak; /* [L][K] high-water mark of cache_len: never above cap */
+    int64_t rows;        /* Σ cache_len over every (layer, kv head): the rows in use now */
+    int64_t rows_peak;   /* high-water mark of rows (memory bounded by design: docs/allocators.md) */
     const forward_evictor *ev; /* NULL: the cache keeps everything */
     float *rope_tab;   /* [n_pos][D] cos/sin */
     /* scratch for one chunk */

@@ -64,6 +64,12 @@ typedef struct {
     char evict_policy[64];
     char evict_params[256];
     int64_t evict_budget, evict_chunk;
+    /* the allocator's label (policies/alloc.h: "uniform", "pyramid:beta=20:window=32");
+     * written in evict mode, "" read from a trace before allocators (uniform) */
+    char evict_allocator[256];
+    /* writers only: the width W of /evict/retained's snapshots [L][K][W], the
+     * most rows a (layer, kv head) can keep; 0: N (evict_budget) */
+    int64_t evict_width;
 } trace_meta;
 
 const char *trace_dset_path(trace_dset d);
@@ -161,8 +167,9 @@ int trace_write_rows(trace_writer *w, trace_dset d, int64_t layer, int64_t head,
                      int64_t t0, int64_t n, const float *rows, kv_err *err);
 
 /* Eviction snapshot `step` (0, 1, ... in order): the cache positions of
- * every (layer, kv head) after the step, pos [L][K][N] (sorted, -1 padded;
- * N = evict_budget), and the last position processed before it. */
+ * every (layer, kv head) after the step, pos [L][K][W] (sorted, -1 padded;
+ * W = evict_width, or evict_budget when 0), and the last position processed
+ * before it. */
 int trace_write_retained(trace_writer *w, int64_t step, int64_t step_end, const int32_t *pos, kv_err *err);
 
 /* Checks that every dataset reached the same T as /tokens, writes n_tokens,

@@ -69,6 +69,12 @@ static void chunk_dims(const trace_writer *w, trace_dset d, hsize_t *chunk)
     }
 }
 
+/* W of /evict/retained: the most rows a (layer, kv head) keeps (N under uniform). */
+static int64_t retained_width(const trace_meta *m)
+{
+    return m->evict_width > 0 ? m->evict_width : m->evict_budget;
+}
+
 static int create_dset(trace_writer *w, trace_dset d, kv_err *err)
 {
     const trace_dset_spec *s = trace_spec(d);
@@ -76,8 +82,8 @@ static int create_dset(trace_writer *w, trace_dset d, kv_err *err)
     trace_expected_dims(&w->meta, d, 0, want);
     hsize_t cur[4], max[4], chunk[4];
     const bool evict = d == TRACE_EVICT_RETAINED || d == TRACE_EVICT_STEP_END;
-    if (evict) /* snapshots grow along S (axis 0); a snapshot is [L][K][N], N = evict_budget */
-        want[0] = 0, want[3] = w->meta.evict_budget;
+    if (evict) /* snapshots grow along S (axis 0); a snapshot is [L][K][W] */
+        want[0] = 0, want[3] = retained_width(&w->meta);
     for (int a = 0; a < s->rank; a++) {
         bool grows = evict ? a == 0 : a == s->t_axis || a == s->t_axis2;
         cur[a] = grows ? 0 : (hsize_t)want[a];
@@ -134,6 +140,8 @@ static int write_root_attrs(trace_writer *w, kv_err *err)
         if (!rc) rc = h5u_write_attr_str(root, "evict_params", m->evict_params, err);
         if (!rc) rc = h5u_write_attr_i64(root, "evict_budget", &m->evict_budget, 1, err);
         if (!rc) rc = h5u_write_attr_i64(root, "evict_chunk", &m->evict_chunk, 1, err);
+        if (!rc) rc = h5u_write_attr_str(root, "evict_allocator", m->evict_allocator[0] ? m->evict_allocator : "uniform",
+                                         err);
     }
     return rc;
 }
@@ -351,7 +359,7 @@ int trace_write_retained(trace_writer *w, int64_t step, int64_t step_end, const 
     if (step != w->extent[TRACE_EVICT_RETAINED] || step_end < 0 || step_end > INT32_MAX)
         return kv_fail(err, KV_EFAIL, "%s: snapshot %lld (ending at %lld) out of order", w->out.final_path,
                        (long long)step, (long long)step_end);
-    hsize_t dims[4] = {(hsize_t)step + 1, (hsize_t)m->n_layers, (hsize_t)m->n_kv_heads, (hsize_t)m->evict_budget};
+    hsize_t dims[4] = {(hsize_t)step + 1, (hsize_t)m->n_layers, (hsize_t)m->n_kv_heads, (hsize_t)retained_width(m)};
     if (H5Dset_extent(w->dset[TRACE_EVICT_RETAINED], dims) < 0 || H5Dset_extent(w->dset[TRACE_EVICT_STEP_END], dims) < 0)
         return kv_fail(err, KV_EFAIL, "%s: cannot extend /evict datasets", w->out.final_path);
     w->extent[TRACE_EVICT_RETAINED] = w->extent[TRACE_EVICT_STEP_END] = step + 1;
