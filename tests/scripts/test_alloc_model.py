@@ -1,0 +1,175 @@
+"""Budget allocators inside the model run (capture --evict P --allocator A,
+issue #17 stage 2) on stories260K (L = 5, K = 4):
+
+- with every allocator at a budget where no stream can fill (N >= T; for
+  pyramid N large enough that its top layer's capacity is >= T too) the
+  evicting run equals the full run exactly (logits, log-probabilities, keys,
+  values, queries);
+- the first eviction keeps what sim keeps: the run's /evict/retained snapshot
+  at its first evicting step (the first where some (layer, kv head) holds
+  fewer rows than positions seen) equals, set for set, sim's final kept sets
+  under the same policy, allocator, N and B on the full-cache trace cut at
+  that step (for policies with comparable scores, one without, and one of
+  layer scope);
+- the trace records the allocator (evict_allocator) and per-head kept counts
+  (snapshots -1 padded to the most one head can keep), and every snapshot
+  keeps what the allocator says: static, each head its capacity once full;
+  adakv, each layer K*N once full, each head >= 1;
+- memory: the rows in use together (--stats rows_peak) never exceed
+  L*K*N + L*K*B;
+- bad input (--allocator without --evict, unknown allocator or parameter, a
+  budget too small for pyramid): exit 2, one line, nothing written. TAP."""
+import os
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from kvrun import run, write_tokens  # noqa: E402
+from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
+
+MODEL = model_file()
+N, B = 32, 16
+ALLOCATORS = ["uniform", "pyramid:window=8", "adakv", "adakv:alpha=0.5"]
+LABELS = {"uniform": "uniform", "pyramid:window=8": "pyramid:beta=20:window=8", "adakv": "adakv:alpha=0.2",
+          "adakv:alpha=0.5": "adakv:alpha=0.5"}  # canonical: every parameter, defaults filled
+POLICIES = ["snapkv:window=8", "h2o", "keydiff", "tova:scope=layer"]
+
+
+def capture(tmp, name, tokens, *args):
+    out = os.path.join(tmp, name)
+    r = run("capture", "--quiet", "--logits", "--model", MODEL, "--tokens", tokens, "--chunk", str(B), "--force",
+            "-o", out, *args)
+    if r.returncode != 0:
+        raise RuntimeError("capture %s failed (%d): %s" % (name, r.returncode, r.stderr.strip()))
+    return out, r.stderr
+
+
+def pyramid_caps(N, L, w, beta=20.0):
+    """The issue's closed form, rounded by largest remainder (test_alloc.py's)."""
+    lo = (N - w) / beta
+    hi = 2 * (N - w) - lo
+    x = np.array([w + hi - l * (hi - lo) / (L - 1) for l in range(L)])
+    f = np.floor(x)
+    extra = int(round(L * N - f.sum()))
+    out = f.astype(np.int64)
+    for l in sorted(range(L), key=lambda l: (-(x[l] - f[l]), l))[:extra]:
+        out[l] += 1
+    return out
+
+
+def sets(snap):
+    """[L][K] -> sorted kept positions of each (layer, kv head), padding dropped."""
+    return [[tuple(sorted(int(p) for p in row if p >= 0)) for row in layer] for layer in snap]
+
+
+def full_equals(tmp, long_tok, full):
+    with h5py.File(full, "r") as f:
+        ref = {d: f[d][:] for d in ("logits", "logprobs", "keys", "values", "queries")}
+        T = len(f["tokens"])
+    for alloc in ALLOCATORS:
+        budget = 2000 if alloc.startswith("pyramid") else T  # pyramid's top layer: 8 + 1992/20 >= T
+        path, _ = capture(tmp, "big.h5", long_tok, "--evict", "snapkv", "--budget", str(budget), "--allocator", alloc,
+                          "--retained")
+        with h5py.File(path, "r") as e:
+            same = all(np.array_equal(ref[d], e[d][:], equal_nan=True) for d in ref)
+            kept = (e["evict/retained"][-1] >= 0).sum(-1)
+            check(same and (kept == T).all(), "%s at N = %d (no stream fills): the run equals the full run exactly"
+                  % (alloc, budget))
+
+
+def first_evicting_step(snaps, ends):
+    for s in range(len(ends)):
+        if ((snaps[s] >= 0).sum(-1) < ends[s] + 1).any():
+            return s
+    return None
+
+
+def conservation(alloc, snaps, ends, L, K):
+    """Every snapshot against the allocator's rule; True when all hold."""
+    counts = (snaps >= 0).sum(-1)  # [S, L, K]
+    for s in range(len(ends)):
+        seen = ends[s] + 1
+        if alloc.startswith("adakv"):
+            for l in range(L):
+                if counts[s, l].sum() < K * seen and (counts[s, l].sum() != K * N or counts[s, l].min() < 1):
+                    return False
+        else:
+            caps = pyramid_caps(N, L, 8) if alloc.startswith("pyramid") else np.full(L, N)
+            want = np.minimum(caps[:, None], seen)
+            if not (counts[s] == np.broadcast_to(want, (L, K))).all():
+                return False
+    return alloc.startswith("adakv") or counts[-1].sum() == L * K * N  # static: every stream full at the end
+
+
+def first_eviction_is_sims(tmp, ids, long_tok):
+    L = K = None
+    for alloc in ALLOCATORS:
+        for policy in POLICIES:
+            path, stats = capture(tmp, "ev.h5", long_tok, "--evict", policy, "--budget", str(N), "--allocator",
+                                  alloc, "--retained", "--stats", "--logits")
+            with h5py.File(path, "r") as e:
+                L, K = int(e.attrs["n_layers"]), int(e.attrs["n_kv_heads"])
+                label = e.attrs["evict_allocator"]
+                snaps, ends = e["evict/retained"][:], e["evict/step_end"][:]
+            check(label == LABELS[alloc],
+                  "%s %s: the trace's evict_allocator is %s" % (policy, alloc, label))
+            check(conservation(alloc, snaps, ends, L, K),
+                  "%s %s: every snapshot keeps what the allocator says" % (policy, alloc))
+            words = next(x for x in stats.splitlines() if x.startswith("capture-stats:")).split()[1:]
+            peak = int(dict(zip(words[::2], words[1::2]))["rows_peak"])
+            check(peak <= L * K * N + L * K * B, "%s %s: rows in use at most L*K*N + L*K*B (%d <= %d)"
+                  % (policy, alloc, peak, L * K * N + L * K * B))
+            s = first_evicting_step(snaps, ends)
+            if s is None:
+                check(False, "%s %s: the run evicts" % (policy, alloc))
+                continue
+            cut = int(ends[s]) + 1
+            short_tok = write_tokens(tmp, "short.ids", ids[:cut])
+            short, _ = capture(tmp, "short.h5", short_tok, "--attention", "none")
+            res = os.path.join(tmp, "res")
+            r = run("sim", short, "--quiet", "--force", "--policies", policy, "--allocators", alloc, "--budgets",
+                    str(N), "--chunk", str(B), "--threads", "2", "-o", res)
+            if r.returncode != 0:
+                check(False, "%s %s: sim runs" % (policy, alloc), r.stderr)
+                continue
+            with h5py.File(os.path.join(res, "results.h5"), "r") as f:
+                want = [g["retained"][:] for g in f["runs"].values()][0]
+            got = sets(snaps[s])
+            check(got == sets(want), "%s %s: the first eviction (step %d, positions < %d) keeps what sim keeps"
+                  % (policy, alloc, s, cut), lambda: "in-model %s\nsim %s" % (got[0], sets(want)[0]))
+
+
+def bad_input(tmp, tok):
+    out = os.path.join(tmp, "x.h5")
+    for args, what in ((["--allocator", "adakv"], "--allocator without --evict"),
+                       (["--evict", "h2o", "--budget", "8", "--allocator", "nosuch"], "an unknown allocator"),
+                       (["--evict", "h2o", "--budget", "8", "--allocator", "adakv:alpha=7"], "a parameter out of range"),
+                       (["--evict", "h2o", "--budget", "8", "--allocator", "adakv:beta=1"], "an unknown parameter"),
+                       (["--evict", "h2o", "--budget", "8", "--allocator", "pyramid"], "N below pyramid's window")):
+        r = run("capture", "--quiet", "--model", MODEL, "--tokens", tok, "-o", out, *args)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 2 and len(lines) == 1 and lines[0].startswith("kvtrace: error:")
+              and not os.path.exists(out), "refused (exit 2, one line, nothing written): %s" % what, r.stderr)
+
+
+def main():
+    if not MODEL:
+        skip("allocators inside the model on stories260K", NO_MODEL)
+        return finish()
+    with tempfile.TemporaryDirectory() as tmp:
+        path, _ = capture(tmp, "seq.h5", write_tokens(tmp, "bos.ids", [1]), "--generate", "99")
+        with h5py.File(path, "r") as f:
+            ids = f["tokens"][:]
+        long_tok = write_tokens(tmp, "long.ids", ids)
+        full, _ = capture(tmp, "full.h5", long_tok)
+        full_equals(tmp, long_tok, full)
+        first_eviction_is_sims(tmp, ids, long_tok)
+        bad_input(tmp, long_tok)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
