@@ -10,14 +10,15 @@
 int fid_take_sim(const sim_stats *summary, fid_results *r, kv_err *err)
 {
     /* one entry per configuration in the same order: fidelity_run gives sim
-     * its policies and budgets, and both number configurations policy-major */
+     * its policies, allocators and budgets, and both number configurations
+     * policy-major, then allocator, then budget */
     for (int i = 0; i < r->n; i++) {
         fid_config *c = &r->c[i];
         const sim_stats *s = &summary[i];
         if (!isfinite(s->err_mean) || !isfinite(s->err_p95) || !isfinite(s->recall_mean))
-            return kv_fail(err, KV_EINPUT, "fidelity: sim's summary of %s:%s at budget %lld is not finite "
-                           "(out_rel_err_mean %g, out_rel_err_p95 %g, attn_recall_mean %g)", c->pc->iface->name,
-                           c->pc->canonical, (long long)c->budget, s->err_mean, s->err_p95, s->recall_mean);
+            return kv_fail(err, KV_EINPUT, "fidelity: sim's summary of %s:%s (allocator %s) at budget %lld is not "
+                           "finite (out_rel_err_mean %g, out_rel_err_p95 %g, attn_recall_mean %g)", c->pc->iface->name,
+                           c->pc->canonical, c->alloc, (long long)c->budget, s->err_mean, s->err_p95, s->recall_mean);
         c->out_rel_err_mean = s->err_mean;
         c->out_rel_err_p95 = s->err_p95;
         c->attn_recall_mean = s->recall_mean;

@@ -14,11 +14,16 @@
 
 static int make_configs(const fidelity_opts *o, fid_results *r, kv_err *err)
 {
-    r->n = o->n_policies * o->n_budgets;
+    const int A = o->n_allocators;
+    r->n = o->n_policies * A * o->n_budgets;
     if (!(r->c = kv_calloc((size_t)r->n, sizeof *r->c, "configurations", err))) return err->code;
     for (int p = 0; p < o->n_policies; p++)
-        for (int b = 0; b < o->n_budgets; b++)
-            r->c[p * o->n_budgets + b] = (fid_config){.pc = &o->policies[p], .budget = o->budgets[b]};
+        for (int a = 0; a < A; a++)
+            for (int b = 0; b < o->n_budgets; b++) {
+                fid_config *c = &r->c[(p * A + a) * o->n_budgets + b];
+                *c = (fid_config){.pc = &o->policies[p], .ac = &o->allocators[a], .budget = o->budgets[b]};
+                alloc_label(c->ac, c->alloc, sizeof c->alloc);
+            }
     return KV_OK;
 }
 
@@ -42,7 +47,8 @@ static int run_sim(const fidelity_opts *o, const char *trace_path, const char *d
     prov_record sp = {0};
     int rc = o->prov ? sim_provenance(o, trace_path, &sp, err) : KV_OK;
     sim_opts s = {.trace = trace_path, .output = dir, .prov = o->prov ? &sp : NULL, .policies = o->policies,
-                  .n_policies = o->n_policies, .budgets = o->budgets, .n_budgets = o->n_budgets,
+                  .n_policies = o->n_policies, .allocators = o->allocators, .n_allocators = o->n_allocators,
+                  .budgets = o->budgets, .n_budgets = o->n_budgets,
                   .chunk = o->seq.chunk, .decode_chunk = 1, .eval_stride = 1, .threads = o->sim_threads,
                   .quiet = true, .progress = !o->quiet};
     if (!rc) rc = sim_run(&s, summary, err);
@@ -53,12 +59,12 @@ static int run_sim(const fidelity_opts *o, const char *trace_path, const char *d
 /* The table on stdout: one line per configuration, then ρ and the pair count. */
 static void print_summary(const fid_results *r)
 {
-    printf("%-12s %-34s %6s %11s %11s %7s %9s %12s %11s\n", "policy", "params", "N", "kl_mean", "kl_p95", "agree",
-           "d_ppl", "out_rel_err", "attn_recall");
+    printf("%-12s %-34s %-24s %6s %11s %11s %7s %9s %12s %11s\n", "policy", "params", "allocator", "N", "kl_mean",
+           "kl_p95", "agree", "d_ppl", "out_rel_err", "attn_recall");
     for (int i = 0; i < r->n; i++) {
         const fid_config *c = &r->c[i];
-        printf("%-12s %-34s %6lld %11.4g %11.4g %6.1f%% %9.4f %12.4g %11.4f\n", c->pc->iface->name, c->pc->canonical,
-               (long long)c->budget, c->kl_mean, c->kl_p95, 100.0 * c->greedy_agree, c->ppl_evict - r->ppl_full,
+        printf("%-12s %-34s %-24s %6lld %11.4g %11.4g %6.1f%% %9.4f %12.4g %11.4f\n", c->pc->iface->name,
+               c->pc->canonical, c->alloc, (long long)c->budget, c->kl_mean, c->kl_p95, 100.0 * c->greedy_agree, c->ppl_evict - r->ppl_full,
                c->out_rel_err_mean, c->attn_recall_mean);
     }
     printf("T = %lld (prompt %lld), full-cache perplexity %.4f\n", (long long)r->T, (long long)r->prompt_len,

@@ -19,6 +19,7 @@
 
 #include "core/kv_error.h"
 #include "model/tokenizer/prompt.h"
+#include "policies/alloc.h"
 #include "policies/policy.h"
 #include "provenance/provenance.h"
 #include "sim/sim.h"
@@ -40,20 +41,25 @@ typedef struct {
                                 model and prompt files are added once loaded (may be NULL) */
     policy_config *policies; /* [n_policies] */
     int n_policies;
+    alloc_config *allocators;/* [n_allocators] (--allocators; docs/allocators.md) */
+    int n_allocators;
     int64_t *budgets;        /* [n_budgets] */
     int n_budgets;
     int sim_threads;         /* 0: one per CPU */
     bool force, quiet;
 } fidelity_opts;
 
-/* One (policy, budget) configuration: what the runs measured and what sim says. */
+/* One (policy, allocator, budget) configuration: what the runs measured and what sim says. */
 typedef struct {
     const policy_config *pc;
+    const alloc_config *ac;
+    char alloc[256];         /* ac's label (alloc_label), the allocator column */
     int64_t budget;
     int64_t n_positions;     /* positions t >= N */
     double kl_mean, kl_p95, kl_max, greedy_agree;
     double ppl_evict;        /* over every predicted token of the sequence */
     int64_t cache_peak;      /* largest rows a (layer, kv head) cache ever held */
+    int64_t rows_peak;       /* largest rows every cache held together (<= L·K·N + L·K·B) */
     double out_rel_err_mean, out_rel_err_p95, attn_recall_mean; /* sim, phase=all */
     double *kl;              /* [n_positions] KL at t = N .. T-1 */
     uint8_t *agree;          /* [n_positions] */
@@ -62,7 +68,7 @@ typedef struct {
 typedef struct {
     int64_t T, prompt_len, V;
     double ppl_full;
-    int n;                   /* configurations, policy-major */
+    int n;                   /* configurations: policy-major, then allocator, then budget (sim's order) */
     fid_config *c;           /* [n] */
 } fid_results;
 

@@ -31,31 +31,34 @@ static void config_names(FILE *f, const fid_config *c)
     csv_field(f, c->pc->canonical, false);
 }
 
+/* "config,policy,params,budget,allocator": a configuration's key, as sim's results.csv starts its rows. */
 static void config_key(FILE *f, const fid_config *c)
 {
     config_names(f, c);
-    fprintf(f, ",%lld", (long long)c->budget);
+    fprintf(f, ",%lld,", (long long)c->budget);
+    csv_field(f, c->alloc, false);
 }
 
 static int write_configs(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, "fidelity.csv", "config,policy,params,budget,chunk,n_positions,kl_mean,kl_p95,kl_max,"
-                         "greedy_agree,ppl_full,ppl_evict,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,"
-                         "cache_peak_rows", err);
+    FILE *f = csv_create(dir, "fidelity.csv", "config,policy,params,budget,allocator,chunk,n_positions,kl_mean,kl_p95,"
+                         "kl_max,greedy_agree,ppl_full,ppl_evict,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,"
+                         "cache_peak_rows,rows_peak", err);
     if (!f) return err->code;
     for (int i = 0; i < r->n; i++) {
         const fid_config *c = &r->c[i];
         config_key(f, c);
-        fprintf(f, ",%lld,%lld,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%lld\n", (long long)o->seq.chunk,
+        fprintf(f, ",%lld,%lld,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%lld\n", (long long)o->seq.chunk,
                 (long long)c->n_positions, c->kl_mean, c->kl_p95, c->kl_max, c->greedy_agree, r->ppl_full,
-                c->ppl_evict, c->out_rel_err_mean, c->out_rel_err_p95, c->attn_recall_mean, (long long)c->cache_peak);
+                c->ppl_evict, c->out_rel_err_mean, c->out_rel_err_p95, c->attn_recall_mean, (long long)c->cache_peak,
+                (long long)c->rows_peak);
     }
     return close_out(f, dir, "fidelity.csv", err);
 }
 
 static int write_positions(const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, "positions.csv", "config,policy,params,budget,position,kl,greedy_agree", err);
+    FILE *f = csv_create(dir, "positions.csv", "config,policy,params,budget,allocator,position,kl,greedy_agree", err);
     if (!f) return err->code;
     for (int i = 0; i < r->n; i++) {
         const fid_config *c = &r->c[i];
@@ -86,15 +89,15 @@ static int write_summary(const fidelity_opts *o, const fid_results *r, const cha
 
 static int write_misordered(const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, "misordered.csv", "config_a,policy_a,params_a,config_b,policy_b,params_b,budget,"
-                         "out_rel_err_a,out_rel_err_b,kl_mean_a,kl_mean_b", err);
+    FILE *f = csv_create(dir, "misordered.csv", "config_a,policy_a,params_a,allocator_a,config_b,policy_b,params_b,"
+                         "allocator_b,budget,out_rel_err_a,out_rel_err_b,kl_mean_a,kl_mean_b", err);
     if (!f) return err->code;
     for (int i = 0; i < r->n; i++)
         for (int j = 0; j < r->n; j++) {
             const fid_config *a = &r->c[i], *b = &r->c[j];
             if (!fid_misordered(a, b)) continue;
-            config_names(f, a), fputc(',', f);
-            config_names(f, b);
+            config_names(f, a), fputc(',', f), csv_field(f, a->alloc, false), fputc(',', f);
+            config_names(f, b), fputc(',', f), csv_field(f, b->alloc, false);
             fprintf(f, ",%lld,%.9g,%.9g,%.9g,%.9g\n", (long long)a->budget, a->out_rel_err_mean, b->out_rel_err_mean, a->kl_mean, b->kl_mean);
         }
     return close_out(f, dir, "misordered.csv", err);

@@ -8,6 +8,12 @@
 
 #include "fidelity/kl.h"
 
+bool fid_same_series(const fid_config *a, const fid_config *b)
+{
+    return a->pc->iface == b->pc->iface && strcmp(a->pc->canonical, b->pc->canonical) == 0 &&
+           strcmp(a->alloc, b->alloc) == 0;
+}
+
 bool fid_ranked(const fid_config *c)
 {
     return !c->pc->iface->never_evicts;

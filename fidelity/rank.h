@@ -19,6 +19,9 @@ typedef struct {
     int64_t misordered;      /* of them, those whose KL order is the opposite */
 } fid_rank;
 
+/* The same policy, params and allocator (one series of the figure; budgets aside). */
+bool fid_same_series(const fid_config *a, const fid_config *b);
+
 /* Configurations in ρ and in the pairs: those that evict (not `full`). */
 bool fid_ranked(const fid_config *c);
 

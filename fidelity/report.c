@@ -11,29 +11,22 @@
 #include "plots/plot_html.h"
 #include "plots/plot_style.h"
 
-/* Configurations of the same policy with other params are its variants 0, 1, ... in order of appearance. */
+/* The first configuration of each (policy, params, allocator) series: one data block per series. */
+static bool series_head(const fid_results *r, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (fid_same_series(&r->c[j], &r->c[i])) return false;
+    return true;
+}
+
+/* Series of the same policy with other params or allocator are its variants 0, 1, ... in order of appearance. */
 static int variant_of(const fid_results *r, int i)
 {
     int v = 0;
     const fid_config *c = &r->c[i];
-    for (int j = 0; j < i; j++) {
-        const fid_config *d = &r->c[j];
-        if (d->pc->iface != c->pc->iface || strcmp(d->pc->canonical, c->pc->canonical) == 0) continue;
-        bool first = true; /* count each earlier distinct params once */
-        for (int k = 0; k < j; k++)
-            if (r->c[k].pc->iface == d->pc->iface && strcmp(r->c[k].pc->canonical, d->pc->canonical) == 0) first = false;
-        v += first;
-    }
+    for (int j = 0; j < i; j++) /* each earlier distinct series of the policy once */
+        v += r->c[j].pc->iface == c->pc->iface && !fid_same_series(&r->c[j], c) && series_head(r, j);
     return v;
-}
-
-/* The first configuration of each (policy, params) series: one data block per series. */
-static bool series_head(const fid_results *r, int i)
-{
-    for (int j = 0; j < i; j++)
-        if (r->c[j].pc->iface == r->c[i].pc->iface && strcmp(r->c[j].pc->canonical, r->c[i].pc->canonical) == 0)
-            return false;
-    return true;
 }
 
 static int write_data(const fid_results *r, const plot_ctx *ctx, int *blocks, kv_err *err)
@@ -46,10 +39,11 @@ static int write_data(const fid_results *r, const plot_ctx *ctx, int *blocks, kv
     *blocks = 0;
     for (int i = 0; i < r->n; i++) {
         if (!series_head(r, i) || !fid_ranked(&r->c[i])) continue;
-        fprintf(f, "%s# %s %s\n", *blocks ? "\n\n" : "", r->c[i].pc->iface->name, r->c[i].pc->canonical);
+        fprintf(f, "%s# %s %s %s\n", *blocks ? "\n\n" : "", r->c[i].pc->iface->name, r->c[i].pc->canonical,
+                r->c[i].alloc);
         for (int j = i; j < r->n; j++) {
             const fid_config *c = &r->c[j];
-            if (c->pc->iface != r->c[i].pc->iface || strcmp(c->pc->canonical, r->c[i].pc->canonical) != 0) continue;
+            if (!fid_same_series(c, &r->c[i])) continue;
             fprintf(f, "%.9g %.9g %lld %.9g %.9g\n", c->out_rel_err_mean, c->kl_mean, (long long)c->budget,
                     c->attn_recall_mean, c->greedy_agree);
         }
@@ -93,9 +87,10 @@ static void panel(FILE *f, const fid_results *r, const fid_headline *h, int b, b
     for (int i = 0; i < r->n; i++) {
         if (!series_head(r, i) || !fid_ranked(&r->c[i])) continue;
         const fid_config *c = &r->c[i];
-        char label[320];
-        snprintf(label, sizeof label, "%s%s%s", c->pc->iface->name, variant_of(r, i) ? " " : "",
-                 variant_of(r, i) ? c->pc->canonical : "");
+        char label[600]; /* the policy; for a variant its params and its allocator (when not uniform) */
+        const bool v = variant_of(r, i) > 0, params = v && c->pc->canonical[0], alloc = v && !alloc_is_uniform(c->ac);
+        snprintf(label, sizeof label, "%s%s%s%s%s", c->pc->iface->name, params ? " " : "", params ? c->pc->canonical : "",
+                 alloc ? " " : "", alloc ? c->alloc : "");
         fprintf(f, "%s'fidelity.dat' index %d using ($3 == %lld ? $1 : NaN):2 with points ps 1.6 lc rgb '%s' pt %d "
                    "title ", blk ? ", \\\n     " : "", blk, (long long)h->budget[b],
                 plot_policy_colour(c->pc->iface->name), plot_point_type(variant_of(r, i)) | 1);
@@ -152,6 +147,8 @@ static void table_row(FILE *f, const fid_results *r, const fid_config *c)
     plot_html_escape(f, c->pc->iface->name);
     fputs("</td><td>", f);
     plot_html_escape(f, c->pc->canonical);
+    fputs("</td><td>", f);
+    plot_html_escape(f, c->alloc);
     fprintf(f, "</td><td class=num>%lld</td><td class=num>%.4g</td><td class=num>%.4g</td><td class=num>%.1f%%</td>"
                "<td class=num>%.3f</td><td class=num>%.4g</td><td class=num>%.4f</td></tr>\n",
             (long long)c->budget, c->kl_mean, c->kl_p95, 100.0 * c->greedy_agree, c->ppl_evict - r->ppl_full,
@@ -170,10 +167,14 @@ static void pairs_list(FILE *f, const fid_results *r)
             plot_html_escape(f, a->pc->iface->name);
             fputs("</b> <code>", f);
             plot_html_escape(f, a->pc->canonical);
+            fputs(" ", f);
+            plot_html_escape(f, a->alloc);
             fprintf(f, "</code> (err %.4g vs %.4g) over <b>", a->out_rel_err_mean, b->out_rel_err_mean);
             plot_html_escape(f, b->pc->iface->name);
             fputs("</b> <code>", f);
             plot_html_escape(f, b->pc->canonical);
+            fputs(" ", f);
+            plot_html_escape(f, b->alloc);
             fprintf(f, "</code>, but in the model its KL is higher (%.4g vs %.4g)</li>\n", a->kl_mean, b->kl_mean);
             n++;
         }
@@ -238,7 +239,7 @@ int fid_write_report(const fidelity_opts *o, const fid_results *r, const char *d
           "per policy; a policy above and to the left of another is one that offline replay underrates. Data "
           "fidelity.dat, script fidelity.gp."
           "</figcaption></figure>\n", f);
-    fputs("<h2>Per configuration</h2>\n<table><tr><th>policy</th><th>params</th><th>N</th><th>KL mean</th>"
+    fputs("<h2>Per configuration</h2>\n<table><tr><th>policy</th><th>params</th><th>allocator</th><th>N</th><th>KL mean</th>"
           "<th>KL p95</th><th>greedy agree</th><th>&Delta; ppl</th><th>out_rel_err</th><th>attn_recall</th></tr>\n", f);
     for (int i = 0; i < r->n; i++) table_row(f, r, &r->c[i]);
     fputs("</table>\n<p>KL and agreement over positions t &ge; N; perplexity over the whole sequence. Files: "

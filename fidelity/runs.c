@@ -44,12 +44,14 @@ static void state_free(fid_state *s)
 }
 
 /* A run of the sequence on the CPU: the full one recorded into trace_path
- * (queries, keys, values, log-probabilities), or one evicting with pc at N. */
-static int open_run(const fidelity_opts *o, fid_state *s, const policy_config *pc, int64_t budget,
-                    const char *trace_path, kv_run **r, kv_err *err)
+ * (queries, keys, values, log-probabilities; fc NULL), or configuration fc's
+ * evicting one. */
+static int open_run(const fidelity_opts *o, fid_state *s, const fid_config *fc, const char *trace_path, kv_run **r,
+                    kv_err *err)
 {
     run_opts ro = {.model = &s->model, .model_path = o->seq.model, .tokens = s->tokens, .T = s->T, .P = s->P,
-                   .chunk = o->seq.chunk, .evict = pc, .budget = budget, .output = trace_path, .verb = "fidelity",
+                   .chunk = o->seq.chunk, .evict = fc ? fc->pc : NULL, .budget = fc ? fc->budget : 0,
+                   .alloc = fc ? fc->ac : NULL, .output = trace_path, .verb = "fidelity",
                    .trace = {.storage = TRACE_F32}, .beyond_context = o->seq.beyond_context,
                    .prompt_text = trace_path ? s->text : NULL};
     ro.trace.want[TRACE_QUERIES] = ro.trace.want[TRACE_LOGPROBS] = trace_path != NULL;
@@ -64,13 +66,13 @@ static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, f
     if (!rc) rc = run_sequence(&o->seq.prompt, &s->model, o->seq.model, o->seq.generate, &s->tokens, &s->P, &s->T,
                                 &s->text, err);
     if (!rc && o->prov) rc = capture_provenance(o->prov, o->seq.model, o->seq.tokenizer, &o->seq.prompt, err);
-    if (!rc) rc = open_run(o, s, NULL, 0, trace_path, &s->full, err);
+    if (!rc) rc = open_run(o, s, NULL, trace_path, &s->full, err);
     if (rc) return rc;
     s->n = r->n;
     if (!(s->runs = kv_calloc((size_t)s->n, sizeof *s->runs, "fidelity runs", err))) return err->code;
     for (int i = 0; !rc && i < s->n; i++) {
         fid_config *fc = &r->c[i];
-        rc = open_run(o, s, fc->pc, fc->budget, NULL, &s->runs[i].run, err);
+        rc = open_run(o, s, fc, NULL, &s->runs[i].run, err);
         if (!rc && (!(fc->kl = kv_calloc((size_t)s->T, sizeof(double), "per-position KL", err)) ||
                     !(fc->agree = kv_calloc((size_t)s->T, sizeof(uint8_t), "per-position agreement", err))))
             rc = err->code;
@@ -138,6 +140,7 @@ static void summarise(fid_state *s, fid_results *r)
         free(tmp);
         fc->ppl_evict = exp(s->runs[i].nll / np);
         fc->cache_peak = run_cache_peak(s->runs[i].run);
+        fc->rows_peak = run_rows_peak(s->runs[i].run);
     }
 }
 

@@ -10,12 +10,13 @@
 
 static const char USAGE[] =
     "usage: kvtrace fidelity [--model M] [--prompt TEXT | --prompt-file F | --tokens F] [--generate N]\n"
-    "                        [--policies LIST] [--budgets LIST] [--chunk B] [options] -o DIR\n"
+    "                        [--policies LIST] [--allocators LIST] [--budgets LIST] [--chunk B] [options] -o DIR\n"
     "\n"
     "Eviction inside the model versus offline replay (SPEC §11). On one teacher-forced sequence\n"
     "(the prompt, plus the full model's greedy continuation with --generate) it runs the model\n"
-    "once with the full cache and once per (policy x budget) with the policy evicting inside the\n"
-    "run (prompt in chunks of B, then one token per step; caches of N + B rows), compares the\n"
+    "once with the full cache and once per (policy x allocator x budget) with the policy evicting\n"
+    "inside the run (prompt in chunks of B, then one token per step; caches of N + B rows under\n"
+    "uniform), compares the\n"
     "next-token distributions position by position, replays the full-cache trace with sim for the\n"
     "same configurations, and reports how well offline replay ranks the policies.\n"
     "\n"
@@ -27,6 +28,9 @@ static const char USAGE[] =
     "                       prompt is given)\n"
     "  --policies LIST      in-model policies, name[:key=value...] (default: every policy but full\n"
     "                       and oracle, with default parameters; oracle is offline only)\n"
+    "  --allocators LIST    budget allocators, name[:key=value...] (default uniform: each (layer, kv\n"
+    "                       head) keeps N); sim replays the full-cache trace under the same ones\n"
+    "                       (docs/allocators.md; not those pooling every layer)\n"
     "  --budgets LIST       cache budgets N (default 32,64,128)\n"
     "  --chunk B            prefill chunk (default 32)\n"
     "  --allow-beyond-context  run past the model's trained context (as capture: RoPE angles never\n"
@@ -46,6 +50,7 @@ typedef struct {
     int64_t generate;        /* -1: not given */
     bool help, timestamp;
     policy_config cfgs[MAX_LIST];
+    alloc_config allocs[MAX_LIST];
     int64_t budgets[MAX_LIST];
     char model_path[4096];
 } fid_args;
@@ -54,6 +59,12 @@ static int parse_policies(const char *verb, const char *arg, void *args, kv_err 
 {
     fid_args *a = args;
     return policy_parse_list(verb, arg, a->cfgs, MAX_LIST, &a->o.n_policies, err);
+}
+
+static int parse_allocators(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    fid_args *a = args;
+    return alloc_parse_list(verb, arg, a->allocs, MAX_LIST, &a->o.n_allocators, err);
 }
 
 static int parse_budgets(const char *verb, const char *arg, void *args, kv_err *err)
@@ -70,6 +81,7 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("tokens", CLI_TEXT, fid_args, o.seq.prompt.tokens_file)},
     {CLI_ROW("generate", CLI_I64, fid_args, generate), .lo = 0, .hi = 1 << 24},
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
+    {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {CLI_ROW("chunk", CLI_I64, fid_args, o.seq.chunk), .lo = 1, .hi = 1 << 20},
     {CLI_ROW("allow-beyond-context", CLI_FLAG, fid_args, o.seq.beyond_context)},
@@ -110,8 +122,10 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
                              a->cfgs[p].iface->name);
     if (!o->n_policies) default_policies(o, a->cfgs);
     if (!o->n_budgets) a->budgets[0] = 32, a->budgets[1] = 64, a->budgets[2] = 128, o->n_budgets = 3;
-    o->policies = a->cfgs, o->budgets = a->budgets;
-    return KV_OK;
+    rc = o->n_allocators ? KV_OK : alloc_parse("uniform", &a->allocs[0], err);
+    if (!o->n_allocators) o->n_allocators = 1;
+    o->policies = a->cfgs, o->allocators = a->allocs, o->budgets = a->budgets;
+    return rc;
 }
 
 int fidelity_main(int argc, char **argv)
