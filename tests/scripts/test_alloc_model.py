@@ -17,8 +17,12 @@ issue #17 stage 2) on stories260K (L = 5, K = 4):
   adakv, each layer K*N once full, each head >= 1;
 - memory: the rows in use together (--stats rows_peak) never exceed
   L*K*N + L*K*B;
+- fidelity --allocators: one row per (policy, allocator, budget), in-model
+  numbers per allocator, sim's replay under the same allocator (its
+  sim/summary.csv row), rows_peak within L*K*N + L*K*B;
 - bad input (--allocator without --evict, unknown allocator or parameter, a
   budget too small for pyramid): exit 2, one line, nothing written. TAP."""
+import csv
 import os
 import sys
 import tempfile
@@ -142,6 +146,34 @@ def first_eviction_is_sims(tmp, ids, long_tok):
                   % (policy, alloc, s, cut), lambda: "in-model %s\nsim %s" % (got[0], sets(want)[0]))
 
 
+def fidelity(tmp, tok):
+    out = os.path.join(tmp, "fid")
+    allocs = ["uniform", "adakv", "pyramid:window=8"]
+    r = run("fidelity", "--quiet", "--model", MODEL, "--tokens", tok, "--policies", "h2o,keydiff", "--allocators",
+            ",".join(allocs), "--budgets", "32,48", "--chunk", str(B), "--threads", "2", "-o", out)
+    if not check(r.returncode == 0, "fidelity --allocators runs", r.stderr):
+        return
+    with open(os.path.join(out, "fidelity.csv"), newline="") as f:
+        cfg = list(csv.DictReader(f))
+    with open(os.path.join(out, "sim", "summary.csv"), newline="") as f:
+        sim = {(s["policy"], s["allocator"], s["budget"]): s for s in csv.DictReader(f) if s["phase"] == "all"}
+    keys = [(c["policy"], c["allocator"], c["budget"]) for c in cfg]
+    want = [(p, LABELS[a], b) for p in ("h2o", "keydiff") for a in allocs for b in ("32", "48")]
+    check(keys == want, "fidelity.csv: one row per (policy, allocator, budget), sim's order", keys)
+    check(all(k in sim and abs(float(c["out_rel_err_mean"]) - float(sim[k]["out_rel_err_mean"])) <=
+              1e-5 * abs(float(sim[k]["out_rel_err_mean"])) for k, c in zip(keys, cfg)),
+          "fidelity.csv: each row's offline numbers are sim's replay under the same allocator")
+    check(all(int(c["rows_peak"]) <= 5 * 4 * (int(c["budget"]) + B) for c in cfg),
+          "fidelity.csv: rows_peak <= L*K*N + L*K*B")
+    kl = {k: float(c["kl_mean"]) for k, c in zip(keys, cfg)}
+    check(kl[("h2o", "uniform", "32")] != kl[("h2o", LABELS["pyramid:window=8"], "32")],
+          "fidelity: the allocator changes the in-model run")
+    with open(os.path.join(out, "misordered.csv")) as f:
+        head = f.readline().strip().split(",")
+    check(head[:8] == ["config_a", "policy_a", "params_a", "allocator_a", "config_b", "policy_b", "params_b",
+                       "allocator_b"], "misordered.csv names each side's allocator", head)
+
+
 def bad_input(tmp, tok):
     out = os.path.join(tmp, "x.h5")
     for args, what in ((["--allocator", "adakv"], "--allocator without --evict"),
@@ -167,6 +199,7 @@ def main():
         full, _ = capture(tmp, "full.h5", long_tok)
         full_equals(tmp, long_tok, full)
         first_eviction_is_sims(tmp, ids, long_tok)
+        fidelity(tmp, long_tok)
         bad_input(tmp, long_tok)
     return finish()
 

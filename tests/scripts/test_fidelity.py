@@ -107,10 +107,12 @@ def main():
                      "sim/provenance.json"):
             check(os.path.getsize(os.path.join(out, name)) > 0, "writes " + name)
         cfg = rows(os.path.join(out, "fidelity.csv"))
-        check(list(cfg[0].keys()) == ["config", "policy", "params", "budget", "chunk", "n_positions", "kl_mean", "kl_p95",
-                                      "kl_max", "greedy_agree", "ppl_full", "ppl_evict", "out_rel_err_mean",
-                                      "out_rel_err_p95", "attn_recall_mean", "cache_peak_rows"],
+        check(list(cfg[0].keys()) == ["config", "policy", "params", "budget", "allocator", "chunk", "n_positions",
+                                      "kl_mean", "kl_p95", "kl_max", "greedy_agree", "ppl_full", "ppl_evict",
+                                      "out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean", "cache_peak_rows",
+                                      "rows_peak"],
               "fidelity.csv columns")
+        check(all(c["allocator"] == "uniform" for c in cfg), "fidelity.csv: allocator uniform by default")
         check(len(cfg) == 18, "one row per (policy x budget)", len(cfg))
         label = lambda r, sfx="": r["policy" + sfx] + (":" + r["params" + sfx] if r["params" + sfx] else "")  # noqa: E731
         check(all(c["config"] == label(c) for c in cfg), "fidelity.csv: config is policy[:params]")
