@@ -171,8 +171,9 @@ def check_all(dirs, H, K, T, sim_cfgs, fid_cfgs):
         if want is not None:
             check_configs(name, df, want[0], want[1] if "budget" in df.columns else None)
         elif os.path.basename(name) == "misordered.csv":
-            check(list(df.columns[:6]) == ["config_a", "policy_a", "params_a", "config_b", "policy_b", "params_b"],
-                  "%s: config_a/config_b first" % name)
+            check(list(df.columns[:8]) == ["config_a", "policy_a", "params_a", "allocator_a", "config_b", "policy_b",
+                                           "params_b", "allocator_b"],
+                  "%s: config_a/config_b first, each with its allocator" % name)
             check(not len(df) or (df["config_a"].notna().all() and df["config_b"].notna().all()),
                   "%s: config_a and config_b never NaN" % name)
 
