@@ -4,7 +4,9 @@
  * one-character token; adjacent pairs that have a merge go into a binary
  * min-heap ordered by (rank, position). A popped pair is stale when either
  * side has changed since it was pushed (their token ids are compared). The
- * words' results are cached for the call: (token, end byte) per token. */
+ * words' results are cached for the call: (token, end byte) per token, keyed
+ * by a copy of the word's bytes, so that the cache outlives the segment (and
+ * its normalised copy) the word came from. */
 #include "model/tokenizer/bpe_model.h"
 
 #include <stdlib.h>
@@ -22,7 +24,7 @@ typedef struct {
 
 typedef struct {
     uint64_t hash;
-    const char *word; /* into the encoded text */
+    int64_t word; /* the word's bytes: words[word..word + len); -1: empty slot */
     size_t len;
     int64_t at; /* first (id, end) in pool */
     int32_t n;
@@ -42,6 +44,8 @@ typedef struct {
     size_t c_cap, c_n;
     int32_t *pool; /* pairs (id, end) */
     int64_t p_n, p_cap;
+    char *words; /* the cached words' bytes */
+    size_t w_n, w_cap;
 } enc;
 
 static int out_push(enc *e, int32_t id, int64_t start, int64_t end)
@@ -153,17 +157,33 @@ static int32_t merge_word(enc *e, const char *w, size_t len)
 static int cache_grow(enc *e)
 {
     size_t cap = e->c_cap ? e->c_cap * 2 : 1024;
-    cache_entry *c = calloc(cap, sizeof *c);
+    cache_entry *c = malloc(cap * sizeof *c);
     if (!c) return -1;
+    for (size_t i = 0; i < cap; i++) c[i].word = -1;
     for (size_t i = 0; i < e->c_cap; i++) {
-        if (!e->cache[i].word) continue;
+        if (e->cache[i].word < 0) continue;
         size_t j = e->cache[i].hash & (cap - 1);
-        while (c[j].word) j = (j + 1) & (cap - 1);
+        while (c[j].word >= 0) j = (j + 1) & (cap - 1);
         c[j] = e->cache[i];
     }
     free(e->cache);
     e->cache = c, e->c_cap = cap;
     return 0;
+}
+
+/* A copy of word[0..len) in e->words: its offset, or -1 when out of memory. */
+static int64_t word_keep(enc *e, const char *w, size_t len)
+{
+    if (e->w_n + len > e->w_cap) {
+        size_t cap = e->w_cap ? e->w_cap * 2 : 65536;
+        while (cap < e->w_n + len) cap *= 2;
+        char *p = realloc(e->words, cap);
+        if (!p) return -1;
+        e->words = p, e->w_cap = cap;
+    }
+    memcpy(e->words + e->w_n, w, len);
+    e->w_n += len;
+    return (int64_t)(e->w_n - len);
 }
 
 /* The cached (or new) tokens of a word: pool index into *at, count returned; < 0 as merge_word. */
@@ -172,9 +192,9 @@ static int32_t word_tokens(enc *e, const char *w, size_t len, int64_t *at)
     if ((e->c_n + 1) * 2 > e->c_cap && cache_grow(e)) return -1;
     uint64_t h = bpe_hash(w, len);
     size_t i = h & (e->c_cap - 1);
-    for (; e->cache[i].word; i = (i + 1) & (e->c_cap - 1)) {
+    for (; e->cache[i].word >= 0; i = (i + 1) & (e->c_cap - 1)) {
         cache_entry *c = &e->cache[i];
-        if (c->hash == h && c->len == len && memcmp(c->word, w, len) == 0) {
+        if (c->hash == h && c->len == len && memcmp(e->words + c->word, w, len) == 0) {
             *at = c->at;
             return c->n;
         }
@@ -182,7 +202,9 @@ static int32_t word_tokens(enc *e, const char *w, size_t len, int64_t *at)
     *at = e->p_n;
     int32_t n = merge_word(e, w, len);
     if (n < 0) return n;
-    e->cache[i] = (cache_entry){h, w, len, *at, n};
+    int64_t kept = word_keep(e, w, len);
+    if (kept < 0) return -1;
+    e->cache[i] = (cache_entry){h, kept, len, *at, n};
     e->c_n++;
     return n;
 }
@@ -229,11 +251,6 @@ static int encode_segment(enc *e, const char *text, int64_t start, int64_t end)
             e->text = (const char *)nfc, e->base = -1, len = (size_t)n;
     }
     int rc = pretok_split(e->b->pre, e->text, len, on_word, e, e->err);
-    /* the cache points into the text: a normalised copy's words go with it */
-    if (nfc && e->base < 0) {
-        memset(e->cache, 0, e->c_cap * sizeof *e->cache);
-        e->c_n = 0;
-    }
     free(nfc);
     return rc;
 }
@@ -312,6 +329,6 @@ int bpe_encode(const bpe_model *b, const char *text, size_t len, bool add_specia
     if (!rc) rc = encode_text(&e, text, len);
     for (int k = 0; add_special && !rc && k < b->n_suffix; k++)
         rc = out_push(&e, b->suffix[k], (int64_t)len, (int64_t)len);
-    free(e.s), free(e.heap), free(e.cache), free(e.pool);
+    free(e.s), free(e.heap), free(e.cache), free(e.pool), free(e.words);
     return rc;
 }
