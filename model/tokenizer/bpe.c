@@ -60,6 +60,7 @@ void bpe_free(bpe_model *b)
     free(b->mres);
     free(b->added);
     pretok_free(b->pre);
+    free(b->where);
     free(b);
 }
 
@@ -194,7 +195,7 @@ int bpe_finish(bpe_model *b, const char *where, kv_err *err)
         int n = bpe_byte_char((unsigned char)c, ch);
         b->byte_tok[c] = bpe_find(b, ch, (size_t)n); /* -1: refused when a text needs it */
     }
-    (void)where, (void)err;
+    if (!(b->where = strdup(where))) return kv_fail(err, KV_EFAIL, "out of memory");
     if (b->n_added) qsort(b->added, (size_t)b->n_added, sizeof *b->added, added_cmp);
     int32_t k = 0;
     for (int c = 0; c <= 256; c++) {

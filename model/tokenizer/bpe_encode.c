@@ -202,7 +202,8 @@ static int on_word(void *ctx, size_t start, size_t end)
     int64_t at;
     int32_t n = word_tokens(e, w, len, &at);
     if (n <= -2)
-        return kv_fail(e->err, KV_EINPUT, "cannot encode byte 0x%02X: the vocabulary has no token for it", -2 - n);
+        return kv_fail(e->err, KV_EINPUT, "%s: cannot encode byte 0x%02X: the vocabulary has no token for it",
+                       e->b->where ? e->b->where : "the tokenizer", -2 - n);
     if (n < 0) return kv_fail(e->err, KV_EFAIL, "out of memory");
     int32_t prev_end = 0;
     for (int32_t k = 0; k < n; k++) {

@@ -8,6 +8,7 @@
 typedef struct {
     const char *path;
     bpe_model *b;
+    const kv_vocab *v;
     kv_err *err;
 } hf_ctx;
 
@@ -107,7 +108,11 @@ static int read_template(const hf_ctx *x, json_t *pp)
             if (n[side] == BPE_TEMPLATE_MAX || !json_is_integer(id))
                 return kv_fail(x->err, KV_EINPUT, "%s: post_processor token '%.64s' is not a short id list", x->path,
                                name);
-            ids[side][n[side]++] = (int32_t)json_integer_value(id);
+            json_int_t t = json_integer_value(id);
+            if (t < 0 || t >= x->v->n || x->v->types[t] == VOCAB_UNUSED)
+                return kv_fail(x->err, KV_EINPUT, "%s: post_processor token '%.64s' has id %lld, which no token has",
+                               x->path, name, (long long)t);
+            ids[side][n[side]++] = (int32_t)t;
         }
     }
     return bpe_set_template(x->b, ids[0], n[0], ids[1], n[1], x->err);
@@ -124,6 +129,22 @@ static int read_post(const hf_ctx *x, json_t *pp)
     json_t *sub;
     json_array_foreach(json_object_get(pp, "processors"), i, sub) {
         int rc = read_post(x, sub);
+        if (rc) return rc;
+    }
+    return KV_OK;
+}
+
+/* The decoder: ByteLevel (or none), alone or in Sequences; decoding is GPT-2's byte map. */
+static int read_decoder(const hf_ctx *x, json_t *d)
+{
+    if (!d || json_is_null(d)) return KV_OK;
+    const char *t = type_of(d);
+    if (strcmp(t, "ByteLevel") == 0) return KV_OK;
+    if (strcmp(t, "Sequence") != 0) return unsupported(x, "decoder", t);
+    size_t i;
+    json_t *sub;
+    json_array_foreach(json_object_get(d, "decoders"), i, sub) {
+        int rc = read_decoder(x, sub);
         if (rc) return rc;
     }
     return KV_OK;
@@ -179,6 +200,7 @@ static int read_all(const hf_ctx *x, json_t *root, const kv_vocab *v)
     bpe_set_pretok(x->b, p);
     if (!rc) rc = read_normalizer(x, json_object_get(root, "normalizer"), &nfc);
     if (!rc) rc = read_post(x, json_object_get(root, "post_processor"));
+    if (!rc) rc = read_decoder(x, json_object_get(root, "decoder"));
     bpe_set_options(x->b, nfc, json_is_true(json_object_get(model, "ignore_merges")));
     return rc ? rc : bpe_finish(x->b, x->path, x->err);
 }
@@ -189,7 +211,7 @@ int bpe_from_json(json_t *root, const kv_vocab *v, const char *path, bpe_model *
     bpe_model *b;
     int rc = bpe_new(&b, v->n, err);
     if (rc) return rc;
-    hf_ctx x = {path, b, err};
+    hf_ctx x = {path, b, v, err};
     if ((rc = read_all(&x, root, v))) {
         bpe_free(b);
         return rc;

@@ -29,6 +29,7 @@ struct bpe_model {
     int32_t prefix[BPE_TEMPLATE_MAX], suffix[BPE_TEMPLATE_MAX];
     int n_prefix, n_suffix;
     int32_t byte_tok[256]; /* the one-character token of each byte */
+    char *where;           /* the file it came from, for messages */
 };
 
 /* Id of piece s[0..len), or -1. */
