@@ -154,8 +154,10 @@ FUZZ_safetensors_SRC := $(wildcard tests/fuzz_safetensors/*.c) model/formats/saf
                    core/half.c core/kv_error.c
 FUZZ_hf_config_SRC := tests/fuzz_hf_config/fuzz_hf_config.c model/formats/hf_config.c model/arch.c model/model.c \
                    model/tokenizer/vocab.c core/rope.c core/kv_error.c core/fileopen.c
+FUZZ_BPE_SRC    := model/tokenizer/bpe.c model/tokenizer/bpe_encode.c model/tokenizer/bpe_hf.c \
+                   model/tokenizer/pretok.c model/tokenizer/tokjson_check.c
 FUZZ_hf_tokenizer_SRC := tests/fuzz_hf_tokenizer/fuzz_hf_tokenizer.c model/tokenizer/vocab_hf.c \
-                   model/tokenizer/vocab.c model/tokenizer/tokenizer.c core/kv_error.c core/fileopen.c
+                   model/tokenizer/vocab.c model/tokenizer/tokenizer.c core/kv_error.c core/fileopen.c $(FUZZ_BPE_SRC)
 FUZZ_csv_SRC    := tests/fuzz_csv/fuzz_csv.c core/csv.c core/kv_error.c core/fileopen.c
 
 fuzz-bin: $(FUZZ_BINS)

@@ -189,8 +189,10 @@ static int read_all(const hf_ctx *x, json_t *root, const kv_vocab *v)
         if (!rc && json_is_true(json_object_get(a, "single_word")))
             rc = kv_fail(x->err, KV_EINPUT, "%s: added token '%.64s' has single_word, which kvtrace does not support",
                          x->path, content ? content : "");
+        json_t *norm = json_object_get(a, "normalized"); /* absent: Hugging Face's default, !special */
+        bool normalized = norm ? json_is_true(norm) : !json_is_true(json_object_get(a, "special"));
         int flags = (json_is_true(json_object_get(a, "lstrip")) ? BPE_LSTRIP : 0) |
-                    (json_is_true(json_object_get(a, "rstrip")) ? BPE_RSTRIP : 0);
+                    (json_is_true(json_object_get(a, "rstrip")) ? BPE_RSTRIP : 0) | (normalized ? BPE_NORMALIZED : 0);
         if (!rc) rc = bpe_add_token(x->b, content, (int32_t)json_integer_value(json_object_get(a, "id")), flags,
                                     x->err);
     }
