@@ -107,8 +107,8 @@ static void check_vocab_read(const kv_vocab *v, const uint8_t *body, size_t len,
         fz_encode_decode(v, text, sizeof text - 1);
         fz_encode_decode(v, (const char *)body, len < 64 ? len : 64);
     } else {
-        bpe_encode_check(v, text, sizeof text - 1, exact);
-        bpe_encode_check(v, text + 17, 8, exact); /* "caf\xc3\xa9 \xe4\xb8": valid up to the cut */
+        bpe_encode_check(v, text, sizeof text - 2, exact); /* valid UTF-8 */
+        bpe_encode_check(v, text, sizeof text - 1, exact); /* the \xff: refused */
         bpe_encode_check(v, (const char *)body, len < 64 ? len : 64, exact);
     }
     int32_t *all = malloc((size_t)v->n * sizeof *all);
