@@ -118,6 +118,18 @@ static int read_template(const hf_ctx *x, json_t *pp)
     return bpe_set_template(x->b, ids[0], n[0], ids[1], n[1], x->err);
 }
 
+/* fn on each member of the Sequence n's list. */
+static int each_member(const hf_ctx *x, json_t *n, const char *list, int (*fn)(const hf_ctx *, json_t *))
+{
+    size_t i;
+    json_t *sub;
+    json_array_foreach(json_object_get(n, list), i, sub) {
+        int rc = fn(x, sub);
+        if (rc) return rc;
+    }
+    return KV_OK;
+}
+
 static int read_post(const hf_ctx *x, json_t *pp)
 {
     if (!pp || json_is_null(pp)) return KV_OK;
@@ -125,13 +137,7 @@ static int read_post(const hf_ctx *x, json_t *pp)
     if (strcmp(t, "ByteLevel") == 0) return KV_OK;
     if (strcmp(t, "TemplateProcessing") == 0) return read_template(x, pp);
     if (strcmp(t, "Sequence") != 0) return unsupported(x, "post_processor", t);
-    size_t i;
-    json_t *sub;
-    json_array_foreach(json_object_get(pp, "processors"), i, sub) {
-        int rc = read_post(x, sub);
-        if (rc) return rc;
-    }
-    return KV_OK;
+    return each_member(x, pp, "processors", read_post);
 }
 
 /* The decoder: ByteLevel (or none), alone or in Sequences; decoding is GPT-2's byte map. */
@@ -141,13 +147,7 @@ static int read_decoder(const hf_ctx *x, json_t *d)
     const char *t = type_of(d);
     if (strcmp(t, "ByteLevel") == 0) return KV_OK;
     if (strcmp(t, "Sequence") != 0) return unsupported(x, "decoder", t);
-    size_t i;
-    json_t *sub;
-    json_array_foreach(json_object_get(d, "decoders"), i, sub) {
-        int rc = read_decoder(x, sub);
-        if (rc) return rc;
-    }
-    return KV_OK;
+    return each_member(x, d, "decoders", read_decoder);
 }
 
 static int read_merges(const hf_ctx *x, json_t *merges)

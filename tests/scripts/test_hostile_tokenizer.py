@@ -21,6 +21,7 @@ with holes (holes are refused by --decode), a large vocabulary.
 TAP; the last lines are hostile.report()'s tallies."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,41 +32,20 @@ os.environ.setdefault("KVTRACE", os.path.abspath(os.path.join(BUILD, "kvtrace"))
 import hostile  # noqa: E402
 from tap import check, finish  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_tokenize_bpe import byte_char, tokenizer  # noqa: E402
+
 sys.setrecursionlimit(100000)
 KV = os.path.abspath(os.environ["KVTRACE"])
 hostile.KVTRACE = KV
 T = tempfile.mkdtemp(prefix="kvhostile-tok-")
-LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-          r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-
-
-def byte_char(b):
-    """GPT-2's printable character for byte b, computed independently."""
-    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    if b in keep:
-        return chr(b)
-    return chr(256 + [x for x in range(256) if x not in keep].index(b))
 
 
 def good():
-    """A small valid byte-level tokenizer (as test_tokenize_bpe.py's): bytes 0-255, 5 merges, a BOS."""
-    vocab = {byte_char(b): b for b in range(256)}
-    for i, piece in enumerate(["he", "ll", "hell", "\u0120w", "hello", "<|bos|>"]):
-        vocab[piece] = 256 + i
-    return {
-        "model": {"type": "BPE", "byte_fallback": False, "vocab": vocab,
-                  "merges": ["h e", "l l", "he ll", "\u0120 w", "hell o"]},
-        "added_tokens": [{"id": 261, "content": "<|bos|>", "special": True}],
-        "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": LLAMA3}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]},
-        "post_processor": {"type": "TemplateProcessing",
-                           "single": [{"SpecialToken": {"id": "<|bos|>", "type_id": 0}},
-                                      {"Sequence": {"id": "A", "type_id": 0}}],
-                           "special_tokens": {"<|bos|>": {"id": "<|bos|>", "ids": [261]}}},
-        "decoder": {"type": "ByteLevel"},
-    }
+    """A small valid byte-level tokenizer: test_tokenize_bpe.py's without its unused "el" (id 262 is free)."""
+    t = tokenizer()
+    del t["model"]["vocab"]["el"]
+    return t
 
 
 def edit(f):
@@ -323,6 +303,7 @@ def main():
     inputs()
     valid_oddities()
     hostile.report()
+    shutil.rmtree(T, ignore_errors=True)
     sys.exit(finish())
 
 
