@@ -247,7 +247,7 @@ static int encode_segment(enc *e, const char *text, int64_t start, int64_t end)
     int rc = e->b->n_normalized ? split_added(e, e->text, len, true) : encode_piece(e, 0, len);
     /* the cache points into the text: a normalised copy's words go with it */
     if (changed) {
-        memset(e->cache, 0, e->c_cap * sizeof *e->cache);
+        if (e->cache) memset(e->cache, 0, e->c_cap * sizeof *e->cache);
         e->c_n = 0;
         nfc_map_free(&map);
     }
