@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 uint64_t bpe_hash(const char *s, size_t len)
 {
@@ -61,6 +62,7 @@ void bpe_free(bpe_model *b)
     free(b->mres);
     free(b->added);
     pretok_free(b->pre);
+    free(b->where);
     free(b);
 }
 
@@ -195,7 +197,15 @@ int bpe_finish(bpe_model *b, const char *where, kv_err *err)
         int n = bpe_byte_char((unsigned char)c, ch);
         b->byte_tok[c] = bpe_find(b, ch, (size_t)n); /* -1: refused when a text needs it */
     }
-    (void)where, (void)err;
+    if (!(b->where = strdup(where))) return kv_fail(err, KV_EFAIL, "out of memory");
+    for (int32_t k = 0; b->nfc && k < b->n_added; k++) {
+        if (!(b->added[k].flags & BPE_NORMALIZED)) continue;
+        utf8proc_uint8_t *t = utf8proc_NFC((const utf8proc_uint8_t *)b->added[k].text);
+        if (!t) return kv_fail(err, KV_EFAIL, "out of memory");
+        free(b->added[k].text);
+        b->added[k].text = (char *)t, b->added[k].len = strlen((char *)t);
+        b->n_normalized++;
+    }
     if (b->n_added) qsort(b->added, (size_t)b->n_added, sizeof *b->added, added_cmp);
     int32_t k = 0;
     for (int c = 0; c <= 256; c++) {

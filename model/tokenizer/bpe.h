@@ -44,10 +44,13 @@ int bpe_set_piece(bpe_model *b, int32_t id, const char *piece, kv_err *err);
 int bpe_add_merge(bpe_model *b, const char *a, const char *c, const char *where, kv_err *err);
 
 /* An added token's options (tokenizer.json's lstrip / rstrip): the
- * whitespace before / after it is taken into its span, and so dropped. */
-enum { BPE_LSTRIP = 1, BPE_RSTRIP = 2 };
+ * whitespace before / after it is taken into its span, and so dropped;
+ * normalized: under a normaliser (NFC) it is matched on the normalised text
+ * (its own text normalised too), between the tokens matched on the text as
+ * given, as Hugging Face does it. */
+enum { BPE_LSTRIP = 1, BPE_RSTRIP = 2, BPE_NORMALIZED = 4 };
 
-/* An added token matched in the text before splitting; flags: BPE_LSTRIP | BPE_RSTRIP. */
+/* An added token matched in the text before splitting; flags: BPE_LSTRIP | BPE_RSTRIP | BPE_NORMALIZED. */
 int bpe_add_token(bpe_model *b, const char *text, int32_t id, int flags, kv_err *err);
 
 /* Takes ownership of p. */

@@ -8,6 +8,7 @@
  * by a copy of the word's bytes, so that the cache outlives the segment (and
  * its normalised copy) the word came from. */
 #include "model/tokenizer/bpe_model.h"
+#include "model/tokenizer/nfc_map.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +33,10 @@ typedef struct {
 
 typedef struct {
     const bpe_model *b;
-    const char *text;  /* the segment being split */
-    int64_t base;      /* its offset in the input (-1: offsets are the segment's span) */
-    int64_t seg_start, seg_end;
+    const char *text;  /* the segment being split (normalised when map) */
+    const nfc_map *map; /* offsets in text back to the segment, or NULL */
+    int64_t seg_start; /* the segment's offset in the input */
+    size_t sub;        /* the piece being split starts at text + sub */
     bpe_out *out;
     kv_err *err;
     sym *s;
@@ -209,58 +211,74 @@ static int32_t word_tokens(enc *e, const char *w, size_t len, int64_t *at)
     return n;
 }
 
-/* One pre-tokenized piece [start, end) of the segment. */
+/* Offset p of e->text in the input, as a token's start (lo) or end. */
+static int64_t in_input(const enc *e, size_t p, bool lo)
+{
+    return e->seg_start + (e->map ? (lo ? e->map->lo : e->map->hi)[p] : (int64_t)p);
+}
+
+/* One pre-tokenized piece [start, end) of the piece at e->text + e->sub. */
 static int on_word(void *ctx, size_t start, size_t end)
 {
     enc *e = ctx;
+    start += e->sub, end += e->sub;
     const char *w = e->text + start;
     size_t len = end - start;
-    int64_t s0 = e->base < 0 ? e->seg_start : e->base + (int64_t)start;
     if (e->b->ignore_merges && len <= 512) {
         char buf[1024];
         int32_t id = bpe_find(e->b, buf, map_word(w, len, buf));
-        if (id >= 0) return out_push(e, id, s0, e->base < 0 ? e->seg_end : s0 + (int64_t)len);
+        if (id >= 0) return out_push(e, id, in_input(e, start, true), in_input(e, end, false));
     }
     int64_t at;
     int32_t n = word_tokens(e, w, len, &at);
     if (n <= -2)
-        return kv_fail(e->err, KV_EINPUT, "cannot encode byte 0x%02X: the vocabulary has no token for it", -2 - n);
+        return kv_fail(e->err, KV_EINPUT, "%s: cannot encode byte 0x%02X: the vocabulary has no token for it",
+                       e->b->where ? e->b->where : "the tokenizer", -2 - n);
     if (n < 0) return kv_fail(e->err, KV_EFAIL, "out of memory");
     int32_t prev_end = 0;
     for (int32_t k = 0; k < n; k++) {
         int32_t id = e->pool[at + 2 * k], wend = e->pool[at + 2 * k + 1];
-        int64_t a = e->base < 0 ? e->seg_start : s0 + prev_end, z = e->base < 0 ? e->seg_end : s0 + wend;
-        if (out_push(e, id, a, z)) return KV_EFAIL;
+        if (out_push(e, id, in_input(e, start + (size_t)prev_end, true), in_input(e, start + (size_t)wend, false)))
+            return KV_EFAIL;
         prev_end = wend;
     }
     return KV_OK;
 }
 
-/* Text between added tokens: normalised, split, merged. */
+/* text[a..z) of e->text: split and merged. */
+static int encode_piece(enc *e, size_t a, size_t z)
+{
+    e->sub = a;
+    return pretok_split(e->b->pre, e->text + a, z - a, on_word, e, e->err);
+}
+
+static int split_added(enc *e, const char *text, size_t len, bool normalized);
+
+/* Text between the added tokens matched on the text as given: normalised
+ * (with its offset map), then split at the added tokens matched on the
+ * normalised text, split by the pre-tokenizer and merged. */
 static int encode_segment(enc *e, const char *text, int64_t start, int64_t end)
 {
-    e->seg_start = start, e->seg_end = end;
-    e->text = text + start, e->base = start;
-    utf8proc_uint8_t *nfc = NULL;
+    e->seg_start = start;
+    e->text = text + start, e->map = NULL;
     size_t len = (size_t)(end - start);
-    if (e->b->nfc && len) {
-        utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)e->text, (utf8proc_ssize_t)len, &nfc,
-                                          UTF8PROC_STABLE | UTF8PROC_COMPOSE);
-        if (n < 0) return kv_fail(e->err, KV_EFAIL, "utf8proc: %s", utf8proc_errmsg(n));
-        if ((size_t)n != len || memcmp(nfc, e->text, len) != 0) /* changed: offsets become the segment's */
-            e->text = (const char *)nfc, e->base = -1, len = (size_t)n;
-    }
-    int rc = pretok_split(e->b->pre, e->text, len, on_word, e, e->err);
-    free(nfc);
+    nfc_map map;
+    int changed = 0;
+    if (e->b->nfc && nfc_map_make(e->text, len, &map, &changed, e->err)) return e->err->code;
+    if (changed) e->text = map.text, e->map = &map, len = map.len;
+    int rc = e->b->n_normalized ? split_added(e, e->text, len, true) : encode_piece(e, 0, len);
+    if (changed) nfc_map_free(&map); /* the cache keeps its own copies of the words */
     return rc;
 }
 
-/* The longest added token at text[i..len), or NULL. */
-static const bpe_added *added_at(const bpe_model *b, const char *text, size_t i, size_t len)
+/* The longest added token at text[i..len) of the pass (matched on the
+ * normalised text or not), or NULL. */
+static const bpe_added *added_at(const bpe_model *b, const char *text, size_t i, size_t len, bool normalized)
 {
     unsigned char c = (unsigned char)text[i];
     for (int32_t k = b->first[c]; k < b->first[c + 1]; k++)
-        if (b->added[k].len <= len - i && memcmp(b->added[k].text, text + i, b->added[k].len) == 0)
+        if (((b->added[k].flags & BPE_NORMALIZED) && b->nfc) == normalized && b->added[k].len <= len - i &&
+            memcmp(b->added[k].text, text + i, b->added[k].len) == 0)
             return &b->added[k];
     return NULL;
 }
@@ -298,23 +316,30 @@ static size_t space_after(const char *text, size_t i, size_t len)
     return i;
 }
 
-static int encode_text(enc *e, const char *text, size_t len)
+/* Splits text[0..len) at the added tokens of the pass: the input as given
+ * (segments between go to encode_segment) or, normalised, a segment's text
+ * (pieces between go to encode_piece). */
+static int split_added(enc *e, const char *text, size_t len, bool normalized)
 {
     size_t seg = 0;
     for (size_t i = 0; i < len;) {
-        const bpe_added *a = e->b->n_added ? added_at(e->b, text, i, len) : NULL;
+        const bpe_added *a = e->b->n_added ? added_at(e->b, text, i, len, normalized) : NULL;
         if (!a) {
             i++;
             continue;
         }
         size_t start = a->flags & BPE_LSTRIP ? space_before(text, seg, i) : i;
         size_t end = a->flags & BPE_RSTRIP ? space_after(text, i + a->len, len) : i + a->len;
-        if ((start > seg && encode_segment(e, text, (int64_t)seg, (int64_t)start)) ||
-            out_push(e, a->id, (int64_t)start, (int64_t)end))
+        int rc = start > seg ? normalized ? encode_piece(e, seg, start) : encode_segment(e, text, (int64_t)seg,
+                                                                                       (int64_t)start)
+                             : KV_OK;
+        if (rc || out_push(e, a->id, normalized ? in_input(e, start, true) : (int64_t)start,
+                           normalized ? in_input(e, end, false) : (int64_t)end))
             return e->err->code;
         seg = i = end;
     }
-    return len > seg ? encode_segment(e, text, (int64_t)seg, (int64_t)len) : KV_OK;
+    if (len <= seg) return KV_OK;
+    return normalized ? encode_piece(e, seg, len) : encode_segment(e, text, (int64_t)seg, (int64_t)len);
 }
 
 int bpe_encode(const bpe_model *b, const char *text, size_t len, bool add_special, bpe_out *out, kv_err *err)
@@ -326,7 +351,7 @@ int bpe_encode(const bpe_model *b, const char *text, size_t len, bool add_specia
     enc e = {.b = b, .out = out, .err = err};
     int rc = KV_OK;
     for (int k = 0; add_special && !rc && k < b->n_prefix; k++) rc = out_push(&e, b->prefix[k], 0, 0);
-    if (!rc) rc = encode_text(&e, text, len);
+    if (!rc) rc = split_added(&e, text, len, false);
     for (int k = 0; add_special && !rc && k < b->n_suffix; k++)
         rc = out_push(&e, b->suffix[k], (int64_t)len, (int64_t)len);
     free(e.s), free(e.heap), free(e.cache), free(e.pool), free(e.words);

@@ -8,6 +8,7 @@
 typedef struct {
     const char *path;
     bpe_model *b;
+    const kv_vocab *v;
     kv_err *err;
 } hf_ctx;
 
@@ -107,10 +108,26 @@ static int read_template(const hf_ctx *x, json_t *pp)
             if (n[side] == BPE_TEMPLATE_MAX || !json_is_integer(id))
                 return kv_fail(x->err, KV_EINPUT, "%s: post_processor token '%.64s' is not a short id list", x->path,
                                name);
-            ids[side][n[side]++] = (int32_t)json_integer_value(id);
+            json_int_t t = json_integer_value(id);
+            if (t < 0 || t >= x->v->n || x->v->types[t] == VOCAB_UNUSED)
+                return kv_fail(x->err, KV_EINPUT, "%s: post_processor token '%.64s' has id %lld, which no token has",
+                               x->path, name, (long long)t);
+            ids[side][n[side]++] = (int32_t)t;
         }
     }
     return bpe_set_template(x->b, ids[0], n[0], ids[1], n[1], x->err);
+}
+
+/* fn on each member of the Sequence n's list. */
+static int each_member(const hf_ctx *x, json_t *n, const char *list, int (*fn)(const hf_ctx *, json_t *))
+{
+    size_t i;
+    json_t *sub;
+    json_array_foreach(json_object_get(n, list), i, sub) {
+        int rc = fn(x, sub);
+        if (rc) return rc;
+    }
+    return KV_OK;
 }
 
 static int read_post(const hf_ctx *x, json_t *pp)
@@ -120,13 +137,17 @@ static int read_post(const hf_ctx *x, json_t *pp)
     if (strcmp(t, "ByteLevel") == 0) return KV_OK;
     if (strcmp(t, "TemplateProcessing") == 0) return read_template(x, pp);
     if (strcmp(t, "Sequence") != 0) return unsupported(x, "post_processor", t);
-    size_t i;
-    json_t *sub;
-    json_array_foreach(json_object_get(pp, "processors"), i, sub) {
-        int rc = read_post(x, sub);
-        if (rc) return rc;
-    }
-    return KV_OK;
+    return each_member(x, pp, "processors", read_post);
+}
+
+/* The decoder: ByteLevel (or none), alone or in Sequences; decoding is GPT-2's byte map. */
+static int read_decoder(const hf_ctx *x, json_t *d)
+{
+    if (!d || json_is_null(d)) return KV_OK;
+    const char *t = type_of(d);
+    if (strcmp(t, "ByteLevel") == 0) return KV_OK;
+    if (strcmp(t, "Sequence") != 0) return unsupported(x, "decoder", t);
+    return each_member(x, d, "decoders", read_decoder);
 }
 
 static int read_merges(const hf_ctx *x, json_t *merges)
@@ -168,8 +189,10 @@ static int read_all(const hf_ctx *x, json_t *root, const kv_vocab *v)
         if (!rc && json_is_true(json_object_get(a, "single_word")))
             rc = kv_fail(x->err, KV_EINPUT, "%s: added token '%.64s' has single_word, which kvtrace does not support",
                          x->path, content ? content : "");
+        json_t *norm = json_object_get(a, "normalized"); /* absent: Hugging Face's default, !special */
+        bool normalized = norm ? json_is_true(norm) : !json_is_true(json_object_get(a, "special"));
         int flags = (json_is_true(json_object_get(a, "lstrip")) ? BPE_LSTRIP : 0) |
-                    (json_is_true(json_object_get(a, "rstrip")) ? BPE_RSTRIP : 0);
+                    (json_is_true(json_object_get(a, "rstrip")) ? BPE_RSTRIP : 0) | (normalized ? BPE_NORMALIZED : 0);
         if (!rc) rc = bpe_add_token(x->b, content, (int32_t)json_integer_value(json_object_get(a, "id")), flags,
                                     x->err);
     }
@@ -179,6 +202,7 @@ static int read_all(const hf_ctx *x, json_t *root, const kv_vocab *v)
     bpe_set_pretok(x->b, p);
     if (!rc) rc = read_normalizer(x, json_object_get(root, "normalizer"), &nfc);
     if (!rc) rc = read_post(x, json_object_get(root, "post_processor"));
+    if (!rc) rc = read_decoder(x, json_object_get(root, "decoder"));
     bpe_set_options(x->b, nfc, json_is_true(json_object_get(model, "ignore_merges")));
     return rc ? rc : bpe_finish(x->b, x->path, x->err);
 }
@@ -189,7 +213,7 @@ int bpe_from_json(json_t *root, const kv_vocab *v, const char *path, bpe_model *
     bpe_model *b;
     int rc = bpe_new(&b, v->n, err);
     if (rc) return rc;
-    hf_ctx x = {path, b, err};
+    hf_ctx x = {path, b, v, err};
     if ((rc = read_all(&x, root, v))) {
         bpe_free(b);
         return rc;

@@ -24,11 +24,12 @@ struct bpe_model {
     pretok *pre;
     bool nfc, ignore_merges;
     bpe_added *added;    /* sorted by first byte, then longest first */
-    int32_t n_added;
+    int32_t n_added, n_normalized; /* n_normalized: matched on the normalised text (BPE_NORMALIZED under NFC) */
     int32_t first[257];  /* added tokens starting with byte c: [first[c], first[c + 1]) */
     int32_t prefix[BPE_TEMPLATE_MAX], suffix[BPE_TEMPLATE_MAX];
     int n_prefix, n_suffix;
     int32_t byte_tok[256]; /* the one-character token of each byte */
+    char *where;           /* the file it came from, for messages */
 };
 
 /* Id of piece s[0..len), or -1. */

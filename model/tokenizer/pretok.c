@@ -12,6 +12,8 @@ struct pretok {
     int n;
     pcre2_code *re[PRETOK_MAX];
     pretok_mode mode[PRETOK_MAX];
+    char *src[PRETOK_MAX]; /* the patterns as written, and where they came from: for messages */
+    char *where;
 };
 
 /* The contractions, letters, digits, other, newline and space alternatives
@@ -58,7 +60,8 @@ enum { N_NAMED = sizeof NAMED / sizeof NAMED[0] };
 void pretok_free(pretok *p)
 {
     if (!p) return;
-    for (int i = 0; i < p->n; i++) pcre2_code_free(p->re[i]);
+    for (int i = 0; i < p->n; i++) pcre2_code_free(p->re[i]), free(p->src[i]);
+    free(p->where);
     free(p);
 }
 
@@ -134,6 +137,13 @@ int pretok_append_mode(pretok **p, const char *pattern, pretok_mode mode, const 
                        where, pattern, (size_t)off, (const char *)msg);
     }
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* without JIT (unsupported CPU) it still matches */
+    char *src = strdup(pattern);
+    if (!src || (!(*p)->where && !((*p)->where = strdup(where)))) {
+        free(src);
+        pcre2_code_free(re);
+        return kv_fail(err, KV_EFAIL, "%s: out of memory", where);
+    }
+    (*p)->src[(*p)->n] = src;
     (*p)->mode[(*p)->n] = mode;
     (*p)->re[(*p)->n++] = re;
     return KV_OK;
@@ -188,6 +198,18 @@ static size_t char_len(unsigned char c)
     return c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
 }
 
+/* A failed match: PCRE2's limits (a regex that backtracks without end) are the file's fault. */
+static int match_error(const split_state *s, int level, size_t at, int m)
+{
+    PCRE2_UCHAR msg[160];
+    pcre2_get_error_message(m, msg, sizeof msg);
+    const bool limit = m == PCRE2_ERROR_MATCHLIMIT || m == PCRE2_ERROR_DEPTHLIMIT || m == PCRE2_ERROR_HEAPLIMIT ||
+                       m == PCRE2_ERROR_JIT_STACKLIMIT;
+    return kv_fail(s->err, limit ? KV_EINPUT : KV_EFAIL, "%s: pre-tokenizer regex '%.80s' failed at byte %zu of "
+                   "the text: %s%s", s->p->where, s->p->src[level], at, (const char *)msg,
+                   limit ? " (the regex backtracks too much)" : "");
+}
+
 static int split_level(split_state *s, int level, size_t start, size_t end)
 {
     if (start == end) return 0;
@@ -199,7 +221,7 @@ static int split_level(split_state *s, int level, size_t start, size_t end)
     while (at < len) {
         int m = pcre2_match(s->p->re[level], sub, len, at, PCRE2_NO_UTF_CHECK, s->md, NULL);
         if (m == PCRE2_ERROR_NOMATCH) break;
-        if (m < 0) return kv_fail(s->err, KV_EFAIL, "PCRE2 match failed (error %d)", m);
+        if (m < 0) return match_error(s, level, start + at, m);
         /* copied out: the deeper levels reuse the match data */
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
         const size_t m0 = ov[0], m1 = ov[1];

@@ -19,6 +19,7 @@
 #include "model/formats/hf.h"
 #include "model/tokenizer/bpe_hf.h"
 #include "model/tokenizer/spm_hf.h"
+#include "model/tokenizer/tokjson_check.h"
 
 #define NO_SCORE 0.0f /* scores are unused: merges go by rank (spm_hf.h) */
 
@@ -334,10 +335,10 @@ int hf_read_tokenizer(const char *path, int64_t V, kv_vocab *v, bool *has, kv_er
         return kv_fail(err, KV_EINPUT, "%s: malformed JSON at line %d: %.200s", path, je.line,
                        je.text);
     tok_ctx x = {path, v, err};
-    if (V <= 0) V = json_is_object(root) ? file_size(root) : 1;
-    int rc = vocab_init(v, (int32_t)V, err);
-    if (!rc) rc = json_is_object(root) ? read_tokenizer(&x, root, has)
-                                       : kv_fail(err, KV_EINPUT, "%s: is not a JSON object", path);
+    int rc = tokjson_check(root, path, err); /* the shape, once: the readers trust it */
+    if (!rc && V <= 0 && (V = file_size(root)) <= 0) rc = kv_fail(err, KV_EINPUT, "%s: names no tokens", path);
+    if (!rc) rc = vocab_init(v, (int32_t)V, err);
+    if (!rc) rc = read_tokenizer(&x, root, has);
     if (rc || !*has) vocab_free(v);
     json_decref(root);
     return rc;

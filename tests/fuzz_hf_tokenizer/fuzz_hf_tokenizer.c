@@ -10,8 +10,10 @@
  * every model.vocab entry and added token has its id's text (no id given two
  * texts); BOS, EOS and UNK are ids in range or -1; every piece is found
  * again by its text (fz_check_vocab); a SentencePiece vocabulary encodes
- * (or refuses with a well-formed line) and a byte-level one refuses to
- * encode; all V ids decode. ASan (with leak checking) and UBSan report the
+ * (or refuses with a well-formed line); a byte-level one (bpe_hf.c,
+ * pretok.c, bpe_encode.c) encodes three texts, or refuses with a
+ * well-formed line, to tokens with ordered spans that decode back to the
+ * text when nothing normalises or drops it; all V ids decode. ASan (with leak checking) and UBSan report the
  * rest. */
 #define _GNU_SOURCE
 #include <jansson.h>
@@ -40,6 +42,40 @@ static void check_piece(const kv_vocab *v, json_t *id, const char *piece)
           (long long)i, piece, v->pieces[i]);
 }
 
+/* A byte-level vocabulary encodes text[0..len) (bpe_encode.c under the
+ * file's pre-tokenizer, normaliser and added tokens) or refuses it with a
+ * well-formed line (invalid UTF-8, a byte without a token, PCRE2's limits):
+ * ids are tokens, offsets ordered spans inside the text, and, when exact
+ * (no normaliser, nothing that drops text), the ids decode to the text. */
+static void bpe_encode_check(const kv_vocab *v, const char *text, size_t len, bool exact)
+{
+    int32_t *ids = NULL;
+    int64_t n = 0, *off = NULL;
+    kv_err err = {0};
+    int rc = tokenizer_encode_offsets(v, text, len, !exact, &ids, &off, &n, &err);
+    if (rc) {
+        fz_check_message(&err, rc, "");
+        CHECK(!ids && !off, "a failed encode left its ids");
+        return;
+    }
+    int64_t last = 0;
+    for (int64_t i = 0; i < n; i++) {
+        CHECK(ids[i] >= 0 && ids[i] < v->n && v->types[ids[i]] != VOCAB_UNUSED, "encoded id %d", (int)ids[i]);
+        CHECK(off[2 * i] >= last && off[2 * i] <= off[2 * i + 1] && off[2 * i + 1] <= (int64_t)len,
+              "token %lld: span [%lld, %lld) after %lld in %zu bytes", (long long)i, (long long)off[2 * i],
+              (long long)off[2 * i + 1], (long long)last, len);
+        last = off[2 * i];
+    }
+    size_t dlen = 0;
+    char *back = tokenizer_decode_len(v, ids, n, &dlen);
+    CHECK(back, "decoding the encoded ids");
+    CHECK(!exact || (dlen == len && memcmp(back, text, len) == 0), "'%.*s' decodes as '%.*s'", (int)len, text,
+          (int)dlen, back);
+    free(back);
+    free(ids);
+    free(off);
+}
+
 /* The vocabulary against the JSON itself. */
 static void check_against_json(const kv_vocab *v, json_t *root)
 {
@@ -56,7 +92,7 @@ static void check_against_json(const kv_vocab *v, json_t *root)
     }
 }
 
-static void check_vocab_read(const kv_vocab *v, const uint8_t *body, size_t len)
+static void check_vocab_read(const kv_vocab *v, const uint8_t *body, size_t len, bool exact)
 {
     CHECK(v->kind == VOCAB_SPM || v->kind == VOCAB_BYTE_BPE, "kind %d", (int)v->kind);
     const int32_t special[] = {v->bos, v->eos, v->unk};
@@ -71,12 +107,9 @@ static void check_vocab_read(const kv_vocab *v, const uint8_t *body, size_t len)
         fz_encode_decode(v, text, sizeof text - 1);
         fz_encode_decode(v, (const char *)body, len < 64 ? len : 64);
     } else {
-        int32_t *ids = NULL;
-        int64_t n = 0;
-        kv_err err = {0};
-        int rc = tokenizer_encode(v, text, sizeof text - 1, false, &ids, &n, &err);
-        CHECK(rc != KV_OK && !ids, "a byte-level vocabulary encoded");
-        fz_check_message(&err, rc, "");
+        bpe_encode_check(v, text, sizeof text - 2, exact); /* valid UTF-8 */
+        bpe_encode_check(v, text, sizeof text - 1, exact); /* the \xff: refused */
+        bpe_encode_check(v, (const char *)body, len < 64 ? len : 64, exact);
     }
     int32_t *all = malloc((size_t)v->n * sizeof *all);
     CHECK(all, "out of memory");
@@ -113,8 +146,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_t *root = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, NULL);
     CHECK(root, "a file jansson cannot parse was read");
     check_against_json(&v, root);
+    json_t *norm = json_object_get(root, "normalizer");
+    const bool exact = (!norm || json_is_null(norm)) && !memmem(body, len, "Removed", 7) &&
+                       !memmem(body, len, "strip", 5);
     json_decref(root);
-    check_vocab_read(&v, body, len);
+    check_vocab_read(&v, body, len, exact);
     vocab_free(&v);
     return 0;
 }

@@ -110,7 +110,7 @@ def main():
     check(rc == 0 and out == "\ufffda\n", "decode: a byte run that is not UTF-8 is U+FFFD per byte",
           "exit %d, %r %s" % (rc, out, err))
     bad = [("normalizer", {"normalizer": {"type": "NFKC"}}, "normalizer 'NFKC'"),
-           ("pre_tokenizer", {"pre_tokenizer": {"type": "Whitespace"}}, "pre_tokenizer 'Whitespace'"),
+           ("pre_tokenizer", {"pre_tokenizer": {"type": "Whitespace"}}, "type 'Whitespace'"),
            ("decoder", {"decoder": {"type": "WordPiece"}}, "decoder 'WordPiece'"),
            ("post_processor", {"post_processor": {"type": "RobertaProcessing"}}, "post_processor 'RobertaProcessing'")]
     for what, extra, name in bad:
