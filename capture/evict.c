@@ -57,7 +57,8 @@ static policy_view view_of(evict_engine *e, const forward_state *s, int64_t l, i
 {
     const int64_t g0 = x * e->kv_per_stream, lg = l * e->K + g0, cols = s->cache_len[lg];
     policy_view v = {.n = cols, .D = e->D, .pos = s->cache_pos + lg * s->cap, .budget = e->budget,
-                     .now = s->len + n - 1, .layer = l, .kv_head = g0, .step = s->steps, .q_heads = e->G};
+                     .now = s->len + n - 1, .layer = l, .kv_head = g0, .step = s->steps, .q_heads = e->G,
+                     .rope = e->rope};
     /* keys and values: the stream's first kv head (a layer-scope policy sees the layer's first, as in sim) */
     v.keys = forward_cache_rows(s, l, g0, 0, e->hk);
     v.values = forward_cache_rows(s, l, g0, 1, e->hv);

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "core/kv_error.h"
+#include "core/rope.h"
 
 enum { POLICY_MAX_PARAMS = 8 };
 
@@ -71,6 +72,11 @@ typedef struct {
     const float *queries;    /* [q_heads][T][D] */
     const double *lse;       /* [q_heads][T]; NULL in-model (no full-cache run to take it from) */
     int64_t q_heads, T, q0;
+    /* the RoPE the queries and keys carry (expected_attention undoes it on
+     * the queries; theta 0: unknown) and the prompt's length (qfilter
+     * calib=prompt; sim only, 0 in-model) */
+    rope_spec rope;
+    int64_t prompt_len;
 } policy_view;
 
 typedef struct policy_iface {

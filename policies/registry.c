@@ -16,7 +16,9 @@
     X(h2o)          \
     X(tova)         \
     X(snapkv)       \
-    X(oracle)
+    X(oracle)       \
+    X(cur)          \
+    X(lagkv)
 
 #define DECLARE(name) extern const policy_iface policy_##name;
 POLICIES(DECLARE)
