@@ -125,7 +125,7 @@ int evict_init(evict_engine *e, const policy_config *pc, int64_t budget, const m
                int64_t cap, kv_err *err)
 {
     memset(e, 0, sizeof *e);
-    if (pc->iface->offline_only)
+    if (policy_offline_only(pc))
         return kv_fail(err, KV_EUSAGE, "%s reads the future (full-cache attention of later queries): it is "
                        "offline only (kvtrace sim), not an in-model policy", pc->iface->name);
     if (budget < 1) return kv_fail(err, KV_EUSAGE, "eviction budget must be at least 1, got %lld", (long long)budget);

@@ -104,6 +104,9 @@ typedef struct policy_iface {
     int64_t (*query_window)(const policy_config *cfg);
     /* reads the future (oracle): sim only, refused by in-model eviction */
     bool offline_only;
+    /* optional: the same for one configuration (qfilter:calib=prompt reads
+     * the whole prompt's queries); callers ask policy_offline_only */
+    bool (*offline_for)(const policy_config *cfg);
     /* its scores mean the same on every kv head (attention mass, a position, a
      * uniform draw), so a dynamic allocator (adakv) may rank the candidates of
      * different heads against each other directly; otherwise it ranks each
@@ -143,6 +146,8 @@ int policy_params_index(const policy_param *params, const char *key, size_t len)
 int policy_params_parse(const char *owner, const policy_param *params, const char *spec, const char *rest,
                         double *num, int *choice, char *canonical, size_t cap, kv_err *err);
 double policy_num(const policy_config *cfg, const char *key);
+/* True when the configuration reads the future: offline_only or offline_for. */
+bool policy_offline_only(const policy_config *cfg);
 int policy_choice(const policy_config *cfg, const char *key);
 
 /* `kvtrace policies [NAME...]`: every policy, its summary and parameters. */

@@ -18,7 +18,8 @@
     X(snapkv)       \
     X(oracle)       \
     X(cur)          \
-    X(lagkv)
+    X(lagkv)        \
+    X(qfilter)
 
 #define DECLARE(name) extern const policy_iface policy_##name;
 POLICIES(DECLARE)

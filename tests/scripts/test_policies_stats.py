@@ -206,11 +206,54 @@ def no_attention_chunked(tmp, trace, k, v):
                     {key: got.get(key) for key in want}, want)
 
 
+def qfilter_u(Qs):
+    """Q-Filters: the top right-singular vector of the stacked queries, signed so that <u, q> > 0 on average."""
+    Q = np.concatenate(Qs, 0)
+    if len(Q) == 0:
+        return np.zeros(D)
+    u = np.linalg.svd(Q, full_matrices=False)[2][0]
+    return u if (Q @ u).sum() >= 0 else -u
+
+
+def query_policies(tmp):
+    T, P = 120, 90
+    trace = os.path.join(tmp, "q.h5")
+    write_trace(trace, T, P, seed=7)
+    with h5py.File(trace, "r") as f:
+        q, k = f["queries"][0].astype(np.float64), f["keys"][0].astype(np.float64)
+    heads = lambda g: range(g * G, (g + 1) * G)  # noqa: E731
+    # calib=prompt with one chunk holding the prompt: the source's filter from the whole prompt
+    budgets = [3, 20, 45, 89]
+    out = os.path.join(tmp, "qf_prompt")
+    r = run_sim(trace, out, ["qfilter:calib=prompt"], budgets, P, 1)
+    check(r.returncode == 0, "sim runs qfilter:calib=prompt", r.stderr)
+    if r.returncode == 0:
+        got = kept_sets(out, ["qfilter:calib=prompt"], budgets)
+        U = [qfilter_u([q[h, :P] for h in heads(g)]) for g in range(K)]
+        want = {("qfilter:calib=prompt", N): [[brute(lambda C, now, g=g: k[g][C] @ U[g], None, None, N, P, T, P)
+                                               for g in range(K)]] for N in budgets}
+        compare("qfilter:calib=prompt, one chunk holding the prompt then decode: the prompt's filter", got, want)
+    # calib=stream in chunks: the queries of every position so far
+    budgets = [10, 33]
+    for B in (P, 16):
+        out = os.path.join(tmp, "qf_stream_%d" % B)
+        r = run_sim(trace, out, ["qfilter"], budgets, B, 3)
+        check(r.returncode == 0, "sim runs qfilter in chunks of %d" % B, r.stderr)
+        if r.returncode:
+            continue
+        got = kept_sets(out, ["qfilter"], budgets)
+        want = {("qfilter", N): [[brute(lambda C, now, g=g: k[g][C] @ qfilter_u([q[h, :now + 1] for h in heads(g)]),
+                                        None, None, N, B, T, P, 3) for g in range(K)]] for N in budgets}
+        compare("qfilter (calib=stream), chunks of %d: the filter of the queries so far" % B, got, want)
+    return trace
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         res = no_attention_policies(tmp)
         if res:
             no_attention_chunked(tmp, *res)
+        query_policies(tmp)
     finish()
 
 
