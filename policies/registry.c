@@ -17,8 +17,9 @@
     X(tova)         \
     X(snapkv)       \
     X(oracle)       \
-    X(cur)          \
+    X(expected_attention) \
     X(lagkv)        \
+    X(cur)          \
     X(qfilter)
 
 #define DECLARE(name) extern const policy_iface policy_##name;

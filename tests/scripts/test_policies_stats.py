@@ -248,12 +248,107 @@ def query_policies(tmp):
     return trace
 
 
+def rope_np(x, t, style, theta, factors):
+    """RoPE of rows x [n][D] at positions t [n] as Hugging Face (neox: rotate_half) or llama.cpp
+    (interleaved pairs) apply it; factors divide the frequencies."""
+    inv = 1.0 / theta ** (np.arange(0, D, 2) / D) / (np.ones(D // 2) if factors is None else factors)
+    ang = np.outer(t, inv)
+    if style == "neox":
+        cos, sin = np.cos(np.concatenate([ang, ang], 1)), np.sin(np.concatenate([ang, ang], 1))
+        rot = np.concatenate([-x[:, D // 2:], x[:, :D // 2]], 1)
+        return x * cos + rot * sin
+    y = x.copy()
+    c, s_ = np.cos(ang), np.sin(ang)
+    y[:, 0::2] = x[:, 0::2] * c - x[:, 1::2] * s_
+    y[:, 1::2] = x[:, 0::2] * s_ + x[:, 1::2] * c
+    return y
+
+
+def mean_rotation(p0, n, style, theta, factors):
+    """kvpress's R̄: the mean over positions p0 .. p0+n-1 of the RoPE matrices (columns: RoPE of e_d)."""
+    R = np.zeros((D, D))
+    for t in range(p0, p0 + n):
+        R += rope_np(np.eye(D), np.full(D, t), style, theta, factors).T
+    return R / n
+
+
+def ea_scores(q_post, kC, vC, first, now, style, theta, factors, n_future=512, eps=0.01):
+    """kvpress ExpectedAttentionPress on the candidates kC (sinks already removed): statistics of the
+    pre-RoPE queries at positions first..now of each head, rotated by R̄ of now+1..now+n_future."""
+    R = mean_rotation(now + 1, n_future, style, theta, factors)
+    a = np.zeros(len(kC))
+    for qh in q_post:
+        pre = rope_np(qh[first:now + 1], -np.arange(first, now + 1), style, theta, factors)
+        mu = pre.mean(0) if len(pre) else np.zeros(D)
+        cov = (pre - mu).T @ (pre - mu) / len(pre) if len(pre) else np.zeros((D, D))
+        mu, cov = R @ mu, R @ cov @ R.T
+        z = kC @ mu / np.sqrt(D) + np.einsum("nd,de,ne->n", kC, cov, kC) / D / 2
+        e = np.exp(z - z.max())
+        a += e / e.sum() / len(q_post)
+    return (a + eps) * np.linalg.norm(vC, axis=1)
+
+
+def expected_attention(tmp):
+    T = 70
+    heads = lambda g: range(g * G, (g + 1) * G)  # noqa: E731
+    ff = np.array([1.0, 2.0, 4.0, 8.0])
+    for style, factors in (("neox", None), ("interleaved", ff)):
+        trace = os.path.join(tmp, "ea_%s.h5" % style)
+        write_trace(trace, T, T, style=style, theta=500.0, factors=factors, seed=11)
+        with h5py.File(trace, "r") as f:
+            q, k, v = (f[x][0].astype(np.float64) for x in ("queries", "keys", "values"))
+        # the pre-RoPE recovery itself: rotate then unrotate is the identity
+        x = np.random.default_rng(1).normal(size=(5, D))
+        t = np.arange(5) * 13
+        check(np.allclose(rope_np(rope_np(x, t, style, 500.0, factors), -t, style, 500.0, factors), x),
+              "numpy RoPE (%s): unrotate after rotate is the identity" % style)
+        specs = ["expected_attention", "expected_attention:epsilon=0:n_future=9:sinks=2"]
+        pars = [(4, 512, 0.01), (2, 9, 0.0)]
+        budgets = [1, 10, 30, 60]
+        out = os.path.join(tmp, "ea_one_%s" % style)
+        r = run_sim(trace, out, specs, budgets, T)
+        check(r.returncode == 0, "sim runs expected_attention (%s) with one chunk" % style, r.stderr)
+        if r.returncode:
+            continue
+        got = kept_sets(out, specs, budgets)
+        for spec, (sinks, nf, eps) in zip(specs, pars):
+            want = {}
+            for N in budgets:
+                sets = []
+                for g in range(K):
+                    s = ea_scores([q[h] for h in heads(g)], k[g][sinks:], v[g][sinks:], sinks, T - 1, style, 500.0,
+                                  factors, nf, eps)
+                    s = np.concatenate([np.full(sinks, s.max() + 1), s])  # the source pads the sinks with max + 1
+                    sets.append(top_n(s, np.arange(T), N))
+                want[(spec, N)] = [sets]
+            compare("%s (%s RoPE%s), one chunk holding the prompt: keeps what kvpress's scoring keeps"
+                    % (spec, style, ", frequency factors" if factors is not None else ""), got, want)
+        out = os.path.join(tmp, "ea_chunked_%s" % style)
+        budgets = [12, 25]
+        r = run_sim(trace, out, specs, budgets, 16)
+        check(r.returncode == 0, "sim runs expected_attention (%s) in chunks of 16" % style, r.stderr)
+        if r.returncode:
+            continue
+        got = kept_sets(out, specs, budgets)
+        for spec, (sinks, nf, eps) in zip(specs, pars):
+            def fn(C, now, g, sinks=sinks, nf=nf, eps=eps):
+                keep = C >= sinks
+                s = np.full(len(C), np.inf)
+                s[keep] = ea_scores([q[h] for h in heads(g)], k[g][C[keep]], v[g][C[keep]], sinks, now, style,
+                                    500.0, factors, nf, eps)
+                return s
+            want = {(spec, N): [[brute(lambda C, now, g=g: fn(C, now, g), None, None, N, 16, T, T)
+                                 for g in range(K)]] for N in budgets}
+            compare("%s (%s), chunks of 16: statistics of the past queries only" % (spec, style), got, want)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         res = no_attention_policies(tmp)
         if res:
             no_attention_chunked(tmp, *res)
         query_policies(tmp)
+        expected_attention(tmp)
     finish()
 
 
