@@ -100,7 +100,8 @@ static policy_view view_of(evict_engine *e, const forward_state *s, int64_t l, i
 {
     const int64_t g0 = x * e->kv_per_stream, lg = l * e->K + g0, cols = s->cache_len[lg];
     policy_view v = {.n = cols, .D = e->D, .pos = s->cache_pos + lg * s->cap, .budget = e->caps[l * e->streams + x],
-                     .now = s->len + n - 1, .layer = l, .kv_head = g0, .step = s->steps, .q_heads = e->G};
+                     .now = s->len + n - 1, .layer = l, .kv_head = g0, .step = s->steps, .q_heads = e->G,
+                     .rope = e->rope};
     /* keys and values: the stream's first kv head (a layer-scope policy sees the layer's first, as in sim) */
     v.keys = forward_cache_rows(s, l, g0, 0, e->hk + slot * e->cap * e->D);
     v.values = forward_cache_rows(s, l, g0, 1, e->hv + slot * e->cap * e->D);
@@ -215,7 +216,7 @@ int evict_init_alloc(evict_engine *e, const policy_config *pc, const alloc_confi
                      const model_config *cfg, int64_t B, int64_t cap, kv_err *err)
 {
     memset(e, 0, sizeof *e);
-    if (pc->iface->offline_only)
+    if (policy_offline_only(pc))
         return kv_fail(err, KV_EUSAGE, "%s reads the future (full-cache attention of later queries): it is "
                        "offline only (kvtrace sim), not an in-model policy", pc->iface->name);
     if (budget < 1) return kv_fail(err, KV_EUSAGE, "eviction budget must be at least 1, got %lld", (long long)budget);

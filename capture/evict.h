@@ -66,6 +66,7 @@ typedef struct {
     float *qbuf;             /* [L][H][qrows][D] the latest queries, oldest first */
     int64_t *q_end, *q_count;/* [L] the buffer holds positions q_end - q_count .. q_end - 1 */
     int64_t evictions;       /* policy_select calls that dropped something */
+    rope_spec rope;          /* the model's RoPE, handed to the policy (set after evict_init; theta 0: none) */
     forward_evictor hooks;   /* to put in forward_state.ev */
 } evict_engine;
 

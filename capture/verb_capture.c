@@ -181,7 +181,7 @@ static int check_evict(capture_opts *o, bool attention_given, kv_err *err)
         return KV_OK;
     }
     if (o->budget < 1) return cli_usage(err, v, "--evict needs --budget N");
-    if (o->evict.iface->offline_only)
+    if (policy_offline_only(&o->evict))
         return cli_usage(err, v, "--evict %s: it reads the future, so it is offline only (use kvtrace sim)",
                          o->evict.iface->name);
     if (o->retained && o->evict.iface->never_evicts)

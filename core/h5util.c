@@ -167,6 +167,12 @@ int h5u_read_attr_f64(hid_t obj, const char *where, const char *name, double *va
     return read_attr_num(obj, where, name, H5T_NATIVE_DOUBLE, true, value, 1, present, err);
 }
 
+int h5u_read_attr_f64s(hid_t obj, const char *where, const char *name, double *values, int n,
+                       bool *present, kv_err *err)
+{
+    return read_attr_num(obj, where, name, H5T_NATIVE_DOUBLE, true, values, n, present, err);
+}
+
 int h5u_read_attr_str(hid_t obj, const char *where, const char *name, char *buf, size_t cap,
                       bool *present, kv_err *err)
 {

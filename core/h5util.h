@@ -35,6 +35,8 @@ int h5u_read_attr_i64(hid_t obj, const char *where, const char *name, int64_t *v
                       int n, bool *present, kv_err *err);
 int h5u_read_attr_f64(hid_t obj, const char *where, const char *name, double *value,
                       bool *present, kv_err *err);
+int h5u_read_attr_f64s(hid_t obj, const char *where, const char *name, double *values, int n,
+                       bool *present, kv_err *err);
 /* Variable- or fixed-length string; longer than cap-1 bytes is an error. */
 int h5u_read_attr_str(hid_t obj, const char *where, const char *name, char *buf, size_t cap,
                       bool *present, kv_err *err);

@@ -77,3 +77,42 @@ void rope_llama3_divisors(double *div, int64_t D, double theta, double factor, d
         }
     }
 }
+
+double rope_freq(const rope_spec *r, int64_t D, int64_t p)
+{
+    return pow(r->theta, -2.0 * (double)p / (double)D) / (r->div ? r->div[p] : 1.0);
+}
+
+void rope_rotate_d(const rope_spec *r, double *x, int64_t D, double pos)
+{
+    for (int64_t p = 0; r->theta > 0 && p < D / 2; p++) {
+        const double ang = pos * rope_freq(r, D, p), c = cos(ang), s = sin(ang);
+        int64_t a, b;
+        rope_pair_dims(r->style, D, p, &a, &b);
+        const double xa = x[a], xb = x[b];
+        x[a] = xa * c - xb * s;
+        x[b] = xa * s + xb * c;
+    }
+}
+
+void rope_mean_rotation(const rope_spec *r, int64_t D, int64_t p0, int64_t n, double *cs)
+{
+    for (int64_t p = 0; p < D / 2; p++) {
+        const double f = r->theta > 0 ? rope_freq(r, D, p) : 0.0, h = sin(0.5 * f);
+        /* sum_{k<n} e^{i(p0+k)f} = e^{i(p0+(n-1)/2)f} sin(nf/2)/sin(f/2); f = 0: n */
+        const double amp = h != 0 ? sin(0.5 * (double)n * f) / h : (double)n;
+        const double mid = ((double)p0 + 0.5 * (double)(n - 1)) * f, c = amp * cos(mid), s = amp * sin(mid);
+        cs[2 * p] = c / (double)n, cs[2 * p + 1] = s / (double)n;
+    }
+}
+
+void rope_pairs_apply(rope_style style, const double *cs, double *x, int64_t D)
+{
+    for (int64_t p = 0; p < D / 2; p++) {
+        int64_t a, b;
+        rope_pair_dims(style, D, p, &a, &b);
+        const double c = cs[2 * p], s = cs[2 * p + 1], xa = x[a], xb = x[b];
+        x[a] = xa * c - xb * s;
+        x[b] = xa * s + xb * c;
+    }
+}

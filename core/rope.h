@@ -37,4 +37,29 @@ void rope_table_fill_scaled(float *table, int64_t T, int64_t D, double theta, co
 void rope_llama3_divisors(double *div, int64_t D, double theta, double factor, double low,
                           double high, double orig_ctx);
 void rope_table_apply(float *x, int64_t D, rope_style style, const float *table, int64_t t);
+
+/* A trace's or model's RoPE as a value: pair p turns at theta^(-2p/D) /
+ * div[p] radians per position (div [D/2] or NULL: no scaling; a trace's
+ * rope_freq_factors). theta 0: unknown, and the functions below then rotate
+ * by nothing. An odd D leaves its last dim alone (D/2 pairs). */
+typedef struct {
+    double theta;
+    rope_style style;
+    const double *div;
+} rope_spec;
+
+double rope_freq(const rope_spec *r, int64_t D, int64_t p);
+
+/* Rotates x[D] (double) by angle pos * freq of each pair: rope_apply's
+ * rotation for pos >= 0, and with pos = -t the inverse of RoPE at position
+ * t (a post-RoPE query back to its pre-RoPE form). */
+void rope_rotate_d(const rope_spec *r, double *x, int64_t D, double pos);
+
+/* The mean rotation over positions p0 .. p0+n-1 (n >= 1) as one (cos, sin)
+ * pair per RoPE pair: cs[2p] = mean cos(t f_p), cs[2p+1] = mean sin(t f_p),
+ * summed in closed form (Dirichlet kernel), so any n costs O(D). */
+void rope_mean_rotation(const rope_spec *r, int64_t D, int64_t p0, int64_t n, double *cs);
+
+/* x = R x for R the per-pair matrices [[c, -s], [s, c]] of cs (as above). */
+void rope_pairs_apply(rope_style style, const double *cs, double *x, int64_t D);
 #endif

@@ -87,7 +87,7 @@ static void print_summary(const fid_results *r)
 int fidelity_run(const fidelity_opts *o, kv_err *err)
 {
     for (int p = 0; p < o->n_policies; p++)
-        if (o->policies[p].iface->offline_only)
+        if (policy_offline_only(&o->policies[p]))
             return kv_fail(err, KV_EUSAGE, "fidelity: %s reads the future, so it is offline only and cannot run "
                            "inside the model", o->policies[p].iface->name);
     fid_results r;

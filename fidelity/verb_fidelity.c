@@ -117,7 +117,7 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
     if (!o->output) return cli_usage(err, v, "-o DIR is required");
     o->seq.generate = a->generate >= 0 ? a->generate : sources ? 0 : 511;
     for (int p = 0; p < o->n_policies; p++)
-        if (a->cfgs[p].iface->offline_only)
+        if (policy_offline_only(&a->cfgs[p]))
             return cli_usage(err, v, "--policies: %s reads the future, so it is offline only (kvtrace sim)",
                              a->cfgs[p].iface->name);
     if (!o->n_policies) default_policies(o, a->cfgs);

@@ -51,3 +51,8 @@ double alloc_num(const alloc_config *ac, const char *key)
     KV_ASSERT(i >= 0 && ac->iface->params[i].kind == PARAM_NUMBER);
     return ac->num[i];
 }
+
+bool policy_offline_only(const policy_config *cfg)
+{
+    return cfg->iface->offline_only || (cfg->iface->offline_for && cfg->iface->offline_for(cfg));
+}

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "core/kv_error.h"
+#include "core/rope.h"
 
 enum { POLICY_MAX_PARAMS = 8 };
 
@@ -71,6 +72,11 @@ typedef struct {
     const float *queries;    /* [q_heads][T][D] */
     const double *lse;       /* [q_heads][T]; NULL in-model (no full-cache run to take it from) */
     int64_t q_heads, T, q0;
+    /* the RoPE the queries and keys carry (expected_attention undoes it on
+     * the queries; theta 0: unknown) and the prompt's length (qfilter
+     * calib=prompt; sim only, 0 in-model) */
+    rope_spec rope;
+    int64_t prompt_len;
 } policy_view;
 
 typedef struct policy_iface {
@@ -98,6 +104,9 @@ typedef struct policy_iface {
     int64_t (*query_window)(const policy_config *cfg);
     /* reads the future (oracle): sim only, refused by in-model eviction */
     bool offline_only;
+    /* optional: the same for one configuration (qfilter:calib=prompt reads
+     * the whole prompt's queries); callers ask policy_offline_only */
+    bool (*offline_for)(const policy_config *cfg);
     /* its scores mean the same on every kv head (attention mass, a position, a
      * uniform draw), so a dynamic allocator (adakv) may rank the candidates of
      * different heads against each other directly; otherwise it ranks each
@@ -137,6 +146,8 @@ int policy_params_index(const policy_param *params, const char *key, size_t len)
 int policy_params_parse(const char *owner, const policy_param *params, const char *spec, const char *rest,
                         double *num, int *choice, char *canonical, size_t cap, kv_err *err);
 double policy_num(const policy_config *cfg, const char *key);
+/* True when the configuration reads the future: offline_only or offline_for. */
+bool policy_offline_only(const policy_config *cfg);
 int policy_choice(const policy_config *cfg, const char *key);
 
 /* `kvtrace policies [NAME...]`: every policy, its summary and parameters. */

@@ -16,7 +16,11 @@
     X(h2o)          \
     X(tova)         \
     X(snapkv)       \
-    X(oracle)
+    X(oracle)       \
+    X(expected_attention) \
+    X(lagkv)        \
+    X(cur)          \
+    X(qfilter)
 
 #define DECLARE(name) extern const policy_iface policy_##name;
 POLICIES(DECLARE)

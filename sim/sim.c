@@ -153,7 +153,9 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
     }
     sim_layer ly = {.T = m->n_tokens, .D = m->head_dim, .H = m->n_heads, .K = m->n_kv_heads,
                     .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .ref = &ref,
-                    .chunk = o->chunk, .decode_chunk = o->decode_chunk, .eval_stride = o->eval_stride};
+                    .chunk = o->chunk, .decode_chunk = o->decode_chunk, .eval_stride = o->eval_stride,
+                    .rope = {.theta = m->rope_theta, .div = m->rope_freq_factors}};
+    rope_style_parse(m->rope_style, &ly.rope.style); /* trace_open checked it */
     res->reference_s += kv_now_seconds() - t1;
     const int max_items = res->n_cfg * (int)m->n_kv_heads;
     sim_item *items = calloc((size_t)max_items, sizeof *items);

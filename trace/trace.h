@@ -50,8 +50,9 @@ typedef struct {
     /* RoPE frequency scaling, optional attributes (absent: none). Pair p
      * turned at rope_theta^(-2p/D) / rope_freq_factors[p]; rope_scaling names
      * the rule ("llama3 factor=8 ..." or "rope_freqs.weight"). The factors
-     * are written from the pointer ([head_dim/2], NULL: not written); readers
-     * read rope_scaling only. */
+     * are written from the pointer ([head_dim/2], NULL: not written); a
+     * reader points it at the factors it read (NULL: absent), owned by the
+     * trace handle. */
     char rope_scaling[160];
     const double *rope_freq_factors;
     /* The prompt's text, as given (--prompt, or --prompt-file's contents):

@@ -24,10 +24,28 @@ struct trace {
     int64_t dims[TRACE_NDSETS][4];
     trace_meta meta;
     char *prompt_text;            /* /prompt_text, NULL: absent */
+    double *rope_ff;              /* rope_freq_factors [head_dim/2], NULL: absent */
     hid_t half;
     kv_half *half_buf;
     size_t half_cap;
 };
+
+/* The optional rope_freq_factors: head_dim/2 finite divisors > 0. */
+static int read_freq_factors(trace *tr, kv_err *err)
+{
+    trace_meta *m = &tr->meta;
+    const int64_t n = m->head_dim / 2;
+    bool present = false;
+    if (n < 1) return KV_OK;
+    if (!(tr->rope_ff = kv_calloc((size_t)n, sizeof(double), "rope_freq_factors", err))) return err->code;
+    int rc = h5u_read_attr_f64s(tr->file, tr->path, "rope_freq_factors", tr->rope_ff, (int)n, &present, err);
+    for (int64_t p = 0; !rc && present && p < n; p++)
+        if (!(isfinite(tr->rope_ff[p]) && tr->rope_ff[p] > 0))
+            rc = kv_fail(err, KV_EINPUT, "%s: attribute 'rope_freq_factors'[%lld] = %g is not a positive number",
+                         tr->path, (long long)p, tr->rope_ff[p]);
+    if (!rc && present) m->rope_freq_factors = tr->rope_ff;
+    return rc;
+}
 
 static int read_meta(trace *tr, kv_err *err)
 {
@@ -83,7 +101,8 @@ static int read_meta(trace *tr, kv_err *err)
                                         &has_alloc, err);
         if (rc) return rc;
     }
-    return trace_meta_check(m, where, true, err);
+    rc = trace_meta_check(m, where, true, err);
+    return rc ? rc : read_freq_factors(tr, err);
 }
 
 static void format_dims(char *buf, size_t cap, int rank, const int64_t *dims)
@@ -186,6 +205,7 @@ void trace_close(trace *tr)
     if (tr->half >= 0) H5Tclose(tr->half);
     free(tr->half_buf);
     free(tr->prompt_text);
+    free(tr->rope_ff);
     free(tr);
 }
 

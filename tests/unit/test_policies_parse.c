@@ -54,6 +54,10 @@ static void defaults_and_canonical_names(void **state)
     parses_to("random:seed=12345678", "random", "seed=12345678");
     parses_to("primekv", "primekv", "key=anchor:value=dev");
     parses_to("primekv:value=proj:key=nn", "primekv", "key=nn:value=proj");
+    parses_to("cur", "cur", "leverage=kv_product:sinks=4:window=16");
+    parses_to("lagkv", "lagkv", "lag=128:scoring=rank:sinks=4");
+    parses_to("qfilter", "qfilter", "calib=stream");
+    parses_to("expected_attention", "expected_attention", "epsilon=0.01:n_future=512:sinks=4");
 }
 
 static void values_reach_the_policy(void **state)
@@ -73,7 +77,7 @@ static void bad_specs_say_what_is_valid(void **state)
 {
     (void)state;
     fails_with("foo", (const char *[]){"unknown policy 'foo'",
-                                       "(known: full, keydiff, knorm, streaming, random, primekv, h2o, tova, snapkv, oracle)", NULL});
+                                       "(known: full, keydiff, knorm, streaming, random, primekv, h2o, tova, snapkv, oracle, expected_attention, lagkv, cur, qfilter)", NULL});
     fails_with("", (const char *[]){"empty policy name", "keydiff", NULL});
     fails_with(":window=1", (const char *[]){"empty policy name", NULL});
     fails_with("KeyDiff", (const char *[]){"unknown policy 'KeyDiff'", NULL});

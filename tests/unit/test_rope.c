@@ -68,9 +68,41 @@ static void pair_layouts(void **state)
     assert_false(rope_style_parse("Neox", &s));
 }
 
+/* The double helpers: rope_rotate_d is rope_apply's rotation, -pos undoes it
+ * (frequency factors too), and the mean rotation equals the direct average. */
+static void inverse_and_mean_rotation(void **state)
+{
+    (void)state;
+    const double div[D / 2] = {1, 2, 4, 8, 1, 3, 1, 1};
+    for (int style = 0; style < 2; style++)
+        for (int scaled = 0; scaled < 2; scaled++) {
+            const rope_spec r = {.theta = 500.0, .style = (rope_style)style, .div = scaled ? div : NULL};
+            float a[D];
+            double x[D], y[D];
+            fill(a, 1.5f);
+            for (int d = 0; d < D; d++) x[d] = y[d] = a[d];
+            rope_rotate_d(&r, x, D, 37.0);
+            if (!scaled) {
+                rope_apply(a, D, 37, 500.0, (rope_style)style);
+                for (int d = 0; d < D; d++) assert_true(fabs(x[d] - a[d]) < 1e-5);
+            }
+            rope_rotate_d(&r, x, D, -37.0);
+            for (int d = 0; d < D; d++) assert_true(fabs(x[d] - y[d]) < 1e-12);
+            double cs[D], direct[D] = {0};
+            rope_mean_rotation(&r, D, 100, 257, cs);
+            for (int t = 100; t < 357; t++)
+                for (int p = 0; p < D / 2; p++) {
+                    const double f = rope_freq(&r, D, p);
+                    direct[2 * p] += cos(t * f) / 257, direct[2 * p + 1] += sin(t * f) / 257;
+                }
+            for (int d = 0; d < D; d++) assert_true(fabs(cs[d] - direct[d]) < 1e-12);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(inverse_and_mean_rotation),
         cmocka_unit_test(table_matches_direct),
         cmocka_unit_test(relative_positions_only),
         cmocka_unit_test(pair_layouts),
