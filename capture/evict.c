@@ -57,7 +57,8 @@ static policy_view view_of(evict_engine *e, const forward_state *s, int64_t l, i
 {
     const int64_t g0 = x * e->kv_per_stream, lg = l * e->K + g0, cols = s->cache_len[lg];
     policy_view v = {.n = cols, .D = e->D, .pos = s->cache_pos + lg * s->cap, .budget = e->budget,
-                     .now = s->len + n - 1, .layer = l, .kv_head = g0, .step = s->steps, .q_heads = e->G};
+                     .now = s->len + n - 1, .layer = l, .kv_head = g0, .step = s->steps, .q_heads = e->G,
+                     .rope = &e->rope};
     /* keys and values: the stream's first kv head (a layer-scope policy sees the layer's first, as in sim) */
     v.keys = forward_cache_rows(s, l, g0, 0, e->hk);
     v.values = forward_cache_rows(s, l, g0, 1, e->hv);
@@ -129,6 +130,7 @@ int evict_init(evict_engine *e, const policy_config *pc, int64_t budget, const m
                        "offline only (kvtrace sim), not an in-model policy", pc->iface->name);
     if (budget < 1) return kv_fail(err, KV_EUSAGE, "eviction budget must be at least 1, got %lld", (long long)budget);
     e->pc = *pc, e->budget = budget, e->B = B, e->cap = cap;
+    e->rope = (policy_rope){.style = cfg->rope, .theta = cfg->rope_theta, .scaling = cfg->rope_scaling};
     e->L = cfg->n_layers, e->H = cfg->n_heads, e->K = cfg->n_kv_heads, e->D = cfg->head_dim, e->G = e->H / e->K;
     const policy_streams ps = policy_streams_of(pc, e->H, e->K);
     e->streams = ps.per_layer, e->kv_per_stream = ps.kv_heads, e->heads_per_stream = ps.q_heads;

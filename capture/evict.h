@@ -39,6 +39,7 @@ typedef struct {
     int64_t *q_end, *q_count;/* [L] the buffer holds positions q_end - q_count .. q_end - 1 */
     int64_t evictions;       /* policy_select calls that dropped something */
     forward_evictor hooks;   /* to put in forward_state.ev */
+    policy_rope rope;        /* the model's RoPE (cfg's; the caller sets freq_factors to kv_model.rope_div) */
 } evict_engine;
 
 /* Rows each (layer, kv head) cache needs for a run of T positions in chunks

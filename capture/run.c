@@ -137,6 +137,7 @@ static int start_walk(kv_run *r, kv_err *err)
     if (!rc) rc = forward_init_cache(&r->fw, walk, r->be->kernels, o->backend_ctx, o->T, cap, o->chunk, err);
     if (rc || !r->evicting) return rc;
     rc = evict_init(&r->ev, o->evict, o->budget, c, r->fw.max_chunk, r->fw.cap, err);
+    r->ev.rope.freq_factors = o->model->rope_div;
     if (!rc && r->w && o->trace.want[TRACE_EVICT_RETAINED] &&
         !(r->snap = kv_calloc((size_t)(c->n_layers * c->n_kv_heads * o->budget), sizeof(int32_t), "snapshot", err)))
         rc = err->code;

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "core/kv_error.h"
+#include "core/rope.h"
 
 enum { POLICY_MAX_PARAMS = 8 };
 
@@ -45,6 +46,15 @@ typedef struct {
     int choice[POLICY_MAX_PARAMS];         /* PARAM_CHOICE: index into the choices */
     char canonical[256];                   /* "key=value:key=value", sorted by key, defaults filled */
 } policy_config;
+
+/* The stream's RoPE, for a policy that needs queries before RoPE (capkv):
+ * pair p (core/rope.h's dims) turned at theta^(-2p/D) / freq_factors[p]. */
+typedef struct {
+    rope_style style;
+    double theta;
+    const double *freq_factors;   /* [D/2], or NULL: no scaling, or (scaling named) not read */
+    const char *scaling;          /* the scaling rule's name, or NULL/"": none */
+} policy_rope;
 
 /* One eviction step, as plain arrays. Positions are ascending. */
 typedef struct {
@@ -71,6 +81,7 @@ typedef struct {
     const float *queries;    /* [q_heads][T][D] */
     const double *lse;       /* [q_heads][T]; NULL in-model (no full-cache run to take it from) */
     int64_t q_heads, T, q0;
+    const policy_rope *rope; /* NULL: no RoPE known (queries used as they are) */
 } policy_view;
 
 typedef struct policy_iface {

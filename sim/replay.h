@@ -19,6 +19,7 @@ typedef struct {
     const float *k, *v;        /* [K][T][D] */
     const sim_reference *ref;
     int64_t chunk, decode_chunk, eval_stride;
+    const policy_rope *rope;   /* the trace's RoPE (policy_view.rope) */
 } sim_layer;
 
 typedef struct {

@@ -151,9 +151,13 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
                        "(keys, queries or values too large)", o->trace, (long long)l, (long long)bad_h,
                        (long long)bad_pos);
     }
+    /* the trace's RoPE; rope_freq_factors are not read yet (capkv refuses a scaled trace) */
+    policy_rope rope = {.style = strcmp(m->rope_style, "neox") == 0 ? ROPE_NEOX : ROPE_INTERLEAVED,
+                        .theta = m->rope_theta, .scaling = m->rope_scaling};
     sim_layer ly = {.T = m->n_tokens, .D = m->head_dim, .H = m->n_heads, .K = m->n_kv_heads,
                     .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .ref = &ref,
-                    .chunk = o->chunk, .decode_chunk = o->decode_chunk, .eval_stride = o->eval_stride};
+                    .chunk = o->chunk, .decode_chunk = o->decode_chunk, .eval_stride = o->eval_stride,
+                    .rope = &rope};
     res->reference_s += kv_now_seconds() - t1;
     const int max_items = res->n_cfg * (int)m->n_kv_heads;
     sim_item *items = calloc((size_t)max_items, sizeof *items);
