@@ -17,7 +17,8 @@
     X(tova)         \
     X(snapkv)       \
     X(oracle)       \
-    X(capkv)
+    X(capkv)        \
+    X(chunkkv)
 
 #define DECLARE(name) extern const policy_iface policy_##name;
 POLICIES(DECLARE)
