@@ -6,39 +6,27 @@ same results. TAP."""
 import filecmp
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
-import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from tap import check, finish  # noqa: E402
+import policy_trace as pt  # noqa: E402
+from policy_trace import run_sim  # noqa: E402
 
-KVTRACE = os.environ["KVTRACE"]
 L, H, K, D, THETA = 2, 4, 2, 8, 10000.0
 
 
 def write_trace(path, T, P, style, seed):
     rng = np.random.default_rng(seed)
-    with h5py.File(path, "w") as f:
-        a = f.attrs
-        a["kvtrace_schema"] = np.array([1, 0], dtype=np.int32)
-        for k, v in dict(creator="test_capkv", model_name="brute", architecture="llama", rope_style=style,
-                         capture_mode="full", storage_dtype="f32").items():
-            a[k] = v
-        for k, v in dict(n_layers=L, n_heads=H, n_kv_heads=K, head_dim=D, n_tokens=T, prompt_len=P,
-                         vocab_size=100, capture_chunk=0).items():
-            a[k] = np.int64(v)
-        a["rope_theta"] = THETA
-        f["tokens"] = rng.integers(0, 100, T).astype(np.int32)
-        f["keys"] = (0.5 * rng.normal(size=D) + rng.normal(size=(L, K, T, D))).astype(np.float32)
-        f["values"] = (rng.normal(size=(L, K, T, D)) * rng.uniform(0.7, 1.4, size=(L, K, T, 1))).astype(np.float32)
-        # queries before RoPE near one direction per head, so that the anchor decides the weights
-        pre = 2 * rng.normal(size=(L, H, 1, D)) + 0.5 * rng.normal(size=(L, H, T, D))
-        f["queries"] = np.einsum("tab,lhtb->lhta", np.stack([rope_matrix(t, style) for t in range(T)]),
-                                 pre).astype(np.float32)
+    keys = 0.5 * rng.normal(size=D) + rng.normal(size=(L, K, T, D))
+    values = rng.normal(size=(L, K, T, D)) * rng.uniform(0.7, 1.4, size=(L, K, T, 1))
+    # queries before RoPE near one direction per head, so that the anchor decides the weights
+    pre = 2 * rng.normal(size=(L, H, 1, D)) + 0.5 * rng.normal(size=(L, H, T, D))
+    queries = np.einsum("tab,lhtb->lhta", np.stack([rope_matrix(t, style) for t in range(T)]), pre)
+    pt.write_trace(path, keys, values, queries, P, rope_style=style, rope_theta=THETA, creator="test_capkv")
 
 
 def rope_matrix(pos, style):
@@ -99,21 +87,6 @@ def replay(q, k, v, T, P, N, B, dc, style, **kw):
     return S
 
 
-def run_sim(trace, out, policies, budgets, B, dc, threads="2"):
-    return subprocess.run([KVTRACE, "sim", trace, "--policies", ",".join(policies), "--budgets",
-                           ",".join(map(str, budgets)), "--chunk", str(B), "--decode-chunk", str(dc),
-                           "--threads", threads, "--quiet", "-o", out], capture_output=True, text=True)
-
-
-def kept(out, policy_params, N):
-    with h5py.File(os.path.join(out, "results.h5"), "r") as rh:
-        for g in rh["runs"].values():
-            if g.attrs["params"] == policy_params and int(g.attrs["budget"]) == N:
-                r = g["retained"][:]
-                return [[list(x[x >= 0]) for x in r[l]] for l in range(L)]
-    raise KeyError(policy_params)
-
-
 CONFIGS = [("capkv", "eps=1e-06:future=512:sinks=4:tau=5", {}),
            ("capkv:tau=20", "eps=1e-06:future=512:sinks=4:tau=20", dict(tau=20.0)),
            ("capkv:future=8:tau=2:sinks=2", "eps=1e-06:future=8:sinks=2:tau=2", dict(future=8, tau=2.0, sinks=2))]
@@ -128,12 +101,11 @@ def compare(tmp, style, T, P, B, dc, budgets, what):
     if r.returncode:
         return
     bad = []
-    with h5py.File(trace, "r") as f:
-        q, k, v = f["queries"][:].astype(np.float64), f["keys"][:].astype(np.float64), f["values"][:].astype(np.float64)
+    q, k, v = pt.load(trace)
     G = H // K
     for spec, params, kw in CONFIGS:
         for N in budgets:
-            got = kept(out, params, N)
+            got = pt.kept(out, "capkv", params, N)
             for l in range(L):
                 for g in range(K):
                     want = replay(q[l, g * G:(g + 1) * G], k[l, g], v[l, g], T, P, N, B, dc, style, **kw)

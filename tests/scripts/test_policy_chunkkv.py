@@ -6,40 +6,27 @@ exactly N); bases knorm, keydiff and snapkv (test_sim.py's numpy snapkv); (3) 1 
 import filecmp
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
-import h5py
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, HERE)
 from tap import check, finish  # noqa: E402
+import policy_trace as pt  # noqa: E402
+from policy_trace import run_sim  # noqa: E402
 import test_sim  # noqa: E402  (its numpy snapkv; D = 8 there and here)
 
-KVTRACE = os.environ["KVTRACE"]
 L, H, K, D = 2, 4, 2, 8
 
 
 def write_trace(path, T, P, seed):
     rng = np.random.default_rng(seed)
-    with h5py.File(path, "w") as f:
-        a = f.attrs
-        a["kvtrace_schema"] = np.array([1, 0], dtype=np.int32)
-        for k, v in dict(creator="test_chunkkv", model_name="brute", architecture="llama", rope_style="neox",
-                         capture_mode="full", storage_dtype="f32").items():
-            a[k] = v
-        for k, v in dict(n_layers=L, n_heads=H, n_kv_heads=K, head_dim=D, n_tokens=T, prompt_len=P,
-                         vocab_size=100, capture_chunk=0).items():
-            a[k] = np.int64(v)
-        a["rope_theta"] = 10000.0
-        f["tokens"] = rng.integers(0, 100, T).astype(np.int32)
-        f["keys"] = (rng.normal(size=D) + rng.normal(size=(L, K, T, D)) * rng.uniform(0.2, 2, size=(L, K, T, 1))
-                     ).astype(np.float32)
-        f["values"] = rng.normal(size=(L, K, T, D)).astype(np.float32)
-        f["queries"] = (1.5 * rng.normal(size=(L, H, T, D))).astype(np.float32)
+    keys = rng.normal(size=D) + rng.normal(size=(L, K, T, D)) * rng.uniform(0.2, 2, size=(L, K, T, 1))
+    pt.write_trace(path, keys, rng.normal(size=(L, K, T, D)), 1.5 * rng.normal(size=(L, H, T, D)), P,
+                   creator="test_chunkkv")
 
 
 def base_scores(base, q, k, C, now, G):
@@ -84,7 +71,7 @@ def exact_keep(scores, pos, size, N):
 
 
 def replay(q, k, base, T, P, N, B, dc, size):
-    G = len(q) // 1
+    G = len(q)
     S, p0 = np.array([], dtype=np.int64), 0
     while p0 < T:
         p1 = min(p0 + B, P) if p0 < P else min(p0 + dc, T)
@@ -96,24 +83,12 @@ def replay(q, k, base, T, P, N, B, dc, size):
     return S
 
 
-def run_sim(trace, out, policies, budgets, B, dc, threads="2"):
-    return subprocess.run([KVTRACE, "sim", trace, "--policies", ",".join(policies), "--budgets",
-                           ",".join(map(str, budgets)), "--chunk", str(B), "--decode-chunk", str(dc),
-                           "--threads", threads, "--quiet", "-o", out], capture_output=True, text=True)
-
-
 def kept(out, params, N):
-    with h5py.File(os.path.join(out, "results.h5"), "r") as rh:
-        for g in rh["runs"].values():
-            if g.attrs["policy"] == "chunkkv" and g.attrs["params"] == params and int(g.attrs["budget"]) == N:
-                r = g["retained"][:]
-                return [[list(x[x >= 0]) for x in r[l]] for l in range(L)]
-    raise KeyError(params)
+    return pt.kept(out, "chunkkv", params, N)
 
 
 def load(trace):
-    with h5py.File(trace, "r") as f:
-        return f["queries"][:].astype(np.float64), f["keys"][:].astype(np.float64)
+    return pt.load(trace)[:2]
 
 
 def source_case(tmp):
