@@ -44,3 +44,13 @@ def load(trace):
     """queries, keys, values in float64."""
     with h5py.File(trace, "r") as f:
         return tuple(f[n][:].astype(np.float64) for n in ("queries", "keys", "values"))
+
+
+def one_thread_same(trace, out_two, policies, budgets, B, dc):
+    """Runs sim again with 1 thread: (results.csv byte-identical to out_two's, sim's stderr)."""
+    import filecmp
+    one = out_two + "_1thread"
+    r = run_sim(trace, one, policies, budgets, B, dc, threads="1")
+    same = r.returncode == 0 and filecmp.cmp(os.path.join(out_two, "results.csv"), os.path.join(one, "results.csv"),
+                                             shallow=False)
+    return same, r.stderr

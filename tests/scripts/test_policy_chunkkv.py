@@ -3,7 +3,6 @@
 sim keeps exactly the chunks the source keeps; (2) chunked replay with decode against a numpy replay of
 the chunked definition (docs/policies.md: whole chunks while they fit, the next filled by the base score,
 exactly N); bases knorm, keydiff and snapkv (test_sim.py's numpy snapkv); (3) 1 and 2 threads agree. TAP."""
-import filecmp
 import os
 import shutil
 import sys
@@ -146,12 +145,9 @@ def main():
         res = chunked_case(tmp, 61, 40, 7, 3, [8, 19, 100], "chunks of 7, decode chunks of 3")
         if res:
             trace, a = res
-            b = os.path.join(tmp, "one_thread")
-            r = run_sim(trace, b, ["chunkkv:base=knorm:size=5", "chunkkv:base=keydiff:size=3",
-                                   "chunkkv:base=snapkv:size=4"], [8, 19, 100], 7, 3, threads="1")
-            check(r.returncode == 0 and filecmp.cmp(os.path.join(a, "results.csv"), os.path.join(b, "results.csv"),
-                                                    shallow=False), "chunkkv: results.csv equal for 1 and 2 threads",
-                  r.stderr)
+            same, msg = pt.one_thread_same(trace, a, ["chunkkv:base=knorm:size=5", "chunkkv:base=keydiff:size=3",
+                                                      "chunkkv:base=snapkv:size=4"], [8, 19, 100], 7, 3)
+            check(same, "chunkkv: results.csv equal for 1 and 2 threads", msg)
     finally:
         shutil.rmtree(tmp)
     return finish()
