@@ -11,6 +11,7 @@
  * rotated back by their position; they are summed in observe() (step 3), so
  * the mean covers every query seen, cached or not.
  * Parameters: eps (1e-6), future (512), sinks (4), tau (5), as the source. */
+#include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
 #include <stdlib.h>
@@ -89,21 +90,27 @@ static int capkv_observe(const policy_config *cfg, void *state, const policy_vie
     return KV_OK;
 }
 
-/* mu[D]: query head j's sum rotated by the mean RoPE of positions now+1 .. now+F (its norm is all that
- * differs from the mean's, and the cosine ignores it); zero before any query. cs: [D + 2] scratch */
-static void anchor(const capkv_state *st, const policy_view *v, int64_t j, int64_t F, double *mu, double *cs)
+/* cs[D + 2]: the mean rotation of each pair over positions now+1 .. now+F, in closed form:
+ * Σ_{f=1..F} e^{iw(now+f)} = e^{iw(now+(F+1)/2)} · sin(Fw/2) / sin(w/2). */
+static void mean_rotation(const policy_view *v, int64_t F, double *cs)
 {
     const int64_t D = v->D;
-    double *c = cs, *s = cs + D / 2 + 1;
-    if (st->qsum) memcpy(mu, st->qsum + j * D, sizeof(double) * (size_t)D);
-    if (!v->rope || !st->qsum) return;
-    for (int64_t p = 0; p < D / 2; p++) {
-        const double w = pair_freq(v->rope, p, D);
-        double sc = 0.0, ss = 0.0;
-        for (int64_t f = 1; f <= F; f++) sc += cos(w * (double)(v->now + f)), ss += sin(w * (double)(v->now + f));
-        c[p] = sc / (double)F, s[p] = ss / (double)F;
+    for (int64_t p = 0; v->rope && p < D / 2; p++) {
+        const double w = pair_freq(v->rope, p, D), h = sin(0.5 * w);
+        const double g = fabs(h) < 1e-300 ? (double)F : sin(0.5 * (double)F * w) / h;
+        const double mid = w * ((double)v->now + 0.5 * (double)(F + 1));
+        cs[p] = g * cos(mid) / (double)F, cs[D / 2 + 1 + p] = g * sin(mid) / (double)F;
     }
-    rotate(mu, v->rope, D, c, s);
+}
+
+/* mu[D]: query head j's sum rotated by the mean rotation cs (its norm is all that differs from the
+ * mean's, and the cosine ignores it); zero before any query. */
+static void anchor(const capkv_state *st, const policy_view *v, int64_t j, const double *cs, double *mu)
+{
+    const int64_t D = v->D;
+    if (!st->qsum) return;
+    memcpy(mu, st->qsum + j * D, sizeof(double) * (size_t)D);
+    if (v->rope) rotate(mu, v->rope, D, cs, cs + D / 2 + 1);
 }
 
 /* w[i] of the m non-sink candidates from index i0 for anchor mu (zero anchor: cos 0, w = 1). */
@@ -131,22 +138,24 @@ static int leverage(const policy_view *v, int64_t i0, const double *w, double ep
     const int64_t D = v->D, m = v->n - i0;
     memset(A, 0, sizeof(double) * (size_t)(D * D));
     for (int64_t d = 0; d < D; d++) A[d * D + d] = 1.0;
-    for (int64_t i = 0; i < m; i++) {
+    for (int64_t i = 0; i < m; i++) { /* A += Σ (sqrt(w + eps) v)(sqrt(w + eps) v)ᵀ, lower half */
         const float *x = v->values + (i0 + i) * D;
-        const double a = w[i] + eps;
-        for (int64_t r = 0; r < D; r++)
-            for (int64_t c = 0; c <= r; c++) A[r * D + c] += a * x[r] * x[c];
-        for (int64_t d = 0; d < D; d++) X[i * D + d] = x[d]; /* rows = the right-hand sides */
+        const double a = sqrt(w[i] + eps);
+        for (int64_t d = 0; d < D; d++) X[i * D + d] = a * x[d];
     }
-    /* row-major lower = column-major upper; X is [m][D] row-major = D×m column-major, ld D */
-    if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', (lapack_int)D, A, (lapack_int)D) != 0 ||
-        LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'U', (lapack_int)D, (lapack_int)m, A, (lapack_int)D, X, (lapack_int)D) != 0)
+    cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, (int)D, (int)m, 1.0, X, (int)D, 1.0, A, (int)D);
+    for (int64_t i = 0; i < m; i++) /* rows = the right-hand sides */
+        for (int64_t d = 0; d < D; d++) X[i * D + d] = v->values[(i0 + i) * D + d];
+    /* row-major lower = column-major upper: A = UᵀU, so vᵀA⁻¹v = ‖U⁻ᵀv‖² (one triangular solve);
+     * X is [m][D] row-major = D×m column-major, ld D */
+    if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', (lapack_int)D, A, (lapack_int)D) != 0)
         return kv_fail(err, KV_EFAIL, "capkv: the %lldx%lld system did not solve (values not finite?)",
                        (long long)D, (long long)D);
+    cblas_dtrsm(CblasColMajor, CblasLeft, CblasUpper, CblasTrans, CblasNonUnit, (int)D, (int)m, 1.0, A, (int)D, X,
+                (int)D);
     for (int64_t i = 0; i < m; i++) {
-        const float *x = v->values + (i0 + i) * D;
         double lev = 0.0;
-        for (int64_t d = 0; d < D; d++) lev += x[d] * X[i * D + d];
+        for (int64_t d = 0; d < D; d++) lev += X[i * D + d] * X[i * D + d];
         acc[i0 + i] += w[i] * lev / (double)G;
     }
     return KV_OK;
@@ -169,8 +178,9 @@ static int capkv_score(const policy_config *cfg, void *state, const policy_view 
     double *A = w ? kv_calloc((size_t)(D * D), sizeof *A, "capkv matrix", err) : NULL;
     double *X = A ? kv_calloc((size_t)(m * D), sizeof *X, "capkv solution", err) : NULL;
     int rc = X ? KV_OK : err->code;
+    if (!rc) mean_rotation(v, (int64_t)policy_num(cfg, "future"), mu + D);
     for (int64_t j = 0; !rc && j < G; j++) {
-        anchor(st, v, j, (int64_t)policy_num(cfg, "future"), mu, mu + D);
+        anchor(st, v, j, mu + D, mu);
         weights(v, i0, mu, policy_num(cfg, "tau"), w);
         rc = leverage(v, i0, w, policy_num(cfg, "eps"), G, A, X, scores, err);
     }
