@@ -20,7 +20,9 @@
     X(expected_attention) \
     X(lagkv)        \
     X(cur)          \
-    X(qfilter)
+    X(qfilter)      \
+    X(capkv)        \
+    X(chunkkv)
 
 #define DECLARE(name) extern const policy_iface policy_##name;
 POLICIES(DECLARE)
