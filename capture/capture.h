@@ -11,7 +11,7 @@
 #include "trace/trace.h"
 #include "model/backend.h"
 #include "model/tokenizer/prompt.h"
-#include "policies/alloc.h"
+#include "allocators/alloc.h"
 #include "policies/policy.h"
 #include "provenance/provenance.h"
 

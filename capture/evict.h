@@ -15,7 +15,7 @@
  * that read past queries (snapkv), the latest query_window() queries per
  * layer and head. Nothing grows with T.
  *
- * Allocators (issue #17, policies/alloc.h; evict_init_alloc): a static one
+ * Allocators (issue #17, allocators/alloc.h; evict_init_alloc): a static one
  * gives each stream its own capacity (the stream evicts when its candidates
  * exceed it, through policy_step with that capacity as the view's budget,
  * as sim_replay does); a dynamic one with layer scope (adakv) evicts a
@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #include "model/forward.h"
-#include "policies/alloc.h"
+#include "allocators/alloc.h"
 #include "policies/policy.h"
 #include "policies/step.h"
 

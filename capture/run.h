@@ -23,7 +23,7 @@
 #include "model/backend.h"
 #include "model/model.h"
 #include "model/tokenizer/prompt.h"
-#include "policies/alloc.h"
+#include "allocators/alloc.h"
 #include "policies/policy.h"
 
 typedef struct kv_run kv_run;

@@ -19,7 +19,7 @@
 
 #include "core/kv_error.h"
 #include "model/tokenizer/prompt.h"
-#include "policies/alloc.h"
+#include "allocators/alloc.h"
 #include "policies/policy.h"
 #include "provenance/provenance.h"
 #include "sim/sim.h"

@@ -3,7 +3,6 @@
  * without a key), so a policy file lists its parameters once. */
 #include <string.h>
 
-#include "policies/alloc.h"
 #include "policies/policy.h"
 
 int policy_params_count(const policy_param *params)
@@ -43,13 +42,6 @@ double policy_num(const policy_config *cfg, const char *key)
 int policy_choice(const policy_config *cfg, const char *key)
 {
     return cfg->choice[param_index(cfg, key, PARAM_CHOICE)];
-}
-
-double alloc_num(const alloc_config *ac, const char *key)
-{
-    int i = policy_params_index(ac->iface->params, key, strlen(key));
-    KV_ASSERT(i >= 0 && ac->iface->params[i].kind == PARAM_NUMBER);
-    return ac->num[i];
 }
 
 bool policy_offline_only(const policy_config *cfg)

@@ -134,7 +134,7 @@ int policy_parse_list(const char *verb, const char *list, policy_config *out, in
  * index of `key` (len bytes) or -1, and a configuration's value of `key`. */
 int policy_n_params(const policy_iface *pi);
 int policy_param_index(const policy_iface *pi, const char *key, size_t len);
-/* The same on a bare parameter list (an allocator's, policies/alloc.h). */
+/* The same on a bare parameter list (an allocator's, allocators/alloc.h). */
 int policy_params_count(const policy_param *params);
 int policy_params_index(const policy_param *params, const char *key, size_t len);
 
@@ -149,8 +149,5 @@ double policy_num(const policy_config *cfg, const char *key);
 /* True when the configuration reads the future: offline_only or offline_for. */
 bool policy_offline_only(const policy_config *cfg);
 int policy_choice(const policy_config *cfg, const char *key);
-
-/* `kvtrace policies [NAME...]`: every policy, its summary and parameters. */
-int policies_main(int argc, char **argv);
 
 #endif

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "core/kv_error.h"
-#include "policies/alloc.h"
+#include "allocators/alloc.h"
 #include "policies/policy.h"
 #include "sim/reference.h"
 

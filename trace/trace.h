@@ -65,7 +65,7 @@ typedef struct {
     char evict_policy[64];
     char evict_params[256];
     int64_t evict_budget, evict_chunk;
-    /* the allocator's label (policies/alloc.h: "uniform", "pyramid:beta=20:window=32");
+    /* the allocator's label (allocators/alloc.h: "uniform", "pyramid:beta=20:window=32");
      * written in evict mode, "" read from a trace before allocators (uniform) */
     char evict_allocator[256];
     /* writers only: the width W of /evict/retained's snapshots [L][K][W], the

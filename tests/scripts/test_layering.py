@@ -30,15 +30,16 @@ LAYERS = {
     "trace": ["core"],
     "provenance": ["core"],
     "policies": ["core"],
+    "allocators": ["core", "policies"],
     "model": ["core", "trace"],
     "synth": ["core", "trace", "provenance"],
     "results": ["core", "provenance"],
     "analysis": ["core", "trace", "provenance", "results"],
-    "sim": ["core", "trace", "provenance", "policies", "analysis", "results"],
-    "capture": ["core", "trace", "provenance", "model", "policies"],
+    "sim": ["core", "trace", "provenance", "policies", "allocators", "analysis", "results"],
+    "capture": ["core", "trace", "provenance", "model", "policies", "allocators"],
     "plots": ["core", "provenance", "results"],  # results/results_schema.h: the columns analyze writes
-    "fidelity": ["core", "trace", "provenance", "model", "policies", "capture", "sim", "analysis", "results", "plots"],
-    "cli": ["core", "trace", "provenance", "model", "policies", "synth", "results", "analysis", "sim", "capture", "plots",
+    "fidelity": ["core", "trace", "provenance", "model", "policies", "allocators", "capture", "sim", "analysis", "results", "plots"],
+    "cli": ["core", "trace", "provenance", "model", "policies", "allocators", "synth", "results", "analysis", "sim", "capture", "plots",
             "fidelity"],
 }
 

@@ -2,7 +2,7 @@
  * for both engines: steps 3 and 4 of SPEC §4 over S streams at once, the
  * one-stream rule of policy_step otherwise unchanged (the same observe, the
  * same scores, the same selection within a stream). */
-#include "policies/alloc.h"
+#include "allocators/alloc.h"
 
 #include "core/progress.h"
 #include "policies/select.h"

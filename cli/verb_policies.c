@@ -5,8 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "allocators/alloc.h"
+#include "cli/verbs.h"
 #include "core/cli_args.h"
-#include "policies/alloc.h"
 #include "policies/policy.h"
 
 static const char USAGE[] =

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "policies/alloc.h"
+#include "allocators/alloc.h"
 
 /* The real N_l of the formula. */
 static double layer_share(double N, double w, double beta, int64_t L, int64_t l)

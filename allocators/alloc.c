@@ -1,6 +1,6 @@
 /* alloc: allocator specs parsed against the registry (alloc_registry.c),
  * labels, and the checks shared by every allocator (alloc.h). */
-#include "policies/alloc.h"
+#include "allocators/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

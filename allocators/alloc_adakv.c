@@ -19,7 +19,7 @@
  * Parameters: alpha (in [0, 1], default 0.2). */
 #include <math.h>
 
-#include "policies/alloc.h"
+#include "allocators/alloc.h"
 #include "policies/select.h"
 
 /* How stream x's finite scores are rescaled for the layer-wide ranking:

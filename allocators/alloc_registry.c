@@ -1,8 +1,8 @@
 /* alloc_registry: the one table of budget allocators, in the order
  * `kvtrace policies` lists them. Adding an allocator = one file
- * policies/alloc_NAME.c defining `const alloc_iface alloc_NAME`, and one
+ * allocators/alloc_NAME.c defining `const alloc_iface alloc_NAME`, and one
  * line X(NAME) in ALLOCATORS below. */
-#include "policies/alloc.h"
+#include "allocators/alloc.h"
 
 #define ALLOCATORS(X) \
     X(uniform)        \
