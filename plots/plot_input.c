@@ -68,8 +68,9 @@ static int load_meta(plot_data *d, kv_err *err)
     return KV_OK;
 }
 
-/* sim's CSVs hold allocator and budget_fraction after budget (column 3):
- * the columns after them move by A (results/results_schema.c checked them all). */
+/* sim's CSVs, and analyze's that name runs, hold allocator and budget_fraction
+ * after budget (column 3): the columns after them move by A
+ * (results/results_schema.c checked them all). */
 enum { A = 2 };
 
 static int load_summary(plot_data *d, kv_err *err)
@@ -132,9 +133,9 @@ static int load_logdet(plot_data *d, kv_err *err)
         plot_logdet *l = &d->logdet[r];
         if ((rc = plot_table_series(d, &c, r, 0, &l->series, err)) ||
             (rc = csv_int(&c, r, 3, 1, BIG, &l->budget, err)) ||
-            (rc = csv_int(&c, r, 4, 0, d->meta.L - 1, &l->layer, err)) ||
-            (rc = csv_int(&c, r, 5, 0, d->meta.K - 1, &l->kv_head, err)) ||
-            (rc = csv_double(&c, r, 6, false, &l->logdet, err)))
+            (rc = csv_int(&c, r, A + 4, 0, d->meta.L - 1, &l->layer, err)) ||
+            (rc = csv_int(&c, r, A + 5, 0, d->meta.K - 1, &l->kv_head, err)) ||
+            (rc = csv_double(&c, r, A + 6, false, &l->logdet, err)))
             break;
         d->n_logdet++;
     }

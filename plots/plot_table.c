@@ -50,7 +50,10 @@ int plot_table_series(plot_data *d, const csv_table *c, size_t row, int col_conf
     if (!config_matches(config, policy, params))
         return csv_fail(c, row, err, "config '%.200s' is not policy '%.60s' with params '%.200s'", config, policy,
                         params);
+    /* sim's run columns (and analyze's since allocators): allocator after budget */
+    const int a = col_config + 4;
+    const char *alloc = a < c->n_cols && strcmp(c->header[a], "allocator") == 0 ? csv_cell(c, row, a) : "uniform";
     char where[4300];
     snprintf(where, sizeof where, "%s:%ld", c->path, c->lines[row]);
-    return plot_series_id(&d->series, policy, params, where, id, err);
+    return plot_series_id(&d->series, policy, params, alloc, where, id, err);
 }

@@ -272,6 +272,29 @@ static int read_logdet(hid_t g, results_run *r, int64_t L, int64_t K, const char
     return rc;
 }
 
+/* head_budget_mean [L][K] when present (older files: all NaN): NaN or in [1, T]. */
+static int read_head_mean(hid_t g, results_run *r, int64_t L, int64_t K, int64_t T, const char *where, kv_err *err)
+{
+    if (!(r->head_mean = kv_calloc((size_t)(L * K), sizeof(double), "results head_budget_mean", err))) return err->code;
+    for (int64_t i = 0; i < L * K; i++) r->head_mean[i] = NAN;
+    if (!h5u_exists(g, DSET_HEAD_MEAN)) return KV_OK;
+    hsize_t dims[2];
+    hid_t d = open_checked(g, where, DSET_HEAD_MEAN, false, 2, dims, err);
+    if (d < 0) return err->code;
+    int rc = KV_OK;
+    if (dims[0] != (hsize_t)L || dims[1] != (hsize_t)K)
+        rc = kv_fail(err, KV_EINPUT, "%s/" DSET_HEAD_MEAN ": shape [%llu, %llu], expected [%lld, %lld]", where,
+                     (unsigned long long)dims[0], (unsigned long long)dims[1], (long long)L, (long long)K);
+    if (!rc && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, r->head_mean) < 0)
+        rc = kv_fail(err, KV_EINPUT, "%s/" DSET_HEAD_MEAN ": cannot read (corrupt file)", where);
+    for (int64_t i = 0; !rc && i < L * K; i++)
+        if (!isnan(r->head_mean[i]) && !(r->head_mean[i] >= 1 && r->head_mean[i] <= (double)T))
+            rc = kv_fail(err, KV_EINPUT, "%s/" DSET_HEAD_MEAN ": [%lld, %lld] = %g is not a row count in [1, T = %lld] "
+                         "(nor NaN)", where, (long long)(i / K), (long long)(i % K), r->head_mean[i], (long long)T);
+    H5Dclose(d);
+    return rc;
+}
+
 static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T, const char *path, kv_err *err)
 {
     char where[4800];
@@ -287,6 +310,12 @@ static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T,
     bool has_alloc = false;
     if (!rc) rc = h5u_read_attr_str(g, where, ATTR_ALLOCATOR, r->allocator, sizeof r->allocator, &has_alloc, err);
     if (!rc && !has_alloc) snprintf(r->allocator, sizeof r->allocator, "uniform");   /* before allocators */
+    bool has_frac = false;
+    r->budget_fraction = NAN;
+    if (!rc) rc = h5u_read_attr_f64(g, where, ATTR_FRACTION, &r->budget_fraction, &has_frac, err);
+    if (!rc && !has_frac) r->budget_fraction = NAN;
+    if (!rc && has_frac && !(r->budget_fraction > 0 && r->budget_fraction <= 1))
+        rc = kv_fail(err, KV_EINPUT, "%s: attribute budget_fraction %g is outside (0, 1]", where, r->budget_fraction);
     if (!rc && (!r->allocator[0] || strchr(r->allocator, ',') || strchr(r->allocator, '\n')))
         rc = kv_fail(err, KV_EINPUT, "%s: attribute allocator '%s' is empty or holds a comma or newline", where,
                      r->allocator);
@@ -299,6 +328,7 @@ static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T,
     if (!rc) results_config_label(r->policy, r->params, r->config, sizeof r->config);
     if (!rc) rc = read_retained(g, r, L, K, T, where, err);
     if (!rc) rc = read_logdet(g, r, L, K, where, err);
+    if (!rc) rc = read_head_mean(g, r, L, K, T, where, err);
     H5Gclose(g);
     return rc;
 }
@@ -361,7 +391,8 @@ int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *
 void results_free(results_set *rs)
 {
     for (int i = 0; rs->runs && i < rs->n_runs; i++)
-        free(rs->runs[i].retained), free(rs->runs[i].n_kept), free(rs->runs[i].final_logdet);
+        free(rs->runs[i].retained), free(rs->runs[i].n_kept), free(rs->runs[i].final_logdet),
+            free(rs->runs[i].head_mean);
     free(rs->runs);
     rs->runs = NULL;
     rs->n_runs = 0;

@@ -97,10 +97,12 @@ typedef struct {
     char config[648];        /* results_config_label(policy, params) */
     char allocator[300];     /* @allocator, "uniform" when absent */
     int64_t budget;
+    double budget_fraction;  /* @budget_fraction, NaN when absent (a budget given as N) */
     int64_t width;           /* N' */
     int32_t *retained;       /* [L][K][N'], each row sorted, −1 padded at the end */
     int64_t *n_kept;         /* [L][K] positions before the padding */
     double *final_logdet;    /* [L][K] as sim wrote it */
+    double *head_mean;       /* [L][K] head_budget_mean (NaN: never evicted, or absent in older files) */
 } results_run;
 
 typedef struct {
