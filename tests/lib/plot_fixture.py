@@ -119,7 +119,8 @@ def make_fixture(out, detail=(1, 2), with_results=True, seed=3):
               [(i, j, g((kn @ kn.T)[i, j]), g(a[i, j])) for i in range(n) for j in range(n)])
     pca, var = [], []
     runs = [(name, params, b) for b in BUDGETS for name, params in [("full", "")] + RUNS] if with_results else []
-    ld = [("full_cache", "full_cache", "", T, l, kv, g(logdet(keys[l, kv]))) for l in range(L) for kv in range(K)]
+    ld = [("full_cache", "full_cache", "", T, "uniform", "", l, kv, g(logdet(keys[l, kv]))) for l in range(L)
+          for kv in range(K)]
     kept = {}
     for l in range(L):
         for kv in range(K):
@@ -134,12 +135,13 @@ def make_fixture(out, detail=(1, 2), with_results=True, seed=3):
             for t in range(T):
                 pca.append((l, kv, t, g(proj[t, 0]), g(proj[t, 1])))
     for r, (name, params, b) in enumerate(runs):
-        ld += [(label(name, params), name, params, b, l, kv, g(logdet(keys[l, kv][kept[(l, kv, r)]])))
+        ld += [(label(name, params), name, params, b, "uniform", "", l, kv, g(logdet(keys[l, kv][kept[(l, kv, r)]])))
                for l in range(L) for kv in range(K)]
-    write_csv(os.path.join(out, "logdet.csv"), ["config", "policy", "params", "budget", "layer", "kv_head", "logdet"], ld)
+    run_cols = ["config", "policy", "params", "budget", "allocator", "budget_fraction"]
+    write_csv(os.path.join(out, "logdet.csv"), run_cols + ["layer", "kv_head", "logdet"], ld)
     write_csv(os.path.join(out, "pca.csv"), ["layer", "kv_head", "position", "pc1", "pc2"], pca)
-    write_csv(os.path.join(out, "pca_kept.csv"), ["config", "policy", "params", "budget", "layer", "kv_head", "position"],
-              [(label(name, params), name, params, b, l, kv, p) for r, (name, params, b) in enumerate(runs)
+    write_csv(os.path.join(out, "pca_kept.csv"), run_cols + ["layer", "kv_head", "position"],
+              [(label(name, params), name, params, b, "uniform", "", l, kv, p) for r, (name, params, b) in enumerate(runs)
                for l in range(L) for kv in range(K) for p in kept[(l, kv, r)]])
     write_csv(os.path.join(out, "pca_var.csv"), ["layer", "kv_head", "var_pc1", "var_pc2", "var_total"], var)
     if with_results:

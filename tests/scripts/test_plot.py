@@ -160,12 +160,12 @@ def expect_error(args, code, names, what, parent, figdir):
 def bad_inputs(tmp):
     cases = [  # file, transformation, names expected in the message
         ("spearman.csv", lambda s: s.replace("rho_anchor", "rho_anchr", 1), ["spearman.csv:1", "header"]),
-        ("logdet.csv", lambda s: s.replace("\n", "\nknorm,knorm,,32,0,0,abc\n", 1), ["logdet.csv:2", "logdet", "abc"]),
-        ("logdet.csv", lambda s: s.replace("\n", "\nkeydiff,keydiff,window=0,32,0,0,-3\n", 1),
+        ("logdet.csv", lambda s: s.replace("\n", "\nknorm,knorm,,32,uniform,,0,0,abc\n", 1), ["logdet.csv:2", "logdet", "abc"]),
+        ("logdet.csv", lambda s: s.replace("\n", "\nkeydiff,keydiff,window=0,32,uniform,,0,0,-3\n", 1),
          ["logdet.csv:2", "config 'keydiff' is not policy 'keydiff' with params 'window=0'"]),
         ("summary.csv", lambda s: s.replace("\n", "\nfull,full,,32,16,1\n", 1), ["summary.csv:2", "6 fields"]),
         ("spearman.csv", lambda s: s.replace("\n0,1,0,", "\n0,1,1,", 1), ["spearman.csv:3", "kv_head 1", "q_head 1"]),
-        ("pca_kept.csv", lambda s: s.replace("\n", "\nstreaming:sinks=4,streaming,sinks=4,16,1,0,96\n", 1),
+        ("pca_kept.csv", lambda s: s.replace("\n", "\nstreaming:sinks=4,streaming,sinks=4,16,uniform,,1,0,96\n", 1),
          ["pca_kept.csv:2", "position", "96"]),
         ("meta.csv", lambda s: s.replace("\ndetail_kv_head,1\n", "\ndetail_kv_head,0\n"),
          ["meta.csv", "detail_kv_head 0 is not the kv head of detail_q_head 2"]),
