@@ -39,7 +39,9 @@
  * (sim pads a cache smaller than N'), at least one position per row and
  * no more than the budget unless all T (a policy that never evicts);
  * final_logdet of a float type, [L, K], each in [-1e6, 1] (a log-det of
- * unit keys plus 1e-6 I can take no other value; NaN and inf refused). The first violation is one KV_EINPUT
+ * unit keys plus 1e-6 I can take no other value; NaN and inf refused);
+ * head_budget_mean (optional: all NaN when absent) of a float type, [L, K],
+ * each NaN or in [1, T]; @budget_fraction (optional) in (0, 1]. The first violation is one KV_EINPUT
  * line "DIR/results.h5: /runs/NAME/retained: ...". Runs come in the file's
  * name order (what h5py shows; sim's order for the files sim writes). The
  * reader takes the configuration from policy and params, not from @config,
