@@ -26,6 +26,31 @@ static void row_stats(const float *s, int64_t i, int64_t sinks, int64_t recent, 
     *top = 1.0 / sum;   /* the largest term is exp(0) = 1 */
 }
 
+/* The same from the query and keys in double, for a row whose float scores
+ * overflowed (keys or queries near the float range: the trace is valid, the
+ * float product is not). Two passes over the keys, no scratch. */
+static void row_stats_exact(const float *q, const float *k, int64_t i, int64_t D, int64_t sinks, int64_t recent,
+                            double *outside, double *top)
+{
+    const double scale = 1.0 / sqrt((double)D);
+    double mx = -INFINITY, sum = 0.0, out = 0.0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t j = 0; j <= i; j++) {
+            double s = 0.0;
+            for (int64_t d = 0; d < D; d++) s += (double)q[d] * k[j * D + d];
+            s *= scale;
+            if (pass == 0) {
+                if (s > mx) mx = s;
+                continue;
+            }
+            const double e = exp(s - mx);
+            sum += e;
+            if (j >= sinks && j <= i - recent) out += e;
+        }
+    *outside = out / sum;
+    *top = 1.0 / sum;
+}
+
 void head_importance_kv(const float *q, int64_t G, const float *k, int64_t T, int64_t D, int64_t sinks,
                         int64_t recent, float *scratch, head_importance *out)
 {
@@ -40,6 +65,8 @@ void head_importance_kv(const float *q, int64_t G, const float *k, int64_t T, in
             for (int64_t r = 0; r < n; r++) {
                 double o, t;
                 row_stats(scratch + r * w, i0 + r, sinks, recent, &o, &t);
+                if (!isfinite(o) || !isfinite(t))
+                    row_stats_exact(q + (h * T + i0 + r) * D, k, i0 + r, D, sinks, recent, &o, &t);
                 score += o, conc += t;
             }
         }

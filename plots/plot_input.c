@@ -210,6 +210,16 @@ static int load_detail(plot_data *d, kv_err *err)
     return rc;
 }
 
+/* A file no figure draws yet (budgets.csv, head_importance.csv): checked
+ * like the others, so a damaged analysis directory is refused as a whole. */
+static int check_only(plot_data *d, int file, kv_err *err)
+{
+    csv_table c;
+    int rc = plot_table_open(d, file, &c, err);
+    csv_free(&c);
+    return rc;
+}
+
 int plot_input_load(plot_data *d, const char *dir, kv_err *err)
 {
     memset(d, 0, sizeof *d);
@@ -223,6 +233,8 @@ int plot_input_load(plot_data *d, const char *dir, kv_err *err)
     if (!rc) rc = plot_input_pca(d, err);
     if (!rc) rc = load_spearman(d, err);
     if (!rc) rc = load_detail(d, err);
+    if (!rc) rc = check_only(d, PF_BUDGETS, err);
+    if (!rc) rc = check_only(d, PF_HEAD_IMPORTANCE, err);
     if (rc) {
         plot_input_free(d);
         return rc;

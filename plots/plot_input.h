@@ -16,7 +16,8 @@
 #include "plot_series.h"
 
 /* The input files; `present` is indexed by these. */
-enum { PF_META, PF_SPEARMAN, PF_LOGDET, PF_PCA, PF_PCA_KEPT, PF_PCA_VAR, PF_DETAIL, PF_SUMMARY, PF_TIMING, PF_RESULTS, PF_N };
+enum { PF_META, PF_SPEARMAN, PF_LOGDET, PF_PCA, PF_PCA_KEPT, PF_PCA_VAR, PF_DETAIL, PF_SUMMARY, PF_TIMING, PF_RESULTS,
+       PF_BUDGETS, PF_HEAD_IMPORTANCE, PF_N };
 extern const char *const PLOT_FILES[PF_N];   /* their names (plot_table.c) */
 
 typedef struct {
