@@ -210,8 +210,28 @@ static int load_detail(plot_data *d, kv_err *err)
     return rc;
 }
 
-/* A file no figure draws yet (budgets.csv, head_importance.csv): checked
- * like the others, so a damaged analysis directory is refused as a whole. */
+/* budgets.csv: the rows each (run, layer, kv head) kept at the end (figure 8). */
+static int load_budgets(plot_data *d, kv_err *err)
+{
+    csv_table c;
+    int rc = plot_table_open(d, PF_BUDGETS, &c, err);
+    if (!rc && c.n_rows) d->budgets = kv_calloc(c.n_rows, sizeof *d->budgets, c.path, err), rc = d->budgets ? 0 : 1;
+    for (size_t r = 0; !rc && r < c.n_rows; r++) {
+        plot_budget *b = &d->budgets[r];
+        if ((rc = plot_table_series(d, &c, r, 0, &b->series, err)) ||
+            (rc = csv_int(&c, r, 3, 1, BIG, &b->budget, err)) ||
+            (rc = csv_int(&c, r, A + 4, 0, d->meta.L - 1, &b->layer, err)) ||
+            (rc = csv_int(&c, r, A + 5, 0, d->meta.K - 1, &b->kv_head, err)) ||
+            (rc = csv_int(&c, r, A + 6, 0, d->meta.T, &b->head_budget, err)))
+            break;
+        d->n_budgets++;
+    }
+    csv_free(&c);
+    return rc;
+}
+
+/* A file no figure draws (head_importance.csv): checked like the others, so
+ * a damaged analysis directory is refused as a whole. */
 static int check_only(plot_data *d, int file, kv_err *err)
 {
     csv_table c;
@@ -233,7 +253,7 @@ int plot_input_load(plot_data *d, const char *dir, kv_err *err)
     if (!rc) rc = plot_input_pca(d, err);
     if (!rc) rc = load_spearman(d, err);
     if (!rc) rc = load_detail(d, err);
-    if (!rc) rc = check_only(d, PF_BUDGETS, err);
+    if (!rc) rc = load_budgets(d, err);
     if (!rc) rc = check_only(d, PF_HEAD_IMPORTANCE, err);
     if (rc) {
         plot_input_free(d);
@@ -253,6 +273,7 @@ void plot_input_free(plot_data *d)
     free(d->summary);
     free(d->timing);
     free(d->layers);
+    free(d->budgets);
     free(d->runs);
     free(d->pca.pc1);
     free(d->pca.pc2);
