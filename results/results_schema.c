@@ -172,7 +172,11 @@ static int real_cell(const csv_table *c, size_t r, int j, const results_col *col
         (col->kind == SC_CORR && (x < -1 - slack || x > 1 + slack)))
         return csv_fail(c, r, err, "%s = %.9g is outside %s", col->name, x,
                         col->kind == SC_NONNEG ? "[0, inf)" : col->kind == SC_UNIT ? "[0, 1]" : "[-1, 1]");
-    if (d->max_abs > 0 && x != 0 && (fabs(x) > d->max_abs || fabs(x) < 1 / d->max_abs))
+    /* only unbounded kinds: a fraction or a correlation cannot overflow a range, and a tiny one (the
+     * attention a head puts outside its window when it underflows, head_importance.csv's score, or detail.csv's
+     * attn) is a true value, drawn on linear axes or figure 1's colour scale clipped at 1e-4 */
+    const bool unbounded = col->kind == SC_REAL || col->kind == SC_NONNEG;
+    if (d->max_abs > 0 && unbounded && x != 0 && (fabs(x) > d->max_abs || fabs(x) < 1 / d->max_abs))
         return csv_fail(c, r, err, "%s = %.9g is too extreme to draw (|x| must be 0 or in [%g, %g])", col->name, x,
                         1 / d->max_abs, d->max_abs);
     return KV_OK;

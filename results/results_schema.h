@@ -83,8 +83,9 @@ FILE *results_schema_create(const char *dir, const results_schema *s, kv_err *er
 /* The shape a file is checked against. */
 typedef struct {
     int64_t L, H, K, T;
-    double max_abs;   /* > 0: reals must be 0 or within [1/max_abs, max_abs] in magnitude (what a figure can
-                         draw: plot); 0: any finite value */
+    double max_abs;   /* > 0: unbounded reals (SC_REAL, SC_NONNEG) must be 0 or within [1/max_abs, max_abs] in
+                         magnitude (what a figure can draw: plot); fractions and correlations are not limited;
+                         0: any finite value */
 } results_dims;
 
 /* The runs (config, allocator, budget) of a file, in order of first

@@ -271,6 +271,21 @@ def extreme_clamped(tmp, an):
         ok = (r.returncode == 3 and not figs and len(r.stderr.strip().splitlines()) == 1) or r.returncode == 0
         check(ok, "plot: %s %s = %s is refused (3) or drawn (0)" % (name, col, val),
               "exit %d: %s" % (r.returncode, r.stderr))
+    # fractions are true values however small (attention that underflows outside a head's window): drawn
+    for name, col, val in [("head_importance.csv", "score", "1e-150"), ("detail.csv", "attn", "1e-300"),
+                           ("summary.csv", "attn_recall_mean", "1e-200")]:
+        lines = open(os.path.join(an, name)).read().splitlines()
+        if len(lines) < 2:
+            check(False, "plot: %s has rows to edit" % name)
+            continue
+        hdr = lines[0].split(",")
+        cells = lines[1].split(",")
+        cells[hdr.index(col)] = val
+        lines[1] = ",".join(cells)
+        copy_with(an, d, name, "\n".join(lines) + "\n")
+        r = run("plot", d, "--quiet")
+        check(r.returncode == 0, "plot: %s %s = %s (a tiny fraction) is drawn, not refused" % (name, col, val),
+              "exit %d: %s" % (r.returncode, r.stderr))
 
 
 def main():
