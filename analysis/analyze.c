@@ -29,12 +29,13 @@ typedef struct {
     float *gather;               /* [T][D]: one run's kept keys */
     double *ld;                  /* [D][D] log-det scratch */
     double *mu;                  /* [D] */
+    float *imp;                  /* head_importance_scratch floats */
 } thread_scratch;
 
 static void scratch_free(thread_scratch *s)
 {
     free(s->pair), free(s->pca), free(s->x_pair), free(s->x_anchor), free(s->y), free(s->ranks);
-    free(s->idx), free(s->gather), free(s->ld), free(s->mu);
+    free(s->idx), free(s->gather), free(s->ld), free(s->mu), free(s->imp);
 }
 
 static int scratch_alloc(thread_scratch *s, int64_t T, int64_t D, kv_err *err)
@@ -50,7 +51,8 @@ static int scratch_alloc(thread_scratch *s, int64_t T, int64_t D, kv_err *err)
         !(s->idx = kv_calloc((size_t)T, sizeof(int64_t), w, err)) ||
         !(s->gather = kv_calloc((size_t)(T * D), sizeof(float), w, err)) ||
         !(s->ld = kv_calloc((size_t)(D * D), sizeof(double), w, err)) ||
-        !(s->mu = kv_calloc((size_t)D, sizeof(double), w, err))) {
+        !(s->mu = kv_calloc((size_t)D, sizeof(double), w, err)) ||
+        !(s->imp = kv_calloc((size_t)head_importance_scratch(T), sizeof(float), w, err))) {
         scratch_free(s);
         return err->code;
     }
@@ -62,6 +64,7 @@ typedef struct {
     int64_t l;
     float *keys;           /* [K][T][D] */
     float *colsum;         /* [H][T], or NULL */
+    float *queries;        /* [H][T][D], or NULL */
     double *pc;            /* [K][T][2] */
     thread_scratch *s;     /* [threads] */
     int *rc;               /* [K] */
@@ -107,6 +110,9 @@ static void run_item(void *ctx, int item, int thread)
     const int64_t g = item, T = c->T, D = c->D;
     if (c->has_colsum) item_spearman(job, g, s);
     item_logdet(job, g, s);
+    if (c->has_queries)
+        head_importance_kv(job->queries + g * (c->H / c->K) * T * D, c->H / c->K, job->keys + g * T * D, T, D,
+                           c->o->sinks, c->o->recent, s->imp, &c->importance[job->l * c->K + g]);
     int info = pca_keys(job->keys + g * T * D, T, D, s->pca, &c->pca[job->l * c->K + g], job->pc + g * T * 2, NULL);
     if (info)
         job->rc[g] = kv_fail(&job->errs[g], KV_EFAIL, "analyze: PCA eigensolver failed for layer %lld kv head %lld "
@@ -118,10 +124,12 @@ static int run_layer(layer_job *job, int threads, FILE *pca_csv, kv_err *err)
 {
     analyze_ctx *c = job->c;
     const int64_t T = c->T, D = c->D, l = job->l;
-    float *keys = job->keys, *colsum = job->colsum;
+    float *keys = job->keys, *colsum = job->colsum, *queries = job->queries;
     int rc = KV_OK;
     for (int64_t g = 0; !rc && g < c->K; g++) rc = trace_read_head(c->tr, TRACE_KEYS, l, g, keys + g * T * D, err);
     for (int64_t h = 0; !rc && colsum && h < c->H; h++) rc = trace_read_head(c->tr, TRACE_COLSUM, l, h, colsum + h * T, err);
+    for (int64_t h = 0; !rc && queries && h < c->H; h++)
+        rc = trace_read_head(c->tr, TRACE_QUERIES, l, h, queries + h * T * D, err);
     if (rc) return rc;
     memset(job->rc, 0, sizeof(int) * (size_t)c->K);
     kv_parallel_for((int)c->K, threads, run_item, job);
@@ -139,7 +147,8 @@ static int alloc_results(analyze_ctx *c, kv_err *err)
         !(c->rho_anchor = kv_calloc(LH, sizeof(double), w, err)) ||
         !(c->logdet_full = kv_calloc(LK, sizeof(double), w, err)) ||
         !(c->logdet_runs = kv_calloc(LK * (size_t)(c->rs.n_runs + 1), sizeof(double), w, err)) ||
-        !(c->pca = kv_calloc(LK, sizeof(pca_summary), w, err)))
+        !(c->pca = kv_calloc(LK, sizeof(pca_summary), w, err)) ||
+        !(c->importance = kv_calloc(LK, sizeof(head_importance), w, err)))
         return err->code;
     for (size_t i = 0; i < LH; i++) c->rho_pair[i] = c->rho_anchor[i] = NAN;
     return KV_OK;
@@ -153,13 +162,15 @@ static int run_layers(analyze_ctx *c, int threads, FILE *pca_csv, kv_err *err)
     layer_job job = {.c = c, .s = s};
     float *keys = kv_calloc((size_t)(K * T * D), sizeof(float), "keys", err);
     float *colsum = c->has_colsum ? kv_calloc((size_t)(c->H * T), sizeof(float), "colsum", err) : NULL;
+    float *queries = c->has_queries ? kv_calloc((size_t)(c->H * T * D), sizeof(float), "queries", err) : NULL;
     job.pc = kv_calloc((size_t)(K * T * 2), sizeof(double), "pca projections", err);
     job.rc = kv_calloc((size_t)K, sizeof(int), "analyze", err);
     job.errs = kv_calloc((size_t)K, sizeof(kv_err), "analyze", err);
-    int rc = s && keys && (colsum || !c->has_colsum) && job.pc && job.rc && job.errs ? KV_OK : err->code;
+    int rc = s && keys && (colsum || !c->has_colsum) && (queries || !c->has_queries) && job.pc && job.rc && job.errs
+                 ? KV_OK : err->code;
     int ready = 0;
     while (!rc && ready < threads) rc = scratch_alloc(&s[ready++], T, D, err);
-    job.keys = keys, job.colsum = colsum;
+    job.keys = keys, job.colsum = colsum, job.queries = queries;
     kv_progress prog;
     progress_start(&prog, "analyze", c->L, c->o->quiet);
     progress_stage(&prog, "layers");
@@ -170,7 +181,7 @@ static int run_layers(analyze_ctx *c, int threads, FILE *pca_csv, kv_err *err)
     }
     progress_end(&prog);
     for (int i = 0; i < ready; i++) scratch_free(&s[i]);
-    free(s), free(keys), free(colsum), free(job.pc), free(job.rc), free(job.errs);
+    free(s), free(keys), free(colsum), free(queries), free(job.pc), free(job.rc), free(job.errs);
     return rc;
 }
 
@@ -196,12 +207,7 @@ static int read_results(analyze_ctx *c, kv_err *err)
 {
     int rc = results_read(c->o->results, c->L, c->K, c->T, &c->rs, err);
     if (rc) return rc;
-    results_runs runs = {0};
-    for (int r = 0; !rc && r < c->rs.n_runs; r++)   /* per-head budgets in analyze: issue #17's later stage */
-        if (strcmp(c->rs.runs[r].allocator, "uniform") != 0)
-            rc = kv_fail(err, KV_EUSAGE, "%s: /runs/%s was replayed with allocator %s; analyze reads runs of the "
-                         "uniform allocator only for now (sim --allocators uniform)", c->rs.path, c->rs.runs[r].name,
-                         c->rs.runs[r].allocator);
+    results_runs runs = {0};   /* a run is (config, allocator, budget) in every file */
     for (int r = 0; !rc && r < c->rs.n_runs; r++)
         if (results_runs_add(&runs, c->rs.runs[r].config, c->rs.runs[r].allocator, c->rs.runs[r].budget, err) < 0)
             rc = KV_EFAIL;
@@ -235,8 +241,8 @@ static void warn_missing(const analyze_ctx *c)
         fprintf(stderr, "kvtrace: warning: %s: no /attention/colsum, so no Spearman rho: spearman.csv has only its "
                 "header (capture with --attention colsum)\n", c->o->trace);
     if (!c->has_queries)
-        fprintf(stderr, "kvtrace: warning: %s: no /queries, so detail.csv's attn column is nan (capture with "
-                "--record keys,values,queries)\n", c->o->trace);
+        fprintf(stderr, "kvtrace: warning: %s: no /queries, so detail.csv's attn column is nan and "
+                "head_importance.csv has only its header (capture with --record keys,values,queries)\n", c->o->trace);
 }
 
 /* Everything after the per-layer pass: the small CSVs, detail, the sim copies. */
@@ -249,6 +255,8 @@ static int write_tail(analyze_ctx *c, kv_err *err)
     if (!rc) rc = aout_logdet(c, err);
     if (!rc) rc = aout_pca_var(c, err);
     if (!rc) rc = aout_pca_kept(c, err);
+    if (!rc) rc = aout_budgets(c, err);
+    if (!rc) rc = aout_head_importance(c, err);
     if (!rc) rc = detail_write(c, err);
     bool copied;
     if (!rc && c->o->results) rc = results_copy_file(c->o->results, RESULTS_FILE_SUMMARY, c->outdir, &copied, err);
@@ -286,7 +294,7 @@ int analyze_run(const analyze_opts *o, kv_err *err)
         printf("analyze: %lld layers x %lld kv heads, T = %lld, %d run(s) -> %s (%.2f s)\n", (long long)c.L,
                (long long)c.K, (long long)c.T, c.rs.n_runs, o->output, kv_now_seconds() - started);
     results_free(&c.rs);
-    free(c.rho_pair), free(c.rho_anchor), free(c.logdet_full), free(c.logdet_runs), free(c.pca);
+    free(c.rho_pair), free(c.rho_anchor), free(c.logdet_full), free(c.logdet_runs), free(c.pca), free(c.importance);
     trace_close(c.tr);
     return rc;
 }

@@ -5,8 +5,8 @@
  * The trace is read one layer at a time on the calling thread (all HDF5 I/O
  * there); the layer's kv heads are independent work items on threads, each
  * with its own output slot and scratch, so every output file is
- * byte-identical whatever --threads. Memory: one layer's keys and column sums,
- * per thread O(T·D) plus an O(256·T) cosine block; nothing T×T. */
+ * byte-identical whatever --threads. Memory: one layer's keys, column sums
+ * and queries, per thread O(T·D) plus an O(256·T) cosine block; nothing T×T. */
 #ifndef KV_ANALYZE_H
 #define KV_ANALYZE_H
 
@@ -22,6 +22,7 @@ typedef struct {
     const char *output;        /* analysis directory */
     const prov_record *prov;   /* for provenance.json (may be NULL) */
     int64_t detail_layer, detail_head; /* -1: the median-ρ query head */
+    int64_t sinks, recent;     /* head_importance.csv's S and W (head_importance.h) */
     int threads;               /* 0: one per CPU */
     bool force, quiet;
 } analyze_opts;

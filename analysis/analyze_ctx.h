@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "analysis/analyze.h"
+#include "analysis/head_importance.h"
 #include "analysis/pca.h"
 #include "trace/trace.h"
 #include "results/results_h5.h"
@@ -22,6 +23,7 @@ typedef struct {
     double *logdet_full;       /* [L][K] */
     double *logdet_runs;       /* [n_runs][L][K], recomputed from the trace keys */
     pca_summary *pca;          /* [L][K] */
+    head_importance *importance; /* [L][K] (with /queries) */
     int64_t detail_layer, detail_head;
     const char *outdir;        /* the temporary directory being written */
 } analyze_ctx;
@@ -33,6 +35,8 @@ int aout_spearman(const analyze_ctx *c, kv_err *err);
 int aout_logdet(const analyze_ctx *c, kv_err *err);
 int aout_pca_var(const analyze_ctx *c, kv_err *err);
 int aout_pca_kept(const analyze_ctx *c, kv_err *err);
+int aout_budgets(const analyze_ctx *c, kv_err *err);
+int aout_head_importance(const analyze_ctx *c, kv_err *err);
 /* pca.csv: the header, then one layer's rows at a time; pc [K][T][2]. */
 FILE *aout_pca_begin(const analyze_ctx *c, kv_err *err);
 void aout_pca_layer(const analyze_ctx *c, FILE *f, int64_t l, const double *pc);

@@ -3,6 +3,7 @@
  * numbers as %.9g, NaN as "nan". Every row that names a configuration leads
  * with its `config` label (results_config_label), then policy and params;
  * heads are `q_head` (query head) and `kv_head`. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -62,19 +63,29 @@ int aout_spearman(const analyze_ctx *c, kv_err *err)
     return csv_close(f, "spearman.csv", err);
 }
 
+/* "config,policy,params,budget,allocator,budget_fraction" of run r: the
+ * columns that name a run in every analysis CSV, as in sim's files. */
+static void run_key(FILE *f, const results_run *run)
+{
+    fprintf(f, "%s,%s,%s,%lld,%s,", run->config, run->policy, run->params, (long long)run->budget, run->allocator);
+    if (!isnan(run->budget_fraction)) fprintf(f, "%.9g", run->budget_fraction);
+}
+
 int aout_logdet(const analyze_ctx *c, kv_err *err)
 {
     FILE *f = results_schema_create(c->outdir, &RESULTS_SCHEMA_LOGDET, err);
     if (!f) return err->code;
     const int64_t LK = c->L * c->K;
     for (int64_t i = 0; i < LK; i++) /* the whole trace's keys: config and policy "full_cache", budget T */
-        fprintf(f, "full_cache,full_cache,,%lld,%lld,%lld,%.9g\n", (long long)c->T, (long long)(i / c->K),
+        fprintf(f, "full_cache,full_cache,,%lld,uniform,,%lld,%lld,%.9g\n", (long long)c->T, (long long)(i / c->K),
                 (long long)(i % c->K), c->logdet_full[i]);
     for (int r = 0; r < c->rs.n_runs; r++) {
         const results_run *run = &c->rs.runs[r];
-        for (int64_t i = 0; i < LK; i++)
-            fprintf(f, "%s,%s,%s,%lld,%lld,%lld,%.9g\n", run->config, run->policy, run->params, (long long)run->budget,
-                    (long long)(i / c->K), (long long)(i % c->K), c->logdet_runs[(size_t)r * (size_t)LK + (size_t)i]);
+        for (int64_t i = 0; i < LK; i++) {
+            run_key(f, run);
+            fprintf(f, ",%lld,%lld,%.9g\n", (long long)(i / c->K), (long long)(i % c->K),
+                    c->logdet_runs[(size_t)r * (size_t)LK + (size_t)i]);
+        }
     }
     return csv_close(f, "logdet.csv", err);
 }
@@ -98,12 +109,43 @@ int aout_pca_kept(const analyze_ctx *c, kv_err *err)
     for (int r = 0; r < c->rs.n_runs; r++) {
         const results_run *run = &c->rs.runs[r];
         for (int64_t i = 0; i < c->L * c->K; i++)
-            for (int64_t k = 0; k < run->n_kept[i]; k++)
-                fprintf(f, "%s,%s,%s,%lld,%lld,%lld,%d\n", run->config, run->policy, run->params,
-                        (long long)run->budget, (long long)(i / c->K), (long long)(i % c->K),
+            for (int64_t k = 0; k < run->n_kept[i]; k++) {
+                run_key(f, run);
+                fprintf(f, ",%lld,%lld,%d\n", (long long)(i / c->K), (long long)(i % c->K),
                         (int)run->retained[i * run->width + k]);
+            }
     }
     return csv_close(f, "pca_kept.csv", err);
+}
+
+/* budgets.csv: per run (results.h5's order) and (layer, kv_head) the rows
+ * kept at the end and their mean over evicting steps. */
+int aout_budgets(const analyze_ctx *c, kv_err *err)
+{
+    FILE *f = results_schema_create(c->outdir, &RESULTS_SCHEMA_BUDGETS, err);
+    if (!f) return err->code;
+    for (int r = 0; r < c->rs.n_runs; r++) {
+        const results_run *run = &c->rs.runs[r];
+        for (int64_t i = 0; i < c->L * c->K; i++) {
+            run_key(f, run);
+            fprintf(f, ",%lld,%lld,%lld,%.9g\n", (long long)(i / c->K), (long long)(i % c->K),
+                    (long long)run->n_kept[i], run->head_mean[i]);
+        }
+    }
+    return csv_close(f, "budgets.csv", err);
+}
+
+/* head_importance.csv: per (layer, kv_head) the share of attention outside
+ * the sinks and the recent window, and the concentration (head_importance.h);
+ * only the header without /queries. */
+int aout_head_importance(const analyze_ctx *c, kv_err *err)
+{
+    FILE *f = results_schema_create(c->outdir, &RESULTS_SCHEMA_HEAD_IMPORTANCE, err);
+    if (!f) return err->code;
+    for (int64_t i = 0; c->has_queries && i < c->L * c->K; i++)
+        fprintf(f, "%lld,%lld,%.9g,%.9g\n", (long long)(i / c->K), (long long)(i % c->K), c->importance[i].score,
+                c->importance[i].concentration);
+    return csv_close(f, "head_importance.csv", err);
 }
 
 FILE *aout_pca_begin(const analyze_ctx *c, kv_err *err)

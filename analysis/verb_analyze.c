@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "analysis/analyze.h"
+#include "analysis/head_importance.h"
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "provenance/provenance.h"
@@ -23,12 +24,19 @@ static const char USAGE[] =
     "                every key on its head's top two principal axes, and their variances\n"
     "  pca_kept.csv  the kept positions of each run's final cache, one row each\n"
     "  detail.csv    cosines of the first 64 keys and attention of the first 64 queries\n"
+    "  budgets.csv   each run's rows kept per (layer, kv head): at the end, and the mean over steps\n"
+    "  head_importance.csv\n"
+    "                per (layer, kv head): the attention share outside the sinks and the recent window\n"
+    "                (score), and the mean top attention weight (concentration); `sim --head-scores`\n"
+    "                reads it (needs /queries: without them only the header, and a warning)\n"
     "  meta.csv, and copies of the results' summary.csv, timing.csv and results.csv\n"
     "  provenance.json  the command, the trace and results.h5 (path, size, sha256), the commands\n"
     "                that made them (docs/provenance.md)\n"
     "\n"
     "  --results DIR        a `kvtrace sim` output directory (results.h5) of this trace\n"
     "  --detail L,H         the (layer, query head) of detail.csv (default: median rho)\n"
+    "  --sinks S            head_importance.csv: the first S keys are sinks (default 4)\n"
+    "  --recent W           head_importance.csv: the W most recent keys are the window (default 64)\n"
     "  --threads N          worker threads (default: one per CPU); outputs do not depend on it\n"
     "  -o, --output OUTDIR  output directory (required; refused if it exists, unless --force)\n"
     "  --timestamp          record the time in provenance.json (SOURCE_DATE_EPOCH, when set, gives it;\n"
@@ -57,6 +65,8 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("results", CLI_TEXT, analyze_args, o.results)},
     {.name = "detail", .kind = CLI_CUSTOM, .parse = parse_detail},
     {CLI_ROW("threads", CLI_INT, analyze_args, o.threads), .lo = 1, .hi = 256},
+    {CLI_ROW("sinks", CLI_I64, analyze_args, o.sinks), .lo = 0, .hi = 1 << 28},
+    {CLI_ROW("recent", CLI_I64, analyze_args, o.recent), .lo = 1, .hi = 1 << 28},
     {CLI_ROW("output", CLI_TEXT, analyze_args, o.output)},
     {CLI_ROW("force", CLI_FLAG, analyze_args, o.force)},
     {CLI_ROW("quiet", CLI_FLAG, analyze_args, o.quiet)},
@@ -82,7 +92,8 @@ static int provenance(prov_record *p, const analyze_opts *o, bool timestamp, kv_
 int analyze_main(int argc, char **argv)
 {
     kv_err err = {0};
-    analyze_args a = {.o = {.detail_layer = -1, .detail_head = -1}};
+    analyze_args a = {.o = {.detail_layer = -1, .detail_head = -1, .sinks = HEAD_IMP_SINKS,
+                            .recent = HEAD_IMP_RECENT}};
     analyze_opts *o = &a.o;
     const char *v = "analyze";
     bool help = false;

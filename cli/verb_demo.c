@@ -41,7 +41,7 @@ static const char USAGE[] =
     "  2. sim      " DEMO_POLICIES "\n"
     "              at budgets " DEMO_BUDGETS ", chunk " DEMO_CHUNK " -> results/\n"
     "  3. analyze  Spearman, log-det, PCA, detail matrices -> analysis/\n"
-    "  4. plot     the seven figures and report.html, beside them in DIR\n"
+    "  4. plot     the eight figures and report.html, beside them in DIR\n"
     "The default model is found in $KVTRACE_MODEL_DIR or ~/.cache/kvtrace, and downloaded\n"
     "there (sha256 checked) when absent. Prints the report's path at the end.\n"
     "\n"

@@ -1,5 +1,5 @@
 /* plot: `kvtrace plot DIR [-o FIGDIR] [--format png|svg|pdf]` (SPEC §9).
- * Reads an analysis directory (analysis_dir.md), writes seven gnuplot figures
+ * Reads an analysis directory (analysis_dir.md), writes eight gnuplot figures
  * (script + data + rendered image each) and report.html into FIGDIR, all at
  * once or not at all. */
 #ifndef KV_PLOT_H

@@ -1,5 +1,5 @@
 /* The figures in report order (see plot_figures.h): the six of SPEC §9 and
- * the per-layer error (issue #14); what they share is in plot_fig_util.c. */
+ * the per-layer error (issue #14), the allocations (issue #17); what they share is in plot_fig_util.c. */
 #include "plot_figures.h"
 
 const plot_figure PLOT_FIGURES[] = {
@@ -10,5 +10,6 @@ const plot_figure PLOT_FIGURES[] = {
     {"fig5_error", "Output error and attention recall versus budget", plot_fig_error},
     {"fig6_timing", "Scoring time versus budget", plot_fig_timing},
     {"fig7_layers", "Output error by layer", plot_fig_layers},
+    {"fig8_alloc", "Budgets by layer and head, and error versus memory", plot_fig_alloc},
 };
 const int PLOT_N_FIGURES = sizeof PLOT_FIGURES / sizeof PLOT_FIGURES[0];

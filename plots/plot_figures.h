@@ -1,4 +1,4 @@
-/* plot_figures: the six figures of SPEC §9 and the per-layer error (7). Each figure writes its gnuplot
+/* plot_figures: the six figures of SPEC §9, the per-layer error (7) and the allocations (8). Each figure writes its gnuplot
  * script NAME.gp and data file(s) into the figure directory, and says in
  * `out` what it shows (the caption) or why it was skipped. The table in
  * plot_figures.c lists them in report order; the helpers they share are in
@@ -12,7 +12,7 @@
 #include "plot_input.h"
 #include "plot_style.h"
 
-enum { PLOT_MAX_DATA = 2 };
+enum { PLOT_MAX_DATA = 3 };
 
 typedef struct {
     char caption[2048];             /* what it shows and how to read it (plain text) */
@@ -54,6 +54,7 @@ int plot_fig_logdet(const plot_data *d, const plot_ctx *ctx, const char *name, p
 int plot_fig_error(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 int plot_fig_timing(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 int plot_fig_layers(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+int plot_fig_alloc(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 
 /* Shared by the figures (plot_fig_util.c). */
 

@@ -68,8 +68,9 @@ static int load_meta(plot_data *d, kv_err *err)
     return KV_OK;
 }
 
-/* sim's CSVs hold allocator and budget_fraction after budget (column 3):
- * the columns after them move by A (results/results_schema.c checked them all). */
+/* sim's CSVs, and analyze's that name runs, hold allocator and budget_fraction
+ * after budget (column 3): the columns after them move by A
+ * (results/results_schema.c checked them all). */
 enum { A = 2 };
 
 static int load_summary(plot_data *d, kv_err *err)
@@ -132,9 +133,9 @@ static int load_logdet(plot_data *d, kv_err *err)
         plot_logdet *l = &d->logdet[r];
         if ((rc = plot_table_series(d, &c, r, 0, &l->series, err)) ||
             (rc = csv_int(&c, r, 3, 1, BIG, &l->budget, err)) ||
-            (rc = csv_int(&c, r, 4, 0, d->meta.L - 1, &l->layer, err)) ||
-            (rc = csv_int(&c, r, 5, 0, d->meta.K - 1, &l->kv_head, err)) ||
-            (rc = csv_double(&c, r, 6, false, &l->logdet, err)))
+            (rc = csv_int(&c, r, A + 4, 0, d->meta.L - 1, &l->layer, err)) ||
+            (rc = csv_int(&c, r, A + 5, 0, d->meta.K - 1, &l->kv_head, err)) ||
+            (rc = csv_double(&c, r, A + 6, false, &l->logdet, err)))
             break;
         d->n_logdet++;
     }
@@ -209,6 +210,36 @@ static int load_detail(plot_data *d, kv_err *err)
     return rc;
 }
 
+/* budgets.csv: the rows each (run, layer, kv head) kept at the end (figure 8). */
+static int load_budgets(plot_data *d, kv_err *err)
+{
+    csv_table c;
+    int rc = plot_table_open(d, PF_BUDGETS, &c, err);
+    if (!rc && c.n_rows) d->budgets = kv_calloc(c.n_rows, sizeof *d->budgets, c.path, err), rc = d->budgets ? 0 : 1;
+    for (size_t r = 0; !rc && r < c.n_rows; r++) {
+        plot_budget *b = &d->budgets[r];
+        if ((rc = plot_table_series(d, &c, r, 0, &b->series, err)) ||
+            (rc = csv_int(&c, r, 3, 1, BIG, &b->budget, err)) ||
+            (rc = csv_int(&c, r, A + 4, 0, d->meta.L - 1, &b->layer, err)) ||
+            (rc = csv_int(&c, r, A + 5, 0, d->meta.K - 1, &b->kv_head, err)) ||
+            (rc = csv_int(&c, r, A + 6, 0, d->meta.T, &b->head_budget, err)))
+            break;
+        d->n_budgets++;
+    }
+    csv_free(&c);
+    return rc;
+}
+
+/* A file no figure draws (head_importance.csv): checked like the others, so
+ * a damaged analysis directory is refused as a whole. */
+static int check_only(plot_data *d, int file, kv_err *err)
+{
+    csv_table c;
+    int rc = plot_table_open(d, file, &c, err);
+    csv_free(&c);
+    return rc;
+}
+
 int plot_input_load(plot_data *d, const char *dir, kv_err *err)
 {
     memset(d, 0, sizeof *d);
@@ -222,6 +253,8 @@ int plot_input_load(plot_data *d, const char *dir, kv_err *err)
     if (!rc) rc = plot_input_pca(d, err);
     if (!rc) rc = load_spearman(d, err);
     if (!rc) rc = load_detail(d, err);
+    if (!rc) rc = load_budgets(d, err);
+    if (!rc) rc = check_only(d, PF_HEAD_IMPORTANCE, err);
     if (rc) {
         plot_input_free(d);
         return rc;
@@ -240,6 +273,7 @@ void plot_input_free(plot_data *d)
     free(d->summary);
     free(d->timing);
     free(d->layers);
+    free(d->budgets);
     free(d->runs);
     free(d->pca.pc1);
     free(d->pca.pc2);

@@ -16,7 +16,8 @@
 #include "plot_series.h"
 
 /* The input files; `present` is indexed by these. */
-enum { PF_META, PF_SPEARMAN, PF_LOGDET, PF_PCA, PF_PCA_KEPT, PF_PCA_VAR, PF_DETAIL, PF_SUMMARY, PF_TIMING, PF_RESULTS, PF_N };
+enum { PF_META, PF_SPEARMAN, PF_LOGDET, PF_PCA, PF_PCA_KEPT, PF_PCA_VAR, PF_DETAIL, PF_SUMMARY, PF_TIMING, PF_RESULTS,
+       PF_BUDGETS, PF_HEAD_IMPORTANCE, PF_N };
 extern const char *const PLOT_FILES[PF_N];   /* their names (plot_table.c) */
 
 typedef struct {
@@ -30,6 +31,7 @@ typedef struct { int series; int64_t budget; double err_mean, recall_mean, logde
 typedef struct { int series; int64_t budget, calls; double ns; } plot_timing;
 typedef struct { int series; int64_t budget; } plot_pca_run;   /* one run of pca_kept.csv */
 typedef struct { int series; int64_t budget, layer, n_heads; double err_mean; } plot_layer_err;
+typedef struct { int series; int64_t budget, layer, kv_head, head_budget; } plot_budget; /* budgets.csv */
 
 typedef struct {
     int64_t layer, kv_head;   /* the detail layer's kv head */
@@ -56,6 +58,7 @@ typedef struct {
     size_t n_summary_rows;                     /* every phase */
     plot_timing *timing;    size_t n_timing;
     plot_layer_err *layers; size_t n_layers;   /* results.csv, phase=all: mean over query heads per layer */
+    plot_budget *budgets;   size_t n_budgets;  /* budgets.csv: rows kept at the end per run and stream */
     plot_pca_run *runs;         size_t n_runs;     /* pca_kept.csv's runs, in order of first row */
     plot_pca pca;           bool has_pca;
     plot_detail detail;

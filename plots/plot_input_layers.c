@@ -12,8 +12,9 @@
 
 static const int64_t BIG = (int64_t)1 << 40;
 
-enum { C_POLICY, C_PARAMS, C_BUDGET, C_LAYER, C_PHASE, C_ERR, N_COLS };
-static const char *const COLS[N_COLS] = {"policy", "params", "budget", "layer", "phase", "out_rel_err_mean"};
+enum { C_POLICY, C_PARAMS, C_BUDGET, C_ALLOC, C_LAYER, C_PHASE, C_ERR, N_COLS };
+static const char *const COLS[N_COLS] = {"policy", "params", "budget", "allocator", "layer", "phase",
+                                         "out_rel_err_mean"};
 
 static int find_columns(const csv_table *c, int *col, kv_err *err)
 {
@@ -64,8 +65,8 @@ int plot_input_layers(plot_data *d, kv_err *err)
         if (strcmp(csv_cell(&c, r, col[C_PHASE]), "all") != 0) continue;
         plot_layer_err e = {.n_heads = 1};
         snprintf(where, sizeof where, "%s:%ld", c.path, c.lines[r]);
-        if ((rc = plot_series_id(&d->series, csv_cell(&c, r, col[C_POLICY]), csv_cell(&c, r, col[C_PARAMS]), where,
-                                 &e.series, err)) ||
+        if ((rc = plot_series_id(&d->series, csv_cell(&c, r, col[C_POLICY]), csv_cell(&c, r, col[C_PARAMS]),
+                                 csv_cell(&c, r, col[C_ALLOC]), where, &e.series, err)) ||
             (rc = csv_int(&c, r, col[C_BUDGET], 1, BIG, &e.budget, err)) ||
             (rc = csv_int(&c, r, col[C_LAYER], 0, d->meta.L - 1, &e.layer, err)) ||
             (rc = csv_double(&c, r, col[C_ERR], false, &e.err_mean, err)))

@@ -42,8 +42,8 @@ static int kept_rows(plot_data *d, const csv_table *c, size_t *run, int64_t *pos
         int series;
         int64_t budget, l, k, t;
         if ((rc = plot_table_series(d, c, r, 0, &series, err)) || (rc = csv_int(c, r, 3, 1, BIG, &budget, err)) ||
-            (rc = csv_int(c, r, 4, 0, m->L - 1, &l, err)) || (rc = csv_int(c, r, 5, 0, m->K - 1, &k, err)) ||
-            (rc = csv_int(c, r, 6, 0, m->T - 1, &t, err)) || (rc = run_of(d, series, budget, &cap, &last, err)))
+            (rc = csv_int(c, r, 6, 0, m->L - 1, &l, err)) || (rc = csv_int(c, r, 7, 0, m->K - 1, &k, err)) ||
+            (rc = csv_int(c, r, 8, 0, m->T - 1, &t, err)) || (rc = run_of(d, series, budget, &cap, &last, err)))
             break;
         run[r] = last;
         pos[r] = l == d->pca.layer && k == d->pca.kv_head ? t : -1;

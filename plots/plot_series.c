@@ -5,19 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-int plot_series_id(plot_series_set *set, const char *policy, const char *params, const char *where, int *id,
-                   kv_err *err)
+int plot_series_id(plot_series_set *set, const char *policy, const char *params, const char *alloc, const char *where,
+                   int *id, kv_err *err)
 {
     for (int i = 0; i < set->n; i++) {
-        if (strcmp(set->s[i].policy, policy) == 0 && strcmp(set->s[i].params, params) == 0) {
+        if (strcmp(set->s[i].policy, policy) == 0 && strcmp(set->s[i].params, params) == 0 &&
+            strcmp(set->s[i].alloc, alloc) == 0) {
             *id = i;
             return KV_OK;
         }
     }
     if (policy[0] == '\0') return kv_fail(err, KV_EINPUT, "%s: empty policy name", where);
-    if (strlen(policy) >= sizeof set->s[0].policy || strlen(params) >= sizeof set->s[0].params)
-        return kv_fail(err, KV_EINPUT, "%s: policy name or params longer than plot handles (%zu, %zu)", where,
-                       sizeof set->s[0].policy - 1, sizeof set->s[0].params - 1);
+    if (strlen(policy) >= sizeof set->s[0].policy || strlen(params) >= sizeof set->s[0].params ||
+        strlen(alloc) >= sizeof set->s[0].alloc)
+        return kv_fail(err, KV_EINPUT, "%s: policy name, params or allocator longer than plot handles (%zu, %zu, %zu)",
+                       where, sizeof set->s[0].policy - 1, sizeof set->s[0].params - 1, sizeof set->s[0].alloc - 1);
     if (set->n == set->cap) {
         int cap = set->cap ? 2 * set->cap : 16;
         plot_series *s = realloc(set->s, (size_t)cap * sizeof *s);
@@ -29,6 +31,7 @@ int plot_series_id(plot_series_set *set, const char *policy, const char *params,
     snprintf(s->policy, sizeof s->policy, "%s", policy);
     snprintf(s->params, sizeof s->params, "%s", params);
     snprintf(s->config, sizeof s->config, "%s%s%s", policy, params[0] ? ":" : "", params);
+    snprintf(s->alloc, sizeof s->alloc, "%s", alloc);
     for (int i = 0; i < set->n; i++)
         if (strcmp(set->s[i].policy, policy) == 0) s->variant++;
     *id = set->n++;
@@ -66,6 +69,8 @@ static bool same_everywhere(const plot_series_set *set, const char *policy, cons
     return true;
 }
 
+/* The policy and the params that tell its configurations apart (n_same:
+ * the configurations of this policy, allocators aside). */
 static void label_one(const plot_series_set *set, plot_series *s, int n_same)
 {
     const char *name = strcmp(s->policy, "full_cache") == 0 ? "full cache" : s->policy;
@@ -90,12 +95,27 @@ static void label_one(const plot_series_set *set, plot_series *s, int n_same)
     }
 }
 
+/* Whether an earlier series is the same configuration (another allocator). */
+static bool config_seen(const plot_series_set *set, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (strcmp(set->s[j].config, set->s[i].config) == 0) return true;
+    return false;
+}
+
 void plot_series_label(plot_series_set *set)
 {
+    bool many_allocs = false;
+    for (int i = 1; i < set->n; i++) many_allocs |= strcmp(set->s[i].alloc, set->s[0].alloc) != 0;
     for (int i = 0; i < set->n; i++) {
-        int n_same = 0;
-        for (int j = 0; j < set->n; j++) n_same += strcmp(set->s[j].policy, set->s[i].policy) == 0;
+        int n_same = 0;   /* distinct configurations of this policy */
+        for (int j = 0; j < set->n; j++)
+            n_same += strcmp(set->s[j].policy, set->s[i].policy) == 0 && !config_seen(set, j);
         label_one(set, &set->s[i], n_same);
+        if (many_allocs && strcmp(set->s[i].policy, "full_cache") != 0) {
+            size_t at = strlen(set->s[i].label);
+            snprintf(set->s[i].label + at, sizeof set->s[i].label - at, " / %s", set->s[i].alloc);
+        }
     }
 }
 

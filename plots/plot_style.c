@@ -18,6 +18,24 @@ static const struct {
 };
 static const char OTHER_COLOUR[] = "#999999";
 
+/* Allocators (figure 8's per-layer and heat-map panels, where a line is an
+ * allocator, not a policy): Tableau-10 too, uniform the black reference. */
+static const struct {
+    const char *alloc, *colour;
+} ALLOC_COLOURS[] = {
+    {"uniform", "#000000"}, {"pyramid", "#1f77b4"}, {"adakv", "#d62728"}, {"headkv", "#2ca02c"},
+    {"duo", "#9467bd"},     {"cake", "#ff7f0e"},    {"global", "#8c564b"},
+};
+
+const char *plot_alloc_colour(const char *alloc)
+{
+    const size_t n = strcspn(alloc, ":");
+    for (size_t i = 0; i < sizeof ALLOC_COLOURS / sizeof ALLOC_COLOURS[0]; i++)
+        if (strlen(ALLOC_COLOURS[i].alloc) == n && strncmp(ALLOC_COLOURS[i].alloc, alloc, n) == 0)
+            return ALLOC_COLOURS[i].colour;
+    return OTHER_COLOUR;
+}
+
 const char *plot_policy_colour(const char *policy)
 {
     for (size_t i = 0; i < sizeof COLOURS / sizeof COLOURS[0]; i++)

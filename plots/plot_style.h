@@ -25,6 +25,8 @@ bool plot_format_parse(const char *s, plot_format *out);
 
 /* "#rrggbb" for a policy name (full_cache shares full's colour; unknown names grey). */
 const char *plot_policy_colour(const char *policy);
+/* "#rrggbb" for an allocator label (its name before any ':'; unknown names grey). */
+const char *plot_alloc_colour(const char *alloc);
 /* The colour `hex` ("#rrggbb") mixed with white: share `keep` of the colour (0..1); out holds 8 bytes. */
 void plot_tint(const char *hex, double keep, char *out);
 /* gnuplot dash and point types of the variant-th configuration of a policy. */

@@ -5,13 +5,13 @@
 
 const char *const PLOT_FILES[PF_N] = {"meta.csv", "spearman.csv", "logdet.csv", "pca.csv", "pca_kept.csv",
                                       "pca_var.csv", "detail.csv", "summary.csv", "timing.csv",
-                                      "results.csv"};
+                                      "results.csv", "budgets.csv", "head_importance.csv"};
 
 /* The schema of each file (results/results_schema.c: the tables the writers use). */
 static const results_schema *const SCHEMAS[PF_N] = {
     &RESULTS_SCHEMA_META, &RESULTS_SCHEMA_SPEARMAN, &RESULTS_SCHEMA_LOGDET, &RESULTS_SCHEMA_PCA,
     &RESULTS_SCHEMA_PCA_KEPT, &RESULTS_SCHEMA_PCA_VAR, &RESULTS_SCHEMA_DETAIL, &RESULTS_SCHEMA_SUMMARY,
-    &RESULTS_SCHEMA_TIMING, &RESULTS_SCHEMA_RESULTS};
+    &RESULTS_SCHEMA_TIMING, &RESULTS_SCHEMA_RESULTS, &RESULTS_SCHEMA_BUDGETS, &RESULTS_SCHEMA_HEAD_IMPORTANCE};
 
 int plot_table_open(plot_data *d, int file, csv_table *c, kv_err *err)
 {
@@ -50,7 +50,10 @@ int plot_table_series(plot_data *d, const csv_table *c, size_t row, int col_conf
     if (!config_matches(config, policy, params))
         return csv_fail(c, row, err, "config '%.200s' is not policy '%.60s' with params '%.200s'", config, policy,
                         params);
+    /* sim's run columns (and analyze's since allocators): allocator after budget */
+    const int a = col_config + 4;
+    const char *alloc = a < c->n_cols && strcmp(c->header[a], "allocator") == 0 ? csv_cell(c, row, a) : "uniform";
     char where[4300];
     snprintf(where, sizeof where, "%s:%ld", c->path, c->lines[row]);
-    return plot_series_id(&d->series, policy, params, where, id, err);
+    return plot_series_id(&d->series, policy, params, alloc, where, id, err);
 }

@@ -21,8 +21,9 @@
 int plot_table_open(plot_data *d, int file, csv_table *c, kv_err *err);
 
 /* The series id of row `row`'s cells (config at col_config, then policy and
- * params), added to d->series if new; config must be the label of policy and
- * params. Errors name "FILE:LINE". */
+ * params, and the allocator 4 columns after config when the header has one
+ * there, "uniform" otherwise), added to d->series if new; config must be the
+ * label of policy and params. Errors name "FILE:LINE". */
 int plot_table_series(plot_data *d, const csv_table *c, size_t row, int col_config, int *id, kv_err *err);
 
 #endif

@@ -249,26 +249,46 @@ static int read_retained(hid_t g, results_run *r, int64_t L, int64_t K, int64_t 
     return rc ? rc : check_rows(r, L, K, T, where, err);
 }
 
-static int read_logdet(hid_t g, results_run *r, int64_t L, int64_t K, const char *where, kv_err *err)
+/* A float [L][K] dataset of run group g into out (allocated by the caller). */
+static int read_lk(hid_t g, const char *where, const char *dset, int64_t L, int64_t K, double *out, kv_err *err)
 {
     hsize_t dims[2];
-    hid_t d = open_checked(g, where, DSET_LOGDET, false, 2, dims, err);
+    hid_t d = open_checked(g, where, dset, false, 2, dims, err);
     if (d < 0) return err->code;
     int rc = KV_OK;
     if (dims[0] != (hsize_t)L || dims[1] != (hsize_t)K)
-        rc = kv_fail(err, KV_EINPUT, "%s/" DSET_LOGDET ": shape [%llu, %llu], expected [%lld, %lld]", where,
+        rc = kv_fail(err, KV_EINPUT, "%s/%s: shape [%llu, %llu], expected [%lld, %lld]", where, dset,
                      (unsigned long long)dims[0], (unsigned long long)dims[1], (long long)L, (long long)K);
-    if (!rc && !(r->final_logdet = kv_calloc((size_t)(L * K), sizeof(double), "results final_logdet", err)))
-        rc = err->code;
-    if (!rc && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, r->final_logdet) < 0)
-        rc = kv_fail(err, KV_EINPUT, "%s/" DSET_LOGDET ": cannot read (corrupt file)", where);
+    if (!rc && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+        rc = kv_fail(err, KV_EINPUT, "%s/%s: cannot read (corrupt file)", where, dset);
+    H5Dclose(d);
+    return rc;
+}
+
+static int read_logdet(hid_t g, results_run *r, int64_t L, int64_t K, const char *where, kv_err *err)
+{
+    if (!(r->final_logdet = kv_calloc((size_t)(L * K), sizeof(double), "results final_logdet", err))) return err->code;
+    int rc = read_lk(g, where, DSET_LOGDET, L, K, r->final_logdet, err);
     for (int64_t i = 0; !rc && i < L * K; i++)
         /* log det(K^T K / n + 1e-6 I) of unit keys: the eigenvalues sum to 1, so it is at most
          * D log(1 + 1e-6) < 1 and at least D log(1e-6) > -1e6 for any D analyze reads */
         if (!(r->final_logdet[i] <= 1 && r->final_logdet[i] >= -1e6))
             rc = kv_fail(err, KV_EINPUT, "%s/" DSET_LOGDET ": [%lld, %lld] = %g is not a log-det of unit keys "
                          "(finite, in [-1e6, 1])", where, (long long)(i / K), (long long)(i % K), r->final_logdet[i]);
-    H5Dclose(d);
+    return rc;
+}
+
+/* head_budget_mean [L][K] when present (older files: all NaN): NaN or in [1, T]. */
+static int read_head_mean(hid_t g, results_run *r, int64_t L, int64_t K, int64_t T, const char *where, kv_err *err)
+{
+    if (!(r->head_mean = kv_calloc((size_t)(L * K), sizeof(double), "results head_budget_mean", err))) return err->code;
+    for (int64_t i = 0; i < L * K; i++) r->head_mean[i] = NAN;
+    if (!h5u_exists(g, DSET_HEAD_MEAN)) return KV_OK;
+    int rc = read_lk(g, where, DSET_HEAD_MEAN, L, K, r->head_mean, err);
+    for (int64_t i = 0; !rc && i < L * K; i++)
+        if (!isnan(r->head_mean[i]) && !(r->head_mean[i] >= 1 && r->head_mean[i] <= (double)T))
+            rc = kv_fail(err, KV_EINPUT, "%s/" DSET_HEAD_MEAN ": [%lld, %lld] = %g is not a row count in [1, T = %lld] "
+                         "(nor NaN)", where, (long long)(i / K), (long long)(i % K), r->head_mean[i], (long long)T);
     return rc;
 }
 
@@ -287,6 +307,12 @@ static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T,
     bool has_alloc = false;
     if (!rc) rc = h5u_read_attr_str(g, where, ATTR_ALLOCATOR, r->allocator, sizeof r->allocator, &has_alloc, err);
     if (!rc && !has_alloc) snprintf(r->allocator, sizeof r->allocator, "uniform");   /* before allocators */
+    bool has_frac = false;
+    r->budget_fraction = NAN;
+    if (!rc) rc = h5u_read_attr_f64(g, where, ATTR_FRACTION, &r->budget_fraction, &has_frac, err);
+    if (!rc && !has_frac) r->budget_fraction = NAN;
+    if (!rc && has_frac && !(r->budget_fraction > 0 && r->budget_fraction <= 1))
+        rc = kv_fail(err, KV_EINPUT, "%s: attribute budget_fraction %g is outside (0, 1]", where, r->budget_fraction);
     if (!rc && (!r->allocator[0] || strchr(r->allocator, ',') || strchr(r->allocator, '\n')))
         rc = kv_fail(err, KV_EINPUT, "%s: attribute allocator '%s' is empty or holds a comma or newline", where,
                      r->allocator);
@@ -299,6 +325,7 @@ static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T,
     if (!rc) results_config_label(r->policy, r->params, r->config, sizeof r->config);
     if (!rc) rc = read_retained(g, r, L, K, T, where, err);
     if (!rc) rc = read_logdet(g, r, L, K, where, err);
+    if (!rc) rc = read_head_mean(g, r, L, K, T, where, err);
     H5Gclose(g);
     return rc;
 }
@@ -361,7 +388,8 @@ int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *
 void results_free(results_set *rs)
 {
     for (int i = 0; rs->runs && i < rs->n_runs; i++)
-        free(rs->runs[i].retained), free(rs->runs[i].n_kept), free(rs->runs[i].final_logdet);
+        free(rs->runs[i].retained), free(rs->runs[i].n_kept), free(rs->runs[i].final_logdet),
+            free(rs->runs[i].head_mean);
     free(rs->runs);
     rs->runs = NULL;
     rs->n_runs = 0;

@@ -39,7 +39,9 @@
  * (sim pads a cache smaller than N'), at least one position per row and
  * no more than the budget unless all T (a policy that never evicts);
  * final_logdet of a float type, [L, K], each in [-1e6, 1] (a log-det of
- * unit keys plus 1e-6 I can take no other value; NaN and inf refused). The first violation is one KV_EINPUT
+ * unit keys plus 1e-6 I can take no other value; NaN and inf refused);
+ * head_budget_mean (optional: all NaN when absent) of a float type, [L, K],
+ * each NaN or in [1, T]; @budget_fraction (optional) in (0, 1]. The first violation is one KV_EINPUT
  * line "DIR/results.h5: /runs/NAME/retained: ...". Runs come in the file's
  * name order (what h5py shows; sim's order for the files sim writes). The
  * reader takes the configuration from policy and params, not from @config,
@@ -97,10 +99,12 @@ typedef struct {
     char config[648];        /* results_config_label(policy, params) */
     char allocator[300];     /* @allocator, "uniform" when absent */
     int64_t budget;
+    double budget_fraction;  /* @budget_fraction, NaN when absent (a budget given as N) */
     int64_t width;           /* N' */
     int32_t *retained;       /* [L][K][N'], each row sorted, −1 padded at the end */
     int64_t *n_kept;         /* [L][K] positions before the padding */
     double *final_logdet;    /* [L][K] as sim wrote it */
+    double *head_mean;       /* [L][K] head_budget_mean (NaN: never evicted, or absent in older files) */
 } results_run;
 
 typedef struct {

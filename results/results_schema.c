@@ -41,18 +41,26 @@ static const results_col COLS_SPEARMAN[] = {
     {"rho_pairwise", SC_CORR, true, false}, {"rho_anchor", SC_CORR, true, false},
 };
 static const results_col COLS_LOGDET[] = {
-    RUN_COLS, {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true}, {"logdet", SC_REAL, false, false},
+    SIM_RUN_COLS, {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true}, {"logdet", SC_REAL, false, false},
 };
 static const results_col COLS_PCA[] = {
     {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true}, {"position", SC_POS, false, true},
     {"pc1", SC_REAL, false, false}, {"pc2", SC_REAL, false, false},
 };
 static const results_col COLS_PCA_KEPT[] = {
-    RUN_COLS, {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true}, {"position", SC_POS, false, true},
+    SIM_RUN_COLS, {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true}, {"position", SC_POS, false, true},
 };
 static const results_col COLS_PCA_VAR[] = {
     {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true}, {"var_pc1", SC_NONNEG, false, false},
     {"var_pc2", SC_NONNEG, false, false}, {"var_total", SC_NONNEG, false, false},
+};
+static const results_col COLS_BUDGETS[] = {
+    SIM_RUN_COLS, {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true},
+    {"head_budget", SC_COUNT, false, false}, {"head_budget_mean", SC_NONNEG, true, false},
+};
+static const results_col COLS_HEAD_IMPORTANCE[] = {
+    {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true}, {"score", SC_UNIT, false, false},
+    {"concentration", SC_UNIT, false, false},
 };
 static const results_col COLS_DETAIL[] = {
     {"row", SC_DETAIL, false, true}, {"col", SC_DETAIL, false, true}, {"cos", SC_CORR, false, false},
@@ -68,6 +76,9 @@ const results_schema RESULTS_SCHEMA_LOGDET = {"logdet.csv", COLS_LOGDET, N(COLS_
 const results_schema RESULTS_SCHEMA_PCA = {"pca.csv", COLS_PCA, N(COLS_PCA), SR_GRID};
 const results_schema RESULTS_SCHEMA_PCA_KEPT = {"pca_kept.csv", COLS_PCA_KEPT, N(COLS_PCA_KEPT), SR_SUBSET};
 const results_schema RESULTS_SCHEMA_PCA_VAR = {"pca_var.csv", COLS_PCA_VAR, N(COLS_PCA_VAR), SR_GRID};
+const results_schema RESULTS_SCHEMA_BUDGETS = {"budgets.csv", COLS_BUDGETS, N(COLS_BUDGETS), SR_GRID};
+const results_schema RESULTS_SCHEMA_HEAD_IMPORTANCE = {"head_importance.csv", COLS_HEAD_IMPORTANCE,
+                                                       N(COLS_HEAD_IMPORTANCE), SR_GRID_OR_0};
 const results_schema RESULTS_SCHEMA_DETAIL = {"detail.csv", COLS_DETAIL, N(COLS_DETAIL), SR_GRID_OR_0};
 
 static const char *const PHASES[] = {"prefill", "decode", "all"};
@@ -161,7 +172,11 @@ static int real_cell(const csv_table *c, size_t r, int j, const results_col *col
         (col->kind == SC_CORR && (x < -1 - slack || x > 1 + slack)))
         return csv_fail(c, r, err, "%s = %.9g is outside %s", col->name, x,
                         col->kind == SC_NONNEG ? "[0, inf)" : col->kind == SC_UNIT ? "[0, 1]" : "[-1, 1]");
-    if (d->max_abs > 0 && x != 0 && (fabs(x) > d->max_abs || fabs(x) < 1 / d->max_abs))
+    /* only unbounded kinds: a fraction or a correlation cannot overflow a range, and a tiny one (the
+     * attention a head puts outside its window when it underflows, head_importance.csv's score, or detail.csv's
+     * attn) is a true value, drawn on linear axes or figure 1's colour scale clipped at 1e-4 */
+    const bool unbounded = col->kind == SC_REAL || col->kind == SC_NONNEG;
+    if (d->max_abs > 0 && unbounded && x != 0 && (fabs(x) > d->max_abs || fabs(x) < 1 / d->max_abs))
         return csv_fail(c, r, err, "%s = %.9g is too extreme to draw (|x| must be 0 or in [%g, %g])", col->name, x,
                         1 / d->max_abs, d->max_abs);
     return KV_OK;
@@ -272,8 +287,10 @@ static int check_grid(const csv_table *c, const results_schema *s, const results
         seen[at / 8] |= (unsigned char)(1u << (at % 8));
         if (count) count[at / d->T]++;   /* pca_kept: the key is (layer, kv_head, position) */
     }
+    /* a uniform run keeps as many rows in every (layer, kv_head); other allocators at least one */
     for (int64_t i = 0; !rc && count && i < R * d->L * d->K; i++)
-        if (count[i] != count[i - i % (d->L * d->K)] || count[i] == 0)
+        if ((count[i] != count[i - i % (d->L * d->K)] && strcmp(runs->alloc[i / (d->L * d->K)], "uniform") == 0) ||
+            count[i] == 0)
             rc = kv_fail(err, KV_EINPUT, "%s: run '%s' budget %lld keeps %lld positions at (layer %lld, kv_head %lld) "
                          "but %lld at (0, 0) (rows are missing or the file was cut)", c->path,
                          runs->config[i / (d->L * d->K)], (long long)runs->budget[i / (d->L * d->K)],

@@ -55,7 +55,8 @@ typedef struct {
 typedef enum {
     SR_GRID,      /* per run (or once, without config columns): the whole grid of the key columns */
     SR_GRID_OR_0, /* SR_GRID, or no rows at all (spearman.csv without colsum, detail.csv) */
-    SR_SUBSET,    /* keys unique; per run, every (layer, kv_head) with the same number of rows (pca_kept.csv) */
+    SR_SUBSET,    /* keys unique; per run, every (layer, kv_head) with at least one row, and for a uniform
+                     run the same number of rows (pca_kept.csv) */
     SR_FREE,      /* meta.csv: checked by its reader */
 } results_rows;
 
@@ -70,7 +71,8 @@ typedef struct {
 extern const results_schema RESULTS_SCHEMA_RESULTS, RESULTS_SCHEMA_SUMMARY, RESULTS_SCHEMA_TIMING;
 /* The analysis directory's own CSVs (analysis/ writes them; plot reads them). */
 extern const results_schema RESULTS_SCHEMA_META, RESULTS_SCHEMA_SPEARMAN, RESULTS_SCHEMA_LOGDET,
-    RESULTS_SCHEMA_PCA, RESULTS_SCHEMA_PCA_KEPT, RESULTS_SCHEMA_PCA_VAR, RESULTS_SCHEMA_DETAIL;
+    RESULTS_SCHEMA_PCA, RESULTS_SCHEMA_PCA_KEPT, RESULTS_SCHEMA_PCA_VAR, RESULTS_SCHEMA_DETAIL,
+    RESULTS_SCHEMA_BUDGETS, RESULTS_SCHEMA_HEAD_IMPORTANCE;
 
 /* "a,b,c": the header row (without the newline) into buf. */
 void results_schema_header(const results_schema *s, char *buf, size_t cap);
@@ -81,8 +83,9 @@ FILE *results_schema_create(const char *dir, const results_schema *s, kv_err *er
 /* The shape a file is checked against. */
 typedef struct {
     int64_t L, H, K, T;
-    double max_abs;   /* > 0: reals must be 0 or within [1/max_abs, max_abs] in magnitude (what a figure can
-                         draw: plot); 0: any finite value */
+    double max_abs;   /* > 0: unbounded reals (SC_REAL, SC_NONNEG) must be 0 or within [1/max_abs, max_abs] in
+                         magnitude (what a figure can draw: plot); fractions and correlations are not limited;
+                         0: any finite value */
 } results_dims;
 
 /* The runs (config, allocator, budget) of a file, in order of first

@@ -2,7 +2,9 @@
 writes), synthetic but plausible: keys around a mean direction with a sink
 and a few distinctive keys, their attention, PCA, Spearman, and runs of
 streaming, tova and keydiff (two variants) at three budgets with kept sets,
-log-dets, summary and timing. Used by test_plot.py; run it directly to
+log-dets, summary, timing and budgets (every run under each allocator of
+`allocs`: uniform, and "pyramid" with a made-up per-layer split summing to
+L·K·N, for figure 8). Used by test_plot.py; run it directly to
 write one: /usr/bin/python3 tests/lib/plot_fixture.py DIR."""
 import json
 import os
@@ -60,6 +62,16 @@ def logdet(k):
     return np.linalg.slogdet(kn.T @ kn / len(k) + 1e-6 * np.eye(D))[1]
 
 
+def caps(name, alloc, b):
+    """Rows kept per layer: T for full, b under uniform, a split by layer summing to L*b otherwise."""
+    if name == "full":
+        return [T] * L
+    if alloc == "uniform":
+        return [b] * L
+    d = [round(b / 2 * (1 - 2 * l / (L - 1))) for l in range(L)]
+    return [b + x for x in d]
+
+
 def kept_set(name, params, keys, att, n):
     if name == "full":
         return np.arange(T)
@@ -75,7 +87,7 @@ def kept_set(name, params, keys, att, n):
     return np.sort(np.argsort(score, kind="stable")[-n:])
 
 
-def make_fixture(out, detail=(1, 2), with_results=True, seed=3):
+def make_fixture(out, detail=(1, 2), with_results=True, seed=3, allocs=("uniform",)):
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(seed)
     keys, queries = make_keys(rng)
@@ -118,8 +130,10 @@ def make_fixture(out, detail=(1, 2), with_results=True, seed=3):
     write_csv(os.path.join(out, "detail.csv"), ["row", "col", "cos", "attn"],
               [(i, j, g((kn @ kn.T)[i, j]), g(a[i, j])) for i in range(n) for j in range(n)])
     pca, var = [], []
-    runs = [(name, params, b) for b in BUDGETS for name, params in [("full", "")] + RUNS] if with_results else []
-    ld = [("full_cache", "full_cache", "", T, l, kv, g(logdet(keys[l, kv]))) for l in range(L) for kv in range(K)]
+    runs = [(name, params, b, a) for a in allocs for b in BUDGETS for name, params in [("full", "")] + RUNS] \
+        if with_results else []
+    ld = [("full_cache", "full_cache", "", T, "uniform", "", l, kv, g(logdet(keys[l, kv]))) for l in range(L)
+          for kv in range(K)]
     kept = {}
     for l in range(L):
         for kv in range(K):
@@ -129,57 +143,67 @@ def make_fixture(out, detail=(1, 2), with_results=True, seed=3):
             proj = (kk - kk.mean(0)) @ v[:, ::-1][:, :2]
             var.append((l, kv, g(w[-1]), g(w[-2]), g(np.trace(c))))
             att = colsum_att[(l, kv * G)]
-            for r, (name, params, b) in enumerate(runs):
-                kept[(l, kv, r)] = kept_set(name, params, kk, att, b)
+            for r, (name, params, b, a) in enumerate(runs):
+                kept[(l, kv, r)] = kept_set(name, params, kk, att, caps(name, a, b)[l])
             for t in range(T):
                 pca.append((l, kv, t, g(proj[t, 0]), g(proj[t, 1])))
-    for r, (name, params, b) in enumerate(runs):
-        ld += [(label(name, params), name, params, b, l, kv, g(logdet(keys[l, kv][kept[(l, kv, r)]])))
+    for r, (name, params, b, a) in enumerate(runs):
+        ld += [(label(name, params), name, params, b, a, "", l, kv, g(logdet(keys[l, kv][kept[(l, kv, r)]])))
                for l in range(L) for kv in range(K)]
-    write_csv(os.path.join(out, "logdet.csv"), ["config", "policy", "params", "budget", "layer", "kv_head", "logdet"], ld)
+    run_cols = ["config", "policy", "params", "budget", "allocator", "budget_fraction"]
+    write_csv(os.path.join(out, "logdet.csv"), run_cols + ["layer", "kv_head", "logdet"], ld)
     write_csv(os.path.join(out, "pca.csv"), ["layer", "kv_head", "position", "pc1", "pc2"], pca)
-    write_csv(os.path.join(out, "pca_kept.csv"), ["config", "policy", "params", "budget", "layer", "kv_head", "position"],
-              [(label(name, params), name, params, b, l, kv, p) for r, (name, params, b) in enumerate(runs)
+    write_csv(os.path.join(out, "pca_kept.csv"), run_cols + ["layer", "kv_head", "position"],
+              [(label(name, params), name, params, b, a, "", l, kv, p) for r, (name, params, b, a) in enumerate(runs)
                for l in range(L) for kv in range(K) for p in kept[(l, kv, r)]])
+    write_csv(os.path.join(out, "budgets.csv"), run_cols + ["layer", "kv_head", "head_budget", "head_budget_mean"],
+              [(label(name, params), name, params, b, a, "", l, kv, len(kept[(l, kv, r)]),
+                "nan" if name == "full" else g(len(kept[(l, kv, r)]) - 0.5))
+               for r, (name, params, b, a) in enumerate(runs) for l in range(L) for kv in range(K)])
     write_csv(os.path.join(out, "pca_var.csv"), ["layer", "kv_head", "var_pc1", "var_pc2", "var_total"], var)
     if with_results:
-        write_results(out, rng)
+        write_results(out, rng, allocs)
 
 
-def write_results_csv(out, rng):
+def write_results_csv(out, rng, allocs):
     """results.csv: one row per (configuration, budget, layer, query head, phase), errors varying by layer and head."""
     cols = ["config", "policy", "params", "budget", "allocator", "budget_fraction", "chunk", "decode_chunk",
             "eval_stride", "layer", "q_head", "kv_head", "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95",
             "attn_recall_mean", "attn_recall_min", "head_budget", "head_budget_mean"]
     rows = []
-    for name, params in [("full", "")] + RUNS:
-        for b in BUDGETS:
-            for l in range(L):
-                for h in range(H):
-                    for phase in ("prefill", "decode", "all"):
-                        e = 0.0 if name == "full" else float(rng.uniform(0.01, 0.5)) * (l + 1) * 16 / b
-                        rows.append((label(name, params), name, params, b, "uniform", "", 16, 1, 1, l, h, h // (H // K),
-                                     phase, 100, g(e), g(1.5 * e), g(1 - e / 2), g(1 - e), b, b))
+    for a in allocs:
+        for name, params in [("full", "")] + RUNS:
+            for b in BUDGETS:
+                for l in range(L):
+                    for h in range(H):
+                        for phase in ("prefill", "decode", "all"):
+                            e = 0.0 if name == "full" else float(rng.uniform(0.01, 0.5)) * (l + 1) * 16 / b
+                            c = caps(name, a, b)[l]
+                            rows.append((label(name, params), name, params, b, a, "", 16, 1, 1, l, h, h // (H // K),
+                                         phase, 100, g(e), g(1.5 * e), g(1 - e / 2), g(1 - e), c, c))
     write_csv(os.path.join(out, "results.csv"), cols, rows)
 
 
-def write_results(out, rng):
+def write_results(out, rng, allocs):
     cols = ["config", "policy", "params", "budget", "allocator", "budget_fraction", "chunk", "decode_chunk",
             "eval_stride", "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean", "attn_recall_min", "final_logdet_mean"]
     rows, timing = [], []
     base = {"streaming": 0.35, "tova": 0.18, "keydiff": 0.25}
     ns = {"streaming": 0.8, "tova": 0.9, "keydiff": 21.0}
-    for name, params in [("full", "")] + RUNS:
-        for b in BUDGETS:
-            e = 0.0 if name == "full" else base[name] * (16 / b) ** 0.8 * (0.9 if "0.2" in params else 1)
-            rec = 1.0 if name == "full" else 1 - e * 0.6
-            for phase in ("prefill", "decode", "all"):
-                rows.append((label(name, params), name, params, b, "uniform", "", 16, 1, 1, phase, 400, g(e), g(1.8 * e), g(rec), g(rec - 0.2 * e - 0 * rec),
-                             g(-40 + 10 * np.log(b) + rng.normal())))
-            t = 0.0 if name == "full" else ns[name] * (1 + 0.1 * rng.normal())
-            timing.append((label(name, params), name, params, b, "uniform", "", 16, 0 if name == "full" else 50, 0 if name == "full" else 3000, "%.3f" % t))
+    for a in allocs:
+        for name, params in [("full", "")] + RUNS:
+            for b in BUDGETS:
+                e = 0.0 if name == "full" else base[name] * (16 / b) ** 0.8 * (0.9 if "0.2" in params else 1)
+                e *= 0.8 if a != "uniform" else 1
+                rec = 1.0 if name == "full" else 1 - e * 0.6
+                for phase in ("prefill", "decode", "all"):
+                    rows.append((label(name, params), name, params, b, a, "", 16, 1, 1, phase, 400, g(e), g(1.8 * e),
+                                 g(rec), g(rec - 0.2 * e - 0 * rec), g(-40 + 10 * np.log(b) + rng.normal())))
+                t = 0.0 if name == "full" else ns[name] * (1 + 0.1 * rng.normal())
+                timing.append((label(name, params), name, params, b, a, "", 16, 0 if name == "full" else 50,
+                               0 if name == "full" else 3000, "%.3f" % t))
     write_csv(os.path.join(out, "summary.csv"), cols, rows)
-    write_results_csv(out, rng)
+    write_results_csv(out, rng, allocs)
     write_csv(os.path.join(out, "timing.csv"),
               ["config", "policy", "params", "budget", "allocator", "budget_fraction", "chunk", "calls", "candidates",
                "score_ns_per_candidate"], timing)

@@ -24,12 +24,15 @@ import datacmp  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
 FILES = ["meta.csv", "spearman.csv", "logdet.csv", "pca.csv", "pca_kept.csv", "pca_var.csv", "detail.csv",
-         "summary.csv", "timing.csv", "results.csv", "provenance.json"]
+         "summary.csv", "timing.csv", "results.csv", "provenance.json", "budgets.csv", "head_importance.csv"]
+RUN = "config,policy,params,budget,allocator,budget_fraction"
 HEADERS = {
     "spearman.csv": "layer,q_head,kv_head,rho_pairwise,rho_anchor",
-    "logdet.csv": "config,policy,params,budget,layer,kv_head,logdet",
+    "logdet.csv": RUN + ",layer,kv_head,logdet",
     "pca.csv": "layer,kv_head,position,pc1,pc2",
-    "pca_kept.csv": "config,policy,params,budget,layer,kv_head,position",
+    "pca_kept.csv": RUN + ",layer,kv_head,position",
+    "budgets.csv": RUN + ",layer,kv_head,head_budget,head_budget_mean",
+    "head_importance.csv": "layer,kv_head,score,concentration",
     "pca_var.csv": "layer,kv_head,var_pc1,var_pc2,var_total",
     "detail.csv": "row,col,cos,attn",
     "meta.csv": "key,value",
@@ -126,14 +129,14 @@ def check_contract(out, with_results, n_runs):
                 bad.append(name)
     check(not bad, "CSV headers as in the contract", str(bad))
     with open(os.path.join(out, "pca_kept.csv")) as f:
-        runs = {tuple(r[:4]) for r in csv.reader(f)} - {("config", "policy", "params", "budget")}
+        runs = {tuple(r[:6]) for r in csv.reader(f)} - {tuple(RUN.split(","))}
     check(len(runs) == n_runs, "pca_kept.csv: rows of %d runs" % n_runs, str(len(runs)))
     meta = read_meta(out)
     check(all(k in meta for k in META_KEYS) and ("results_dir" in meta) == with_results,
           "meta.csv has every required key", str(sorted(meta)))
 
 
-def check_numbers(trace, out, res):
+def check_numbers(trace, out, res, several=True):
     with h5py.File(trace, "r") as t:
         keys = t["keys"][:].astype(np.float64)
         qs = t["queries"][:].astype(np.float64)
@@ -156,9 +159,9 @@ def check_numbers(trace, out, res):
 
     ld = read_csv(os.path.join(out, "logdet.csv"))
     full = [r for r in ld if r["policy"] == "full_cache"]
-    check(ld[:L * K] == full and all(r["params"] == "" and r["config"] == "full_cache" and int(r["budget"]) == T
-                                     for r in full),
-          "logdet.csv: the full_cache rows first, config full_cache, budget T, params empty")
+    check(ld[:L * K] == full and all(r["params"] == "" and r["config"] == "full_cache" and int(r["budget"]) == T and
+                                     r["allocator"] == "uniform" and r["budget_fraction"] == "" for r in full),
+          "logdet.csv: the full_cache rows first, config full_cache, budget T, params empty, allocator uniform")
     close("full-cache logdet equals numpy slogdet", [float(r["logdet"]) for r in full],
           [logdet(keys[l, g]) for l in range(L) for g in range(K)], 1e-6, 1e-6)
     runs_rows = ld[L * K:]
@@ -170,14 +173,12 @@ def check_numbers(trace, out, res):
             for l in range(L):
                 for kv in range(K):
                     pos = [p for p in g["retained"][l, kv] if p >= 0]
-                    want.append((g.attrs["config"], g.attrs["policy"], g.attrs["params"], int(g.attrs["budget"]), l,
-                                 kv))
+                    want.append((*run_id(g), l, kv))
                     sim_ld.append(g["final_logdet"][l, kv])
                     kept_ref.append(logdet(keys[l, kv][pos]))
         retained = [g["retained"][:] for g in groups]
-        run_ids = [(g.attrs["config"], g.attrs["policy"], g.attrs["params"], int(g.attrs["budget"])) for g in groups]
-    got_ids = [(r["config"], r["policy"], r["params"], int(r["budget"]), int(r["layer"]), int(r["kv_head"]))
-               for r in runs_rows]
+        run_ids = [run_id(g) for g in groups]
+    got_ids = [(*csv_run_id(r), int(r["layer"]), int(r["kv_head"])) for r in runs_rows]
     check(got_ids == want, "logdet.csv: one block per run of results.h5, in its group order", str(got_ids[:3]))
     got_ld = np.array([float(r["logdet"]) for r in runs_rows])
     diff = [(r["logdet"], "%.9g" % x) for r, x in zip(runs_rows, sim_ld) if r["logdet"] != "%.9g" % x]
@@ -186,6 +187,71 @@ def check_numbers(trace, out, res):
     close("run logdet rows equal numpy slogdet of the retained keys", got_ld, np.array(kept_ref), 1e-6, 1e-6)
     check_pca(out, keys, retained, run_ids)
     check_detail(out, keys, qs, G, rows)
+    check_budgets(out, res, L, K, several)
+    check_importance(out, keys, qs, 4, 64)
+
+
+def run_id(g):
+    """A run's key columns from its results.h5 group: (config, policy, params, budget, allocator, budget_fraction)."""
+    f = g.attrs.get("budget_fraction")
+    return (g.attrs["config"], g.attrs["policy"], g.attrs["params"], int(g.attrs["budget"]),
+            g.attrs.get("allocator", "uniform"), "" if f is None else "%.9g" % f)
+
+
+def csv_run_id(r):
+    return (r["config"], r["policy"], r["params"], int(r["budget"]), r["allocator"], r["budget_fraction"])
+
+
+def check_budgets(out, res, L, K, several):
+    """budgets.csv: per run (group order) and (layer, kv_head), head_budget and head_budget_mean of results.h5."""
+    want, mean_ref = [], []
+    with h5py.File(os.path.join(res, "results.h5"), "r") as rh:
+        for n in sorted(rh["runs"].keys()):
+            g = rh["runs"][n]
+            ret = g["retained"][:]
+            for l in range(L):
+                for kv in range(K):
+                    want.append((*run_id(g), l, kv, int((ret[l, kv] >= 0).sum())))
+                    mean_ref.append(g["head_budget_mean"][l, kv])
+    rows = read_csv(os.path.join(out, "budgets.csv"))
+    got = [(*csv_run_id(r), int(r["layer"]), int(r["kv_head"]), int(r["head_budget"])) for r in rows]
+    check(got == want, "budgets.csv: head_budget is the count of results.h5's retained positions, per run in order",
+          next(((a, b) for a, b in zip(got, want) if a != b), (len(got), len(want))))
+    close("budgets.csv head_budget_mean equals results.h5's (nan where it is nan)",
+          np.nan_to_num([float(r["head_budget_mean"]) for r in rows], nan=-1.0),
+          np.nan_to_num(np.array(mean_ref, dtype=np.float64), nan=-1.0), 1e-6, 0)
+    if several:
+        check(len({r[4] for r in want}) > 1 and any(r[5] for r in want),
+              "budgets.csv covers several allocators and a budget given as a fraction")
+
+
+def importance_ref(keys, qs, S, W):
+    """Per (layer, kv head): mean over its query heads and the queries i >= S + W (all when T <= S + W) of the
+    causal attention mass on keys S <= j <= i - W, and of the largest weight. Whole T x T, float64."""
+    L, K, T, D = keys.shape
+    G = qs.shape[1] // K
+    q0 = S + W if S + W < T else 0
+    j = np.arange(T)
+    out = np.zeros((L, K, 2))
+    for l in range(L):
+        for h in range(qs.shape[1]):
+            s = qs[l, h] @ keys[l, h // G].T / np.sqrt(D)
+            s = np.where(j[None, :] <= j[:, None], s, -np.inf)
+            p = np.exp(s - s.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            outside = (j[None, :] >= S) & (j[None, :] <= j[:, None] - W)
+            out[l, h // G, 0] += (p * outside).sum(axis=1)[q0:].mean() / G
+            out[l, h // G, 1] += p.max(axis=1)[q0:].mean() / G
+    return out.reshape(L * K, 2)
+
+
+def check_importance(out, keys, qs, S, W, what=""):
+    rows = read_csv(os.path.join(out, "head_importance.csv"))
+    L, K = keys.shape[:2]
+    check([(int(r["layer"]), int(r["kv_head"])) for r in rows] == [(l, g) for l in range(L) for g in range(K)],
+          "head_importance.csv: one row per (layer, kv head)%s" % what)
+    close("head_importance.csv score and concentration equal numpy (sinks %d, recent %d)%s" % (S, W, what),
+          [[float(r["score"]), float(r["concentration"])] for r in rows], importance_ref(keys, qs, S, W), 1e-6, 1e-5)
 
 
 def check_pca(out, keys, retained, run_ids):
@@ -212,8 +278,8 @@ def check_pca(out, keys, retained, run_ids):
     # pca_kept.csv: exactly results.h5's retained positions, run by run (group order), then layer, kv head, position
     want = [(*rid, l, g, int(p)) for rid, ret in zip(run_ids, retained) for l in range(L) for g in range(K)
             for p in ret[l, g] if p >= 0]
-    got = [(r["config"], r["policy"], r["params"], int(r["budget"]), int(r["layer"]), int(r["kv_head"]),
-            int(r["position"])) for r in read_csv(os.path.join(out, "pca_kept.csv"))]
+    got = [(*csv_run_id(r), int(r["layer"]), int(r["kv_head"]), int(r["position"]))
+           for r in read_csv(os.path.join(out, "pca_kept.csv"))]
     check(got == want, "pca_kept.csv rows are results.h5's retained positions, in run order",
           "%d rows, want %d; first difference %s" % (len(got), len(want),
                                                      next(((a, b) for a, b in zip(got, want) if a != b), None)))
@@ -240,6 +306,24 @@ def check_detail_matrix(out, k, q):
     cos, attn = detail_ref(q, k, n)
     close("detail cos equals numpy", d[:, 2], cos.ravel(), 1e-6, 1e-6)
     close("detail attn equals numpy causal softmax", d[:, 3], attn.ravel(), 1e-7, 1e-6)
+
+
+def importance_options(tmp, trace, f16):
+    """--sinks/--recent reach head_importance.csv; a window longer than the trace scores 0 over every query."""
+    with h5py.File(trace, "r") as t:
+        keys, qs = t["keys"][:].astype(np.float64), t["queries"][:].astype(np.float64)
+    out = os.path.join(tmp, "an_imp")
+    r = run("analyze", trace, "--sinks", 2, "--recent", 16, "--quiet", "-o", out)
+    if check(r.returncode == 0, "--sinks 2 --recent 16", r.stderr):
+        check_importance(out, keys, qs, 2, 16)
+    with h5py.File(f16, "r") as t:
+        keys, qs = t["keys"][:].astype(np.float64), t["queries"][:].astype(np.float64)
+    out = os.path.join(tmp, "an_imp16")
+    r = run("analyze", f16, "--recent", 100, "--quiet", "-o", out)
+    if check(r.returncode == 0, "--recent 100 on a 70-token trace", r.stderr):
+        check_importance(out, keys, qs, 4, 100, " (T <= sinks + recent: every query, score 0)")
+        check(all(float(x["score"]) == 0 for x in read_csv(os.path.join(out, "head_importance.csv"))),
+              "score is exactly 0 when no query sees a key outside the sinks and the window")
 
 
 def leftovers(tmp):
@@ -329,12 +413,14 @@ def bad_results(tmp, trace, res, T):
 
 def padded_results_accepted(tmp, trace, res):
     """sim pads a cache smaller than N' with -1: accepted, and the padding is not a position."""
+    with h5py.File(os.path.join(res, "results.h5"), "r") as rh:
+        name = next(n for n in sorted(rh["runs"]) if rh["runs"][n].attrs["config"] == "streaming:sinks=4" and
+                    rh["runs"][n].attrs["budget"] == 48 and rh["runs"][n].attrs["allocator"] == "uniform")
+
     def pad(f, g):
-        check(g.attrs["config"] == "streaming:sinks=4" and g.attrs["budget"] == 32,
-              "run0005 is streaming at budget 32 (sim's order: policy-major, budgets as given)")
         r = g["retained"][:]
         replace(g, "retained", np.concatenate([r, -np.ones(r.shape[:2] + (3,), np.int32)], 2))
-    d, first = corrupt(tmp, res, "padded", pad, "run0005")
+    d, first = corrupt(tmp, res, "padded", pad, name)
     out = os.path.join(tmp, "an_padded")
     r = run("analyze", trace, "--results", d, "--quiet", "-o", out)
     ok = r.returncode == 0 and not r.stderr
@@ -432,7 +518,7 @@ def model_trace(tmp):
     check(r.returncode == 0 and not r.stderr, "analyze the captured trace", r.stderr)
     if r.returncode == 0:
         check_contract(out, True, 8)
-        check_numbers(t, out, res)
+        check_numbers(t, out, res, False)
 
 
 def main():
@@ -443,8 +529,8 @@ def main():
                 "--seed", 3, "--quiet", "-o", trace)
         check(r.returncode == 0, "synth trace", r.stderr)
         res = os.path.join(tmp, "res")
-        r = run("sim", trace, "--policies", "full,keydiff,streaming,knorm", "--budgets", "32,100", "--chunk", 16,
-                "--quiet", "-o", res)
+        r = run("sim", trace, "--policies", "full,keydiff,streaming,knorm", "--allocators", "uniform,pyramid,adakv",
+                "--budgets", "48,33%", "--chunk", 16, "--quiet", "-o", res)
         check(r.returncode == 0, "sim results", r.stderr)
         outs = []
         for th in (1, 2):
@@ -453,7 +539,7 @@ def main():
             check(r.returncode == 0 and not r.stderr and not r.stdout, "analyze with %d thread(s), quiet" % th,
                   r.stderr)
             outs.append(out)
-        check_contract(outs[0], True, 8)
+        check_contract(outs[0], True, 24)
         check(datacmp.dir_diff(*outs) == [],
               "every file byte-identical for 1 and 2 threads (provenance.json aside: it names --threads)",
               datacmp.dir_diff(*outs))
@@ -485,6 +571,7 @@ def main():
         out = os.path.join(tmp, "an16")
         r = run("analyze", f16, "--quiet", "-o", out)
         check(r.returncode == 0 and len(read_csv(os.path.join(out, "spearman.csv"))) == 2, "float16 trace", r.stderr)
+        importance_options(tmp, trace, f16)
         model_trace(tmp)
     finally:
         shutil.rmtree(tmp)

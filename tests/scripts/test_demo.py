@@ -1,6 +1,6 @@
 """`kvtrace demo` end to end on the test model directory (KVTRACE_MODEL_DIR, made by
 tests/run_all.sh): the pipeline runs, the report exists and links only files that
-exist, the seven figures are PNGs (figure 4's legend lists the full cache once
+exist, the eight figures are PNGs (figure 4's legend lists the full cache once
 although the demo runs `full` at every budget), every step's output is there, and an existing
 directory is refused without --force and left as it was; the demo's provenance.json
 and `kvtrace info` record the commands; and the commands report.html shows (capture,
@@ -72,7 +72,7 @@ def main():
         missing = [l for l in local if not os.path.exists(os.path.join(out, l))]
         tap.check(local and not missing, "the report links only files that exist (%d links)" % len(local), missing)
         tap.check(not external, "the report loads nothing from outside (offline)", external)
-        for n in range(1, 8):
+        for n in range(1, 9):
             pngs = [f for f in os.listdir(out) if f.startswith("fig%d_" % n) and f.endswith(".png")] if os.path.isdir(out) else []
             ok = len(pngs) == 1 and open(os.path.join(out, pngs[0]), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
             tap.check(ok and pngs[0] in html, "figure %d is a PNG shown in the report" % n, pngs)

@@ -252,6 +252,19 @@ def bad_results(h, tmp, trace, res):
     h5_edit("results.h5 a run twice", repeat_run)
 
 
+def edit_first_row(an, d, name, col, val):
+    """d: a copy of an with column col of name's first row set to val; False when the file has no rows."""
+    lines = open(os.path.join(an, name)).read().splitlines()
+    if len(lines) < 2:
+        return False
+    hdr = lines[0].split(",")
+    cells = lines[1].split(",")
+    cells[hdr.index(col)] = val
+    lines[1] = ",".join(cells)
+    copy_with(an, d, name, "\n".join(lines) + "\n")
+    return True
+
+
 def extreme_clamped(tmp, an):
     """Finite but extreme numbers that ranges allow must not make gnuplot fail: refused (exit 3) or drawn
     (exit 0) with a note; never exit 1."""
@@ -260,16 +273,20 @@ def extreme_clamped(tmp, an):
              ("summary.csv", "out_rel_err_mean", "1e-310"), ("timing.csv", "score_ns_per_candidate", "1e-310"),
              ("pca.csv", "pc1", "1e-310"), ("summary.csv", "final_logdet_mean", "1e300")]
     for name, col, val in cases:
-        lines = open(os.path.join(an, name)).read().splitlines()
-        hdr = lines[0].split(",")
-        cells = lines[1].split(",")
-        cells[hdr.index(col)] = val
-        lines[1] = ",".join(cells)
-        copy_with(an, d, name, "\n".join(lines) + "\n")
+        edit_first_row(an, d, name, col, val)
         r = run("plot", d, "--quiet")
         figs = os.path.exists(os.path.join(d, "figures"))
         ok = (r.returncode == 3 and not figs and len(r.stderr.strip().splitlines()) == 1) or r.returncode == 0
         check(ok, "plot: %s %s = %s is refused (3) or drawn (0)" % (name, col, val),
+              "exit %d: %s" % (r.returncode, r.stderr))
+    # fractions are true values however small (attention that underflows outside a head's window): drawn
+    for name, col, val in [("head_importance.csv", "score", "1e-150"), ("detail.csv", "attn", "1e-300"),
+                           ("summary.csv", "attn_recall_mean", "1e-200")]:
+        if not edit_first_row(an, d, name, col, val):
+            check(False, "plot: %s has rows to edit" % name)
+            continue
+        r = run("plot", d, "--quiet")
+        check(r.returncode == 0, "plot: %s %s = %s (a tiny fraction) is drawn, not refused" % (name, col, val),
               "exit %d: %s" % (r.returncode, r.stderr))
 
 

@@ -20,8 +20,9 @@ from tap import check, finish  # noqa: E402
 from plot_fixture import make_fixture  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
-FIGS = ["fig1_detail", "fig2_spearman", "fig3_pca", "fig4_logdet", "fig5_error", "fig6_timing", "fig7_layers"]
-SIZES = {"fig1_detail": (1200, 560)}
+FIGS = ["fig1_detail", "fig2_spearman", "fig3_pca", "fig4_logdet", "fig5_error", "fig6_timing", "fig7_layers",
+        "fig8_alloc"]
+SIZES = {"fig1_detail": (1200, 560), "fig8_alloc": (1200, 900)}
 
 
 def run(args, env=None, cwd=None):
@@ -160,12 +161,12 @@ def expect_error(args, code, names, what, parent, figdir):
 def bad_inputs(tmp):
     cases = [  # file, transformation, names expected in the message
         ("spearman.csv", lambda s: s.replace("rho_anchor", "rho_anchr", 1), ["spearman.csv:1", "header"]),
-        ("logdet.csv", lambda s: s.replace("\n", "\nknorm,knorm,,32,0,0,abc\n", 1), ["logdet.csv:2", "logdet", "abc"]),
-        ("logdet.csv", lambda s: s.replace("\n", "\nkeydiff,keydiff,window=0,32,0,0,-3\n", 1),
+        ("logdet.csv", lambda s: s.replace("\n", "\nknorm,knorm,,32,uniform,,0,0,abc\n", 1), ["logdet.csv:2", "logdet", "abc"]),
+        ("logdet.csv", lambda s: s.replace("\n", "\nkeydiff,keydiff,window=0,32,uniform,,0,0,-3\n", 1),
          ["logdet.csv:2", "config 'keydiff' is not policy 'keydiff' with params 'window=0'"]),
         ("summary.csv", lambda s: s.replace("\n", "\nfull,full,,32,16,1\n", 1), ["summary.csv:2", "6 fields"]),
         ("spearman.csv", lambda s: s.replace("\n0,1,0,", "\n0,1,1,", 1), ["spearman.csv:3", "kv_head 1", "q_head 1"]),
-        ("pca_kept.csv", lambda s: s.replace("\n", "\nstreaming:sinks=4,streaming,sinks=4,16,1,0,96\n", 1),
+        ("pca_kept.csv", lambda s: s.replace("\n", "\nstreaming:sinks=4,streaming,sinks=4,16,uniform,,1,0,96\n", 1),
          ["pca_kept.csv:2", "position", "96"]),
         ("meta.csv", lambda s: s.replace("\ndetail_kv_head,1\n", "\ndetail_kv_head,0\n"),
          ["meta.csv", "detail_kv_head 0 is not the kv head of detail_q_head 2"]),
@@ -238,6 +239,52 @@ def gnuplot_failures(tmp, good):
         check(not os.path.exists(fig) and not leftovers(tmp), "gnuplot %s: no output left" % label)
 
 
+def read_blocks(path, ncols):
+    """A data file's blocks: {block comment (after 'index N: '): [rows of floats]}."""
+    import numpy as np
+    out, name = {}, None
+    for line in open(path):
+        if line.startswith("# index"):
+            name = line.split(": ", 1)[1].strip()
+            out[name] = []
+        elif line.strip() and not line.startswith("#"):
+            out[name].append([float(x) for x in line.split()[:ncols]])
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def check_fig8(an, fig, allocs):
+    """Figure 8's data files equal an independent pandas computation from budgets.csv and summary.csv."""
+    import numpy as np
+    import pandas as pd
+    b = pd.read_csv(os.path.join(an, "budgets.csv"), keep_default_na=False, na_values=["nan"])
+    s = pd.read_csv(os.path.join(an, "summary.csv"), keep_default_na=False, na_values=["nan"])
+    nf = b[b.policy != "full"]
+    heat = nf.groupby(["allocator", "budget", "layer", "kv_head"]).head_budget.mean()
+    lines = heat.groupby(["allocator", "budget", "layer"]).mean()
+    got_heat, got_lines = read_blocks(os.path.join(fig, "fig8_alloc_heat.dat"), 4), read_blocks(
+        os.path.join(fig, "fig8_alloc.dat"), 3)
+    ok = sorted(got_heat) == sorted(allocs) and sorted(got_lines) == sorted(allocs)
+    for a in allocs if ok else []:
+        want_h = heat.loc[a].reset_index().to_numpy(float)
+        want_l = lines.loc[a].reset_index().to_numpy(float)
+        ok = ok and np.allclose(got_heat[a], want_h) and np.allclose(got_lines[a], want_l)
+    check(ok, "fig8_alloc.dat / _heat.dat: head_budget per allocator, budget, layer (and kv head), mean over the "
+          "non-full configurations (pandas), allocators %s" % ",".join(allocs))
+    mem = b.groupby(["config", "allocator", "budget"]).head_budget.sum().rename("memory").reset_index()
+    m = mem.merge(s[s.phase == "all"], on=["config", "allocator", "budget"], how="left")
+    got = read_blocks(os.path.join(fig, "fig8_alloc_memory.dat"), 3)
+    ok = len(got) == len(m.groupby(["config", "allocator"]))
+    for (c, a), grp in m.groupby(["config", "allocator"]):
+        want = grp.sort_values("memory")[["memory", "out_rel_err_mean", "budget"]].to_numpy(float)
+        key = "%s %s" % (c, a)
+        ok = ok and key in got and got[key].shape == want.shape and np.allclose(got[key], want, rtol=1e-7)
+    check(ok, "fig8_alloc_memory.dat: per (config, allocator) the run's sum of head_budget against summary.csv's "
+          "out_rel_err_mean (pandas), sorted by memory")
+    gp = open(os.path.join(fig, "fig8_alloc.gp")).read()
+    check("B = 16 " in gp and gp.count("with boxxyerror") == len(allocs) and "set logscale y" in gp,
+          "fig8_alloc.gp: budget B = 16 (smallest below T), one heat map per allocator, error on a log axis")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="kvtrace_plot.")
     try:
@@ -249,6 +296,14 @@ def main():
         check_pngs(fig)
         check_report(fig, FIGS)
         check_figure_choices(good, fig)
+        check_fig8(good, fig, ["uniform"])
+        two = os.path.join(tmp, "two")
+        make_fixture(two, allocs=("uniform", "pyramid"))
+        rc, out, err = run(["plot", two, "--quiet"])
+        check(rc == 0 and all(os.path.isfile(os.path.join(two, "figures", n + ".png")) for n in FIGS),
+              "plot on a fixture with two allocators: exit 0, every figure drawn", "exit %d %r" % (rc, err))
+        if rc == 0:
+            check_fig8(two, os.path.join(two, "figures"), ["pyramid", "uniform"])
         check(not leftovers(good), "no temporary directory left beside FIGDIR")
         # the scripts are re-runnable from FIGDIR by relative name
         os.remove(os.path.join(fig, "fig5_error.png"))
@@ -286,10 +341,10 @@ def main():
         rc, out, err = run(["plot", nores, "--quiet"])
         figdir = os.path.join(nores, "figures")
         html = open(os.path.join(figdir, "report.html")).read() if rc == 0 else ""
-        skipped = ["fig3_pca", "fig5_error", "fig6_timing", "fig7_layers"]
-        check(rc == 0 and html.count("Not drawn:") == 4 and all(not os.path.exists(os.path.join(figdir, n + ".png"))
+        skipped = ["fig3_pca", "fig5_error", "fig6_timing", "fig7_layers", "fig8_alloc"]
+        check(rc == 0 and html.count("Not drawn:") == 5 and all(not os.path.exists(os.path.join(figdir, n + ".png"))
                                                                  for n in skipped),
-              "without results: exit 0, figures 3, 5, 6, 7 skipped with a note each", "exit %d %r" % (rc, err))
+              "without results: exit 0, figures 3, 5, 6, 7, 8 skipped with a note each", "exit %d %r" % (rc, err))
         check(rc == 0 and "summary.csv is missing" in html, "without results: the summary table's absence is explained")
         refs = re.findall(r'(?:href|src|data)="([^"#]+)"', html)
         check(all(os.path.isfile(os.path.join(figdir, r)) for r in refs), "without results: only existing files linked")

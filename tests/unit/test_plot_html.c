@@ -51,12 +51,12 @@ static void labels_show_the_params_that_differ(void **state)
     plot_series_set set = {0};
     kv_err err = {0};
     int id[6];
-    assert_int_equal(plot_series_id(&set, "keydiff", "anchor=norm:metric=cos:window=0", "x", &id[0], &err), KV_OK);
-    assert_int_equal(plot_series_id(&set, "streaming", "sinks=4", "x", &id[1], &err), KV_OK);
-    assert_int_equal(plot_series_id(&set, "keydiff", "anchor=norm:metric=cos:window=0.2", "x", &id[2], &err), KV_OK);
-    assert_int_equal(plot_series_id(&set, "keydiff", "anchor=raw:metric=cos:window=0.2", "x", &id[3], &err), KV_OK);
-    assert_int_equal(plot_series_id(&set, "full_cache", "", "x", &id[4], &err), KV_OK);
-    assert_int_equal(plot_series_id(&set, "keydiff", "anchor=norm:metric=cos:window=0", "x", &id[5], &err), KV_OK);
+    assert_int_equal(plot_series_id(&set, "keydiff", "anchor=norm:metric=cos:window=0", "uniform", "x", &id[0], &err), KV_OK);
+    assert_int_equal(plot_series_id(&set, "streaming", "sinks=4", "uniform", "x", &id[1], &err), KV_OK);
+    assert_int_equal(plot_series_id(&set, "keydiff", "anchor=norm:metric=cos:window=0.2", "uniform", "x", &id[2], &err), KV_OK);
+    assert_int_equal(plot_series_id(&set, "keydiff", "anchor=raw:metric=cos:window=0.2", "uniform", "x", &id[3], &err), KV_OK);
+    assert_int_equal(plot_series_id(&set, "full_cache", "", "uniform", "x", &id[4], &err), KV_OK);
+    assert_int_equal(plot_series_id(&set, "keydiff", "anchor=norm:metric=cos:window=0", "uniform", "x", &id[5], &err), KV_OK);
     assert_int_equal(id[5], id[0]);
     assert_int_equal(set.n, 5);
     plot_series_label(&set);
@@ -69,8 +69,16 @@ static void labels_show_the_params_that_differ(void **state)
     assert_int_equal(set.s[id[2]].variant, 1);
     assert_int_equal(set.s[id[3]].variant, 2);
     assert_int_equal(set.s[id[1]].variant, 0);
-    assert_int_equal(plot_series_id(&set, "", "", "f.csv:3", &id[0], &err), KV_EINPUT);
+    assert_int_equal(plot_series_id(&set, "", "", "uniform", "f.csv:3", &id[0], &err), KV_EINPUT);
     assert_non_null(strstr(err.msg, "f.csv:3: empty policy name"));
+    /* another allocator: a series of its own, and every label names its allocator */
+    assert_int_equal(plot_series_id(&set, "streaming", "sinks=4", "pyramid:beta=20:window=32", "x", &id[0], &err),
+                     KV_OK);
+    assert_int_not_equal(id[0], id[1]);
+    plot_series_label(&set);
+    assert_string_equal(set.s[id[0]].label, "streaming / pyramid:beta=20:window=32");
+    assert_string_equal(set.s[id[1]].label, "streaming / uniform");
+    assert_string_equal(set.s[id[4]].label, "full cache");
     plot_series_free(&set);
 }
 
