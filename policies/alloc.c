@@ -65,9 +65,12 @@ int alloc_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, in
 
 int alloc_check(const alloc_config *ac, int64_t N, int64_t L, int64_t K, kv_err *err)
 {
+    const int64_t S = ac->iface->kind == ALLOC_DYNAMIC_MODEL ? L * K : K;
     if (ac->iface->kind != ALLOC_STATIC)   /* alloc_scope_step's fixed tables */
-        return K > 256 ? kv_fail(err, KV_EUSAGE, "%s: %lld kv heads per layer is beyond what a dynamic allocator "
-                                 "handles (256)", ac->iface->name, (long long)K) : KV_OK;
+        return S > ALLOC_MAX_STREAMS || K > 256
+                   ? kv_fail(err, KV_EUSAGE, "%s: %lld streams in one scope is beyond what a dynamic allocator "
+                             "handles (%d, and 256 kv heads per layer)", ac->iface->name, (long long)S,
+                             ALLOC_MAX_STREAMS) : KV_OK;
     int64_t *cap = kv_calloc((size_t)K, sizeof *cap, "allocator", err);
     if (!cap) return err->code;
     int rc = KV_OK;
@@ -80,7 +83,8 @@ int alloc_buf_init(alloc_buf *b, int64_t cap, kv_err *err)
 {
     memset(b, 0, sizeof *b);
     if (!(b->order = kv_calloc((size_t)cap, sizeof *b->order, "allocator", err)) ||
-        !(b->scratch = kv_calloc((size_t)cap, sizeof *b->scratch, "allocator", err))) {
+        !(b->scratch = kv_calloc((size_t)cap, sizeof *b->scratch, "allocator", err)) ||
+        !(b->weight = kv_calloc(ALLOC_MAX_STREAMS, sizeof *b->weight, "allocator", err))) {
         alloc_buf_free(b);
         return err->code;
     }
@@ -90,6 +94,6 @@ int alloc_buf_init(alloc_buf *b, int64_t cap, kv_err *err)
 
 void alloc_buf_free(alloc_buf *b)
 {
-    free(b->order), free(b->scratch);
+    free(b->order), free(b->scratch), free(b->weight);
     memset(b, 0, sizeof *b);
 }

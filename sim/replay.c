@@ -305,45 +305,51 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
     return rc;
 }
 
-/* The K streams of a layer replayed together (sim_replay_layer). */
+/* The S streams of a dynamic scope replayed together (sim_replay_scope):
+ * stream x is kv head x % K of layer x / K of the scope. */
 typedef struct {
-    replay_buf *b;                 /* [K] */
-    void **states;                 /* [K] */
-    policy_view *views;            /* [K] */
-    policy_step_buf **bufs;        /* [K] -> b[x].step */
-    void **ctx;                    /* [K] -> b[x] */
-    int64_t *counts, *kept;        /* [K] */
+    replay_buf *b;                 /* [S] */
+    void **states;                 /* [S] */
+    policy_view *views;            /* [S] */
+    policy_step_buf **bufs;        /* [S] -> b[x].step */
+    void **ctx;                    /* [S] -> b[x] */
+    const float **attn;            /* [S] -> b[x].attn_mean */
+    int64_t *counts, *kept, *nq;   /* [S] */
     alloc_buf ab;
-} layer_bufs;
+} scope_bufs;
 
-static void layer_free(layer_bufs *l, const policy_config *pc, int64_t K)
+static void scope_free(scope_bufs *l, const policy_config *pc, int64_t S)
 {
-    for (int64_t x = 0; l->b && x < K; x++) {
+    for (int64_t x = 0; l->b && x < S; x++) {
         buf_free(&l->b[x]);
         if (l->states && l->states[x] && pc->iface->destroy) pc->iface->destroy(l->states[x]);
     }
-    free(l->b), free(l->states), free(l->views), free(l->bufs), free(l->ctx), free(l->counts), free(l->kept);
+    free(l->b), free(l->states), free(l->views), free(l->bufs), free(l->ctx), free(l->attn);
+    free(l->counts), free(l->kept), free(l->nq);
     alloc_buf_free(&l->ab);
 }
 
-static int layer_alloc(layer_bufs *l, const sim_layer *ly, const policy_config *pc, int64_t cap, kv_err *err)
+static int scope_alloc(scope_bufs *l, const sim_layer *lys, int64_t S, const policy_config *pc, int64_t cap,
+                       kv_err *err)
 {
-    const int64_t K = ly->K;
+    const int64_t K = lys[0].K;
     memset(l, 0, sizeof *l);
-    if (!(l->b = kv_calloc((size_t)K, sizeof *l->b, "layer replay", err)) ||
-        !(l->states = kv_calloc((size_t)K, sizeof *l->states, "layer replay", err)) ||
-        !(l->views = kv_calloc((size_t)K, sizeof *l->views, "layer replay", err)) ||
-        !(l->bufs = kv_calloc((size_t)K, sizeof *l->bufs, "layer replay", err)) ||
-        !(l->ctx = kv_calloc((size_t)K, sizeof *l->ctx, "layer replay", err)) ||
-        !(l->counts = kv_calloc((size_t)K, sizeof *l->counts, "layer replay", err)) ||
-        !(l->kept = kv_calloc((size_t)K, sizeof *l->kept, "layer replay", err)) ||
-        alloc_buf_init(&l->ab, K * cap, err))
+    if (!(l->b = kv_calloc((size_t)S, sizeof *l->b, "scope replay", err)) ||
+        !(l->states = kv_calloc((size_t)S, sizeof *l->states, "scope replay", err)) ||
+        !(l->views = kv_calloc((size_t)S, sizeof *l->views, "scope replay", err)) ||
+        !(l->bufs = kv_calloc((size_t)S, sizeof *l->bufs, "scope replay", err)) ||
+        !(l->ctx = kv_calloc((size_t)S, sizeof *l->ctx, "scope replay", err)) ||
+        !(l->attn = kv_calloc((size_t)S, sizeof *l->attn, "scope replay", err)) ||
+        !(l->counts = kv_calloc((size_t)S, sizeof *l->counts, "scope replay", err)) ||
+        !(l->kept = kv_calloc((size_t)S, sizeof *l->kept, "scope replay", err)) ||
+        !(l->nq = kv_calloc((size_t)S, sizeof *l->nq, "scope replay", err)) ||
+        alloc_buf_init(&l->ab, S * cap, err))
         return err->code;
-    for (int64_t x = 0; x < K; x++) {
-        int rc = buf_alloc(&l->b[x], ly, x, 1, cap, err);
+    for (int64_t x = 0; x < S; x++) {
+        int rc = buf_alloc(&l->b[x], &lys[x / K], x % K, 1, cap, err);
         if (!rc && pc->iface->create) rc = pc->iface->create(pc, &l->states[x], err);
         if (rc) return rc;
-        l->bufs[x] = &l->b[x].step, l->ctx[x] = &l->b[x];
+        l->bufs[x] = &l->b[x].step, l->ctx[x] = &l->b[x], l->attn[x] = l->b[x].attn_mean;
     }
     return KV_OK;
 }
@@ -357,44 +363,58 @@ static sim_result head_result(const sim_result *out, const sim_layer *ly, int64_
     return r;
 }
 
-int sim_replay_layer(const sim_layer *ly, const policy_config *pc, const alloc_config *ac, int64_t budget,
-                     int64_t layer, sim_result *out, kv_err *err)
+/* One chunk of every stream of the scope: candidates, measures, views. */
+static void scope_chunk(scope_bufs *l, const sim_layer *lys, int64_t S, const policy_config *pc, bool want_attn,
+                        int64_t budget, int64_t layer0, int64_t step, int64_t p0, int64_t p1)
 {
-    const int64_t K = ly->K, B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
-    const int64_t cap = pc->iface->never_evicts || K * budget + B > ly->T ? ly->T : K * budget + B;
-    layer_bufs l;
-    int rc = layer_alloc(&l, ly, pc, cap, err);
-    const alloc_scope_args args = {.pc = pc, .ac = ac, .n_streams = K, .states = l.states, .views = l.views,
+    const int64_t K = lys[0].K;
+    for (int64_t x = 0; x < S; x++) {
+        const sim_layer *ly = &lys[x / K];
+        add_chunk(&l->b[x], ly, p0, p1);
+        measure(&l->b[x], ly, budget, p0, p1, want_attn);
+        l->views[x] = view_of(&l->b[x], ly, pc, budget, layer0 + x / K, step, p0, p1);
+        l->nq[x] = p1 - p0;
+    }
+}
+
+int sim_replay_scope(const sim_layer *lys, int64_t n_layers, const policy_config *pc, const alloc_config *ac,
+                     int64_t budget, int64_t layer0, sim_result *out, kv_err *err)
+{
+    const sim_layer *ly = &lys[0];
+    const int64_t S = n_layers * ly->K, B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
+    const int64_t cap = pc->iface->never_evicts || S * budget + B > ly->T ? ly->T : S * budget + B;
+    const bool want_attn = pc->iface->needs_attention || ac->iface->needs_attention;
+    scope_bufs l;
+    int rc = scope_alloc(&l, lys, S, pc, cap, err);
+    const alloc_scope_args args = {.pc = pc, .ac = ac, .n_streams = S, .states = l.states, .views = l.views,
                                    .bufs = l.bufs, .compact = compact, .ctx = l.ctx, .budget = budget,
-                                   .total = K * budget, .ab = &l.ab, .counts = l.counts};
+                                   .total = S * budget, .ab = &l.ab, .counts = l.counts,
+                                   .attn = ac->iface->needs_attention ? l.attn : NULL, .n_queries = l.nq,
+                                   .per_layer = ly->K};
     out->metrics_ns = 0.0;
     const double started = kv_now_seconds();
     int64_t n_evicting = 0;
-    for (int64_t x = 0; x < K; x++) out->kept_mean[x] = 0.0;
+    for (int64_t x = 0; x < S; x++) out->kept_mean[x] = 0.0;
     for (int64_t p0 = 0, step = 0; !rc && p0 < ly->T; step++) {
         const int64_t p1 = chunk_end(ly, p0);
         const double t0 = kv_now_seconds();
-        for (int64_t x = 0; x < K; x++) {
-            add_chunk(&l.b[x], ly, p0, p1);
-            measure(&l.b[x], ly, budget, p0, p1, pc->iface->needs_attention);
-            l.views[x] = view_of(&l.b[x], ly, pc, budget, layer, step, p0, p1);
-        }
+        scope_chunk(&l, lys, S, pc, want_attn, budget, layer0, step, p0, p1);
         out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
         bool evicted = false;
         rc = alloc_scope_step(&args, l.kept, &evicted, err);
-        for (int64_t x = 0; !rc && x < K; x++) note_step(out, x, step, l.views[x].n, l.kept[x], evicted);
+        for (int64_t x = 0; !rc && x < S; x++) note_step(out, x, step, l.views[x].n, l.kept[x], evicted);
         n_evicting += evicted;
         p0 = p1;
     }
     out->calls = out->candidates = 0, out->score_ns = 0;
-    for (int64_t x = 0; !rc && x < K; x++) {
-        sim_result r = head_result(out, ly, x);
-        rc = finish(&l.b[x], ly, layer, &r, err);
+    for (int64_t x = 0; !rc && x < S; x++) {
+        sim_result r = head_result(out, &lys[x / ly->K], x);
+        rc = finish(&l.b[x], &lys[x / ly->K], layer0 + x / ly->K, &r, err);
         out->calls += l.b[x].step.calls, out->candidates += l.b[x].step.candidates;
         out->score_ns += l.b[x].step.score_ns;
     }
-    kept_means(out, K, n_evicting);
+    kept_means(out, S, n_evicting);
     out->replay_ns = (kv_now_seconds() - started) * 1e9;
-    layer_free(&l, pc, K);
+    scope_free(&l, pc, S);
     return rc;
 }

@@ -21,7 +21,12 @@ static const char USAGE[] =
     "  --budgets LIST       comma-separated cache sizes: N >= 1 rows per (layer, kv head) on average,\n"
     "                       or F% of the trace's T (N = floor(F/100 * T))\n"
     "  --allocators LIST    how each layer and kv head shares the total L*K*N, each name[:key=value...]\n"
-    "                       (uniform, pyramid, adakv; kvtrace policies; default uniform: N each)\n"
+    "                       (uniform, pyramid, adakv, headkv, duo, cake, global; kvtrace policies;\n"
+    "                       default uniform: N each)\n"
+    "  --head-scores FILE   per-(layer, kv head) importance for headkv and duo: a CSV whose first\n"
+    "                       columns are layer,kv_head,score (kvtrace analyze writes one)\n"
+    "  --max-memory GIB     refuse a lock-step replay (cake, global: every layer at once) estimated\n"
+    "                       above GIB (default 16)\n"
     "  --step-counts        results.h5 records every step's candidates and kept rows per (layer, kv head)\n"
     "  --chunk B            prefill chunk (required)\n"
     "  --decode-chunk C     chunk after prompt_len (default 1)\n"
@@ -98,6 +103,8 @@ static const cli_opt OPTIONS[] = {
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
     {CLI_ROW("step-counts", CLI_FLAG, sim_args, o.step_counts)},
+    {CLI_ROW("head-scores", CLI_TEXT, sim_args, o.head_scores)},
+    {CLI_ROW("max-memory", CLI_F64, sim_args, o.max_memory_gib), .lo = 0.001, .hi = 1e6},
     {CLI_ROW("chunk", CLI_I64, sim_args, o.chunk), .lo = 1, .hi = 1 << 30},
     {CLI_ROW("decode-chunk", CLI_I64, sim_args, o.decode_chunk), .lo = 1, .hi = 1 << 30},
     {CLI_ROW("eval-stride", CLI_I64, sim_args, o.eval_stride), .lo = 1, .hi = 1 << 30},
