@@ -104,7 +104,7 @@ static const cli_opt OPTIONS[] = {
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
     {CLI_ROW("step-counts", CLI_FLAG, sim_args, o.step_counts)},
     {CLI_ROW("head-scores", CLI_TEXT, sim_args, o.head_scores)},
-    {CLI_ROW("max-memory", CLI_F64, sim_args, o.max_memory_gib), .lo = 0.001, .hi = 1e6},
+    {CLI_ROW("max-memory", CLI_F64, sim_args, o.max_memory_gib), .lo = 1e-6, .hi = 1e6},
     {CLI_ROW("chunk", CLI_I64, sim_args, o.chunk), .lo = 1, .hi = 1 << 30},
     {CLI_ROW("decode-chunk", CLI_I64, sim_args, o.decode_chunk), .lo = 1, .hi = 1 << 30},
     {CLI_ROW("eval-stride", CLI_I64, sim_args, o.eval_stride), .lo = 1, .hi = 1 << 30},
