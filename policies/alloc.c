@@ -97,3 +97,41 @@ void alloc_buf_free(alloc_buf *b)
     free(b->order), free(b->scratch), free(b->weight);
     memset(b, 0, sizeof *b);
 }
+
+/* Every stream's capacity when streams hold ng kv heads each: the mean of
+ * its heads' capacities, by largest remainder over the model's L·K/ng
+ * streams (ties to the lower stream), so the total stays L·K·N. */
+static int mean_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t ng, int64_t layer,
+                           int64_t *cap, kv_err *err)
+{
+    const int64_t per = K / ng, S = L * per;
+    int64_t *head = kv_calloc((size_t)K, sizeof *head, "allocator", err);
+    int64_t *sum = head ? kv_calloc((size_t)S, sizeof *sum, "allocator", err) : NULL;
+    int rc = sum ? KV_OK : err->code;
+    int64_t floors = 0;
+    for (int64_t l = 0; !rc && l < L; l++) {
+        rc = ac->iface->capacities(ac, N, L, K, l, head, err);
+        for (int64_t g = 0; !rc && g < K; g++) sum[l * per + g / ng] += head[g];
+    }
+    for (int64_t x = 0; !rc && x < S; x++) floors += sum[x] / ng;
+    for (int64_t x = layer * per; !rc && x < (layer + 1) * per; x++) {
+        int64_t ahead = 0;   /* streams whose remainder ranks before x's */
+        for (int64_t y = 0; y < S; y++)
+            ahead += sum[y] % ng > sum[x] % ng || (sum[y] % ng == sum[x] % ng && y < x);
+        cap[x - layer * per] = sum[x] / ng + (ahead < S * N - floors);
+    }
+    free(head), free(sum);
+    return rc;
+}
+
+int alloc_stream_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t ng, int64_t layer,
+                            int64_t *cap, kv_err *err)
+{
+    if (ng > 1 && ac->iface->kind == ALLOC_STATIC && ac->iface->per_head)
+        return mean_capacities(ac, N, L, K, ng, layer, cap, err);
+    int64_t *head = kv_calloc((size_t)K, sizeof *head, "allocator", err);
+    int rc = head ? alloc_capacities(ac, N, L, K, layer, head, err) : err->code;
+    for (int64_t x = 0; !rc && x < K / ng; x++) cap[x] = head[x * ng];   /* the heads of a stream are alike */
+    free(head);
+    return rc;
+}

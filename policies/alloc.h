@@ -132,6 +132,15 @@ int alloc_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, in
  * Anything else is KV_EINPUT naming the file and row. */
 int alloc_head_scores_read(const char *path, int64_t L, int64_t K, double *scores, kv_err *err);
 
+/* The capacity of each of layer `layer`'s K/ng streams when a stream holds
+ * ng kv heads with one kept set (a layer-scope policy: ng = K): ng = 1, or
+ * heads that are alike (uniform, pyramid), give the heads' own; per-head
+ * allocators (headkv, duo) give each stream the mean of its heads'
+ * capacities, rounded by largest remainder over the model's streams (ties
+ * to the lower stream) so that the total stays exactly L·K·N. */
+int alloc_stream_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t ng, int64_t layer,
+                            int64_t *cap, kv_err *err);
+
 int alloc_buf_init(alloc_buf *b, int64_t cap, kv_err *err);
 void alloc_buf_free(alloc_buf *b);
 

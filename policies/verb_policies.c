@@ -68,8 +68,9 @@ static void print_alloc(const alloc_iface *ai)
         printf("    streaming heads keep their sinks and most recent rows whatever the policy scores\n");
     if (ai->needs_comparable) printf("    only with policies whose scores compare across layers and heads\n");
     if (ai->needs_attention) printf("    reads the chunk's attention (computed for it whatever the policy)\n");
-    if (ai->per_head || ai->kind == ALLOC_DYNAMIC_MODEL)
-        printf("    needs a kept set per kv head (refuses layer-scope policies such as tova:scope=layer)\n");
+    if (ai->per_head)
+        printf("    a layer-scope policy (tova:scope=layer, one set per layer) gets the mean of its heads' "
+               "capacities\n");
     print_params(ai->params);
 }
 

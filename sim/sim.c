@@ -121,7 +121,8 @@ static int streaming_item(const alloc_config *ac, sim_item *it, kv_err *err)
 
 /* The work items of layer l, in a fixed order: per configuration, one
  * stream per kv head (with its capacity), or one for the whole layer when
- * the policy has layer scope; under a layer-wide dynamic allocator one
+ * the policy has layer scope (with the mean of its heads' capacities, and
+ * no streaming heads of its own under duo); under a layer-wide dynamic allocator one
  * joint item (a layer-scope policy is then one stream holding N: the pool
  * of a single stream). Model-wide allocators have their own pass
  * (run_lockstep). */
@@ -139,13 +140,13 @@ static int make_items(const sim_opts *o, int n_cfg, int64_t L, int64_t l, int64_
             items[n++] = (sim_item){.c = c, .g0 = 0, .ng = K, .cap = N, .joint = true};
             continue;
         }
-        int rc = alloc_capacities(ac, N, L, K, l, caps, err);
+        int rc = alloc_stream_capacities(ac, N, L, K, st.kv_heads, l, caps, err);
         if (rc) return -1;
         for (int64_t x = 0; x < st.per_layer; x++) {
             sim_item *it = &items[n++];
-            *it = (sim_item){.c = c, .g0 = x * st.kv_heads, .ng = st.kv_heads, .cap = caps[x * st.kv_heads]};
-            if (ac->iface->streaming && !pc->iface->never_evicts && ac->iface->streaming(ac, N, L, K, l, x) &&
-                streaming_item(ac, it, err))
+            *it = (sim_item){.c = c, .g0 = x * st.kv_heads, .ng = st.kv_heads, .cap = caps[x]};
+            if (ac->iface->streaming && st.kv_heads == 1 && !pc->iface->never_evicts &&
+                ac->iface->streaming(ac, N, L, K, l, x) && streaming_item(ac, it, err))
                 return -1;
         }
     }

@@ -1,8 +1,8 @@
 /* sim_alloc: what a run's allocators need before any work (docs/allocators.md,
  * docs/sim.md): the per-head importance of headkv and duo (--head-scores
  * FILE, or duo's ranking from the trace's column sums), the checks that
- * pair an allocator with the policies (global needs comparable scores;
- * per-head budgets and model-wide pools need a set per kv head), and the
+ * pair an allocator with the policies (global needs comparable scores),
+ * and the
  * memory estimate of the lock-step replay of model-wide allocators. */
 #include "sim/sim_alloc.h"
 
@@ -12,7 +12,6 @@
 
 #include "core/cli_args.h"
 #include "core/parallel.h"
-#include "policies/step.h"
 
 /* duo's ranking from /attention/colsum [L][H][T]: per kv head, the share of
  * its query heads' attention landing on keys that are neither sinks (j <
@@ -47,18 +46,14 @@ static int read_colsum(const sim_opts *o, trace *tr, float **colsum, kv_err *err
 }
 
 /* The policies an allocator cannot pair with, refused with one line. */
-static int check_pairs(const sim_opts *o, const trace_meta *m, const alloc_config *ac, kv_err *err)
+static int check_pairs(const sim_opts *o, const alloc_config *ac, kv_err *err)
 {
     for (int p = 0; p < o->n_policies; p++) {
         const policy_config *pc = &o->policies[p];
-        const policy_streams st = policy_streams_of(pc, m->n_heads, m->n_kv_heads);
         if (ac->iface->needs_comparable && !pc->iface->never_evicts && !pc->iface->scores_comparable)
             return cli_usage(err, "sim", "%s: %s's scores do not compare across layers and heads (kvtrace policies "
                              "says which do); use it with adakv or a static allocator", ac->iface->name,
                              pc->iface->name);
-        if ((ac->iface->per_head || ac->iface->kind == ALLOC_DYNAMIC_MODEL) && st.per_layer != m->n_kv_heads)
-            return cli_usage(err, "sim", "%s: %s:%s keeps one set for several kv heads, but %s gives each kv head its "
-                             "own budget", ac->iface->name, pc->iface->name, pc->canonical, ac->iface->name);
     }
     return KV_OK;
 }
@@ -76,7 +71,7 @@ int sim_alloc_prepare(sim_alloc_plan *ap, sim_opts *o, trace *tr, kv_err *err)
     for (int a = 0; !rc && a < o->n_allocators; a++) {
         ap->allocs[a] = o->allocators[a];
         alloc_config *ac = &ap->allocs[a];
-        rc = check_pairs(o, m, ac, err);
+        rc = check_pairs(o, ac, err);
         if (rc || ac->iface->scores_from == ALLOC_SCORES_NONE) continue;
         reads_file = true;
         if (o->head_scores && !ap->file) {

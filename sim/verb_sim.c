@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
@@ -118,11 +119,13 @@ static const cli_opt OPTIONS[] = {
 
 /* The record of the results: the command, the trace (hashed when it can be
  * read; sim_run says what is wrong with one that cannot) and the commands
- * that made it. */
-static int provenance(prov_record *p, const char *trace_path, bool timestamp, kv_err *err)
+ * that made it, and the --head-scores file. */
+static int provenance(prov_record *p, const char *trace_path, const char *head_scores, bool timestamp, kv_err *err)
 {
     int rc = prov_set_time(p, timestamp, err);
     if (!rc) rc = prov_add_trace(p, trace_path, err);
+    /* the head-importance file (headkv, duo) is an input too; sim_run says what is wrong with one that cannot be read */
+    if (!rc && head_scores && access(head_scores, R_OK) == 0) rc = prov_add_file(p, "head_scores", head_scores, NULL, err);
     return rc;
 }
 
@@ -149,7 +152,7 @@ static int verb(int argc, char **argv, sim_args *a)
     if (!rc && !o->n_budgets) rc = cli_usage(&err, v, "--budgets LIST is required");
     if (!rc && !o->chunk) rc = cli_usage(&err, v, "--chunk B is required");
     if (!rc && !o->output) rc = cli_usage(&err, v, "-o DIR is required");
-    if (!rc) rc = provenance(&prov, argv[first], a->timestamp, &err);
+    if (!rc) rc = provenance(&prov, argv[first], o->head_scores, a->timestamp, &err);
     if (!rc) {
         o->trace = argv[first];
         o->prov = &prov;
