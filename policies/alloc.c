@@ -84,7 +84,9 @@ int alloc_buf_init(alloc_buf *b, int64_t cap, kv_err *err)
     memset(b, 0, sizeof *b);
     if (!(b->order = kv_calloc((size_t)cap, sizeof *b->order, "allocator", err)) ||
         !(b->scratch = kv_calloc((size_t)cap, sizeof *b->scratch, "allocator", err)) ||
-        !(b->weight = kv_calloc(ALLOC_MAX_STREAMS, sizeof *b->weight, "allocator", err))) {
+        !(b->weight = kv_calloc(ALLOC_MAX_STREAMS, sizeof *b->weight, "allocator", err)) ||
+        !(b->work = kv_calloc((size_t)cap * 3, sizeof *b->work, "allocator", err)) ||
+        !(b->row = kv_calloc((size_t)cap, sizeof *b->row, "allocator", err))) {
         alloc_buf_free(b);
         return err->code;
     }
@@ -94,7 +96,7 @@ int alloc_buf_init(alloc_buf *b, int64_t cap, kv_err *err)
 
 void alloc_buf_free(alloc_buf *b)
 {
-    free(b->order), free(b->scratch), free(b->weight);
+    free(b->order), free(b->scratch), free(b->weight), free(b->work), free(b->row);
     memset(b, 0, sizeof *b);
 }
 

@@ -66,11 +66,9 @@ typedef struct {
     int64_t budget;                /* N, the average per stream */
     int64_t total;                 /* the scope's total S·N, < Σ n[x] */
     bool comparable;               /* the policy's scores compare across streams (policy_iface) */
-    /* with needs_attention: stream x's chunk attention, attn[x] [n_queries[x]][n[x]]
-     * (softmax weights of the chunk's queries, mean over the stream's query
-     * heads, zero where not visible), and the streams per layer (K) */
-    const float *const *attn;
-    const int64_t *n_queries;
+    /* [S] each stream's view of the step (its keys, positions, the trace's
+     * queries: cake's window attention), and the streams per layer */
+    const policy_view *views;
     int64_t per_layer;
 } alloc_scope;
 
@@ -80,6 +78,8 @@ typedef struct {
     int64_t *scratch;  /* [cap] */
     int64_t cap;
     double *weight;    /* [ALLOC_MAX_STREAMS] a model-wide allocator's per-stream weights */
+    double *work;      /* [3·cap] per-candidate sums of one stream (cake) */
+    float *row;        /* [cap] one attention row (cake) */
 } alloc_buf;
 
 struct alloc_iface {
@@ -89,7 +89,7 @@ struct alloc_iface {
     alloc_kind kind;
     alloc_scores_from scores_from;
     bool per_head;          /* static capacities differ between the kv heads of a layer (headkv, duo) */
-    bool needs_attention;   /* dynamic: shares read the chunk's attention (cake) */
+    bool needs_queries;     /* dynamic: shares read the trace's queries in the views (cake's window) */
     bool needs_comparable;  /* only for policies whose scores compare across layers and heads (global) */
     /* duo: whether stream (layer, g) is a streaming head (it then keeps the
      * `sinks` first positions and the most recent, whatever the policy) */
@@ -161,9 +161,7 @@ typedef struct {
     int64_t budget, total;         /* N and the scope's total */
     alloc_buf *ab;
     int64_t *counts;               /* [S] scratch */
-    const float *const *attn;      /* NULL, or [S] the chunk's attention (alloc_scope.attn) */
-    const int64_t *n_queries;      /* [S] with attn */
-    int64_t per_layer;             /* streams per layer (K) */
+    int64_t per_layer;             /* streams per layer (K, or 1 for a layer-scope policy) */
 } alloc_scope_args;
 
 int alloc_scope_step(const alloc_scope_args *a, int64_t *kept, bool *evicted, kv_err *err);

@@ -67,7 +67,8 @@ static void print_alloc(const alloc_iface *ai)
     if (ai->streaming)
         printf("    streaming heads keep their sinks and most recent rows whatever the policy scores\n");
     if (ai->needs_comparable) printf("    only with policies whose scores compare across layers and heads\n");
-    if (ai->needs_attention) printf("    reads the chunk's attention (computed for it whatever the policy)\n");
+    if (ai->needs_queries)
+        printf("    reads the attention of the last `window` queries (the trace's, cached or not) over the candidates\n");
     if (ai->per_head)
         printf("    a layer-scope policy (tova:scope=layer, one set per layer) gets the mean of its heads' "
                "capacities\n");

@@ -315,8 +315,7 @@ typedef struct {
     policy_view *views;            /* [S] */
     policy_step_buf **bufs;        /* [S] -> b[x].step */
     void **ctx;                    /* [S] -> b[x] */
-    const float **attn;            /* [S] -> b[x].attn_mean */
-    int64_t *counts, *kept, *nq;   /* [S] */
+    int64_t *counts, *kept;        /* [S] */
     int64_t S, per, ng;
     alloc_buf ab;
 } scope_bufs;
@@ -327,8 +326,7 @@ static void scope_free(scope_bufs *l, const policy_config *pc)
         buf_free(&l->b[x]);
         if (l->states && l->states[x] && pc->iface->destroy) pc->iface->destroy(l->states[x]);
     }
-    free(l->b), free(l->states), free(l->views), free(l->bufs), free(l->ctx), free(l->attn);
-    free(l->counts), free(l->kept), free(l->nq);
+    free(l->b), free(l->states), free(l->views), free(l->bufs), free(l->ctx), free(l->counts), free(l->kept);
     alloc_buf_free(&l->ab);
 }
 
@@ -344,10 +342,8 @@ static int scope_alloc(scope_bufs *l, const sim_layer *lys, int64_t n_layers, co
         !(l->views = kv_calloc((size_t)S, sizeof *l->views, "scope replay", err)) ||
         !(l->bufs = kv_calloc((size_t)S, sizeof *l->bufs, "scope replay", err)) ||
         !(l->ctx = kv_calloc((size_t)S, sizeof *l->ctx, "scope replay", err)) ||
-        !(l->attn = kv_calloc((size_t)S, sizeof *l->attn, "scope replay", err)) ||
         !(l->counts = kv_calloc((size_t)S, sizeof *l->counts, "scope replay", err)) ||
-        !(l->kept = kv_calloc((size_t)S, sizeof *l->kept, "scope replay", err)) ||
-        !(l->nq = kv_calloc((size_t)S, sizeof *l->nq, "scope replay", err)))
+        !(l->kept = kv_calloc((size_t)S, sizeof *l->kept, "scope replay", err)))
         return err->code;
     return KV_OK;
 }
@@ -359,7 +355,7 @@ static int scope_streams(scope_bufs *l, const sim_layer *lys, const policy_confi
     for (int64_t x = 0; !rc && x < l->S; x++) {
         rc = buf_alloc(&l->b[x], &lys[x / l->per], (x % l->per) * l->ng, l->ng, cap, err);
         if (!rc && pc->iface->create) rc = pc->iface->create(pc, &l->states[x], err);
-        l->bufs[x] = &l->b[x].step, l->ctx[x] = &l->b[x], l->attn[x] = l->b[x].attn_mean;
+        l->bufs[x] = &l->b[x].step, l->ctx[x] = &l->b[x];
     }
     return rc;
 }
@@ -375,15 +371,14 @@ static sim_result head_result(const sim_result *out, const sim_layer *ly, int64_
 }
 
 /* One chunk of every stream of the scope: candidates, measures, views. */
-static void scope_chunk(scope_bufs *l, const sim_layer *lys, const policy_config *pc, bool want_attn,
-                        int64_t budget, int64_t layer0, int64_t step, int64_t p0, int64_t p1)
+static void scope_chunk(scope_bufs *l, const sim_layer *lys, const policy_config *pc, int64_t budget,
+                        int64_t layer0, int64_t step, int64_t p0, int64_t p1)
 {
     for (int64_t x = 0; x < l->S; x++) {
         const sim_layer *ly = &lys[x / l->per];
         add_chunk(&l->b[x], ly, p0, p1);
-        measure(&l->b[x], ly, budget, p0, p1, want_attn);
+        measure(&l->b[x], ly, budget, p0, p1, pc->iface->needs_attention);
         l->views[x] = view_of(&l->b[x], ly, pc, budget, layer0 + x / l->per, step, p0, p1);
-        l->nq[x] = p1 - p0;
     }
 }
 
@@ -392,7 +387,6 @@ int sim_replay_scope(const sim_layer *lys, int64_t n_layers, const policy_config
 {
     const sim_layer *ly = &lys[0];
     const int64_t B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
-    const bool want_attn = pc->iface->needs_attention || ac->iface->needs_attention;
     scope_bufs l;
     int rc = scope_alloc(&l, lys, n_layers, pc, err);
     const int64_t S = l.S, ng = l.ng;
@@ -400,9 +394,7 @@ int sim_replay_scope(const sim_layer *lys, int64_t n_layers, const policy_config
     if (!rc) rc = scope_streams(&l, lys, pc, cap, err);
     const alloc_scope_args args = {.pc = pc, .ac = ac, .n_streams = S, .states = l.states, .views = l.views,
                                    .bufs = l.bufs, .compact = compact, .ctx = l.ctx, .budget = budget,
-                                   .total = S * budget, .ab = &l.ab, .counts = l.counts,
-                                   .attn = ac->iface->needs_attention ? l.attn : NULL, .n_queries = l.nq,
-                                   .per_layer = l.per};
+                                   .total = S * budget, .ab = &l.ab, .counts = l.counts, .per_layer = l.per};
     out->metrics_ns = 0.0;
     const double started = kv_now_seconds();
     int64_t n_evicting = 0;
@@ -410,7 +402,7 @@ int sim_replay_scope(const sim_layer *lys, int64_t n_layers, const policy_config
     for (int64_t p0 = 0, step = 0; !rc && p0 < ly->T; step++) {
         const int64_t p1 = chunk_end(ly, p0);
         const double t0 = kv_now_seconds();
-        scope_chunk(&l, lys, pc, want_attn, budget, layer0, step, p0, p1);
+        scope_chunk(&l, lys, pc, budget, layer0, step, p0, p1);
         out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
         bool evicted = false;
         rc = alloc_scope_step(&args, l.kept, &evicted, err);

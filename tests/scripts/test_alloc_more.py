@@ -182,7 +182,7 @@ def property_test(tmp):
 
         for what, policies, allocs in (
                 ("static", POLICIES, "headkv,headkv:beta=2,duo:recent=2:sinks=1,duo:ratio=0.3:recent=1:sinks=2"),
-                ("cake", POLICIES, "cake,cake:tau1=1:tau2=1"),
+                ("cake", POLICIES, "cake,cake:tau1=1:tau2=1:window=5"),
                 ("global", COMPARABLE, "global")):
             res = os.path.join(tmp, "prop%d_%s" % (trial, what))
             r = run("sim", trace, "--policies", ",".join(policies), "--allocators", allocs, "--head-scores",
@@ -197,31 +197,34 @@ def property_test(tmp):
     print("# conservation: %d (policy, allocator, budget) runs over 4 random traces" % cases)
 
 
-def attention(keys, queries, pos, p0, p1, G, g):
-    """The chunk's queries [p0, p1) of kv group g over candidates at pos (keys
-    [n][D]): causal softmax, mean over the group's query heads [nq][n]."""
+def window_spread(keys, queries, pos, now, G, g, window=32):
+    """Entropy and summed variance of the window attention of stream (layer, g):
+    the last `window` query positions up to now over the candidates they can
+    see (pos <= i), softmax per query head, mean over the group's heads, at
+    the candidates before the window; unbiased variance over the window rows."""
     D = keys.shape[1]
-    q = queries[g * G:(g + 1) * G, p0:p1]
-    s = q @ keys.T / math.sqrt(D)
-    vis = np.array(pos)[None, None, :] <= np.arange(p0, p1)[None, :, None]
-    s = np.where(vis, s, -np.inf)
-    a = np.exp(s - s.max(axis=2, keepdims=True))
-    a = a / a.sum(axis=2, keepdims=True)
-    return a.mean(axis=0)
+    i0 = max(0, now - window + 1)
+    cols = sum(1 for p in pos if p < i0)
+    if cols == 0:
+        return 0.0, 0.0
+    rows = []
+    for i in range(i0, now + 1):
+        vis = sum(1 for p in pos if p <= i)
+        s = queries[g * G:(g + 1) * G, i] @ keys[:vis].T / math.sqrt(D)
+        a = np.exp(s - s.max(axis=1, keepdims=True))
+        rows.append((a / a.sum(axis=1, keepdims=True)).mean(axis=0)[:cols])
+    a = np.array(rows)
+    H = -(a * np.log(a + 1e-10)).sum()
+    V = a.var(axis=0, ddof=1).sum() if len(rows) > 1 else 0.0
+    return H, V
 
 
-def cake_counts(attn, n, L, K, N, tau1=1.6, tau2=0.6):
+def cake_counts(spreads, n, L, K, N, tau1=1.6, tau2=0.6):
     S = L * K
     w = []
     for l in range(L):
-        Hs = Vs = 0.0
-        for g in range(K):
-            a = attn[l * K + g]
-            nq = a.shape[0]
-            win = a[:, :a.shape[1] - nq].astype(np.float64)
-            Hs += -(win * np.log(win + 1e-10)).sum()
-            if nq > 1:
-                Vs += win.var(axis=0, ddof=1).sum()
+        Hs = sum(spreads[l * K + g][0] for g in range(K))
+        Vs = sum(spreads[l * K + g][1] for g in range(K))
         w += [Hs ** (1 / tau1) * Vs ** (1 / tau2)] * K
     w = np.array(w)
     if not (w.sum() > 0) or not np.isfinite(w.sum()):
@@ -281,9 +284,9 @@ def numpy_lockstep(keys, queries, alloc, N, B, C, P):
             sc = [tova_group(keys[x // K, x % K, cand[x]], queries[x // K], p1, G, x % K) for x in range(L * K)]
         if sum(n) > L * K * N:
             if alloc == "cake":
-                attn = [attention(keys[x // K, x % K, cand[x]], queries[x // K], cand[x], p0, p1, G, x % K)
-                        for x in range(L * K)]
-                counts = cake_counts(attn, n, L, K, N)
+                spreads = [window_spread(keys[x // K, x % K, cand[x]], queries[x // K], cand[x], p1 - 1, G, x % K)
+                           for x in range(L * K)]
+                counts = cake_counts(spreads, n, L, K, N)
             else:
                 counts = global_counts(sc, cand, L, K, N)
         else:
@@ -431,7 +434,8 @@ def bad_input(tmp):
              ("global with knorm (scores not comparable)", ["--allocators", "global"], "knorm's scores", 2),
              ("a lock-step replay over --max-memory", ["--allocators", "cake", "--max-memory", "0.00001"],
               "--max-memory", 2),
-             ("unknown cake parameter", ["--allocators", "cake:tau=1"], "unknown parameter 'tau'", 2)]
+             ("unknown cake parameter", ["--allocators", "cake:tau=1"], "unknown parameter 'tau'", 2),
+             ("cake window below 2", ["--allocators", "cake:window=1"], "out of range", 2)]
     for what, args, says, code in cases:
         out = os.path.join(tmp, "bad")
         argv = ["sim", trace, "--chunk", 8, "-o", out] + args
