@@ -33,7 +33,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import check, finish  # noqa: E402
-from test_alloc import POLICIES, chunks, rank, read_csv, run, runs_of, write_trace  # noqa: E402
+from test_alloc import (POLICIES, check_static, chunks, random_trace, rank, read_csv, run, runs_of,  # noqa: E402
+                        same_kept, write_trace)
 
 COMPARABLE = ["full", "streaming", "random", "h2o", "tova", "tova:scope=group", "snapkv:window=4", "oracle"]
 
@@ -105,18 +106,6 @@ def layer_caps(caps, N):
     return np.repeat(out[:, None], K, axis=1)
 
 
-def check_static(name, cand, kept, caps, L, K, N, bad):
-    full_step = np.ones(cand.shape[2], bool)
-    for l in range(L):
-        for g in range(K):
-            ev = cand[l, g] > caps[l, g]
-            if not (kept[l, g][ev] == caps[l, g]).all() or not (kept[l, g][~ev] == cand[l, g][~ev]).all():
-                bad.append("%s: (%d, %d) does not keep its capacity %d" % (name, l, g, caps[l, g]))
-            full_step &= cand[l, g] >= caps[l, g]
-    if full_step.any() and not (kept.sum(axis=(0, 1))[full_step] == L * K * N).all():
-        bad.append("%s: once every stream is full the total is not L*K*N" % name)
-
-
 def check_model(name, cand, kept, L, K, N, bad):
     c, k = cand.sum(axis=(0, 1)), kept.sum(axis=(0, 1))
     ev = c > L * K * N
@@ -143,7 +132,7 @@ def check_conservation(res, L, K, caps_of, tag):
         else:
             caps = caps_of(alloc, N)
             check_static(name, cand, kept, layer_caps(caps, N) if policy == "tova" and params == "scope=layer"
-                         else caps, L, K, N, bad)
+                         else caps, N, bad)
     check(not bad and n > 0, "%s: conservation at every step (%d runs)" % (tag, n), "; ".join(bad[:5]))
     return n
 
@@ -156,15 +145,7 @@ def property_test(tmp):
     rng = np.random.default_rng(1717)
     cases = 0
     for trial in range(4):
-        L, K = int(rng.integers(1, 4)), int(rng.choice([1, 2, 4]))
-        H, T = K * int(rng.choice([1, 2])), int(rng.integers(60, 140))
-        P = int(rng.integers(T // 3, T))
-        trace = os.path.join(tmp, "prop%d.h5" % trial)
-        r = run("synth", "--layers", L, "--heads", H, "--kv-heads", K, "--head-dim", 8, "--tokens", T,
-                "--prompt-len", P, "--seed", 100 + trial, "--quiet", "-o", trace)
-        check(r.returncode == 0, "synth trace %d (L=%d H=%d K=%d T=%d)" % (trial, L, H, K, T), r.stderr)
-        with h5py.File(trace, "r") as f:
-            colsum = f["attention/colsum"][:]
+        trace, L, K, T = random_trace(tmp, rng, trial, 100 + trial)
         hs = rng.uniform(0, 3, size=(L, K))
         if L * K > 1:
             hs[0, 0] = 0.0   # a head of no importance: its capacity is the base (at least 1)
@@ -309,12 +290,8 @@ def independent(tmp):
             check(r.returncode == 0, "sim %s %s N=%d" % (policy, alloc, N), r.stderr)
             if r.returncode:
                 continue
-            ret = runs_of(res)[0][4]
-            want = numpy_lockstep(keys, queries, alloc, N, B, C, P)
-            diff = [(l, g) for l in range(L) for g in range(K) if [p for p in ret[l, g] if p >= 0] != want[l][g]]
-            check(not diff, "%s (%s) N=%d: kept sets equal the numpy lock-step replay's" % (alloc, policy, N),
-                  "differ at %s: %s vs %s" % (diff[:3], ret[diff[0]].tolist() if diff else "",
-                                              want[diff[0][0]][diff[0][1]] if diff else ""))
+            same_kept(runs_of(res)[0][4], numpy_lockstep(keys, queries, alloc, N, B, C, P),
+                      "%s (%s) N=%d: kept sets equal the numpy lock-step replay's" % (alloc, policy, N))
 
 
 def static_caps(tmp):
