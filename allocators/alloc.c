@@ -65,9 +65,12 @@ int alloc_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, in
 
 int alloc_check(const alloc_config *ac, int64_t N, int64_t L, int64_t K, kv_err *err)
 {
+    const int64_t S = ac->iface->kind == ALLOC_DYNAMIC_MODEL ? L * K : K;
     if (ac->iface->kind != ALLOC_STATIC)   /* alloc_scope_step's fixed tables */
-        return K > 256 ? kv_fail(err, KV_EUSAGE, "%s: %lld kv heads per layer is beyond what a dynamic allocator "
-                                 "handles (256)", ac->iface->name, (long long)K) : KV_OK;
+        return S > ALLOC_MAX_STREAMS || K > 256
+                   ? kv_fail(err, KV_EUSAGE, "%s: %lld streams in one scope is beyond what a dynamic allocator "
+                             "handles (%d, and 256 kv heads per layer)", ac->iface->name, (long long)S,
+                             ALLOC_MAX_STREAMS) : KV_OK;
     int64_t *cap = kv_calloc((size_t)K, sizeof *cap, "allocator", err);
     if (!cap) return err->code;
     int rc = KV_OK;
@@ -80,7 +83,10 @@ int alloc_buf_init(alloc_buf *b, int64_t cap, kv_err *err)
 {
     memset(b, 0, sizeof *b);
     if (!(b->order = kv_calloc((size_t)cap, sizeof *b->order, "allocator", err)) ||
-        !(b->scratch = kv_calloc((size_t)cap, sizeof *b->scratch, "allocator", err))) {
+        !(b->scratch = kv_calloc((size_t)cap, sizeof *b->scratch, "allocator", err)) ||
+        !(b->weight = kv_calloc(ALLOC_MAX_STREAMS, sizeof *b->weight, "allocator", err)) ||
+        !(b->work = kv_calloc((size_t)cap * 3, sizeof *b->work, "allocator", err)) ||
+        !(b->row = kv_calloc((size_t)cap, sizeof *b->row, "allocator", err))) {
         alloc_buf_free(b);
         return err->code;
     }
@@ -90,6 +96,44 @@ int alloc_buf_init(alloc_buf *b, int64_t cap, kv_err *err)
 
 void alloc_buf_free(alloc_buf *b)
 {
-    free(b->order), free(b->scratch);
+    free(b->order), free(b->scratch), free(b->weight), free(b->work), free(b->row);
     memset(b, 0, sizeof *b);
+}
+
+/* Every stream's capacity when streams hold ng kv heads each: the mean of
+ * its heads' capacities, by largest remainder over the model's L·K/ng
+ * streams (ties to the lower stream), so the total stays L·K·N. */
+static int mean_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t ng, int64_t layer,
+                           int64_t *cap, kv_err *err)
+{
+    const int64_t per = K / ng, S = L * per;
+    int64_t *head = kv_calloc((size_t)K, sizeof *head, "allocator", err);
+    int64_t *sum = head ? kv_calloc((size_t)S, sizeof *sum, "allocator", err) : NULL;
+    int rc = sum ? KV_OK : err->code;
+    int64_t floors = 0;
+    for (int64_t l = 0; !rc && l < L; l++) {
+        rc = ac->iface->capacities(ac, N, L, K, l, head, err);
+        for (int64_t g = 0; !rc && g < K; g++) sum[l * per + g / ng] += head[g];
+    }
+    for (int64_t x = 0; !rc && x < S; x++) floors += sum[x] / ng;
+    for (int64_t x = layer * per; !rc && x < (layer + 1) * per; x++) {
+        int64_t ahead = 0;   /* streams whose remainder ranks before x's */
+        for (int64_t y = 0; y < S; y++)
+            ahead += sum[y] % ng > sum[x] % ng || (sum[y] % ng == sum[x] % ng && y < x);
+        cap[x - layer * per] = sum[x] / ng + (ahead < S * N - floors);
+    }
+    free(head), free(sum);
+    return rc;
+}
+
+int alloc_stream_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t ng, int64_t layer,
+                            int64_t *cap, kv_err *err)
+{
+    if (ng > 1 && ac->iface->kind == ALLOC_STATIC && ac->iface->per_head)
+        return mean_capacities(ac, N, L, K, ng, layer, cap, err);
+    int64_t *head = kv_calloc((size_t)K, sizeof *head, "allocator", err);
+    int rc = head ? alloc_capacities(ac, N, L, K, layer, head, err) : err->code;
+    for (int64_t x = 0; !rc && x < K / ng; x++) cap[x] = head[x * ng];   /* the heads of a stream are alike */
+    free(head);
+    return rc;
 }

@@ -4,7 +4,7 @@
  * stream). docs/allocators.md has the formulas, papers and choices.
  *
  * Two kinds:
- * - static (uniform, pyramid): a fixed capacity per stream, the capacities
+ * - static (uniform, pyramid, headkv, duo): a fixed capacity per stream, the capacities
  *   summing to L·K·N; a stream evicts when its candidates exceed its
  *   capacity, exactly as with a uniform N of its own, so the streams stay
  *   independent (and uniform costs nothing: every capacity is N). Once every
@@ -30,7 +30,18 @@
 #include "policies/policy.h"
 #include "policies/step.h"
 
-typedef enum { ALLOC_STATIC, ALLOC_DYNAMIC_LAYER } alloc_kind;
+/* static; dynamic with a layer's K streams as the scope (adakv); dynamic with
+ * the whole model's L·K streams as the scope (cake, global: the layers are
+ * replayed in lock step, docs/sim.md) */
+typedef enum { ALLOC_STATIC, ALLOC_DYNAMIC_LAYER, ALLOC_DYNAMIC_MODEL } alloc_kind;
+
+/* Where an allocator's per-head importance comes from: none; a
+ * `--head-scores FILE` only (headkv); that file or, without it, the trace's
+ * full-cache column sums (duo). */
+typedef enum { ALLOC_SCORES_NONE, ALLOC_SCORES_FILE, ALLOC_SCORES_FILE_OR_TRACE } alloc_scores_from;
+
+/* The most streams a dynamic scope may have (L·K for a model-wide one). */
+enum { ALLOC_MAX_STREAMS = 1024 };
 
 typedef struct alloc_iface alloc_iface;
 
@@ -41,6 +52,9 @@ typedef struct {
     double num[POLICY_MAX_PARAMS];
     int choice[POLICY_MAX_PARAMS];
     char canonical[256];
+    /* [L][K] per-(layer, kv head) importance, higher = more important (headkv,
+     * duo), set by the engine before alloc_check; NULL for the others */
+    const double *head_scores;
 } alloc_config;
 
 /* One evicting step of a dynamic scope: the candidates of its S streams. */
@@ -52,6 +66,10 @@ typedef struct {
     int64_t budget;                /* N, the average per stream */
     int64_t total;                 /* the scope's total S·N, < Σ n[x] */
     bool comparable;               /* the policy's scores compare across streams (policy_iface) */
+    /* [S] each stream's view of the step (its keys, positions, the trace's
+     * queries: cake's window attention), and the streams per layer */
+    const policy_view *views;
+    int64_t per_layer;
 } alloc_scope;
 
 /* Scratch of a dynamic allocator for scopes of up to `cap` candidates in all. */
@@ -59,6 +77,9 @@ typedef struct {
     int64_t *order;    /* [cap] each stream's candidates in its own rank order, streams one after the other */
     int64_t *scratch;  /* [cap] */
     int64_t cap;
+    double *weight;    /* [ALLOC_MAX_STREAMS] a model-wide allocator's per-stream weights */
+    double *work;      /* [3·cap] per-candidate sums of one stream (cake) */
+    float *row;        /* [cap] one attention row (cake) */
 } alloc_buf;
 
 struct alloc_iface {
@@ -66,6 +87,13 @@ struct alloc_iface {
     const char *summary;
     policy_param params[POLICY_MAX_PARAMS];   /* sorted by key; the first without a key ends them */
     alloc_kind kind;
+    alloc_scores_from scores_from;
+    bool per_head;          /* static capacities differ between the kv heads of a layer (headkv, duo) */
+    bool needs_queries;     /* dynamic: shares read the trace's queries in the views (cake's window) */
+    bool needs_comparable;  /* only for policies whose scores compare across layers and heads (global) */
+    /* duo: whether stream (layer, g) is a streaming head (it then keeps the
+     * `sinks` first positions and the most recent, whatever the policy) */
+    bool (*streaming)(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t layer, int64_t g);
     /* static: the capacity of every stream of layer `layer` (K of them) for
      * average N over L layers; KV_EUSAGE with one line when N is too small
      * for the allocator's formula */
@@ -98,6 +126,21 @@ int alloc_check(const alloc_config *ac, int64_t N, int64_t L, int64_t K, kv_err 
 int alloc_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t layer, int64_t *cap,
                      kv_err *err);
 
+/* Reads a head-importance CSV (alloc_scores.c): header `layer,kv_head,score`
+ * (further columns ignored), one row per (layer, kv head) of an L x K model,
+ * each exactly once, scores finite and >= 0, not all 0; into scores[L*K].
+ * Anything else is KV_EINPUT naming the file and row. */
+int alloc_head_scores_read(const char *path, int64_t L, int64_t K, double *scores, kv_err *err);
+
+/* The capacity of each of layer `layer`'s K/ng streams when a stream holds
+ * ng kv heads with one kept set (a layer-scope policy: ng = K): ng = 1, or
+ * heads that are alike (uniform, pyramid), give the heads' own; per-head
+ * allocators (headkv, duo) give each stream the mean of its heads'
+ * capacities, rounded by largest remainder over the model's streams (ties
+ * to the lower stream) so that the total stays exactly L·K·N. */
+int alloc_stream_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t ng, int64_t layer,
+                            int64_t *cap, kv_err *err);
+
 int alloc_buf_init(alloc_buf *b, int64_t cap, kv_err *err);
 void alloc_buf_free(alloc_buf *b);
 
@@ -118,6 +161,7 @@ typedef struct {
     int64_t budget, total;         /* N and the scope's total */
     alloc_buf *ab;
     int64_t *counts;               /* [S] scratch */
+    int64_t per_layer;             /* streams per layer (K, or 1 for a layer-scope policy) */
 } alloc_scope_args;
 
 int alloc_scope_step(const alloc_scope_args *a, int64_t *kept, bool *evicted, kv_err *err);

@@ -7,7 +7,11 @@
 #define ALLOCATORS(X) \
     X(uniform)        \
     X(pyramid)        \
-    X(adakv)
+    X(adakv)          \
+    X(headkv)         \
+    X(duo)            \
+    X(cake)           \
+    X(global)
 
 #define DECLARE(name) extern const alloc_iface alloc_##name;
 ALLOCATORS(DECLARE)

@@ -37,13 +37,14 @@ int alloc_scope_step(const alloc_scope_args *a, int64_t *kept, bool *evicted, kv
     if (pi->never_evicts || all <= a->total) return KV_OK;
     int rc = score_all(a, err);
     if (rc) return rc;
-    const int64_t *pos[256];
-    const double *scores[256];
-    KV_ASSERT(S <= 256);
-    int64_t counts_n[256];
+    const int64_t *pos[ALLOC_MAX_STREAMS];
+    const double *scores[ALLOC_MAX_STREAMS];
+    KV_ASSERT(S <= ALLOC_MAX_STREAMS);
+    int64_t counts_n[ALLOC_MAX_STREAMS];
     for (int64_t x = 0; x < S; x++) counts_n[x] = a->views[x].n, pos[x] = a->views[x].pos, scores[x] = a->bufs[x]->scores;
     const alloc_scope s = {.n_streams = S, .n = counts_n, .scores = scores, .pos = pos, .budget = a->budget,
-                           .total = a->total, .comparable = pi->scores_comparable};
+                           .total = a->total, .comparable = pi->scores_comparable, .views = a->views,
+                           .per_layer = a->per_layer};
     a->ac->iface->shares(a->ac, &s, a->ab, a->counts);
     for (int64_t x = 0; x < S; x++) {
         policy_step_buf *b = a->bufs[x];

@@ -45,16 +45,34 @@ static void print_policy(const policy_iface *pi)
 {
     printf("%-10s %s\n", pi->name, pi->summary);
     if (!pi->never_evicts)   /* what adakv does with its scores (docs/allocators.md) */
-        printf("    scores comparable across kv heads: %s\n", pi->scores_comparable ? "yes (adakv ranks them "
-               "directly)" : "no (adakv ranks each head's by its quantile in the head)");
+        printf("    scores comparable across kv heads and layers: %s\n", pi->scores_comparable ? "yes (adakv and "
+               "global rank them directly)" : "no (adakv ranks each head's by its z-score in the head; global "
+               "refuses it)");
     print_params(pi->params);
 }
 
 static void print_alloc(const alloc_iface *ai)
 {
-    printf("%-10s %s\n    %s\n", ai->name, ai->summary, ai->kind == ALLOC_STATIC ?
-           "static: a fixed capacity per (layer, kv head), summing to L*K*N" :
-           "dynamic: the kv heads of a layer share K*N, recomputed at every step from the scores");
+    static const char *const KIND[] = {
+        "static: a fixed capacity per (layer, kv head), summing to L*K*N",
+        "dynamic: the kv heads of a layer share K*N, recomputed at every step from the scores",
+        "dynamic: every (layer, kv head) of the model shares L*K*N, recomputed at every step; sim replays all "
+        "layers in lock step (about L x one layer's memory, refused above --max-memory)",
+    };
+    printf("%-10s %s\n    %s\n", ai->name, ai->summary, KIND[ai->kind]);
+    if (ai->scores_from == ALLOC_SCORES_FILE)
+        printf("    head importance: --head-scores FILE (CSV layer,kv_head,score; kvtrace analyze writes one)\n");
+    if (ai->scores_from == ALLOC_SCORES_FILE_OR_TRACE)
+        printf("    head ranking: --head-scores FILE, or else the trace's full-cache column sums "
+               "(/attention/colsum): offline knowledge of the whole run, as DuoAttention calibrates offline\n");
+    if (ai->streaming)
+        printf("    streaming heads keep their sinks and most recent rows whatever the policy scores\n");
+    if (ai->needs_comparable) printf("    only with policies whose scores compare across layers and heads\n");
+    if (ai->needs_queries)
+        printf("    reads the attention of the last `window` queries (the trace's, cached or not) over the candidates\n");
+    if (ai->per_head)
+        printf("    a layer-scope policy (tova:scope=layer, one set per layer) gets the mean of its heads' "
+               "capacities\n");
     print_params(ai->params);
 }
 

@@ -305,20 +305,24 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
     return rc;
 }
 
-/* The K streams of a layer replayed together (sim_replay_layer). */
+/* The S streams of a dynamic scope replayed together (sim_replay_scope):
+ * per layer `per` streams of ng kv heads each (ng = 1, or K for a policy
+ * with layer scope); stream x is kv heads (x % per)·ng .. +ng of layer
+ * x / per of the scope, and kv heads x·ng .. of the scope's results. */
 typedef struct {
-    replay_buf *b;                 /* [K] */
-    void **states;                 /* [K] */
-    policy_view *views;            /* [K] */
-    policy_step_buf **bufs;        /* [K] -> b[x].step */
-    void **ctx;                    /* [K] -> b[x] */
-    int64_t *counts, *kept;        /* [K] */
+    replay_buf *b;                 /* [S] */
+    void **states;                 /* [S] */
+    policy_view *views;            /* [S] */
+    policy_step_buf **bufs;        /* [S] -> b[x].step */
+    void **ctx;                    /* [S] -> b[x] */
+    int64_t *counts, *kept;        /* [S] */
+    int64_t S, per, ng;
     alloc_buf ab;
-} layer_bufs;
+} scope_bufs;
 
-static void layer_free(layer_bufs *l, const policy_config *pc, int64_t K)
+static void scope_free(scope_bufs *l, const policy_config *pc)
 {
-    for (int64_t x = 0; l->b && x < K; x++) {
+    for (int64_t x = 0; l->b && x < l->S; x++) {
         buf_free(&l->b[x]);
         if (l->states && l->states[x] && pc->iface->destroy) pc->iface->destroy(l->states[x]);
     }
@@ -326,75 +330,95 @@ static void layer_free(layer_bufs *l, const policy_config *pc, int64_t K)
     alloc_buf_free(&l->ab);
 }
 
-static int layer_alloc(layer_bufs *l, const sim_layer *ly, const policy_config *pc, int64_t cap, kv_err *err)
+static int scope_alloc(scope_bufs *l, const sim_layer *lys, int64_t n_layers, const policy_config *pc, kv_err *err)
 {
-    const int64_t K = ly->K;
+    const int64_t K = lys[0].K;
     memset(l, 0, sizeof *l);
-    if (!(l->b = kv_calloc((size_t)K, sizeof *l->b, "layer replay", err)) ||
-        !(l->states = kv_calloc((size_t)K, sizeof *l->states, "layer replay", err)) ||
-        !(l->views = kv_calloc((size_t)K, sizeof *l->views, "layer replay", err)) ||
-        !(l->bufs = kv_calloc((size_t)K, sizeof *l->bufs, "layer replay", err)) ||
-        !(l->ctx = kv_calloc((size_t)K, sizeof *l->ctx, "layer replay", err)) ||
-        !(l->counts = kv_calloc((size_t)K, sizeof *l->counts, "layer replay", err)) ||
-        !(l->kept = kv_calloc((size_t)K, sizeof *l->kept, "layer replay", err)) ||
-        alloc_buf_init(&l->ab, K * cap, err))
+    const policy_streams st = policy_streams_of(pc, lys[0].H, K);
+    l->per = st.per_layer, l->ng = st.kv_heads, l->S = n_layers * st.per_layer;
+    const int64_t S = l->S;
+    if (!(l->b = kv_calloc((size_t)S, sizeof *l->b, "scope replay", err)) ||
+        !(l->states = kv_calloc((size_t)S, sizeof *l->states, "scope replay", err)) ||
+        !(l->views = kv_calloc((size_t)S, sizeof *l->views, "scope replay", err)) ||
+        !(l->bufs = kv_calloc((size_t)S, sizeof *l->bufs, "scope replay", err)) ||
+        !(l->ctx = kv_calloc((size_t)S, sizeof *l->ctx, "scope replay", err)) ||
+        !(l->counts = kv_calloc((size_t)S, sizeof *l->counts, "scope replay", err)) ||
+        !(l->kept = kv_calloc((size_t)S, sizeof *l->kept, "scope replay", err)))
         return err->code;
-    for (int64_t x = 0; x < K; x++) {
-        int rc = buf_alloc(&l->b[x], ly, x, 1, cap, err);
-        if (!rc && pc->iface->create) rc = pc->iface->create(pc, &l->states[x], err);
-        if (rc) return rc;
-        l->bufs[x] = &l->b[x].step, l->ctx[x] = &l->b[x];
-    }
     return KV_OK;
 }
 
-/* Stream x's share of out: its query heads' statistics and its kv head's arrays. */
-static sim_result head_result(const sim_result *out, const sim_layer *ly, int64_t x)
+/* Each stream's buffers of `cap` rows and its policy state. */
+static int scope_streams(scope_bufs *l, const sim_layer *lys, const policy_config *pc, int64_t cap, kv_err *err)
+{
+    int rc = alloc_buf_init(&l->ab, l->S * cap, err);
+    for (int64_t x = 0; !rc && x < l->S; x++) {
+        rc = buf_alloc(&l->b[x], &lys[x / l->per], (x % l->per) * l->ng, l->ng, cap, err);
+        if (!rc && pc->iface->create) rc = pc->iface->create(pc, &l->states[x], err);
+        l->bufs[x] = &l->b[x].step, l->ctx[x] = &l->b[x];
+    }
+    return rc;
+}
+
+/* Stream x's share of out: its query heads' statistics and its kv heads' arrays. */
+static sim_result head_result(const sim_result *out, const sim_layer *ly, int64_t x, int64_t ng)
 {
     sim_result r = *out;
-    r.stats = out->stats + x * (ly->H / ly->K) * N_PHASES;
-    r.retained = out->retained + x * ly->T, r.n_retained = out->n_retained + x, r.logdet = out->logdet + x;
+    r.stats = out->stats + x * ng * (ly->H / ly->K) * N_PHASES;
+    r.retained = out->retained + x * ng * ly->T, r.n_retained = out->n_retained + x * ng;
+    r.logdet = out->logdet + x * ng;
     return r;
 }
 
-int sim_replay_layer(const sim_layer *ly, const policy_config *pc, const alloc_config *ac, int64_t budget,
-                     int64_t layer, sim_result *out, kv_err *err)
+/* One chunk of every stream of the scope: candidates, measures, views. */
+static void scope_chunk(scope_bufs *l, const sim_layer *lys, const policy_config *pc, int64_t budget,
+                        int64_t layer0, int64_t step, int64_t p0, int64_t p1)
 {
-    const int64_t K = ly->K, B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
-    const int64_t cap = pc->iface->never_evicts || K * budget + B > ly->T ? ly->T : K * budget + B;
-    layer_bufs l;
-    int rc = layer_alloc(&l, ly, pc, cap, err);
-    const alloc_scope_args args = {.pc = pc, .ac = ac, .n_streams = K, .states = l.states, .views = l.views,
+    for (int64_t x = 0; x < l->S; x++) {
+        const sim_layer *ly = &lys[x / l->per];
+        add_chunk(&l->b[x], ly, p0, p1);
+        measure(&l->b[x], ly, budget, p0, p1, pc->iface->needs_attention);
+        l->views[x] = view_of(&l->b[x], ly, pc, budget, layer0 + x / l->per, step, p0, p1);
+    }
+}
+
+int sim_replay_scope(const sim_layer *lys, int64_t n_layers, const policy_config *pc, const alloc_config *ac,
+                     int64_t budget, int64_t layer0, sim_result *out, kv_err *err)
+{
+    const sim_layer *ly = &lys[0];
+    const int64_t B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
+    scope_bufs l;
+    int rc = scope_alloc(&l, lys, n_layers, pc, err);
+    const int64_t S = l.S, ng = l.ng;
+    const int64_t cap = pc->iface->never_evicts || S * budget + B > ly->T ? ly->T : S * budget + B;
+    if (!rc) rc = scope_streams(&l, lys, pc, cap, err);
+    const alloc_scope_args args = {.pc = pc, .ac = ac, .n_streams = S, .states = l.states, .views = l.views,
                                    .bufs = l.bufs, .compact = compact, .ctx = l.ctx, .budget = budget,
-                                   .total = K * budget, .ab = &l.ab, .counts = l.counts};
+                                   .total = S * budget, .ab = &l.ab, .counts = l.counts, .per_layer = l.per};
     out->metrics_ns = 0.0;
     const double started = kv_now_seconds();
     int64_t n_evicting = 0;
-    for (int64_t x = 0; x < K; x++) out->kept_mean[x] = 0.0;
+    for (int64_t x = 0; x < S * ng; x++) out->kept_mean[x] = 0.0;
     for (int64_t p0 = 0, step = 0; !rc && p0 < ly->T; step++) {
         const int64_t p1 = chunk_end(ly, p0);
         const double t0 = kv_now_seconds();
-        for (int64_t x = 0; x < K; x++) {
-            add_chunk(&l.b[x], ly, p0, p1);
-            measure(&l.b[x], ly, budget, p0, p1, pc->iface->needs_attention);
-            l.views[x] = view_of(&l.b[x], ly, pc, budget, layer, step, p0, p1);
-        }
+        scope_chunk(&l, lys, pc, budget, layer0, step, p0, p1);
         out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
         bool evicted = false;
         rc = alloc_scope_step(&args, l.kept, &evicted, err);
-        for (int64_t x = 0; !rc && x < K; x++) note_step(out, x, step, l.views[x].n, l.kept[x], evicted);
+        for (int64_t x = 0; !rc && x < S * ng; x++) note_step(out, x, step, l.views[x / ng].n, l.kept[x / ng], evicted);
         n_evicting += evicted;
         p0 = p1;
     }
     out->calls = out->candidates = 0, out->score_ns = 0;
-    for (int64_t x = 0; !rc && x < K; x++) {
-        sim_result r = head_result(out, ly, x);
-        rc = finish(&l.b[x], ly, layer, &r, err);
+    for (int64_t x = 0; !rc && x < S; x++) {
+        sim_result r = head_result(out, &lys[x / l.per], x, ng);
+        rc = finish(&l.b[x], &lys[x / l.per], layer0 + x / l.per, &r, err);
         out->calls += l.b[x].step.calls, out->candidates += l.b[x].step.candidates;
         out->score_ns += l.b[x].step.score_ns;
     }
-    kept_means(out, K, n_evicting);
+    kept_means(out, S * ng, n_evicting);
     out->replay_ns = (kv_now_seconds() - started) * 1e9;
-    layer_free(&l, pc, K);
+    scope_free(&l, pc);
     return rc;
 }

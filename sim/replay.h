@@ -53,10 +53,15 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
 /* The number of eviction steps (chunks) of a replay over ly. */
 int64_t sim_replay_steps(const sim_layer *ly);
 
-/* Replays `budget` under `pc` and the dynamic allocator `ac` over all K kv
- * heads of layer `layer` at once: each its own stream, sharing the layer's
- * K·N (alloc_scope_step). `out` as for sim_replay with ng = K. */
-int sim_replay_layer(const sim_layer *ly, const policy_config *pc, const alloc_config *ac, int64_t budget,
-                     int64_t layer, sim_result *out, kv_err *err);
+/* Replays `budget` under `pc` and the dynamic allocator `ac` over the
+ * streams of a scope at once: all K kv heads of each of the n_layers layers
+ * lys[0 .. n_layers) (layer0 onwards), each kv head its own stream (or, for
+ * a policy with layer scope, each layer one stream of K kv heads), sharing
+ * the scope's S·N (S streams; alloc_scope_step) in lock step. n_layers
+ * = 1 for a layer-wide allocator (adakv), L for a model-wide one (cake,
+ * global: every layer loaded at once). `out` as for sim_replay with ng =
+ * n_layers·K kv heads (its arrays are contiguous over the scope's layers). */
+int sim_replay_scope(const sim_layer *lys, int64_t n_layers, const policy_config *pc, const alloc_config *ac,
+                     int64_t budget, int64_t layer0, sim_result *out, kv_err *err);
 
 #endif

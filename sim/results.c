@@ -64,7 +64,7 @@ static int64_t width_of(const sim_opts *o, int c, int64_t L, int64_t K, int64_t 
     const alloc_config *ac = sim_cfg_alloc(o, c);
     const int64_t N = sim_cfg_budget(o, c);
     if (sim_cfg_policy(o, c)->iface->never_evicts) return T;
-    int64_t w = ac->iface->kind == ALLOC_DYNAMIC_LAYER ? K * N : 0;
+    int64_t w = ac->iface->kind == ALLOC_DYNAMIC_LAYER ? K * N : ac->iface->kind == ALLOC_DYNAMIC_MODEL ? L * K * N : 0;
     for (int64_t l = 0; ac->iface->kind == ALLOC_STATIC && l < L; l++) {
         if (alloc_capacities(ac, N, L, K, l, caps, err)) return -1;
         for (int64_t g = 0; g < K; g++) w = caps[g] > w ? caps[g] : w;

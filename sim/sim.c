@@ -15,6 +15,7 @@
 #include "sim/reference.h"
 #include "sim/replay.h"
 #include "sim/results.h"
+#include "sim/sim_alloc.h"
 
 typedef struct {
     float *q, *k, *v;      /* [H][T][D], [K][T][D], [K][T][D] */
@@ -35,12 +36,15 @@ static int load_layer(trace *tr, int64_t l, layer_bufs *b, kv_err *err)
 }
 
 /* One work item: configuration c over the stream of kv heads g0 .. g0+ng-1
- * with capacity cap, or (joint) all the layer's kv heads under a dynamic
- * allocator. */
+ * with capacity cap (replayed under `own` instead of the configuration's
+ * policy when use_own: duo's streaming heads), or (joint) all the layer's kv
+ * heads under a layer-wide dynamic allocator, or (model) every stream of
+ * the model in lock step under a model-wide one. */
 typedef struct {
     int c;
     int64_t g0, ng, cap;
-    bool joint;
+    bool joint, model, use_own;
+    policy_config own;
 } sim_item;
 
 typedef struct {
@@ -85,8 +89,11 @@ static void run_task(void *ctx_, int item, int thread)
         return;
     }
     sim_result out = item_result(r, it, l, retained);
-    t->rc[item] = it->joint ? sim_replay_layer(t->ly, pc, sim_cfg_alloc(t->o, c), budget, l, &out, &t->errs[item])
-                            : sim_replay(t->ly, pc, budget, it->cap, l, it->g0, it->ng, &out, &t->errs[item]);
+    const alloc_config *ac = sim_cfg_alloc(t->o, c);
+    if (it->model) t->rc[item] = sim_replay_scope(t->ly, r->L, pc, ac, budget, 0, &out, &t->errs[item]);
+    else if (it->joint) t->rc[item] = sim_replay_scope(t->ly, 1, pc, ac, budget, l, &out, &t->errs[item]);
+    else t->rc[item] = sim_replay(t->ly, it->use_own ? &it->own : pc, budget, it->cap, l, it->g0, it->ng, &out,
+                                  &t->errs[item]);
     if (!t->rc[item]) {
         for (int64_t x = 0; x < it->ng; x++) {
             int64_t *dst = r->retained[c] + (l * K + it->g0 + x) * r->width[c];
@@ -103,32 +110,53 @@ static void run_task(void *ctx_, int item, int thread)
     free(retained);
 }
 
+/* A duo streaming head's policy: streaming:sinks=S, whatever the run's. */
+static int streaming_item(const alloc_config *ac, sim_item *it, kv_err *err)
+{
+    char spec[64];
+    snprintf(spec, sizeof spec, "streaming:sinks=%lld", (long long)alloc_num(ac, "sinks"));
+    it->use_own = true;
+    return policy_parse(spec, &it->own, err);
+}
+
 /* The work items of layer l, in a fixed order: per configuration, one
  * stream per kv head (with its capacity), or one for the whole layer when
- * the policy has layer scope; under a dynamic allocator one joint item (a
- * layer-scope policy is then one stream holding N: the pool of a single
- * stream). */
+ * the policy has layer scope (with the mean of its heads' capacities, and
+ * no streaming heads of its own under duo); under a layer-wide dynamic allocator one
+ * joint item (a layer-scope policy is then one stream holding N: the pool
+ * of a single stream). Model-wide allocators have their own pass
+ * (run_lockstep). */
 static int make_items(const sim_opts *o, int n_cfg, int64_t L, int64_t l, int64_t H, int64_t K, int64_t *caps,
                       sim_item *items, kv_err *err)
 {
     int n = 0;
     for (int c = 0; c < n_cfg; c++) {
-        const policy_streams st = policy_streams_of(sim_cfg_policy(o, c), H, K);
+        const policy_config *pc = sim_cfg_policy(o, c);
+        const policy_streams st = policy_streams_of(pc, H, K);
         const alloc_config *ac = sim_cfg_alloc(o, c);
         const int64_t N = sim_cfg_budget(o, c);
+        if (ac->iface->kind == ALLOC_DYNAMIC_MODEL) continue;
         if (ac->iface->kind == ALLOC_DYNAMIC_LAYER && st.per_layer == K) {
-            items[n++] = (sim_item){c, 0, K, N, true};
+            items[n++] = (sim_item){.c = c, .g0 = 0, .ng = K, .cap = N, .joint = true};
             continue;
         }
-        int rc = alloc_capacities(ac, N, L, K, l, caps, err);
+        int rc = alloc_stream_capacities(ac, N, L, K, st.kv_heads, l, caps, err);
         if (rc) return -1;
-        for (int64_t x = 0; x < st.per_layer; x++)
-            items[n++] = (sim_item){c, x * st.kv_heads, st.kv_heads, caps[x * st.kv_heads], false};
+        for (int64_t x = 0; x < st.per_layer; x++) {
+            sim_item *it = &items[n++];
+            *it = (sim_item){.c = c, .g0 = x * st.kv_heads, .ng = st.kv_heads, .cap = caps[x]};
+            if (ac->iface->streaming && st.kv_heads == 1 && !pc->iface->never_evicts &&
+                ac->iface->streaming(ac, N, L, K, l, x) && streaming_item(ac, it, err))
+                return -1;
+        }
     }
     return n;
 }
 
-static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim_results *res, kv_err *err)
+/* Reads layer l into b and computes its full-cache reference into ref; ly
+ * then describes it (on this thread: all HDF5 I/O here). */
+static int prepare_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim_reference *ref, sim_layer *ly,
+                         sim_results *res, kv_err *err)
 {
     const trace_meta *m = trace_get_meta(tr);
     double t0 = kv_now_seconds();
@@ -136,47 +164,95 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
     if (rc) return rc;
     double t1 = kv_now_seconds();
     res->load_s += t1 - t0;
-    sim_reference ref = {0};
     const int threads = o->threads > 0 ? o->threads : kv_cpu_count();
-    if (sim_reference_compute(&ref, b->q, b->k, b->v, m->n_tokens, m->head_dim, m->n_heads, m->n_kv_heads,
-                              threads) != 0) {
-        sim_reference_free(&ref);
+    if (sim_reference_compute(ref, b->q, b->k, b->v, m->n_tokens, m->head_dim, m->n_heads, m->n_kv_heads,
+                              threads) != 0)
         return kv_fail(err, KV_EFAIL, "sim: out of memory for the full-cache reference");
-    }
     int64_t bad_h, bad_pos;
-    if (sim_reference_nonfinite(&ref, &bad_h, &bad_pos)) {
-        sim_reference_free(&ref);
+    if (sim_reference_nonfinite(ref, &bad_h, &bad_pos))
         return kv_fail(err, KV_EINPUT, "%s: layer %lld, head %lld, position %lld: the full-cache attention is "
                        "not finite (inf or NaN: float32 scores overflow) although the trace's values are finite "
                        "(keys, queries or values too large)", o->trace, (long long)l, (long long)bad_h,
                        (long long)bad_pos);
-    }
-    sim_layer ly = {.T = m->n_tokens, .D = m->head_dim, .H = m->n_heads, .K = m->n_kv_heads,
-                    .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .ref = &ref,
-                    .chunk = o->chunk, .decode_chunk = o->decode_chunk, .eval_stride = o->eval_stride,
-                    .rope = {.theta = m->rope_theta, .div = m->rope_freq_factors}};
-    rope_style_parse(m->rope_style, &ly.rope.style); /* trace_open checked it */
+    *ly = (sim_layer){.T = m->n_tokens, .D = m->head_dim, .H = m->n_heads, .K = m->n_kv_heads,
+                      .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .ref = ref,
+                      .chunk = o->chunk, .decode_chunk = o->decode_chunk, .eval_stride = o->eval_stride,
+                      .rope = {.theta = m->rope_theta, .div = m->rope_freq_factors}};
+    rope_style_parse(m->rope_style, &ly->rope.style); /* trace_open checked it */
     res->reference_s += kv_now_seconds() - t1;
-    const int max_items = res->n_cfg * (int)m->n_kv_heads;
-    sim_item *items = calloc((size_t)max_items, sizeof *items);
-    int *rcs = calloc((size_t)max_items, sizeof *rcs);
-    kv_err *errs = calloc((size_t)max_items, sizeof *errs);
-    double *times = calloc((size_t)max_items * 2, sizeof *times);
-    int64_t *caps = calloc((size_t)m->n_kv_heads, sizeof *caps);
-    if (!items || !rcs || !errs || !times || !caps) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
-    const int n_items = rc ? 0 : make_items(o, res->n_cfg, m->n_layers, l, m->n_heads, m->n_kv_heads, caps, items, err);
-    if (n_items < 0) rc = err->code;
+    return KV_OK;
+}
+
+/* Runs n work items on threads over ly (one layer, or every layer for the
+ * model-wide items); the first failure in item order is the error. */
+static int run_items(const sim_opts *o, const sim_layer *ly, sim_results *res, int64_t l, const sim_item *items,
+                     int n_items, kv_err *err)
+{
+    int rc = KV_OK;
+    int *rcs = calloc((size_t)n_items + 1, sizeof *rcs);
+    kv_err *errs = calloc((size_t)n_items + 1, sizeof *errs);
+    double *times = calloc((size_t)n_items * 2 + 1, sizeof *times);
+    if (!rcs || !errs || !times) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
     if (!rc) {
-        task_ctx t = {o, &ly, res, l, items, rcs, errs, times, times + n_items};
-        kv_parallel_for(n_items, threads, run_task, &t);
+        task_ctx t = {o, ly, res, l, items, rcs, errs, times, times + n_items};
+        kv_parallel_for(n_items, o->threads > 0 ? o->threads : kv_cpu_count(), run_task, &t);
         for (int i = 0; i < n_items && !rc; i++) /* the first failure in item order: deterministic */
             if (rcs[i]) /* the replay's input errors (overflow) name the trace here */
                 rc = rcs[i] == KV_EINPUT ? kv_fail(err, rcs[i], "%s: %s", o->trace, errs[i].msg)
                                          : kv_fail(err, rcs[i], "%s", errs[i].msg);
         for (int i = 0; i < n_items; i++) res->replay_s += times[i] * 1e-9, res->metrics_s += times[n_items + i] * 1e-9;
     }
-    free(items), free(rcs), free(errs), free(times), free(caps);
+    free(rcs), free(errs), free(times);
+    return rc;
+}
+
+static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim_results *res, kv_err *err)
+{
+    const trace_meta *m = trace_get_meta(tr);
+    sim_reference ref = {0};
+    sim_layer ly;
+    int rc = prepare_layer(o, tr, l, b, &ref, &ly, res, err);
+    const int max_items = res->n_cfg * (int)m->n_kv_heads;
+    sim_item *items = rc ? NULL : calloc((size_t)max_items, sizeof *items);
+    int64_t *caps = rc ? NULL : calloc((size_t)m->n_kv_heads, sizeof *caps);
+    if (!rc && (!items || !caps)) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
+    const int n_items = rc ? 0 : make_items(o, res->n_cfg, m->n_layers, l, m->n_heads, m->n_kv_heads, caps, items, err);
+    if (n_items < 0) rc = err->code;
+    if (!rc && n_items) rc = run_items(o, &ly, res, l, items, n_items, err);
+    free(items), free(caps);
     sim_reference_free(&ref);
+    return rc;
+}
+
+/* The model-wide configurations (cake, global) after the per-layer pass:
+ * every layer read and its reference computed, kept at once, then one item
+ * per configuration replays all L·K streams in lock step (memory about L
+ * times one layer's; estimated and refused above --max-memory before any
+ * work, sim_lockstep_check). */
+static int run_lockstep(const sim_opts *o, trace *tr, sim_results *res, kv_err *err)
+{
+    const trace_meta *m = trace_get_meta(tr);
+    const int64_t L = m->n_layers, T = m->n_tokens, D = m->head_dim;
+    int n_items = 0, rc = KV_OK;
+    sim_item *items = calloc((size_t)res->n_cfg, sizeof *items);
+    layer_bufs *b = calloc((size_t)L, sizeof *b);
+    sim_reference *refs = calloc((size_t)L, sizeof *refs);
+    sim_layer *lys = calloc((size_t)L, sizeof *lys);
+    if (!items || !b || !refs || !lys) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
+    for (int c = 0; !rc && c < res->n_cfg; c++)
+        if (sim_cfg_alloc(o, c)->iface->kind == ALLOC_DYNAMIC_MODEL)
+            items[n_items++] = (sim_item){.c = c, .g0 = 0, .ng = L * m->n_kv_heads, .cap = sim_cfg_budget(o, c),
+                                          .model = true};
+    for (int64_t l = 0; !rc && n_items && l < L; l++) {
+        if (!(b[l].q = kv_calloc((size_t)(m->n_heads * T * D), sizeof(float), "queries", err)) ||
+            !(b[l].k = kv_calloc((size_t)(m->n_kv_heads * T * D), sizeof(float), "keys", err)) ||
+            !(b[l].v = kv_calloc((size_t)(m->n_kv_heads * T * D), sizeof(float), "values", err)))
+            rc = err->code;
+        if (!rc) rc = prepare_layer(o, tr, l, &b[l], &refs[l], &lys[l], res, err);
+    }
+    if (!rc && n_items) rc = run_items(o, lys, res, 0, items, n_items, err);
+    for (int64_t l = 0; b && refs && l < L; l++) free(b[l].q), free(b[l].k), free(b[l].v), sim_reference_free(&refs[l]);
+    free(items), free(b), free(refs), free(lys);
     return rc;
 }
 
@@ -243,10 +319,12 @@ typedef struct {
     sim_opts o;
     alloc_config uniform;
     int64_t budgets[256];
+    sim_alloc_plan ap;     /* the allocators with their head scores */
 } sim_plan;
 
-static int plan(const sim_opts *o, const trace_meta *m, sim_plan *p, kv_err *err)
+static int plan(const sim_opts *o, trace *tr, sim_plan *p, kv_err *err)
 {
+    const trace_meta *m = trace_get_meta(tr);
     p->o = *o;
     if (!o->n_allocators) {
         int rc = alloc_parse("uniform", &p->uniform, err);
@@ -262,25 +340,27 @@ static int plan(const sim_opts *o, const trace_meta *m, sim_plan *p, kv_err *err
                              (long long)m->n_tokens);
     }
     p->o.budgets = p->budgets;
+    int rc = sim_alloc_prepare(&p->ap, &p->o, tr, err);
+    if (rc) return rc;
     for (int a = 0; a < p->o.n_allocators; a++)
         for (int b = 0; b < o->n_budgets; b++) {
-            int rc = alloc_check(&p->o.allocators[a], p->budgets[b], m->n_layers, m->n_kv_heads, err);
-            if (rc) return rc;
+            if ((rc = alloc_check(&p->o.allocators[a], p->budgets[b], m->n_layers, m->n_kv_heads, err))) return rc;
         }
-    return KV_OK;
+    return sim_lockstep_check(&p->o, m, err);
 }
 
 int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
 {
     trace *tr = NULL;
-    const char *inputs[] = {opts->trace};
-    int rc = outfile_check_inputs(opts->output, inputs, 1, err);
+    const char *inputs[] = {opts->trace, opts->head_scores};
+    int rc = outfile_check_inputs(opts->output, inputs, opts->head_scores ? 2 : 1, err);
     if (!rc) rc = trace_open(opts->trace, &tr, err);
     if (!rc) rc = check_trace(opts, tr, err);
     sim_plan *p = rc ? NULL : kv_calloc(1, sizeof *p, "sim", err);
     if (!rc && !p) rc = err->code;
-    if (!rc) rc = plan(opts, trace_get_meta(tr), p, err);
+    if (!rc) rc = plan(opts, tr, p, err);
     if (rc) {
+        if (p) sim_alloc_plan_free(&p->ap);
         free(p);
         trace_close(tr);
         return rc;
@@ -310,6 +390,7 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
         rc = run_layer(o, tr, l, &b, &res, err);
         progress_update(&prog, l + 1);
     }
+    if (!rc) rc = run_lockstep(o, tr, &res, err);
     progress_end(&prog);
     res.wall_s = kv_now_seconds() - started;
     if (!rc) rc = sim_results_write(&res, o, out.tmp_path, err);
@@ -322,6 +403,7 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
     free(b.q), free(b.k), free(b.v);
     sim_results_free(&res);
     trace_close(tr);
+    sim_alloc_plan_free(&p->ap);
     free(p);
     return rc;
 }

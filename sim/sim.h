@@ -25,12 +25,18 @@ typedef struct {
     int64_t *budgets;              /* [n_budgets] N; sim_run fills those given as fractions of T */
     double *budget_fractions;      /* NULL, or [n_budgets]: f in (0, 1] for "f·100%", NaN for an N given */
     int n_budgets;
+    const char *head_scores;       /* NULL, or --head-scores FILE (headkv, duo) */
+    double max_memory_gib;         /* 0: the default (SIM_MAX_MEMORY_GIB); the lock-step replay's limit */
     bool step_counts;              /* results.h5 records candidates and kept rows at every step */
     int64_t chunk, decode_chunk, eval_stride;
     int threads;                   /* 0: one per CPU */
     bool force, quiet;             /* quiet: no table on stdout, no progress */
     bool progress;                 /* progress lines even when quiet (fidelity's own sim step) */
 } sim_opts;
+
+/* The default limit on the estimated memory of a lock-step (model-wide
+ * allocator: cake, global) replay, GiB (docs/sim.md). */
+#define SIM_MAX_MEMORY_GIB 16.0
 
 /* The configurations, in the order they run and are written: policy-major,
  * then allocator, then budget (c = (p·A + a)·n_budgets + b). */

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
@@ -21,7 +22,12 @@ static const char USAGE[] =
     "  --budgets LIST       comma-separated cache sizes: N >= 1 rows per (layer, kv head) on average,\n"
     "                       or F% of the trace's T (N = floor(F/100 * T))\n"
     "  --allocators LIST    how each layer and kv head shares the total L*K*N, each name[:key=value...]\n"
-    "                       (uniform, pyramid, adakv; kvtrace policies; default uniform: N each)\n"
+    "                       (uniform, pyramid, adakv, headkv, duo, cake, global; kvtrace policies;\n"
+    "                       default uniform: N each)\n"
+    "  --head-scores FILE   per-(layer, kv head) importance for headkv and duo: a CSV whose first\n"
+    "                       columns are layer,kv_head,score (kvtrace analyze writes one)\n"
+    "  --max-memory GIB     refuse a lock-step replay (cake, global: every layer at once) estimated\n"
+    "                       above GIB (default 16)\n"
     "  --step-counts        results.h5 records every step's candidates and kept rows per (layer, kv head)\n"
     "  --chunk B            prefill chunk (required)\n"
     "  --decode-chunk C     chunk after prompt_len (default 1)\n"
@@ -98,6 +104,8 @@ static const cli_opt OPTIONS[] = {
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
     {CLI_ROW("step-counts", CLI_FLAG, sim_args, o.step_counts)},
+    {CLI_ROW("head-scores", CLI_TEXT, sim_args, o.head_scores)},
+    {CLI_ROW("max-memory", CLI_F64, sim_args, o.max_memory_gib), .lo = 1e-6, .hi = 1e6},
     {CLI_ROW("chunk", CLI_I64, sim_args, o.chunk), .lo = 1, .hi = 1 << 30},
     {CLI_ROW("decode-chunk", CLI_I64, sim_args, o.decode_chunk), .lo = 1, .hi = 1 << 30},
     {CLI_ROW("eval-stride", CLI_I64, sim_args, o.eval_stride), .lo = 1, .hi = 1 << 30},
@@ -111,11 +119,13 @@ static const cli_opt OPTIONS[] = {
 
 /* The record of the results: the command, the trace (hashed when it can be
  * read; sim_run says what is wrong with one that cannot) and the commands
- * that made it. */
-static int provenance(prov_record *p, const char *trace_path, bool timestamp, kv_err *err)
+ * that made it, and the --head-scores file. */
+static int provenance(prov_record *p, const char *trace_path, const char *head_scores, bool timestamp, kv_err *err)
 {
     int rc = prov_set_time(p, timestamp, err);
     if (!rc) rc = prov_add_trace(p, trace_path, err);
+    /* the head-importance file (headkv, duo) is an input too; sim_run says what is wrong with one that cannot be read */
+    if (!rc && head_scores && access(head_scores, R_OK) == 0) rc = prov_add_file(p, "head_scores", head_scores, NULL, err);
     return rc;
 }
 
@@ -142,7 +152,7 @@ static int verb(int argc, char **argv, sim_args *a)
     if (!rc && !o->n_budgets) rc = cli_usage(&err, v, "--budgets LIST is required");
     if (!rc && !o->chunk) rc = cli_usage(&err, v, "--chunk B is required");
     if (!rc && !o->output) rc = cli_usage(&err, v, "-o DIR is required");
-    if (!rc) rc = provenance(&prov, argv[first], a->timestamp, &err);
+    if (!rc) rc = provenance(&prov, argv[first], o->head_scores, a->timestamp, &err);
     if (!rc) {
         o->trace = argv[first];
         o->prov = &prov;

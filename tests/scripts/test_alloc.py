@@ -101,16 +101,24 @@ def check_conservation(res, L, K, T, tag):
             continue
         caps = np.full((L, K), N) if alloc == "uniform" or alloc.startswith("adakv") else \
             np.repeat(pyramid_caps(N, L, *pyramid_params(alloc))[:, None], K, axis=1)
-        full_step = np.ones(cand.shape[2], bool)
-        for l in range(L):
-            for g in range(K):
-                ev = cand[l, g] > caps[l, g]
-                if not (kept[l, g][ev] == caps[l, g]).all() or not (kept[l, g][~ev] == cand[l, g][~ev]).all():
-                    bad.append("%s: (%d, %d) does not keep its capacity %d" % (name, l, g, caps[l, g]))
-                full_step &= cand[l, g] >= caps[l, g]
-        if full_step.any() and not (kept.sum(axis=(0, 1))[full_step] == L * K * N).all():
-            bad.append("%s: once every stream is full the total is not L*K*N" % name)
+        check_static(name, cand, kept, caps, N, bad)
     check(not bad, "%s: conservation at every step (%s)" % (tag, res), "; ".join(bad[:5]))
+
+
+def check_static(name, cand, kept, caps, N, bad):
+    """The static rule: stream (l, g) keeps exactly caps[l, g] whenever its
+    candidates exceed it (all of them otherwise), and once every stream is
+    full the total is L*K*N. Failures are appended to `bad`."""
+    L, K = caps.shape
+    full_step = np.ones(cand.shape[2], bool)
+    for l in range(L):
+        for g in range(K):
+            ev = cand[l, g] > caps[l, g]
+            if not (kept[l, g][ev] == caps[l, g]).all() or not (kept[l, g][~ev] == cand[l, g][~ev]).all():
+                bad.append("%s: (%d, %d) does not keep its capacity %d" % (name, l, g, caps[l, g]))
+            full_step &= cand[l, g] >= caps[l, g]
+    if full_step.any() and not (kept.sum(axis=(0, 1))[full_step] == L * K * N).all():
+        bad.append("%s: once every stream is full the total is not L*K*N" % name)
 
 
 def pyramid_params(alloc):
@@ -118,17 +126,23 @@ def pyramid_params(alloc):
     return int(kv.get("window", 32)), float(kv.get("beta", 20))
 
 
+def random_trace(tmp, rng, trial, seed):
+    """A synthetic trace of random shape (1-3 layers, 1, 2 or 4 kv heads, 60-140 tokens) for the property tests."""
+    L, K = int(rng.integers(1, 4)), int(rng.choice([1, 2, 4]))
+    H, T = K * int(rng.choice([1, 2])), int(rng.integers(60, 140))
+    P = int(rng.integers(T // 3, T))
+    trace = os.path.join(tmp, "prop%d.h5" % trial)
+    r = run("synth", "--layers", L, "--heads", H, "--kv-heads", K, "--head-dim", 8, "--tokens", T,
+            "--prompt-len", P, "--seed", seed, "--quiet", "-o", trace)
+    check(r.returncode == 0, "synth trace %d (L=%d H=%d K=%d T=%d)" % (trial, L, H, K, T), r.stderr)
+    return trace, L, K, T
+
+
 def property_test(tmp):
     rng = np.random.default_rng(17)
     cases = 0
     for trial in range(4):
-        L, K = int(rng.integers(1, 4)), int(rng.choice([1, 2, 4]))
-        H, T = K * int(rng.choice([1, 2])), int(rng.integers(60, 140))
-        P = int(rng.integers(T // 3, T))
-        trace = os.path.join(tmp, "prop%d.h5" % trial)
-        r = run("synth", "--layers", L, "--heads", H, "--kv-heads", K, "--head-dim", 8, "--tokens", T,
-                "--prompt-len", P, "--seed", trial, "--quiet", "-o", trace)
-        check(r.returncode == 0, "synth trace %d (L=%d H=%d K=%d T=%d)" % (trial, L, H, K, T), r.stderr)
+        trace, L, K, T = random_trace(tmp, rng, trial, trial)
         budgets = sorted({int(rng.integers(4, 12)), int(rng.integers(12, T // 2))})
         B, C = int(rng.integers(1, 20)), int(rng.integers(1, 5))
         res = os.path.join(tmp, "prop%d" % trial)
@@ -217,6 +231,14 @@ def numpy_replay(keys, queries, policy, alloc, N, B, C, P, alpha=0.2):
     return out
 
 
+def same_kept(ret, want, what):
+    """One check: results.h5's retained [L][K][width] (-1 padded) equals want[l][g] (lists of positions)."""
+    L, K = ret.shape[:2]
+    diff = [(l, g) for l in range(L) for g in range(K) if [p for p in ret[l, g] if p >= 0] != want[l][g]]
+    check(not diff, what, "differ at %s: %s vs %s" % (diff[:3], ret[diff[0]].tolist() if diff else "",
+                                                      want[diff[0][0]][diff[0][1]] if diff else ""))
+
+
 def independent_replay(tmp):
     trace = os.path.join(tmp, "brute.h5")
     keys, queries = write_trace(trace)
@@ -231,12 +253,8 @@ def independent_replay(tmp):
                 check(r.returncode == 0, "sim %s %s N=%d" % (policy, spec, N), r.stderr)
                 if r.returncode:
                     continue
-                ret = runs_of(res)[0][4]
-                want = numpy_replay(keys, queries, policy.split(":")[0], alloc, N, B, C, P)
-                diff = [(l, g) for l in range(L) for g in range(K) if [p for p in ret[l, g] if p >= 0] != want[l][g]]
-                check(not diff, "%s %s N=%d: kept sets equal the numpy replay's" % (policy, spec, N),
-                      "differ at %s: %s vs %s" % (diff[:3], ret[diff[0]].tolist() if diff else "",
-                                                  want[diff[0][0]][diff[0][1]] if diff else ""))
+                same_kept(runs_of(res)[0][4], numpy_replay(keys, queries, policy.split(":")[0], alloc, N, B, C, P),
+                          "%s %s N=%d: kept sets equal the numpy replay's" % (policy, spec, N))
                 if alloc == "pyramid":
                     hb = runs_of(res)[0][5]
                     want_caps = np.minimum(pyramid_caps(N, L, 4, 3.0), T)
