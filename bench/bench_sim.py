@@ -71,7 +71,8 @@ def bench(tmp, like, T, layers_note, policies, budgets, B=64, threads=2, synth_a
 
 def main():
     with tempfile.TemporaryDirectory(prefix="kvtrace-bench-") as tmp:
-        bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["keydiff", "streaming", "tova", "snapkv"], [128, 256])
+        bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["keydiff", "streaming", "tova", "snapkv", "snapkv:preset=paper",
+                                                               "h2o", "h2o:normalize=age", "scissorhands"], [128, 256])
         if os.environ.get("BENCH_LARGE", "1") != "0":  # for the record: llama-3.2-3b shape, 4 layers, T = 8192
             bench(tmp, "llama-3.2-3b", 8192, "4 of its 28 layers", ["keydiff", "streaming", "tova", "snapkv"],
                   [128, 256], synth_args=["--layers", "4", "--heads", "24", "--kv-heads", "8", "--head-dim", "128",

@@ -37,6 +37,16 @@ typedef struct {
     bool integer;          /* PARAM_NUMBER: whole numbers only (sinks, seed) */
 } policy_param;
 
+/* A named set of parameter values (snapkv:preset=paper): `preset=NAME` in a
+ * spec stands for its "key=value:..." items, each unless the spec gives that
+ * key itself; the canonical name shows the values, never the preset. */
+enum { POLICY_MAX_PRESETS = 4 };
+typedef struct {
+    const char *name;
+    const char *params;    /* "key=value:key=value" */
+    const char *doc;       /* where the values come from */
+} policy_preset;
+
 /* A parsed "name:key=value:..." with every parameter filled (defaults too). */
 typedef struct {
     const struct policy_iface *iface;
@@ -71,12 +81,17 @@ typedef struct {
     const float *queries;    /* [q_heads][T][D] */
     const double *lse;       /* [q_heads][T]; NULL in-model (no full-cache run to take it from) */
     int64_t q_heads, T, q0;
+    /* with needs_kvzip: the trace's /attention/kvzip rows of the stream's
+     * query heads, [q_heads][T] by position (the largest attention each
+     * context key got from the KVzip reconstruction pass); else NULL */
+    const float *kvzip;
 } policy_view;
 
 typedef struct policy_iface {
     const char *name;
     const char *summary;     /* one line; says "reconstruction" for primekv */
     policy_param params[POLICY_MAX_PARAMS];   /* sorted by key; the first without a key ends them */
+    policy_preset presets[POLICY_MAX_PRESETS]; /* optional; the first without a name ends them */
     bool never_evicts;       /* full */
     bool needs_attention;    /* issue #5 */
     /* optional: per-stream state; NULL create means stateless */
@@ -98,6 +113,8 @@ typedef struct policy_iface {
     int64_t (*query_window)(const policy_config *cfg);
     /* reads the future (oracle): sim only, refused by in-model eviction */
     bool offline_only;
+    /* reads v->kvzip (kvzip): sim refuses it on a trace without /attention/kvzip */
+    bool needs_kvzip;
     /* its scores mean the same on every kv head (attention mass, a position, a
      * uniform draw), so a dynamic allocator (adakv) may rank the candidates of
      * different heads against each other directly; otherwise it ranks each

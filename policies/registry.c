@@ -16,7 +16,8 @@
     X(h2o)          \
     X(tova)         \
     X(snapkv)       \
-    X(oracle)
+    X(oracle)       \
+    X(scissorhands)
 
 #define DECLARE(name) extern const policy_iface policy_##name;
 POLICIES(DECLARE)

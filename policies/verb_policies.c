@@ -47,6 +47,8 @@ static void print_policy(const policy_iface *pi)
         printf("    scores comparable across kv heads: %s\n", pi->scores_comparable ? "yes (adakv ranks them "
                "directly)" : "no (adakv ranks each head's by its quantile in the head)");
     print_params(pi->params);
+    for (int i = 0; i < POLICY_MAX_PRESETS && pi->presets[i].name; i++)   /* name:preset=NAME */
+        printf("    preset=%s = %s\n             %s\n", pi->presets[i].name, pi->presets[i].params, pi->presets[i].doc);
 }
 
 static void print_alloc(const alloc_iface *ai)
