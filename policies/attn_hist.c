@@ -58,3 +58,18 @@ void attn_hist_free(attn_hist *s)
 {
     if (s) free(s->pos), free(s->npos), free(s->acc), free(s->nacc);
 }
+
+int attn_hist_create(const policy_config *cfg, void **state, kv_err *err)
+{
+    attn_hist *s = kv_calloc(1, sizeof *s, "attention history", err);
+    if (!s) return err->code;
+    (void)cfg;
+    *state = s;
+    return KV_OK;
+}
+
+void attn_hist_destroy(void *state)
+{
+    attn_hist_free(state);
+    free(state);
+}

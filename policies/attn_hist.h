@@ -27,4 +27,8 @@ void attn_hist_lookup(const attn_hist *h, const policy_view *v, double *out);
 
 void attn_hist_free(attn_hist *h);
 
+/* A policy's state as one attn_hist: policy_iface's create and destroy. */
+int attn_hist_create(const policy_config *cfg, void **state, kv_err *err);
+void attn_hist_destroy(void *state);
+
 #endif

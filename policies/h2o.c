@@ -9,26 +9,10 @@
  * ObservedAttentionPress divides by the same count, k_len − j, over a prompt).
  * Parameters: normalize (none|age, default none), recent (0..1, default 0.5). */
 #include <math.h>
-#include <stdlib.h>
 
 #include "policies/attn_hist.h"
 #include "policies/policy.h"
 #include "policies/select.h"
-
-static int h2o_create(const policy_config *cfg, void **state, kv_err *err)
-{
-    (void)cfg;
-    attn_hist *s = kv_calloc(1, sizeof *s, "h2o state", err);
-    if (!s) return err->code;
-    *state = s;
-    return KV_OK;
-}
-
-static void h2o_destroy(void *state)
-{
-    attn_hist_free(state);
-    free(state);
-}
 
 static int h2o_observe(const policy_config *cfg, void *state, const policy_view *v, kv_err *err)
 {
@@ -58,8 +42,8 @@ const policy_iface policy_h2o = {
                {.key = "recent", .kind = PARAM_NUMBER, .def = "0.5", .min = 0, .max = 1,
                 .doc = "fraction of the budget kept for the most recent candidates"}},
     .needs_attention = true,
-    .create = h2o_create,
-    .destroy = h2o_destroy,
+    .create = attn_hist_create,
+    .destroy = attn_hist_destroy,
     .score = h2o_score,
     .observe = h2o_observe,
     .scores_comparable = true,

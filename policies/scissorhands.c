@@ -15,26 +15,10 @@
  * default is 0, the paper protects a recent window), sinks (integer >= 0,
  * default 0, the source's). */
 #include <math.h>
-#include <stdlib.h>
 
 #include "policies/attn_hist.h"
 #include "policies/policy.h"
 #include "policies/select.h"
-
-static int sh_create(const policy_config *cfg, void **state, kv_err *err)
-{
-    (void)cfg;
-    attn_hist *s = kv_calloc(1, sizeof *s, "scissorhands state", err);
-    if (!s) return err->code;
-    *state = s;
-    return KV_OK;
-}
-
-static void sh_destroy(void *state)
-{
-    attn_hist_free(state);
-    free(state);
-}
 
 static int sh_observe(const policy_config *cfg, void *state, const policy_view *v, kv_err *err)
 {
@@ -66,8 +50,8 @@ const policy_iface policy_scissorhands = {
                {.key = "sinks", .kind = PARAM_NUMBER, .def = "0", .min = 0, .max = 9007199254740992.0,
                 .integer = true, .doc = "the first `sinks` candidates are kept"}},
     .needs_attention = true,
-    .create = sh_create,
-    .destroy = sh_destroy,
+    .create = attn_hist_create,
+    .destroy = attn_hist_destroy,
     .score = sh_score,
     .observe = sh_observe,
     .scores_comparable = true,

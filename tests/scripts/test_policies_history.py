@@ -14,6 +14,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from tap import check, finish  # noqa: E402
+from tracefile import write_root_attrs  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
 L, H, K, D = 2, 4, 2, 8
@@ -37,15 +38,7 @@ CANON = {  # each spec's canonical label: defaults filled, sorted by key, preset
 def write_trace(path, T, P, seed):
     rng = np.random.default_rng(seed)
     with h5py.File(path, "w") as f:
-        a = f.attrs
-        a["kvtrace_schema"] = np.array([1, 0], dtype=np.int32)
-        for k, v in dict(creator="test_policies_history", model_name="brute", architecture="llama",
-                         rope_style="neox", capture_mode="full", storage_dtype="f32").items():
-            a[k] = v
-        for k, v in dict(n_layers=L, n_heads=H, n_kv_heads=K, head_dim=D, n_tokens=T, prompt_len=P,
-                         vocab_size=100, capture_chunk=0).items():
-            a[k] = np.int64(v)
-        a["rope_theta"] = 10000.0
+        write_root_attrs(f, "test_policies_history", L, H, K, D, T, P)
         f["tokens"] = rng.integers(0, 100, T).astype(np.int32)
         f["keys"] = (rng.normal(size=D) + 0.7 * rng.normal(size=(L, K, T, D))).astype(np.float32)
         f["values"] = rng.normal(size=(L, K, T, D)).astype(np.float32)
