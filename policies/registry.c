@@ -17,7 +17,8 @@
     X(tova)         \
     X(snapkv)       \
     X(oracle)       \
-    X(scissorhands)
+    X(scissorhands) \
+    X(kvzip)
 
 #define DECLARE(name) extern const policy_iface policy_##name;
 POLICIES(DECLARE)

@@ -18,14 +18,18 @@
 
 typedef struct {
     float *q, *k, *v;      /* [H][T][D], [K][T][D], [K][T][D] */
+    float *kvzip;          /* [H][T] when a policy reads /attention/kvzip, else NULL */
 } layer_bufs;
 
-/* Reads one layer's queries, keys and values (on this thread: all HDF5 I/O here). */
+/* Reads one layer's queries, keys and values, and its kvzip rows when asked
+ * (on this thread: all HDF5 I/O here). */
 static int load_layer(trace *tr, int64_t l, layer_bufs *b, kv_err *err)
 {
     const trace_meta *m = trace_get_meta(tr);
     const int64_t T = m->n_tokens, D = m->head_dim;
     int rc = KV_OK;
+    for (int64_t h = 0; !rc && b->kvzip && h < m->n_heads; h++)
+        rc = trace_read_head(tr, TRACE_KVZIP, l, h, b->kvzip + h * T, err);
     for (int64_t h = 0; !rc && h < m->n_heads; h++) rc = trace_read_head(tr, TRACE_QUERIES, l, h, b->q + h * T * D, err);
     for (int64_t g = 0; !rc && g < m->n_kv_heads; g++) {
         rc = trace_read_head(tr, TRACE_KEYS, l, g, b->k + g * T * D, err);
@@ -152,7 +156,7 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
                        (long long)bad_pos);
     }
     sim_layer ly = {.T = m->n_tokens, .D = m->head_dim, .H = m->n_heads, .K = m->n_kv_heads,
-                    .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .ref = &ref,
+                    .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .kvzip = b->kvzip, .ref = &ref,
                     .chunk = o->chunk, .decode_chunk = o->decode_chunk, .eval_stride = o->eval_stride};
     res->reference_s += kv_now_seconds() - t1;
     const int max_items = res->n_cfg * (int)m->n_kv_heads;
@@ -178,12 +182,23 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
     return rc;
 }
 
+/* Whether a policy of the run reads /attention/kvzip. */
+static bool wants_kvzip(const sim_opts *o)
+{
+    for (int p = 0; p < o->n_policies; p++)
+        if (o->policies[p].iface->needs_kvzip) return true;
+    return false;
+}
+
 static int check_trace(const sim_opts *o, trace *tr, kv_err *err)
 {
     const trace_meta *m = trace_get_meta(tr);
     if (!trace_has(tr, TRACE_QUERIES))
         return kv_fail(err, KV_EINPUT, "%s: has no /queries dataset; sim needs the queries (capture with "
                        "--record keys,values,queries)", o->trace);
+    if (wants_kvzip(o) && !trace_has(tr, TRACE_KVZIP))
+        return kv_fail(err, KV_EINPUT, "%s: has no /attention/kvzip dataset; the kvzip policy ranks by it "
+                       "(capture with --kvzip)", o->trace);
     if (m->head_dim > 4096 || m->n_tokens > ((int64_t)1 << 28))
         return kv_fail(err, KV_EINPUT, "%s: T = %lld, D = %lld is beyond what sim handles", o->trace,
                        (long long)m->n_tokens, (long long)m->head_dim);
@@ -296,7 +311,8 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
     rc = sim_results_alloc(&res, o, m->n_layers, H, K, T, sim_replay_steps(&shape), err);
     if (!rc && (!(b.q = kv_calloc((size_t)(H * T * D), sizeof(float), "queries", err)) ||
                 !(b.k = kv_calloc((size_t)(K * T * D), sizeof(float), "keys", err)) ||
-                !(b.v = kv_calloc((size_t)(K * T * D), sizeof(float), "values", err))))
+                !(b.v = kv_calloc((size_t)(K * T * D), sizeof(float), "values", err)) ||
+                (wants_kvzip(o) && !(b.kvzip = kv_calloc((size_t)(H * T), sizeof(float), "kvzip", err)))))
         rc = err->code;
     bool dir_started = false;
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err), dir_started = rc == KV_OK;
@@ -317,7 +333,7 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
         double logdet_mean;
         sim_results_summarize(&res, c, PHASE_ALL, &summary[c], &logdet_mean);
     }
-    free(b.q), free(b.k), free(b.v);
+    free(b.q), free(b.k), free(b.v), free(b.kvzip);
     sim_results_free(&res);
     trace_close(tr);
     free(p);
