@@ -158,7 +158,7 @@ def refusals(tmp, model, trace):
     o = os.path.join(tmp, "long.h5")
     r = kv("capture", "--quiet", "--model", model, "--prompt", long_prompt, "--kvzip", "-o", o)
     lines = r.stderr.strip().splitlines()
-    check(r.returncode == 2 and len(lines) == 1 and "trained context is" in lines[0] and "positions" in lines[0]
+    check(r.returncode == 2 and len(lines) == 1 and "reconstruction pass" in lines[0] and "2048" in lines[0]
           and not os.path.exists(o), "capture --kvzip past the model's context: exit 2, one line with the lengths",
           r.stderr)
     r = kv("capture", "--quiet", "--model", model, "--prompt", "hi", "--kvzip", "--evict", "h2o", "--budget", "4",

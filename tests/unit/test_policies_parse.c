@@ -82,7 +82,7 @@ static void bad_specs_say_what_is_valid(void **state)
 {
     (void)state;
     fails_with("foo", (const char *[]){"unknown policy 'foo'",
-                                       "(known: full, keydiff, knorm, streaming, random, primekv, h2o, tova, snapkv, oracle, scissorhands)", NULL});
+                                       "(known: full, keydiff, knorm, streaming, random, primekv, h2o, tova, snapkv, oracle, scissorhands, kvzip)", NULL});
     fails_with("", (const char *[]){"empty policy name", "keydiff", NULL});
     fails_with(":window=1", (const char *[]){"empty policy name", NULL});
     fails_with("snapkv:preset=nope", (const char *[]){"snapkv: unknown preset 'nope' (known: paper, kvpress)", NULL});
