@@ -14,8 +14,6 @@
  * sim refuses a trace without the dataset. Scores are attention weights,
  * comparable across heads (the source ranks them across heads and layers).
  * Parameters: sinks (integer >= 0, default 4). */
-#include <math.h>
-
 #include "policies/policy.h"
 
 static int kvzip_score(const policy_config *cfg, void *state, const policy_view *v, double *scores, kv_err *err)
@@ -24,10 +22,13 @@ static int kvzip_score(const policy_config *cfg, void *state, const policy_view 
     if (!v->kvzip) return kv_fail(err, KV_EFAIL, "kvzip: no kvzip scores in the view (capture --kvzip)");
     const double sinks = policy_num(cfg, "sinks");
     for (int64_t c = 0; c < v->n; c++) {
-        double best = 0.0;
-        for (int64_t j = 0; j < v->q_heads && v->pos[c] < v->T; j++)
-            best = fmax(best, (double)v->kvzip[j * v->T + v->pos[c]]);
-        scores[c] = (double)v->pos[c] < sinks ? 1.0 : best;
+        const int64_t p = v->pos[c];
+        float best = 0.0f;
+        for (int64_t j = 0; j < v->q_heads && p < v->T; j++) {
+            const float w = v->kvzip[j * v->T + p];
+            best = w > best ? w : best;
+        }
+        scores[c] = (double)p < sinks ? 1.0 : (double)best;
     }
     return KV_OK;
 }
