@@ -40,10 +40,22 @@ def keyread_ns(n, D):
     return float(f[4]), float(f[6])
 
 
+def add_kvzip(trace):
+    """synth records no reconstruction pass: uniform weights in [0, 1) stand in for /attention/kvzip
+    (kvzip's scoring cost does not depend on them)."""
+    import h5py
+    import numpy as np
+    with h5py.File(trace, "r+") as f:
+        L, H, T = f["queries"].shape[:3]
+        f["attention/kvzip"] = np.random.default_rng(0).random((L, H, T), dtype=np.float32)
+
+
 def bench(tmp, like, T, layers_note, policies, budgets, B=64, threads=2, synth_args=None):
     trace = os.path.join(tmp, "%s-%d.h5" % (like, T))
     if not os.path.exists(trace):
         run([KV, "synth"] + (synth_args or ["--like", like]) + ["--tokens", str(T), "--quiet", "-o", trace])
+        if any(p.startswith("kvzip") for p in policies):
+            add_kvzip(trace)
     before = sgemm_gflops(threads)  # the baseline is the better of a run before and one after the sim:
     out = os.path.join(tmp, "res")  # a neighbour's load during either cannot flatter the ratio
     timefile = os.path.join(tmp, "time")
@@ -72,7 +84,9 @@ def bench(tmp, like, T, layers_note, policies, budgets, B=64, threads=2, synth_a
 
 def main():
     with tempfile.TemporaryDirectory(prefix="kvtrace-bench-") as tmp:
-        bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["keydiff", "streaming", "tova", "snapkv"], [128, 256])
+        bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["keydiff", "streaming", "tova", "snapkv", "snapkv:preset=paper",
+                                                               "h2o", "h2o:normalize=age", "scissorhands", "kvzip"],
+              [128, 256])
         # issue #18's policies: their scoring ns per candidate beside the ones above
         bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["expected_attention", "lagkv", "cur", "qfilter", "capkv", "chunkkv"], [128, 256])
         if os.environ.get("BENCH_LARGE", "1") != "0":  # for the record: llama-3.2-3b shape, 4 layers, T = 8192

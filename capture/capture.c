@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture/kvzip.h"
 #include "capture/run.h"
 #include "core/outfile.h"
 #include "core/progress.h"
@@ -89,6 +90,7 @@ static trace_create_opts trace_wants(const capture_opts *o)
     t.want[TRACE_ATTN_FULL] = o->attention == ATTN_FULL;
     t.want[TRACE_LOGITS] = o->logits;
     t.want[TRACE_LOGPROBS] = true;
+    t.want[TRACE_KVZIP] = o->kvzip;
     t.want[TRACE_EVICT_RETAINED] = t.want[TRACE_EVICT_STEP_END] = o->evict.iface && o->retained;
     if (o->prov) t.annotate = prov_write_h5, t.annotate_ctx = o->prov;
     return t;
@@ -117,7 +119,8 @@ static void print_cost(const capture_opts *o, const model_config *c, int64_t T)
             "~%.2f GiB, trace ~%.2f GiB\n", (long long)T, flops / 1e12, minutes, memory / gib, file / gib);
 }
 
-/* The run over tokens [T] of the loaded model, and its outputs. */
+/* The run over tokens [T] of the loaded model, and its outputs (with
+ * --kvzip the reconstruction pass after it: kvzip.h). */
 static int capture_tokens(const capture_opts *o, const backend_iface *be, void *bctx, const kv_model *m,
                           int32_t *tokens, int64_t P, int64_t T, const char *text, double load_s, kv_err *err)
 {
@@ -126,11 +129,17 @@ static int capture_tokens(const capture_opts *o, const backend_iface *be, void *
                    .alloc = o->alloc.iface ? &o->alloc : NULL,
                    .output = o->dry_run ? NULL : o->output, .verb = "capture", .trace = trace_wants(o),
                    .beyond_context = o->beyond_context, .prompt_text = text};
+    int32_t *tmpl = NULL;
+    int64_t n_tmpl = 0;
+    int rc = o->kvzip && !o->dry_run ? kvzip_template(m, o->model, &tmpl, &n_tmpl, err) : KV_OK;
+    ro.extra = tmpl ? n_tmpl + T : 0;
     kv_run *r = NULL;
-    int rc = run_open(&r, &ro, err);
+    if (!rc) rc = run_open(&r, &ro, err);
     if (!rc) print_cost(o, &m->cfg, T);
     double started = kv_now_seconds();
     if (!rc) rc = run_model(o, r, tokens, m->cfg.vocab_size, P, T, err);
+    if (!rc && tmpl) rc = kvzip_record(r, &m->cfg, tmpl, n_tmpl, tokens, T, err);
+    free(tmpl);
     if (!rc) rc = run_settle(r, err); /* the recording drained */
     if (!rc && o->stats) run_print_stats(r, load_s, kv_now_seconds() - started);
     if (!rc) rc = run_finish(r, err);

@@ -43,6 +43,7 @@ typedef struct {
     const backend_iface *backend; /* --device NAME (NULL: cpu) */
     int weights;              /* --weights: type of the weights on the device (0 f32, 1 f16, 2 bf16) */
     bool beyond_context;      /* --allow-beyond-context: past the model's trained context */
+    bool kvzip;               /* --kvzip: the reconstruction pass and /attention/kvzip (capture/kvzip.h) */
     bool dry_run;             /* --dry-run: the walk alone, nothing recorded or written (benchmarks) */
     bool timestamp;           /* --timestamp: the time in the provenance record */
     prov_record *prov;        /* the trace's /provenance (inputs added once the model loaded); NULL: none */

@@ -81,11 +81,11 @@ int run_sequence(const prompt_source *src, const kv_model *m, const char *model_
 static int check_window(const run_opts *o, kv_err *err)
 {
     const model_config *c = &o->model->cfg;
-    if (c->sliding_window > 0 && o->T > c->sliding_window)
+    if (c->sliding_window > 0 && o->T + o->extra > c->sliding_window)
         return kv_fail(err, KV_EUSAGE, "%s: the model uses sliding-window attention (window %lld) "
                        "and the sequence has %lld tokens: kvtrace records full causal attention, "
                        "so it refuses sequences longer than the window", o->model_path,
-                       (long long)c->sliding_window, (long long)o->T);
+                       (long long)c->sliding_window, (long long)(o->T + o->extra));
     return KV_OK;
 }
 
@@ -94,6 +94,11 @@ static int check_window(const run_opts *o, kv_err *err)
 static int check_context(const run_opts *o, kv_err *err)
 {
     const int64_t ctx = o->model->cfg.context_len;
+    if (ctx > 0 && o->T + o->extra > ctx && !o->beyond_context && o->extra)
+        return kv_fail(err, KV_EUSAGE, "%s: the sequence (%lld positions) and the KVzip reconstruction pass "
+                       "(%lld) need %lld positions but the model's trained context is %lld: use a shorter prompt "
+                       "(or --allow-beyond-context)", o->model_path, (long long)o->T, (long long)o->extra,
+                       (long long)(o->T + o->extra), (long long)ctx);
     if (ctx > 0 && o->T > ctx && !o->beyond_context)
         return kv_fail(err, KV_EUSAGE, "%s: the sequence has %lld positions but the model's trained context is "
                        "%lld: positions past it were never trained (RoPE extrapolation); "
@@ -136,8 +141,9 @@ static int start_walk(kv_run *r, kv_err *err)
     int rc = r->be->prepare ? r->be->prepare(o->backend_ctx, o->model, o->T, o->chunk, o->trace.want[TRACE_COLSUM],
                                              &walk, err)
                             : KV_OK;
-    const int64_t cap = r->evicting ? r->rows : o->T;
-    if (!rc) rc = forward_init_cache(&r->fw, walk, r->be->kernels, o->backend_ctx, o->T, cap, o->chunk, err);
+    const int64_t n_pos = o->T + o->extra; /* --kvzip's reconstruction pass reads `extra` more */
+    const int64_t cap = r->evicting ? r->rows : n_pos;
+    if (!rc) rc = forward_init_cache(&r->fw, walk, r->be->kernels, o->backend_ctx, n_pos, cap, o->chunk, err);
     if (rc || !r->evicting) return rc;
     rc = evict_init_alloc(&r->ev, o->evict, o->alloc, o->budget, c, r->fw.max_chunk, r->fw.cap, err);
     r->ev.rope = (rope_spec){.theta = c->rope_theta, .style = c->rope, .div = o->model->rope_div};
@@ -197,6 +203,20 @@ int run_step(kv_run *r, int64_t n, kv_err *err)
     if (rc || !r->snap) return rc;
     evict_snapshot(&r->ev, &r->fw, r->snap);
     return trace_write_retained(r->w, r->fw.steps - 1, r->fw.len - 1, r->snap, err);
+}
+
+int run_extra(kv_run *r, const int32_t *tokens, int64_t n, const forward_observer *obs, kv_err *err)
+{
+    KV_ASSERT(!r->evicting && r->fw.len >= r->o.T && r->fw.len + n <= r->o.T + r->o.extra);
+    int rc = KV_OK;
+    for (int64_t i = 0; !rc && i < n; i += r->fw.max_chunk)
+        rc = forward_chunk(&r->fw, tokens + i, n - i < r->fw.max_chunk ? n - i : r->fw.max_chunk, obs, err);
+    return rc;
+}
+
+trace_writer *run_trace(const kv_run *r)
+{
+    return r->w;
 }
 
 void run_known(kv_run *r, int64_t known)

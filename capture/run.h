@@ -42,6 +42,8 @@ typedef struct {
     const char *output;           /* the trace; NULL: nothing is recorded or written */
     const char *verb;             /* the trace's creator: "kvtrace VERSION verb" */
     bool beyond_context;          /* --allow-beyond-context: T may exceed the model's trained context */
+    int64_t extra;                /* positions after the sequence a later pass walks (run_extra: capture
+                                     --kvzip's reconstruction pass); the caches and checks cover T + extra */
     const char *prompt_text;      /* the prompt as text (run_sequence), recorded as /prompt_text; NULL: none */
     trace_create_opts trace;      /* storage, force, want[]: what is recorded (TRACE_COLSUM: also what the
                                      backend accumulates); expected_tokens is T */
@@ -67,6 +69,14 @@ int run_open(kv_run **r, const run_opts *o, kv_err *err);
 /* The next n <= B tokens of the sequence through the walk: recorded, evicted
  * after (with --retained: the snapshot). */
 int run_step(kv_run *r, int64_t n, kv_err *err);
+
+/* After the whole sequence: tokens[0..n) (n <= extra) through the walk in
+ * chunks of B, at positions T.., handed to `obs` alone (nothing recorded);
+ * the caches keep every row. */
+int run_extra(kv_run *r, const int32_t *tokens, int64_t n, const forward_observer *obs, kv_err *err);
+
+/* The trace being written (NULL: nothing is recorded); valid until run_finish. */
+trace_writer *run_trace(const kv_run *r);
 
 /* tokens[0 .. known) are decided (generation wrote tokens[known - 1]). */
 void run_known(kv_run *r, int64_t known);

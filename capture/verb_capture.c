@@ -59,6 +59,11 @@ static const char USAGE[] =
     "                       caches (kvtrace policies lists them; default uniform: each keeps N; not\n"
     "                       those pooling every layer; docs/allocators.md, \"In the model\")\n"
     "  --retained           with --evict: /evict/retained, the kept positions after every chunk\n"
+    "  --kvzip              after the run, KVzip's reconstruction pass (\"Repeat the previous context\n"
+    "                       exactly.\" then the sequence again) and /attention/kvzip [L, H, T]: the largest\n"
+    "                       attention each key got from that pass (the kvzip policy ranks by it). The pass\n"
+    "                       needs T + R positions (R = the template's ids + T) within the model's context;\n"
+    "                       CPU only, not with --evict (docs/trace.md)\n"
     "  --print              print the decoded text of all tokens to stdout\n"
     "  --stats              print throughput and GEMM/attention GFLOP/s to stderr\n"
     "  -o, --output PATH    output trace (required)\n"
@@ -158,6 +163,7 @@ static const cli_opt OPTIONS[] = {
     {ROW("budget", CLI_I64, budget), .lo = 1, .hi = 1 << 30},
     {.name = "allocator", .kind = CLI_CUSTOM, .parse = parse_allocator},
     {ROW("retained", CLI_FLAG, retained)},
+    {ROW("kvzip", CLI_FLAG, kvzip)},
     {ROW("print", CLI_FLAG, print_text)},
     {ROW("stats", CLI_FLAG, stats)},
     {ROW("weights", CLI_CHOICE, weights), .choices = "f32|f16|bf16"}, /* the kvcuda_dtype: 0, 1, 2 */
@@ -211,6 +217,11 @@ static int parse_args(int argc, char **argv, capture_args *a, kv_err *err)
     if (!o->output) return cli_usage(err, v, "-o PATH is required");
     if (o->weights && !o->backend->weight_types)
         return cli_usage(err, v, "--weights applies to --device cuda (the CPU computes in float32)");
+    if (o->kvzip && o->evict.iface)
+        return cli_usage(err, v, "--kvzip records attention over the full cache; not with --evict");
+    if (o->kvzip && !o->backend->kernels->host_memory)
+        return cli_usage(err, v, "--kvzip runs on --device cpu only (the reconstruction pass reads every "
+                         "head's attention weights, which --device %s does not hand out)", o->backend->name);
     return check_evict(o, a->attention_given, err);
 }
 

@@ -49,6 +49,8 @@ static void print_policy(const policy_iface *pi)
                "global rank them directly)" : "no (adakv ranks each head's by its z-score in the head; global "
                "refuses it)");
     print_params(pi->params);
+    for (int i = 0; i < POLICY_MAX_PRESETS && pi->presets[i].name; i++)   /* name:preset=NAME */
+        printf("    preset=%s = %s\n             %s\n", pi->presets[i].name, pi->presets[i].params, pi->presets[i].doc);
 }
 
 static void print_alloc(const alloc_iface *ai)

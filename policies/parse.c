@@ -163,6 +163,56 @@ int policy_params_parse(const char *owner, const policy_param *params, const cha
     return KV_OK;
 }
 
+/* Whether item list `rest` (":k=v:k=v") gives key (klen bytes). */
+static bool gives_key(const char *rest, const char *key, size_t klen)
+{
+    for (const char *s = rest; *s == ':';) {
+        const char *item = s + 1;
+        size_t len = strcspn(item, ":");
+        if (len > klen && item[klen] == '=' && strncmp(item, key, klen) == 0) return true;
+        s = item + len;
+    }
+    return false;
+}
+
+/* `rest` with its one `preset=NAME` item replaced by the preset's items
+ * that rest does not give itself: into buf (cap bytes). No preset: rest as is. */
+static int expand_preset(const policy_iface *pi, const char *rest, char *buf, size_t cap, kv_err *err)
+{
+    const char *at = NULL, *name = NULL;
+    size_t nlen = 0, used = 0;
+    for (const char *s = rest; *s == ':';) {
+        const char *item = s + 1;
+        size_t len = strcspn(item, ":");
+        if (len >= 7 && strncmp(item, "preset=", 7) == 0) {
+            if (at) return kv_fail(err, KV_EUSAGE, "%s: parameter 'preset' given twice", pi->name);
+            at = s, name = item + 7, nlen = len - 7;
+        }
+        s = item + len;
+    }
+    const policy_preset *pre = NULL;
+    char known[128] = "";
+    for (int i = 0; i < POLICY_MAX_PRESETS && pi->presets[i].name; i++) {
+        size_t k = strlen(known);
+        snprintf(known + k, sizeof known - k, "%s%s", i ? ", " : "", pi->presets[i].name);
+        if (at && strlen(pi->presets[i].name) == nlen && strncmp(pi->presets[i].name, name, nlen) == 0)
+            pre = &pi->presets[i];
+    }
+    if (at && !known[0]) return kv_fail(err, KV_EUSAGE, "%s: has no presets", pi->name);
+    if (at && !pre)
+        return kv_fail(err, KV_EUSAGE, "%s: unknown preset '%.*s' (known: %s)", pi->name, (int)nlen, name, known);
+    buf[0] = '\0';
+    for (const char *p = pre ? pre->params : ""; *p;) {   /* the preset's items the spec leaves out */
+        size_t len = strcspn(p, ":"), klen = strcspn(p, "=");
+        if (!gives_key(rest, p, klen)) used += (size_t)snprintf(buf + used, cap - used, ":%.*s", (int)len, p);
+        p += len + (p[len] == ':');
+    }
+    const char *tail = at ? at + 1 + 7 + nlen : rest;   /* rest without the preset item */
+    int w = snprintf(buf + used, cap - used, "%.*s%s", (int)(at ? at - rest : 0), rest, tail);
+    if (w < 0 || (size_t)w >= cap - used) return kv_fail(err, KV_EUSAGE, "%s: specification too long", pi->name);
+    return KV_OK;
+}
+
 int policy_parse(const char *spec, policy_config *out, kv_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -178,7 +228,10 @@ int policy_parse(const char *spec, policy_config *out, kv_err *err)
     }
     out->iface = pi;
     out->n = policy_n_params(pi);
-    return policy_params_parse(pi->name, pi->params, spec, spec + nlen, out->num, out->choice, out->canonical,
+    char rest[512];
+    int rc = expand_preset(pi, spec + nlen, rest, sizeof rest, err);
+    if (rc) return rc;
+    return policy_params_parse(pi->name, pi->params, spec, rest, out->num, out->choice, out->canonical,
                                sizeof out->canonical, err);
 }
 

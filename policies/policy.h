@@ -38,6 +38,16 @@ typedef struct {
     bool integer;          /* PARAM_NUMBER: whole numbers only (sinks, seed) */
 } policy_param;
 
+/* A named set of parameter values (snapkv:preset=paper): `preset=NAME` in a
+ * spec stands for its "key=value:..." items, each unless the spec gives that
+ * key itself; the canonical name shows the values, never the preset. */
+enum { POLICY_MAX_PRESETS = 4 };
+typedef struct {
+    const char *name;
+    const char *params;    /* "key=value:key=value" */
+    const char *doc;       /* where the values come from */
+} policy_preset;
+
 /* A parsed "name:key=value:..." with every parameter filled (defaults too). */
 typedef struct {
     const struct policy_iface *iface;
@@ -77,12 +87,17 @@ typedef struct {
      * calib=prompt; sim only, 0 in-model) */
     rope_spec rope;
     int64_t prompt_len;
+    /* with needs_kvzip: the trace's /attention/kvzip rows of the stream's
+     * query heads, [q_heads][T] by position (the largest attention each
+     * context key got from the KVzip reconstruction pass); else NULL */
+    const float *kvzip;
 } policy_view;
 
 typedef struct policy_iface {
     const char *name;
     const char *summary;     /* one line; says "reconstruction" for primekv */
     policy_param params[POLICY_MAX_PARAMS];   /* sorted by key; the first without a key ends them */
+    policy_preset presets[POLICY_MAX_PRESETS]; /* optional; the first without a name ends them */
     bool never_evicts;       /* full */
     bool needs_attention;    /* issue #5 */
     /* optional: per-stream state; NULL create means stateless */
@@ -107,6 +122,8 @@ typedef struct policy_iface {
     /* optional: the same for one configuration (qfilter:calib=prompt reads
      * the whole prompt's queries); callers ask policy_offline_only */
     bool (*offline_for)(const policy_config *cfg);
+    /* reads v->kvzip (kvzip): sim refuses it on a trace without /attention/kvzip */
+    bool needs_kvzip;
     /* its scores mean the same on every kv head (attention mass, a position, a
      * uniform draw), so a dynamic allocator (adakv) may rank the candidates of
      * different heads against each other directly; otherwise it ranks each

@@ -22,7 +22,9 @@
     X(cur)          \
     X(qfilter)      \
     X(capkv)        \
-    X(chunkkv)
+    X(chunkkv)      \
+    X(scissorhands) \
+    X(kvzip)
 
 #define DECLARE(name) extern const policy_iface policy_##name;
 POLICIES(DECLARE)

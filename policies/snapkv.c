@@ -6,10 +6,16 @@
  * an average pool of width `kernel` over the candidates in position order
  * (cache neighbours, not absolute positions; zero padded, divided by kernel:
  * offsets -floor(kernel/2) .. kernel-1-floor(kernel/2)); candidates inside
- * the window are protected (SPEC §5).
- * Parameters: window (integer >= 1, default 32), kernel (integer >= 1, default 5). */
+ * the window are protected (SPEC §5). pool=max takes the largest of the
+ * kernel's sums instead (the SnapKV repository's max_pool1d; its padding
+ * never wins, every window holding the candidate itself).
+ * Parameters: window (integer >= 1, default 32), kernel (integer >= 1,
+ * default 5), pool (avg|max, default avg). Presets (docs/policies.md):
+ * paper = window=32:kernel=7:pool=max (the SnapKV paper's setting),
+ * kvpress = window=64:kernel=5:pool=avg (NVIDIA kvpress SnapKVPress's defaults). */
 #include <cblas.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,11 +49,12 @@ static int snapkv_score(const policy_config *cfg, void *state, const policy_view
         }
     }
     const int64_t left = kernel / 2;
+    const bool max_pool = policy_choice(cfg, "pool") == 1;
     for (int64_t c = 0; c < n; c++) {
         double pooled = 0.0;
         for (int64_t o = -left; o < kernel - left; o++)
-            if (c + o >= 0 && c + o < n) pooled += sum[c + o];
-        scores[c] = v->pos[c] >= i0 ? INFINITY : pooled / (double)kernel;
+            if (c + o >= 0 && c + o < n) pooled = max_pool ? fmax(pooled, sum[c + o]) : pooled + sum[c + o];
+        scores[c] = v->pos[c] >= i0 ? INFINITY : max_pool ? pooled : pooled / (double)kernel;
     }
     free(sum), free(s);
     return KV_OK;
@@ -62,9 +69,15 @@ const policy_iface policy_snapkv = {
     .name = "snapkv",
     .summary = "SnapKV: attention of the last `window` queries, pooled over cache neighbours; window protected",
     .params = {{.key = "kernel", .kind = PARAM_NUMBER, .def = "5", .min = 1, .max = 1024, .integer = true,
-                .doc = "width of the average pool over neighbouring candidates"},
+                .doc = "width of the pool over neighbouring candidates"},
+               {.key = "pool", .kind = PARAM_CHOICE, .def = "avg", .choices = "avg|max",
+                .doc = "the pool: the mean of the kernel's sums (zero padded) or their maximum"},
                {.key = "window", .kind = PARAM_NUMBER, .def = "32", .min = 1, .max = 1 << 20, .integer = true,
                 .doc = "observation window: queries of the last `window` positions"}},
+    .presets = {{.name = "paper", .params = "kernel=7:pool=max:window=32",
+                 .doc = "the SnapKV paper (Li et al. 2024): window 32, max pool of 7"},
+                {.name = "kvpress", .params = "kernel=5:pool=avg:window=64",
+                 .doc = "NVIDIA kvpress SnapKVPress: window 64, average pool of 5"}},
     .score = snapkv_score,
     .query_window = snapkv_query_window,
     .scores_comparable = true,

@@ -180,6 +180,7 @@ static policy_view view_of(const replay_buf *b, const sim_layer *ly, const polic
                      .queries = ly->q + b->g0 * G * ly->T * ly->D, .lse = ly->ref->lse + b->g0 * G * ly->T,
                      .q_heads = G, .T = ly->T, .rope = ly->rope, .prompt_len = ly->prompt_len};
     if (pc->iface->needs_attention) v.attn = b->attn_mean, v.n_queries = p1 - p0;
+    if (pc->iface->needs_kvzip && ly->kvzip) v.kvzip = ly->kvzip + b->g0 * G * ly->T;
     return v;
 }
 

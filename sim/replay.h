@@ -17,6 +17,7 @@ typedef struct {
     int64_t T, D, H, K, prompt_len;
     const float *q;            /* [H][T][D] */
     const float *k, *v;        /* [K][T][D] */
+    const float *kvzip;        /* [H][T] /attention/kvzip, when a policy needs it; else NULL */
     const sim_reference *ref;
     int64_t chunk, decode_chunk, eval_stride;
     rope_spec rope;            /* the trace's RoPE attributes (policy_view.rope) */

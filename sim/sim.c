@@ -19,14 +19,18 @@
 
 typedef struct {
     float *q, *k, *v;      /* [H][T][D], [K][T][D], [K][T][D] */
+    float *kvzip;          /* [H][T] when a policy reads /attention/kvzip, else NULL */
 } layer_bufs;
 
-/* Reads one layer's queries, keys and values (on this thread: all HDF5 I/O here). */
+/* Reads one layer's queries, keys and values, and its kvzip rows when asked
+ * (on this thread: all HDF5 I/O here). */
 static int load_layer(trace *tr, int64_t l, layer_bufs *b, kv_err *err)
 {
     const trace_meta *m = trace_get_meta(tr);
     const int64_t T = m->n_tokens, D = m->head_dim;
     int rc = KV_OK;
+    for (int64_t h = 0; !rc && b->kvzip && h < m->n_heads; h++)
+        rc = trace_read_head(tr, TRACE_KVZIP, l, h, b->kvzip + h * T, err);
     for (int64_t h = 0; !rc && h < m->n_heads; h++) rc = trace_read_head(tr, TRACE_QUERIES, l, h, b->q + h * T * D, err);
     for (int64_t g = 0; !rc && g < m->n_kv_heads; g++) {
         rc = trace_read_head(tr, TRACE_KEYS, l, g, b->k + g * T * D, err);
@@ -175,7 +179,7 @@ static int prepare_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b,
                        "(keys, queries or values too large)", o->trace, (long long)l, (long long)bad_h,
                        (long long)bad_pos);
     *ly = (sim_layer){.T = m->n_tokens, .D = m->head_dim, .H = m->n_heads, .K = m->n_kv_heads,
-                      .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .ref = ref,
+                      .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .kvzip = b->kvzip, .ref = ref,
                       .chunk = o->chunk, .decode_chunk = o->decode_chunk, .eval_stride = o->eval_stride,
                       .rope = {.theta = m->rope_theta, .div = m->rope_freq_factors}};
     rope_style_parse(m->rope_style, &ly->rope.style); /* trace_open checked it */
@@ -224,6 +228,14 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
     return rc;
 }
 
+/* Whether a policy of the run reads /attention/kvzip. */
+static bool wants_kvzip(const sim_opts *o)
+{
+    for (int p = 0; p < o->n_policies; p++)
+        if (o->policies[p].iface->needs_kvzip) return true;
+    return false;
+}
+
 /* The model-wide configurations (cake, global) after the per-layer pass:
  * every layer read and its reference computed, kept at once, then one item
  * per configuration replays all L·K streams in lock step (memory about L
@@ -246,12 +258,14 @@ static int run_lockstep(const sim_opts *o, trace *tr, sim_results *res, kv_err *
     for (int64_t l = 0; !rc && n_items && l < L; l++) {
         if (!(b[l].q = kv_calloc((size_t)(m->n_heads * T * D), sizeof(float), "queries", err)) ||
             !(b[l].k = kv_calloc((size_t)(m->n_kv_heads * T * D), sizeof(float), "keys", err)) ||
-            !(b[l].v = kv_calloc((size_t)(m->n_kv_heads * T * D), sizeof(float), "values", err)))
+            !(b[l].v = kv_calloc((size_t)(m->n_kv_heads * T * D), sizeof(float), "values", err)) ||
+            (wants_kvzip(o) && !(b[l].kvzip = kv_calloc((size_t)(m->n_heads * T), sizeof(float), "kvzip", err))))
             rc = err->code;
         if (!rc) rc = prepare_layer(o, tr, l, &b[l], &refs[l], &lys[l], res, err);
     }
     if (!rc && n_items) rc = run_items(o, lys, res, 0, items, n_items, err);
-    for (int64_t l = 0; b && refs && l < L; l++) free(b[l].q), free(b[l].k), free(b[l].v), sim_reference_free(&refs[l]);
+    for (int64_t l = 0; b && refs && l < L; l++)
+        free(b[l].q), free(b[l].k), free(b[l].v), free(b[l].kvzip), sim_reference_free(&refs[l]);
     free(items), free(b), free(refs), free(lys);
     return rc;
 }
@@ -262,6 +276,9 @@ static int check_trace(const sim_opts *o, trace *tr, kv_err *err)
     if (!trace_has(tr, TRACE_QUERIES))
         return kv_fail(err, KV_EINPUT, "%s: has no /queries dataset; sim needs the queries (capture with "
                        "--record keys,values,queries)", o->trace);
+    if (wants_kvzip(o) && !trace_has(tr, TRACE_KVZIP))
+        return kv_fail(err, KV_EINPUT, "%s: has no /attention/kvzip dataset; the kvzip policy ranks by it "
+                       "(capture with --kvzip)", o->trace);
     if (m->head_dim > 4096 || m->n_tokens > ((int64_t)1 << 28))
         return kv_fail(err, KV_EINPUT, "%s: T = %lld, D = %lld is beyond what sim handles", o->trace,
                        (long long)m->n_tokens, (long long)m->head_dim);
@@ -378,7 +395,8 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
     rc = sim_results_alloc(&res, o, m->n_layers, H, K, T, sim_replay_steps(&shape), err);
     if (!rc && (!(b.q = kv_calloc((size_t)(H * T * D), sizeof(float), "queries", err)) ||
                 !(b.k = kv_calloc((size_t)(K * T * D), sizeof(float), "keys", err)) ||
-                !(b.v = kv_calloc((size_t)(K * T * D), sizeof(float), "values", err))))
+                !(b.v = kv_calloc((size_t)(K * T * D), sizeof(float), "values", err)) ||
+                (wants_kvzip(o) && !(b.kvzip = kv_calloc((size_t)(H * T), sizeof(float), "kvzip", err)))))
         rc = err->code;
     bool dir_started = false;
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err), dir_started = rc == KV_OK;
@@ -400,7 +418,7 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
         double logdet_mean;
         sim_results_summarize(&res, c, PHASE_ALL, &summary[c], &logdet_mean);
     }
-    free(b.q), free(b.k), free(b.v);
+    free(b.q), free(b.k), free(b.v), free(b.kvzip);
     sim_results_free(&res);
     trace_close(tr);
     sim_alloc_plan_free(&p->ap);

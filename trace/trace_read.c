@@ -315,17 +315,17 @@ int trace_read_tokens(trace *tr, int32_t *out, kv_err *err)
     return scan_tokens(tr, out, err);
 }
 
-/* Refuses NaN/inf (and negative column sums) with the first offending position. */
+/* Refuses NaN/inf (negative column sums, kvzip weights outside [0, 1]) with the first offending position. */
 static int check_values(const trace *tr, trace_dset d, int64_t layer, int64_t head, int64_t t0,
                         int64_t width, const float *v, size_t count, kv_err *err)
 {
-    bool nonneg = d == TRACE_COLSUM || d == TRACE_ATTN_FULL;
+    const bool nonneg = d == TRACE_COLSUM || d == TRACE_ATTN_FULL || d == TRACE_KVZIP, unit = d == TRACE_KVZIP;
     for (size_t i = 0; i < count; i++) {
-        if (isfinite(v[i]) && !(nonneg && v[i] < 0)) continue;
+        if (isfinite(v[i]) && !(nonneg && v[i] < 0) && !(unit && v[i] > 1)) continue;
         return kv_fail(err, KV_EINPUT, "%s: %s[layer %lld, head %lld, position %lld] = %g is %s", tr->path,
                        trace_dset_path(d), (long long)layer, (long long)head,
                        (long long)(t0 + (int64_t)i / width), v[i],
-                       isfinite(v[i]) ? "negative" : "not finite (or never written)");
+                       !isfinite(v[i]) ? "not finite (or never written)" : v[i] < 0 ? "negative" : "above 1");
     }
     return KV_OK;
 }
@@ -334,7 +334,8 @@ int trace_read_rows(trace *tr, trace_dset d, int64_t layer, int64_t head, int64_
                     float *out, kv_err *err)
 {
     const trace_meta *m = &tr->meta;
-    if (d != TRACE_KEYS && d != TRACE_VALUES && d != TRACE_QUERIES && d != TRACE_COLSUM && d != TRACE_ATTN_FULL)
+    if (d != TRACE_KEYS && d != TRACE_VALUES && d != TRACE_QUERIES && d != TRACE_COLSUM && d != TRACE_ATTN_FULL &&
+        d != TRACE_KVZIP)
         return kv_fail(err, KV_EFAIL, "trace_read_rows: %s is not a per-head dataset", trace_dset_path(d));
     if (tr->dset[d] < 0)
         return kv_fail(err, KV_EINPUT, "%s: has no %s dataset", tr->path, trace_dset_path(d));

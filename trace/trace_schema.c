@@ -30,6 +30,9 @@ static const trace_dset_spec SPECS[TRACE_NDSETS] = {
                               "cache positions kept after eviction step s; [S, L, K, N], ascending, -1 padded"},
     [TRACE_EVICT_STEP_END] = {"/evict/step_end", 1, ELEM_TOKEN, false, false, true, -1, -1,
                               "step_end[s] is the last position processed before snapshot s; [S]"},
+    [TRACE_KVZIP] = {"/attention/kvzip", 3, ELEM_FLOAT, false, true, false, 2, -1,
+                     "KVzip (capture --kvzip): the largest causal softmax weight (scale 1/sqrt(D)) key j received "
+                     "from any query of the reconstruction pass that followed the sequence; [L, H, T], in [0, 1]"},
 };
 
 const trace_dset_spec *trace_spec(trace_dset d)
@@ -57,7 +60,8 @@ void trace_expected_dims(const trace_meta *m, trace_dset d, int64_t T, int64_t d
     case TRACE_KEYS:
     case TRACE_VALUES: s[0] = L, s[1] = K, s[2] = T, s[3] = D; break;
     case TRACE_QUERIES: s[0] = L, s[1] = H, s[2] = T, s[3] = D; break;
-    case TRACE_COLSUM: s[0] = L, s[1] = H, s[2] = T; break;
+    case TRACE_COLSUM:
+    case TRACE_KVZIP: s[0] = L, s[1] = H, s[2] = T; break;
     case TRACE_ATTN_FULL: s[0] = L, s[1] = H, s[2] = T, s[3] = T; break;
     case TRACE_LOGITS: s[0] = T, s[1] = m->vocab_size; break;
     case TRACE_LOGPROBS: s[0] = T; break;

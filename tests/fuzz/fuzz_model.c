@@ -177,6 +177,7 @@ const char *const FZ_DS_PATH[NDS] = {
     [TRACE_LOGPROBS] = "/logprobs",
     [TRACE_EVICT_RETAINED] = "/evict/retained",
     [TRACE_EVICT_STEP_END] = "/evict/step_end",
+    [TRACE_KVZIP] = "/attention/kvzip",
 };
 
 const char *const FZ_ATTR_NAME[NATTR] = {
@@ -223,6 +224,7 @@ void fz_gen_values(model *m, int which)
         switch (which) {
         case TRACE_TOKENS: iv = (int64_t)(fz_rnd() % (uint64_t)m->V), v = (double)iv; break;
         case TRACE_COLSUM: v = rnd_unit() * (double)m->T; break;
+        case TRACE_KVZIP: v = rnd_unit(); break;
         case TRACE_ATTN_FULL:
             v = col <= row % (size_t)m->T ? rnd_unit() : 0.0;
             break;
@@ -255,7 +257,8 @@ void fz_default_dset(model *m, int which)
     case TRACE_KEYS:
     case TRACE_VALUES: fz_set_dset(m, which, 4, (int64_t[]){L, K, T, D}, st); break;
     case TRACE_QUERIES: fz_set_dset(m, which, 4, (int64_t[]){L, H, T, D}, st); break;
-    case TRACE_COLSUM: fz_set_dset(m, which, 3, (int64_t[]){L, H, T}, ET_F32); break;
+    case TRACE_COLSUM:
+    case TRACE_KVZIP: fz_set_dset(m, which, 3, (int64_t[]){L, H, T}, ET_F32); break;
     case TRACE_ATTN_FULL: fz_set_dset(m, which, 4, (int64_t[]){L, H, T, T}, ET_F32); break;
     case TRACE_LOGITS: fz_set_dset(m, which, 2, (int64_t[]){T, m->V}, ET_F32); break;
     case TRACE_LOGPROBS: fz_set_dset(m, which, 1, (int64_t[]){T}, ET_F32); break;
@@ -266,7 +269,7 @@ void fz_default_dset(model *m, int which)
 
 bool fz_visible(const model *m, int which)
 {
-    if ((which == TRACE_COLSUM || which == TRACE_ATTN_FULL) && m->attention_as) return false;
+    if ((which == TRACE_COLSUM || which == TRACE_ATTN_FULL || which == TRACE_KVZIP) && m->attention_as) return false;
     if ((which == TRACE_EVICT_RETAINED || which == TRACE_EVICT_STEP_END) && m->evict_as) return false;
     return m->d[which].obj != OBJ_ABSENT;
 }

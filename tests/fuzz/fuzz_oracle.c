@@ -98,6 +98,7 @@ static int want_dims(const expect *e, int which, int64_t w[4])
         [TRACE_LOGPROBS] = {1, T},
         [TRACE_EVICT_RETAINED] = {4, -1, L, K, -1},
         [TRACE_EVICT_STEP_END] = {1, -1},
+        [TRACE_KVZIP] = {3, L, H, T},
     };
     memcpy(w, &s[which][1], 4 * sizeof(int64_t));
     return (int)s[which][0];
@@ -115,7 +116,7 @@ static bool o_datasets(const model *m, expect *e)
             if (required) return why("%s missing", FZ_DS_PATH[i]);
             continue;
         }
-        if (i == TRACE_COLSUM && e->evict) return why("colsum in evict mode");
+        if ((i == TRACE_COLSUM || i == TRACE_KVZIP) && e->evict) return why("%s in evict mode", FZ_DS_PATH[i]);
         if ((i == TRACE_EVICT_RETAINED || i == TRACE_EVICT_STEP_END) && !e->evict)
             return why("%s in full mode", FZ_DS_PATH[i]);
         if (d->obj != OBJ_DSET) return why("%s is not a dataset", FZ_DS_PATH[i]);

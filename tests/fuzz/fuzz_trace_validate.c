@@ -146,14 +146,14 @@ static bool expected_rows(const model *m, int which, int64_t nheads, int64_t wid
 {
     const dmodel *d = &m->d[which];
     const int64_t T = (int64_t)d->dims[2];
-    bool nonneg = which == TRACE_COLSUM || which == TRACE_ATTN_FULL, ok = true;
+    bool nonneg = which == TRACE_COLSUM || which == TRACE_ATTN_FULL || which == TRACE_KVZIP, ok = true;
     size_t es = fz_esize(d->et);
     for (int64_t r = 0; r < n; r++)
         for (int64_t c = 0; c < width; c++) {
             size_t idx = (size_t)((((layer * nheads + head) * T) + t0 + r) * width + c);
             float v = fz_decode_f32(d->et, d->raw + idx * es);
             out[r * width + c] = v;
-            if (!isfinite(v) || (nonneg && v < 0)) ok = false;
+            if (!isfinite(v) || (nonneg && v < 0) || (which == TRACE_KVZIP && v > 1)) ok = false;
         }
     return ok;
 }
@@ -206,7 +206,8 @@ static void check_reads(trace *tr, const model *m, const expect *e)
     const int64_t T = e->T;
     check_tokens(tr, m, e);
 
-    static const int PER_HEAD[] = {TRACE_KEYS, TRACE_VALUES, TRACE_QUERIES, TRACE_COLSUM, TRACE_ATTN_FULL};
+    static const int PER_HEAD[] = {TRACE_KEYS, TRACE_VALUES, TRACE_QUERIES, TRACE_COLSUM, TRACE_ATTN_FULL,
+                                   TRACE_KVZIP};
     const size_t cap = (size_t)(T * (T > e->D ? T : e->D) + 1); /* floats: the widest head */
     float *got = malloc(sizeof(float) * cap);
     float *want = malloc(sizeof(float) * cap);
@@ -215,7 +216,7 @@ static void check_reads(trace *tr, const model *m, const expect *e)
     for (size_t k = 0; k < sizeof PER_HEAD / sizeof PER_HEAD[0]; k++) {
         int which = PER_HEAD[k];
         int64_t nheads = which == TRACE_KEYS || which == TRACE_VALUES ? e->K : e->H;
-        int64_t width = which == TRACE_COLSUM ? 1 : which == TRACE_ATTN_FULL ? T : e->D;
+        int64_t width = which == TRACE_COLSUM || which == TRACE_KVZIP ? 1 : which == TRACE_ATTN_FULL ? T : e->D;
         if (!e->present[which]) {
             kv_err_clear(&err);
             CHECK(trace_read_head(tr, (trace_dset)which, 0, 0, got, &err) != KV_OK, "read of absent %s",

@@ -314,6 +314,20 @@ def bad_input(tmp):
               "%s: exit 2, one line, nothing written" % what, "rc %d: %s" % (r.returncode, r.stderr))
 
 
+def main_label(row):
+    """main's labels in today's form: issue #18 gave h2o `normalize` and snapkv `pool` (defaults none, avg)."""
+    row = dict(row)
+    for key in ("params", "config"):
+        if key in row:
+            v = row[key]
+            if row.get("policy", v.split(":")[0]) == "h2o":
+                v = v.replace("recent=", "normalize=none:recent=")
+            elif row.get("policy", v.split(":")[0]) == "snapkv":
+                v = v.replace("window=", "pool=avg:window=")
+            row[key] = v
+    return row
+
+
 def uniform_equals_main(tmp):
     model = os.environ.get("KVTRACE_MODEL_DIR")
     if not (os.access(MAIN, os.X_OK) and model and os.path.exists(os.path.join(model, "stories260K.gguf"))):
@@ -331,10 +345,11 @@ def uniform_equals_main(tmp):
     new = {"allocator", "budget_fraction", "head_budget", "head_budget_mean"}
     for name in ("results.csv", "summary.csv"):
         a = [{k: v for k, v in row.items() if k not in new} for row in read_csv(os.path.join(ours, name))]
-        b = read_csv(os.path.join(theirs, name))
+        b = [main_label(row) for row in read_csv(os.path.join(theirs, name))]
         check(a == b, "uniform: %s equals main's, value for value (%d rows)" % (name, len(b)))
     a = [(x["config"], x["budget"], x["calls"], x["candidates"]) for x in read_csv(os.path.join(ours, "timing.csv"))]
-    b = [(x["config"], x["budget"], x["calls"], x["candidates"]) for x in read_csv(os.path.join(theirs, "timing.csv"))]
+    b = [(x["config"], x["budget"], x["calls"], x["candidates"])
+         for x in map(main_label, read_csv(os.path.join(theirs, "timing.csv")))]
     check(a == b, "uniform: the same scoring calls and candidates as main")
     with h5py.File(os.path.join(ours, "results.h5"), "r") as f, h5py.File(os.path.join(theirs, "results.h5"), "r") as g:
         same = sorted(f["runs"]) == sorted(g["runs"]) and all(

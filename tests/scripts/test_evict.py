@@ -58,7 +58,7 @@ def check_sim_note(tmp, trace):
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 0 and os.path.exists(os.path.join(out, "results.csv")) and len(lines) == 1
               and lines[0].startswith("kvtrace sim: note: ") and "eviction inside the model" in lines[0]
-              and "snapkv:kernel=3:window=8, budget %d" % N in lines[0],
+              and "snapkv:kernel=3:pool=avg:window=8, budget %d" % N in lines[0],
               "sim on an evicting trace%s: one note line naming the in-model policy and budget, then runs"
               % (" (--quiet)" if quiet else ""), r.stderr)
 

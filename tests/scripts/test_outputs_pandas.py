@@ -32,8 +32,8 @@ POLICIES = [
     ("full", "full"), ("knorm", "knorm"), ("oracle", "oracle"),
     ("keydiff", "keydiff:anchor=norm:metric=cos:window=0"),
     ("keydiff:window=0.2", "keydiff:anchor=norm:metric=cos:window=0.2"),
-    ("streaming", "streaming:sinks=4"), ("tova", "tova:scope=layer"), ("h2o", "h2o:recent=0.5"),
-    ("snapkv", "snapkv:kernel=5:window=32"), ("random", "random:seed=0"),
+    ("streaming", "streaming:sinks=4"), ("tova", "tova:scope=layer"), ("h2o", "h2o:normalize=none:recent=0.5"),
+    ("snapkv", "snapkv:kernel=5:pool=avg:window=32"), ("random", "random:seed=0"),
     ("primekv", "primekv:key=anchor:value=dev"),
 ]
 FID_POLICIES = [("full", "full"), ("knorm", "knorm"), ("keydiff", "keydiff:anchor=norm:metric=cos:window=0"),

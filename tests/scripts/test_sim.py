@@ -211,9 +211,9 @@ def compare(tmp, trace, B, dc):
             name = pol.split(":")[0]
             for N in budgets:
                 want_params = {"keydiff": "anchor=norm:metric=cos:window=0", "keydiff:window=0.25":
-                               "anchor=norm:metric=cos:window=0.25", "h2o": "recent=0.5", "h2o:recent=0.2": "recent=0.2",
+                               "anchor=norm:metric=cos:window=0.25", "h2o": "normalize=none:recent=0.5", "h2o:recent=0.2": "normalize=none:recent=0.2",
                                "streaming": "sinks=4", "tova": "scope=layer", "tova:scope=group": "scope=group",
-                               "snapkv": "kernel=5:window=32", "snapkv:window=4:kernel=3": "kernel=3:window=4"}.get(pol, "")
+                               "snapkv": "kernel=5:pool=avg:window=32", "snapkv:window=4:kernel=3": "kernel=3:pool=avg:window=4"}.get(pol, "")
                 run = runs[(name, want_params, N)]
                 params = run.attrs["params"]
                 G = H // K

@@ -16,6 +16,7 @@ typedef struct {
     int64_t pos[MAXN];
     float keys[MAXN * MAXD], values[MAXN * MAXD];
     float attn[4 * MAXN];
+    float kvzip[4 * MAXN];   /* /attention/kvzip of one query head, by position (positions < 4 MAXN) */
     double scores[MAXN];
     int64_t keep[MAXN], scratch[MAXN];
 } cands;
@@ -49,6 +50,11 @@ static int64_t run_policy(const char *spec, cands *c, int64_t budget, int64_t st
     if (cfg.iface->needs_attention) {
         v.n_queries = 1;
         v.attn = c->attn;
+    }
+    if (cfg.iface->needs_kvzip) { /* weights in [0, 1), by position */
+        v.q_heads = 1, v.T = c->n ? c->pos[c->n - 1] + 1 : 0, v.kvzip = c->kvzip;
+        assert_true(v.T <= 4 * MAXN);
+        for (int64_t t = 0; t < v.T; t++) c->kvzip[t] = (float)fmod(0.618 * (double)t, 1.0);
     }
     assert_int_equal(cfg.iface->score(&cfg, state, &v, c->scores, &err), KV_OK);
     if (cfg.iface->destroy) cfg.iface->destroy(state);

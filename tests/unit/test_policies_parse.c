@@ -58,6 +58,15 @@ static void defaults_and_canonical_names(void **state)
     parses_to("lagkv", "lagkv", "lag=128:scoring=rank:sinks=4");
     parses_to("qfilter", "qfilter", "calib=stream");
     parses_to("expected_attention", "expected_attention", "epsilon=0.01:n_future=512:sinks=4");
+    /* issue #18: presets expand to their values (the spec's own keys win); new defaults filled */
+    parses_to("snapkv", "snapkv", "kernel=5:pool=avg:window=32");
+    parses_to("snapkv:preset=paper", "snapkv", "kernel=7:pool=max:window=32");
+    parses_to("snapkv:preset=kvpress", "snapkv", "kernel=5:pool=avg:window=64");
+    parses_to("snapkv:window=8:preset=paper", "snapkv", "kernel=7:pool=max:window=8");
+    parses_to("snapkv:preset=kvpress:pool=max", "snapkv", "kernel=5:pool=max:window=64");
+    parses_to("h2o", "h2o", "normalize=none:recent=0.5");
+    parses_to("h2o:normalize=age", "h2o", "normalize=age:recent=0.5");
+    parses_to("scissorhands", "scissorhands", "decay=1:history=0:recent=32:sinks=0");
 }
 
 static void values_reach_the_policy(void **state)
@@ -77,9 +86,13 @@ static void bad_specs_say_what_is_valid(void **state)
 {
     (void)state;
     fails_with("foo", (const char *[]){"unknown policy 'foo'",
-                                       "(known: full, keydiff, knorm, streaming, random, primekv, h2o, tova, snapkv, oracle, expected_attention, lagkv, cur, qfilter, capkv, chunkkv)", NULL});
+                                       "(known: full, keydiff, knorm, streaming, random, primekv, h2o, tova, snapkv, oracle, expected_attention, lagkv, cur, qfilter, capkv, chunkkv, scissorhands, kvzip)", NULL});
     fails_with("", (const char *[]){"empty policy name", "keydiff", NULL});
     fails_with(":window=1", (const char *[]){"empty policy name", NULL});
+    fails_with("snapkv:preset=nope", (const char *[]){"snapkv: unknown preset 'nope' (known: paper, kvpress)", NULL});
+    fails_with("knorm:preset=paper", (const char *[]){"knorm: has no presets", NULL});
+    fails_with("snapkv:preset=paper:preset=paper", (const char *[]){"snapkv: parameter 'preset' given twice", NULL});
+    fails_with("snapkv:preset=paper:window=4:window=5", (const char *[]){"parameter 'window' given twice", NULL});
     fails_with("KeyDiff", (const char *[]){"unknown policy 'KeyDiff'", NULL});
     fails_with("keydiff:windw=0.2", (const char *[]){"keydiff: unknown parameter 'windw' (known: anchor, metric, window)", NULL});
     fails_with("keydiff:window=2", (const char *[]){"keydiff: window=2 is out of range [0, 1]", NULL});

@@ -29,10 +29,14 @@ static float value(int which, int l, int h, int t, int d)
     return (float)sin(1.0 + which * 7.1 + l * 3.3 + h * 1.7 + t * 0.37 + d * 0.11) * (1.0f + (float)t);
 }
 
+/* which 3 (colsum, full attention): non-negative; 6 (kvzip): in [0, 1] */
 static void fill_rows(int which, int l, int h, int t0, int n, int width, float *out)
 {
     for (int r = 0; r < n; r++)
-        for (int d = 0; d < width; d++) out[r * width + d] = which == 3 ? fabsf(value(which, l, h, t0 + r, d)) : value(which, l, h, t0 + r, d);
+        for (int d = 0; d < width; d++) {
+            const float x = value(which, l, h, t0 + r, d);
+            out[r * width + d] = which == 3 ? fabsf(x) : which == 6 ? fabsf(x) / (1.0f + (float)(t0 + r)) : x;
+        }
 }
 
 static void path_in_dir(char *buf, size_t cap, const char *name)
@@ -46,7 +50,7 @@ static void write_trace(const char *path, trace_dtype storage, int deflate)
     trace_meta m = small_meta();
     trace_create_opts o = {.storage = storage, .deflate = deflate};
     o.want[TRACE_QUERIES] = o.want[TRACE_COLSUM] = o.want[TRACE_LOGITS] = o.want[TRACE_LOGPROBS] = true;
-    o.want[TRACE_ATTN_FULL] = true;
+    o.want[TRACE_ATTN_FULL] = o.want[TRACE_KVZIP] = true;
     trace_writer *w;
     kv_err err = {0};
     assert_int_equal(trace_create(path, &m, &o, &w, &err), 0);
@@ -69,6 +73,8 @@ static void write_trace(const char *path, trace_dtype storage, int deflate)
                 assert_int_equal(trace_write_rows(w, TRACE_QUERIES, l, h, t0, n, buf, &err), 0);
                 fill_rows(3, l, h, t0, n, 1, buf);
                 assert_int_equal(trace_write_rows(w, TRACE_COLSUM, l, h, t0, n, buf, &err), 0);
+                fill_rows(6, l, h, t0, n, 1, buf);
+                assert_int_equal(trace_write_rows(w, TRACE_KVZIP, l, h, t0, n, buf, &err), 0);
             }
         }
         fill_rows(4, 0, 0, t0, n, V, buf);
@@ -118,7 +124,7 @@ static void check_trace(const char *path, trace_dtype storage)
             struct { trace_dset d; int which, width; bool kv, storage_type; } cases[] = {
                 {TRACE_KEYS, 0, D, true, true},     {TRACE_VALUES, 1, D, true, true},
                 {TRACE_QUERIES, 2, D, false, true}, {TRACE_COLSUM, 3, 1, false, false},
-                {TRACE_ATTN_FULL, 3, T, false, false},
+                {TRACE_ATTN_FULL, 3, T, false, false}, {TRACE_KVZIP, 6, 1, false, false},
             };
             for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
                 if (cases[c].kv && h >= K) continue;
