@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "analysis/analyze.h"
@@ -31,6 +32,11 @@
 #define DEMO_CHUNK "32"
 #define DEMO_POLICIES "full,keydiff,keydiff:window=0.2,knorm,streaming,tova,snapkv,h2o,random,oracle,primekv"
 #define DEMO_BUDGETS "32,64,128,256"
+/* the allocator study (issue #17): three policies under each allocator that runs on any policy */
+#define DEMO_ALLOC_POLICIES "snapkv,keydiff,tova"
+#define DEMO_ALLOCATORS "uniform,pyramid,adakv,duo,cake"
+#define DEMO_ALLOC_BUDGETS "10%,25%"
+#define DEMO_STEPS 7
 
 static const char USAGE[] =
     "usage: kvtrace demo [-o DIR] [--model M] [--force] [--quiet]\n"
@@ -42,6 +48,9 @@ static const char USAGE[] =
     "              at budgets " DEMO_BUDGETS ", chunk " DEMO_CHUNK " -> results/\n"
     "  3. analyze  Spearman, log-det, PCA, detail matrices -> analysis/\n"
     "  4. plot     the eight figures and report.html, beside them in DIR\n"
+    "  5-7.        the allocator study: sim " DEMO_ALLOC_POLICIES " under " DEMO_ALLOCATORS "\n"
+    "              at budgets " DEMO_ALLOC_BUDGETS " of T, then analyze and plot -> allocators/ (its own\n"
+    "              report.html: budgets per layer and head, error against memory)\n"
     "The default model is found in $KVTRACE_MODEL_DIR or ~/.cache/kvtrace, and downloaded\n"
     "there (sha256 checked) when absent. Prints the report's path at the end.\n"
     "\n"
@@ -50,7 +59,7 @@ static const char USAGE[] =
     "  --force      replace DIR\n"
     "  --quiet      no progress lines\n"
     "  --timestamp  record the time in every step's provenance (SOURCE_DATE_EPOCH, when set, gives it)\n"
-    "DIR/provenance.json records the demo's command, the model's sha256 and the four steps' commands,\n"
+    "DIR/provenance.json records the demo's command, the model's sha256 and the seven steps' commands,\n"
     "which report.html shows too: run from DIR, they rebuild its outputs (docs/provenance.md).\n";
 
 typedef struct {
@@ -85,7 +94,7 @@ static int step(const demo_opts *o, int n, const char *what, int (*verb)(int, ch
     int rc = command ? prov_add_step(o->prov, argv[0], command, &err) : kv_fail(&err, KV_EFAIL, "demo: out of memory");
     free(command);
     if (rc) return cli_report(&err);
-    if (!o->quiet) fprintf(stderr, "kvtrace demo: [%d/4] %s\n", n, what);
+    if (!o->quiet) fprintf(stderr, "kvtrace demo: [%d/%d] %s\n", n, DEMO_STEPS, what);
     optind = 1;
     return verb(argc, (char **)argv);
 }
@@ -123,11 +132,23 @@ static int run_steps(const demo_opts *o, const char *model)
                          "--chunk", DEMO_CHUNK, "-o", "results", q, ts};
     const char *ana[] = {"analyze", "trace.h5", "--results", "results", "-o", "analysis", q, ts};
     const char *plt[] = {"plot", "analysis", "-o", "figures", q, ts};
+    const char *asim[] = {"sim", "trace.h5", "--policies", DEMO_ALLOC_POLICIES, "--allocators", DEMO_ALLOCATORS,
+                          "--budgets", DEMO_ALLOC_BUDGETS, "--chunk", DEMO_CHUNK, "-o", "allocators/results", q, ts};
+    const char *aana[] = {"analyze", "trace.h5", "--results", "allocators/results", "-o", "allocators/analysis", q,
+                          ts};
+    const char *aplt[] = {"plot", "allocators/analysis", "-o", "allocators/figures", q, ts};
 #define STEP(N, WHAT, MAIN, ARGS) step(o, N, WHAT, MAIN, ARGS, (int)(sizeof ARGS / sizeof ARGS[0]))
     int rc = STEP(1, "capture", capture_main, cap);
     if (!rc) rc = STEP(2, "sim", sim_main, sim);
     if (!rc) rc = STEP(3, "analyze", analyze_main, ana);
     if (!rc) rc = STEP(4, "plot", plot_main, plt);
+    if (!rc && mkdir("allocators", 0777) != 0) {
+        fprintf(stderr, "kvtrace: error: allocators: cannot create: %s\n", strerror(errno));
+        rc = 1;
+    }
+    if (!rc) rc = STEP(5, "sim: allocators", sim_main, asim);
+    if (!rc) rc = STEP(6, "analyze: allocators", analyze_main, aana);
+    if (!rc) rc = STEP(7, "plot: allocators", plot_main, aplt);
 #undef STEP
     return rc;
 }
@@ -197,6 +218,7 @@ int demo_main(int argc, char **argv)
     if (!rc) rc = outdir_commit(&out, &err);
     else outdir_abort(&out);
     if (rc) return err.code == KV_OK ? rc : cli_report(&err);
-    printf("kvtrace demo: done in %.1f s; the report is %s/report.html\n", kv_now_seconds() - t0, o.out);
+    printf("kvtrace demo: done in %.1f s; the report is %s/report.html (the allocator study's: "
+           "%s/allocators/figures/report.html)\n", kv_now_seconds() - t0, o.out, o.out);
     return 0;
 }

@@ -32,8 +32,12 @@ def rerun(out, html, tmp):
     tap.check([c.split()[1] for c in cmds] == ["capture", "sim", "analyze", "plot"],
               "the report shows the commands capture, sim, analyze, plot", cmds)
     prov = json.load(open(os.path.join(out, "provenance.json")))
-    tap.check([s["command"] for s in prov["steps"]] == cmds and prov["verb"] == "demo",
-              "the demo's provenance.json records the same four commands", prov)
+    steps = [s["command"] for s in prov["steps"]]
+    tap.check(steps[:4] == cmds and prov["verb"] == "demo",
+              "the demo's provenance.json records the same four commands first", prov)
+    tap.check([c.split()[1:3] for c in steps[4:]] == [["sim", "trace.h5"], ["analyze", "trace.h5"],
+                                                      ["plot", "allocators/analysis"]]
+              and "--allocators" in steps[4], "then the allocator study's three", steps[4:])
     fresh = os.path.join(tmp, "fresh")
     os.makedirs(fresh)
     for c in cmds:
@@ -52,6 +56,30 @@ def rerun(out, html, tmp):
               and f != "fig6_timing.dat"]
     tap.check(len(figs) >= 12 and not differ, "re-run: the figures' data files and gnuplot scripts are byte-identical "
               "(%d files; fig6_timing.dat, made from timing.csv, aside)" % len(figs), differ)
+
+
+def alloc_study(out):
+    """The allocator study under allocators/: every allocator's runs, budgets exact, its figure drawn."""
+    import pandas as pd
+    res = os.path.join(out, "allocators", "results", "results.csv")
+    if not tap.check(os.path.isfile(res), "the allocator study's results.csv is there"):
+        return
+    df = pd.read_csv(res)
+    allocs = sorted(set(a.split(":")[0] for a in df["allocator"]))
+    tap.check(allocs == ["adakv", "cake", "duo", "pyramid", "uniform"] and sorted(set(df["policy"])) ==
+              ["keydiff", "snapkv", "tova"], "it runs snapkv, keydiff, tova under five allocators", (allocs, set(df["policy"])))
+    tap.check(sorted(set(df["budget_fraction"].round(6))) == [0.1, 0.25],
+              "at 10% and 25% of T (budget_fraction recorded)", set(df["budget_fraction"]))
+    bud = pd.read_csv(os.path.join(out, "allocators", "analysis", "budgets.csv"))
+    # every (run, layer, kv head) once; each run's heads keep at most L*K*N rows in all
+    tot = bud.groupby(["config", "allocator", "budget"])["head_budget"].sum().reset_index()
+    L, K = bud["layer"].nunique(), bud["kv_head"].nunique()
+    tap.check(len(tot) == 30 and (tot["head_budget"] <= L * K * tot["budget"]).all(),
+              "budgets.csv: 30 runs, none keeping more than L*K*N rows", tot.head())
+    fig = os.path.join(out, "allocators", "figures", "fig8_alloc.png")
+    rep = os.path.join(out, "allocators", "figures", "report.html")
+    tap.check(os.path.isfile(fig) and os.path.isfile(rep) and "fig8_alloc.png" in open(rep).read(),
+              "its report shows figure 8 (budgets per layer and head, error against memory)")
 
 
 def main():
@@ -88,6 +116,7 @@ def main():
         tap.check(m and 400 <= int(m.group(1)) <= 512, "the trace is a ~500-token run", info.stdout[:400])
         tap.check("provenance" in info.stdout and "kvtrace capture --model" in info.stdout,
                   "kvtrace info on the demo trace shows its provenance", info.stdout[-600:])
+        alloc_study(out)
         rerun(out, html, tmp)
         leftovers = [f for f in os.listdir(tmp) if f.startswith(".")]
         tap.check(not leftovers, "no temporary directory left beside it", leftovers)
