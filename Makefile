@@ -184,6 +184,7 @@ bench: deps
 	@bench/bench_evict_rss.sh
 	@/usr/bin/python3 bench/bench_hf.py
 	@/usr/bin/python3 bench/bench_sim.py
+	@/usr/bin/python3 bench/bench_alloc.py
 	@/usr/bin/python3 bench/bench_tokenize.py
 
 demo: deps
