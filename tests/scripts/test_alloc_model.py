@@ -182,6 +182,19 @@ def first_eviction_is_sims(tmp, ids, long_tok):
                   % (policy, alloc, s, cut), lambda: "in-model %s\nsim %s" % (got[0], sets(want)[0]))
 
 
+def fidelity_rows(out):
+    """fidelity.csv's rows, their (policy, allocator, budget), and whether each row's offline
+    numbers are sim/summary.csv's (phase all) for the same configuration."""
+    with open(os.path.join(out, "fidelity.csv"), newline="") as f:
+        cfg = list(csv.DictReader(f))
+    with open(os.path.join(out, "sim", "summary.csv"), newline="") as f:
+        sim = {(s["policy"], s["allocator"], s["budget"]): s for s in csv.DictReader(f) if s["phase"] == "all"}
+    keys = [(c["policy"], c["allocator"], c["budget"]) for c in cfg]
+    same = all(k in sim and abs(float(c["out_rel_err_mean"]) - float(sim[k]["out_rel_err_mean"])) <=
+               1e-5 * abs(float(sim[k]["out_rel_err_mean"])) for k, c in zip(keys, cfg))
+    return cfg, keys, same
+
+
 def fidelity(tmp, tok):
     out = os.path.join(tmp, "fid")
     allocs = ["uniform", "adakv", "pyramid:window=8"]
@@ -189,16 +202,10 @@ def fidelity(tmp, tok):
             ",".join(allocs), "--budgets", "32,48", "--chunk", str(B), "--threads", "2", "-o", out)
     if not check(r.returncode == 0, "fidelity --allocators runs", r.stderr):
         return
-    with open(os.path.join(out, "fidelity.csv"), newline="") as f:
-        cfg = list(csv.DictReader(f))
-    with open(os.path.join(out, "sim", "summary.csv"), newline="") as f:
-        sim = {(s["policy"], s["allocator"], s["budget"]): s for s in csv.DictReader(f) if s["phase"] == "all"}
-    keys = [(c["policy"], c["allocator"], c["budget"]) for c in cfg]
+    cfg, keys, offline_is_sims = fidelity_rows(out)
     want = [(p, LABELS[a], b) for p in ("h2o", "keydiff") for a in allocs for b in ("32", "48")]
     check(keys == want, "fidelity.csv: one row per (policy, allocator, budget), sim's order", keys)
-    check(all(k in sim and abs(float(c["out_rel_err_mean"]) - float(sim[k]["out_rel_err_mean"])) <=
-              1e-5 * abs(float(sim[k]["out_rel_err_mean"])) for k, c in zip(keys, cfg)),
-          "fidelity.csv: each row's offline numbers are sim's replay under the same allocator")
+    check(offline_is_sims, "fidelity.csv: each row's offline numbers are sim's replay under the same allocator")
     check(all(int(c["rows_peak"]) <= 5 * 4 * (int(c["budget"]) + B) for c in cfg),
           "fidelity.csv: rows_peak <= L*K*N + L*K*B")
     kl = {k: float(c["kl_mean"]) for k, c in zip(keys, cfg)}
@@ -219,15 +226,10 @@ def fidelity_ranked(tmp, tok):
             "--threads", "2", "-o", out)
     if not check(r.returncode == 0, "fidelity --allocators headkv,duo,cake,global --head-scores runs", r.stderr):
         return
-    with open(os.path.join(out, "fidelity.csv"), newline="") as f:
-        cfg = list(csv.DictReader(f))
-    with open(os.path.join(out, "sim", "summary.csv"), newline="") as f:
-        sim = {(s["policy"], s["allocator"], s["budget"]): s for s in csv.DictReader(f) if s["phase"] == "all"}
-    keys = [(c["policy"], c["allocator"], c["budget"]) for c in cfg]
+    cfg, keys, offline_is_sims = fidelity_rows(out)
     want = [(p, LABELS[a], "32") for p in ("h2o", "snapkv") for a in allocs]
     check(keys == want, "fidelity.csv: one row per (policy, allocator), headkv, duo, cake, global", keys)
-    check(all(k in sim and abs(float(c["out_rel_err_mean"]) - float(sim[k]["out_rel_err_mean"])) <=
-              1e-5 * abs(float(sim[k]["out_rel_err_mean"])) for k, c in zip(keys, cfg)),
+    check(offline_is_sims,
           "fidelity.csv: each row's offline numbers are sim's replay under the same allocator and ranking")
     bound = 5 * 4 * (32 + B)
     check(all(int(c["rows_peak"]) == bound if c["allocator"].split(":")[0] in MODEL_WIDE else
