@@ -17,7 +17,7 @@
  *   (alloc_scope_step).
  *
  * Allocators see plain arrays, like policies; both engines (sim's replay,
- * later the in-model run) call the same functions. Parameters are parsed as
+ * capture/evict.c's in-model run) call the same functions. Parameters are parsed as
  * a policy's are (name[:key=value...], canonical "key=value:..." sorted by
  * key, policy_params_parse). */
 #ifndef KV_POLICY_ALLOC_H

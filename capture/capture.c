@@ -121,12 +121,13 @@ static void print_cost(const capture_opts *o, const model_config *c, int64_t T)
 
 /* The run over tokens [T] of the loaded model, and its outputs (with
  * --kvzip the reconstruction pass after it: kvzip.h). */
-static int capture_tokens(const capture_opts *o, const backend_iface *be, void *bctx, const kv_model *m,
-                          int32_t *tokens, int64_t P, int64_t T, const char *text, double load_s, kv_err *err)
+static int capture_tokens(const capture_opts *o, const alloc_config *ac, const backend_iface *be, void *bctx,
+                          const kv_model *m, int32_t *tokens, int64_t P, int64_t T, const char *text, double load_s,
+                          kv_err *err)
 {
     run_opts ro = {.model = m, .model_path = o->model, .backend = be, .backend_ctx = bctx, .tokens = tokens,
                    .T = T, .P = P, .chunk = o->chunk, .evict = &o->evict, .budget = o->budget,
-                   .alloc = o->alloc.iface ? &o->alloc : NULL,
+                   .alloc = ac->iface ? ac : NULL,
                    .output = o->dry_run ? NULL : o->output, .verb = "capture", .trace = trace_wants(o),
                    .beyond_context = o->beyond_context, .prompt_text = text};
     int32_t *tmpl = NULL;
@@ -160,6 +161,27 @@ int capture_provenance(prov_record *p, const char *model, const char *tokenizer,
     return rc;
 }
 
+int capture_head_scores(const char *path, const model_config *c, double **scores, kv_err *err)
+{
+    *scores = kv_calloc((size_t)(c->n_layers * c->n_kv_heads), sizeof **scores, "head scores", err);
+    int rc = *scores ? alloc_head_scores_read(path, c->n_layers, c->n_kv_heads, *scores, err) : err->code;
+    if (rc) free(*scores), *scores = NULL;
+    return rc;
+}
+
+/* The allocator with its head ranking: --head-scores read for model shape
+ * c into *scores (headkv, duo), recorded in the provenance. */
+static int capture_alloc(const capture_opts *o, const model_config *c, alloc_config *ac, double **scores,
+                         kv_err *err)
+{
+    *ac = o->alloc, *scores = NULL;
+    if (!o->head_scores) return KV_OK;
+    int rc = capture_head_scores(o->head_scores, c, scores, err);
+    if (!rc) ac->head_scores = *scores;
+    if (!rc && o->prov && !o->dry_run) rc = prov_add_file(o->prov, "head_scores", o->head_scores, NULL, err);
+    return rc;
+}
+
 int capture_run(const capture_opts *o, kv_err *err)
 {
     const backend_iface *be = o->backend ? o->backend : backend_all()[0];
@@ -167,8 +189,8 @@ int capture_run(const capture_opts *o, kv_err *err)
                                  .weights = o->weights};
     if (o->threads > 0) openblas_set_num_threads(o->threads);
     void *bctx = NULL;
-    const char *inputs[] = {o->model, o->tokenizer, o->prompt.text_file, o->prompt.tokens_file};
-    int rc = o->dry_run ? KV_OK : outfile_check_inputs(o->output, inputs, 4, err);
+    const char *inputs[] = {o->model, o->tokenizer, o->prompt.text_file, o->prompt.tokens_file, o->head_scores};
+    int rc = o->dry_run ? KV_OK : outfile_check_inputs(o->output, inputs, 5, err);
     if (!rc) rc = backend_open(be, &req, &bctx, err); /* refused options, no usable GPU: before any work */
     kv_model model;
     memset(&model, 0, sizeof model);
@@ -181,7 +203,11 @@ int capture_run(const capture_opts *o, kv_err *err)
     if (!rc) rc = run_sequence(&o->prompt, &model, o->model, o->generate, &tokens, &P, &T, &text, err);
     if (!rc) rc = check_full_attention(o, &model.cfg, T, err);
     if (!rc && o->prov && !o->dry_run) rc = capture_provenance(o->prov, o->model, o->tokenizer, &o->prompt, err);
-    if (!rc) rc = capture_tokens(o, be, bctx, &model, tokens, P, T, text, load_s, err);
+    alloc_config ac;
+    double *scores = NULL;
+    if (!rc) rc = capture_alloc(o, &model.cfg, &ac, &scores, err);
+    if (!rc) rc = capture_tokens(o, &ac, be, bctx, &model, tokens, P, T, text, load_s, err);
+    free(scores);
     backend_close(be, bctx);
     free(tokens);
     free(text);

@@ -39,6 +39,7 @@ typedef struct {
     policy_config evict;
     int64_t budget;           /* N */
     alloc_config alloc;       /* --allocator (evict.h); alloc.iface NULL: uniform */
+    const char *head_scores;  /* --head-scores FILE: per-(layer, kv head) importance (headkv, duo) */
     bool retained;            /* /evict/retained snapshots after every chunk */
     const backend_iface *backend; /* --device NAME (NULL: cpu) */
     int weights;              /* --weights: type of the weights on the device (0 f32, 1 f16, 2 bf16) */
@@ -55,6 +56,10 @@ int capture_run(const capture_opts *o, kv_err *err);
  * the tokenizer file, the kind of prompt and its file (capture, fidelity). */
 int capture_provenance(prov_record *p, const char *model, const char *tokenizer, const prompt_source *ps,
                        kv_err *err);
+
+/* A --head-scores FILE for model shape c (alloc_head_scores_read: KV_EINPUT
+ * naming the file and row) into *scores [L][K], malloc'ed (capture, fidelity). */
+int capture_head_scores(const char *path, const model_config *c, double **scores, kv_err *err);
 
 /* `kvtrace capture` */
 int capture_main(int argc, char **argv);

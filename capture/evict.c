@@ -2,6 +2,7 @@
  * model's caches, through policy_step as sim/replay.c calls it. */
 #include "capture/evict.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,44 +18,57 @@ static policy_streams streams_of(const policy_config *pc, const model_config *cf
     return policy_streams_of(pc, cfg->n_heads, cfg->n_kv_heads);
 }
 
-/* The allocator's kinds the layer-by-layer walk runs: static, and dynamic
- * with one layer as its scope. */
-static int check_kind(const alloc_config *ac, kv_err *err)
+/* What the walk cannot pair: global with a policy whose scores do not
+ * compare across layers and heads (sim refuses the same pairs). */
+static int check_pair(const policy_config *pc, const alloc_config *ac, kv_err *err)
 {
-    if (ac->iface->kind == ALLOC_STATIC || ac->iface->kind == ALLOC_DYNAMIC_LAYER) return KV_OK;
-    return kv_fail(err, KV_EUSAGE, "allocator %s shares one pool across every layer, and the model walk evicts "
-                   "layer by layer: it runs offline only (kvtrace sim) so far", ac->iface->name);
+    if (!ac->iface->needs_comparable || pc->iface->never_evicts || pc->iface->scores_comparable) return KV_OK;
+    return kv_fail(err, KV_EUSAGE, "%s: %s's scores do not compare across layers and heads (kvtrace policies says "
+                   "which do); use it with adakv or a static allocator", ac->iface->name, pc->iface->name);
+}
+
+/* The most rows one stream of a static allocator can keep: its largest capacity (>= N). */
+static int static_max(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t *M, kv_err *err)
+{
+    int64_t *cap = kv_calloc((size_t)K, sizeof *cap, "allocator", err);
+    int rc = cap ? KV_OK : err->code;
+    for (int64_t l = 0; !rc && l < L; l++) {
+        rc = alloc_capacities(ac, N, L, K, l, cap, err);
+        for (int64_t g = 0; !rc && g < K; g++) *M = cap[g] > *M ? cap[g] : *M;
+    }
+    free(cap);
+    return rc;
 }
 
 int evict_alloc_rows(const policy_config *pc, const alloc_config *ac, int64_t budget, const model_config *cfg,
                      int64_t B, int64_t T, int64_t *rows, int64_t *width, kv_err *err)
 {
-    const int64_t L = cfg->n_layers, K = cfg->n_kv_heads;
+    const int64_t L = cfg->n_layers, K = cfg->n_kv_heads, per = streams_of(pc, cfg).per_layer;
     int64_t M = budget;
-    int rc = ac ? check_kind(ac, err) : KV_OK;
+    int rc = ac ? check_pair(pc, ac, err) : KV_OK;
     if (!rc && ac) rc = alloc_check(ac, budget, L, K, err);
-    if (!rc && ac && ac->iface->kind == ALLOC_DYNAMIC_LAYER && streams_of(pc, cfg).per_layer == K)
+    if (!rc && ac && ac->iface->kind == ALLOC_DYNAMIC_LAYER && per == K)
         M = K * budget - (K - 1); /* every other head keeps at least one */
-    else if (!rc && ac && ac->iface->kind == ALLOC_STATIC) {
-        int64_t *cap = kv_calloc((size_t)K, sizeof *cap, "allocator", err);
-        rc = cap ? KV_OK : err->code;
-        for (int64_t l = 0; !rc && l < L; l++) {
-            rc = alloc_capacities(ac, budget, L, K, l, cap, err);
-            for (int64_t g = 0; !rc && g < K; g++) M = cap[g] > M ? cap[g] : M; /* the largest is >= N */
-        }
-        free(cap);
-    }
+    else if (!rc && ac && ac->iface->kind == ALLOC_DYNAMIC_MODEL)
+        M = L * per * budget - (L * per - 1); /* every other stream of the model keeps at least one */
+    else if (!rc && ac && ac->iface->kind == ALLOC_STATIC) rc = static_max(ac, budget, L, K, &M, err);
     if (rc) return rc;
     *width = M;
     *rows = pc->iface->never_evicts || M + B > T ? T : M + B;
     return KV_OK;
 }
 
+/* Stream i's policy: duo's streaming heads run spc. */
+static const policy_config *pc_of(const evict_engine *e, int64_t i)
+{
+    return e->own && e->own[i] ? &e->spc : &e->pc;
+}
+
 void evict_free(evict_engine *e)
 {
     for (int64_t i = 0; e->state && i < e->L * e->streams; i++)
-        if (e->state[i] && e->pc.iface->destroy) e->pc.iface->destroy(e->state[i]);
-    free(e->state), free(e->caps), free(e->attn), free(e->hk), free(e->hv);
+        if (e->state[i] && pc_of(e, i)->iface->destroy) pc_of(e, i)->iface->destroy(e->state[i]);
+    free(e->state), free(e->own), free(e->caps), free(e->attn), free(e->hk), free(e->hv);
     for (int64_t x = 0; e->step && x < e->n_bufs; x++) policy_step_buf_free(&e->step[x]);
     free(e->step), free(e->steps), free(e->views), free(e->cc), free(e->ctx), free(e->counts), free(e->kept);
     alloc_buf_free(&e->ab);
@@ -86,10 +100,9 @@ static void on_queries(void *ctx, int64_t l, int64_t pos0, int64_t n, const floa
  * view_of divides by their number: policy_attn_*, as sim forms the mean. */
 static void on_attention(void *ctx, int64_t l, int64_t h, int64_t n_cached, int64_t n, const float *p)
 {
-    (void)l;
     evict_engine *e = ctx;
     if (!e->pc.iface->needs_attention) return;
-    const int64_t x = h / e->heads_per_stream;
+    const int64_t x = (e->model ? l * e->streams : 0) + h / e->heads_per_stream; /* model: every layer's kept */
     policy_attn_add(e->attn + x * e->B * e->cap, p, n * (n_cached + n), h % e->heads_per_stream == 0);
 }
 
@@ -110,7 +123,7 @@ static policy_view view_of(evict_engine *e, const forward_state *s, int64_t l, i
         v.T = e->qrows, v.q0 = e->q_end[l] - e->q_count[l];
     }
     if (e->pc.iface->needs_attention) {
-        float *acc = e->attn + x * e->B * e->cap;
+        float *acc = e->attn + ((e->model ? l * e->streams : 0) + x) * e->B * e->cap;
         policy_attn_divide(acc, n * cols, e->heads_per_stream);
         v.attn = acc, v.n_queries = n;
     }
@@ -124,32 +137,39 @@ static void keep_rows(void *ctx, const int64_t *keep, int64_t kept)
     for (int64_t g = c->g0; g < c->g0 + c->ng; g++) forward_cache_keep(c->s, c->l, g, keep, kept);
 }
 
-/* A dynamic allocator's step over the layer's K streams together (sim_replay_layer's). */
-static int after_layer_joint(evict_engine *e, forward_state *s, int64_t l, int64_t n, kv_err *err)
+/* A dynamic allocator's step over the streams of layers l0 .. l0+nl-1
+ * together: a layer's (adakv, sim_replay_layer's) or the model's (cake,
+ * global: sim_replay_scope's). */
+static int scope_step(evict_engine *e, forward_state *s, int64_t l0, int64_t nl, int64_t n, kv_err *err)
 {
-    for (int64_t x = 0; x < e->streams; x++) {
-        e->views[x] = view_of(e, s, l, x, n, x);
-        e->cc[x] = (evict_stream){s, l, x, 1};
+    const int64_t S = nl * e->streams;
+    for (int64_t i = 0; i < S; i++) {
+        const int64_t l = l0 + i / e->streams, x = i % e->streams;
+        e->views[i] = view_of(e, s, l, x, n, i);
+        e->cc[i] = (evict_stream){s, l, x * e->kv_per_stream, e->kv_per_stream};
     }
-    const alloc_scope_args args = {.pc = &e->pc, .ac = &e->ac, .n_streams = e->streams,
-                                   .states = e->state + l * e->streams, .views = e->views, .bufs = e->steps,
+    const alloc_scope_args args = {.pc = &e->pc, .ac = &e->ac, .n_streams = S,
+                                   .states = e->state + l0 * e->streams, .views = e->views, .bufs = e->steps,
                                    .compact = keep_rows, .ctx = e->ctx, .budget = e->budget,
-                                   .total = e->streams * e->budget, .ab = &e->ab, .counts = e->counts};
+                                   .total = S * e->budget, .ab = &e->ab, .counts = e->counts,
+                                   .per_layer = e->streams};
     bool evicted = false;
     int rc = alloc_scope_step(&args, e->kept, &evicted, err);
-    for (int64_t x = 0; !rc && x < e->streams; x++) e->evictions += e->kept[x] < e->views[x].n;
+    for (int64_t i = 0; !rc && i < S; i++) e->evictions += e->kept[i] < e->views[i].n;
     return rc;
 }
 
 static int after_layer(void *ctx, forward_state *s, int64_t l, int64_t n, kv_err *err)
 {
     evict_engine *e = ctx;
-    if (e->joint) return after_layer_joint(e, s, l, n, err);
+    if (e->model) return l == e->L - 1 ? scope_step(e, s, 0, e->L, n, err) : KV_OK; /* at the chunk's end */
+    if (e->joint) return scope_step(e, s, l, 1, n, err);
     for (int64_t x = 0; x < e->streams; x++) {
+        const int64_t i = l * e->streams + x;
         policy_view v = view_of(e, s, l, x, n, 0);
         evict_stream c = {s, l, x * e->kv_per_stream, e->kv_per_stream};
         int64_t kept;
-        int rc = policy_step(&e->pc, e->state[l * e->streams + x], &v, &e->step[0], keep_rows, &c, &kept, err);
+        int rc = policy_step(pc_of(e, i), e->state[i], &v, &e->step[0], keep_rows, &c, &kept, err);
         if (rc) return rc;
         e->evictions += kept < v.n;
     }
@@ -190,7 +210,7 @@ static int alloc_buffers(evict_engine *e, kv_err *err)
         !(e->q_count = kv_calloc((size_t)e->L, sizeof(int64_t), "query window", err)))
         return err->code;
     if (e->pc.iface->needs_attention &&
-        !(e->attn = kv_calloc((size_t)(e->streams * e->B) * cap, sizeof(float), "attention", err)))
+        !(e->attn = kv_calloc((size_t)(e->n_attn * e->B) * cap, sizeof(float), "attention", err)))
         return err->code;
     if (e->qwin > 0 &&
         !(e->qbuf = kv_calloc((size_t)(e->L * e->H * e->qrows) * D, sizeof(float), "query window", err)))
@@ -198,18 +218,27 @@ static int alloc_buffers(evict_engine *e, kv_err *err)
     return KV_OK;
 }
 
-/* Each stream's capacity: the static allocator's (a layer-scope stream: its
- * first kv head's), or N. */
+/* Each stream's capacity: the static allocator's (a layer-scope stream: the
+ * mean of its kv heads', alloc_stream_capacities, as sim's), or N; and
+ * duo's streaming heads (per-kv-head streams of an evicting policy), which
+ * run streaming:sinks=S, as sim's. */
 static int fill_caps(evict_engine *e, kv_err *err)
 {
     int64_t *cap = kv_calloc((size_t)e->K, sizeof *cap, "allocator", err);
     int rc = cap ? KV_OK : err->code;
     for (int64_t l = 0; !rc && l < e->L; l++) {
-        rc = alloc_capacities(&e->ac, e->budget, e->L, e->K, l, cap, err);
-        for (int64_t x = 0; !rc && x < e->streams; x++) e->caps[l * e->streams + x] = cap[x * e->kv_per_stream];
+        rc = alloc_stream_capacities(&e->ac, e->budget, e->L, e->K, e->kv_per_stream, l, cap, err);
+        for (int64_t x = 0; !rc && x < e->streams; x++) e->caps[l * e->streams + x] = cap[x];
     }
     free(cap);
-    return rc;
+    if (rc || !e->ac.iface->streaming || e->kv_per_stream != 1 || e->pc.iface->never_evicts) return rc;
+    char spec[64];
+    snprintf(spec, sizeof spec, "streaming:sinks=%lld", (long long)alloc_num(&e->ac, "sinks"));
+    if ((rc = policy_parse(spec, &e->spc, err))) return rc;
+    if (!(e->own = kv_calloc((size_t)(e->L * e->streams), sizeof *e->own, "allocator", err))) return err->code;
+    for (int64_t i = 0; i < e->L * e->streams; i++)
+        e->own[i] = e->ac.iface->streaming(&e->ac, e->budget, e->L, e->K, i / e->streams, i % e->streams);
+    return KV_OK;
 }
 
 int evict_init_alloc(evict_engine *e, const policy_config *pc, const alloc_config *ac, int64_t budget,
@@ -229,14 +258,20 @@ int evict_init_alloc(evict_engine *e, const policy_config *pc, const alloc_confi
     e->L = cfg->n_layers, e->H = cfg->n_heads, e->K = cfg->n_kv_heads, e->D = cfg->head_dim, e->G = e->H / e->K;
     const policy_streams ps = policy_streams_of(pc, e->H, e->K);
     e->streams = ps.per_layer, e->kv_per_stream = ps.kv_heads, e->heads_per_stream = ps.q_heads;
-    e->joint = e->ac.iface->kind == ALLOC_DYNAMIC_LAYER && e->streams == e->K;
-    e->n_bufs = e->joint ? e->streams : 1;
+    e->model = e->ac.iface->kind == ALLOC_DYNAMIC_MODEL;
+    e->joint = e->model || (e->ac.iface->kind == ALLOC_DYNAMIC_LAYER && e->streams == e->K);
+    e->n_bufs = e->model ? e->L * e->streams : e->joint ? e->streams : 1;
+    e->n_attn = e->model ? e->L * e->streams : e->streams;
     e->qwin = pc->iface->query_window ? pc->iface->query_window(pc) : 0;
+    if (e->ac.iface->needs_queries) { /* cake's window attention: the latest `window` queries */
+        const int64_t w = (int64_t)alloc_num(&e->ac, "window");
+        e->qwin = w > e->qwin ? w : e->qwin;
+    }
     e->qrows = e->qwin + B;
     rc = alloc_buffers(e, err);
     if (!rc) rc = fill_caps(e, err);
-    for (int64_t i = 0; !rc && pc->iface->create && i < e->L * e->streams; i++)
-        rc = pc->iface->create(pc, &e->state[i], err);
+    for (int64_t i = 0; !rc && i < e->L * e->streams; i++)
+        if (pc_of(e, i)->iface->create) rc = pc_of(e, i)->iface->create(pc_of(e, i), &e->state[i], err);
     if (rc) {
         evict_free(e);
         return rc;

@@ -18,12 +18,18 @@
  * Allocators (issue #17, allocators/alloc.h; evict_init_alloc): a static one
  * gives each stream its own capacity (the stream evicts when its candidates
  * exceed it, through policy_step with that capacity as the view's budget,
- * as sim_replay does); a dynamic one with layer scope (adakv) evicts a
+ * as sim_replay does; duo's streaming heads run streaming:sinks=S instead of
+ * the policy, as sim's do); a dynamic one with layer scope (adakv) evicts a
  * layer's K streams together through alloc_scope_step, as sim_replay_layer
- * does, once the walk has attended the layer. Every cache is allocated at
- * the most rows any stream can hold plus B (evict_alloc_rows); the rows in
- * use (forward_state.rows) stay at most L·K·N + L·K·B. An allocator whose
- * scope is the whole model is refused: the walk evicts layer by layer. */
+ * does, once the walk has attended the layer; one with the whole model as
+ * its scope (cake, global) defers every layer's eviction to the chunk's end
+ * (after the walk attended the last layer: a layer's eviction only affects
+ * later chunks, so the result is the one of evicting it right away) and
+ * then evicts the L·K streams together, as sim_replay_scope does; its views
+ * (host copies, attention) are then L× one layer's. Every cache is allocated
+ * at the most rows any stream can hold plus B (evict_alloc_rows), at most
+ * T; the rows in use (forward_state.rows) stay at most L·K·N + L·K·B (the
+ * whole-model scope reaches it: every layer holds its chunk at once). */
 #ifndef KV_CAPTURE_EVICT_H
 #define KV_CAPTURE_EVICT_H
 
@@ -51,9 +57,13 @@ typedef struct {
     void **state;            /* [L][streams] policy states (NULL: stateless) */
     int64_t *caps;           /* [L][streams] each stream's capacity: the allocator's (static), N (dynamic) */
     bool joint;              /* a layer's streams evict together (a dynamic allocator, per kv head streams) */
+    bool model;              /* every layer's streams evict together at the chunk's end (cake, global) */
+    policy_config spc;       /* duo's streaming heads' policy (streaming:sinks=S) */
+    bool *own;               /* [L][streams] the stream runs spc (duo's streaming heads); NULL: none does */
     int64_t width;           /* the most rows a (layer, kv head) keeps: the snapshot's width */
-    int64_t n_bufs;          /* streams whose views live at once: streams when joint, else 1 */
-    float *attn;             /* [streams][B][cap] the chunk's attention, summed then averaged over a stream's heads */
+    int64_t n_bufs;          /* streams whose views live at once: L·streams (model), streams (joint), else 1 */
+    int64_t n_attn;          /* streams whose attention lives at once: L·streams (model), else streams */
+    float *attn;             /* [n_attn][B][cap] the chunk's attention, summed then averaged over a stream's heads */
     float *hk, *hv;          /* [n_bufs][cap][D] host copies of caches (when the backend's is not host memory) */
     policy_step_buf *step;   /* [n_bufs] scores and selection [cap] (one: shared by the streams in turn) */
     policy_step_buf **steps; /* [n_bufs] -> step[x] (alloc_scope_step's) */
@@ -62,7 +72,7 @@ typedef struct {
     void **ctx;              /* [n_bufs] -> cc[x] */
     alloc_buf ab;            /* joint: the allocator's scratch, streams·cap */
     int64_t *counts, *kept;  /* [n_bufs] */
-    int64_t qwin, qrows;     /* query positions the policy reads; rows per head of qbuf (qwin + B) */
+    int64_t qwin, qrows;     /* query positions the policy (or cake's window) reads; rows per head of qbuf (qwin + B) */
     float *qbuf;             /* [L][H][qrows][D] the latest queries, oldest first */
     int64_t *q_end, *q_count;/* [L] the buffer holds positions q_end - q_count .. q_end - 1 */
     int64_t evictions;       /* policy_select calls that dropped something */
@@ -76,9 +86,10 @@ int64_t evict_cache_rows(const policy_config *pc, int64_t budget, int64_t B, int
 
 /* The same under allocator ac (NULL: uniform) for model shape cfg:
  * min(T, M + B) with M the most rows one stream can keep (static: its
- * largest capacity; adakv: K·N − (K − 1), every other head keeping one);
- * *width = M. The allocator's KV_EUSAGE (N too small for its formula, a
- * whole-model scope) before any work. */
+ * largest capacity; adakv: K·N − (K − 1), every other head keeping one;
+ * cake, global: S·N − (S − 1) over the model's S streams); *width = M. The
+ * allocator's KV_EUSAGE (N too small for its formula, no head ranking, a
+ * policy whose scores global cannot compare) before any work. */
 int evict_alloc_rows(const policy_config *pc, const alloc_config *ac, int64_t budget, const model_config *cfg,
                      int64_t B, int64_t T, int64_t *rows, int64_t *width, kv_err *err);
 

@@ -56,8 +56,12 @@ static const char USAGE[] =
     "                       ones. The trace gets capture_mode=evict (no /attention: off by default)\n"
     "  --budget N           the cache budget N (required with --evict): the average per (layer, kv head)\n"
     "  --allocator A[:k=v...]  with --evict: how the total L*K*N is shared by the (layer, kv head)\n"
-    "                       caches (kvtrace policies lists them; default uniform: each keeps N; not\n"
-    "                       those pooling every layer; docs/allocators.md, \"In the model\")\n"
+    "                       caches (kvtrace policies lists them; default uniform: each keeps N; cake\n"
+    "                       and global evict every layer together at each chunk's end; caches are\n"
+    "                       allocated at the most one head can keep; docs/allocators.md, \"In the model\")\n"
+    "  --head-scores FILE   with --allocator headkv or duo (required by both): per-(layer, kv head)\n"
+    "                       importance, a CSV whose header has layer,kv_head,score (one row per head;\n"
+    "                       kvtrace analyze writes head_importance.csv); exit 3 naming file and row\n"
     "  --retained           with --evict: /evict/retained, the kept positions after every chunk\n"
     "  --kvzip              after the run, KVzip's reconstruction pass (\"Repeat the previous context\n"
     "                       exactly.\" then the sequence again) and /attention/kvzip [L, H, T]: the largest\n"
@@ -162,6 +166,7 @@ static const cli_opt OPTIONS[] = {
     {.name = "evict", .kind = CLI_CUSTOM, .parse = parse_evict},
     {ROW("budget", CLI_I64, budget), .lo = 1, .hi = 1 << 30},
     {.name = "allocator", .kind = CLI_CUSTOM, .parse = parse_allocator},
+    {ROW("head-scores", CLI_TEXT, head_scores)},
     {ROW("retained", CLI_FLAG, retained)},
     {ROW("kvzip", CLI_FLAG, kvzip)},
     {ROW("print", CLI_FLAG, print_text)},
@@ -177,15 +182,36 @@ static const cli_opt OPTIONS[] = {
 };
 #undef ROW
 
+/* --head-scores goes with an allocator that reads it (headkv, duo), and they
+ * need it: capture has no full-cache column sums before the run to rank
+ * duo's heads by (sim takes them from the trace). */
+static int check_head_scores(const capture_opts *o, kv_err *err)
+{
+    const alloc_scores_from from = o->alloc.iface ? o->alloc.iface->scores_from : ALLOC_SCORES_NONE;
+    if (o->head_scores && from == ALLOC_SCORES_NONE)
+        return cli_usage(err, "capture", "--head-scores is read only by the headkv and duo allocators (--allocator "
+                         "%s does not)", o->alloc.iface ? o->alloc.iface->name : "uniform");
+    if (!o->head_scores && from == ALLOC_SCORES_FILE_OR_TRACE)
+        return cli_usage(err, "capture", "--allocator %s ranks heads by full-cache attention, which capture does not "
+                         "have before the run: give --head-scores FILE (e.g. kvtrace analyze's head_importance.csv)",
+                         o->alloc.iface->name);
+    if (!o->head_scores && from == ALLOC_SCORES_FILE)
+        return cli_usage(err, "capture", "--allocator %s needs --head-scores FILE (a CSV layer,kv_head,score, e.g. "
+                         "kvtrace analyze's head_importance.csv)", o->alloc.iface->name);
+    return KV_OK;
+}
+
 /* --evict, --budget and --retained together, and what an evicting run cannot record. */
 static int check_evict(capture_opts *o, bool attention_given, kv_err *err)
 {
     const char *v = "capture";
     if (!o->evict.iface) {
-        if (o->budget || o->retained || o->alloc.iface)
-            return cli_usage(err, v, "--budget, --allocator and --retained need --evict POLICY");
+        if (o->budget || o->retained || o->alloc.iface || o->head_scores)
+            return cli_usage(err, v, "--budget, --allocator, --head-scores and --retained need --evict POLICY");
         return KV_OK;
     }
+    int rc = check_head_scores(o, err);
+    if (rc) return rc;
     if (o->budget < 1) return cli_usage(err, v, "--evict needs --budget N");
     if (policy_offline_only(&o->evict))
         return cli_usage(err, v, "--evict %s: it reads the future, so it is offline only (use kvtrace sim)",

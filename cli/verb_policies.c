@@ -59,14 +59,16 @@ static void print_alloc(const alloc_iface *ai)
         "static: a fixed capacity per (layer, kv head), summing to L*K*N",
         "dynamic: the kv heads of a layer share K*N, recomputed at every step from the scores",
         "dynamic: every (layer, kv head) of the model shares L*K*N, recomputed at every step; sim replays all "
-        "layers in lock step (about L x one layer's memory, refused above --max-memory)",
+        "layers in lock step (about L x one layer's memory, refused above --max-memory); in the model every "
+        "layer evicts together at each chunk's end",
     };
     printf("%-10s %s\n    %s\n", ai->name, ai->summary, KIND[ai->kind]);
     if (ai->scores_from == ALLOC_SCORES_FILE)
         printf("    head importance: --head-scores FILE (CSV layer,kv_head,score; kvtrace analyze writes one)\n");
     if (ai->scores_from == ALLOC_SCORES_FILE_OR_TRACE)
         printf("    head ranking: --head-scores FILE, or else the trace's full-cache column sums "
-               "(/attention/colsum): offline knowledge of the whole run, as DuoAttention calibrates offline\n");
+               "(/attention/colsum; sim only): offline knowledge of the whole run, as DuoAttention calibrates "
+               "offline\n");
     if (ai->streaming)
         printf("    streaming heads keep their sinks and most recent rows whatever the policy scores\n");
     if (ai->needs_comparable) printf("    only with policies whose scores compare across layers and heads\n");

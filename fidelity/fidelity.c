@@ -37,7 +37,9 @@ static int sim_provenance(const fidelity_opts *o, const char *trace_path, prov_r
     memcpy(sp->time_source, o->prov->time_source, sizeof sp->time_source);
     char shown[4200];
     snprintf(shown, sizeof shown, "%s/full.h5", o->output);
-    return prov_add_file(sp, "trace", trace_path, shown, err);
+    rc = prov_add_file(sp, "trace", trace_path, shown, err);
+    if (!rc && o->head_scores) rc = prov_add_file(sp, "head_scores", o->head_scores, NULL, err);
+    return rc;
 }
 
 /* sim on the full-cache trace into dir (kept in the output), its phase=all
@@ -48,6 +50,7 @@ static int run_sim(const fidelity_opts *o, const char *trace_path, const char *d
     int rc = o->prov ? sim_provenance(o, trace_path, &sp, err) : KV_OK;
     sim_opts s = {.trace = trace_path, .output = dir, .prov = o->prov ? &sp : NULL, .policies = o->policies,
                   .n_policies = o->n_policies, .allocators = o->allocators, .n_allocators = o->n_allocators,
+                  .head_scores = o->head_scores,
                   .budgets = o->budgets, .n_budgets = o->n_budgets,
                   .chunk = o->seq.chunk, .decode_chunk = 1, .eval_stride = 1, .threads = o->sim_threads,
                   .quiet = true, .progress = !o->quiet};
@@ -93,8 +96,9 @@ int fidelity_run(const fidelity_opts *o, kv_err *err)
     fid_results r;
     memset(&r, 0, sizeof r);
     kv_outfile out;
-    const char *inputs[] = {o->seq.model, o->seq.tokenizer, o->seq.prompt.text_file, o->seq.prompt.tokens_file};
-    int rc = outfile_check_inputs(o->output, inputs, 4, err);
+    const char *inputs[] = {o->seq.model, o->seq.tokenizer, o->seq.prompt.text_file, o->seq.prompt.tokens_file,
+                            o->head_scores};
+    int rc = outfile_check_inputs(o->output, inputs, 5, err);
     if (!rc) rc = make_configs(o, &r, err);
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err);
     if (rc) {

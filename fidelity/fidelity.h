@@ -43,6 +43,7 @@ typedef struct {
     int n_policies;
     alloc_config *allocators;/* [n_allocators] (--allocators; docs/allocators.md) */
     int n_allocators;
+    const char *head_scores; /* --head-scores FILE (headkv, duo): the in-model runs' and sim's ranking */
     int64_t *budgets;        /* [n_budgets] */
     int n_budgets;
     int sim_threads;         /* 0: one per CPU */

@@ -28,6 +28,8 @@ typedef struct {
     int64_t T, P;
     kv_run *full;            /* on the CPU, full cache, recorded as the trace sim replays */
     evict_run *runs;         /* [n] */
+    double *head_scores;     /* [L][K] --head-scores (headkv, duo); NULL: none given */
+    alloc_config *acs;       /* [n] each configuration's allocator, with the head ranking */
     int n;
     double nll_full;
     int64_t n_pred;          /* positions with a next token */
@@ -37,6 +39,8 @@ static void state_free(fid_state *s)
 {
     for (int i = 0; s->runs && i < s->n; i++) run_free(s->runs[i].run);
     free(s->runs);
+    free(s->acs);
+    free(s->head_scores);
     run_free(s->full);
     free(s->tokens);
     free(s->text);
@@ -46,12 +50,12 @@ static void state_free(fid_state *s)
 /* A run of the sequence on the CPU: the full one recorded into trace_path
  * (queries, keys, values, log-probabilities; fc NULL), or configuration fc's
  * evicting one. */
-static int open_run(const fidelity_opts *o, fid_state *s, const fid_config *fc, const char *trace_path, kv_run **r,
-                    kv_err *err)
+static int open_run(const fidelity_opts *o, fid_state *s, const fid_config *r0, const fid_config *fc,
+                    const char *trace_path, kv_run **r, kv_err *err)
 {
     run_opts ro = {.model = &s->model, .model_path = o->seq.model, .tokens = s->tokens, .T = s->T, .P = s->P,
                    .chunk = o->seq.chunk, .evict = fc ? fc->pc : NULL, .budget = fc ? fc->budget : 0,
-                   .alloc = fc ? fc->ac : NULL, .output = trace_path, .verb = "fidelity",
+                   .alloc = fc ? &s->acs[fc - r0] : NULL, .output = trace_path, .verb = "fidelity",
                    .trace = {.storage = TRACE_F32}, .beyond_context = o->seq.beyond_context,
                    .prompt_text = trace_path ? s->text : NULL};
     ro.trace.want[TRACE_QUERIES] = ro.trace.want[TRACE_LOGPROBS] = trace_path != NULL;
@@ -66,13 +70,19 @@ static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, f
     if (!rc) rc = run_sequence(&o->seq.prompt, &s->model, o->seq.model, o->seq.generate, &s->tokens, &s->P, &s->T,
                                 &s->text, err);
     if (!rc && o->prov) rc = capture_provenance(o->prov, o->seq.model, o->seq.tokenizer, &o->seq.prompt, err);
-    if (!rc) rc = open_run(o, s, NULL, trace_path, &s->full, err);
+    if (!rc && o->head_scores) rc = capture_head_scores(o->head_scores, &s->model.cfg, &s->head_scores, err);
+    if (!rc && o->head_scores && o->prov) rc = prov_add_file(o->prov, "head_scores", o->head_scores, NULL, err);
+    if (!rc) rc = open_run(o, s, NULL, NULL, trace_path, &s->full, err);
     if (rc) return rc;
     s->n = r->n;
-    if (!(s->runs = kv_calloc((size_t)s->n, sizeof *s->runs, "fidelity runs", err))) return err->code;
+    if (!(s->runs = kv_calloc((size_t)s->n, sizeof *s->runs, "fidelity runs", err)) ||
+        !(s->acs = kv_calloc((size_t)s->n, sizeof *s->acs, "fidelity runs", err)))
+        return err->code;
     for (int i = 0; !rc && i < s->n; i++) {
         fid_config *fc = &r->c[i];
-        rc = open_run(o, s, fc, NULL, &s->runs[i].run, err);
+        s->acs[i] = *fc->ac;
+        if (fc->ac->iface->scores_from != ALLOC_SCORES_NONE) s->acs[i].head_scores = s->head_scores;
+        rc = open_run(o, s, r->c, fc, NULL, &s->runs[i].run, err);
         if (!rc && (!(fc->kl = kv_calloc((size_t)s->T, sizeof(double), "per-position KL", err)) ||
                     !(fc->agree = kv_calloc((size_t)s->T, sizeof(uint8_t), "per-position agreement", err))))
             rc = err->code;

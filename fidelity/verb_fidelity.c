@@ -30,7 +30,10 @@ static const char USAGE[] =
     "                       and oracle, with default parameters; oracle is offline only)\n"
     "  --allocators LIST    budget allocators, name[:key=value...] (default uniform: each (layer, kv\n"
     "                       head) keeps N); sim replays the full-cache trace under the same ones\n"
-    "                       (docs/allocators.md; not those pooling every layer)\n"
+    "                       (docs/allocators.md; cake and global evict every layer at each chunk's end)\n"
+    "  --head-scores FILE   with headkv or duo in --allocators (required by both): per-(layer, kv head)\n"
+    "                       importance, a CSV layer,kv_head,score (kvtrace analyze's head_importance.csv);\n"
+    "                       the in-model runs and sim read the same ranking\n"
     "  --budgets LIST       cache budgets N (default 32,64,128)\n"
     "  --chunk B            prefill chunk (default 32)\n"
     "  --allow-beyond-context  run past the model's trained context (as capture: RoPE angles never\n"
@@ -84,6 +87,7 @@ static const cli_opt OPTIONS[] = {
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {CLI_ROW("chunk", CLI_I64, fid_args, o.seq.chunk), .lo = 1, .hi = 1 << 20},
+    {CLI_ROW("head-scores", CLI_TEXT, fid_args, o.head_scores)},
     {CLI_ROW("allow-beyond-context", CLI_FLAG, fid_args, o.seq.beyond_context)},
     {CLI_ROW("threads", CLI_INT, fid_args, o.sim_threads), .lo = 1, .hi = 256},
     {CLI_ROW("output", CLI_TEXT, fid_args, o.output)},
@@ -101,6 +105,25 @@ static void default_policies(fidelity_opts *o, policy_config *cfgs)
     for (const policy_iface *const *p = policy_all(); *p; p++)
         if (!(*p)->offline_only && !(*p)->never_evicts && policy_parse((*p)->name, &cfgs[o->n_policies], &err) == KV_OK)
             o->n_policies++;
+}
+
+/* --head-scores goes with an allocator that reads it, and headkv and duo
+ * need it: the in-model runs go along with the full run, so its column
+ * sums come too late to rank duo's heads (sim could, from full.h5). */
+static int check_head_scores(const fidelity_opts *o, kv_err *err)
+{
+    bool reads = false;
+    for (int a = 0; a < o->n_allocators; a++) {
+        const alloc_iface *ai = o->allocators[a].iface;
+        reads |= ai->scores_from != ALLOC_SCORES_NONE;
+        if (ai->scores_from != ALLOC_SCORES_NONE && !o->head_scores)
+            return cli_usage(err, "fidelity", "--allocators %s needs --head-scores FILE (a CSV layer,kv_head,score, "
+                             "e.g. kvtrace analyze's head_importance.csv): the in-model runs go along with the "
+                             "full run, so there is no full-cache ranking before them", ai->name);
+    }
+    if (o->head_scores && !reads)
+        return cli_usage(err, "fidelity", "--head-scores is read only by the headkv and duo allocators (none is listed)");
+    return KV_OK;
 }
 
 static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
@@ -125,7 +148,7 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
     rc = o->n_allocators ? KV_OK : alloc_parse("uniform", &a->allocs[0], err);
     if (!o->n_allocators) o->n_allocators = 1;
     o->policies = a->cfgs, o->allocators = a->allocs, o->budgets = a->budgets;
-    return rc;
+    return rc ? rc : check_head_scores(o, err);
 }
 
 int fidelity_main(int argc, char **argv)
