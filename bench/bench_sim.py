@@ -5,7 +5,7 @@ attention work as a fraction of OpenBLAS sgemm measured in the same run (2 threa
 and each policy's scoring ns per candidate. FLOP count (issue #5): the full-cache reference
 T(T+1)/2 * 4D per (layer, query head) once, plus per configuration sum_i min(i+1, N+B) * 4D per
 (layer, query head). A second run on the same trace times the policies of issue #18 (capkv,
-chunkkv). Run by `make bench` with Debian's python3."""
+chunkkv, compactor). Run by `make bench` with Debian's python3."""
 import csv
 import os
 import re
@@ -74,7 +74,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="kvtrace-bench-") as tmp:
         bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["keydiff", "streaming", "tova", "snapkv"], [128, 256])
         # issue #18's policies: their scoring ns per candidate beside the ones above
-        bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["expected_attention", "lagkv", "cur", "qfilter", "capkv", "chunkkv"], [128, 256])
+        bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["expected_attention", "lagkv", "cur", "qfilter", "capkv", "chunkkv", "compactor"], [128, 256])
         if os.environ.get("BENCH_LARGE", "1") != "0":  # for the record: llama-3.2-3b shape, 4 layers, T = 8192
             bench(tmp, "llama-3.2-3b", 8192, "4 of its 28 layers", ["keydiff", "streaming", "tova", "snapkv"],
                   [128, 256], synth_args=["--layers", "4", "--heads", "24", "--kv-heads", "8", "--head-dim", "128",

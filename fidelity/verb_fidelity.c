@@ -118,7 +118,8 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
     o->seq.generate = a->generate >= 0 ? a->generate : sources ? 0 : 511;
     for (int p = 0; p < o->n_policies; p++)
         if (policy_offline_only(&a->cfgs[p]))
-            return cli_usage(err, v, "--policies: %s reads the future, so it is offline only (kvtrace sim)",
+            return cli_usage(err, v, "--policies: %s reads what a model run does not keep (the future, or every past "
+                             "query), so it is offline only (kvtrace sim)",
                              a->cfgs[p].iface->name);
     if (!o->n_policies) default_policies(o, a->cfgs);
     if (!o->n_budgets) a->budgets[0] = 32, a->budgets[1] = 64, a->budgets[2] = 128, o->n_budgets = 3;

@@ -22,7 +22,8 @@
     X(cur)          \
     X(qfilter)      \
     X(capkv)        \
-    X(chunkkv)
+    X(chunkkv)      \
+    X(compactor)
 
 #define DECLARE(name) extern const policy_iface policy_##name;
 POLICIES(DECLARE)
