@@ -79,26 +79,31 @@ static void leverage(const policy_config *cfg, const policy_view *v, int64_t a, 
     memset(l, 0, sizeof(double) * (size_t)m); /* not reached for finite keys (G is SPD) */
 }
 
-/* att[m]: the non-causal chunked attention term (before the pool) of the candidates a .. a+m−1. w: [chunk]. */
+/* att[m]: the non-causal chunked attention term (before the pool) of the candidates a .. a+m−1.
+ * w: [2·c·D + c²], c = min(chunk, m): a chunk's queries, keys and dot products (one dgemm per chunk and head). */
 static void noncausal(const policy_config *cfg, const policy_view *v, int64_t a, int64_t m, double *w, double *att)
 {
     const int64_t D = v->D, C = (int64_t)policy_num(cfg, "chunk"), H = v->q_heads;
+    const int64_t cc = C < m ? C : m; /* the longest chunk */
+    double *Q = w, *K = Q + cc * D, *P = K + cc * D;
     memset(att, 0, sizeof(double) * (size_t)m);
     for (int64_t c0 = 0; c0 < m; c0 += C) {
-        const int64_t c1 = c0 + C < m ? c0 + C : m;
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t qi = c0; qi < c1; qi++) {
-                const float *q = v->queries + (h * v->T + v->pos[a + qi] - v->q0) * D;
-                double best = -INFINITY, sum = 0.0;
-                for (int64_t j = c0; j < c1; j++) {
-                    const float *k = v->keys + (a + j) * D;
-                    double dot = 0.0;
-                    for (int64_t d = 0; d < D; d++) dot += (double)q[d] * k[d];
-                    w[j - c0] = dot, best = fmax(best, dot);
-                }
-                for (int64_t j = c0; j < c1; j++) sum += (w[j - c0] = exp(w[j - c0] - best));
-                for (int64_t j = c0; j < c1; j++) att[j] += w[j - c0] / sum;
+        const int64_t c = (c0 + C < m ? c0 + C : m) - c0;
+        for (int64_t i = 0; i < c * D; i++) K[i] = v->keys[(a + c0) * D + i];
+        for (int64_t h = 0; h < H; h++) {
+            for (int64_t i = 0; i < c; i++) {
+                const float *q = v->queries + (h * v->T + v->pos[a + c0 + i] - v->q0) * D;
+                for (int64_t d = 0; d < D; d++) Q[i * D + d] = q[d];
             }
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c, (int)c, (int)D, 1.0, Q, (int)D, K, (int)D,
+                        0.0, P, (int)c);
+            for (int64_t i = 0; i < c; i++) { /* row i: query i's softmax over the chunk's keys, unscaled */
+                double *row = P + i * c, best = -INFINITY, sum = 0.0;
+                for (int64_t j = 0; j < c; j++) best = fmax(best, row[j]);
+                for (int64_t j = 0; j < c; j++) sum += (row[j] = exp(row[j] - best));
+                for (int64_t j = 0; j < c; j++) att[c0 + j] += row[j] / sum;
+            }
+        }
     }
     for (int64_t i = 0; i < m; i++) {
         double nv = 0.0;
@@ -116,7 +121,8 @@ static int compactor_score(const policy_config *cfg, void *state, const policy_v
     const int64_t m = n - left - right;
     for (int64_t i = 0; i < n; i++) scores[i] = INFINITY;
     if (m <= 0) return KV_OK;
-    const size_t need = (size_t)(m * D + m * k + k * k + D * k + 2 * D + 3 * m + C);
+    const int64_t cc = C < m ? C : m; /* the longest chunk */
+    const size_t need = (size_t)(m * D + m * k + k * k + D * k + 2 * D + 3 * m + 2 * cc * D + cc * cc);
     double *buf = kv_calloc(need, sizeof(double), "compactor scratch", err);
     if (!buf) return err->code;
     double *X = buf, *G = X + m * D + m * k, *Phi = G + k * k, *kp = Phi + D * k, *l = kp + 2 * D, *att = l + m,
