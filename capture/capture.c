@@ -125,7 +125,7 @@ static int capture_tokens(const capture_opts *o, const backend_iface *be, void *
                    .T = T, .P = P, .chunk = o->chunk, .evict = &o->evict, .budget = o->budget,
                    .alloc = o->alloc.iface ? &o->alloc : NULL,
                    .output = o->dry_run ? NULL : o->output, .verb = "capture", .trace = trace_wants(o),
-                   .beyond_context = o->beyond_context, .prompt_text = text};
+                   .beyond_context = o->beyond_context, .prompt_text = text, .record_wo = o->record_wo};
     kv_run *r = NULL;
     int rc = run_open(&r, &ro, err);
     if (!rc) print_cost(o, &m->cfg, T);

@@ -102,6 +102,8 @@ static policy_view view_of(evict_engine *e, const forward_state *s, int64_t l, i
     policy_view v = {.n = cols, .D = e->D, .pos = s->cache_pos + lg * s->cap, .budget = e->caps[l * e->streams + x],
                      .now = s->len + n - 1, .layer = l, .kv_head = g0, .step = s->steps, .q_heads = e->G,
                      .rope = e->rope};
+    if (e->layers)
+        v.wo = e->layers[l].wo, v.wo_dim = e->dim, v.wo_ld = e->H * e->D, v.q_head0 = g0 * e->G;
     /* keys and values: the stream's first kv head (a layer-scope policy sees the layer's first, as in sim) */
     v.keys = forward_cache_rows(s, l, g0, 0, e->hk + slot * e->cap * e->D);
     v.values = forward_cache_rows(s, l, g0, 1, e->hv + slot * e->cap * e->D);

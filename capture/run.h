@@ -43,6 +43,7 @@ typedef struct {
     const char *verb;             /* the trace's creator: "kvtrace VERSION verb" */
     bool beyond_context;          /* --allow-beyond-context: T may exceed the model's trained context */
     const char *prompt_text;      /* the prompt as text (run_sequence), recorded as /prompt_text; NULL: none */
+    bool record_wo;               /* record /wo: each layer's W_o (the host model's) */
     trace_create_opts trace;      /* storage, force, want[]: what is recorded (TRACE_COLSUM: also what the
                                      backend accumulates); expected_tokens is T */
 } run_opts;

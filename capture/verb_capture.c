@@ -33,7 +33,8 @@ static const char USAGE[] =
     "                       three: BOS alone\n"
     "  --generate N         tokens to generate after the prompt (default 0)\n"
     "  --chunk B            prefill chunk (default 128)\n"
-    "  --record LIST        keys,values,queries (default all three; keys and values always)\n"
+    "  --record LIST        keys,values,queries (default all three; keys and values always); wo adds\n"
+    "                       /wo, each layer's attention output projection (criticalkv reads it)\n"
     "  --attention MODE     colsum (default) | full | none: /attention/colsum, plus full weights\n"
     "  --max-attention-gib X  refuse --attention full above X GiB (default 4)\n"
     "  --logits             record /logits [T, V] (/logprobs is always recorded)\n"
@@ -75,15 +76,15 @@ typedef struct {
 
 static int parse_record(const char *verb, const char *list, void *args, kv_err *err)
 {
-    static const char *const ITEMS[] = {"keys", "values", "queries"};
+    static const char *const ITEMS[] = {"keys", "values", "queries", "wo"};
     capture_opts *o = &((capture_args *)args)->o;
-    bool given[3] = {false};
+    bool given[4] = {false};
     cli_list l;
     int rc = cli_list_split(verb, "--record", list, CLI_LIST_MAX, &l, err);
     for (int i = 0; !rc && i < l.n; i++) {
         int k = 0;
-        while (k < 3 && strcmp(l.item[i], ITEMS[k]) != 0) k++;
-        if (k == 3) return cli_usage(err, verb, "--record: unknown item '%s' (keys, values, queries)", l.item[i]);
+        while (k < 4 && strcmp(l.item[i], ITEMS[k]) != 0) k++;
+        if (k == 4) return cli_usage(err, verb, "--record: unknown item '%s' (keys, values, queries, wo)", l.item[i]);
         if (given[k]) return cli_usage(err, verb, "--record names '%s' twice", ITEMS[k]);
         given[k] = true;
     }
@@ -91,6 +92,7 @@ static int parse_record(const char *verb, const char *list, void *args, kv_err *
     if (!given[0] || !given[1])
         return cli_usage(err, verb, "--record must include keys and values (the trace schema requires them)");
     o->record_queries = given[2];
+    o->record_wo = given[3];
     return KV_OK;
 }
 

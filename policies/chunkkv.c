@@ -39,20 +39,7 @@ static const policy_iface *const BASES[] = {&policy_snapkv, &policy_h2o,     &po
 /* The base's configuration (choice `base` of cfg) with its defaults; canonical left empty. */
 static void base_config(const policy_config *cfg, policy_config *out)
 {
-    memset(out, 0, sizeof *out);
-    out->iface = BASES[policy_choice(cfg, "base")];
-    out->n = policy_n_params(out->iface);
-    for (int i = 0; i < out->n; i++) {
-        const policy_param *p = &out->iface->params[i];
-        if (p->kind == PARAM_NUMBER) {
-            out->num[i] = strtod(p->def, NULL);
-            continue;
-        }
-        const size_t len = strlen(p->def);
-        int k = 0;
-        for (const char *ch = p->choices; ch; ch = strchr(ch, '|') ? strchr(ch, '|') + 1 : NULL, k++)
-            if (strncmp(ch, p->def, len) == 0 && (ch[len] == '|' || ch[len] == 0)) out->choice[i] = k;
-    }
+    policy_defaults(BASES[policy_choice(cfg, "base")], out);
 }
 
 static int chunkkv_create(const policy_config *cfg, void **state, kv_err *err)

@@ -163,6 +163,16 @@ int policy_params_parse(const char *owner, const policy_param *params, const cha
     return KV_OK;
 }
 
+int policy_config_set(policy_config *cfg, const char *key, const char *value, kv_err *err)
+{
+    const param_target t = {cfg->iface->name, cfg->iface->params, cfg->n, cfg->num, cfg->choice};
+    const int i = policy_params_index(t.params, key, strlen(key));
+    if (i < 0) return kv_fail(err, KV_EUSAGE, "%s: unknown parameter '%s'", t.owner, key);
+    int rc = set_param(&t, i, value, err);
+    if (!rc) make_canonical(&t, cfg->canonical, sizeof cfg->canonical);
+    return rc;
+}
+
 int policy_parse(const char *spec, policy_config *out, kv_err *err)
 {
     memset(out, 0, sizeof *out);

@@ -77,6 +77,12 @@ typedef struct {
      * calib=prompt; sim only, 0 in-model) */
     rope_spec rope;
     int64_t prompt_len;
+    /* the layer's output projection W_o [wo_dim][wo_ld] as the model stores it (out = W_o · the
+     * heads' outputs one after the other; query head h reads columns h·D .. h·D+D−1), the
+     * stream's first query head q_head0 (its q_heads follow); wo NULL: unknown (a trace without
+     * /wo: criticalkv) */
+    const float *wo;
+    int64_t wo_dim, wo_ld, q_head0;
 } policy_view;
 
 typedef struct policy_iface {
@@ -122,6 +128,11 @@ const policy_iface *policy_find(const char *name);
  * value is a KV_EUSAGE error that lists what is valid. */
 int policy_parse(const char *spec, policy_config *out, kv_err *err);
 
+/* Sets one parameter of a parsed configuration (checked as the parser checks
+ * it) and rebuilds its canonical name: sim relabels criticalkv wo=absent on a
+ * trace without /wo. */
+int policy_config_set(policy_config *cfg, const char *key, const char *value, kv_err *err);
+
 /* A comma-separated list of policies into out[0..max): *n of them, split
  * by cli_list_split (no empty item, no space). Errors are usage errors:
  * policy_parse's, or of `verb` for a loose list or one configuration given
@@ -146,6 +157,10 @@ int policy_params_index(const policy_param *params, const char *key, size_t len)
 int policy_params_parse(const char *owner, const policy_param *params, const char *spec, const char *rest,
                         double *num, int *choice, char *canonical, size_t cap, kv_err *err);
 double policy_num(const policy_config *cfg, const char *key);
+/* pi's configuration with every parameter at its default (canonical left empty): the base of a
+ * wrapping policy (chunkkv, criticalkv), which cannot go through the parser (it reads the registry,
+ * which lists the wrapper: a loop between files). */
+void policy_defaults(const policy_iface *pi, policy_config *out);
 /* True when the configuration reads the future: offline_only or offline_for. */
 bool policy_offline_only(const policy_config *cfg);
 int policy_choice(const policy_config *cfg, const char *key);

@@ -23,7 +23,8 @@
     X(qfilter)      \
     X(capkv)        \
     X(chunkkv)      \
-    X(compactor)
+    X(compactor)     \
+    X(criticalkv)
 
 #define DECLARE(name) extern const policy_iface policy_##name;
 POLICIES(DECLARE)
