@@ -55,6 +55,8 @@ static const char USAGE[] =
     "                       each layer) keeps N of its cache plus the chunk, as sim replays it; the\n"
     "                       cache never holds more than N + B rows; RoPE positions stay the original\n"
     "                       ones. The trace gets capture_mode=evict (no /attention: off by default)\n"
+    "  --alias NAME=SPEC    a name for one configuration (policy[:key=value...]): --evict NAME, or\n"
+    "                       chunkkv/criticalkv base=NAME; repeat for more\n"
     "  --budget N           the cache budget N (required with --evict): the average per (layer, kv head)\n"
     "  --allocator A[:k=v...]  with --evict: how the total L*K*N is shared by the (layer, kv head)\n"
     "                       caches (kvtrace policies lists them; default uniform: each keeps N; not\n"
@@ -72,6 +74,8 @@ typedef struct {
     capture_opts o;
     bool attention_given;
     bool help;
+    policy_aliases aliases;   /* --alias (o.evict's base may point into it) */
+    const char *evict;        /* --evict, parsed once every --alias is known */
 } capture_args;
 
 static int parse_record(const char *verb, const char *list, void *args, kv_err *err)
@@ -134,8 +138,16 @@ static int parse_allocator(const char *verb, const char *arg, void *args, kv_err
 
 static int parse_evict(const char *verb, const char *arg, void *args, kv_err *err)
 {
-    capture_opts *o = &((capture_args *)args)->o;
-    return option_error(verb, "--evict", policy_parse(arg, &o->evict, err), err);
+    (void)verb;
+    (void)err;
+    ((capture_args *)args)->evict = arg;
+    return KV_OK;
+}
+
+static int parse_alias(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    (void)verb;
+    return policy_alias_add(&((capture_args *)args)->aliases, arg, err);
 }
 
 #define ROW(NAME, KIND, FIELD) CLI_ROW(NAME, KIND, capture_args, o.FIELD)
@@ -157,6 +169,7 @@ static const cli_opt OPTIONS[] = {
     {ROW("threads", CLI_INT, threads), .lo = 1, .hi = 256},
     {.name = "device", .kind = CLI_CUSTOM, .parse = parse_device},
     {.name = "evict", .kind = CLI_CUSTOM, .parse = parse_evict},
+    {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
     {ROW("budget", CLI_I64, budget), .lo = 1, .hi = 1 << 30},
     {.name = "allocator", .kind = CLI_CUSTOM, .parse = parse_allocator},
     {ROW("retained", CLI_FLAG, retained)},
@@ -208,6 +221,8 @@ static int parse_args(int argc, char **argv, capture_args *a, kv_err *err)
     int first;
     int rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, err);
     if (rc || a->help) return rc;
+    if (a->evict && (rc = option_error(v, "--evict", policy_parse_in(&a->aliases, a->evict, &o->evict, err), err)))
+        return rc;
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
     if (prompt_sources(&o->prompt) > 1)
         return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");

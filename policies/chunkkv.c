@@ -36,10 +36,9 @@ static const policy_iface *const BASES[] = {&policy_snapkv, &policy_h2o,     &po
                                             &policy_keydiff, &policy_knorm,  &policy_capkv,
                                             &policy_primekv, &policy_random, &policy_streaming};
 
-/* The base's configuration (choice `base` of cfg) with its defaults; canonical left empty. */
 static void base_config(const policy_config *cfg, policy_config *out)
 {
-    policy_defaults(BASES[policy_choice(cfg, "base")], out);
+    policy_base_config(cfg, BASES, out);
 }
 
 static int chunkkv_create(const policy_config *cfg, void **state, kv_err *err)
@@ -127,8 +126,8 @@ static int64_t chunkkv_query_window(const policy_config *cfg)
 const policy_iface policy_chunkkv = {
     .name = "chunkkv",
     .summary = "ChunkKV: a base policy's scores averaged over chunks of `size` candidates; whole chunks kept",
-    .params = {{.key = "base", .kind = PARAM_CHOICE, .def = "snapkv", .choices = CHUNKKV_BASES,
-                .doc = "the base policy (with its defaults) whose scores are aggregated"},
+    .params = {{.key = "base", .kind = PARAM_CHOICE, .def = "snapkv", .choices = CHUNKKV_BASES, .policy_valued = true,
+                .doc = "the base policy (with its defaults, or an --alias of one) whose scores are aggregated"},
                {.key = "size", .kind = PARAM_NUMBER, .def = "20", .min = 1, .max = 1 << 20, .integer = true,
                 .doc = "candidates per chunk, in position order"}},
     .needs_attention = true, /* for an attention base (h2o, tova); the engine computes it either way */

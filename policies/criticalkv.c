@@ -27,6 +27,11 @@ static const policy_iface *const BASES[] = {&policy_snapkv,  &policy_expected_at
                                             &policy_capkv,   &policy_primekv,            &policy_random,
                                             &policy_streaming};
 
+static void base_config(const policy_config *cfg, policy_config *out)
+{
+    policy_base_config(cfg, BASES, out);
+}
+
 typedef struct {
     policy_config base;
     void *bstate;
@@ -38,7 +43,7 @@ static int criticalkv_create(const policy_config *cfg, void **state, kv_err *err
 {
     criticalkv_state *s = kv_calloc(1, sizeof *s, "criticalkv state", err);
     if (!s) return err->code;
-    policy_defaults(BASES[policy_choice(cfg, "base")], &s->base);
+    base_config(cfg, &s->base);
     int rc = s->base.iface->create ? s->base.iface->create(&s->base, &s->bstate, err) : KV_OK;
     if (rc) {
         free(s);
@@ -138,7 +143,7 @@ static int criticalkv_score(const policy_config *cfg, void *state, const policy_
 static int64_t criticalkv_query_window(const policy_config *cfg)
 {
     policy_config b;
-    policy_defaults(BASES[policy_choice(cfg, "base")], &b);
+    base_config(cfg, &b);
     return b.iface->query_window ? b.iface->query_window(&b) : 0;
 }
 
@@ -146,7 +151,7 @@ const policy_iface policy_criticalkv = {
     .name = "criticalkv",
     .summary = "CriticalKV: the top first·N by a base policy kept, the rest by (score + eps)·‖W_o v‖₁ (W_o from /wo)",
     .params = {{.key = "base", .kind = PARAM_CHOICE, .def = "snapkv", .choices = CRITICALKV_BASES,
-                .doc = "the base policy (with its defaults) whose scores are rescaled"},
+                .policy_valued = true, .doc = "the base policy (with its defaults, or an --alias of one) whose scores are rescaled"},
                {.key = "eps", .kind = PARAM_NUMBER, .def = "0.0001", .min = 0, .max = 1e6,
                 .doc = "added to the base score before the rescaling"},
                {.key = "first", .kind = PARAM_NUMBER, .def = "0.5", .min = 0, .max = 1,

@@ -36,16 +36,32 @@ typedef struct {
     double min, max;       /* PARAM_NUMBER: allowed range (inclusive) */
     const char *doc;
     bool integer;          /* PARAM_NUMBER: whole numbers only (sinks, seed) */
+    bool policy_valued;    /* PARAM_CHOICE of policy names (a wrapper's base): also takes an alias of one
+                              (policy_aliases), its full configuration then in policy_config.base */
 } policy_param;
 
 /* A parsed "name:key=value:..." with every parameter filled (defaults too). */
-typedef struct {
+typedef struct policy_config {
     const struct policy_iface *iface;
     int n;                                 /* = policy_n_params(iface) */
     double num[POLICY_MAX_PARAMS];         /* PARAM_NUMBER values */
     int choice[POLICY_MAX_PARAMS];         /* PARAM_CHOICE: index into the choices */
     char canonical[256];                   /* "key=value:key=value", sorted by key, defaults filled */
+    /* a policy_valued parameter given an alias: that alias's configuration (owned by the alias
+     * table, which outlives the configuration); NULL: the named policy with its defaults */
+    const struct policy_config *base;
+    char alias[64];                        /* the alias this configuration was given as; "" none */
 } policy_config;
+
+/* Named configurations (`--alias NAME=policy:key=value...`): a table the caller owns and passes
+ * to the parser (no process-wide state). An alias names a policy of the registry (not another
+ * alias, so none can recurse), its name is not a policy's, and each is defined once. */
+enum { POLICY_MAX_ALIASES = 32 };
+typedef struct {
+    int n;
+    char name[POLICY_MAX_ALIASES][64];
+    policy_config cfg[POLICY_MAX_ALIASES];
+} policy_aliases;
 
 /* One eviction step, as plain arrays. Positions are ascending. */
 typedef struct {
@@ -128,6 +144,16 @@ const policy_iface *policy_find(const char *name);
  * value is a KV_EUSAGE error that lists what is valid. */
 int policy_parse(const char *spec, policy_config *out, kv_err *err);
 
+/* The same with aliases (t NULL: none): "NAME" alone gives the alias's configuration (with
+ * `alias` set; no parameters may follow), and a policy_valued parameter (base=) may name an
+ * alias of one of its choices. */
+int policy_parse_in(const policy_aliases *t, const char *spec, policy_config *out, kv_err *err);
+
+/* Defines an alias from "NAME=policy[:key=value...]" (KV_EUSAGE naming the alias when the name is
+ * empty, not [A-Za-z0-9_.-], a policy's or an alias's already, the table is full, the
+ * configuration is bad, or it names an alias). Base= may name an alias defined before. */
+int policy_alias_add(policy_aliases *t, const char *def, kv_err *err);
+
 /* Sets one parameter of a parsed configuration (checked as the parser checks
  * it) and rebuilds its canonical name: sim relabels criticalkv wo=absent on a
  * trace without /wo. */
@@ -139,6 +165,8 @@ int policy_config_set(policy_config *cfg, const char *key, const char *value, kv
  * twice after canonicalisation ("keydiff,keydiff:window=0"), naming both
  * spellings, so the repeat is refused before any work. */
 int policy_parse_list(const char *verb, const char *list, policy_config *out, int max, int *n, kv_err *err);
+int policy_parse_list_in(const policy_aliases *t, const char *verb, const char *list, policy_config *out, int max,
+                         int *n, kv_err *err);
 
 /* Parameters (params.c), for the parser and the policy implementations:
  * how many a policy has (its params[] up to the first without a key), the
@@ -161,6 +189,9 @@ double policy_num(const policy_config *cfg, const char *key);
  * wrapping policy (chunkkv, criticalkv), which cannot go through the parser (it reads the registry,
  * which lists the wrapper: a loop between files). */
 void policy_defaults(const policy_iface *pi, policy_config *out);
+/* A wrapper's base: the alias's configuration given as base= (cfg->base), else bases[choice of
+ * `base`] with its defaults (bases in the order of the parameter's choices). */
+void policy_base_config(const policy_config *cfg, const policy_iface *const *bases, policy_config *out);
 /* True when the configuration reads the future: offline_only or offline_for. */
 bool policy_offline_only(const policy_config *cfg);
 int policy_choice(const policy_config *cfg, const char *key);
