@@ -87,6 +87,7 @@ static void noncausal(const policy_config *cfg, const policy_view *v, int64_t a,
     const int64_t cc = C < m ? C : m; /* the longest chunk */
     double *Q = w, *K = Q + cc * D, *P = K + cc * D;
     memset(att, 0, sizeof(double) * (size_t)m);
+    if (!v->queries || H < 1) return; /* no queries (not an engine's view): no attention term */
     for (int64_t c0 = 0; c0 < m; c0 += C) {
         const int64_t c = (c0 + C < m ? c0 + C : m) - c0;
         for (int64_t i = 0; i < c * D; i++) K[i] = v->keys[(a + c0) * D + i];

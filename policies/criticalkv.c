@@ -133,7 +133,8 @@ static int criticalkv_score(const policy_config *cfg, void *state, const policy_
     if (!rc) {
         for (int64_t i = 0; i < n; i++) it[i] = (struct rank_item){scores[i], v->pos[i], i};
         qsort(it, (size_t)n, sizeof *it, by_score_desc);
-        for (int64_t i = 0; i < n; i++) scores[i] = (scores[i] + eps) * pn[i]; /* stage 2 */
+        for (int64_t i = 0; i < n; i++) /* stage 2; the base's ±∞ stay (a zero value would make ∞·0 NaN) */
+            scores[i] = isinf(scores[i]) ? scores[i] : (scores[i] + eps) * pn[i];
         for (int64_t r = 0; r < k1 && r < n; r++) scores[it[r].idx] = INFINITY; /* stage 1 */
     }
     free(it), free(pn);
