@@ -27,45 +27,23 @@ static const policy_iface *const BASES[] = {&policy_snapkv,  &policy_expected_at
                                             &policy_capkv,   &policy_primekv,            &policy_random,
                                             &policy_streaming};
 
-static void base_config(const policy_config *cfg, policy_config *out)
-{
-    policy_base_config(cfg, BASES, out);
-}
-
 typedef struct {
-    policy_config base;
-    void *bstate;
+    policy_base base;   /* first (policy_wrapper_create) */
     double *w;          /* [G][dim][D] the group's W_o columns in double, read at the first score */
     int64_t w_heads;
 } criticalkv_state;
 
 static int criticalkv_create(const policy_config *cfg, void **state, kv_err *err)
 {
-    criticalkv_state *s = kv_calloc(1, sizeof *s, "criticalkv state", err);
-    if (!s) return err->code;
-    base_config(cfg, &s->base);
-    int rc = s->base.iface->create ? s->base.iface->create(&s->base, &s->bstate, err) : KV_OK;
-    if (rc) {
-        free(s);
-        return rc;
-    }
-    *state = s;
-    return KV_OK;
+    return policy_wrapper_create(cfg, BASES, sizeof(criticalkv_state), state, err);
 }
 
 static void criticalkv_destroy(void *state)
 {
     criticalkv_state *s = state;
     if (!s) return;
-    if (s->base.iface->destroy) s->base.iface->destroy(s->bstate);
+    policy_base_close(&s->base);
     free(s->w), free(s);
-}
-
-static int criticalkv_observe(const policy_config *cfg, void *state, const policy_view *v, kv_err *err)
-{
-    (void)cfg;
-    criticalkv_state *s = state;
-    return s->base.iface->observe ? s->base.iface->observe(&s->base, s->bstate, v, err) : KV_OK;
 }
 
 /* pn[n] = mean over the group's query heads of ‖W_o,h v_i‖₁ (one dgemm per head), or ‖v_i‖₁ without W_o. */
@@ -128,7 +106,7 @@ static int criticalkv_score(const policy_config *cfg, void *state, const policy_
     const double eps = policy_num(cfg, "eps");
     struct rank_item *it = kv_calloc((size_t)n + 1, sizeof *it, "criticalkv ranking", err);
     double *pn = it ? kv_calloc((size_t)n + 1, sizeof *pn, "criticalkv norms", err) : NULL;
-    int rc = pn ? s->base.iface->score(&s->base, s->bstate, v, scores, err) : err->code;
+    int rc = pn ? policy_base_score(&s->base, v, scores, err) : err->code;
     if (!rc) rc = projected_norm(cfg, s, v, pn, err);
     if (!rc) {
         for (int64_t i = 0; i < n; i++) it[i] = (struct rank_item){scores[i], v->pos[i], i};
@@ -143,9 +121,7 @@ static int criticalkv_score(const policy_config *cfg, void *state, const policy_
 
 static int64_t criticalkv_query_window(const policy_config *cfg)
 {
-    policy_config b;
-    base_config(cfg, &b);
-    return b.iface->query_window ? b.iface->query_window(&b) : 0;
+    return policy_base_query_window(cfg, BASES);
 }
 
 const policy_iface policy_criticalkv = {
@@ -163,7 +139,7 @@ const policy_iface policy_criticalkv = {
     .create = criticalkv_create,
     .destroy = criticalkv_destroy,
     .score = criticalkv_score,
-    .observe = criticalkv_observe,
+    .observe = policy_wrapper_observe,
     .query_window = criticalkv_query_window,
     /* the projected norms scale with each head's values and W_o columns */
     .scores_comparable = false,

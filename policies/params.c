@@ -50,12 +50,6 @@ bool policy_offline_only(const policy_config *cfg)
     return cfg->iface->offline_only || (cfg->iface->offline_for && cfg->iface->offline_for(cfg));
 }
 
-void policy_base_config(const policy_config *cfg, const policy_iface *const *bases, policy_config *out)
-{
-    if (cfg->base) *out = *cfg->base;
-    else policy_defaults(bases[policy_choice(cfg, "base")], out);
-}
-
 void policy_defaults(const policy_iface *pi, policy_config *out)
 {
     memset(out, 0, sizeof *out);

@@ -189,9 +189,24 @@ double policy_num(const policy_config *cfg, const char *key);
  * wrapping policy (chunkkv, criticalkv), which cannot go through the parser (it reads the registry,
  * which lists the wrapper: a loop between files). */
 void policy_defaults(const policy_iface *pi, policy_config *out);
-/* A wrapper's base: the alias's configuration given as base= (cfg->base), else bases[choice of
- * `base`] with its defaults (bases in the order of the parameter's choices). */
+/* A wrapper's base (wrap.c): the alias's configuration given as base= (cfg->base), else
+ * bases[choice of `base`] with its defaults (bases in the order of the parameter's choices); its
+ * state per stream, and observe/score/query_window passed on to it. */
+typedef struct {
+    policy_config cfg;
+    void *state;
+} policy_base;
 void policy_base_config(const policy_config *cfg, const policy_iface *const *bases, policy_config *out);
+int policy_base_open(const policy_config *cfg, const policy_iface *const *bases, policy_base *b, kv_err *err);
+void policy_base_close(policy_base *b);
+int policy_base_observe(policy_base *b, const policy_view *v, kv_err *err);
+int policy_base_score(policy_base *b, const policy_view *v, double *scores, kv_err *err);
+int64_t policy_base_query_window(const policy_config *cfg, const policy_iface *const *bases);
+/* A wrapper's state of `size` bytes that starts with its policy_base, opened (create), and the
+ * observe that passes the view on to the base (usable as the wrapper's own observe). */
+int policy_wrapper_create(const policy_config *cfg, const policy_iface *const *bases, size_t size, void **state,
+                          kv_err *err);
+int policy_wrapper_observe(const policy_config *cfg, void *state, const policy_view *v, kv_err *err);
 /* True when the configuration reads the future: offline_only or offline_for. */
 bool policy_offline_only(const policy_config *cfg);
 int policy_choice(const policy_config *cfg, const char *key);

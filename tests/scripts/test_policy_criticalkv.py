@@ -22,7 +22,7 @@ from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
 import ggufio  # noqa: E402
 import policy_trace as pt  # noqa: E402
 from policy_trace import run_sim  # noqa: E402
-import test_sim  # noqa: E402  (its numpy snapkv; D = 8 there and here)
+import test_policy_chunkkv as ck  # noqa: E402  (its numpy base scores; D = 8 there and here)
 
 L, H, K, D, DIM = 2, 4, 2, 8, 12
 G = H // K
@@ -41,16 +41,8 @@ def write_trace(path, T, P, seed, wo=True):
 
 
 def base_scores(base, q, k, C, now):
-    kc = k[C]
-    if base == "knorm":
-        return -np.linalg.norm(kc, axis=1)
-    if base == "keydiff":  # anchor=norm, metric=cos (SPEC §5)
-        kn = kc / np.linalg.norm(kc, axis=1, keepdims=True)
-        mu = kn.mean(0)
-        return -(kn @ mu) / np.linalg.norm(mu)
-    if base == "snapkv":
-        return test_sim.snapkv_scores(q, k[None], C, now, len(q), 32, 5)
-    raise ValueError(base)
+    """The bases' scores: test_policy_chunkkv's numpy (SPEC §5's knorm and keydiff, test_sim's snapkv)."""
+    return ck.base_scores(base, q, k, C, now, len(q))
 
 
 def vwl1norm(vals, W, g):
