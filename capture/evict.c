@@ -219,7 +219,8 @@ int evict_init_alloc(evict_engine *e, const policy_config *pc, const alloc_confi
 {
     memset(e, 0, sizeof *e);
     if (policy_offline_only(pc))
-        return kv_fail(err, KV_EUSAGE, "%s reads what a model run does not keep (the future, or every past query): it is "
+        return kv_fail(err, KV_EUSAGE, "%s reads what a model run does not keep (the future, or every past "
+                       "query): it is "
                        "offline only (kvtrace sim), not an in-model policy", pc->iface->name);
     if (budget < 1) return kv_fail(err, KV_EUSAGE, "eviction budget must be at least 1, got %lld", (long long)budget);
     int rc = ac ? KV_OK : alloc_parse("uniform", &e->ac, err);

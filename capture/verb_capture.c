@@ -197,7 +197,8 @@ static int check_evict(capture_opts *o, bool attention_given, kv_err *err)
     }
     if (o->budget < 1) return cli_usage(err, v, "--evict needs --budget N");
     if (policy_offline_only(&o->evict))
-        return cli_usage(err, v, "--evict %s: it reads what a model run does not keep (the future, or every past query), "
+        return cli_usage(err, v, "--evict %s: it reads what a model run does not keep (the future, or every "
+                         "past query), "
                          "so it is offline only (use kvtrace sim)",
                          o->evict.iface->name);
     if (o->retained && o->evict.iface->never_evicts)

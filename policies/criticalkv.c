@@ -126,15 +126,18 @@ static int64_t criticalkv_query_window(const policy_config *cfg)
 
 const policy_iface policy_criticalkv = {
     .name = "criticalkv",
-    .summary = "CriticalKV: the top first·N by a base policy kept, the rest by (score + eps)·‖W_o v‖₁ (W_o from /wo)",
+    .summary = "CriticalKV: the top first·N by a base policy kept, the rest by (score + eps)·‖W_o v‖₁ "
+               "(W_o from /wo)",
     .params = {{.key = "base", .kind = PARAM_CHOICE, .def = "snapkv", .choices = CRITICALKV_BASES,
-                .policy_valued = true, .doc = "the base policy (with its defaults, or an --alias of one) whose scores are rescaled"},
+                .policy_valued = true,
+                .doc = "the base policy (with its defaults, or an --alias of one) whose scores are rescaled"},
                {.key = "eps", .kind = PARAM_NUMBER, .def = "0.0001", .min = 0, .max = 1e6,
                 .doc = "added to the base score before the rescaling"},
                {.key = "first", .kind = PARAM_NUMBER, .def = "0.5", .min = 0, .max = 1,
                 .doc = "fraction of N kept by the base score alone (stage 1)"},
                {.key = "wo", .kind = PARAM_CHOICE, .def = "model", .choices = "model|absent",
-                .doc = "the model's W_o (sim: the trace's /wo; relabelled absent when it has none), or ‖v‖₁ alone"}},
+                .doc = "the model's W_o (sim: the trace's /wo; relabelled absent when it has none), "
+                       "or ‖v‖₁ alone"}},
     .needs_attention = true, /* for an attention base (h2o, tova) */
     .create = criticalkv_create,
     .destroy = criticalkv_destroy,

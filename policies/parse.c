@@ -77,7 +77,8 @@ static int set_param(const param_target *pi, int i, const char *val, kv_err *err
     const policy_param *p = &pi->params[i];
     if (p->kind == PARAM_CHOICE) {
         int c = choice_index(p->choices, val);
-        const policy_config *a = c < 0 && p->policy_valued && pi->base ? alias_find(pi->aliases, val, strlen(val)) : NULL;
+        const policy_config *a =
+            c < 0 && p->policy_valued && pi->base ? alias_find(pi->aliases, val, strlen(val)) : NULL;
         if (a && (c = choice_index(p->choices, a->iface->name)) < 0)
             return kv_fail(err, KV_EUSAGE, "%s: %s=%s is an alias of %s, which is not one of %s", pi->owner, p->key,
                            val, a->iface->name, p->choices);
