@@ -5,7 +5,7 @@ attention work as a fraction of OpenBLAS sgemm measured in the same run (2 threa
 and each policy's scoring ns per candidate. FLOP count (issue #5): the full-cache reference
 T(T+1)/2 * 4D per (layer, query head) once, plus per configuration sum_i min(i+1, N+B) * 4D per
 (layer, query head). A second run on the same trace times the policies of issue #18 (capkv,
-chunkkv). Run by `make bench` with Debian's python3."""
+chunkkv, compactor, criticalkv: with a random /wo of llama-3.2-1b's width 2048). Run by `make bench` with Debian's python3."""
 import csv
 import os
 import re
@@ -50,10 +50,21 @@ def add_kvzip(trace):
         f["attention/kvzip"] = np.random.default_rng(0).random((L, H, T), dtype=np.float32)
 
 
-def bench(tmp, like, T, layers_note, policies, budgets, B=64, threads=2, synth_args=None):
-    trace = os.path.join(tmp, "%s-%d.h5" % (like, T))
+def add_wo(trace, dim):
+    """A random /wo [L, dim, H*D] (criticalkv's W_o; synth writes none), so its projections are timed."""
+    import h5py
+    import numpy as np
+    with h5py.File(trace, "a") as f:
+        shape = (int(f.attrs["n_layers"]), dim, int(f.attrs["n_heads"] * f.attrs["head_dim"]))
+        f["wo"] = (0.02 * np.random.default_rng(0).standard_normal(shape)).astype(np.float32)
+
+
+def bench(tmp, like, T, layers_note, policies, budgets, B=64, threads=2, synth_args=None, wo_dim=0):
+    trace = os.path.join(tmp, "%s-%d%s.h5" % (like, T, "-wo" if wo_dim else ""))
     if not os.path.exists(trace):
         run([KV, "synth"] + (synth_args or ["--like", like]) + ["--tokens", str(T), "--quiet", "-o", trace])
+        if wo_dim:
+            add_wo(trace, wo_dim)
         if any(p.startswith("kvzip") for p in policies):
             add_kvzip(trace)
     before = sgemm_gflops(threads)  # the baseline is the better of a run before and one after the sim:
@@ -88,7 +99,8 @@ def main():
                                                                "h2o", "h2o:normalize=age", "scissorhands", "kvzip"],
               [128, 256])
         # issue #18's policies: their scoring ns per candidate beside the ones above
-        bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["expected_attention", "lagkv", "cur", "qfilter", "capkv", "chunkkv"], [128, 256])
+        bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["expected_attention", "lagkv", "cur", "qfilter", "capkv", "chunkkv", "compactor",
+                                                              "criticalkv"], [128, 256], wo_dim=2048)
         if os.environ.get("BENCH_LARGE", "1") != "0":  # for the record: llama-3.2-3b shape, 4 layers, T = 8192
             bench(tmp, "llama-3.2-3b", 8192, "4 of its 28 layers", ["keydiff", "streaming", "tova", "snapkv"],
                   [128, 256], synth_args=["--layers", "4", "--heads", "24", "--kv-heads", "8", "--head-dim", "128",

@@ -25,6 +25,7 @@ typedef struct {
     int64_t generate;         /* tokens to generate after the prompt */
     int64_t chunk;            /* B: prefill chunk */
     bool record_queries;
+    bool record_wo;           /* --record wo: /wo, the output projection (criticalkv) */
     capture_attention attention;
     double max_attention_gib; /* refuse --attention full above this file size */
     bool logits;

@@ -115,6 +115,8 @@ static policy_view view_of(evict_engine *e, const forward_state *s, int64_t l, i
     policy_view v = {.n = cols, .D = e->D, .pos = s->cache_pos + lg * s->cap, .budget = e->caps[l * e->streams + x],
                      .now = s->len + n - 1, .layer = l, .kv_head = g0, .step = s->steps, .q_heads = e->G,
                      .rope = e->rope};
+    if (e->layers)
+        v.wo = e->layers[l].wo, v.wo_dim = e->dim, v.wo_ld = e->H * e->D, v.q_head0 = g0 * e->G;
     /* keys and values: the stream's first kv head (a layer-scope policy sees the layer's first, as in sim) */
     v.keys = forward_cache_rows(s, l, g0, 0, e->hk + slot * e->cap * e->D);
     v.values = forward_cache_rows(s, l, g0, 1, e->hv + slot * e->cap * e->D);
@@ -246,7 +248,8 @@ int evict_init_alloc(evict_engine *e, const policy_config *pc, const alloc_confi
 {
     memset(e, 0, sizeof *e);
     if (policy_offline_only(pc))
-        return kv_fail(err, KV_EUSAGE, "%s reads the future (full-cache attention of later queries): it is "
+        return kv_fail(err, KV_EUSAGE, "%s reads what a model run does not keep (the future, or every past "
+                       "query): it is "
                        "offline only (kvtrace sim), not an in-model policy", pc->iface->name);
     if (budget < 1) return kv_fail(err, KV_EUSAGE, "eviction budget must be at least 1, got %lld", (long long)budget);
     int rc = ac ? KV_OK : alloc_parse("uniform", &e->ac, err);

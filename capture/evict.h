@@ -77,6 +77,8 @@ typedef struct {
     int64_t *q_end, *q_count;/* [L] the buffer holds positions q_end - q_count .. q_end - 1 */
     int64_t evictions;       /* policy_select calls that dropped something */
     rope_spec rope;          /* the model's RoPE, handed to the policy (set after evict_init; theta 0: none) */
+    const model_layer *layers; /* the host model's layers (their W_o: policy_view.wo), set with rope; NULL: none */
+    int64_t dim;             /* the model's width (W_o's rows) */
     forward_evictor hooks;   /* to put in forward_state.ev */
 } evict_engine;
 

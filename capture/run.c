@@ -27,6 +27,7 @@ struct kv_run {
     record_device rd;        /* with a staging backend */
     bool staged;             /* rd initialised */
     bool settled;
+    const float **wo;        /* [L] the layers' W_o, with record_wo (trace_meta.wo) */
     forward_observer obs;
     const forward_observer *hooks; /* &obs, or NULL: no recording */
 };
@@ -106,7 +107,7 @@ static int check_context(const run_opts *o, kv_err *err)
     return KV_OK;
 }
 
-static void fill_meta(const run_opts *o, bool evicting, int64_t width, trace_meta *meta)
+static void fill_meta(const run_opts *o, bool evicting, int64_t width, const float *const *wo, trace_meta *meta)
 {
     const kv_model *m = o->model;
     const model_config *c = &m->cfg;
@@ -129,6 +130,7 @@ static void fill_meta(const run_opts *o, bool evicting, int64_t width, trace_met
     snprintf(meta->rope_scaling, sizeof meta->rope_scaling, "%s", c->rope_scaling);
     meta->rope_freq_factors = m->rope_div;
     meta->prompt_text = o->prompt_text;
+    meta->wo = wo, meta->wo_dim = wo ? c->dim : 0;
 }
 
 /* The walk on the backend's view of the model: caches of T rows, or N + B
@@ -147,6 +149,7 @@ static int start_walk(kv_run *r, kv_err *err)
     if (rc || !r->evicting) return rc;
     rc = evict_init_alloc(&r->ev, o->evict, o->alloc, o->budget, c, r->fw.max_chunk, r->fw.cap, err);
     r->ev.rope = (rope_spec){.theta = c->rope_theta, .style = c->rope, .div = o->model->rope_div};
+    r->ev.layers = o->model->layers, r->ev.dim = c->dim;
     if (!rc && r->w && o->trace.want[TRACE_EVICT_RETAINED] &&
         !(r->snap = kv_calloc((size_t)(c->n_layers * c->n_kv_heads * r->width), sizeof(int32_t), "snapshot", err)))
         rc = err->code;
@@ -189,7 +192,10 @@ int run_open(kv_run **out, const run_opts *o, kv_err *err)
         rc = evict_alloc_rows(o->evict, o->alloc, o->budget, &o->model->cfg, o->chunk, o->T, &r->rows, &r->width, err);
     if (!rc && o->output) {
         trace_meta meta;
-        fill_meta(o, r->evicting, r->width, &meta);
+        if (o->record_wo && !(r->wo = kv_calloc((size_t)o->model->cfg.n_layers, sizeof *r->wo, "W_o list", err)))
+            return err->code;
+        for (int64_t l = 0; r->wo && l < o->model->cfg.n_layers; l++) r->wo[l] = o->model->layers[l].wo;
+        fill_meta(o, r->evicting, r->width, r->wo, &meta);
         rc = trace_create(o->output, &meta, &r->o.trace, &r->w, err);
     }
     if (!rc) rc = start_walk(r, err);
@@ -291,6 +297,7 @@ void run_free(kv_run *r)
     forward_free(&r->fw);
     evict_free(&r->ev);
     free(r->snap);
+    free(r->wo);
     if (r->w) trace_abort(r->w);
     free(r);
 }

@@ -45,6 +45,7 @@ typedef struct {
     int64_t extra;                /* positions after the sequence a later pass walks (run_extra: capture
                                      --kvzip's reconstruction pass); the caches and checks cover T + extra */
     const char *prompt_text;      /* the prompt as text (run_sequence), recorded as /prompt_text; NULL: none */
+    bool record_wo;               /* record /wo: each layer's W_o (the host model's) */
     trace_create_opts trace;      /* storage, force, want[]: what is recorded (TRACE_COLSUM: also what the
                                      backend accumulates); expected_tokens is T */
 } run_opts;

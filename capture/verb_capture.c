@@ -33,7 +33,8 @@ static const char USAGE[] =
     "                       three: BOS alone\n"
     "  --generate N         tokens to generate after the prompt (default 0)\n"
     "  --chunk B            prefill chunk (default 128)\n"
-    "  --record LIST        keys,values,queries (default all three; keys and values always)\n"
+    "  --record LIST        keys,values,queries (default all three; keys and values always); wo adds\n"
+    "                       /wo, each layer's attention output projection (criticalkv reads it)\n"
     "  --attention MODE     colsum (default) | full | none: /attention/colsum, plus full weights\n"
     "  --max-attention-gib X  refuse --attention full above X GiB (default 4)\n"
     "  --logits             record /logits [T, V] (/logprobs is always recorded)\n"
@@ -54,6 +55,8 @@ static const char USAGE[] =
     "                       each layer) keeps N of its cache plus the chunk, as sim replays it; the\n"
     "                       cache never holds more than N + B rows; RoPE positions stay the original\n"
     "                       ones. The trace gets capture_mode=evict (no /attention: off by default)\n"
+    "  --alias NAME=SPEC    a name for one configuration (policy[:key=value...]): --evict NAME, or\n"
+    "                       chunkkv/criticalkv base=NAME; repeat for more\n"
     "  --budget N           the cache budget N (required with --evict): the average per (layer, kv head)\n"
     "  --allocator A[:k=v...]  with --evict: how the total L*K*N is shared by the (layer, kv head)\n"
     "                       caches (kvtrace policies lists them; default uniform: each keeps N; cake\n"
@@ -80,19 +83,21 @@ typedef struct {
     capture_opts o;
     bool attention_given;
     bool help;
+    policy_aliases aliases;   /* --alias (o.evict's base may point into it) */
+    const char *evict;        /* --evict, parsed once every --alias is known */
 } capture_args;
 
 static int parse_record(const char *verb, const char *list, void *args, kv_err *err)
 {
-    static const char *const ITEMS[] = {"keys", "values", "queries"};
+    static const char *const ITEMS[] = {"keys", "values", "queries", "wo"};
     capture_opts *o = &((capture_args *)args)->o;
-    bool given[3] = {false};
+    bool given[4] = {false};
     cli_list l;
     int rc = cli_list_split(verb, "--record", list, CLI_LIST_MAX, &l, err);
     for (int i = 0; !rc && i < l.n; i++) {
         int k = 0;
-        while (k < 3 && strcmp(l.item[i], ITEMS[k]) != 0) k++;
-        if (k == 3) return cli_usage(err, verb, "--record: unknown item '%s' (keys, values, queries)", l.item[i]);
+        while (k < 4 && strcmp(l.item[i], ITEMS[k]) != 0) k++;
+        if (k == 4) return cli_usage(err, verb, "--record: unknown item '%s' (keys, values, queries, wo)", l.item[i]);
         if (given[k]) return cli_usage(err, verb, "--record names '%s' twice", ITEMS[k]);
         given[k] = true;
     }
@@ -100,6 +105,7 @@ static int parse_record(const char *verb, const char *list, void *args, kv_err *
     if (!given[0] || !given[1])
         return cli_usage(err, verb, "--record must include keys and values (the trace schema requires them)");
     o->record_queries = given[2];
+    o->record_wo = given[3];
     return KV_OK;
 }
 
@@ -141,8 +147,16 @@ static int parse_allocator(const char *verb, const char *arg, void *args, kv_err
 
 static int parse_evict(const char *verb, const char *arg, void *args, kv_err *err)
 {
-    capture_opts *o = &((capture_args *)args)->o;
-    return option_error(verb, "--evict", policy_parse(arg, &o->evict, err), err);
+    (void)verb;
+    (void)err;
+    ((capture_args *)args)->evict = arg;
+    return KV_OK;
+}
+
+static int parse_alias(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    (void)verb;
+    return policy_alias_add(&((capture_args *)args)->aliases, arg, err);
 }
 
 #define ROW(NAME, KIND, FIELD) CLI_ROW(NAME, KIND, capture_args, o.FIELD)
@@ -164,6 +178,7 @@ static const cli_opt OPTIONS[] = {
     {ROW("threads", CLI_INT, threads), .lo = 1, .hi = 256},
     {.name = "device", .kind = CLI_CUSTOM, .parse = parse_device},
     {.name = "evict", .kind = CLI_CUSTOM, .parse = parse_evict},
+    {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
     {ROW("budget", CLI_I64, budget), .lo = 1, .hi = 1 << 30},
     {.name = "allocator", .kind = CLI_CUSTOM, .parse = parse_allocator},
     {ROW("head-scores", CLI_TEXT, head_scores)},
@@ -214,7 +229,9 @@ static int check_evict(capture_opts *o, bool attention_given, kv_err *err)
     if (rc) return rc;
     if (o->budget < 1) return cli_usage(err, v, "--evict needs --budget N");
     if (policy_offline_only(&o->evict))
-        return cli_usage(err, v, "--evict %s: it reads the future, so it is offline only (use kvtrace sim)",
+        return cli_usage(err, v, "--evict %s: it reads what a model run does not keep (the future, or every "
+                         "past query), "
+                         "so it is offline only (use kvtrace sim)",
                          o->evict.iface->name);
     if (o->retained && o->evict.iface->never_evicts)
         return cli_usage(err, v, "--retained: %s never evicts, its cache does not fit N = %lld", o->evict.iface->name,
@@ -237,6 +254,8 @@ static int parse_args(int argc, char **argv, capture_args *a, kv_err *err)
     int first;
     int rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, err);
     if (rc || a->help) return rc;
+    if (a->evict && (rc = option_error(v, "--evict", policy_parse_in(&a->aliases, a->evict, &o->evict, err), err)))
+        return rc;
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
     if (prompt_sources(&o->prompt) > 1)
         return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");

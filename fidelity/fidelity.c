@@ -91,7 +91,9 @@ int fidelity_run(const fidelity_opts *o, kv_err *err)
 {
     for (int p = 0; p < o->n_policies; p++)
         if (policy_offline_only(&o->policies[p]))
-            return kv_fail(err, KV_EUSAGE, "fidelity: %s reads the future, so it is offline only and cannot run "
+            return kv_fail(err, KV_EUSAGE, "fidelity: %s reads what a model run does not keep (the future, or every "
+                           "past query), "
+                           "so it is offline only and cannot run "
                            "inside the model", o->policies[p].iface->name);
     fid_results r;
     memset(&r, 0, sizeof r);

@@ -47,6 +47,16 @@ static void state_free(fid_state *s)
     model_free(&s->model);
 }
 
+/* Whether a configuration reads W_o (criticalkv's wo=model): the full trace then records /wo, so
+ * that the offline replay projects with the same W_o as the model run. */
+static bool reads_wo(const fidelity_opts *o)
+{
+    for (int p = 0; p < o->n_policies; p++)
+        if (policy_param_index(o->policies[p].iface, "wo", 2) >= 0 && policy_choice(&o->policies[p], "wo") == 0)
+            return true;
+    return false;
+}
+
 /* A run of the sequence on the CPU: the full one recorded into trace_path
  * (queries, keys, values, log-probabilities; fc NULL), or configuration fc's
  * evicting one. */
@@ -57,7 +67,7 @@ static int open_run(const fidelity_opts *o, fid_state *s, const fid_config *r0, 
                    .chunk = o->seq.chunk, .evict = fc ? fc->pc : NULL, .budget = fc ? fc->budget : 0,
                    .alloc = fc ? &s->acs[fc - r0] : NULL, .output = trace_path, .verb = "fidelity",
                    .trace = {.storage = TRACE_F32}, .beyond_context = o->seq.beyond_context,
-                   .prompt_text = trace_path ? s->text : NULL};
+                   .prompt_text = trace_path ? s->text : NULL, .record_wo = trace_path && reads_wo(o)};
     ro.trace.want[TRACE_QUERIES] = ro.trace.want[TRACE_LOGPROBS] = trace_path != NULL;
     if (trace_path && o->prov) ro.trace.annotate = prov_write_h5, ro.trace.annotate_ctx = o->prov;
     return run_open(r, &ro, err);

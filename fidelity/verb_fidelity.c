@@ -28,6 +28,8 @@ static const char USAGE[] =
     "                       prompt is given)\n"
     "  --policies LIST      in-model policies, name[:key=value...] (default: every policy but full\n"
     "                       and oracle, with default parameters; oracle is offline only)\n"
+    "  --alias NAME=SPEC    a name for one configuration (policy[:key=value...]), usable in --policies\n"
+    "                       and as chunkkv's or criticalkv's base=; repeat for more\n"
     "  --allocators LIST    budget allocators, name[:key=value...] (default uniform: each (layer, kv\n"
     "                       head) keeps N); sim replays the full-cache trace under the same ones\n"
     "                       (docs/allocators.md; cake and global evict every layer at each chunk's end)\n"
@@ -56,12 +58,22 @@ typedef struct {
     alloc_config allocs[MAX_LIST];
     int64_t budgets[MAX_LIST];
     char model_path[4096];
+    policy_aliases aliases;   /* --alias */
+    const char *policies;     /* --policies, parsed once every --alias is known */
 } fid_args;
 
 static int parse_policies(const char *verb, const char *arg, void *args, kv_err *err)
 {
-    fid_args *a = args;
-    return policy_parse_list(verb, arg, a->cfgs, MAX_LIST, &a->o.n_policies, err);
+    (void)verb;
+    (void)err;
+    ((fid_args *)args)->policies = arg;
+    return KV_OK;
+}
+
+static int parse_alias(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    (void)verb;
+    return policy_alias_add(&((fid_args *)args)->aliases, arg, err);
 }
 
 static int parse_allocators(const char *verb, const char *arg, void *args, kv_err *err)
@@ -84,6 +96,7 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("tokens", CLI_TEXT, fid_args, o.seq.prompt.tokens_file)},
     {CLI_ROW("generate", CLI_I64, fid_args, generate), .lo = 0, .hi = 1 << 24},
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
+    {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {CLI_ROW("chunk", CLI_I64, fid_args, o.seq.chunk), .lo = 1, .hi = 1 << 20},
@@ -134,6 +147,8 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
     int first;
     int rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, err);
     if (rc || a->help) return rc;
+    if (a->policies && (rc = policy_parse_list_in(&a->aliases, v, a->policies, a->cfgs, MAX_LIST, &o->n_policies, err)))
+        return rc;
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
     const int sources = prompt_sources(&o->seq.prompt);
     if (sources > 1) return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");
@@ -141,7 +156,8 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
     o->seq.generate = a->generate >= 0 ? a->generate : sources ? 0 : 511;
     for (int p = 0; p < o->n_policies; p++)
         if (policy_offline_only(&a->cfgs[p]))
-            return cli_usage(err, v, "--policies: %s reads the future, so it is offline only (kvtrace sim)",
+            return cli_usage(err, v, "--policies: %s reads what a model run does not keep (the future, or every past "
+                             "query), so it is offline only (kvtrace sim)",
                              a->cfgs[p].iface->name);
     if (!o->n_policies) default_policies(o, a->cfgs);
     if (!o->n_budgets) a->budgets[0] = 32, a->budgets[1] = 64, a->budgets[2] = 128, o->n_budgets = 3;

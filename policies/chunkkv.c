@@ -21,8 +21,7 @@
 #define CHUNKKV_BASES "snapkv|h2o|tova|keydiff|knorm|capkv|primekv|random|streaming"
 
 typedef struct {
-    policy_config base;  /* the base policy with its defaults */
-    void *bstate;
+    policy_base base;    /* first (policy_wrapper_create): the base policy, its defaults or an alias's */
     double *bscores;     /* [cap] */
     struct rank_item { double s; int64_t key, idx; } *items; /* [cap] */
     int64_t cap;
@@ -36,52 +35,17 @@ static const policy_iface *const BASES[] = {&policy_snapkv, &policy_h2o,     &po
                                             &policy_keydiff, &policy_knorm,  &policy_capkv,
                                             &policy_primekv, &policy_random, &policy_streaming};
 
-/* The base's configuration (choice `base` of cfg) with its defaults; canonical left empty. */
-static void base_config(const policy_config *cfg, policy_config *out)
-{
-    memset(out, 0, sizeof *out);
-    out->iface = BASES[policy_choice(cfg, "base")];
-    out->n = policy_n_params(out->iface);
-    for (int i = 0; i < out->n; i++) {
-        const policy_param *p = &out->iface->params[i];
-        if (p->kind == PARAM_NUMBER) {
-            out->num[i] = strtod(p->def, NULL);
-            continue;
-        }
-        const size_t len = strlen(p->def);
-        int k = 0;
-        for (const char *ch = p->choices; ch; ch = strchr(ch, '|') ? strchr(ch, '|') + 1 : NULL, k++)
-            if (strncmp(ch, p->def, len) == 0 && (ch[len] == '|' || ch[len] == 0)) out->choice[i] = k;
-    }
-}
-
 static int chunkkv_create(const policy_config *cfg, void **state, kv_err *err)
 {
-    chunkkv_state *s = kv_calloc(1, sizeof *s, "chunkkv state", err);
-    if (!s) return err->code;
-    base_config(cfg, &s->base);
-    int rc = s->base.iface->create ? s->base.iface->create(&s->base, &s->bstate, err) : KV_OK;
-    if (rc) {
-        free(s);
-        return rc;
-    }
-    *state = s;
-    return KV_OK;
+    return policy_wrapper_create(cfg, BASES, sizeof(chunkkv_state), state, err);
 }
 
 static void chunkkv_destroy(void *state)
 {
     chunkkv_state *s = state;
     if (!s) return;
-    if (s->base.iface->destroy) s->base.iface->destroy(s->bstate);
+    policy_base_close(&s->base);
     free(s->bscores), free(s->items), free(s);
-}
-
-static int chunkkv_observe(const policy_config *cfg, void *state, const policy_view *v, kv_err *err)
-{
-    (void)cfg;
-    chunkkv_state *s = state;
-    return s->base.iface->observe ? s->base.iface->observe(&s->base, s->bstate, v, err) : KV_OK;
 }
 
 /* Descending by s, ties by the larger key (the later chunk, the later position). */
@@ -107,7 +71,7 @@ static int chunkkv_score(const policy_config *cfg, void *state, const policy_vie
     chunkkv_state *s = state;
     const int64_t n = v->n, size = (int64_t)policy_num(cfg, "size"), nc = (n + size - 1) / size;
     int rc = ensure(s, n, err);
-    if (!rc) rc = s->base.iface->score(&s->base, s->bstate, v, s->bscores, err);
+    if (!rc) rc = policy_base_score(&s->base, v, s->bscores, err);
     if (rc || n == 0) return rc;
     /* within each chunk: the rank of each member by its base score (ties: the later position) */
     for (int64_t c = 0; c < nc; c++) {
@@ -132,23 +96,21 @@ static int chunkkv_score(const policy_config *cfg, void *state, const policy_vie
 
 static int64_t chunkkv_query_window(const policy_config *cfg)
 {
-    policy_config b;
-    base_config(cfg, &b);
-    return b.iface->query_window ? b.iface->query_window(&b) : 0;
+    return policy_base_query_window(cfg, BASES);
 }
 
 const policy_iface policy_chunkkv = {
     .name = "chunkkv",
     .summary = "ChunkKV: a base policy's scores averaged over chunks of `size` candidates; whole chunks kept",
-    .params = {{.key = "base", .kind = PARAM_CHOICE, .def = "snapkv", .choices = CHUNKKV_BASES,
-                .doc = "the base policy (with its defaults) whose scores are aggregated"},
+    .params = {{.key = "base", .kind = PARAM_CHOICE, .def = "snapkv", .choices = CHUNKKV_BASES, .policy_valued = true,
+                .doc = "the base policy (with its defaults, or an --alias of one) whose scores are aggregated"},
                {.key = "size", .kind = PARAM_NUMBER, .def = "20", .min = 1, .max = 1 << 20, .integer = true,
                 .doc = "candidates per chunk, in position order"}},
     .needs_attention = true, /* for an attention base (h2o, tova); the engine computes it either way */
     .create = chunkkv_create,
     .destroy = chunkkv_destroy,
     .score = chunkkv_score,
-    .observe = chunkkv_observe,
+    .observe = policy_wrapper_observe,
     .query_window = chunkkv_query_window,
     /* its scores are ranks within one head's candidates */
     .scores_comparable = false,

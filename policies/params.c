@@ -1,6 +1,7 @@
 /* params: a policy's parameter list as the parser and the policies read it.
  * Its length is not declared but counted (params[] up to the first entry
  * without a key), so a policy file lists its parameters once. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "policies/policy.h"
@@ -47,4 +48,22 @@ int policy_choice(const policy_config *cfg, const char *key)
 bool policy_offline_only(const policy_config *cfg)
 {
     return cfg->iface->offline_only || (cfg->iface->offline_for && cfg->iface->offline_for(cfg));
+}
+
+void policy_defaults(const policy_iface *pi, policy_config *out)
+{
+    memset(out, 0, sizeof *out);
+    out->iface = pi;
+    out->n = policy_n_params(pi);
+    for (int i = 0; i < out->n; i++) {
+        const policy_param *p = &pi->params[i];
+        if (p->kind == PARAM_NUMBER) {
+            out->num[i] = strtod(p->def, NULL);
+            continue;
+        }
+        const size_t len = strlen(p->def);
+        int k = 0;
+        for (const char *ch = p->choices; ch; ch = strchr(ch, '|') ? strchr(ch, '|') + 1 : NULL, k++)
+            if (strncmp(ch, p->def, len) == 0 && (ch[len] == '|' || ch[len] == 0)) out->choice[i] = k;
+    }
 }

@@ -61,13 +61,28 @@ typedef struct {
     int n;
     double *num;
     int *choice;
+    const policy_aliases *aliases;  /* NULL: none */
+    const policy_config **base;     /* where a policy_valued parameter's alias goes; NULL: no such */
 } param_target;
+
+static const policy_config *alias_find(const policy_aliases *t, const char *name, size_t len)
+{
+    for (int i = 0; t && i < t->n; i++)
+        if (strlen(t->name[i]) == len && strncmp(t->name[i], name, len) == 0) return &t->cfg[i];
+    return NULL;
+}
 
 static int set_param(const param_target *pi, int i, const char *val, kv_err *err)
 {
     const policy_param *p = &pi->params[i];
     if (p->kind == PARAM_CHOICE) {
         int c = choice_index(p->choices, val);
+        const policy_config *a =
+            c < 0 && p->policy_valued && pi->base ? alias_find(pi->aliases, val, strlen(val)) : NULL;
+        if (a && (c = choice_index(p->choices, a->iface->name)) < 0)
+            return kv_fail(err, KV_EUSAGE, "%s: %s=%s is an alias of %s, which is not one of %s", pi->owner, p->key,
+                           val, a->iface->name, p->choices);
+        if (p->policy_valued && pi->base) *pi->base = a;
         if (c < 0)
             return kv_fail(err, KV_EUSAGE, "%s: %s=%s is not one of %s", pi->owner, p->key, val, p->choices);
         pi->choice[i] = c;
@@ -98,19 +113,44 @@ static void format_num(double x, char *buf, size_t cap)
     }
 }
 
-static void make_canonical(const param_target *pi, char *canonical, size_t cap)
+static int params_parse(const param_target *t, const char *spec, const char *rest, char *canonical, size_t cap,
+                        kv_err *err);
+
+/* A policy_valued parameter's text: the policy's name, and when its configuration (an alias's) is
+ * not the defaults, its parameters in brackets with ';' for ':' ("snapkv[kernel=5;window=64]"):
+ * the label shows the expanded configuration, so runs stay comparable whatever the alias's name. */
+static void base_text(const policy_config *b, char *buf, size_t cap)
+{
+    policy_config d = {0};
+    kv_err e;
+    const param_target t = {b->iface->name, b->iface->params, b->n, d.num, d.choice, NULL, NULL};
+    int rc = params_parse(&t, "", "", d.canonical, sizeof d.canonical, &e);
+    KV_ASSERT(rc == KV_OK); /* the defaults always parse */
+    if (strcmp(d.canonical, b->canonical) == 0) {
+        snprintf(buf, cap, "%s", b->iface->name);
+        return;
+    }
+    int w = snprintf(buf, cap, "%s[%s]", b->iface->name, b->canonical);
+    for (char *c = buf; w > 0 && *c; c++)
+        if (*c == ':') *c = ';';
+}
+
+/* The canonical "key=value:..."; false when it does not fit in cap bytes (an alias's base). */
+static bool make_canonical(const param_target *pi, char *canonical, size_t cap)
 {
     size_t used = 0;
     canonical[0] = '\0';
     for (int i = 0; i < pi->n; i++) {
         const policy_param *p = &pi->params[i];
-        char val[64];
-        if (p->kind == PARAM_CHOICE) choice_text(p->choices, pi->choice[i], val, sizeof val);
+        char val[256];
+        if (p->policy_valued && pi->base && *pi->base) base_text(*pi->base, val, sizeof val);
+        else if (p->kind == PARAM_CHOICE) choice_text(p->choices, pi->choice[i], val, sizeof val);
         else format_num(pi->num[i], val, sizeof val);
         int w = snprintf(canonical + used, cap - used, "%s%s=%s", i ? ":" : "", p->key, val);
-        KV_ASSERT(w >= 0 && (size_t)w < cap - used);
+        if (w < 0 || (size_t)w >= cap - used) return false;
         used += (size_t)w;
     }
+    return true;
 }
 
 /* One "key=value" item (len bytes at item). */
@@ -142,24 +182,25 @@ static int parse_item(const param_target *pi, const char *item, size_t len, bool
     return set_param(pi, i, val, err);
 }
 
-int policy_params_parse(const char *owner, const policy_param *params, const char *spec, const char *rest,
-                        double *num, int *choice, char *canonical, size_t cap, kv_err *err)
+static int params_parse(const param_target *t, const char *spec, const char *rest, char *canonical, size_t cap,
+                        kv_err *err)
 {
-    const param_target t = {owner, params, policy_params_count(params), num, choice};
-    for (int i = 0; i < t.n; i++) {   /* defaults, through the same checks */
-        int rc = set_param(&t, i, params[i].def, err);
+    for (int i = 0; i < t->n; i++) {   /* defaults, through the same checks */
+        int rc = set_param(t, i, t->params[i].def, err);
         if (rc) return rc;
     }
     bool seen[POLICY_MAX_PARAMS] = {false};
     for (const char *s = rest; *s == ':';) {
         const char *item = s + 1;
         size_t len = strcspn(item, ":");
-        if (len == 0) return kv_fail(err, KV_EUSAGE, "%s: empty parameter in '%s'", owner, spec);
-        int rc = parse_item(&t, item, len, seen, err);
+        if (len == 0) return kv_fail(err, KV_EUSAGE, "%s: empty parameter in '%s'", t->owner, spec);
+        int rc = parse_item(t, item, len, seen, err);
         if (rc) return rc;
         s = item + len;
     }
-    make_canonical(&t, canonical, cap);
+    if (!make_canonical(t, canonical, cap))
+        return kv_fail(err, KV_EUSAGE, "%s: '%s' makes a configuration name longer than %zu bytes", t->owner, spec,
+                       cap - 1);
     return KV_OK;
 }
 
@@ -213,7 +254,26 @@ static int expand_preset(const policy_iface *pi, const char *rest, char *buf, si
     return KV_OK;
 }
 
-int policy_parse(const char *spec, policy_config *out, kv_err *err)
+int policy_params_parse(const char *owner, const policy_param *params, const char *spec, const char *rest,
+                        double *num, int *choice, char *canonical, size_t cap, kv_err *err)
+{
+    const param_target t = {owner, params, policy_params_count(params), num, choice, NULL, NULL};
+    return params_parse(&t, spec, rest, canonical, cap, err);
+}
+
+int policy_config_set(policy_config *cfg, const char *key, const char *value, kv_err *err)
+{
+    const param_target t = {cfg->iface->name, cfg->iface->params, cfg->n, cfg->num, cfg->choice, NULL, &cfg->base};
+    const int i = policy_params_index(t.params, key, strlen(key));
+    if (i < 0) return kv_fail(err, KV_EUSAGE, "%s: unknown parameter '%s'", t.owner, key);
+    KV_ASSERT(!t.params[i].policy_valued); /* its alias would be lost: not asked for */
+    int rc = set_param(&t, i, value, err);
+    if (!rc && !make_canonical(&t, cfg->canonical, sizeof cfg->canonical))
+        rc = kv_fail(err, KV_EUSAGE, "%s: %s=%s makes the configuration name too long", t.owner, key, value);
+    return rc;
+}
+
+int policy_parse_in(const policy_aliases *t, const char *spec, policy_config *out, kv_err *err)
 {
     memset(out, 0, sizeof *out);
     char known[256];
@@ -221,27 +281,82 @@ int policy_parse(const char *spec, policy_config *out, kv_err *err)
     const policy_iface *pi = NULL;
     for (const policy_iface *const *p = policy_all(); *p; p++)
         if (strlen((*p)->name) == nlen && strncmp((*p)->name, spec, nlen) == 0) pi = *p;
+    const policy_config *a = pi ? NULL : alias_find(t, spec, nlen);
+    if (a) {
+        if (spec[nlen])
+            return kv_fail(err, KV_EUSAGE, "alias '%.*s' takes no parameters (define another alias: --alias "
+                           "NAME=policy:key=value...)", (int)nlen, spec);
+        *out = *a;
+        snprintf(out->alias, sizeof out->alias, "%s", spec);
+        return KV_OK;
+    }
     if (!pi) {
         list_names(known, sizeof known, NULL);
         if (nlen == 0) return kv_fail(err, KV_EUSAGE, "empty policy name (known: %s)", known);
-        return kv_fail(err, KV_EUSAGE, "unknown policy '%.*s' (known: %s)", (int)nlen, spec, known);
+        return kv_fail(err, KV_EUSAGE, "unknown policy '%.*s' (known: %s%s)", (int)nlen, spec, known,
+                       t && t->n ? ", and the aliases given" : "");
     }
     out->iface = pi;
     out->n = policy_n_params(pi);
+    const param_target pt = {pi->name, pi->params, out->n, out->num, out->choice, t, &out->base};
     char rest[512];
     int rc = expand_preset(pi, spec + nlen, rest, sizeof rest, err);
     if (rc) return rc;
-    return policy_params_parse(pi->name, pi->params, spec, rest, out->num, out->choice, out->canonical,
-                               sizeof out->canonical, err);
+    return params_parse(&pt, spec, rest, out->canonical, sizeof out->canonical, err);
+}
+
+int policy_parse(const char *spec, policy_config *out, kv_err *err)
+{
+    return policy_parse_in(NULL, spec, out, err);
+}
+
+int policy_alias_add(policy_aliases *t, const char *def, kv_err *err)
+{
+    const size_t nlen = strcspn(def, "=");
+    if (nlen == 0 || !def[nlen])
+        return kv_fail(err, KV_EUSAGE, "--alias '%s' is not NAME=policy[:key=value...]", def);
+    if (nlen >= sizeof t->name[0])
+        return kv_fail(err, KV_EUSAGE, "--alias: the name '%.*s' is longer than %zu bytes", (int)nlen, def,
+                       sizeof t->name[0] - 1);
+    for (size_t i = 0; i < nlen; i++)
+        if (!isalnum((unsigned char)def[i]) && !strchr("_.-", def[i]))
+            return kv_fail(err, KV_EUSAGE, "--alias: the name '%.*s' has a character other than letters, digits "
+                           "and _ . -", (int)nlen, def);
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)nlen, def);
+    if (policy_find(name)) return kv_fail(err, KV_EUSAGE, "--alias %s: %s is a policy's name", name, name);
+    if (alias_find(t, name, nlen)) return kv_fail(err, KV_EUSAGE, "--alias %s: defined twice", name);
+    if (t->n >= POLICY_MAX_ALIASES) return kv_fail(err, KV_EUSAGE, "--alias %s: more than %d aliases", name,
+                                                   POLICY_MAX_ALIASES);
+    const char *rhs = def + nlen + 1;
+    if (alias_find(t, rhs, strcspn(rhs, ":")))
+        return kv_fail(err, KV_EUSAGE, "--alias %s: '%.*s' is an alias; an alias names a policy", name,
+                       (int)strcspn(rhs, ":"), rhs);
+    int rc = policy_parse_in(t, rhs, &t->cfg[t->n], err);
+    if (rc) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        err->code = KV_OK; /* kv_fail keeps the first error: this one replaces it, the alias named */
+        return kv_fail(err, rc, "--alias %s: %s", name, why);
+    }
+    snprintf(t->name[t->n], sizeof t->name[0], "%s", name);
+    t->n++;
+    return KV_OK;
 }
 
 int policy_parse_list(const char *verb, const char *list, policy_config *out, int max, int *n, kv_err *err)
+{
+    return policy_parse_list_in(NULL, verb, list, out, max, n, err);
+}
+
+int policy_parse_list_in(const policy_aliases *t, const char *verb, const char *list, policy_config *out, int max,
+                         int *n, kv_err *err)
 {
     cli_list l;
     *n = 0;
     int rc = cli_list_split(verb, "--policies", list, max, &l, err);
     for (int i = 0; !rc && i < l.n; i++) {
-        if ((rc = policy_parse(l.item[i], &out[i], err))) return rc;
+        if ((rc = policy_parse_in(t, l.item[i], &out[i], err))) return rc;
         for (int j = 0; !rc && j < i; j++)   /* one configuration, two spellings: caught before any work */
             if (out[j].iface == out[i].iface && strcmp(out[j].canonical, out[i].canonical) == 0) {
                 char label[sizeof out[i].canonical + 64];

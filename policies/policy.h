@@ -36,6 +36,8 @@ typedef struct {
     double min, max;       /* PARAM_NUMBER: allowed range (inclusive) */
     const char *doc;
     bool integer;          /* PARAM_NUMBER: whole numbers only (sinks, seed) */
+    bool policy_valued;    /* PARAM_CHOICE of policy names (a wrapper's base): also takes an alias of one
+                              (policy_aliases), its full configuration then in policy_config.base */
 } policy_param;
 
 /* A named set of parameter values (snapkv:preset=paper): `preset=NAME` in a
@@ -49,13 +51,27 @@ typedef struct {
 } policy_preset;
 
 /* A parsed "name:key=value:..." with every parameter filled (defaults too). */
-typedef struct {
+typedef struct policy_config {
     const struct policy_iface *iface;
     int n;                                 /* = policy_n_params(iface) */
     double num[POLICY_MAX_PARAMS];         /* PARAM_NUMBER values */
     int choice[POLICY_MAX_PARAMS];         /* PARAM_CHOICE: index into the choices */
     char canonical[256];                   /* "key=value:key=value", sorted by key, defaults filled */
+    /* a policy_valued parameter given an alias: that alias's configuration (owned by the alias
+     * table, which outlives the configuration); NULL: the named policy with its defaults */
+    const struct policy_config *base;
+    char alias[64];                        /* the alias this configuration was given as; "" none */
 } policy_config;
+
+/* Named configurations (`--alias NAME=policy:key=value...`): a table the caller owns and passes
+ * to the parser (no process-wide state). An alias names a policy of the registry (not another
+ * alias, so none can recurse), its name is not a policy's, and each is defined once. */
+enum { POLICY_MAX_ALIASES = 32 };
+typedef struct {
+    int n;
+    char name[POLICY_MAX_ALIASES][64];
+    policy_config cfg[POLICY_MAX_ALIASES];
+} policy_aliases;
 
 /* One eviction step, as plain arrays. Positions are ascending. */
 typedef struct {
@@ -91,6 +107,12 @@ typedef struct {
      * query heads, [q_heads][T] by position (the largest attention each
      * context key got from the KVzip reconstruction pass); else NULL */
     const float *kvzip;
+    /* the layer's output projection W_o [wo_dim][wo_ld] as the model stores it (out = W_o · the
+     * heads' outputs one after the other; query head h reads columns h·D .. h·D+D−1), the
+     * stream's first query head q_head0 (its q_heads follow); wo NULL: unknown (a trace without
+     * /wo: criticalkv) */
+    const float *wo;
+    int64_t wo_dim, wo_ld, q_head0;
 } policy_view;
 
 typedef struct policy_iface {
@@ -139,12 +161,29 @@ const policy_iface *policy_find(const char *name);
  * value is a KV_EUSAGE error that lists what is valid. */
 int policy_parse(const char *spec, policy_config *out, kv_err *err);
 
+/* The same with aliases (t NULL: none): "NAME" alone gives the alias's configuration (with
+ * `alias` set; no parameters may follow), and a policy_valued parameter (base=) may name an
+ * alias of one of its choices. */
+int policy_parse_in(const policy_aliases *t, const char *spec, policy_config *out, kv_err *err);
+
+/* Defines an alias from "NAME=policy[:key=value...]" (KV_EUSAGE naming the alias when the name is
+ * empty, not [A-Za-z0-9_.-], a policy's or an alias's already, the table is full, the
+ * configuration is bad, or it names an alias). Base= may name an alias defined before. */
+int policy_alias_add(policy_aliases *t, const char *def, kv_err *err);
+
+/* Sets one parameter of a parsed configuration (checked as the parser checks
+ * it) and rebuilds its canonical name: sim relabels criticalkv wo=absent on a
+ * trace without /wo. */
+int policy_config_set(policy_config *cfg, const char *key, const char *value, kv_err *err);
+
 /* A comma-separated list of policies into out[0..max): *n of them, split
  * by cli_list_split (no empty item, no space). Errors are usage errors:
  * policy_parse's, or of `verb` for a loose list or one configuration given
  * twice after canonicalisation ("keydiff,keydiff:window=0"), naming both
  * spellings, so the repeat is refused before any work. */
 int policy_parse_list(const char *verb, const char *list, policy_config *out, int max, int *n, kv_err *err);
+int policy_parse_list_in(const policy_aliases *t, const char *verb, const char *list, policy_config *out, int max,
+                         int *n, kv_err *err);
 
 /* Parameters (params.c), for the parser and the policy implementations:
  * how many a policy has (its params[] up to the first without a key), the
@@ -163,6 +202,28 @@ int policy_params_index(const policy_param *params, const char *key, size_t len)
 int policy_params_parse(const char *owner, const policy_param *params, const char *spec, const char *rest,
                         double *num, int *choice, char *canonical, size_t cap, kv_err *err);
 double policy_num(const policy_config *cfg, const char *key);
+/* pi's configuration with every parameter at its default (canonical left empty): the base of a
+ * wrapping policy (chunkkv, criticalkv), which cannot go through the parser (it reads the registry,
+ * which lists the wrapper: a loop between files). */
+void policy_defaults(const policy_iface *pi, policy_config *out);
+/* A wrapper's base (wrap.c): the alias's configuration given as base= (cfg->base), else
+ * bases[choice of `base`] with its defaults (bases in the order of the parameter's choices); its
+ * state per stream, and observe/score/query_window passed on to it. */
+typedef struct {
+    policy_config cfg;
+    void *state;
+} policy_base;
+void policy_base_config(const policy_config *cfg, const policy_iface *const *bases, policy_config *out);
+int policy_base_open(const policy_config *cfg, const policy_iface *const *bases, policy_base *b, kv_err *err);
+void policy_base_close(policy_base *b);
+int policy_base_observe(policy_base *b, const policy_view *v, kv_err *err);
+int policy_base_score(policy_base *b, const policy_view *v, double *scores, kv_err *err);
+int64_t policy_base_query_window(const policy_config *cfg, const policy_iface *const *bases);
+/* A wrapper's state of `size` bytes that starts with its policy_base, opened (create), and the
+ * observe that passes the view on to the base (usable as the wrapper's own observe). */
+int policy_wrapper_create(const policy_config *cfg, const policy_iface *const *bases, size_t size, void **state,
+                          kv_err *err);
+int policy_wrapper_observe(const policy_config *cfg, void *state, const policy_view *v, kv_err *err);
 /* True when the configuration reads the future: offline_only or offline_for. */
 bool policy_offline_only(const policy_config *cfg);
 int policy_choice(const policy_config *cfg, const char *key);

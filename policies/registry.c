@@ -24,7 +24,9 @@
     X(capkv)        \
     X(chunkkv)      \
     X(scissorhands) \
-    X(kvzip)
+    X(kvzip)        \
+    X(compactor)    \
+    X(criticalkv)
 
 #define DECLARE(name) extern const policy_iface policy_##name;
 POLICIES(DECLARE)

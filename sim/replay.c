@@ -178,7 +178,8 @@ static policy_view view_of(const replay_buf *b, const sim_layer *ly, const polic
     policy_view v = {.n = b->n, .D = ly->D, .pos = b->pos, .keys = b->k, .values = b->v, .budget = budget,
                      .now = p1 - 1, .layer = layer, .kv_head = b->g0, .step = step,
                      .queries = ly->q + b->g0 * G * ly->T * ly->D, .lse = ly->ref->lse + b->g0 * G * ly->T,
-                     .q_heads = G, .T = ly->T, .rope = ly->rope, .prompt_len = ly->prompt_len};
+                     .q_heads = G, .T = ly->T, .rope = ly->rope, .prompt_len = ly->prompt_len,
+                     .wo = ly->wo, .wo_dim = ly->wo_dim, .wo_ld = ly->H * ly->D, .q_head0 = b->g0 * G};
     if (pc->iface->needs_attention) v.attn = b->attn_mean, v.n_queries = p1 - p0;
     if (pc->iface->needs_kvzip && ly->kvzip) v.kvzip = ly->kvzip + b->g0 * G * ly->T;
     return v;

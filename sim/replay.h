@@ -21,6 +21,8 @@ typedef struct {
     const sim_reference *ref;
     int64_t chunk, decode_chunk, eval_stride;
     rope_spec rope;            /* the trace's RoPE attributes (policy_view.rope) */
+    const float *wo;           /* [wo_dim][H*D] the layer's /wo (policy_view.wo), NULL: not read */
+    int64_t wo_dim;
 } sim_layer;
 
 typedef struct {

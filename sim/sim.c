@@ -20,9 +20,20 @@
 typedef struct {
     float *q, *k, *v;      /* [H][T][D], [K][T][D], [K][T][D] */
     float *kvzip;          /* [H][T] when a policy reads /attention/kvzip, else NULL */
+    float *wo;             /* [wo_dim][H*D] the layer's /wo, when a configuration reads it (wants_wo) */
 } layer_bufs;
 
-/* Reads one layer's queries, keys and values, and its kvzip rows when asked
+/* Whether a configuration reads W_o: a `wo` parameter left at `model` (relabel_wo turned it to
+ * absent when the trace has none). */
+static bool wants_wo(const sim_opts *o)
+{
+    for (int c = 0; c < o->n_policies; c++)
+        if (policy_param_index(o->policies[c].iface, "wo", 2) >= 0 && policy_choice(&o->policies[c], "wo") == 0)
+            return true;
+    return false;
+}
+
+/* Reads one layer's queries, keys and values, its kvzip rows and W_o when asked
  * (on this thread: all HDF5 I/O here). */
 static int load_layer(trace *tr, int64_t l, layer_bufs *b, kv_err *err)
 {
@@ -165,6 +176,7 @@ static int prepare_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b,
     const trace_meta *m = trace_get_meta(tr);
     double t0 = kv_now_seconds();
     int rc = load_layer(tr, l, b, err);
+    if (!rc && b->wo) rc = trace_read_wo(tr, l, b->wo, err);
     if (rc) return rc;
     double t1 = kv_now_seconds();
     res->load_s += t1 - t0;
@@ -181,7 +193,8 @@ static int prepare_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b,
     *ly = (sim_layer){.T = m->n_tokens, .D = m->head_dim, .H = m->n_heads, .K = m->n_kv_heads,
                       .prompt_len = m->prompt_len, .q = b->q, .k = b->k, .v = b->v, .kvzip = b->kvzip, .ref = ref,
                       .chunk = o->chunk, .decode_chunk = o->decode_chunk, .eval_stride = o->eval_stride,
-                      .rope = {.theta = m->rope_theta, .div = m->rope_freq_factors}};
+                      .rope = {.theta = m->rope_theta, .div = m->rope_freq_factors},
+                      .wo = b->wo, .wo_dim = b->wo ? m->wo_dim : 0};
     rope_style_parse(m->rope_style, &ly->rope.style); /* trace_open checked it */
     res->reference_s += kv_now_seconds() - t1;
     return KV_OK;
@@ -259,13 +272,15 @@ static int run_lockstep(const sim_opts *o, trace *tr, sim_results *res, kv_err *
         if (!(b[l].q = kv_calloc((size_t)(m->n_heads * T * D), sizeof(float), "queries", err)) ||
             !(b[l].k = kv_calloc((size_t)(m->n_kv_heads * T * D), sizeof(float), "keys", err)) ||
             !(b[l].v = kv_calloc((size_t)(m->n_kv_heads * T * D), sizeof(float), "values", err)) ||
-            (wants_kvzip(o) && !(b[l].kvzip = kv_calloc((size_t)(m->n_heads * T), sizeof(float), "kvzip", err))))
+            (wants_kvzip(o) && !(b[l].kvzip = kv_calloc((size_t)(m->n_heads * T), sizeof(float), "kvzip", err))) ||
+            (m->wo_dim > 0 && wants_wo(o) &&
+             !(b[l].wo = kv_calloc((size_t)(m->wo_dim * m->n_heads * D), sizeof(float), "W_o", err))))
             rc = err->code;
         if (!rc) rc = prepare_layer(o, tr, l, &b[l], &refs[l], &lys[l], res, err);
     }
     if (!rc && n_items) rc = run_items(o, lys, res, 0, items, n_items, err);
     for (int64_t l = 0; b && refs && l < L; l++)
-        free(b[l].q), free(b[l].k), free(b[l].v), free(b[l].kvzip), sim_reference_free(&refs[l]);
+        free(b[l].q), free(b[l].k), free(b[l].v), free(b[l].kvzip), free(b[l].wo), sim_reference_free(&refs[l]);
     free(items), free(b), free(refs), free(lys);
     return rc;
 }
@@ -337,12 +352,38 @@ typedef struct {
     alloc_config uniform;
     int64_t budgets[256];
     sim_alloc_plan ap;     /* the allocators with their head scores */
+    policy_config policies[CLI_LIST_MAX]; /* the run's copy, relabelled (relabel_wo) */
 } sim_plan;
+
+/* A policy reading W_o (a `wo` parameter at `model`) on a trace without /wo falls back to ‖v‖₁:
+ * its configuration is relabelled wo=absent, so results.csv says which runs had no W_o; two
+ * configurations that become the same run are refused. */
+static int relabel_wo(const trace_meta *m, sim_plan *p, kv_err *err)
+{
+    if (p->o.n_policies > CLI_LIST_MAX) return KV_OK; /* not from the command line: no relabelling */
+    memcpy(p->policies, p->o.policies, sizeof *p->policies * (size_t)p->o.n_policies);
+    p->o.policies = p->policies;
+    for (int c = 0; m->wo_dim == 0 && c < p->o.n_policies; c++) {
+        policy_config *pc = &p->policies[c];
+        if (policy_param_index(pc->iface, "wo", 2) < 0 || policy_choice(pc, "wo") != 0) continue;
+        char before[sizeof pc->canonical];
+        snprintf(before, sizeof before, "%s", pc->canonical);
+        int rc = policy_config_set(pc, "wo", "absent", err);
+        if (rc) return rc;
+        for (int d = 0; d < p->o.n_policies; d++)
+            if (d != c && p->policies[d].iface == pc->iface && strcmp(p->policies[d].canonical, pc->canonical) == 0)
+                return cli_usage(err, "sim", "--policies: %s:%s is %s:%s on this trace (it has no /wo: capture "
+                                 "--record wo), given twice", pc->iface->name, before, pc->iface->name, pc->canonical);
+    }
+    return KV_OK;
+}
 
 static int plan(const sim_opts *o, trace *tr, sim_plan *p, kv_err *err)
 {
     const trace_meta *m = trace_get_meta(tr);
     p->o = *o;
+    int rc0 = relabel_wo(m, p, err);
+    if (rc0) return rc0;
     if (!o->n_allocators) {
         int rc = alloc_parse("uniform", &p->uniform, err);
         if (rc) return rc;
@@ -398,6 +439,9 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
                 !(b.v = kv_calloc((size_t)(K * T * D), sizeof(float), "values", err)) ||
                 (wants_kvzip(o) && !(b.kvzip = kv_calloc((size_t)(H * T), sizeof(float), "kvzip", err)))))
         rc = err->code;
+    if (!rc && m->wo_dim > 0 && wants_wo(o) &&
+        !(b.wo = kv_calloc((size_t)(m->wo_dim * H * D), sizeof(float), "W_o", err)))
+        rc = err->code;
     bool dir_started = false;
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err), dir_started = rc == KV_OK;
     kv_progress prog;
@@ -418,7 +462,7 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
         double logdet_mean;
         sim_results_summarize(&res, c, PHASE_ALL, &summary[c], &logdet_mean);
     }
-    free(b.q), free(b.k), free(b.v), free(b.kvzip);
+    free(b.q), free(b.k), free(b.v), free(b.kvzip), free(b.wo);
     sim_results_free(&res);
     trace_close(tr);
     sim_alloc_plan_free(&p->ap);

@@ -19,6 +19,9 @@ static const char USAGE[] =
     "the policy keeps N. Writes results.csv, summary.csv, timing.csv and results.h5 to DIR.\n"
     "\n"
     "  --policies LIST      comma-separated policies, each name[:key=value...] (kvtrace policies)\n"
+    "                       or an alias\n"
+    "  --alias NAME=SPEC    a name for one configuration (SPEC = policy[:key=value...]), usable in\n"
+    "                       --policies and as chunkkv's or criticalkv's base=; repeat for more\n"
     "  --budgets LIST       comma-separated cache sizes: N >= 1 rows per (layer, kv head) on average,\n"
     "                       or F% of the trace's T (N = floor(F/100 * T))\n"
     "  --allocators LIST    how each layer and kv head shares the total L*K*N, each name[:key=value...]\n"
@@ -45,6 +48,8 @@ typedef struct {
     sim_opts o;
     bool help, timestamp;
     policy_config cfgs[MAX_LIST];
+    policy_aliases aliases;       /* --alias, in the order given */
+    const char *policies;         /* --policies, parsed once every --alias is known */
     alloc_config allocs[MAX_LIST];
     int64_t budgets[MAX_LIST];
     double fractions[MAX_LIST];
@@ -52,9 +57,16 @@ typedef struct {
 
 static int parse_policies(const char *verb, const char *arg, void *args, kv_err *err)
 {
-    sim_args *a = args;
-    a->o.policies = a->cfgs;
-    return policy_parse_list(verb, arg, a->cfgs, MAX_LIST, &a->o.n_policies, err);
+    (void)verb;
+    (void)err;
+    ((sim_args *)args)->policies = arg;
+    return KV_OK;
+}
+
+static int parse_alias(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    (void)verb;
+    return policy_alias_add(&((sim_args *)args)->aliases, arg, err);
 }
 
 static int parse_allocators(const char *verb, const char *arg, void *args, kv_err *err)
@@ -101,6 +113,7 @@ static int parse_budgets(const char *verb, const char *arg, void *args, kv_err *
 
 static const cli_opt OPTIONS[] = {
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
+    {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
     {CLI_ROW("step-counts", CLI_FLAG, sim_args, o.step_counts)},
@@ -145,6 +158,10 @@ static int verb(int argc, char **argv, sim_args *a)
         fputs(USAGE, stdout);
         prov_free(&prov);
         return 0;
+    }
+    if (!rc && a->policies) {
+        o->policies = a->cfgs;
+        rc = policy_parse_list_in(&a->aliases, v, a->policies, a->cfgs, MAX_LIST, &o->n_policies, &err);
     }
     if (!rc && first + 1 != argc)
         rc = cli_usage(&err, v, first >= argc ? "missing trace.h5" : "expects exactly one trace");

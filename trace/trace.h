@@ -61,6 +61,12 @@ typedef struct {
      * the pointer (NULL: not written: the prompt came as ids, or BOS alone).
      * Readers leave it NULL: trace_prompt_text reads it. */
     const char *prompt_text;
+    /* The attention output projection W_o (/wo, optional: capture --record
+     * wo): written from wo[l] ([wo_dim][n_heads*head_dim] floats per layer;
+     * NULL: not written). Readers set wo_dim (0: absent) and leave wo NULL:
+     * trace_read_wo reads one layer. */
+    const float *const *wo;
+    int64_t wo_dim;
     trace_dtype storage;
     /* capture_mode = evict only */
     char evict_policy[64];
@@ -106,6 +112,10 @@ bool trace_has(const trace *tr, trace_dset d);
 /* The trace's /prompt_text (checked on open: a scalar string, valid UTF-8),
  * NUL-terminated and owned by the trace; NULL when it has none. */
 const char *trace_prompt_text(const trace *tr);
+
+/* Layer `layer` of /wo into out[wo_dim][n_heads*head_dim] (the trace must
+ * have it: meta wo_dim > 0); a value that is not finite is KV_EINPUT. */
+int trace_read_wo(trace *tr, int64_t layer, float *out, kv_err *err);
 
 /* Token ids, [T] (checked to lie in [0, vocab_size)). */
 int trace_read_tokens(trace *tr, int32_t *out, kv_err *err);

@@ -226,6 +226,7 @@ static int open_common(hid_t file, bool own, const char *name, trace **out, kv_e
     for (int d = 0; !rc && d < TRACE_NDSETS; d++) rc = open_dset(tr, (trace_dset)d, err);
     if (!rc) rc = check_evict_dsets(tr, err);
     if (!rc) rc = trace_prompt_text_read(tr->file, tr->path, &tr->prompt_text, err);
+    if (!rc) rc = trace_wo_check(tr->file, &tr->meta, tr->path, &tr->meta.wo_dim, err);
     if (!rc) rc = scan_tokens(tr, NULL, err);
     if (rc) {
         trace_close(tr);
@@ -265,6 +266,12 @@ const trace_meta *trace_get_meta(const trace *tr) { return &tr->meta; }
 const char *trace_path(const trace *tr) { return tr->path; }
 bool trace_has(const trace *tr, trace_dset d) { return tr->dset[d] >= 0; }
 const char *trace_prompt_text(const trace *tr) { return tr->prompt_text; }
+
+int trace_read_wo(trace *tr, int64_t layer, float *out, kv_err *err)
+{
+    KV_ASSERT(tr->meta.wo_dim > 0 && layer >= 0 && layer < tr->meta.n_layers);
+    return trace_wo_read(tr->file, &tr->meta, layer, out, tr->path, err);
+}
 
 /* Reads a hyperslab of d into `buf` with memory type `mtype`. */
 static int read_slab(trace *tr, trace_dset d, const hsize_t *start, const hsize_t *count,

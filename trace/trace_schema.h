@@ -42,6 +42,15 @@ int trace_prompt_text_check(const char *text, const char *where, kv_err *err);
 int trace_prompt_text_write(int64_t file_id, const char *text, const char *where, kv_err *err);
 int trace_prompt_text_read(int64_t file_id, const char *where, char **text, kv_err *err);
 
+/* /wo (trace_wo.c): the optional output projection [L, dim, H*D]. Written at
+ * creation from meta.wo (wo_dim rows per layer), checked on open (shape, a
+ * float type; *dim = 0 when absent), read one layer at a time (finite). */
+#define TRACE_WO_PATH "/wo"
+extern const char TRACE_WO_DESCRIPTION[];
+int trace_wo_write(int64_t file_id, const trace_meta *m, const char *where, kv_err *err);
+int trace_wo_check(int64_t file_id, const trace_meta *m, const char *where, int64_t *dim, kv_err *err);
+int trace_wo_read(int64_t file_id, const trace_meta *m, int64_t layer, float *out, const char *where, kv_err *err);
+
 /* Sanity limits on attributes (keep shapes and products far from overflow). */
 enum {
     TRACE_MAX_LAYERS = 1024,
@@ -50,5 +59,6 @@ enum {
 };
 #define TRACE_MAX_TOKENS ((int64_t)1 << 31)
 #define TRACE_MAX_VOCAB ((int64_t)1 << 24)
+#define TRACE_MAX_WO_DIM ((int64_t)1 << 20)
 
 #endif

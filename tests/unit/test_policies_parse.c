@@ -86,7 +86,7 @@ static void bad_specs_say_what_is_valid(void **state)
 {
     (void)state;
     fails_with("foo", (const char *[]){"unknown policy 'foo'",
-                                       "(known: full, keydiff, knorm, streaming, random, primekv, h2o, tova, snapkv, oracle, expected_attention, lagkv, cur, qfilter, capkv, chunkkv, scissorhands, kvzip)", NULL});
+                                       "(known: full, keydiff, knorm, streaming, random, primekv, h2o, tova, snapkv, oracle, expected_attention, lagkv, cur, qfilter, capkv, chunkkv, scissorhands, kvzip, compactor, criticalkv)", NULL});
     fails_with("", (const char *[]){"empty policy name", "keydiff", NULL});
     fails_with(":window=1", (const char *[]){"empty policy name", NULL});
     fails_with("snapkv:preset=nope", (const char *[]){"snapkv: unknown preset 'nope' (known: paper, kvpress)", NULL});
