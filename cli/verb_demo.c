@@ -30,7 +30,12 @@
 #define DEMO_PROMPT "Once upon a time"
 #define DEMO_GENERATE "495"   /* T = 5 prompt tokens + 495 = 500, within the 512 it was trained on */
 #define DEMO_CHUNK "32"
-#define DEMO_POLICIES "full,keydiff,keydiff:window=0.2,knorm,streaming,tova,snapkv,h2o,random,oracle,primekv"
+#define DEMO_POLICIES                                                                                  \
+    "full,keydiff,keydiff:window=0.2,knorm,streaming,tova,snapkv,h2o,random,oracle,primekv,"            \
+    "expected_attention,lagkv,cur,qfilter,capkv,chunkkv,criticalkv,scissorhands,kvzip"
+/* compactor's sketched leverage costs more than all the others together on this trace (about
+ * 30 us a candidate): it joins with --all-policies, which keeps the demo under 10 s without it */
+#define DEMO_ALL_POLICIES DEMO_POLICIES ",compactor"
 #define DEMO_BUDGETS "32,64,128,256"
 /* the allocator study (issue #17): three policies under each allocator that runs on any policy */
 #define DEMO_ALLOC_POLICIES "snapkv,keydiff,tova"
@@ -39,11 +44,11 @@
 #define DEMO_STEPS 7
 
 static const char USAGE[] =
-    "usage: kvtrace demo [-o DIR] [--model M] [--force] [--quiet]\n"
+    "usage: kvtrace demo [-o DIR] [--model M] [--force] [--quiet] [--all-policies]\n"
     "\n"
     "The whole pipeline on the default model, into DIR (default out/demo):\n"
     "  1. capture  stories260K, prompt \"" DEMO_PROMPT "\" + " DEMO_GENERATE " greedy tokens, chunk " DEMO_CHUNK
-    " -> trace.h5\n"
+    ",\n              W_o and the KVzip reconstruction pass recorded -> trace.h5\n"
     "  2. sim      " DEMO_POLICIES "\n"
     "              at budgets " DEMO_BUDGETS ", chunk " DEMO_CHUNK " -> results/\n"
     "  3. analyze  Spearman, log-det, PCA, detail matrices -> analysis/\n"
@@ -59,12 +64,13 @@ static const char USAGE[] =
     "  --force      replace DIR\n"
     "  --quiet      no progress lines\n"
     "  --timestamp  record the time in every step's provenance (SOURCE_DATE_EPOCH, when set, gives it)\n"
+    "  --all-policies  step 2 also runs compactor (every registered policy; about 10 s more on 2 cores)\n"
     "DIR/provenance.json records the demo's command, the model's sha256 and the seven steps' commands,\n"
     "which report.html shows too: run from DIR, they rebuild its outputs (docs/provenance.md).\n";
 
 typedef struct {
     const char *model, *out;
-    bool force, quiet, timestamp;
+    bool force, quiet, timestamp, all_policies;
     prov_record *prov;  /* the demo's record: each step's command is added as it starts */
 } demo_opts;
 
@@ -74,10 +80,11 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("force", CLI_FLAG, demo_opts, force)},
     {CLI_ROW("quiet", CLI_FLAG, demo_opts, quiet)},
     {CLI_ROW("timestamp", CLI_FLAG, demo_opts, timestamp)},
+    {CLI_ROW("all-policies", CLI_FLAG, demo_opts, all_policies)},
     {0},
 };
 
-enum { STEP_ARGS = 16 };
+enum { STEP_ARGS = 24 };
 
 /* Runs one verb's main with argv[0..n) built by the caller (NULL entries are
  * options not given, left out), after recording its command line exactly as
@@ -127,9 +134,11 @@ static int run_steps(const demo_opts *o, const char *model)
 {
     const char *q = o->quiet ? "--quiet" : NULL, *ts = o->timestamp ? "--timestamp" : NULL;
     const char *cap[] = {"capture", "--model", model, "--prompt", DEMO_PROMPT, "--generate", DEMO_GENERATE,
-                         "--chunk", DEMO_CHUNK, "-o", "trace.h5", q, ts};
-    const char *sim[] = {"sim", "trace.h5", "--policies", DEMO_POLICIES, "--budgets", DEMO_BUDGETS,
-                         "--chunk", DEMO_CHUNK, "-o", "results", q, ts};
+                         "--chunk", DEMO_CHUNK, "--record", "keys,values,queries,wo", "--kvzip", "-o", "trace.h5",
+                         q, ts};
+    const char *policies = o->all_policies ? DEMO_ALL_POLICIES : DEMO_POLICIES;
+    const char *sim[] = {"sim", "trace.h5", "--policies", policies, "--budgets", DEMO_BUDGETS, "--chunk", DEMO_CHUNK,
+                         "-o", "results", q, ts};
     const char *ana[] = {"analyze", "trace.h5", "--results", "results", "-o", "analysis", q, ts};
     const char *plt[] = {"plot", "analysis", "-o", "figures", q, ts};
     const char *asim[] = {"sim", "trace.h5", "--policies", DEMO_ALLOC_POLICIES, "--allocators", DEMO_ALLOCATORS,
