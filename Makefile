@@ -147,6 +147,7 @@ FUZZ_BINS  := $(FUZZERS:%=build-fuzz/fuzz_%)
 CORE_SRC   := $(filter core/% trace/%,$(LIB_SRC))
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 # the byte-level BPE tokenizer (tokenizer.json, GGUF gpt2), under every reader of tokenizers
+# (a file listed twice, core/utf8.c with CORE_SRC, is compiled once: the recipe sorts the list)
 FUZZ_BPE_SRC    := model/tokenizer/bpe.c model/tokenizer/bpe_encode.c model/tokenizer/bpe_hf.c \
                    model/tokenizer/pretok.c model/tokenizer/tokjson_check.c model/tokenizer/nfc_map.c \
                    model/tokenizer/spm_hf.c core/utf8.c
@@ -167,7 +168,7 @@ fuzz-bin: $(FUZZ_BINS)
 .SECONDEXPANSION:
 $(FUZZ_BINS): build-fuzz/fuzz_%: $$(FUZZ_$$*_SRC) $(wildcard core/*.h trace/*.h model/*.h model/*/*.h tests/*.h tests/fuzz*/*.h)
 	@mkdir -p build-fuzz
-	clang $(CPPFLAGS) $(FUZZ_FLAGS) $(FUZZ_$*_SRC) $(LDLIBS) -o $@
+	clang $(CPPFLAGS) $(FUZZ_FLAGS) $(sort $(FUZZ_$*_SRC)) $(LDLIBS) -o $@
 
 # every harness for FUZZ_SECONDS each; crash inputs are kept in build-fuzz/
 fuzz: deps
