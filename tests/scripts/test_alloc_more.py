@@ -33,10 +33,11 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import check, finish  # noqa: E402
-from test_alloc import (POLICIES, check_static, chunks, random_trace, rank, read_csv, run, runs_of,  # noqa: E402
+from test_alloc import (ALL_POLICIES, POLICIES, check_static, chunks, random_trace, rank, read_csv, run, runs_of,  # noqa: E402
                         same_kept, write_trace)
 
-COMPARABLE = ["full", "streaming", "random", "h2o", "tova", "tova:scope=group", "snapkv:window=4", "oracle"]
+COMPARABLE = ["full", "streaming", "random", "h2o", "tova", "tova:scope=group", "snapkv:window=4", "oracle",
+              "lagkv:lag=8", "cur", "scissorhands", "kvzip", "h2o:normalize=age"]
 
 
 def write_scores(path, L, K, scores, header="layer,kv_head,score,extra", rows=None):
@@ -162,8 +163,8 @@ def property_test(tmp):
             return duo_caps(hs, N, p.get("ratio", 0.5), sinks, recent)[0]   # the file ranks duo's heads too
 
         for what, policies, allocs in (
-                ("static", POLICIES, "headkv,headkv:beta=2,duo:recent=2:sinks=1,duo:ratio=0.3:recent=1:sinks=2"),
-                ("cake", POLICIES, "cake,cake:tau1=1:tau2=1:window=5"),
+                ("static", ALL_POLICIES, "headkv,headkv:beta=2,duo:recent=2:sinks=1,duo:ratio=0.3:recent=1:sinks=2"),
+                ("cake", ALL_POLICIES, "cake,cake:tau1=1:tau2=1:window=5"),
                 ("global", COMPARABLE, "global")):
             res = os.path.join(tmp, "prop%d_%s" % (trial, what))
             r = run("sim", trace, "--policies", ",".join(policies), "--allocators", allocs, "--head-scores",
