@@ -35,7 +35,7 @@ CFLAGS  ?= $(OPT) -g
 VEC     := -fno-trapping-math -ffp-contract=off -fvect-cost-model=dynamic
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
            -Wno-format-nonliteral -Wvla
-CPPFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I. $(PKG_CFLAGS)
+CPPFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I. -Iinclude $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lm -lpthread -ldl
 SAN     ?=
 ifeq ($(SAN),1)
@@ -57,7 +57,7 @@ CUDA_SO      := build/libkvtrace_cuda.so
 CUDA_SRC     := $(wildcard model/cuda/*.cu)
 CUDA_OBJ     := $(CUDA_SRC:%.cu=build/cuda/%.o) build/cuda/kv_error.o
 CUDA_ARCH    ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-NVFLAGS      := -O2 -g -std=c++17 -I. $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra
+NVFLAGS      := -O2 -g -std=c++17 -I. -Iinclude $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra
 CUDA_TARGETS :=
 ifneq ($(NVCC),)
 CUDA_TARGETS := $(BUILD)/libkvtrace_cuda.so
