@@ -35,6 +35,9 @@ typedef struct {
     int n;
     char name[POLICY_MAX_ALIASES][64];
     policy_config cfg[POLICY_MAX_ALIASES];
+    /* policies beside the registry, NULL-terminated (a plug-in's: policy_plugins_attach, plugin.h);
+     * found by name after the registry's, never clashing with them; NULL: none */
+    const policy_iface *const *user;
 } policy_aliases;
 
 /* The registry (registry.c): every policy, in a fixed order; NULL-terminated. */
