@@ -18,6 +18,9 @@
 #                   GEMM/attention rate vs OpenBLAS sgemm,
 #                   load time and capture rate of a BF16 Hugging Face directory (llama-3.2-1b),
 #                   tokenize MB/s on a 10 MB text vs the reference encoders, ids checked identical
+#   make install    kvtrace (and the CUDA backend when built) into PREFIX/bin, the plug-in headers
+#                   into PREFIX/include/kvtrace, kvtrace.pc into PREFIX/lib/pkgconfig
+#                   (PREFIX=/usr/local; DESTDIR is honoured; docs/plugins.md)
 #   make deps       install missing Debian packages only
 #   make test-gpu   the CUDA kernels against their CPU references (skips without a GPU)
 #   make bench-gpu  capture rate and device memory on the GPU (skips without a GPU)
@@ -83,7 +86,7 @@ GPU_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/gpu/%,$(wildcard tests/gpu/*.c))
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test check tests test-asan crosscheck fuzz fuzz-bin demo bench clean test-gpu bench-gpu
+.PHONY: all deps test check tests test-asan crosscheck fuzz fuzz-bin demo bench clean test-gpu bench-gpu install
 all: $(BIN) $(CUDA_TARGETS)
 
 deps:
@@ -191,6 +194,18 @@ bench: deps
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh
+
+# the binary, the public headers a plug-in builds against, and their pkg-config file
+PREFIX ?= /usr/local
+KV_VERSION := $(shell sed -n 's/.*KVTRACE_VERSION "\(.*\)"/\1/p' core/version.h)
+KV_ABI     := $(shell sed -n 's/.*define KVTRACE_POLICY_ABI \([0-9]*\)u.*/\1/p' include/kvtrace/policy.h)
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/kvtrace $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/kvtrace
+	$(if $(CUDA_TARGETS),install -m 755 $(CUDA_SO) $(DESTDIR)$(PREFIX)/bin/)
+	install -m 644 include/kvtrace/*.h $(DESTDIR)$(PREFIX)/include/kvtrace/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(KV_VERSION)|' -e 's|@ABI@|$(KV_ABI)|' include/kvtrace.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kvtrace.pc
 
 clean:
 	rm -rf build build-asan build-fuzz

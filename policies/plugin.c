@@ -45,7 +45,7 @@ static int check_name(const policy_plugins *t, const policy_aliases *a, const ch
             return kv_fail(err, KV_EUSAGE, "%s: policy %s clashes with the alias %s", path, name, name);
     for (int i = 0; i < t->n; i++)
         if (strcmp(t->entry[i].iface.name, name) == 0)
-            return kv_fail(err, KV_EUSAGE, "%s: policy %s clashes with the one %s loaded", path, name,
+            return kv_fail(err, KV_EUSAGE, "%s: policy %s clashes with the policy of that name from %s", path, name,
                            t->entry[i].file);
     return KV_OK;
 }
