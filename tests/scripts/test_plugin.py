@@ -45,10 +45,10 @@ def build_example(tmp, prefix):
     env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
     r = subprocess.run(["make", "-s", "EXTRA_CFLAGS=" + SAN_FLAGS], cwd=src, env=env, capture_output=True, text=True)
     so = os.path.join(src, "build", "mypolicy.so")
-    check(r.returncode == 0 and os.path.exists(so) and not r.stderr.strip(),
-          "examples/plugin builds out of tree against the installed header (pkg-config --cflags kvtrace)",
+    ok = r.returncode == 0 and os.path.exists(so) and not r.stderr.strip()
+    check(ok, "examples/plugin builds out of tree against the installed header (pkg-config --cflags kvtrace)",
           r.stdout + r.stderr)
-    return so if r.returncode == 0 else None
+    return so if ok else None
 
 
 def cc(tmp, prefix, src, name, *defs):
