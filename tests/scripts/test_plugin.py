@@ -6,7 +6,9 @@ built-ins' sets at both TOVA scopes on a synthetic trace with D = 40 (the 16-lan
 (4) bad plug-ins (another ABI, a larger struct, a missing symbol, a built-in's name, a file that is not there,
 one loaded twice) are refused with one line naming the file, exit 2, no output; a NaN score stops the run
 with one line naming the plug-in, exit 3, no output; (5) capture --evict mypolicy runs the model as --evict tova
-does (same tokens and recorded keys); --alias NAME=mypolicy:scope=group works after --plugin."""
+does (same tokens and recorded keys), and fidelity gives mypolicy tova's row; --alias NAME=mypolicy:scope=group
+works after --plugin."""
+import csv
 import os
 import shutil
 import subprocess
@@ -127,6 +129,16 @@ def capture_case(kv, tmp, mine):
     same = np.array_equal(got["mypolicy"][1], got["tova"][1]) and np.array_equal(got["mypolicy"][2], got["tova"][2])
     check(got["mypolicy"][0] == "mypolicy" and same,
           "capture --plugin --evict mypolicy: labelled mypolicy, the same tokens and keys as --evict tova")
+    out = os.path.join(tmp, "fid")
+    r = subprocess.run([kv, "fidelity", "--quiet", "--model", model, "--plugin", mine, "--policies", "mypolicy,tova",
+                        "--budgets", "12", "--prompt", "Once upon a time", "--generate", "20", "-o", out],
+                       capture_output=True, text=True)
+    rows = {}
+    if r.returncode == 0:
+        with open(os.path.join(out, "fidelity.csv")) as f:
+            rows = {row["policy"]: [v for k, v in row.items() if k not in ("config", "policy")] for row in csv.DictReader(f)}
+    check(r.returncode == 0 and set(rows) == {"mypolicy", "tova"} and rows["mypolicy"] == rows["tova"],
+          "fidelity --plugin: mypolicy's row equals tova's (KL, perplexity, offline error)", r.stderr + str(rows))
 
 
 def main():
