@@ -18,6 +18,9 @@
 #                   GEMM/attention rate vs OpenBLAS sgemm,
 #                   load time and capture rate of a BF16 Hugging Face directory (llama-3.2-1b),
 #                   tokenize MB/s on a 10 MB text vs the reference encoders, ids checked identical
+#   make install    kvtrace (and the CUDA backend when built) into PREFIX/bin, the plug-in headers
+#                   into PREFIX/include/kvtrace, kvtrace.pc into PREFIX/lib/pkgconfig
+#                   (PREFIX=/usr/local; DESTDIR is honoured; docs/plugins.md)
 #   make deps       install missing Debian packages only
 #   make test-gpu   the CUDA kernels against their CPU references (skips without a GPU)
 #   make bench-gpu  capture rate and device memory on the GPU (skips without a GPU)
@@ -35,7 +38,7 @@ CFLAGS  ?= $(OPT) -g
 VEC     := -fno-trapping-math -ffp-contract=off -fvect-cost-model=dynamic
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
            -Wno-format-nonliteral -Wvla
-CPPFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I. $(PKG_CFLAGS)
+CPPFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I. -Iinclude $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lm -lpthread -ldl
 SAN     ?=
 ifeq ($(SAN),1)
@@ -57,7 +60,7 @@ CUDA_SO      := build/libkvtrace_cuda.so
 CUDA_SRC     := $(wildcard model/cuda/*.cu)
 CUDA_OBJ     := $(CUDA_SRC:%.cu=build/cuda/%.o) build/cuda/kv_error.o
 CUDA_ARCH    ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-NVFLAGS      := -O2 -g -std=c++17 -I. $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra
+NVFLAGS      := -O2 -g -std=c++17 -I. -Iinclude $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra
 CUDA_TARGETS :=
 ifneq ($(NVCC),)
 CUDA_TARGETS := $(BUILD)/libkvtrace_cuda.so
@@ -83,7 +86,7 @@ GPU_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/gpu/%,$(wildcard tests/gpu/*.c))
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test check tests test-asan crosscheck fuzz fuzz-bin demo bench clean test-gpu bench-gpu
+.PHONY: all deps test check tests test-asan crosscheck fuzz fuzz-bin demo bench clean test-gpu bench-gpu install
 all: $(BIN) $(CUDA_TARGETS)
 
 deps:
@@ -191,6 +194,18 @@ bench: deps
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh
+
+# the binary, the public headers a plug-in builds against, and their pkg-config file
+PREFIX ?= /usr/local
+KV_VERSION := $(shell sed -n 's/.*KVTRACE_VERSION "\(.*\)"/\1/p' core/version.h)
+KV_ABI     := $(shell sed -n 's/.*define KVTRACE_POLICY_ABI \([0-9]*\)u.*/\1/p' include/kvtrace/policy.h)
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/kvtrace $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/kvtrace
+	$(if $(CUDA_TARGETS),install -m 755 $(CUDA_SO) $(DESTDIR)$(PREFIX)/bin/)
+	install -m 644 include/kvtrace/*.h $(DESTDIR)$(PREFIX)/include/kvtrace/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(KV_VERSION)|' -e 's|@ABI@|$(KV_ABI)|' include/kvtrace.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kvtrace.pc
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -8,6 +8,7 @@
 #include "model/model_fetch.h"
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
+#include "policies/plugin.h"
 #include "policies/policy.h"
 
 static const char USAGE[] =
@@ -57,6 +58,8 @@ static const char USAGE[] =
     "                       ones. The trace gets capture_mode=evict (no /attention: off by default)\n"
     "  --alias NAME=SPEC    a name for one configuration (policy[:key=value...]): --evict NAME, or\n"
     "                       chunkkv/criticalkv base=NAME; repeat for more\n"
+    "  --plugin FILE.so     load policies from a plug-in built against kvtrace/policy.h (docs/plugins.md):\n"
+    "                       --evict NAME; repeat for more\n"
     "  --budget N           the cache budget N (required with --evict): the average per (layer, kv head)\n"
     "  --allocator A[:k=v...]  with --evict: how the total L*K*N is shared by the (layer, kv head)\n"
     "                       caches (kvtrace policies lists them; default uniform: each keeps N; cake\n"
@@ -84,6 +87,7 @@ typedef struct {
     bool attention_given;
     bool help;
     policy_aliases aliases;   /* --alias (o.evict's base may point into it) */
+    policy_plugins plugins;   /* --plugin (o.evict's iface may point into it): closed after the run */
     const char *evict;        /* --evict, parsed once every --alias is known */
 } capture_args;
 
@@ -159,6 +163,13 @@ static int parse_alias(const char *verb, const char *arg, void *args, kv_err *er
     return policy_alias_add(&((capture_args *)args)->aliases, arg, err);
 }
 
+static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    (void)verb;
+    capture_args *a = args;
+    return policy_plugin_load(&a->plugins, &a->aliases, arg, err);
+}
+
 #define ROW(NAME, KIND, FIELD) CLI_ROW(NAME, KIND, capture_args, o.FIELD)
 static const cli_opt OPTIONS[] = {
     {ROW("model", CLI_TEXT, model)},
@@ -179,6 +190,7 @@ static const cli_opt OPTIONS[] = {
     {.name = "device", .kind = CLI_CUSTOM, .parse = parse_device},
     {.name = "evict", .kind = CLI_CUSTOM, .parse = parse_evict},
     {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
+    {.name = "plugin", .kind = CLI_CUSTOM, .parse = parse_plugin},
     {ROW("budget", CLI_I64, budget), .lo = 1, .hi = 1 << 30},
     {.name = "allocator", .kind = CLI_CUSTOM, .parse = parse_allocator},
     {ROW("head-scores", CLI_TEXT, head_scores)},
@@ -281,6 +293,7 @@ int capture_main(int argc, char **argv)
     rc = parse_args(argc, argv, &a, &err);
     if (!rc && a.help) {
         fputs(USAGE, stdout);
+        policy_plugins_close(&a.plugins);
         prov_free(&prov);
         return 0;
     }
@@ -294,5 +307,6 @@ int capture_main(int argc, char **argv)
         rc = capture_run(o, &err);
     }
     prov_free(&prov);
+    policy_plugins_close(&a.plugins);
     return rc ? cli_report(&err) : 0;
 }

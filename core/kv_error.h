@@ -8,17 +8,8 @@
 
 #include <stddef.h>
 
-enum kv_status {
-    KV_OK = 0,
-    KV_EFAIL = 1,   /* any other failure (I/O, memory, internal) */
-    KV_EUSAGE = 2,  /* bad command line */
-    KV_EINPUT = 3,  /* invalid or corrupt input file */
-};
-
-typedef struct {
-    int code;        /* enum kv_status */
-    char msg[1024];  /* one line, no trailing newline */
-} kv_err;
+/* enum kv_status and kv_err: public (plug-ins fill it), include/kvtrace/error.h */
+#include "kvtrace/error.h"
 
 /* Records the first error only (later calls keep the original cause) and
  * returns `code`, so callers can write `return kv_fail(err, KV_EINPUT, ...)`. */

@@ -10,7 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef enum { ROPE_INTERLEAVED, ROPE_NEOX } rope_style;
+/* rope_style and rope_spec (below): public (policy_view.rope), include/kvtrace/rope.h */
+#include "kvtrace/rope.h"
 
 /* Parses "interleaved" / "neox"; false if neither. */
 bool rope_style_parse(const char *s, rope_style *out);
@@ -42,11 +43,6 @@ void rope_table_apply(float *x, int64_t D, rope_style style, const float *table,
  * div[p] radians per position (div [D/2] or NULL: no scaling; a trace's
  * rope_freq_factors). theta 0: unknown, and the functions below then rotate
  * by nothing. An odd D leaves its last dim alone (D/2 pairs). */
-typedef struct {
-    double theta;
-    rope_style style;
-    const double *div;
-} rope_spec;
 
 double rope_freq(const rope_spec *r, int64_t D, int64_t p);
 

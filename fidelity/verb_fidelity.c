@@ -7,6 +7,7 @@
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "fidelity/fidelity.h"
+#include "policies/plugin.h"
 
 static const char USAGE[] =
     "usage: kvtrace fidelity [--model M] [--prompt TEXT | --prompt-file F | --tokens F] [--generate N]\n"
@@ -30,6 +31,8 @@ static const char USAGE[] =
     "                       and oracle, with default parameters; oracle is offline only)\n"
     "  --alias NAME=SPEC    a name for one configuration (policy[:key=value...]), usable in --policies\n"
     "                       and as chunkkv's or criticalkv's base=; repeat for more\n"
+    "  --plugin FILE.so     load policies from a plug-in built against kvtrace/policy.h (docs/plugins.md),\n"
+    "                       usable in --policies and --alias like a built-in; repeat for more\n"
     "  --allocators LIST    budget allocators, name[:key=value...] (default uniform: each (layer, kv\n"
     "                       head) keeps N); sim replays the full-cache trace under the same ones\n"
     "                       (docs/allocators.md; cake and global evict every layer at each chunk's end)\n"
@@ -59,6 +62,7 @@ typedef struct {
     int64_t budgets[MAX_LIST];
     char model_path[4096];
     policy_aliases aliases;   /* --alias */
+    policy_plugins plugins;   /* --plugin: closed after the run */
     const char *policies;     /* --policies, parsed once every --alias is known */
 } fid_args;
 
@@ -74,6 +78,13 @@ static int parse_alias(const char *verb, const char *arg, void *args, kv_err *er
 {
     (void)verb;
     return policy_alias_add(&((fid_args *)args)->aliases, arg, err);
+}
+
+static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    (void)verb;
+    fid_args *a = args;
+    return policy_plugin_load(&a->plugins, &a->aliases, arg, err);
 }
 
 static int parse_allocators(const char *verb, const char *arg, void *args, kv_err *err)
@@ -97,6 +108,7 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("generate", CLI_I64, fid_args, generate), .lo = 0, .hi = 1 << 24},
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
     {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
+    {.name = "plugin", .kind = CLI_CUSTOM, .parse = parse_plugin},
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {CLI_ROW("chunk", CLI_I64, fid_args, o.seq.chunk), .lo = 1, .hi = 1 << 20},
@@ -178,6 +190,7 @@ int fidelity_main(int argc, char **argv)
     fidelity_opts *o = a ? &a->o : NULL;
     if (!rc && a->help) {
         fputs(USAGE, stdout);
+        policy_plugins_close(&a->plugins);
         free(a);
         prov_free(&prov);
         return 0;
@@ -187,6 +200,7 @@ int fidelity_main(int argc, char **argv)
     if (!rc) rc = prov_set_time(&prov, a->timestamp, &err);
     if (!rc) o->prov = &prov, rc = fidelity_run(o, &err);
     prov_free(&prov);
+    if (a) policy_plugins_close(&a->plugins);
     free(a);
     return rc ? cli_report(&err) : 0;
 }

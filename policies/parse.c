@@ -72,6 +72,16 @@ static const policy_config *alias_find(const policy_aliases *t, const char *name
     return NULL;
 }
 
+/* A policy of the registry, else of the caller's table (t->user: plug-ins), by name (len bytes). */
+static const policy_iface *find_policy(const policy_aliases *t, const char *name, size_t len)
+{
+    for (const policy_iface *const *p = policy_all(); *p; p++)
+        if (strlen((*p)->name) == len && strncmp((*p)->name, name, len) == 0) return *p;
+    for (const policy_iface *const *p = t ? t->user : NULL; p && *p; p++)
+        if (strlen((*p)->name) == len && strncmp((*p)->name, name, len) == 0) return *p;
+    return NULL;
+}
+
 static int set_param(const param_target *pi, int i, const char *val, kv_err *err)
 {
     const policy_param *p = &pi->params[i];
@@ -278,9 +288,7 @@ int policy_parse_in(const policy_aliases *t, const char *spec, policy_config *ou
     memset(out, 0, sizeof *out);
     char known[256];
     size_t nlen = strcspn(spec, ":");
-    const policy_iface *pi = NULL;
-    for (const policy_iface *const *p = policy_all(); *p; p++)
-        if (strlen((*p)->name) == nlen && strncmp((*p)->name, spec, nlen) == 0) pi = *p;
+    const policy_iface *pi = find_policy(t, spec, nlen);
     const policy_config *a = pi ? NULL : alias_find(t, spec, nlen);
     if (a) {
         if (spec[nlen])
@@ -293,8 +301,9 @@ int policy_parse_in(const policy_aliases *t, const char *spec, policy_config *ou
     if (!pi) {
         list_names(known, sizeof known, NULL);
         if (nlen == 0) return kv_fail(err, KV_EUSAGE, "empty policy name (known: %s)", known);
-        return kv_fail(err, KV_EUSAGE, "unknown policy '%.*s' (known: %s%s)", (int)nlen, spec, known,
-                       t && t->n ? ", and the aliases given" : "");
+        return kv_fail(err, KV_EUSAGE, "unknown policy '%.*s' (known: %s%s%s)", (int)nlen, spec, known,
+                       t && t->n ? ", and the aliases given" : "", t && t->user && t->user[0] ? ", and the "
+                       "plug-ins' policies" : "");
     }
     out->iface = pi;
     out->n = policy_n_params(pi);
@@ -324,7 +333,7 @@ int policy_alias_add(policy_aliases *t, const char *def, kv_err *err)
                            "and _ . -", (int)nlen, def);
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)nlen, def);
-    if (policy_find(name)) return kv_fail(err, KV_EUSAGE, "--alias %s: %s is a policy's name", name, name);
+    if (find_policy(t, name, nlen)) return kv_fail(err, KV_EUSAGE, "--alias %s: %s is a policy's name", name, name);
     if (alias_find(t, name, nlen)) return kv_fail(err, KV_EUSAGE, "--alias %s: defined twice", name);
     if (t->n >= POLICY_MAX_ALIASES) return kv_fail(err, KV_EUSAGE, "--alias %s: more than %d aliases", name,
                                                    POLICY_MAX_ALIASES);

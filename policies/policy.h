@@ -23,45 +23,9 @@
 
 #include "core/kv_error.h"
 #include "core/rope.h"
-
-enum { POLICY_MAX_PARAMS = 8 };
-
-typedef enum { PARAM_NUMBER, PARAM_CHOICE } policy_param_kind;
-
-typedef struct {
-    const char *key;
-    policy_param_kind kind;
-    const char *def;       /* default, as text */
-    const char *choices;   /* PARAM_CHOICE: "norm|raw|pairwise" */
-    double min, max;       /* PARAM_NUMBER: allowed range (inclusive) */
-    const char *doc;
-    bool integer;          /* PARAM_NUMBER: whole numbers only (sinks, seed) */
-    bool policy_valued;    /* PARAM_CHOICE of policy names (a wrapper's base): also takes an alias of one
-                              (policy_aliases), its full configuration then in policy_config.base */
-} policy_param;
-
-/* A named set of parameter values (snapkv:preset=paper): `preset=NAME` in a
- * spec stands for its "key=value:..." items, each unless the spec gives that
- * key itself; the canonical name shows the values, never the preset. */
-enum { POLICY_MAX_PRESETS = 4 };
-typedef struct {
-    const char *name;
-    const char *params;    /* "key=value:key=value" */
-    const char *doc;       /* where the values come from */
-} policy_preset;
-
-/* A parsed "name:key=value:..." with every parameter filled (defaults too). */
-typedef struct policy_config {
-    const struct policy_iface *iface;
-    int n;                                 /* = policy_n_params(iface) */
-    double num[POLICY_MAX_PARAMS];         /* PARAM_NUMBER values */
-    int choice[POLICY_MAX_PARAMS];         /* PARAM_CHOICE: index into the choices */
-    char canonical[256];                   /* "key=value:key=value", sorted by key, defaults filled */
-    /* a policy_valued parameter given an alias: that alias's configuration (owned by the alias
-     * table, which outlives the configuration); NULL: the named policy with its defaults */
-    const struct policy_config *base;
-    char alias[64];                        /* the alias this configuration was given as; "" none */
-} policy_config;
+/* the interface itself (parameters, policy_config, policy_view, policy_iface) is the public,
+ * versioned header plug-ins build against: the built-ins use the same one (docs/plugins.md) */
+#include "kvtrace/policy.h"
 
 /* Named configurations (`--alias NAME=policy:key=value...`): a table the caller owns and passes
  * to the parser (no process-wide state). An alias names a policy of the registry (not another
@@ -71,87 +35,10 @@ typedef struct {
     int n;
     char name[POLICY_MAX_ALIASES][64];
     policy_config cfg[POLICY_MAX_ALIASES];
+    /* policies beside the registry, NULL-terminated (a plug-in's: policy_plugins_attach, plugin.h);
+     * found by name after the registry's, never clashing with them; NULL: none */
+    const policy_iface *const *user;
 } policy_aliases;
-
-/* One eviction step, as plain arrays. Positions are ascending. */
-typedef struct {
-    int64_t n;               /* |C| candidates */
-    int64_t D;               /* head dim */
-    const int64_t *pos;      /* [n] positions */
-    const float *keys;       /* [n][D] */
-    const float *values;     /* [n][D] */
-    int64_t budget;          /* N */
-    int64_t now;             /* last position processed (end of the chunk) */
-    int64_t layer, kv_head, step;
-    /* with needs_attention: the softmax weights of the chunk's queries (the
-     * last n_queries candidates) over the candidates they can see, zero for
-     * the rest, averaged over the query heads of the kv group; else NULL */
-    const float *attn;       /* [n_queries][n] */
-    int64_t n_queries;
-    /* the trace's queries of the stream's query heads (snapkv's observation
-     * window) and the full-cache log-sum-exp of their rows (oracle's future
-     * attention a_ij = exp(q_i.k_j/sqrt(D) - lse_i)); the keys of query head j
-     * are `keys` (j < q_heads: one kv head's group, or the layer's first group).
-     * Row t of a head holds position q0 + t: sim has every position (q0 = 0);
-     * in-model eviction keeps only the latest query_window() positions up to
-     * now (q0 > 0 later in a run; T is then the row stride of a head) */
-    const float *queries;    /* [q_heads][T][D] */
-    const double *lse;       /* [q_heads][T]; NULL in-model (no full-cache run to take it from) */
-    int64_t q_heads, T, q0;
-    /* the RoPE the queries and keys carry (expected_attention undoes it on
-     * the queries; theta 0: unknown) and the prompt's length (qfilter
-     * calib=prompt; sim only, 0 in-model) */
-    rope_spec rope;
-    int64_t prompt_len;
-    /* with needs_kvzip: the trace's /attention/kvzip rows of the stream's
-     * query heads, [q_heads][T] by position (the largest attention each
-     * context key got from the KVzip reconstruction pass); else NULL */
-    const float *kvzip;
-    /* the layer's output projection W_o [wo_dim][wo_ld] as the model stores it (out = W_o · the
-     * heads' outputs one after the other; query head h reads columns h·D .. h·D+D−1), the
-     * stream's first query head q_head0 (its q_heads follow); wo NULL: unknown (a trace without
-     * /wo: criticalkv) */
-    const float *wo;
-    int64_t wo_dim, wo_ld, q_head0;
-} policy_view;
-
-typedef struct policy_iface {
-    const char *name;
-    const char *summary;     /* one line; says "reconstruction" for primekv */
-    policy_param params[POLICY_MAX_PARAMS];   /* sorted by key; the first without a key ends them */
-    policy_preset presets[POLICY_MAX_PRESETS]; /* optional; the first without a name ends them */
-    bool never_evicts;       /* full */
-    bool needs_attention;    /* issue #5 */
-    /* optional: per-stream state; NULL create means stateless */
-    int (*create)(const policy_config *cfg, void **state, kv_err *err);
-    void (*destroy)(void *state);
-    /* scores[n] for the candidates of v; higher keeps, +INFINITY protected.
-     * KV_OK, or an error in err (out of memory): the engine stops the run */
-    int (*score)(const policy_config *cfg, void *state, const policy_view *v, double *scores, kv_err *err);
-    /* optional, step 3 of SPEC §4: called for every chunk (evicting or not)
-     * after the chunk's queries attended; with needs_attention, v->attn holds
-     * their weights over the candidates (mean over the kv group). Errors as score's */
-    int (*observe)(const policy_config *cfg, void *state, const policy_view *v, kv_err *err);
-    /* optional: true when this configuration keeps one set for all kv heads of
-     * a layer (tova:scope=layer); the engine then replays the layer's kv heads
-     * as one stream and v->attn averages over all the layer's query heads */
-    bool (*layer_scope)(const policy_config *cfg);
-    /* optional: how many of the latest query positions (up to now) score()
-     * reads from v->queries; an in-model engine keeps only these. NULL: none */
-    int64_t (*query_window)(const policy_config *cfg);
-    /* reads the future (oracle): sim only, refused by in-model eviction */
-    bool offline_only;
-    /* optional: the same for one configuration (qfilter:calib=prompt reads
-     * the whole prompt's queries); callers ask policy_offline_only */
-    bool (*offline_for)(const policy_config *cfg);
-    /* reads v->kvzip (kvzip): sim refuses it on a trace without /attention/kvzip */
-    bool needs_kvzip;
-    /* its scores mean the same on every kv head (attention mass, a position, a
-     * uniform draw), so a dynamic allocator (adakv) may rank the candidates of
-     * different heads against each other directly; otherwise it ranks each
-     * head's by their quantile within the head (docs/allocators.md) */
-    bool scores_comparable;
-} policy_iface;
 
 /* The registry (registry.c): every policy, in a fixed order; NULL-terminated. */
 const policy_iface *const *policy_all(void);

@@ -8,6 +8,7 @@
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "provenance/provenance.h"
+#include "policies/plugin.h"
 #include "sim/sim.h"
 
 static const char USAGE[] =
@@ -22,6 +23,8 @@ static const char USAGE[] =
     "                       or an alias\n"
     "  --alias NAME=SPEC    a name for one configuration (SPEC = policy[:key=value...]), usable in\n"
     "                       --policies and as chunkkv's or criticalkv's base=; repeat for more\n"
+    "  --plugin FILE.so     load policies from a plug-in built against kvtrace/policy.h (docs/plugins.md),\n"
+    "                       usable in --policies and --alias like a built-in; repeat for more\n"
     "  --budgets LIST       comma-separated cache sizes: N >= 1 rows per (layer, kv head) on average,\n"
     "                       or F% of the trace's T (N = floor(F/100 * T))\n"
     "  --allocators LIST    how each layer and kv head shares the total L*K*N, each name[:key=value...]\n"
@@ -49,6 +52,7 @@ typedef struct {
     bool help, timestamp;
     policy_config cfgs[MAX_LIST];
     policy_aliases aliases;       /* --alias, in the order given */
+    policy_plugins plugins;       /* --plugin: closed after the run */
     const char *policies;         /* --policies, parsed once every --alias is known */
     alloc_config allocs[MAX_LIST];
     int64_t budgets[MAX_LIST];
@@ -67,6 +71,13 @@ static int parse_alias(const char *verb, const char *arg, void *args, kv_err *er
 {
     (void)verb;
     return policy_alias_add(&((sim_args *)args)->aliases, arg, err);
+}
+
+static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    (void)verb;
+    sim_args *a = args;
+    return policy_plugin_load(&a->plugins, &a->aliases, arg, err);
 }
 
 static int parse_allocators(const char *verb, const char *arg, void *args, kv_err *err)
@@ -114,6 +125,7 @@ static int parse_budgets(const char *verb, const char *arg, void *args, kv_err *
 static const cli_opt OPTIONS[] = {
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
     {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
+    {.name = "plugin", .kind = CLI_CUSTOM, .parse = parse_plugin},
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
     {CLI_ROW("step-counts", CLI_FLAG, sim_args, o.step_counts)},
@@ -184,6 +196,7 @@ int sim_main(int argc, char **argv)
     kv_err err = {0};
     sim_args *a = kv_calloc(1, sizeof *a, "sim: options", &err);
     int status = a ? verb(argc, argv, a) : cli_report(&err);
+    if (a) policy_plugins_close(&a->plugins);
     free(a);
     return status;
 }

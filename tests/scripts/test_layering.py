@@ -169,6 +169,11 @@ def sources():
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"', re.M)
 
+# The public headers (include/kvtrace/, found by -Iinclude and installed for plug-ins): below
+# every folder, so any may include them; they include only each other.
+PUBLIC = "kvtrace"
+PUBLIC_DIR = os.path.join("include", "kvtrace")
+
 
 def main():
     objs = [o for o in objects() if folder_of(o) in LAYERS]
@@ -192,9 +197,15 @@ def main():
         top = folder_of(src)
         lines[top] = lines.get(top, 0) + text.count("\n")
         for inc in INCLUDE.findall(text):
-            if inc != top and inc not in LAYERS[top]:
+            if inc != top and inc != PUBLIC and inc not in LAYERS[top]:
                 bad_inc.append("%s includes %s/" % (src, inc))
     check(not bad_inc, "folders include only the layers below them", "\n".join(bad_inc))
+
+    bad_pub = []
+    for f in sorted(os.listdir(os.path.join(ROOT, PUBLIC_DIR))):
+        text = open(os.path.join(ROOT, PUBLIC_DIR, f), encoding="utf-8").read()
+        bad_pub += ["%s/%s includes %s/" % (PUBLIC_DIR, f, inc) for inc in INCLUDE.findall(text) if inc != PUBLIC]
+    check(not bad_pub, "the public headers (%s) include only each other" % PUBLIC_DIR, "\n".join(bad_pub))
 
     state = mutable_state(objs)
     check(not state, "no process-wide mutable state in the library", "\n".join(state))

@@ -1,0 +1,141 @@
+/* plugin: `--plugin FILE.so`, policies from a shared object built against
+ * include/kvtrace/policy.h (docs/plugins.md). The checks at load time are
+ * the ABI's (number and struct sizes), the two symbols', and each policy's
+ * (a name that is new, a score, parameters whose defaults parse); at run
+ * time only the scores' (a NaN stops the run: a plug-in's bug would
+ * otherwise pass as a ranking). A crashing plug-in crashes kvtrace. */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "policies/plugin.h"
+
+/* The plug-in's score, then the check that no score is NaN (policy_select would read it as
+ * -inf and the result would silently be the plug-in's bug). */
+static int checked_score(const policy_config *cfg, void *state, const policy_view *v, double *scores, kv_err *err)
+{
+    const policy_plugin_entry *e = (const policy_plugin_entry *)cfg->iface;
+    int rc = e->score(cfg, state, v, scores, err);
+    if (rc) {   /* the plug-in's own error: kept, or given a line when it wrote none */
+        if (!err->msg[0]) snprintf(err->msg, sizeof err->msg, "%s: policy %s failed (code %d)", e->file,
+                                   e->iface.name, rc);
+        err->code = rc;
+        return rc;
+    }
+    for (int64_t j = 0; j < v->n; j++)
+        if (isnan(scores[j]))
+            return kv_fail(err, KV_EINPUT, "%s: policy %s gave a NaN score (layer %lld, kv head %lld, step %lld, "
+                           "candidate at position %lld): scores must be numbers or +-inf", e->file, e->iface.name,
+                           (long long)v->layer, (long long)v->kv_head, (long long)v->step, (long long)v->pos[j]);
+    return KV_OK;
+}
+
+/* The name is new: not a built-in's, an alias's, or a plug-in's loaded before. */
+static int check_name(const policy_plugins *t, const policy_aliases *a, const char *path, const char *name,
+                      kv_err *err)
+{
+    size_t len = strlen(name);
+    if (len == 0 || len >= 64 || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != len)
+        return kv_fail(err, KV_EUSAGE, "%s: policy name '%s' is not 1-63 of letters, digits and _ . -", path, name);
+    if (policy_find(name))
+        return kv_fail(err, KV_EUSAGE, "%s: policy %s clashes with the built-in %s", path, name, name);
+    for (int i = 0; a && i < a->n; i++)
+        if (strcmp(a->name[i], name) == 0)
+            return kv_fail(err, KV_EUSAGE, "%s: policy %s clashes with the alias %s", path, name, name);
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->entry[i].iface.name, name) == 0)
+            return kv_fail(err, KV_EUSAGE, "%s: policy %s clashes with the policy of that name from %s", path, name,
+                           t->entry[i].file);
+    return KV_OK;
+}
+
+/* One policy of the plug-in into the next entry: its iface read up to size bytes. */
+static int add_policy(policy_plugins *t, const policy_aliases *a, const char *path, const policy_iface *pi,
+                      uint32_t size, kv_err *err)
+{
+    if (t->n >= POLICY_MAX_PLUGIN_POLICIES)
+        return kv_fail(err, KV_EUSAGE, "%s: more than %d plug-in policies in all", path, POLICY_MAX_PLUGIN_POLICIES);
+    policy_plugin_entry *e = &t->entry[t->n];
+    memset(e, 0, sizeof *e);
+    memcpy(&e->iface, pi, size);
+    snprintf(e->file, sizeof e->file, "%s", path);
+    if (!e->iface.name) return kv_fail(err, KV_EUSAGE, "%s: a policy without a name", path);
+    int rc = check_name(t, a, path, e->iface.name, err);
+    if (rc) return rc;
+    if (!e->iface.score) return kv_fail(err, KV_EUSAGE, "%s: policy %s has no score", path, e->iface.name);
+    double num[POLICY_MAX_PARAMS];
+    int choice[POLICY_MAX_PARAMS];
+    char canonical[256];
+    if ((rc = policy_params_parse(e->iface.name, e->iface.params, e->iface.name, "", num, choice, canonical,
+                                  sizeof canonical, err))) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        err->code = KV_OK; /* replaced by the same line, the file named */
+        return kv_fail(err, KV_EUSAGE, "%s: the defaults of policy %s: %s", path, e->iface.name, why);
+    }
+    if (!e->iface.summary) e->iface.summary = "(a plug-in's policy)";
+    e->score = e->iface.score;
+    e->iface.score = checked_score;
+    t->list[t->n++] = &e->iface;
+    t->list[t->n] = NULL;
+    return KV_OK;
+}
+
+/* The plug-in's tables, checked against this kvtrace's ABI and sizes. */
+static int plugin_tables(void *h, const char *path, const kvtrace_plugin **out, kv_err *err)
+{
+    const uint32_t *abi = dlsym(h, "kvtrace_plugin_abi");
+    const kvtrace_plugin *(*tables)(const kvtrace_host *) = NULL;
+    *(void **)&tables = dlsym(h, "kvtrace_plugin_tables");   /* POSIX: a function from a void * */
+    const char *missing = !abi ? "kvtrace_plugin_abi" : !tables ? "kvtrace_plugin_tables" : NULL;
+    if (missing)
+        return kv_fail(err, KV_EUSAGE, "%s: not a kvtrace plug-in: no symbol %s (define the policies with "
+                       "KVTRACE_PLUGIN, kvtrace/policy.h)", path, missing);
+    if (*abi != KVTRACE_POLICY_ABI)
+        return kv_fail(err, KV_EUSAGE, "%s: built for plug-in ABI %u, this kvtrace has ABI %u: rebuild it against "
+                       "this kvtrace's kvtrace/policy.h", path, *abi, KVTRACE_POLICY_ABI);
+    const kvtrace_host host = {KVTRACE_POLICY_ABI, sizeof(policy_config), sizeof(policy_view), sizeof(policy_iface)};
+    const kvtrace_plugin *p = tables(&host);
+    if (!p) return kv_fail(err, KV_EUSAGE, "%s: the plug-in refused this kvtrace (ABI %u)", path, KVTRACE_POLICY_ABI);
+    if (p->abi != KVTRACE_POLICY_ABI || p->config_size > host.config_size || p->view_size > host.view_size ||
+        p->iface_size > host.iface_size || p->iface_size < offsetof(policy_iface, score) + sizeof p->policies)
+        return kv_fail(err, KV_EUSAGE, "%s: its tables are for ABI %u with struct sizes config %u, view %u, iface %u; "
+                       "this kvtrace has ABI %u and %u, %u, %u: rebuild it against this kvtrace's kvtrace/policy.h",
+                       path, p->abi, p->config_size, p->view_size, p->iface_size, host.abi, host.config_size,
+                       host.view_size, host.iface_size);
+    if (!p->policies || !p->policies[0]) return kv_fail(err, KV_EUSAGE, "%s: the plug-in lists no policies", path);
+    *out = p;
+    return KV_OK;
+}
+
+int policy_plugin_load(policy_plugins *t, policy_aliases *aliases, const char *path, kv_err *err)
+{
+    if (t->n_files >= POLICY_MAX_PLUGINS)
+        return kv_fail(err, KV_EUSAGE, "--plugin %s: more than %d plug-ins", path, POLICY_MAX_PLUGINS);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *why = dlerror();
+        return kv_fail(err, KV_EUSAGE, "%s: cannot load the plug-in: %s", path, why ? why : "dlopen failed");
+    }
+    const kvtrace_plugin *p = NULL;
+    const int n0 = t->n;
+    int rc = plugin_tables(h, path, &p, err);
+    for (int i = 0; !rc && p->policies[i]; i++) rc = add_policy(t, aliases, path, p->policies[i], p->iface_size, err);
+    if (rc) {   /* none of this file's policies stay */
+        t->n = n0;
+        t->list[n0] = NULL;
+        dlclose(h);
+        return rc;
+    }
+    t->handle[t->n_files++] = h;
+    if (aliases) aliases->user = t->list;
+    return KV_OK;
+}
+
+void policy_plugins_close(policy_plugins *t)
+{
+    for (int i = t->n_files; i-- > 0;) dlclose(t->handle[i]);
+    t->n_files = t->n = 0;
+    t->list[0] = NULL;
+}

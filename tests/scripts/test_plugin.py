@@ -1,0 +1,168 @@
+"""C plug-ins (issue #19 §2), TAP: (1) `make install PREFIX=tmp` installs kvtrace, kvtrace/*.h and kvtrace.pc;
+(2) examples/plugin/, copied out of the tree, builds against the installed header through pkg-config
+(for an ASan build of kvtrace, with the same sanitizer flags); (3) the installed kvtrace's sim, given the example
+(mypolicy, TOVA restated) and tests/plugins/knorm_plugin.c (plugknorm, knorm restated), keeps exactly the
+built-ins' sets at both TOVA scopes on a synthetic trace with D = 40 (the 16-lane sums and their tail);
+(4) bad plug-ins (another ABI, a larger struct, a missing symbol, a built-in's name, a file that is not there,
+one loaded twice) are refused with one line naming the file, exit 2, no output; a NaN score stops the run
+with one line naming the plug-in, exit 3, no output; (5) capture --evict mypolicy runs the model as --evict tova
+does (same tokens and recorded keys), and fidelity gives mypolicy tova's row; --alias NAME=mypolicy:scope=group
+works after --plugin."""
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
+import policy_trace as pt  # noqa: E402
+
+BUILD = os.environ.get("BUILD", "build")
+ASAN = "asan" in BUILD
+SAN_FLAGS = "-fsanitize=address,undefined -fno-sanitize-recover=all" if ASAN else ""
+BAD = ["BAD_ABI", "BAD_SIZE", "NO_TABLES", "CLASH"]
+
+
+def install(prefix):
+    args = ["make", "-s", "--no-print-directory", "install", "PREFIX=" + prefix, "BUILD=" + BUILD] + (["SAN=1"] if ASAN else [])
+    r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
+    want = ["bin/kvtrace", "include/kvtrace/policy.h", "include/kvtrace/error.h", "include/kvtrace/rope.h",
+            "lib/pkgconfig/kvtrace.pc"]
+    missing = [w for w in want if not os.path.exists(os.path.join(prefix, w))]
+    check(r.returncode == 0 and not missing, "make install PREFIX=tmp: kvtrace, the headers, kvtrace.pc",
+          r.stderr + " missing: %s" % missing)
+    return r.returncode == 0 and not missing
+
+
+def build_example(tmp, prefix):
+    src = os.path.join(tmp, "example")
+    shutil.copytree(os.path.join(ROOT, "examples", "plugin"), src, ignore=shutil.ignore_patterns("build"))
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
+    r = subprocess.run(["make", "-s", "EXTRA_CFLAGS=" + SAN_FLAGS], cwd=src, env=env, capture_output=True, text=True)
+    so = os.path.join(src, "build", "mypolicy.so")
+    ok = r.returncode == 0 and os.path.exists(so) and not r.stderr.strip()
+    check(ok, "examples/plugin builds out of tree against the installed header (pkg-config --cflags kvtrace)",
+          r.stdout + r.stderr)
+    return so if ok else None
+
+
+def cc(tmp, prefix, src, name, *defs):
+    out = os.path.join(tmp, name + ".so")
+    r = subprocess.run(["cc", "-std=c11", "-I" + os.path.join(prefix, "include"), "-O1", "-g", "-Wall", "-Wextra",
+                        "-Werror", "-fPIC", "-shared", *SAN_FLAGS.split(), *["-D" + d for d in defs],
+                        os.path.join(ROOT, "tests", "plugins", src), "-o", out, "-lm"], capture_output=True, text=True)
+    if r.returncode:
+        check(False, "tests/plugins/%s %s builds" % (src, " ".join(defs)), r.stderr)
+        return None
+    return out
+
+
+def sim(kv, trace, out, *args):
+    return subprocess.run([kv, "sim", trace, "--budgets", "9,20", "--chunk", "7", "--decode-chunk", "3", "--quiet",
+                           "--threads", "2", "-o", out, *args], capture_output=True, text=True)
+
+
+def equivalence(kv, tmp, trace, mine, knorm):
+    out = os.path.join(tmp, "eq")
+    r = sim(kv, trace, out, "--plugin", mine, "--plugin", knorm, "--alias", "mg=mypolicy:scope=group", "--policies",
+            "mypolicy,tova,mg,tova:scope=group,plugknorm,knorm")
+    check(r.returncode == 0, "sim --plugin (two plug-ins, an alias of a plug-in's policy)", r.stderr)
+    if r.returncode:
+        return
+    pairs = [(("mypolicy", "scope=layer"), ("tova", "scope=layer")), (("mypolicy", "scope=group"), ("tova", "scope=group")),
+             (("plugknorm", ""), ("knorm", ""))]
+    for a, b in pairs:
+        same = all(pt.kept(out, *a, N) == pt.kept(out, *b, N) for N in (9, 20))
+        check(same, "%s keeps exactly %s's sets (budgets 9, 20)" % (":".join(filter(None, a)), ":".join(filter(None, b))))
+
+
+def refusals(kv, tmp, prefix, trace, mine):
+    for m in BAD:
+        so = cc(tmp, prefix, "bad_plugin.c", m.lower(), m)
+        out = os.path.join(tmp, "bad_" + m)
+        r = sim(kv, trace, out, "--plugin", so or "missing", "--policies", "knorm") if so else None
+        if r is None:
+            continue
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 2 and len(lines) == 1 and lines[0].startswith("kvtrace: error: " + so + ":")
+              and not os.path.exists(out), "a plug-in with %s is refused: one line naming it, exit 2, no output" % m,
+              "rc %d: %s" % (r.returncode, r.stderr))
+    for what, args in (("a file that is not there", ["--plugin", os.path.join(tmp, "nothing.so")]),
+                       ("one file twice (its names clash)", ["--plugin", mine, "--plugin", mine])):
+        out = os.path.join(tmp, "bad_x")
+        r = sim(kv, trace, out, *args, "--policies", "knorm")
+        check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and not os.path.exists(out),
+              "--plugin %s: one line, exit 2, no output" % what, r.stderr)
+    so = cc(tmp, prefix, "bad_plugin.c", "nan", "NAN_SCORE")
+    if so:
+        out = os.path.join(tmp, "nan")
+        r = sim(kv, trace, out, "--plugin", so, "--policies", "knorm,badpol")
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 3 and len(lines) == 1 and (so + ": policy badpol gave a NaN score") in lines[0]
+              and not os.path.exists(out), "a NaN score stops sim: one line naming the plug-in, exit 3, no output",
+              "rc %d: %s" % (r.returncode, r.stderr))
+
+
+def capture_case(kv, tmp, mine):
+    model = model_file()
+    if not model:
+        skip("capture --evict a plug-in's policy", NO_MODEL)
+        return
+    got = {}
+    for p in ("mypolicy", "tova"):
+        out = os.path.join(tmp, "c_%s.h5" % p)
+        r = subprocess.run([kv, "capture", "--quiet", "--model", model, "--plugin", mine, "--evict", p, "--budget",
+                            "12", "--prompt", "Once upon a time", "--generate", "20", "--chunk", "8", "-o", out],
+                           capture_output=True, text=True)
+        if r.returncode:
+            check(False, "capture --plugin --evict %s" % p, r.stderr)
+            return
+        with h5py.File(out, "r") as f:
+            got[p] = (f.attrs["evict_policy"], f["tokens"][:], f["keys"][:])
+    same = np.array_equal(got["mypolicy"][1], got["tova"][1]) and np.array_equal(got["mypolicy"][2], got["tova"][2])
+    check(got["mypolicy"][0] == "mypolicy" and same,
+          "capture --plugin --evict mypolicy: labelled mypolicy, the same tokens and keys as --evict tova")
+    out = os.path.join(tmp, "fid")
+    r = subprocess.run([kv, "fidelity", "--quiet", "--model", model, "--plugin", mine, "--policies", "mypolicy,tova",
+                        "--budgets", "12", "--prompt", "Once upon a time", "--generate", "20", "-o", out],
+                       capture_output=True, text=True)
+    rows = {}
+    if r.returncode == 0:
+        with open(os.path.join(out, "fidelity.csv")) as f:
+            rows = {row["policy"]: [v for k, v in row.items() if k not in ("config", "policy")] for row in csv.DictReader(f)}
+    check(r.returncode == 0 and set(rows) == {"mypolicy", "tova"} and rows["mypolicy"] == rows["tova"],
+          "fidelity --plugin: mypolicy's row equals tova's (KL, perplexity, offline error)", r.stderr + str(rows))
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="kvtrace_plugin_")
+    try:
+        prefix = os.path.join(tmp, "prefix")
+        if not install(prefix):
+            return
+        kv = os.path.join(prefix, "bin", "kvtrace")
+        mine = build_example(tmp, prefix)
+        knorm = cc(tmp, prefix, "knorm_plugin.c", "plugknorm")
+        rng = np.random.default_rng(19)
+        L, H, K, T, D, P = 2, 4, 2, 61, 40, 40
+        trace = os.path.join(tmp, "t.h5")
+        pt.write_trace(trace, rng.standard_normal((L, K, T, D)), rng.standard_normal((L, K, T, D)),
+                       rng.standard_normal((L, H, T, D)), P)
+        if mine and knorm:
+            equivalence(kv, tmp, trace, mine, knorm)
+            refusals(kv, tmp, prefix, trace, mine)
+            capture_case(kv, tmp, mine)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
+    finish()
