@@ -281,6 +281,8 @@ int policy_parse_in(const policy_aliases *t, const char *spec, policy_config *ou
     const policy_iface *pi = NULL;
     for (const policy_iface *const *p = policy_all(); *p; p++)
         if (strlen((*p)->name) == nlen && strncmp((*p)->name, spec, nlen) == 0) pi = *p;
+    for (int i = 0; !pi && t && i < t->n_user; i++)
+        if (strlen(t->user[i]->name) == nlen && strncmp(t->user[i]->name, spec, nlen) == 0) pi = t->user[i];
     const policy_config *a = pi ? NULL : alias_find(t, spec, nlen);
     if (a) {
         if (spec[nlen])
@@ -294,7 +296,7 @@ int policy_parse_in(const policy_aliases *t, const char *spec, policy_config *ou
         list_names(known, sizeof known, NULL);
         if (nlen == 0) return kv_fail(err, KV_EUSAGE, "empty policy name (known: %s)", known);
         return kv_fail(err, KV_EUSAGE, "unknown policy '%.*s' (known: %s%s)", (int)nlen, spec, known,
-                       t && t->n ? ", and the aliases given" : "");
+                       t && (t->n || t->n_user) ? ", and the aliases and definitions given" : "");
     }
     out->iface = pi;
     out->n = policy_n_params(pi);

@@ -71,6 +71,10 @@ typedef struct {
     int n;
     char name[POLICY_MAX_ALIASES][64];
     policy_config cfg[POLICY_MAX_ALIASES];
+    /* user-defined policies (--define's expressions, policies/expr.h), owned by the caller: usable by
+     * name after the registry's; NULL: none */
+    const struct policy_iface *const *user;
+    int n_user;
 } policy_aliases;
 
 /* One eviction step, as plain arrays. Positions are ascending. */
