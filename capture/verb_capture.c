@@ -9,6 +9,7 @@
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "policies/plugin.h"
+#include "policies/expr.h"
 #include "policies/policy.h"
 
 static const char USAGE[] =
@@ -60,6 +61,10 @@ static const char USAGE[] =
     "                       chunkkv/criticalkv base=NAME; repeat for more\n"
     "  --plugin FILE.so     load policies from a plug-in built against kvtrace/policy.h (docs/plugins.md):\n"
     "                       --evict NAME; repeat for more\n"
+    "  --define 'NAME = EXPR [; protect = ...]'\n"
+    "                       a policy from a score expression (docs/expressions.md), usable in --evict NAME;\n"
+    "                       repeat for more (future_attn is refused here: offline only)\n"
+    "  --defines FILE       one definition per line ('#' comments)\n"
     "  --budget N           the cache budget N (required with --evict): the average per (layer, kv head)\n"
     "  --allocator A[:k=v...]  with --evict: how the total L*K*N is shared by the (layer, kv head)\n"
     "                       caches (kvtrace policies lists them; default uniform: each keeps N; cake\n"
@@ -88,6 +93,7 @@ typedef struct {
     bool help;
     policy_aliases aliases;   /* --alias (o.evict's base may point into it) */
     policy_plugins plugins;   /* --plugin (o.evict's iface may point into it): closed after the run */
+    expr_defs defs;           /* --define, --defines (the configurations point into it) */
     const char *evict;        /* --evict, parsed once every --alias is known */
 } capture_args;
 
@@ -157,6 +163,18 @@ static int parse_evict(const char *verb, const char *arg, void *args, kv_err *er
     return KV_OK;
 }
 
+static int parse_define(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    (void)verb;
+    return expr_define(&((capture_args *)args)->defs, arg, err);
+}
+
+static int parse_defines(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    (void)verb;
+    return expr_define_file(&((capture_args *)args)->defs, arg, err);
+}
+
 static int parse_alias(const char *verb, const char *arg, void *args, kv_err *err)
 {
     (void)verb;
@@ -191,6 +209,8 @@ static const cli_opt OPTIONS[] = {
     {.name = "evict", .kind = CLI_CUSTOM, .parse = parse_evict},
     {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
     {.name = "plugin", .kind = CLI_CUSTOM, .parse = parse_plugin},
+    {.name = "define", .kind = CLI_CUSTOM, .parse = parse_define},
+    {.name = "defines", .kind = CLI_CUSTOM, .parse = parse_defines},
     {ROW("budget", CLI_I64, budget), .lo = 1, .hi = 1 << 30},
     {.name = "allocator", .kind = CLI_CUSTOM, .parse = parse_allocator},
     {ROW("head-scores", CLI_TEXT, head_scores)},
@@ -266,6 +286,7 @@ static int parse_args(int argc, char **argv, capture_args *a, kv_err *err)
     int first;
     int rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, err);
     if (rc || a->help) return rc;
+    if ((rc = expr_defs_attach(&a->defs, &a->aliases, err))) return rc;
     if (a->evict && (rc = option_error(v, "--evict", policy_parse_in(&a->aliases, a->evict, &o->evict, err), err)))
         return rc;
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);

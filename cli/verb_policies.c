@@ -8,6 +8,7 @@
 #include "allocators/alloc.h"
 #include "cli/verbs.h"
 #include "core/cli_args.h"
+#include "policies/expr.h"
 #include "policies/policy.h"
 
 static const char USAGE[] =
@@ -18,7 +19,29 @@ static const char USAGE[] =
     "name:key=value:key=value (e.g. keydiff:window=0.2:anchor=raw); results name every\n"
     "parameter, defaults filled in, as key=value:key=value sorted by key. Then the budget\n"
     "allocators (sim --allocators, same syntax): how many candidates each (layer, kv head)\n"
-    "keeps (docs/allocators.md). NAME may name a policy or an allocator.\n";
+    "keeps (docs/allocators.md). NAME may name a policy or an allocator.\n"
+    "\n"
+    "  --features   the features, functions and protect items of score expressions\n"
+    "               (sim/capture/fidelity --define 'NAME = EXPR [; protect = ...]', docs/expressions.md)\n";
+
+/* `--features`: what a score expression may read and do. */
+static int print_features(void)
+{
+    printf("Features of score expressions (per candidate j of a step; now = the chunk's last position):\n\n");
+    for (int i = 0; i < EF_COUNT; i++) {
+        const expr_feature *f = &EXPR_FEATURES[i];
+        char name[40];
+        snprintf(name, sizeof name, "%s%s", f->name, f->args);
+        printf("  %-20s %s%s\n", name, f->formula, f->offline ? " [sim only]" : "");
+    }
+    printf("\nOperators: + - * / ^ (power), < <= > >= == != (1 or 0), c ? a : b, unary -, ( ), inf\n"
+           "Functions: log exp sqrt abs, min(a, b, ...) max(a, b, ...), clamp(x, lo, hi)\n"
+           "Per-step normalisers over the candidates: z(x) (population sd; 0 where it is 0), rank(x) (in [0, 1],\n"
+           "  ties averaged), minmax(x) (0 where max = min), softmax(x)\n"
+           "Protect (after ';'): protect = sinks(k), recent(fraction of N), recent_n(k)\n"
+           "Higher keeps; a NaN score counts as -inf.\n");
+    return 0;
+}
 
 static void print_param(const policy_param *p)
 {
@@ -103,6 +126,7 @@ int policies_main(int argc, char **argv)
             fputs(USAGE, stdout);
             return 0;
         }
+        if (strcmp(argv[a], "--features") == 0 && argc == 2) return print_features();
         if (argv[a][0] == '-') {
             cli_usage(&err, "policies", "unknown option '%s'", argv[a]);
             return cli_report(&err);

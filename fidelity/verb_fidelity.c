@@ -8,6 +8,7 @@
 #include "core/cli_opts.h"
 #include "fidelity/fidelity.h"
 #include "policies/plugin.h"
+#include "policies/expr.h"
 
 static const char USAGE[] =
     "usage: kvtrace fidelity [--model M] [--prompt TEXT | --prompt-file F | --tokens F] [--generate N]\n"
@@ -33,6 +34,10 @@ static const char USAGE[] =
     "                       and as chunkkv's or criticalkv's base=; repeat for more\n"
     "  --plugin FILE.so     load policies from a plug-in built against kvtrace/policy.h (docs/plugins.md),\n"
     "                       usable in --policies and --alias like a built-in; repeat for more\n"
+    "  --define 'NAME = EXPR [; protect = ...]'\n"
+    "                       a policy from a score expression (docs/expressions.md), usable in --policies;\n"
+    "                       repeat for more (future_attn is refused here: offline only)\n"
+    "  --defines FILE       one definition per line ('#' comments)\n"
     "  --allocators LIST    budget allocators, name[:key=value...] (default uniform: each (layer, kv\n"
     "                       head) keeps N); sim replays the full-cache trace under the same ones\n"
     "                       (docs/allocators.md; cake and global evict every layer at each chunk's end)\n"
@@ -63,6 +68,7 @@ typedef struct {
     char model_path[4096];
     policy_aliases aliases;   /* --alias */
     policy_plugins plugins;   /* --plugin: closed after the run */
+    expr_defs defs;           /* --define, --defines (the configurations point into it) */
     const char *policies;     /* --policies, parsed once every --alias is known */
 } fid_args;
 
@@ -72,6 +78,18 @@ static int parse_policies(const char *verb, const char *arg, void *args, kv_err 
     (void)err;
     ((fid_args *)args)->policies = arg;
     return KV_OK;
+}
+
+static int parse_define(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    (void)verb;
+    return expr_define(&((fid_args *)args)->defs, arg, err);
+}
+
+static int parse_defines(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    (void)verb;
+    return expr_define_file(&((fid_args *)args)->defs, arg, err);
 }
 
 static int parse_alias(const char *verb, const char *arg, void *args, kv_err *err)
@@ -109,6 +127,8 @@ static const cli_opt OPTIONS[] = {
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
     {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
     {.name = "plugin", .kind = CLI_CUSTOM, .parse = parse_plugin},
+    {.name = "define", .kind = CLI_CUSTOM, .parse = parse_define},
+    {.name = "defines", .kind = CLI_CUSTOM, .parse = parse_defines},
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {CLI_ROW("chunk", CLI_I64, fid_args, o.seq.chunk), .lo = 1, .hi = 1 << 20},
@@ -159,6 +179,7 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
     int first;
     int rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, err);
     if (rc || a->help) return rc;
+    if ((rc = expr_defs_attach(&a->defs, &a->aliases, err))) return rc;
     if (a->policies && (rc = policy_parse_list_in(&a->aliases, v, a->policies, a->cfgs, MAX_LIST, &o->n_policies, err)))
         return rc;
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);

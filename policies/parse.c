@@ -79,6 +79,8 @@ static const policy_iface *find_policy(const policy_aliases *t, const char *name
         if (strlen((*p)->name) == len && strncmp((*p)->name, name, len) == 0) return *p;
     for (const policy_iface *const *p = t ? t->user : NULL; p && *p; p++)
         if (strlen((*p)->name) == len && strncmp((*p)->name, name, len) == 0) return *p;
+    for (int i = 0; t && i < t->n_defs; i++)
+        if (strlen(t->defs[i]->name) == len && strncmp(t->defs[i]->name, name, len) == 0) return t->defs[i];
     return NULL;
 }
 
@@ -301,9 +303,9 @@ int policy_parse_in(const policy_aliases *t, const char *spec, policy_config *ou
     if (!pi) {
         list_names(known, sizeof known, NULL);
         if (nlen == 0) return kv_fail(err, KV_EUSAGE, "empty policy name (known: %s)", known);
-        return kv_fail(err, KV_EUSAGE, "unknown policy '%.*s' (known: %s%s%s)", (int)nlen, spec, known,
+        return kv_fail(err, KV_EUSAGE, "unknown policy '%.*s' (known: %s%s%s%s)", (int)nlen, spec, known,
                        t && t->n ? ", and the aliases given" : "", t && t->user && t->user[0] ? ", and the "
-                       "plug-ins' policies" : "");
+                       "plug-ins' policies" : "", t && t->n_defs ? ", and the definitions given" : "");
     }
     out->iface = pi;
     out->n = policy_n_params(pi);

@@ -117,6 +117,7 @@ static int write_run(hid_t runs, const results_run_view *run, const char *name, 
     int rc = h5u_write_attr_str(g, ATTR_CONFIG, config, err);
     if (!rc) rc = h5u_write_attr_str(g, ATTR_POLICY, run->policy, err);
     if (!rc) rc = h5u_write_attr_str(g, ATTR_PARAMS, run->params, err);
+    if (!rc && run->definition) rc = h5u_write_attr_str(g, "definition", run->definition, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_BUDGET, &run->budget, 1, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_CHUNK, &run->chunk, 1, err);
     if (!rc) rc = h5u_write_attr_str(g, ATTR_ALLOCATOR, run->allocator ? run->allocator : "uniform", err);

@@ -67,6 +67,7 @@
 typedef struct {
     const char *policy;          /* registry name */
     const char *params;          /* canonical parameters, defaults filled, "" for none */
+    const char *definition;      /* a score expression's definition (--define), else NULL: attribute `definition` */
     const char *allocator;       /* its label ("uniform", "pyramid:beta=20:window=32") */
     double budget_fraction;      /* the budget's fraction of T when given so, else NaN or 0 (no attribute) */
     int64_t budget, chunk;

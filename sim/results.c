@@ -11,6 +11,7 @@
 
 #include "core/cli_args.h"
 #include "core/csv.h"
+#include "policies/expr.h"
 #include "results/results_dir.h"
 #include "results/results_h5.h"
 #include "results/results_schema.h"
@@ -240,7 +241,8 @@ static int write_results_h5(const sim_results *r, const sim_opts *o, const char 
         for (size_t i = 0; i < LK; i++)
             if (r->head_budget[(size_t)c * LK + i] > width) width = r->head_budget[(size_t)c * LK + i];
         alloc_label(sim_cfg_alloc(o, c), alloc[c], sizeof alloc[c]);
-        runs[c] = (results_run_view){.policy = pc->iface->name, .params = pc->canonical, .allocator = alloc[c],
+        runs[c] = (results_run_view){.policy = pc->iface->name, .params = pc->canonical,
+                                     .definition = expr_definition(pc->iface), .allocator = alloc[c],
                                      .budget_fraction = sim_cfg_fraction(o, c), .budget = sim_cfg_budget(o, c),
                                      .chunk = o->chunk, .width = width, .stride = r->width[c],
                                      .retained = r->retained[c], .final_logdet = r->logdet + (size_t)c * LK,

@@ -7,6 +7,7 @@
 
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
+#include "policies/expr.h"
 #include "provenance/provenance.h"
 #include "policies/plugin.h"
 #include "sim/sim.h"
@@ -25,6 +26,10 @@ static const char USAGE[] =
     "                       --policies and as chunkkv's or criticalkv's base=; repeat for more\n"
     "  --plugin FILE.so     load policies from a plug-in built against kvtrace/policy.h (docs/plugins.md),\n"
     "                       usable in --policies and --alias like a built-in; repeat for more\n"
+    "  --define 'NAME = EXPR [; protect = ...]'\n"
+    "                       a policy from a score expression over per-candidate features\n"
+    "                       (docs/expressions.md, kvtrace policies --features); repeat for more\n"
+    "  --defines FILE       one definition per line ('#' comments)\n"
     "  --budgets LIST       comma-separated cache sizes: N >= 1 rows per (layer, kv head) on average,\n"
     "                       or F% of the trace's T (N = floor(F/100 * T))\n"
     "  --allocators LIST    how each layer and kv head shares the total L*K*N, each name[:key=value...]\n"
@@ -53,6 +58,7 @@ typedef struct {
     policy_config cfgs[MAX_LIST];
     policy_aliases aliases;       /* --alias, in the order given */
     policy_plugins plugins;       /* --plugin: closed after the run */
+    expr_defs defs;               /* --define, --defines */
     const char *policies;         /* --policies, parsed once every --alias is known */
     alloc_config allocs[MAX_LIST];
     int64_t budgets[MAX_LIST];
@@ -78,6 +84,18 @@ static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *e
     (void)verb;
     sim_args *a = args;
     return policy_plugin_load(&a->plugins, &a->aliases, arg, err);
+}
+
+static int parse_define(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    (void)verb;
+    return expr_define(&((sim_args *)args)->defs, arg, err);
+}
+
+static int parse_defines(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    (void)verb;
+    return expr_define_file(&((sim_args *)args)->defs, arg, err);
 }
 
 static int parse_allocators(const char *verb, const char *arg, void *args, kv_err *err)
@@ -126,6 +144,8 @@ static const cli_opt OPTIONS[] = {
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
     {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
     {.name = "plugin", .kind = CLI_CUSTOM, .parse = parse_plugin},
+    {.name = "define", .kind = CLI_CUSTOM, .parse = parse_define},
+    {.name = "defines", .kind = CLI_CUSTOM, .parse = parse_defines},
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
     {CLI_ROW("step-counts", CLI_FLAG, sim_args, o.step_counts)},
@@ -171,6 +191,7 @@ static int verb(int argc, char **argv, sim_args *a)
         prov_free(&prov);
         return 0;
     }
+    if (!rc) rc = expr_defs_attach(&a->defs, &a->aliases, &err);
     if (!rc && a->policies) {
         o->policies = a->cfgs;
         rc = policy_parse_list_in(&a->aliases, v, a->policies, a->cfgs, MAX_LIST, &o->n_policies, &err);

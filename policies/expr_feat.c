@@ -1,0 +1,156 @@
+/* expr_feat: the features a score expression reads (docs/expressions.md),
+ * each computed the way the built-in policy it comes from computes it (the
+ * same functions, the same order of sums), so an expression restating a
+ * built-in keeps exactly its sets: knorm and keydiff (vecmath.c), tova's
+ * attn_last, h2o's attn_acc (attn_hist.c), snapkv's window sums and pool,
+ * oracle's future attention (called through its interface). */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/softmax.h"
+#include "policies/attn_hist.h"
+#include "policies/expr.h"
+#include "policies/vecmath.h"
+
+extern const policy_iface policy_oracle;
+
+const expr_feature EXPR_FEATURES[EF_COUNT] = {
+    [EF_KNORM] = {"knorm", 0, {0, 0}, "", "|k_j| (L2 norm of the key)", false, false, false, false},
+    [EF_VNORM] = {"vnorm", 0, {0, 0}, "", "|v_j| (L2 norm of the value)", false, false, false, false},
+    [EF_COS_ANCHOR] = {"cos_anchor", 0, {0, 0}, "", "cos(k_j, mean_m k_m/|k_m|) (keydiff anchor=norm)", false,
+                       false, false, false},
+    [EF_COS_ANCHOR_RAW] = {"cos_anchor_raw", 0, {0, 0}, "", "cos(k_j, mean_m k_m) (keydiff anchor=raw)", false,
+                           false, false, false},
+    [EF_COS_PAIRWISE] = {"cos_pairwise", 0, {0, 0}, "", "mean_{m!=j} cos(k_j, k_m); 0 with one candidate", false,
+                         false, false, false},
+    [EF_ATTN_LAST] = {"attn_last", 0, {0, 0}, "", "attention from the chunk's last query, mean over the kv group "
+                      "(tova scope=group)", true, false, false, false},
+    [EF_ATTN_WINDOW] = {"attn_window", 1, {32, 0}, "(W)", "sum over the last W queries (trace) of their "
+                        "attention to k_j, mean over the kv group (snapkv before pooling); W default 32",
+                        false, false, true, false},
+    [EF_ATTN_POOLED] = {"attn_pooled", 2, {32, 5}, "(W, K)", "attn_window(W) average-pooled over K neighbouring "
+                        "candidates, zero padded (snapkv pool=avg, no window protection); default (32, 5)",
+                        false, false, true, false},
+    [EF_ATTN_ACC] = {"attn_acc", 0, {0, 0}, "", "attention received since it entered the cache, every query of "
+                     "every chunk (h2o)", true, true, false, false},
+    [EF_ATTN_ACC_NORM] = {"attn_acc_norm", 0, {0, 0}, "", "attn_acc / (now - pos + 1), the queries that could see "
+                          "it (h2o normalize=age)", true, true, false, false},
+    [EF_POS] = {"pos", 0, {0, 0}, "", "the candidate's position", false, false, false, false},
+    [EF_AGE] = {"age", 0, {0, 0}, "", "now - pos (now: the last position of the chunk)", false, false, false,
+                false},
+    [EF_IS_SINK] = {"is_sink", 1, {4, 0}, "(k)", "1 when pos < k, else 0; k default 4", false, false, false, false},
+    [EF_RECENCY_RANK] = {"recency_rank", 0, {0, 0}, "", "(n-1-j)/(n-1) for the j-th candidate by position: 0 the "
+                         "newest, 1 the oldest; 0 with one candidate", false, false, false, false},
+    [EF_FUTURE_ATTN] = {"future_attn", 0, {0, 0}, "", "sum over the future queries of their full-cache attention "
+                        "to k_j, mean over the kv group (oracle; offline only)", false, false, false, true},
+};
+
+int expr_feature_index(const char *name, size_t len)
+{
+    for (int i = 0; i < EF_COUNT; i++)
+        if (strlen(EXPR_FEATURES[i].name) == len && strncmp(EXPR_FEATURES[i].name, name, len) == 0) return i;
+    return -1;
+}
+
+/* keydiff's cosine to the anchor (anchor=norm with norms, raw without), sign flipped back. */
+static int cos_anchor(const policy_view *v, bool normed, bool pairwise, double *out, kv_err *err)
+{
+    const int64_t D = v->D, n = v->n;
+    double *mu = kv_calloc((size_t)(D + 2 * n), sizeof(double), "expression cos_anchor", err);
+    if (!mu) return err->code;
+    double *norms = mu + D, *w = norms + n;
+    for (int64_t j = 0; j < n; j++) norms[j] = vm_norm(v->keys + j * D, D);
+    vm_weighted_mean(v->keys, n, D, normed ? norms : NULL, mu, w);
+    if (pairwise) {
+        for (int64_t d = 0; d < D; d++) mu[d] *= (double)n;
+        vm_dots(v->keys, n, D, mu, out);
+        for (int64_t j = 0; j < n; j++)
+            out[j] = n < 2 || norms[j] == 0 ? 0 : (out[j] / norms[j] - 1.0) / (double)(n - 1);
+    } else {
+        vm_dots(v->keys, n, D, mu, out);
+        vm_cos_scores(out, norms, vm_norm_d(mu, D), n);
+        for (int64_t j = 0; j < n; j++) out[j] = -out[j];
+    }
+    free(mu);
+    return KV_OK;
+}
+
+/* snapkv's window sums: Σ over the last W queries of their softmax over the candidates they see. */
+static int attn_window(const policy_view *v, int64_t window, double *sum, kv_err *err)
+{
+    const int64_t n = v->n, D = v->D;
+    const int64_t i0 = v->now - window + 1 > 0 ? v->now - window + 1 : 0, W = v->now - i0 + 1;
+    for (int64_t c = 0; c < n; c++) sum[c] = 0.0;
+    if (!v->queries || n == 0) return KV_OK;
+    float *s = kv_calloc((size_t)(W * n), sizeof(float), "expression window scores", err);
+    if (!s) return err->code;
+    for (int64_t j = 0; j < v->q_heads; j++) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)W, (int)n, (int)D, (float)(1.0 / sqrt((double)D)),
+                    v->queries + (j * v->T + i0 - v->q0) * D, (int)D, v->keys, (int)D, 0.0f, s, (int)n);
+        for (int64_t r = 0, vis = 0; r < W; r++) {
+            float *row = s + r * n;
+            while (vis < n && v->pos[vis] <= i0 + r) vis++;
+            if (vis == 0) continue;
+            double z = softmax_row_exp(row, vis, softmax_row_max(row, vis));
+            softmax_accumulate(sum, row, 1.0 / (z * (double)v->q_heads), vis);
+        }
+    }
+    free(s);
+    return KV_OK;
+}
+
+static int attn_pooled(const policy_view *v, int64_t window, int64_t kernel, double *out, kv_err *err)
+{
+    double *sum = kv_calloc((size_t)v->n + 1, sizeof *sum, "expression pooled scores", err);
+    int rc = sum ? attn_window(v, window, sum, err) : err->code;
+    const int64_t left = kernel / 2;
+    for (int64_t c = 0; !rc && c < v->n; c++) {
+        double pooled = 0.0;
+        for (int64_t o = -left; o < kernel - left; o++)
+            if (c + o >= 0 && c + o < v->n) pooled += sum[c + o];
+        out[c] = pooled / (double)kernel;
+    }
+    free(sum);
+    return rc;
+}
+
+/* The values that need no more than the view. */
+static void simple(const expr_feat_use *u, const policy_view *v, double *out)
+{
+    const int64_t n = v->n;
+    const float *last = v->attn && v->n_queries > 0 ? v->attn + (v->n_queries - 1) * n : NULL;
+    for (int64_t j = 0; j < n; j++) switch (u->id) {
+        case EF_KNORM: out[j] = vm_norm(v->keys + j * v->D, v->D); break;
+        case EF_VNORM: out[j] = vm_norm(v->values + j * v->D, v->D); break;
+        case EF_ATTN_LAST: out[j] = last ? (double)last[j] : 0.0; break;
+        case EF_POS: out[j] = (double)v->pos[j]; break;
+        case EF_AGE: out[j] = (double)(v->now - v->pos[j]); break;
+        case EF_IS_SINK: out[j] = (double)v->pos[j] < u->a ? 1.0 : 0.0; break;
+        case EF_RECENCY_RANK: out[j] = n < 2 ? 0.0 : (double)(n - 1 - j) / (double)(n - 1); break;
+        default: out[j] = 0.0; break;
+    }
+}
+
+int expr_feature_values(const expr_feat_use *u, const policy_view *v, const void *hist, void *oracle, double *out,
+                        kv_err *err)
+{
+    switch (u->id) {
+    case EF_COS_ANCHOR: return cos_anchor(v, true, false, out, err);
+    case EF_COS_ANCHOR_RAW: return cos_anchor(v, false, false, out, err);
+    case EF_COS_PAIRWISE: return cos_anchor(v, true, true, out, err);
+    case EF_ATTN_WINDOW: return attn_window(v, (int64_t)u->a, out, err);
+    case EF_ATTN_POOLED: return attn_pooled(v, (int64_t)u->a, (int64_t)u->b, out, err);
+    case EF_FUTURE_ATTN: return policy_oracle.score(NULL, oracle, v, out, err);
+    case EF_ATTN_ACC:
+    case EF_ATTN_ACC_NORM:
+        if (hist) attn_hist_lookup(hist, v, out);
+        else for (int64_t c = 0; c < v->n; c++) out[c] = 0.0;
+        if (u->id == EF_ATTN_ACC_NORM)   /* h2o normalize=age's division, in its order */
+            for (int64_t c = 0; c < v->n; c++)
+                out[c] /= (double)(v->now >= v->pos[c] ? v->now - v->pos[c] + 1 : 1);
+        return KV_OK;
+    default: simple(u, v, out); return KV_OK;
+    }
+}

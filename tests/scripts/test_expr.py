@@ -1,0 +1,177 @@
+"""Score expressions (issue #19 §1, docs/expressions.md): (1) equivalence: expressions restating knorm, keydiff
+(and with a window), tova (scope=group), h2o and streaming keep exactly the built-ins' sets in sim on synthetic
+traces (two shapes, prefill and decode chunks), and in capture --evict on the test model; (2) every error class
+of a bad expression is one line, exit 2, no output; (3) each normaliser (z, rank, minmax, softmax) against numpy:
+a definition protecting exactly the top N by the normalised feature keeps numpy's top N in a one-chunk run; (4)
+--defines FILE and the label (NAME) in results.h5 with its definition. TAP."""
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from tap import check, finish, skip  # noqa: E402
+
+KV = os.environ.get("KVTRACE", "")
+PAIRS = [("ekn", "-knorm", "knorm", "knorm"),
+         ("ekd", "-cos_anchor", "keydiff", "keydiff:anchor=norm:metric=cos:window=0"),
+         ("ekdw", "-cos_anchor; protect = recent(0.2)", "keydiff:window=0.2", "keydiff:anchor=norm:metric=cos:window=0.2"),
+         ("etova", "attn_last", "tova:scope=group", "tova:scope=group"),
+         ("eh2o", "attn_acc; protect = recent(0.5)", "h2o", "h2o:normalize=none:recent=0.5"),
+         ("estr", "pos; protect = sinks(4)", "streaming", "streaming:sinks=4"),
+         ("eh2oa", "attn_acc_norm; protect = recent(0.3)", "h2o:normalize=age:recent=0.3", "h2o:normalize=age:recent=0.3"),
+         ("ekp", "-cos_pairwise", "keydiff:anchor=pairwise", "keydiff:anchor=pairwise:metric=cos:window=0")]
+
+
+def kept(out):
+    with h5py.File(os.path.join(out, "results.h5"), "r") as f:
+        return {(g.attrs["config"], int(g.attrs["budget"])): (g["retained"][()], g.attrs.get("definition"))
+                for g in f["runs"].values()}
+
+
+def synth(path, *shape):
+    subprocess.run([KV, "synth", *shape, "--quiet", "-o", path], check=True, capture_output=True)
+
+
+def equivalence(tmp):
+    for i, shape in enumerate([["--layers", "2", "--heads", "4", "--kv-heads", "2", "--head-dim", "32", "--tokens",
+                                "200", "--prompt-len", "150"],
+                               ["--layers", "1", "--heads", "2", "--kv-heads", "1", "--head-dim", "16", "--tokens",
+                                "90", "--seed", "3"]]):
+        t, out = os.path.join(tmp, f"t{i}.h5"), os.path.join(tmp, f"eq{i}")
+        synth(t, *shape)
+        args = [a for n, e, _, _ in PAIRS for a in ("--define", f"{n} = {e}")]
+        pol = ",".join([n for n, _, _, _ in PAIRS] + [b for _, _, b, _ in PAIRS])
+        r = subprocess.run([KV, "sim", t, "--budgets", "16,40", "--chunk", "16", "--decode-chunk", "3", "--quiet",
+                            "-o", out, *args, "--policies", pol], capture_output=True, text=True)
+        check(r.returncode == 0, f"sim with expressions beside the built-ins (trace {i})", r.stderr)
+        if r.returncode:
+            continue
+        k = kept(out)
+        for n, e, b, canon in PAIRS:
+            for B in (16, 40):
+                same = np.array_equal(k[(n, B)][0], k[(canon, B)][0])
+                check(same, f"'{e}' keeps exactly {b}'s sets (trace {i}, N={B})")
+        check(k[("ekn", 16)][1] == "ekn = -knorm", "results.h5 records the definition beside the label",
+              str(k[("ekn", 16)][1]))
+
+
+def model_equivalence(tmp):
+    model = os.path.join(os.environ.get("KVTRACE_MODEL_DIR", ""), "stories260K.gguf")
+    if not os.path.exists(model):
+        skip("capture --evict with an expression", "no test model")
+        return
+    sets = []
+    for ev, extra in (("ekn", ["--define", "ekn = -knorm"]), ("knorm", [])):
+        out = os.path.join(tmp, f"c_{ev}.h5")
+        r = subprocess.run([KV, "capture", "--model", model, "--prompt", "Once upon a time there was a little cat",
+                            "--generate", "12", "--chunk", "8", "--evict", ev, *extra, "--budget", "10",
+                            "--retained", "--quiet", "-o", out], capture_output=True, text=True)
+        check(r.returncode == 0, f"capture --evict {ev}", r.stderr)
+        with h5py.File(out, "r") as f:
+            sets.append({k: f["evict"][k][()] for k in ("retained", "step_end")})
+    check(sets[0].keys() == sets[1].keys() and all(np.array_equal(sets[0][k], sets[1][k]) for k in sets[0]),
+          "in-model eviction: -knorm keeps knorm's sets", str(list(sets[0])))
+
+
+BAD = [("mix = knorm * attn_ac", "col 15: unknown feature 'attn_ac' (did you mean attn_acc?)"),
+       ("mix = knorm +", "col 14: expected a number, a feature or '('"),
+       ("mix = max(knorm)", "max() takes 2 or more argument(s)"),
+       ("mix = knorm; protect = sink(4)", "unknown protect 'sink'"),
+       ("mix = knorm; protect = recent(2)", "recent: the argument is not in [0, 1]"),
+       ("knorm = pos", "knorm is a built-in policy's name"),
+       ("1x = pos", "not NAME = EXPR"),
+       ("mix = attn_window(0)", "an argument is not an integer in range"),
+       ("mix = knorm pos", "col 13: unexpected 'pos'"),
+       ("mix = (knorm", "expected ')'"),
+       ("mix = pos(3)", "feature 'pos' takes no arguments"),
+       ("mix =   ", "the expression is empty")]
+
+
+def errors(tmp):
+    t = os.path.join(tmp, "t1.h5")
+    for d, want in BAD:
+        out = os.path.join(tmp, "bad")
+        r = subprocess.run([KV, "sim", t, "--budgets", "16", "--chunk", "16", "-o", out, "--define", d,
+                            "--policies", "mix"], capture_output=True, text=True)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 2 and len(lines) == 1 and want in lines[0] and not os.path.exists(out),
+              f"--define '{d}': exit 2, one line naming the problem", r.stderr)
+    r = subprocess.run([KV, "sim", t, "--budgets", "16", "--chunk", "16", "-o", os.path.join(tmp, "bad"),
+                        "--define", "a = pos", "--define", "a = -pos", "--policies", "a"], capture_output=True, text=True)
+    check(r.returncode == 2 and "defined twice" in r.stderr, "one name, two definitions: refused", r.stderr)
+
+
+def np_norm(op, x):
+    if op == "z":
+        sd = x.std()
+        return np.zeros_like(x) if sd == 0 else (x - x.mean()) / sd
+    if op == "minmax":
+        return np.zeros_like(x) if x.max() == x.min() else (x - x.min()) / (x.max() - x.min())
+    if op == "softmax":
+        e = np.exp(x - x.max())
+        return e / e.sum()
+    order = np.argsort(x, kind="stable")
+    r = np.empty(len(x))
+    r[order] = np.arange(len(x))
+    for v in np.unique(x):   # ties averaged
+        r[x == v] = r[x == v].mean()
+    return r / (len(x) - 1)
+
+
+def normalisers(tmp):
+    """One chunk holds the whole trace: the kept set is the top N of the score; compare the score against numpy
+    through thresholds: `op(f) > c` keeps exactly the candidates numpy puts above c (plus the newest as ties)."""
+    t = os.path.join(tmp, "t1.h5")
+    with h5py.File(t, "r") as f:
+        k = f["/keys"][0, 0].astype(np.float64)  # [T, D]: layer 0, kv head 0
+    T = k.shape[0]
+    for op in ("z", "rank", "minmax", "softmax"):
+        out = os.path.join(tmp, f"n_{op}")
+        y = np_norm(op, np.linalg.norm(k, axis=1))
+        c = float(np.quantile(y, 0.6))
+        want = np.nonzero(y > c + 1e-12 * max(1, abs(c)))[0]
+        d = f"e = {op}(knorm) > {c!r} ? 1 : 0; protect = sinks(0)"
+        N = len(want)
+        r = subprocess.run([KV, "sim", t, "--budgets", str(N), "--chunk", str(T), "--quiet", "-o", out,
+                            "--define", d, "--policies", "e"], capture_output=True, text=True)
+        check(r.returncode == 0, f"{op}: runs", r.stderr)
+        if r.returncode:
+            continue
+        got = kept(out)[("e", N)][0][0, 0]
+        got = np.sort(got[got >= 0])
+        check(np.array_equal(got, want), f"{op}(knorm) against numpy: the same candidates above a threshold",
+              f"{got} vs {want}")
+
+
+def defines_file(tmp):
+    t, out = os.path.join(tmp, "t1.h5"), os.path.join(tmp, "df")
+    path = os.path.join(tmp, "defs.txt")
+    with open(path, "w") as f:
+        f.write("# two definitions\n\nlow = -knorm   # smallest keys\nold = -pos; protect = recent_n(3)\n")
+    r = subprocess.run([KV, "sim", t, "--budgets", "12", "--chunk", "16", "--quiet", "-o", out, "--defines", path,
+                        "--policies", "low,old"], capture_output=True, text=True)
+    check(r.returncode == 0 and set(kept(out)) == {("low", 12), ("old", 12)}, "--defines FILE: both usable", r.stderr)
+    with open(path, "a") as f:
+        f.write("bad = knorm +\n")
+    r = subprocess.run([KV, "sim", t, "--budgets", "12", "--chunk", "16", "-o", out + "2", "--defines", path,
+                        "--policies", "low"], capture_output=True, text=True)
+    check(r.returncode == 2 and f"{path}:5: --define bad: col" in r.stderr, "--defines: a bad line named", r.stderr)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        equivalence(tmp)
+        errors(tmp)
+        normalisers(tmp)
+        defines_file(tmp)
+        model_equivalence(tmp)
+    finish()
+
+
+if __name__ == "__main__":
+    main()
