@@ -9,7 +9,7 @@
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "policies/plugin.h"
-#include "policies/expr.h"
+#include "expr/expr.h"
 #include "policies/policy.h"
 
 static const char USAGE[] =

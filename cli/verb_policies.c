@@ -8,7 +8,7 @@
 #include "allocators/alloc.h"
 #include "cli/verbs.h"
 #include "core/cli_args.h"
-#include "policies/expr.h"
+#include "expr/expr.h"
 #include "policies/policy.h"
 
 static const char USAGE[] =

@@ -8,7 +8,7 @@
 #include "core/cli_opts.h"
 #include "fidelity/fidelity.h"
 #include "policies/plugin.h"
-#include "policies/expr.h"
+#include "expr/expr.h"
 
 static const char USAGE[] =
     "usage: kvtrace fidelity [--model M] [--prompt TEXT | --prompt-file F | --tokens F] [--generate N]\n"

@@ -38,7 +38,7 @@ typedef struct {
     /* policies beside the registry, NULL-terminated (a plug-in's: policy_plugins_attach, plugin.h);
      * found by name after the registry's, never clashing with them; NULL: none */
     const policy_iface *const *user;
-    /* user-defined policies (--define's expressions, policies/expr.h), owned by the caller: usable by
+    /* user-defined policies (--define's expressions, expr/expr.h), owned by the caller: usable by
      * name after the registry's and the plug-ins'; NULL: none */
     const struct policy_iface *const *defs;
     int n_defs;

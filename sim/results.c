@@ -11,7 +11,7 @@
 
 #include "core/cli_args.h"
 #include "core/csv.h"
-#include "policies/expr.h"
+#include "expr/expr.h"
 #include "results/results_dir.h"
 #include "results/results_h5.h"
 #include "results/results_schema.h"

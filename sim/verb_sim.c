@@ -7,7 +7,7 @@
 
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
-#include "policies/expr.h"
+#include "expr/expr.h"
 #include "provenance/provenance.h"
 #include "policies/plugin.h"
 #include "sim/sim.h"

@@ -31,15 +31,16 @@ LAYERS = {
     "provenance": ["core"],
     "policies": ["core"],
     "allocators": ["core", "policies"],
+    "expr": ["core", "policies"],
     "model": ["core", "trace"],
     "synth": ["core", "trace", "provenance"],
     "results": ["core", "provenance"],
     "analysis": ["core", "trace", "provenance", "results"],
-    "sim": ["core", "trace", "provenance", "policies", "allocators", "analysis", "results"],
-    "capture": ["core", "trace", "provenance", "model", "policies", "allocators"],
+    "sim": ["core", "trace", "provenance", "policies", "allocators", "expr", "analysis", "results"],
+    "capture": ["core", "trace", "provenance", "model", "policies", "allocators", "expr"],
     "plots": ["core", "provenance", "results"],  # results/results_schema.h: the columns analyze writes
-    "fidelity": ["core", "trace", "provenance", "model", "policies", "allocators", "capture", "sim", "analysis", "results", "plots"],
-    "cli": ["core", "trace", "provenance", "model", "policies", "allocators", "synth", "results", "analysis", "sim", "capture", "plots",
+    "fidelity": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "capture", "sim", "analysis", "results", "plots"],
+    "cli": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "synth", "results", "analysis", "sim", "capture", "plots",
             "fidelity"],
 }
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policies/expr.h"
+#include "expr/expr.h"
 
 typedef struct {
     const char *name;

@@ -11,7 +11,7 @@
 
 #include "core/softmax.h"
 #include "policies/attn_hist.h"
-#include "policies/expr.h"
+#include "expr/expr.h"
 #include "policies/vecmath.h"
 
 extern const policy_iface policy_oracle;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "policies/attn_hist.h"
-#include "policies/expr.h"
+#include "expr/expr.h"
 #include "policies/select.h"
 
 extern const policy_iface policy_oracle;
