@@ -60,6 +60,8 @@ typedef struct {
 
 typedef struct {
     int n_ins, n_feats, n_protect, depth;
+    int direct;     /* the feature slot computed straight into the scores (the program's first push, read
+                     * once: a lone feature is evaluated in place), -1 none; set by expr_parse */
     expr_ins ins[EXPR_MAX_INS];
     expr_feat_use feat[EXPR_MAX_FEATS];
     expr_protect protect[EXPR_MAX_PROTECT];

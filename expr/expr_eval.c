@@ -144,7 +144,7 @@ int expr_run(const expr_prog *p, void *state, const policy_view *v, double *scor
     int rc = grow(st, p, n, err);
     double *feat[EXPR_MAX_FEATS], *scr[EXPR_MAX_DEPTH + 1], *stk[EXPR_MAX_DEPTH + 1];
     for (int i = 0; !rc && i < p->n_feats; i++) {
-        feat[i] = st->buf + (size_t)i * (size_t)st->cap;
+        feat[i] = i == p->direct ? scores : st->buf + (size_t)i * (size_t)st->cap;
         rc = expr_feature_values(&p->feat[i], v, st->hist, st->oracle, feat[i], err);
     }
     if (rc) return rc;

@@ -116,20 +116,24 @@ static int attn_pooled(const policy_view *v, int64_t window, int64_t kernel, dou
     return rc;
 }
 
-/* The values that need no more than the view. */
+/* The values that need no more than the view: one loop per feature (the switch outside it). */
 static void simple(const expr_feat_use *u, const policy_view *v, double *out)
 {
-    const int64_t n = v->n;
+    const int64_t n = v->n, D = v->D;
     const float *last = v->attn && v->n_queries > 0 ? v->attn + (v->n_queries - 1) * n : NULL;
-    for (int64_t j = 0; j < n; j++) switch (u->id) {
-        case EF_KNORM: out[j] = vm_norm(v->keys + j * v->D, v->D); break;
-        case EF_VNORM: out[j] = vm_norm(v->values + j * v->D, v->D); break;
-        case EF_ATTN_LAST: out[j] = last ? (double)last[j] : 0.0; break;
-        case EF_POS: out[j] = (double)v->pos[j]; break;
-        case EF_AGE: out[j] = (double)(v->now - v->pos[j]); break;
-        case EF_IS_SINK: out[j] = (double)v->pos[j] < u->a ? 1.0 : 0.0; break;
-        case EF_RECENCY_RANK: out[j] = n < 2 ? 0.0 : (double)(n - 1 - j) / (double)(n - 1); break;
-        default: out[j] = 0.0; break;
+    switch (u->id) {
+    case EF_KNORM: for (int64_t j = 0; j < n; j++) out[j] = vm_norm(v->keys + j * D, D); break;
+    case EF_VNORM: for (int64_t j = 0; j < n; j++) out[j] = vm_norm(v->values + j * D, D); break;
+    case EF_ATTN_LAST:
+        for (int64_t j = 0; j < n; j++) out[j] = last ? (double)last[j] : 0.0;
+        break;
+    case EF_POS: for (int64_t j = 0; j < n; j++) out[j] = (double)v->pos[j]; break;
+    case EF_AGE: for (int64_t j = 0; j < n; j++) out[j] = (double)(v->now - v->pos[j]); break;
+    case EF_IS_SINK: for (int64_t j = 0; j < n; j++) out[j] = (double)v->pos[j] < u->a ? 1.0 : 0.0; break;
+    case EF_RECENCY_RANK:
+        for (int64_t j = 0; j < n; j++) out[j] = n < 2 ? 0.0 : (double)(n - 1 - j) / (double)(n - 1);
+        break;
+    default: for (int64_t j = 0; j < n; j++) out[j] = 0.0; break;
     }
 }
 

@@ -335,6 +335,17 @@ static int check_name(const char *text, size_t nlen, char *name, kv_err *err)
     return KV_OK;
 }
 
+/* The slot that can be computed straight into the scores: the first instruction pushes it at the
+ * bottom of the stack (the scores' row), and nothing else reads it, so every op that overwrites that
+ * row has consumed it. */
+static int direct_slot(const expr_prog *p)
+{
+    if (p->n_ins < 1 || p->ins[0].op != EO_FEAT) return -1;
+    for (int i = 1; i < p->n_ins; i++)
+        if (p->ins[i].op == EO_FEAT && p->ins[i].slot == p->ins[0].slot) return -1;
+    return p->ins[0].slot;
+}
+
 int expr_parse(const char *text, char *name, expr_prog *prog, kv_err *err)
 {
     memset(prog, 0, sizeof *prog);
@@ -358,5 +369,6 @@ int expr_parse(const char *text, char *name, expr_prog *prog, kv_err *err)
         skip(&ps);
         if (!rc && ps.s < ps.end) rc = fail_at(&ps, ps.s, "unexpected '%s' after the protect items%s", ps.s, "");
     }
+    prog->direct = rc ? -1 : direct_slot(prog);
     return rc;
 }
