@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "policies/policy.h"
+#include "policies/vecmath.h"
 
 enum { EXPR_MAX_INS = 256, EXPR_MAX_FEATS = 16, EXPR_MAX_PROTECT = 4, EXPR_MAX_DEFS = 16, EXPR_MAX_DEPTH = 64 };
 
@@ -99,10 +100,19 @@ const char *expr_definition(const policy_iface *pi);
 /* The program over v's candidates into scores[v->n] (expr_eval.c); state from expr_state_*. */
 int expr_run(const expr_prog *p, void *state, const policy_view *v, double *scores, kv_err *err);
 
-/* Features (expr_feat.c): the values of one use over v's candidates into out[n]; hist: the
- * accumulated attention (attn_acc), NULL when the program reads none; oracle: future_attn's state. */
-int expr_feature_values(const expr_feat_use *u, const policy_view *v, const void *hist, void *oracle, double *out,
-                        kv_err *err);
+/* What the features keep per stream (in the policy's state): hist, the accumulated attention
+ * (attn_acc), NULL when the program reads none; oracle, future_attn's state; norms, the key norms
+ * by position (keydiff's cache: knorm and the cosines read them from it). */
+typedef struct {
+    const void *hist;
+    void *oracle;
+    vm_norm_cache *norms;
+} expr_feat_ctx;
+
+/* Features (expr_feat.c): the values of one use over v's candidates into out[n]; tmp: 2n + D
+ * doubles of scratch (the cosines' anchor and norms). */
+int expr_feature_values(const expr_feat_use *u, const policy_view *v, const expr_feat_ctx *ctx, double *out,
+                        double *tmp, kv_err *err);
 int expr_feature_index(const char *name, size_t len);
 
 #endif

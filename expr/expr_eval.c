@@ -1,8 +1,9 @@
 /* expr_eval: a score expression's program run over all candidates of a step
  * (one vector per stack entry, double), its protect items, and the policy
  * each definition gets (create/observe/score through its own policy_iface,
- * held in the caller's expr_defs). NaN scores become -inf (never kept before
- * a number), every other value is the program's. */
+ * held in the caller's expr_defs). Every score is the program's value: a NaN
+ * is left as it is, and the engine counts it as -inf like any policy's
+ * (policy_select, the allocators), so it is never kept before a number. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -17,8 +18,9 @@ extern const policy_iface policy_oracle;
 typedef struct {
     attn_hist *hist;      /* attn_acc's sums; NULL: the program reads none */
     void *oracle;         /* future_attn's state */
-    double *buf;          /* [n_feats + depth][cap] */
-    int64_t cap;
+    vm_norm_cache norms;  /* key norms by position (knorm, the cosines) */
+    double *buf;          /* [n_feats + depth][cap], rank's 2 cap, the features' 2 cap + D */
+    int64_t cap, cap_d;   /* kept between steps: allocated again only when n or D grows */
 } expr_state;
 
 typedef struct {
@@ -125,15 +127,15 @@ static void run_ins(const expr_ins *in, double **stk, int *sp, double *const *sc
     stk[r] = out, *sp = r + 1;
 }
 
-static int grow(expr_state *st, const expr_prog *p, int64_t n, kv_err *err)
+static int grow(expr_state *st, const expr_prog *p, int64_t n, int64_t D, kv_err *err)
 {
-    if (n <= st->cap) return KV_OK;
+    if (n <= st->cap && D <= st->cap_d) return KV_OK;
     free(st->buf);
-    st->cap = 0;
-    const size_t rows = (size_t)(p->n_feats + p->depth) + 1;   /* +1: rank's scratch (2 rows) */
-    st->buf = kv_calloc(rows * (size_t)n + 2 * (size_t)n, sizeof(double), "expression scores", err);
+    st->cap = st->cap_d = 0;
+    const size_t rows = (size_t)(p->n_feats + p->depth) + 4;   /* +4: rank's and the features' scratch */
+    st->buf = kv_calloc(rows * (size_t)n + (size_t)D, sizeof(double), "expression scores", err);
     if (!st->buf) return err->code;
-    st->cap = n;
+    st->cap = n, st->cap_d = D;
     return KV_OK;
 }
 
@@ -141,11 +143,13 @@ int expr_run(const expr_prog *p, void *state, const policy_view *v, double *scor
 {
     expr_state *st = state;
     const int64_t n = v->n;
-    int rc = grow(st, p, n, err);
+    int rc = grow(st, p, n, v->D, err);
+    const expr_feat_ctx ctx = {st->hist, st->oracle, &st->norms};
+    double *ftmp = st->buf + (size_t)(p->n_feats + p->depth + 2) * (size_t)st->cap;
     double *feat[EXPR_MAX_FEATS], *scr[EXPR_MAX_DEPTH + 1], *stk[EXPR_MAX_DEPTH + 1];
     for (int i = 0; !rc && i < p->n_feats; i++) {
         feat[i] = i == p->direct ? scores : st->buf + (size_t)i * (size_t)st->cap;
-        rc = expr_feature_values(&p->feat[i], v, st->hist, st->oracle, feat[i], err);
+        rc = expr_feature_values(&p->feat[i], v, &ctx, feat[i], ftmp, err);
     }
     if (rc) return rc;
     scr[0] = scores;
@@ -154,17 +158,14 @@ int expr_run(const expr_prog *p, void *state, const policy_view *v, double *scor
     int sp = 0;
     for (int i = 0; i < p->n_ins; i++) run_ins(&p->ins[i], stk, &sp, scr, feat, n, tmp);
     if (stk[0] != scores) memcpy(scores, stk[0], sizeof(double) * (size_t)n);
-    for (int64_t j = 0; j < n; j++)
-        if (isnan(scores[j])) scores[j] = -INFINITY;
     for (int i = 0; i < p->n_protect; i++) {
         const expr_protect *q = &p->protect[i];
-        if (q->kind == PR_SINKS) {
-            for (int64_t j = 0; j < n; j++)
-                if ((double)v->pos[j] < q->x) scores[j] = INFINITY;
-        } else {
-            int64_t c = q->kind == PR_RECENT ? policy_recent_count(q->x, v->budget) : (int64_t)fmin(q->x, (double)n);
-            policy_protect_recent(v, c, scores);
+        if (q->kind == PR_SINKS) {   /* positions are ascending (policy_view): only the prefix */
+            for (int64_t j = 0; j < n && (double)v->pos[j] < q->x; j++) scores[j] = INFINITY;
+            continue;
         }
+        int64_t c = q->kind == PR_RECENT ? policy_recent_count(q->x, v->budget) : (int64_t)fmin(q->x, (double)n);
+        policy_protect_recent(v, c, scores);
     }
     return KV_OK;
 }
@@ -191,6 +192,7 @@ static void expr_destroy(void *state)
     if (!st) return;
     if (st->hist) attn_hist_destroy(st->hist);
     if (st->oracle) policy_oracle.destroy(st->oracle);
+    vm_norm_cache_free(&st->norms);
     free(st->buf), free(st);
 }
 

@@ -54,14 +54,16 @@ int expr_feature_index(const char *name, size_t len)
     return -1;
 }
 
-/* keydiff's cosine to the anchor (anchor=norm with norms, raw without), sign flipped back. */
-static int cos_anchor(const policy_view *v, bool normed, bool pairwise, double *out, kv_err *err)
+/* keydiff's cosine to the anchor (anchor=norm with norms, raw without), sign flipped back; the norms
+ * from the per-position cache keydiff keeps (the same values), tmp: D + 2n doubles. */
+static int cos_anchor(const policy_view *v, vm_norm_cache *cache, bool normed, bool pairwise, double *out,
+                      double *tmp, kv_err *err)
 {
     const int64_t D = v->D, n = v->n;
-    double *mu = kv_calloc((size_t)(D + 2 * n), sizeof(double), "expression cos_anchor", err);
-    if (!mu) return err->code;
-    double *norms = mu + D, *w = norms + n;
-    for (int64_t j = 0; j < n; j++) norms[j] = vm_norm(v->keys + j * D, D);
+    double *mu = tmp, *norms = mu + D, *w = norms + n;
+    for (int64_t d = 0; d < D; d++) mu[d] = 0.0;
+    int rc = vm_norms_cached(cache, v->keys, v->pos, n, D, norms, err);
+    if (rc) return rc;
     vm_weighted_mean(v->keys, n, D, normed ? norms : NULL, mu, w);
     if (pairwise) {
         for (int64_t d = 0; d < D; d++) mu[d] *= (double)n;
@@ -73,7 +75,6 @@ static int cos_anchor(const policy_view *v, bool normed, bool pairwise, double *
         vm_cos_scores(out, norms, vm_norm_d(mu, D), n);
         for (int64_t j = 0; j < n; j++) out[j] = -out[j];
     }
-    free(mu);
     return KV_OK;
 }
 
@@ -122,7 +123,6 @@ static void simple(const expr_feat_use *u, const policy_view *v, double *out)
     const int64_t n = v->n, D = v->D;
     const float *last = v->attn && v->n_queries > 0 ? v->attn + (v->n_queries - 1) * n : NULL;
     switch (u->id) {
-    case EF_KNORM: for (int64_t j = 0; j < n; j++) out[j] = vm_norm(v->keys + j * D, D); break;
     case EF_VNORM: for (int64_t j = 0; j < n; j++) out[j] = vm_norm(v->values + j * D, D); break;
     case EF_ATTN_LAST:
         for (int64_t j = 0; j < n; j++) out[j] = last ? (double)last[j] : 0.0;
@@ -137,19 +137,20 @@ static void simple(const expr_feat_use *u, const policy_view *v, double *out)
     }
 }
 
-int expr_feature_values(const expr_feat_use *u, const policy_view *v, const void *hist, void *oracle, double *out,
-                        kv_err *err)
+int expr_feature_values(const expr_feat_use *u, const policy_view *v, const expr_feat_ctx *ctx, double *out,
+                        double *tmp, kv_err *err)
 {
     switch (u->id) {
-    case EF_COS_ANCHOR: return cos_anchor(v, true, false, out, err);
-    case EF_COS_ANCHOR_RAW: return cos_anchor(v, false, false, out, err);
-    case EF_COS_PAIRWISE: return cos_anchor(v, true, true, out, err);
+    case EF_KNORM: return vm_norms_cached(ctx->norms, v->keys, v->pos, v->n, v->D, out, err);
+    case EF_COS_ANCHOR: return cos_anchor(v, ctx->norms, true, false, out, tmp, err);
+    case EF_COS_ANCHOR_RAW: return cos_anchor(v, ctx->norms, false, false, out, tmp, err);
+    case EF_COS_PAIRWISE: return cos_anchor(v, ctx->norms, true, true, out, tmp, err);
     case EF_ATTN_WINDOW: return attn_window(v, (int64_t)u->a, out, err);
     case EF_ATTN_POOLED: return attn_pooled(v, (int64_t)u->a, (int64_t)u->b, out, err);
-    case EF_FUTURE_ATTN: return policy_oracle.score(NULL, oracle, v, out, err);
+    case EF_FUTURE_ATTN: return policy_oracle.score(NULL, ctx->oracle, v, out, err);
     case EF_ATTN_ACC:
     case EF_ATTN_ACC_NORM:
-        if (hist) attn_hist_lookup(hist, v, out);
+        if (ctx->hist) attn_hist_lookup(ctx->hist, v, out);
         else for (int64_t c = 0; c < v->n; c++) out[c] = 0.0;
         if (u->id == EF_ATTN_ACC_NORM)   /* h2o normalize=age's division, in its order */
             for (int64_t c = 0; c < v->n; c++)
