@@ -11,8 +11,8 @@ written here from the issue's definitions (numpy), not from the C:
 - adakv:alpha=1 gives uniform's numbers;
 - an independent replay of pyramid and adakv (knorm, tova:scope=group) gives
   the same kept sets;
-- uniform gives main's values on the demo trace (/work/main/build/kvtrace or
-  $KVTRACE_MAIN; the new columns aside);
+- uniform gives the values of a run without --allocators on the demo trace (of an older build
+  named by $KVTRACE_MAIN when set; the new columns aside);
 - --budgets F%: N = floor(F/100 * T), budget_fraction recorded;
 - bad input: exit 2, one line, nothing written. TAP."""
 import csv
