@@ -140,7 +140,7 @@ static void keep_rows(void *ctx, const int64_t *keep, int64_t kept)
 }
 
 /* A dynamic allocator's step over the streams of layers l0 .. l0+nl-1
- * together: a layer's (adakv, sim_replay_layer's) or the model's (cake,
+ * together: a layer's (adakv, sim_replay_scope's) or the model's (cake,
  * global: sim_replay_scope's). */
 static int scope_step(evict_engine *e, forward_state *s, int64_t l0, int64_t nl, int64_t n, kv_err *err)
 {

@@ -20,7 +20,7 @@
  * exceed it, through policy_step with that capacity as the view's budget,
  * as sim_replay does; duo's streaming heads run streaming:sinks=S instead of
  * the policy, as sim's do); a dynamic one with layer scope (adakv) evicts a
- * layer's K streams together through alloc_scope_step, as sim_replay_layer
+ * layer's K streams together through alloc_scope_step, as sim_replay_scope
  * does, once the walk has attended the layer; one with the whole model as
  * its scope (cake, global) defers every layer's eviction to the chunk's end
  * (after the walk attended the last layer: a layer's eviction only affects

@@ -249,6 +249,25 @@ static bool wants_kvzip(const sim_opts *o)
     return false;
 }
 
+/* One layer's buffers for the run: queries, keys, values, and the kvzip rows and W_o when a
+ * configuration reads them (the per-layer pass holds one, the lock-step pass one per layer). */
+static int layer_bufs_alloc(const sim_opts *o, const trace_meta *m, layer_bufs *b, kv_err *err)
+{
+    const int64_t H = m->n_heads, K = m->n_kv_heads, T = m->n_tokens, D = m->head_dim;
+    if (!(b->q = kv_calloc((size_t)(H * T * D), sizeof(float), "queries", err)) ||
+        !(b->k = kv_calloc((size_t)(K * T * D), sizeof(float), "keys", err)) ||
+        !(b->v = kv_calloc((size_t)(K * T * D), sizeof(float), "values", err)) ||
+        (wants_kvzip(o) && !(b->kvzip = kv_calloc((size_t)(H * T), sizeof(float), "kvzip", err))) ||
+        (m->wo_dim > 0 && wants_wo(o) && !(b->wo = kv_calloc((size_t)(m->wo_dim * H * D), sizeof(float), "W_o", err))))
+        return err->code;
+    return KV_OK;
+}
+
+static void layer_bufs_free(layer_bufs *b)
+{
+    free(b->q), free(b->k), free(b->v), free(b->kvzip), free(b->wo);
+}
+
 /* The model-wide configurations (cake, global) after the per-layer pass:
  * every layer read and its reference computed, kept at once, then one item
  * per configuration replays all L·K streams in lock step (memory about L
@@ -257,7 +276,7 @@ static bool wants_kvzip(const sim_opts *o)
 static int run_lockstep(const sim_opts *o, trace *tr, sim_results *res, kv_err *err)
 {
     const trace_meta *m = trace_get_meta(tr);
-    const int64_t L = m->n_layers, T = m->n_tokens, D = m->head_dim;
+    const int64_t L = m->n_layers;
     int n_items = 0, rc = KV_OK;
     sim_item *items = calloc((size_t)res->n_cfg, sizeof *items);
     layer_bufs *b = calloc((size_t)L, sizeof *b);
@@ -269,18 +288,12 @@ static int run_lockstep(const sim_opts *o, trace *tr, sim_results *res, kv_err *
             items[n_items++] = (sim_item){.c = c, .g0 = 0, .ng = L * m->n_kv_heads, .cap = sim_cfg_budget(o, c),
                                           .model = true};
     for (int64_t l = 0; !rc && n_items && l < L; l++) {
-        if (!(b[l].q = kv_calloc((size_t)(m->n_heads * T * D), sizeof(float), "queries", err)) ||
-            !(b[l].k = kv_calloc((size_t)(m->n_kv_heads * T * D), sizeof(float), "keys", err)) ||
-            !(b[l].v = kv_calloc((size_t)(m->n_kv_heads * T * D), sizeof(float), "values", err)) ||
-            (wants_kvzip(o) && !(b[l].kvzip = kv_calloc((size_t)(m->n_heads * T), sizeof(float), "kvzip", err))) ||
-            (m->wo_dim > 0 && wants_wo(o) &&
-             !(b[l].wo = kv_calloc((size_t)(m->wo_dim * m->n_heads * D), sizeof(float), "W_o", err))))
-            rc = err->code;
+        rc = layer_bufs_alloc(o, m, &b[l], err);
         if (!rc) rc = prepare_layer(o, tr, l, &b[l], &refs[l], &lys[l], res, err);
     }
     if (!rc && n_items) rc = run_items(o, lys, res, 0, items, n_items, err);
     for (int64_t l = 0; b && refs && l < L; l++)
-        free(b[l].q), free(b[l].k), free(b[l].v), free(b[l].kvzip), free(b[l].wo), sim_reference_free(&refs[l]);
+        layer_bufs_free(&b[l]), sim_reference_free(&refs[l]);
     free(items), free(b), free(refs), free(lys);
     return rc;
 }
@@ -427,21 +440,14 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
     const trace_meta *m = trace_get_meta(tr);
     note_evict_trace(o, m);
     print_cost(o, m);
-    const int64_t T = m->n_tokens, D = m->head_dim, H = m->n_heads, K = m->n_kv_heads;
+    const int64_t T = m->n_tokens, H = m->n_heads, K = m->n_kv_heads;
     kv_blas_single_threaded(); /* tasks run in parallel; BLAS inside each stays serial */
     sim_results res;
     layer_bufs b = {0};
     kv_outfile out;
     const sim_layer shape = {.T = T, .prompt_len = m->prompt_len, .chunk = o->chunk, .decode_chunk = o->decode_chunk};
     rc = sim_results_alloc(&res, o, m->n_layers, H, K, T, sim_replay_steps(&shape), err);
-    if (!rc && (!(b.q = kv_calloc((size_t)(H * T * D), sizeof(float), "queries", err)) ||
-                !(b.k = kv_calloc((size_t)(K * T * D), sizeof(float), "keys", err)) ||
-                !(b.v = kv_calloc((size_t)(K * T * D), sizeof(float), "values", err)) ||
-                (wants_kvzip(o) && !(b.kvzip = kv_calloc((size_t)(H * T), sizeof(float), "kvzip", err)))))
-        rc = err->code;
-    if (!rc && m->wo_dim > 0 && wants_wo(o) &&
-        !(b.wo = kv_calloc((size_t)(m->wo_dim * H * D), sizeof(float), "W_o", err)))
-        rc = err->code;
+    if (!rc) rc = layer_bufs_alloc(o, m, &b, err);
     bool dir_started = false;
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err), dir_started = rc == KV_OK;
     kv_progress prog;
@@ -462,7 +468,7 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
         double logdet_mean;
         sim_results_summarize(&res, c, PHASE_ALL, &summary[c], &logdet_mean);
     }
-    free(b.q), free(b.k), free(b.v), free(b.kvzip), free(b.wo);
+    layer_bufs_free(&b);
     sim_results_free(&res);
     trace_close(tr);
     sim_alloc_plan_free(&p->ap);

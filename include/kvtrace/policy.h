@@ -150,7 +150,7 @@ typedef struct policy_iface {
     /* its scores mean the same on every kv head (attention mass, a position, a
      * uniform draw), so a dynamic allocator (adakv) may rank the candidates of
      * different heads against each other directly; otherwise it ranks each
-     * head's by their quantile within the head (docs/allocators.md) */
+     * head's by their z-score within the head, and global refuses it (docs/allocators.md) */
     bool scores_comparable;
 } policy_iface;
 
