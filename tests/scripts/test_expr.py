@@ -4,6 +4,7 @@ traces (two shapes, prefill and decode chunks), and in capture --evict on the te
 of a bad expression is one line, exit 2, no output; (3) each normaliser (z, rank, minmax, softmax) against numpy:
 a definition protecting exactly the top N by the normalised feature keeps numpy's top N in a one-chunk run; (4)
 --defines FILE and the label (NAME) in results.h5 with its definition. TAP."""
+import csv
 import os
 import subprocess
 import sys
@@ -60,6 +61,40 @@ def equivalence(tmp):
               str(k[("ekn", 16)][1]))
 
 
+def csv_rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def fidelity(tmp, model):
+    """fidelity --define: the expression's in-model rows (fidelity.csv) and offline rows (sim/summary.csv) equal
+    those of the built-in it restates, all but the labels; sim/results.h5 records the definition."""
+    out = os.path.join(tmp, "fid")
+    r = subprocess.run([KV, "fidelity", "--quiet", "--model", model, "--prompt", "Once upon a time there was",
+                        "--generate", "30", "--policies", "knorm,ekn,tova:scope=group,et", "--define", "ekn = -knorm",
+                        "--define", "et = attn_last", "--budgets", "12,20", "--chunk", "8", "--threads", "2",
+                        "-o", out], capture_output=True, text=True)
+    if not check(r.returncode == 0, "fidelity --define runs", r.stderr):
+        return
+    labels = ("config", "policy", "params")
+    for name, rel in (("in-model rows (fidelity.csv)", "fidelity.csv"), ("offline rows (sim/summary.csv)",
+                                                                         "sim/summary.csv")):
+        rows = csv_rows(os.path.join(out, rel))
+        by = {}
+        for row in rows:
+            by.setdefault(row["config"], []).append({k: v for k, v in row.items() if k not in labels})
+        ok = all(len(by.get(e, [])) > 0 and by.get(e) == by.get(b) for e, b in (("ekn", "knorm"),
+                                                                                ("et", "tova:scope=group")))
+        check(ok and all(row["policy"] == row["config"] and row["params"] == "" for row in rows
+                         if row["config"] in ("ekn", "et")),
+              f"fidelity --define: the expressions' {name} equal the built-ins' they restate, labelled NAME",
+              str({k: v[:1] for k, v in by.items()}))
+    with h5py.File(os.path.join(out, "sim", "results.h5"), "r") as f:
+        d = {g.attrs["config"]: g.attrs.get("definition") for g in f["runs"].values()}
+    check(d.get("ekn") == "ekn = -knorm" and d.get("et") == "et = attn_last" and d.get("knorm") is None,
+          "fidelity: sim/results.h5 records each expression's definition, none for a built-in", str(d))
+
+
 def model_equivalence(tmp):
     model = os.path.join(os.environ.get("KVTRACE_MODEL_DIR", ""), "stories260K.gguf")
     if not os.path.exists(model):
@@ -76,6 +111,7 @@ def model_equivalence(tmp):
             sets.append({k: f["evict"][k][()] for k in ("retained", "step_end")})
     check(sets[0].keys() == sets[1].keys() and all(np.array_equal(sets[0][k], sets[1][k]) for k in sets[0]),
           "in-model eviction: -knorm keeps knorm's sets", str(list(sets[0])))
+    fidelity(tmp, model)
 
 
 BAD = [("mix = knorm * attn_ac", "col 15: unknown feature 'attn_ac' (did you mean attn_acc?)"),
