@@ -142,6 +142,46 @@ def errors(tmp):
     check(r.returncode == 2 and "defined twice" in r.stderr, "one name, two definitions: refused", r.stderr)
 
 
+def clashes(tmp):
+    """A --define named as a plug-in's policy is refused in either order; one name never gets two definitions in
+    one set of results: --define beside --defines refused, and an existing -o is replaced whole (--force), never
+    added to."""
+    t = os.path.join(tmp, "t1.h5")
+    so = os.path.join(tmp, "plugknorm.so")
+    r = subprocess.run(["cc", "-std=c11", "-I" + os.path.join(HERE, "..", "..", "include"), "-O1", "-fPIC", "-shared",
+                        os.path.join(HERE, "..", "plugins", "knorm_plugin.c"), "-o", so, "-lm"],
+                       capture_output=True, text=True)
+    if not check(r.returncode == 0, "tests/plugins/knorm_plugin.c builds", r.stderr):
+        return
+    for what, args in (("--plugin before --define", ["--plugin", so, "--define", "plugknorm = pos"]),
+                       ("--define before --plugin", ["--define", "plugknorm = pos", "--plugin", so])):
+        out = os.path.join(tmp, "clash")
+        r = subprocess.run([KV, "sim", t, "--budgets", "16", "--chunk", "16", "-o", out, *args,
+                            "--policies", "plugknorm"], capture_output=True, text=True)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 2 and len(lines) == 1 and "--define plugknorm" in lines[0] and "plugin" in lines[0]
+              and not os.path.exists(out), f"a --define named as a plug-in's policy ({what}): one line, exit 2",
+              r.stderr)
+    path = os.path.join(tmp, "one.txt")
+    with open(path, "w") as f:
+        f.write("a = pos\n")
+    r = subprocess.run([KV, "sim", t, "--budgets", "16", "--chunk", "16", "-o", os.path.join(tmp, "two"), "--defines",
+                        path, "--define", "a = -pos", "--policies", "a"], capture_output=True, text=True)
+    check(r.returncode == 2 and "defined twice" in r.stderr and not os.path.exists(os.path.join(tmp, "two")),
+          "--defines and --define giving one name two definitions: refused", r.stderr)
+    out = os.path.join(tmp, "again")
+    sim = [KV, "sim", t, "--budgets", "16", "--chunk", "16", "--quiet", "-o", out, "--policies", "a,knorm"]
+    r1 = subprocess.run(sim + ["--define", "a = pos"], capture_output=True, text=True)
+    r2 = subprocess.run(sim + ["--define", "a = -pos"], capture_output=True, text=True)
+    kept1 = kept(out) if r1.returncode == 0 else {}
+    check(r1.returncode == 0 and r2.returncode == 2 and kept1.get(("a", 16), (0, ""))[1] == "a = pos",
+          "sim into an existing -o with a changed definition: refused, the old results stay", r1.stderr + r2.stderr)
+    r3 = subprocess.run(sim + ["--define", "a = -pos", "--force"], capture_output=True, text=True)
+    k3 = kept(out) if r3.returncode == 0 else {}
+    check(r3.returncode == 0 and sorted(k3) == [("a", 16), ("knorm", 16)] and k3[("a", 16)][1] == "a = -pos",
+          "--force replaces the results whole: one run per config, the new definition", r3.stderr)
+
+
 def np_norm(op, x):
     if op == "z":
         sd = x.std()
@@ -203,6 +243,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         equivalence(tmp)
         errors(tmp)
+        clashes(tmp)
         normalisers(tmp)
         defines_file(tmp)
         model_equivalence(tmp)
