@@ -6,6 +6,7 @@ a definition protecting exactly the top N by the normalised feature keeps numpy'
 --defines FILE and the label (NAME) in results.h5 with its definition. TAP."""
 import csv
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -224,6 +225,40 @@ def normalisers(tmp):
               f"{got} vs {want}")
 
 
+# every feature the issue names, with a piece of its formula; the language's functions and protect items
+FEATURES = {"knorm": "|k_j|", "vnorm": "|v_j|", "cos_anchor": "cos(k_j, mean_m k_m/|k_m|)",
+            "cos_anchor_raw": "cos(k_j, mean_m k_m)", "cos_pairwise": "mean_{m!=j} cos(k_j, k_m)",
+            "attn_last": "last query", "attn_window(W)": "last W queries", "attn_pooled(W, K)": "attn_window(W)",
+            "attn_acc": "attention received", "attn_acc_norm": "attn_acc / (now - pos + 1)", "pos": "position",
+            "age": "now - pos", "is_sink(k)": "1 when pos < k", "recency_rank": "(n-1-j)/(n-1)",
+            "future_attn": "future queries"}
+LANGUAGE = ["log exp sqrt abs", "min(a, b, ...)", "max(a, b, ...)", "clamp(x, lo, hi)", "z(x)", "rank(x)",
+            "minmax(x)", "softmax(x)", "sinks(k)", "recent(", "recent_n(k)", "?", "^"]
+
+
+def features_listing():
+    """kvtrace policies --features: the feature section (up to the first blank line after the heading) has one
+    line per feature, NAME[(ARGS)] then its formula; the language after it; the same names as
+    docs/expressions.md's feature table."""
+    r = subprocess.run([KV, "policies", "--features"], capture_output=True, text=True)
+    section = r.stdout.split("\n\n")[1] if r.stdout.count("\n\n") else ""
+    lines = dict(m.groups() for m in re.finditer(r"^  ([a-z_]+(?:\([^)]*\))?) +(\S.*)$", section, re.M))
+    for name, formula in FEATURES.items():
+        check(r.returncode == 0 and formula in lines.get(name, ""), f"policies --features lists {name} with its "
+              "formula", r.stdout)
+    check(len(lines) == len(FEATURES) == len(section.strip().splitlines()), "policies --features: one line per "
+          "feature, no other", section)
+    check(all(w in r.stdout for w in LANGUAGE), "policies --features lists the functions, normalisers and protect "
+          "items", r.stdout)
+    check("sim only" in lines.get("future_attn", ""), "policies --features: future_attn marked sim only")
+    with open(os.path.join(HERE, "..", "..", "docs", "expressions.md")) as f:
+        text = f.read()
+    table = text[text.index("## Features"):text.index("## Language")]
+    doc = {n for ln in table.splitlines() if ln.startswith("| `") for n in re.findall(r"`([a-z_]+)", ln.split("|")[1])}
+    check(doc == {n.split("(")[0] for n in lines}, "the features listed are docs/expressions.md's table's",
+          f"{sorted(doc)} vs {sorted(lines)}")
+
+
 def defines_file(tmp):
     t, out = os.path.join(tmp, "t1.h5"), os.path.join(tmp, "df")
     path = os.path.join(tmp, "defs.txt")
@@ -246,6 +281,7 @@ def main():
         clashes(tmp)
         normalisers(tmp)
         defines_file(tmp)
+        features_listing()
         model_equivalence(tmp)
     finish()
 
