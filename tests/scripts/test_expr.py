@@ -126,7 +126,24 @@ BAD = [("mix = knorm * attn_ac", "col 15: unknown feature 'attn_ac' (did you mea
        ("mix = knorm pos", "col 13: unexpected 'pos'"),
        ("mix = (knorm", "expected ')'"),
        ("mix = pos(3)", "feature 'pos' takes no arguments"),
-       ("mix =   ", "the expression is empty")]
+       ("mix =   ", "the expression is empty"),
+       # did-you-mean only for close names (1 edit under 5 characters, 2 from 5; none under 3)
+       ("mix = foo", "col 7: unknown feature 'foo'; kvtrace policies --features lists them"),
+       ("mix = x + 1", "col 7: unknown feature 'x'; kvtrace policies --features"),
+       ("mix = 2 * knrom", "col 11: unknown feature 'knrom' (did you mean knorm?)"),
+       ("mix = posx", "unknown feature 'posx' (did you mean pos?)"),
+       # NAME( is a call: an unknown function, suggestions among what takes arguments
+       ("mix = pos + foo(knorm)", "col 13: unknown function 'foo'; kvtrace policies --features"),
+       ("mix = logg(pos)", "col 7: unknown function 'logg' (did you mean log?)"),
+       ("mix = is_snk(2)", "col 7: unknown function 'is_snk' (did you mean is_sink?)"),
+       ("mix = sinks(4)", "col 7: unknown function 'sinks' (sinks is a protect item"),
+       # arity, at the feature's or function's column
+       ("mix = pos + is_sink(4, 5)", "col 13: feature is_sink(k) takes 1 argument, 2 given"),
+       ("mix = attn_pooled(1, 2, 3)", "col 7: feature attn_pooled(W, K) takes 1 or 2 arguments, 3 given"),
+       ("mix = is_sink()", "col 7: feature is_sink(k) takes 1 argument, 0 given (is_sink alone: the default)"),
+       ("mix = knorm()", "col 7: feature 'knorm' takes no arguments"),
+       ("mix = 1 + clamp(pos, 1)", "col 11: clamp() takes 3 argument(s)"),
+       ("mix = log(pos, 2)", "col 7: log() takes 1 argument(s)")]
 
 
 def errors(tmp):
