@@ -101,7 +101,7 @@ def model_equivalence(tmp):
     if not os.path.exists(model):
         skip("capture --evict with an expression", "no test model")
         return
-    sets = []
+    sets, defs = [], []
     for ev, extra in (("ekn", ["--define", "ekn = -knorm"]), ("knorm", [])):
         out = os.path.join(tmp, f"c_{ev}.h5")
         r = subprocess.run([KV, "capture", "--model", model, "--prompt", "Once upon a time there was a little cat",
@@ -110,8 +110,11 @@ def model_equivalence(tmp):
         check(r.returncode == 0, f"capture --evict {ev}", r.stderr)
         with h5py.File(out, "r") as f:
             sets.append({k: f["evict"][k][()] for k in ("retained", "step_end")})
+            defs.append(f.attrs.get("evict_definition"))
     check(sets[0].keys() == sets[1].keys() and all(np.array_equal(sets[0][k], sets[1][k]) for k in sets[0]),
           "in-model eviction: -knorm keeps knorm's sets", str(list(sets[0])))
+    check(defs == ["ekn = -knorm", None], "capture --evict NAME: the trace records the definition "
+          "(evict_definition), a built-in none", str(defs))
     fidelity(tmp, model)
 
 
