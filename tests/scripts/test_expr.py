@@ -26,7 +26,10 @@ PAIRS = [("ekn", "-knorm", "knorm", "knorm"),
          ("eh2o", "attn_acc; protect = recent(0.5)", "h2o", "h2o:normalize=none:recent=0.5"),
          ("estr", "pos; protect = sinks(4)", "streaming", "streaming:sinks=4"),
          ("eh2oa", "attn_acc_norm; protect = recent(0.3)", "h2o:normalize=age:recent=0.3", "h2o:normalize=age:recent=0.3"),
-         ("ekp", "-cos_pairwise", "keydiff:anchor=pairwise", "keydiff:anchor=pairwise:metric=cos:window=0")]
+         ("ekp", "-cos_pairwise", "keydiff:anchor=pairwise", "keydiff:anchor=pairwise:metric=cos:window=0"),
+         ("ekr", "-cos_anchor_raw", "keydiff:anchor=raw", "keydiff:anchor=raw:metric=cos:window=0"),
+         ("esnap", "attn_pooled(8, 5); protect = recent_n(8)", "snapkv:window=8",
+          "snapkv:kernel=5:pool=avg:window=8")]
 
 
 def kept(out):
