@@ -1,9 +1,13 @@
 """Score expressions (issue #19 §1, docs/expressions.md): (1) equivalence: expressions restating knorm, keydiff
-(and with a window), tova (scope=group), h2o and streaming keep exactly the built-ins' sets in sim on synthetic
-traces (two shapes, prefill and decode chunks), and in capture --evict on the test model; (2) every error class
-of a bad expression is one line, exit 2, no output; (3) each normaliser (z, rank, minmax, softmax) against numpy:
-a definition protecting exactly the top N by the normalised feature keeps numpy's top N in a one-chunk run; (4)
---defines FILE and the label (NAME) in results.h5 with its definition. TAP."""
+(norm, raw, pairwise, with a window), tova (scope=group), h2o (and normalize=age), streaming and snapkv keep
+exactly the built-ins' sets in sim on synthetic traces (two shapes, prefill and decode chunks), in capture --evict
+on the test model (whose trace records the definition), and in fidelity (in-model and offline rows equal); (2)
+every error class of a bad expression is one line, exit 2, no output: the column, did-you-mean only for close
+names, `NAME(` an unknown function, a feature's or function's wrong arity; (3) name clashes with a plug-in's
+policy (either order) and one name given two definitions are refused, an existing -o is never merged into;
+(4) each normaliser (z, rank, minmax, softmax) against numpy through thresholds; (5) --defines FILE and the label
+(NAME) in results.h5 with its definition; (6) `kvtrace policies --features` lists every feature with its formula.
+The other features and the language against numpy: test_expr_features.py. TAP."""
 import csv
 import os
 import re
