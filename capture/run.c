@@ -11,6 +11,7 @@
 #include "capture/recorder.h"
 #include "core/utf8.h"
 #include "core/version.h"
+#include "expr/expr.h"
 #include "model/forward.h"
 
 struct kv_run {
@@ -120,6 +121,8 @@ static void fill_meta(const run_opts *o, bool evicting, int64_t width, const flo
     if (evicting) {
         snprintf(meta->evict_policy, sizeof meta->evict_policy, "%s", o->evict->iface->name);
         snprintf(meta->evict_params, sizeof meta->evict_params, "%s", o->evict->canonical);
+        const char *def = expr_definition(o->evict->iface);
+        if (def) snprintf(meta->evict_definition, sizeof meta->evict_definition, "%s", def);
         meta->evict_budget = o->budget, meta->evict_chunk = o->chunk;
         if (o->alloc) alloc_label(o->alloc, meta->evict_allocator, sizeof meta->evict_allocator);
         meta->evict_width = width;

@@ -48,6 +48,7 @@ static void print_meta(const trace_meta *m, const char *path, long long file_byt
     if (strcmp(m->capture_mode, "evict") == 0)
         printf("eviction      %s (%s), budget %lld, chunk %lld\n", m->evict_policy, m->evict_params,
                (long long)m->evict_budget, (long long)m->evict_chunk);
+    if (m->evict_definition[0]) printf("definition    %s\n", m->evict_definition);
     printf("storage       %s\n", trace_dtype_name(m->storage));
 }
 

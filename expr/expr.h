@@ -92,7 +92,8 @@ int expr_define(expr_defs *t, const char *text, kv_err *err);
 /* Every line of path (blank lines and '#' comments skipped): exit 3 (KV_EINPUT) when it cannot be
  * read, a line's error as usage naming path:line. */
 int expr_define_file(expr_defs *t, const char *path, kv_err *err);
-/* Makes t's policies usable by name through a (a->defs); a name that is also an alias's is refused. */
+/* Makes t's policies usable by name through a (a->defs); a name that is also an alias's or a plug-in policy's
+ * (a->user: call it after every option, so that --plugin before or after --define is seen) is refused. */
 int expr_defs_attach(const expr_defs *t, policy_aliases *a, kv_err *err);
 /* The definition text when pi is an expression's policy, else NULL. */
 const char *expr_definition(const policy_iface *pi);

@@ -284,10 +284,14 @@ int expr_define_file(expr_defs *t, const char *path, kv_err *err)
 
 int expr_defs_attach(const expr_defs *t, policy_aliases *a, kv_err *err)
 {
-    for (int i = 0; i < t->n; i++)
+    for (int i = 0; i < t->n; i++) {
         for (int j = 0; j < a->n; j++)
             if (strcmp(t->def[i].name, a->name[j]) == 0)
                 return kv_fail(err, KV_EUSAGE, "--define %s: also an --alias's name", a->name[j]);
+        for (const policy_iface *const *u = a->user; u && *u; u++)   /* loaded before or after: both seen here */
+            if (strcmp(t->def[i].name, (*u)->name) == 0)
+                return kv_fail(err, KV_EUSAGE, "--define %s: also the name of a --plugin's policy", (*u)->name);
+    }
     a->defs = t->ifaces, a->n_defs = t->n;
     return KV_OK;
 }

@@ -4,14 +4,13 @@
  * built-in keeps exactly its sets: knorm and keydiff (vecmath.c), tova's
  * attn_last, h2o's attn_acc (attn_hist.c), snapkv's window sums and pool,
  * oracle's future attention (called through its interface). */
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/softmax.h"
-#include "policies/attn_hist.h"
 #include "expr/expr.h"
+#include "policies/attn_hist.h"
+#include "policies/attn_window.h"
 #include "policies/vecmath.h"
 
 extern const policy_iface policy_oracle;
@@ -54,65 +53,28 @@ int expr_feature_index(const char *name, size_t len)
     return -1;
 }
 
-/* keydiff's cosine to the anchor (anchor=norm with norms, raw without), sign flipped back; the norms
- * from the per-position cache keydiff keeps (the same values), tmp: D + 2n doubles. */
+/* keydiff's cosines (vm_anchor_cos: anchor=norm with normed, raw without, or pairwise), sign flipped
+ * back; the norms from the per-position cache keydiff keeps (the same values), tmp: D + 2n doubles. */
 static int cos_anchor(const policy_view *v, vm_norm_cache *cache, bool normed, bool pairwise, double *out,
                       double *tmp, kv_err *err)
 {
     const int64_t D = v->D, n = v->n;
     double *mu = tmp, *norms = mu + D, *w = norms + n;
-    for (int64_t d = 0; d < D; d++) mu[d] = 0.0;
     int rc = vm_norms_cached(cache, v->keys, v->pos, n, D, norms, err);
     if (rc) return rc;
-    vm_weighted_mean(v->keys, n, D, normed ? norms : NULL, mu, w);
-    if (pairwise) {
-        for (int64_t d = 0; d < D; d++) mu[d] *= (double)n;
-        vm_dots(v->keys, n, D, mu, out);
-        for (int64_t j = 0; j < n; j++)
-            out[j] = n < 2 || norms[j] == 0 ? 0 : (out[j] / norms[j] - 1.0) / (double)(n - 1);
-    } else {
-        vm_dots(v->keys, n, D, mu, out);
-        vm_cos_scores(out, norms, vm_norm_d(mu, D), n);
-        for (int64_t j = 0; j < n; j++) out[j] = -out[j];
-    }
+    vm_anchor_cos(v->keys, n, D, norms, normed, pairwise, mu, w, out);
+    for (int64_t j = 0; j < n; j++) out[j] = -out[j];
     return KV_OK;
 }
 
-/* snapkv's window sums: Σ over the last W queries of their softmax over the candidates they see. */
-static int attn_window(const policy_view *v, int64_t window, double *sum, kv_err *err)
+/* snapkv's window sums, pooled (attn_pooled) or not (attn_window), with its code (attn_window.h). */
+static int attn_window(const policy_view *v, int64_t window, int64_t kernel, double *out, kv_err *err)
 {
-    const int64_t n = v->n, D = v->D;
-    const int64_t i0 = v->now - window + 1 > 0 ? v->now - window + 1 : 0, W = v->now - i0 + 1;
-    for (int64_t c = 0; c < n; c++) sum[c] = 0.0;
-    if (!v->queries || n == 0) return KV_OK;
-    float *s = kv_calloc((size_t)(W * n), sizeof(float), "expression window scores", err);
-    if (!s) return err->code;
-    for (int64_t j = 0; j < v->q_heads; j++) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)W, (int)n, (int)D, (float)(1.0 / sqrt((double)D)),
-                    v->queries + (j * v->T + i0 - v->q0) * D, (int)D, v->keys, (int)D, 0.0f, s, (int)n);
-        for (int64_t r = 0, vis = 0; r < W; r++) {
-            float *row = s + r * n;
-            while (vis < n && v->pos[vis] <= i0 + r) vis++;
-            if (vis == 0) continue;
-            double z = softmax_row_exp(row, vis, softmax_row_max(row, vis));
-            softmax_accumulate(sum, row, 1.0 / (z * (double)v->q_heads), vis);
-        }
-    }
-    free(s);
-    return KV_OK;
-}
-
-static int attn_pooled(const policy_view *v, int64_t window, int64_t kernel, double *out, kv_err *err)
-{
+    int64_t i0;
+    if (kernel == 0) return attn_window_sums(v, window, out, &i0, "expression window scores", err);
     double *sum = kv_calloc((size_t)v->n + 1, sizeof *sum, "expression pooled scores", err);
-    int rc = sum ? attn_window(v, window, sum, err) : err->code;
-    const int64_t left = kernel / 2;
-    for (int64_t c = 0; !rc && c < v->n; c++) {
-        double pooled = 0.0;
-        for (int64_t o = -left; o < kernel - left; o++)
-            if (c + o >= 0 && c + o < v->n) pooled += sum[c + o];
-        out[c] = pooled / (double)kernel;
-    }
+    int rc = sum ? attn_window_sums(v, window, sum, &i0, "expression window scores", err) : err->code;
+    if (!rc) attn_window_pool(sum, v->n, kernel, false, out);
     free(sum);
     return rc;
 }
@@ -145,8 +107,8 @@ int expr_feature_values(const expr_feat_use *u, const policy_view *v, const expr
     case EF_COS_ANCHOR: return cos_anchor(v, ctx->norms, true, false, out, tmp, err);
     case EF_COS_ANCHOR_RAW: return cos_anchor(v, ctx->norms, false, false, out, tmp, err);
     case EF_COS_PAIRWISE: return cos_anchor(v, ctx->norms, true, true, out, tmp, err);
-    case EF_ATTN_WINDOW: return attn_window(v, (int64_t)u->a, out, err);
-    case EF_ATTN_POOLED: return attn_pooled(v, (int64_t)u->a, (int64_t)u->b, out, err);
+    case EF_ATTN_WINDOW: return attn_window(v, (int64_t)u->a, 0, out, err);
+    case EF_ATTN_POOLED: return attn_window(v, (int64_t)u->a, (int64_t)u->b, out, err);
     case EF_FUTURE_ATTN: return policy_oracle.score(NULL, ctx->oracle, v, out, err);
     case EF_ATTN_ACC:
     case EF_ATTN_ACC_NORM:

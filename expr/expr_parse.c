@@ -8,7 +8,8 @@
  *   power  := atom ['^' unary]                       (right-associative)
  *   atom   := NUMBER | inf | '(' cond ')' | FEATURE ['(' NUMBER {',' NUMBER} ')'] | FUNCTION '(' cond {',' cond} ')'
  * Every error names the column (from 1, in the whole definition) and, for an
- * unknown name, the nearest known one. */
+ * unknown name, the nearest known one when it is close (nearest()); NAME(
+ * is an unknown function, a feature's arguments are counted. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -106,19 +107,35 @@ static int distance(const char *a, size_t la, const char *b)
     return d[la][lb];
 }
 
-static int unknown_name(const parser *ps, const char *at, size_t len)
+/* The nearest known name within a distance that fits the name's length (none under 3 characters, 1 edit
+ * under 5, else 2): a suggestion, never a guess. A call (NAME followed by '(') is compared with what takes
+ * arguments, the functions and the features with parameters. */
+static const char *nearest(const char *at, size_t len, bool call)
 {
     const char *best = NULL;
-    int bd = 3;
+    int bd = len < 3 ? 0 : len < 5 ? 1 : 2;
     for (int i = 0; i < EF_COUNT + N_FUNCS; i++) {
         const char *c = i < EF_COUNT ? EXPR_FEATURES[i].name : FUNCS[i - EF_COUNT].name;
+        if (call && i < EF_COUNT && EXPR_FEATURES[i].n_args == 0) continue;
         int d = distance(at, len, c);
-        if (d < bd && d <= (int)(len + 1) / 2) bd = d, best = c;
+        if (d <= bd && (!best || d < bd)) bd = d, best = c;
     }
-    char what[160], hint[80] = "; kvtrace policies --features lists them";
+    return best;
+}
+
+static int unknown_name(parser *ps, const char *at, size_t len)
+{
+    skip(ps);
+    const bool call = ps->s < ps->end && *ps->s == '(';
+    char what[64], hint[200] = "; kvtrace policies --features lists them";
     snprintf(what, sizeof what, "%.*s", (int)len, at);
+    static const char *const PROTECT[] = {"sinks", "recent", "recent_n"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(what, PROTECT[i]) == 0)
+            snprintf(hint, sizeof hint, " (%s is a protect item: EXPR; protect = %s(...))", what, what);
+    const char *best = hint[0] == ';' ? nearest(at, len, call) : NULL;
     if (best) snprintf(hint, sizeof hint, " (did you mean %s?)", best);
-    return fail_at(ps, at, "unknown feature '%s'%s", what, hint);
+    return fail_at(ps, at, call ? "unknown function '%s'%s" : "unknown feature '%s'%s", what, hint);
 }
 
 static int parse_cond(parser *ps);
@@ -142,17 +159,31 @@ static int feature(parser *ps, int id, const char *at)
 {
     const expr_feature *f = &EXPR_FEATURES[id];
     expr_feat_use u = {(expr_feature_id)id, f->def[0], f->def[1]};
+    skip(ps);
     if (eat(ps, "(")) {
         if (f->n_args == 0) return fail_at(ps, at, "feature '%s' takes no arguments%s", f->name, "");
-        double *arg[2] = {&u.a, &u.b};
-        for (int k = 0; k < f->n_args; k++) {
-            int rc = (k && !eat(ps, ",")) ? KV_OK : number(ps, arg[k]);
-            if (rc) return rc;
-            if (*arg[k] < (id == EF_IS_SINK ? 0 : 1) || *arg[k] != floor(*arg[k]) || *arg[k] > 1 << 20)
-                return fail_at(ps, at, "%s%s: an argument is not an integer in range", f->name, f->args);
+        double arg[3] = {u.a, u.b, 0};
+        int n = 0, rc = KV_OK;
+        skip(ps);
+        if (!eat(ps, ")")) {
+            do {
+                if ((rc = number(ps, &arg[n < 2 ? n : 2]))) return rc;
+                n++;
+                skip(ps);
+            } while (eat(ps, ","));
+            if ((rc = expect(ps, ")"))) return rc;
         }
-        int rc = expect(ps, ")");
-        if (rc) return rc;
+        if (n == 0 || n > f->n_args) {
+            char what[96], given[96];
+            snprintf(what, sizeof what, "%s%s", f->name, f->args);
+            snprintf(given, sizeof given, "%s, %d given (%s alone: the default%s)",
+                     f->n_args == 2 ? "1 or 2 arguments" : "1 argument", n, f->name, f->n_args == 2 ? "s" : "");
+            return fail_at(ps, at, "feature %s takes %s", what, given);
+        }
+        for (int k = 0; k < n; k++)
+            if (arg[k] < (id == EF_IS_SINK ? 0 : 1) || arg[k] != floor(arg[k]) || arg[k] > 1 << 20)
+                return fail_at(ps, at, "%s%s: an argument is not an integer in range", f->name, f->args);
+        u.a = arg[0], u.b = arg[1];
     }
     int slot = -1;
     for (int i = 0; i < ps->p->n_feats; i++)

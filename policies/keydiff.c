@@ -66,21 +66,12 @@ static int keydiff_score(const policy_config *cfg, void *state, const policy_vie
         free(mu);
         return rc;
     }
-    vm_weighted_mean(v->keys, n, D, anchor != ANCHOR_RAW ? norms : NULL, mu, w);
-    if (anchor == ANCHOR_PAIRWISE) {
-        /* −mean over m≠j of cos(k_j, k_m) = −(k̂_j·Σ_m k̂_m − 1)/(n−1) */
-        for (int64_t d = 0; d < D; d++) mu[d] *= (double)n;
-        vm_dots(v->keys, n, D, mu, scores);
-        for (int64_t j = 0; j < n; j++)  /* no other key, or a zero key: cos 0 */
-            scores[j] = n < 2 || norms[j] == 0 ? 0 : -(scores[j] / norms[j] - 1.0) / (double)(n - 1);
-    } else if (metric == METRIC_L2) {
-        for (int64_t j = 0; j < n; j++) scores[j] = l2_dist(v->keys + j * D, mu, D);
+    if (anchor == ANCHOR_PAIRWISE || metric == METRIC_COS) {
+        vm_anchor_cos(v->keys, n, D, norms, anchor != ANCHOR_RAW, anchor == ANCHOR_PAIRWISE, mu, w, scores);
     } else {
-        vm_dots(v->keys, n, D, mu, scores);
-        if (metric == METRIC_DOT)
-            for (int64_t j = 0; j < n; j++) scores[j] = -scores[j];
-        else
-            vm_cos_scores(scores, norms, vm_norm_d(mu, D), n);
+        vm_weighted_mean(v->keys, n, D, anchor != ANCHOR_RAW ? norms : NULL, mu, w);
+        if (metric == METRIC_DOT) vm_dots(v->keys, n, D, mu, scores);
+        for (int64_t j = 0; j < n; j++) scores[j] = metric == METRIC_L2 ? l2_dist(v->keys + j * D, mu, D) : -scores[j];
     }
     free(mu);
     policy_protect_recent(v, policy_recent_count(policy_num(cfg, "window"), v->budget), scores);

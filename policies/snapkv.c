@@ -13,51 +13,29 @@
  * default 5), pool (avg|max, default avg). Presets (docs/policies.md):
  * paper = window=32:kernel=7:pool=max (the SnapKV paper's setting),
  * kvpress = window=64:kernel=5:pool=avg (NVIDIA kvpress SnapKVPress's defaults). */
-#include <cblas.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/softmax.h"
+#include "policies/attn_window.h"
 #include "policies/policy.h"
 
 static int snapkv_score(const policy_config *cfg, void *state, const policy_view *v, double *scores,
                         kv_err *err)
 {
     (void)state;
-    const int64_t n = v->n, D = v->D, window = (int64_t)policy_num(cfg, "window");
-    const int64_t kernel = (int64_t)policy_num(cfg, "kernel");
-    const int64_t i0 = v->now - window + 1 > 0 ? v->now - window + 1 : 0, W = v->now - i0 + 1;
-    double *sum = kv_calloc((size_t)n, sizeof *sum, "snapkv scores", err);
-    float *s = sum ? kv_calloc((size_t)(W * n), sizeof(float), "snapkv window scores", err) : NULL;
-    if (!s) {
-        free(sum);
-        return err->code;
+    double *sum = kv_calloc((size_t)v->n + 1, sizeof *sum, "snapkv scores", err);
+    int64_t i0 = 0;
+    int rc = sum ? attn_window_sums(v, (int64_t)policy_num(cfg, "window"), sum, &i0, "snapkv window scores", err)
+                 : err->code;
+    if (!rc) {
+        attn_window_pool(sum, v->n, (int64_t)policy_num(cfg, "kernel"), policy_choice(cfg, "pool") == 1, scores);
+        for (int64_t c = 0; c < v->n; c++)   /* the window's own candidates are protected */
+            if (v->pos[c] >= i0) scores[c] = INFINITY;
     }
-    for (int64_t j = 0; v->queries && n > 0 && j < v->q_heads; j++) {
-        /* the window's scores against every candidate in one product: s[W][n] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)W, (int)n, (int)D, (float)(1.0 / sqrt((double)D)),
-                    v->queries + (j * v->T + i0 - v->q0) * D, (int)D, v->keys, (int)D, 0.0f, s, (int)n);
-        for (int64_t r = 0, vis = 0; r < W; r++) {
-            float *row = s + r * n;
-            while (vis < n && v->pos[vis] <= i0 + r) vis++; /* candidates ascending: visible = a prefix */
-            if (vis == 0) continue;                        /* this query sees no candidate */
-            /* the weights in float (SPEC §4 allows it), their sum in double */
-            double z = softmax_row_exp(row, vis, softmax_row_max(row, vis));
-            softmax_accumulate(sum, row, 1.0 / (z * (double)v->q_heads), vis);
-        }
-    }
-    const int64_t left = kernel / 2;
-    const bool max_pool = policy_choice(cfg, "pool") == 1;
-    for (int64_t c = 0; c < n; c++) {
-        double pooled = 0.0;
-        for (int64_t o = -left; o < kernel - left; o++)
-            if (c + o >= 0 && c + o < n) pooled = max_pool ? fmax(pooled, sum[c + o]) : pooled + sum[c + o];
-        scores[c] = v->pos[c] >= i0 ? INFINITY : max_pool ? pooled : pooled / (double)kernel;
-    }
-    free(sum), free(s);
-    return KV_OK;
+    free(sum);
+    return rc;
 }
 
 static int64_t snapkv_query_window(const policy_config *cfg)

@@ -75,6 +75,9 @@ typedef struct {
     /* the allocator's label (allocators/alloc.h: "uniform", "pyramid:beta=20:window=32");
      * written in evict mode, "" read from a trace before allocators (uniform) */
     char evict_allocator[256];
+    /* a score expression's definition (--define, docs/expressions.md) when evict_policy is one;
+     * "" otherwise (optional: written only then) */
+    char evict_definition[512];
     /* writers only: the width W of /evict/retained's snapshots [L][K][W], the
      * most rows a (layer, kv head) can keep; 0: N (evict_budget) */
     int64_t evict_width;

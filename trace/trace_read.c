@@ -99,6 +99,9 @@ static int read_meta(trace *tr, kv_err *err)
         bool has_alloc = false; /* optional: traces before allocators ran uniform */
         if (!rc) rc = h5u_read_attr_str(root, where, "evict_allocator", m->evict_allocator, sizeof m->evict_allocator,
                                         &has_alloc, err);
+        bool has_def = false; /* optional: only a score expression has one */
+        if (!rc) rc = h5u_read_attr_str(root, where, "evict_definition", m->evict_definition,
+                                        sizeof m->evict_definition, &has_def, err);
         if (rc) return rc;
     }
     rc = trace_meta_check(m, where, true, err);
