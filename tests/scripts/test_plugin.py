@@ -216,6 +216,18 @@ def alloc_capture_case(kv, tmp, myalloc):
     a, b = got.values()
     check(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]),
           "capture --plugin --allocator myalloc: the same tokens and keys as --allocator pyramid")
+    bad = os.path.join(tmp, "alloc_bad_shares.so")   # built by allocator_cases
+    for verb, args in (("capture", ["--evict", "knorm", "--allocator", "plugeven", "--budget", "12", "--chunk", "8"]),
+                       ("fidelity", ["--policies", "knorm", "--allocators", "plugeven", "--budgets", "12"])):
+        if not os.path.exists(bad):
+            break
+        out = os.path.join(tmp, "bad_%s_out" % verb)
+        r = subprocess.run([kv, verb, "--quiet", "--model", model, "--plugin", bad, *args, "--prompt", "Once upon a time",
+                            "--generate", "20", "-o", out], capture_output=True, text=True)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 3 and len(lines) == 1 and (bad + ": allocator plugeven's shares") in lines[0]
+              and not os.path.exists(out), "%s: a plug-in's shares short of the total stop the run (exit 3, no output)"
+              % verb, "rc %d: %s" % (r.returncode, r.stderr))
     out = os.path.join(tmp, "fid_alloc")
     r = subprocess.run([kv, "fidelity", "--quiet", "--model", model, "--plugin", myalloc, "--policies", "knorm",
                         "--allocators", "myalloc:window=4,pyramid:window=4", "--budgets", "12", "--prompt",
