@@ -106,20 +106,11 @@ static int check_entry(const alloc_plugin_entry *e, const char *path, kv_err *er
         ai->scores_from != ALLOC_SCORES_FILE_OR_TRACE)
         return kv_fail(err, KV_EUSAGE, "%s: allocator %s has an unknown scores_from %d", path, ai->name,
                        (int)ai->scores_from);
-    if (ai->kind == ALLOC_STATIC ? !ai->capacities : !ai->shares)
+    const bool fixed = ai->kind == ALLOC_STATIC;
+    if (fixed ? !ai->capacities : !ai->shares)
         return kv_fail(err, KV_EUSAGE, "%s: allocator %s is %s but has no %s", path, ai->name,
-                       ai->kind == ALLOC_STATIC ? "static" : "dynamic", ai->kind == ALLOC_STATIC ? "capacities" : "shares");
-    double num[POLICY_MAX_PARAMS];
-    int choice[POLICY_MAX_PARAMS];
-    char canonical[256];
-    int rc = policy_params_parse(ai->name, ai->params, ai->name, "", num, choice, canonical, sizeof canonical, err);
-    if (rc) {
-        char why[sizeof err->msg];
-        snprintf(why, sizeof why, "%s", err->msg);
-        err->code = KV_OK;   /* replaced by the same line, the file named */
-        return kv_fail(err, KV_EUSAGE, "%s: the defaults of allocator %s: %s", path, ai->name, why);
-    }
-    return KV_OK;
+                       fixed ? "static" : "dynamic", fixed ? "capacities" : "shares");
+    return policy_plugin_defaults(path, "allocator", ai->name, ai->params, err);
 }
 
 /* One allocator of the plug-in into the next entry: its iface read up to size bytes. */

@@ -53,6 +53,19 @@ static int check_name(const policy_plugins *t, const policy_aliases *a, const ch
     return KV_OK;
 }
 
+int policy_plugin_defaults(const char *path, const char *what, const char *name, const policy_param *params,
+                           kv_err *err)
+{
+    double num[POLICY_MAX_PARAMS];
+    int choice[POLICY_MAX_PARAMS];
+    char canonical[256];
+    if (!policy_params_parse(name, params, name, "", num, choice, canonical, sizeof canonical, err)) return KV_OK;
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    err->code = KV_OK;   /* replaced by the same line, the file named */
+    return kv_fail(err, KV_EUSAGE, "%s: the defaults of %s %s: %s", path, what, name, why);
+}
+
 /* One policy of the plug-in into the next entry: its iface read up to size bytes. */
 static int add_policy(policy_plugins *t, const policy_aliases *a, const char *path, const policy_iface *pi,
                       uint32_t size, kv_err *err)
@@ -67,16 +80,7 @@ static int add_policy(policy_plugins *t, const policy_aliases *a, const char *pa
     int rc = check_name(t, a, path, e->iface.name, err);
     if (rc) return rc;
     if (!e->iface.score) return kv_fail(err, KV_EUSAGE, "%s: policy %s has no score", path, e->iface.name);
-    double num[POLICY_MAX_PARAMS];
-    int choice[POLICY_MAX_PARAMS];
-    char canonical[256];
-    if ((rc = policy_params_parse(e->iface.name, e->iface.params, e->iface.name, "", num, choice, canonical,
-                                  sizeof canonical, err))) {
-        char why[sizeof err->msg];
-        snprintf(why, sizeof why, "%s", err->msg);
-        err->code = KV_OK; /* replaced by the same line, the file named */
-        return kv_fail(err, KV_EUSAGE, "%s: the defaults of policy %s: %s", path, e->iface.name, why);
-    }
+    if ((rc = policy_plugin_defaults(path, "policy", e->iface.name, e->iface.params, err))) return rc;
     if (!e->iface.summary) e->iface.summary = "(a plug-in's policy)";
     e->score = e->iface.score;
     e->iface.score = checked_score;

@@ -38,6 +38,11 @@ typedef struct {
  * or its name is a built-in's, an alias's or another plug-in's. */
 int policy_plugin_load(policy_plugins *t, policy_aliases *aliases, const char *path, kv_err *err);
 
+/* Whether the defaults of a plug-in's parameter list parse (a policy's or, `what` = "allocator",
+ * an allocator's); KV_EUSAGE naming the file and the owner otherwise. */
+int policy_plugin_defaults(const char *path, const char *what, const char *name, const policy_param *params,
+                           kv_err *err);
+
 /* dlclose every plug-in: after the last use of a configuration parsed from them. */
 void policy_plugins_close(policy_plugins *t);
 
