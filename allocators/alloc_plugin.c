@@ -15,7 +15,8 @@ static const alloc_plugin_entry *entry_of(const alloc_config *ac)
 /* The plug-in's own error: kept, or given a line when it wrote none. */
 static int own_error(const alloc_plugin_entry *e, int rc, kv_err *err)
 {
-    if (!err->msg[0]) snprintf(err->msg, sizeof err->msg, "%s: allocator %s failed (code %d)", e->file, e->iface.name, rc);
+    if (!err->msg[0])
+        snprintf(err->msg, sizeof err->msg, "%s: allocator %s failed (code %d)", e->file, e->iface.name, rc);
     err->code = rc;
     return rc;
 }
@@ -66,7 +67,8 @@ static int checked_shares(const alloc_config *ac, const alloc_scope *s, alloc_bu
     int rc = e->shares(ac, s, b, counts, err);
     if (rc) return own_error(e, rc, err);
     int64_t sum = 0;
-    const long long step = s->views ? (long long)s->views[0].step : -1, layer = s->views ? (long long)s->views[0].layer : -1;
+    const long long step = s->views ? (long long)s->views[0].step : -1;
+    const long long layer = s->views ? (long long)s->views[0].layer : -1;
     for (int64_t x = 0; x < s->n_streams; x++) {
         if (counts[x] < 1 || counts[x] > s->n[x])
             return kv_fail(err, KV_EINPUT, "%s: allocator %s gave stream %lld of the scope a share of %lld (step %lld, "
@@ -84,7 +86,8 @@ static int checked_shares(const alloc_config *ac, const alloc_scope *s, alloc_bu
 static int check_name(const alloc_plugins *t, const char *path, const char *name, kv_err *err)
 {
     size_t len = strlen(name);
-    if (len == 0 || len >= 64 || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != len)
+    static const char OK[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
+    if (len == 0 || len >= 64 || strspn(name, OK) != len)
         return kv_fail(err, KV_EUSAGE, "%s: allocator name '%s' is not 1-63 of letters, digits and _ . -", path, name);
     for (const alloc_iface *const *a = alloc_all(); *a; a++)
         if (strcmp((*a)->name, name) == 0)

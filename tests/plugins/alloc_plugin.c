@@ -10,7 +10,8 @@
  *   ALLOC_BAD_SHARES  plugeven's shares less one row: exit 3 at the first evicting step */
 #include <kvtrace/allocator.h>
 
-__attribute__((unused)) static int even_shares(const alloc_config *ac, const alloc_scope *s, alloc_buf *b, int64_t *counts, kv_err *err)
+__attribute__((unused)) static int even_shares(const alloc_config *ac, const alloc_scope *s, alloc_buf *b,
+                                               int64_t *counts, kv_err *err)
 {
     (void)ac, (void)b, (void)err;
     int64_t left = s->total;
@@ -26,8 +27,8 @@ __attribute__((unused)) static int even_shares(const alloc_config *ac, const all
     return KV_OK;
 }
 
-__attribute__((unused)) static int odd_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t layer, int64_t *cap,
-                                                  kv_err *err)
+__attribute__((unused)) static int odd_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K,
+                                                  int64_t layer, int64_t *cap, kv_err *err)
 {
     (void)ac, (void)err;
     for (int64_t g = 0; g < K; g++) cap[g] = N;

@@ -168,7 +168,8 @@ def allocator_cases(kv, tmp, prefix, trace, mine, myalloc):
             for g in f["runs"].values():
                 key = (g.attrs["policy"], g.attrs["params"], int(g.attrs["budget"]))
                 runs.setdefault(g.attrs["allocator"].split(":")[0], {})[key] = g["retained"][:].tolist()
-        check(runs["plugeven"] == runs["uniform"] and len(runs["uniform"]) == 6, "plugeven (dynamic, a layer's heads) keeps uniform's sets")
+        check(runs["plugeven"] == runs["uniform"] and len(runs["uniform"]) == 6,
+              "plugeven (dynamic, a layer's heads) keeps uniform's sets")
     for m, rc, what in (("ALLOC_CLASH", 2, "a built-in allocator's name"), ("ALLOC_BAD_SIZE", 2, "a larger alloc_scope"),
                         ("ALLOC_NO_SHARES", 2, "a dynamic allocator without shares"),
                         ("ALLOC_BAD_CAPS", 3, "capacities not summing to L*K*N"),
@@ -185,10 +186,11 @@ def allocator_cases(kv, tmp, prefix, trace, mine, myalloc):
               "rc %d: %s" % (r.returncode, r.stderr))
     r = subprocess.run([kv, "policies", "--plugin", mine, "--plugin", myalloc], capture_output=True, text=True)
     lines = r.stdout.splitlines()
-    check(r.returncode == 0 and any(x.startswith("mypolicy ") for x in lines) and any(x.startswith("myalloc ") for x in lines)
-          and any(x.startswith("knorm ") for x in lines) and any(x.startswith("pyramid ") for x in lines)
-          and "    from the plug-in %s" % myalloc in lines and any(x.strip().startswith("window ") for x in lines)
-          and lines.index("    from the plug-in %s" % myalloc) > [i for i, x in enumerate(lines) if x.startswith("Allocators")][0],
+    starts = {x.split(" ")[0] for x in lines}
+    mark = "    from the plug-in %s" % myalloc
+    check(r.returncode == 0 and {"mypolicy", "myalloc", "knorm", "pyramid"} <= starts and mark in lines
+          and any(x.strip().startswith("window ") for x in lines)
+          and lines.index(mark) > [i for i, x in enumerate(lines) if x.startswith("Allocators")][0],
           "kvtrace policies --plugin: the plug-ins' policies and allocators (with parameters) beside the built-ins",
           r.stdout + r.stderr)
     r = subprocess.run([kv, "policies", "--plugin", myalloc, "myalloc"], capture_output=True, text=True)
