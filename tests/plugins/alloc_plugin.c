@@ -1,7 +1,8 @@
 /* Plug-in allocators for tests/scripts/test_plugin.py. Without a macro: `plugeven`, a dynamic
  * allocator (a layer's kv heads) that deals the scope's total out one row at a time, stream
  * after stream, up to each stream's candidates: with streams of equal candidates every one keeps
- * N, as uniform. One macro each for what kvtrace must refuse:
+ * N, as uniform. ALLOC_MODEL: the same over the whole model's streams (`plugevenm`, replayed in
+ * lock step). One macro each for what kvtrace must refuse:
  *   ALLOC_CLASH       an allocator named pyramid (a built-in): exit 2 at load
  *   ALLOC_BAD_SIZE    tables claiming an alloc_scope larger than the host's: exit 2 at load
  *   ALLOC_NO_SHARES   a dynamic allocator without shares: exit 2 at load
@@ -49,12 +50,18 @@ static const alloc_iface plug = {
     .kind = ALLOC_STATIC,
     .per_head = true,
     .capacities = odd_capacities,
+#elif defined(ALLOC_MODEL)
+    .name = "plugevenm",
 #else
     .name = "plugeven",
 #endif
     .summary = "deals the scope's total out one row at a time, stream after stream",
 #if !defined(ALLOC_BAD_CAPS) && !defined(ALLOC_ZERO_CAP)
+#ifdef ALLOC_MODEL
+    .kind = ALLOC_DYNAMIC_MODEL,
+#else
     .kind = ALLOC_DYNAMIC_LAYER,
+#endif
 #ifndef ALLOC_NO_SHARES
     .shares = even_shares,
 #endif

@@ -8,10 +8,11 @@ one loaded twice) are refused with one line naming the file, exit 2, no output; 
 with one line naming the plug-in, exit 3, no output; (5) capture --evict mypolicy runs the model as --evict tova
 does (same tokens and recorded keys), and fidelity gives mypolicy tova's row; --alias NAME=mypolicy:scope=group
 works after --plugin; (6) plug-in allocators: the example's myalloc (pyramid restated) gives exactly pyramid's
-results rows in sim (and in capture --evict / fidelity), tests/plugins/alloc_plugin.c's plugeven (dynamic) keeps
-uniform's sets; a clash, a larger struct, a missing shares are refused at load (exit 2), capacities or shares
-that break the host's checks stop the run (one line naming the plug-in, exit 3, nothing written);
-`kvtrace policies --plugin` lists the plug-ins' policies and allocators."""
+results rows in sim (and in capture --evict / fidelity), tests/plugins/alloc_plugin.c's plugeven (dynamic, a
+layer) and plugevenm (dynamic, the model) keep uniform's sets; a clash, a larger struct, a missing shares are
+refused at load (exit 2), capacities or shares that break the host's checks stop sim, capture and fidelity (one
+line naming the plug-in, exit 3, nothing written); `kvtrace policies --plugin` lists the plug-ins' policies and
+allocators."""
 import csv
 import os
 import shutil
@@ -155,9 +156,11 @@ def rows_without(path, drop):
 
 def allocator_cases(kv, tmp, prefix, trace, mine, myalloc):
     even = cc(tmp, prefix, "alloc_plugin.c", "plugeven")
+    evenm = cc(tmp, prefix, "alloc_plugin.c", "plugevenm", "ALLOC_MODEL")
     out = os.path.join(tmp, "alloc_eq")
-    r = sim(kv, trace, out, "--allocators", "myalloc:window=4,pyramid:window=4,plugeven,uniform", "--plugin", myalloc,
-            "--plugin", even or "missing", "--policies", "knorm,tova,tova:scope=group")
+    r = sim(kv, trace, out, "--allocators", "myalloc:window=4,pyramid:window=4,plugeven,plugevenm,uniform", "--plugin",
+            myalloc, "--plugin", even or "missing", "--plugin", evenm or "missing", "--policies",
+            "knorm,tova,tova:scope=group")
     check(r.returncode == 0, "sim --plugin: plug-in allocators in --allocators (given before --plugin)", r.stderr)
     if r.returncode == 0:
         got = rows_without(os.path.join(out, "results.csv"), ("allocator",))
@@ -170,6 +173,7 @@ def allocator_cases(kv, tmp, prefix, trace, mine, myalloc):
                 runs.setdefault(g.attrs["allocator"].split(":")[0], {})[key] = g["retained"][:].tolist()
         check(runs["plugeven"] == runs["uniform"] and len(runs["uniform"]) == 6,
               "plugeven (dynamic, a layer's heads) keeps uniform's sets")
+        check(runs["plugevenm"] == runs["uniform"], "plugevenm (dynamic, the model's heads, lock step) keeps uniform's sets")
     for m, rc, what in (("ALLOC_CLASH", 2, "a built-in allocator's name"), ("ALLOC_BAD_SIZE", 2, "a larger alloc_scope"),
                         ("ALLOC_NO_SHARES", 2, "a dynamic allocator without shares"),
                         ("ALLOC_BAD_CAPS", 3, "capacities not summing to L*K*N"),
