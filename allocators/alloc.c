@@ -8,23 +8,36 @@
 
 #include "core/cli_args.h"
 
-int alloc_parse(const char *spec, alloc_config *out, kv_err *err)
+/* The allocator named by spec's first nlen bytes: the registry's, then the user table's; NULL: none. */
+static const alloc_iface *find(const alloc_iface *const *user, const char *spec, size_t nlen)
+{
+    for (const alloc_iface *const *a = alloc_all(); *a; a++)
+        if (strlen((*a)->name) == nlen && strncmp((*a)->name, spec, nlen) == 0) return *a;
+    for (const alloc_iface *const *a = user; a && *a; a++)
+        if (strlen((*a)->name) == nlen && strncmp((*a)->name, spec, nlen) == 0) return *a;
+    return NULL;
+}
+
+int alloc_parse_in(const alloc_iface *const *user, const char *spec, alloc_config *out, kv_err *err)
 {
     memset(out, 0, sizeof *out);
     const size_t nlen = strcspn(spec, ":");
-    const alloc_iface *const *all = alloc_all();
-    for (const alloc_iface *const *a = all; *a; a++)
-        if (strlen((*a)->name) == nlen && strncmp((*a)->name, spec, nlen) == 0) out->iface = *a;
-    if (!out->iface) {
-        char known[256];
+    if (!(out->iface = find(user, spec, nlen))) {
+        char known[512];
         size_t used = 0;
-        for (const alloc_iface *const *a = all; *a; a++)
-            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", a == all ? "" : ", ", (*a)->name);
+        for (int pass = 0; pass < 2; pass++)
+            for (const alloc_iface *const *a = pass ? user : alloc_all(); a && *a && used < sizeof known; a++)
+                used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", used ? ", " : "", (*a)->name);
         return kv_fail(err, KV_EUSAGE, "unknown allocator '%.*s' (known: %s)", (int)nlen, spec, known);
     }
     out->n = policy_params_count(out->iface->params);
     return policy_params_parse(out->iface->name, out->iface->params, spec, spec + nlen, out->num, out->choice,
                                out->canonical, sizeof out->canonical, err);
+}
+
+int alloc_parse(const char *spec, alloc_config *out, kv_err *err)
+{
+    return alloc_parse_in(NULL, spec, out, err);
 }
 
 void alloc_label(const alloc_config *ac, char *buf, size_t cap)
@@ -34,11 +47,17 @@ void alloc_label(const alloc_config *ac, char *buf, size_t cap)
 
 int alloc_parse_list(const char *verb, const char *list, alloc_config *out, int max, int *n, kv_err *err)
 {
+    return alloc_parse_list_in(NULL, verb, list, out, max, n, err);
+}
+
+int alloc_parse_list_in(const alloc_iface *const *user, const char *verb, const char *list, alloc_config *out,
+                        int max, int *n, kv_err *err)
+{
     cli_list l;
     *n = 0;
     int rc = cli_list_split(verb, "--allocators", list, max, &l, err);
     for (int i = 0; !rc && i < l.n; i++) {
-        if ((rc = alloc_parse(l.item[i], &out[i], err))) return rc;
+        if ((rc = alloc_parse_in(user, l.item[i], &out[i], err))) return rc;
         for (int j = 0; !rc && j < i; j++)   /* one configuration, two spellings: refused before any work */
             if (out[j].iface == out[i].iface && strcmp(out[j].canonical, out[i].canonical) == 0) {
                 char label[sizeof out[i].canonical + 64];

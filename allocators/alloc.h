@@ -27,83 +27,11 @@
 #include <stdint.h>
 
 #include "core/kv_error.h"
+/* the interface itself (alloc_kind, alloc_config, alloc_scope, alloc_buf, alloc_iface) is the
+ * public, versioned header plug-ins build against: the built-ins use the same one (docs/plugins.md) */
+#include "kvtrace/allocator.h"
 #include "policies/policy.h"
 #include "policies/step.h"
-
-/* static; dynamic with a layer's K streams as the scope (adakv); dynamic with
- * the whole model's L·K streams as the scope (cake, global: the layers are
- * replayed in lock step, docs/sim.md) */
-typedef enum { ALLOC_STATIC, ALLOC_DYNAMIC_LAYER, ALLOC_DYNAMIC_MODEL } alloc_kind;
-
-/* Where an allocator's per-head importance comes from: none; a
- * `--head-scores FILE` only (headkv); that file or, without it, the trace's
- * full-cache column sums (duo). */
-typedef enum { ALLOC_SCORES_NONE, ALLOC_SCORES_FILE, ALLOC_SCORES_FILE_OR_TRACE } alloc_scores_from;
-
-/* The most streams a dynamic scope may have (L·K for a model-wide one). */
-enum { ALLOC_MAX_STREAMS = 1024 };
-
-typedef struct alloc_iface alloc_iface;
-
-/* A parsed "name:key=value:..." with every parameter filled (defaults too). */
-typedef struct {
-    const alloc_iface *iface;
-    int n;
-    double num[POLICY_MAX_PARAMS];
-    int choice[POLICY_MAX_PARAMS];
-    char canonical[256];
-    /* [L][K] per-(layer, kv head) importance, higher = more important (headkv,
-     * duo), set by the engine before alloc_check; NULL for the others */
-    const double *head_scores;
-} alloc_config;
-
-/* One evicting step of a dynamic scope: the candidates of its S streams. */
-typedef struct {
-    int64_t n_streams;             /* S */
-    const int64_t *n;              /* [S] candidates per stream */
-    const double *const *scores;   /* [S] -> [n[x]] the policy's scores (higher keeps, +INFINITY protected) */
-    const int64_t *const *pos;     /* [S] -> [n[x]] their positions, ascending */
-    int64_t budget;                /* N, the average per stream */
-    int64_t total;                 /* the scope's total S·N, < Σ n[x] */
-    bool comparable;               /* the policy's scores compare across streams (policy_iface) */
-    /* [S] each stream's view of the step (its keys, positions, the trace's
-     * queries: cake's window attention), and the streams per layer */
-    const policy_view *views;
-    int64_t per_layer;
-} alloc_scope;
-
-/* Scratch of a dynamic allocator for scopes of up to `cap` candidates in all. */
-typedef struct {
-    int64_t *order;    /* [cap] each stream's candidates in its own rank order, streams one after the other */
-    int64_t *scratch;  /* [cap] */
-    int64_t cap;
-    double *weight;    /* [ALLOC_MAX_STREAMS] a model-wide allocator's per-stream weights */
-    double *work;      /* [3·cap] per-candidate sums of one stream (cake) */
-    float *row;        /* [cap] one attention row (cake) */
-} alloc_buf;
-
-struct alloc_iface {
-    const char *name;
-    const char *summary;
-    policy_param params[POLICY_MAX_PARAMS];   /* sorted by key; the first without a key ends them */
-    alloc_kind kind;
-    alloc_scores_from scores_from;
-    bool per_head;          /* static capacities differ between the kv heads of a layer (headkv, duo) */
-    bool needs_queries;     /* dynamic: shares read the trace's queries in the views (cake's window) */
-    bool needs_comparable;  /* only for policies whose scores compare across layers and heads (global) */
-    /* duo: whether stream (layer, g) is a streaming head (it then keeps the
-     * `sinks` first positions and the most recent, whatever the policy) */
-    bool (*streaming)(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t layer, int64_t g);
-    /* static: the capacity of every stream of layer `layer` (K of them) for
-     * average N over L layers; KV_EUSAGE with one line when N is too small
-     * for the allocator's formula */
-    int (*capacities)(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t layer, int64_t *cap,
-                      kv_err *err);
-    /* dynamic: how many each stream of the scope keeps (counts[S], each in
-     * [1, n[x]], summing to s->total); each stream then keeps its own top
-     * counts[x] by the selection rule (policy_select) */
-    void (*shares)(const alloc_config *ac, const alloc_scope *s, alloc_buf *b, int64_t *counts);
-};
 
 /* The registry (alloc_registry.c), NULL-terminated, in listing order. */
 const alloc_iface *const *alloc_all(void);
@@ -112,6 +40,11 @@ const alloc_iface *const *alloc_all(void);
 int alloc_parse(const char *spec, alloc_config *out, kv_err *err);
 /* A comma-separated list (as policy_parse_list): a configuration twice is refused. */
 int alloc_parse_list(const char *verb, const char *list, alloc_config *out, int max, int *n, kv_err *err);
+/* The same with allocators beside the registry (a plug-in's, alloc_plugin.h: a NULL-terminated
+ * table the caller owns; NULL: none), found by name after the registry's. */
+int alloc_parse_in(const alloc_iface *const *user, const char *spec, alloc_config *out, kv_err *err);
+int alloc_parse_list_in(const alloc_iface *const *user, const char *verb, const char *list, alloc_config *out,
+                        int max, int *n, kv_err *err);
 double alloc_num(const alloc_config *ac, const char *key);
 /* "uniform", or "pyramid:beta=20:window=32" (the label of results' allocator column). */
 void alloc_label(const alloc_config *ac, char *buf, size_t cap);

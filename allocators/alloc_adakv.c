@@ -63,8 +63,9 @@ static bool ahead(const alloc_scope *s, const rescale *z, const int64_t *const *
     return x < y;
 }
 
-static void adakv_shares(const alloc_config *ac, const alloc_scope *s, alloc_buf *b, int64_t *counts)
+static int adakv_shares(const alloc_config *ac, const alloc_scope *s, alloc_buf *b, int64_t *counts, kv_err *err)
 {
+    (void)err;
     const int64_t S = s->n_streams;
     int64_t floor_n = (int64_t)floor(alloc_num(ac, "alpha") * (double)s->budget + 1e-9);
     if (floor_n < 1) floor_n = 1;   /* a head never keeps fewer than one row */
@@ -89,6 +90,7 @@ static void adakv_shares(const alloc_config *ac, const alloc_scope *s, alloc_buf
         KV_ASSERT(best >= 0);   /* total < Σ n: there is always one */
         counts[best]++;
     }
+    return KV_OK;
 }
 
 const alloc_iface alloc_adakv = {

@@ -73,8 +73,9 @@ static void preferences(const alloc_config *ac, const alloc_scope *s, alloc_buf 
         for (int64_t x = 0; x < S; x++) w[x] = 1;
 }
 
-static void cake_shares(const alloc_config *ac, const alloc_scope *s, alloc_buf *b, int64_t *counts)
+static int cake_shares(const alloc_config *ac, const alloc_scope *s, alloc_buf *b, int64_t *counts, kv_err *err)
 {
+    (void)err;
     const int64_t S = s->n_streams;
     double *w = b->weight;
     KV_ASSERT(S <= ALLOC_MAX_STREAMS && s->views && S % s->per_layer == 0);
@@ -105,6 +106,7 @@ static void cake_shares(const alloc_config *ac, const alloc_scope *s, alloc_buf 
             if (best >= 0) given[best] = true, counts[best]++;
         }
     }
+    return KV_OK;
 }
 
 const alloc_iface alloc_cake = {

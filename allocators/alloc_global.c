@@ -47,8 +47,9 @@ static void sift_down(const merge *m, int64_t *heap, int64_t n, int64_t i)
     }
 }
 
-static void global_shares(const alloc_config *ac, const alloc_scope *s, alloc_buf *b, int64_t *counts)
+static int global_shares(const alloc_config *ac, const alloc_scope *s, alloc_buf *b, int64_t *counts, kv_err *err)
 {
+    (void)err;
     (void)ac;
     const int64_t S = s->n_streams;
     const int64_t *ord[ALLOC_MAX_STREAMS];
@@ -72,6 +73,7 @@ static void global_shares(const alloc_config *ac, const alloc_scope *s, alloc_bu
         if (counts[x] == s->n[x]) heap[0] = heap[--n];
         sift_down(&m, heap, n, 0);
     }
+    return KV_OK;
 }
 
 const alloc_iface alloc_global = {

@@ -45,7 +45,7 @@ int alloc_scope_step(const alloc_scope_args *a, int64_t *kept, bool *evicted, kv
     const alloc_scope s = {.n_streams = S, .n = counts_n, .scores = scores, .pos = pos, .budget = a->budget,
                            .total = a->total, .comparable = pi->scores_comparable, .views = a->views,
                            .per_layer = a->per_layer};
-    a->ac->iface->shares(a->ac, &s, a->ab, a->counts);
+    if ((rc = a->ac->iface->shares(a->ac, &s, a->ab, a->counts, err))) return rc;
     for (int64_t x = 0; x < S; x++) {
         policy_step_buf *b = a->bufs[x];
         KV_ASSERT(a->counts[x] >= 1 && a->counts[x] <= counts_n[x]);

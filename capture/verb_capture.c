@@ -8,6 +8,7 @@
 #include "model/model_fetch.h"
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
+#include "allocators/alloc_plugin.h"
 #include "policies/plugin.h"
 #include "expr/expr.h"
 #include "policies/policy.h"
@@ -59,8 +60,8 @@ static const char USAGE[] =
     "                       ones. The trace gets capture_mode=evict (no /attention: off by default)\n"
     "  --alias NAME=SPEC    a name for one configuration (policy[:key=value...]): --evict NAME, or\n"
     "                       chunkkv/criticalkv base=NAME; repeat for more\n"
-    "  --plugin FILE.so     load policies from a plug-in built against kvtrace/policy.h (docs/plugins.md):\n"
-    "                       --evict NAME; repeat for more\n"
+    "  --plugin FILE.so     load policies and allocators from a plug-in built against kvtrace/policy.h\n"
+    "                       (docs/plugins.md): --evict NAME, --allocator NAME; repeat for more\n"
     "  --define 'NAME = EXPR [; protect = ...]'\n"
     "                       a policy from a score expression (docs/expressions.md), usable in --evict NAME;\n"
     "                       repeat for more (future_attn is refused here: offline only)\n"
@@ -93,8 +94,10 @@ typedef struct {
     bool help;
     policy_aliases aliases;   /* --alias (o.evict's base may point into it) */
     policy_plugins plugins;   /* --plugin (o.evict's iface may point into it): closed after the run */
+    alloc_plugins alloc_plugins;   /* --plugin's allocators (o.alloc's iface may point into it) */
     expr_defs defs;           /* --define, --defines (the configurations point into it) */
     const char *evict;        /* --evict, parsed once every --alias is known */
+    const char *allocator;    /* --allocator, parsed once every --plugin is loaded */
 } capture_args;
 
 static int parse_record(const char *verb, const char *list, void *args, kv_err *err)
@@ -151,8 +154,10 @@ static int option_error(const char *verb, const char *option, int rc, kv_err *er
 
 static int parse_allocator(const char *verb, const char *arg, void *args, kv_err *err)
 {
-    capture_opts *o = &((capture_args *)args)->o;
-    return option_error(verb, "--allocator", alloc_parse(arg, &o->alloc, err), err);
+    (void)verb;
+    (void)err;
+    ((capture_args *)args)->allocator = arg;
+    return KV_OK;
 }
 
 static int parse_evict(const char *verb, const char *arg, void *args, kv_err *err)
@@ -185,7 +190,7 @@ static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *e
 {
     (void)verb;
     capture_args *a = args;
-    return policy_plugin_load(&a->plugins, &a->aliases, arg, err);
+    return alloc_plugin_load(&a->alloc_plugins, &a->plugins, &a->aliases, arg, err);
 }
 
 #define ROW(NAME, KIND, FIELD) CLI_ROW(NAME, KIND, capture_args, o.FIELD)
@@ -288,6 +293,9 @@ static int parse_args(int argc, char **argv, capture_args *a, kv_err *err)
     if (rc || a->help) return rc;
     if ((rc = expr_defs_attach(&a->defs, &a->aliases, err))) return rc;
     if (a->evict && (rc = option_error(v, "--evict", policy_parse_in(&a->aliases, a->evict, &o->evict, err), err)))
+        return rc;
+    if (a->allocator && (rc = option_error(v, "--allocator", alloc_parse_in(a->alloc_plugins.list, a->allocator,
+                                                                            &o->alloc, err), err)))
         return rc;
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
     if (prompt_sources(&o->prompt) > 1)

@@ -7,6 +7,7 @@
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "fidelity/fidelity.h"
+#include "allocators/alloc_plugin.h"
 #include "policies/plugin.h"
 #include "expr/expr.h"
 
@@ -32,8 +33,9 @@ static const char USAGE[] =
     "                       and oracle, with default parameters; oracle is offline only)\n"
     "  --alias NAME=SPEC    a name for one configuration (policy[:key=value...]), usable in --policies\n"
     "                       and as chunkkv's or criticalkv's base=; repeat for more\n"
-    "  --plugin FILE.so     load policies from a plug-in built against kvtrace/policy.h (docs/plugins.md),\n"
-    "                       usable in --policies and --alias like a built-in; repeat for more\n"
+    "  --plugin FILE.so     load policies and allocators from a plug-in built against kvtrace/policy.h\n"
+    "                       (docs/plugins.md), usable in --policies, --alias and --allocators like a\n"
+    "                       built-in; repeat for more\n"
     "  --define 'NAME = EXPR [; protect = ...]'\n"
     "                       a policy from a score expression (docs/expressions.md), usable in --policies;\n"
     "                       repeat for more (future_attn is refused here: offline only)\n"
@@ -68,8 +70,10 @@ typedef struct {
     char model_path[4096];
     policy_aliases aliases;   /* --alias */
     policy_plugins plugins;   /* --plugin: closed after the run */
+    alloc_plugins alloc_plugins;   /* --plugin's allocators */
     expr_defs defs;           /* --define, --defines (the configurations point into it) */
     const char *policies;     /* --policies, parsed once every --alias is known */
+    const char *allocators;   /* --allocators, parsed once every --plugin is loaded */
 } fid_args;
 
 static int parse_policies(const char *verb, const char *arg, void *args, kv_err *err)
@@ -102,13 +106,15 @@ static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *e
 {
     (void)verb;
     fid_args *a = args;
-    return policy_plugin_load(&a->plugins, &a->aliases, arg, err);
+    return alloc_plugin_load(&a->alloc_plugins, &a->plugins, &a->aliases, arg, err);
 }
 
 static int parse_allocators(const char *verb, const char *arg, void *args, kv_err *err)
 {
-    fid_args *a = args;
-    return alloc_parse_list(verb, arg, a->allocs, MAX_LIST, &a->o.n_allocators, err);
+    (void)verb;
+    (void)err;
+    ((fid_args *)args)->allocators = arg;
+    return KV_OK;
 }
 
 static int parse_budgets(const char *verb, const char *arg, void *args, kv_err *err)
@@ -181,6 +187,9 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
     if (rc || a->help) return rc;
     if ((rc = expr_defs_attach(&a->defs, &a->aliases, err))) return rc;
     if (a->policies && (rc = policy_parse_list_in(&a->aliases, v, a->policies, a->cfgs, MAX_LIST, &o->n_policies, err)))
+        return rc;
+    if (a->allocators && (rc = alloc_parse_list_in(a->alloc_plugins.list, v, a->allocators, a->allocs, MAX_LIST,
+                                                   &o->n_allocators, err)))
         return rc;
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
     const int sources = prompt_sources(&o->seq.prompt);

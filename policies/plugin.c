@@ -1,6 +1,7 @@
 /* plugin: `--plugin FILE.so`, policies from a shared object built against
- * include/kvtrace/policy.h (docs/plugins.md). The checks at load time are
- * the ABI's (number and struct sizes), the two symbols', and each policy's
+ * include/kvtrace/policy.h (docs/plugins.md); its allocators are checked
+ * here for their struct sizes and added by allocators/alloc_plugin.c (a layer
+ * above). The checks at load time are the ABI's (number and struct sizes), the two symbols', and each policy's
  * (a name that is new, a score, parameters whose defaults parse); at run
  * time only the scores' (a NaN stops the run: a plug-in's bug would
  * otherwise pass as a ranking). A crashing plug-in crashes kvtrace. */
@@ -10,6 +11,8 @@
 #include <string.h>
 
 #include "policies/plugin.h"
+
+#include "kvtrace/allocator.h"
 
 /* The plug-in's score, then the check that no score is NaN (policy_select would read it as
  * -inf and the result would silently be the plug-in's bug). */
@@ -50,6 +53,19 @@ static int check_name(const policy_plugins *t, const policy_aliases *a, const ch
     return KV_OK;
 }
 
+int policy_plugin_defaults(const char *path, const char *what, const char *name, const policy_param *params,
+                           kv_err *err)
+{
+    double num[POLICY_MAX_PARAMS];
+    int choice[POLICY_MAX_PARAMS];
+    char canonical[256];
+    if (!policy_params_parse(name, params, name, "", num, choice, canonical, sizeof canonical, err)) return KV_OK;
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    err->code = KV_OK;   /* replaced by the same line, the file named */
+    return kv_fail(err, KV_EUSAGE, "%s: the defaults of %s %s: %s", path, what, name, why);
+}
+
 /* One policy of the plug-in into the next entry: its iface read up to size bytes. */
 static int add_policy(policy_plugins *t, const policy_aliases *a, const char *path, const policy_iface *pi,
                       uint32_t size, kv_err *err)
@@ -64,16 +80,7 @@ static int add_policy(policy_plugins *t, const policy_aliases *a, const char *pa
     int rc = check_name(t, a, path, e->iface.name, err);
     if (rc) return rc;
     if (!e->iface.score) return kv_fail(err, KV_EUSAGE, "%s: policy %s has no score", path, e->iface.name);
-    double num[POLICY_MAX_PARAMS];
-    int choice[POLICY_MAX_PARAMS];
-    char canonical[256];
-    if ((rc = policy_params_parse(e->iface.name, e->iface.params, e->iface.name, "", num, choice, canonical,
-                                  sizeof canonical, err))) {
-        char why[sizeof err->msg];
-        snprintf(why, sizeof why, "%s", err->msg);
-        err->code = KV_OK; /* replaced by the same line, the file named */
-        return kv_fail(err, KV_EUSAGE, "%s: the defaults of policy %s: %s", path, e->iface.name, why);
-    }
+    if ((rc = policy_plugin_defaults(path, "policy", e->iface.name, e->iface.params, err))) return rc;
     if (!e->iface.summary) e->iface.summary = "(a plug-in's policy)";
     e->score = e->iface.score;
     e->iface.score = checked_score;
@@ -95,16 +102,25 @@ static int plugin_tables(void *h, const char *path, const kvtrace_plugin **out, 
     if (*abi != KVTRACE_POLICY_ABI)
         return kv_fail(err, KV_EUSAGE, "%s: built for plug-in ABI %u, this kvtrace has ABI %u: rebuild it against "
                        "this kvtrace's kvtrace/policy.h", path, *abi, KVTRACE_POLICY_ABI);
-    const kvtrace_host host = {KVTRACE_POLICY_ABI, sizeof(policy_config), sizeof(policy_view), sizeof(policy_iface)};
+    const kvtrace_host host = {KVTRACE_POLICY_ABI, sizeof(policy_config), sizeof(policy_view), sizeof(policy_iface),
+                               sizeof(alloc_config), sizeof(alloc_scope), sizeof(alloc_buf), sizeof(alloc_iface)};
     const kvtrace_plugin *p = tables(&host);
     if (!p) return kv_fail(err, KV_EUSAGE, "%s: the plug-in refused this kvtrace (ABI %u)", path, KVTRACE_POLICY_ABI);
+    const bool pols = p->policies && p->policies[0], allocs = p->allocators && p->allocators[0];
     if (p->abi != KVTRACE_POLICY_ABI || p->config_size > host.config_size || p->view_size > host.view_size ||
-        p->iface_size > host.iface_size || p->iface_size < offsetof(policy_iface, score) + sizeof p->policies)
+        p->iface_size > host.iface_size || (pols && p->iface_size < offsetof(policy_iface, score) + sizeof p->policies))
         return kv_fail(err, KV_EUSAGE, "%s: its tables are for ABI %u with struct sizes config %u, view %u, iface %u; "
                        "this kvtrace has ABI %u and %u, %u, %u: rebuild it against this kvtrace's kvtrace/policy.h",
                        path, p->abi, p->config_size, p->view_size, p->iface_size, host.abi, host.config_size,
                        host.view_size, host.iface_size);
-    if (!p->policies || !p->policies[0]) return kv_fail(err, KV_EUSAGE, "%s: the plug-in lists no policies", path);
+    if (allocs && (p->alloc_config_size > host.alloc_config_size || p->alloc_scope_size > host.alloc_scope_size ||
+                   p->alloc_buf_size > host.alloc_buf_size || p->alloc_iface_size > host.alloc_iface_size ||
+                   p->alloc_iface_size < offsetof(alloc_iface, shares) + sizeof p->allocators))
+        return kv_fail(err, KV_EUSAGE, "%s: its allocator struct sizes are config %u, scope %u, buf %u, iface %u; this "
+                       "kvtrace has %u, %u, %u, %u: rebuild it against this kvtrace's kvtrace/allocator.h", path,
+                       p->alloc_config_size, p->alloc_scope_size, p->alloc_buf_size, p->alloc_iface_size,
+                       host.alloc_config_size, host.alloc_scope_size, host.alloc_buf_size, host.alloc_iface_size);
+    if (!pols && !allocs) return kv_fail(err, KV_EUSAGE, "%s: the plug-in lists no policies and no allocators", path);
     *out = p;
     return KV_OK;
 }
@@ -121,13 +137,16 @@ int policy_plugin_load(policy_plugins *t, policy_aliases *aliases, const char *p
     const kvtrace_plugin *p = NULL;
     const int n0 = t->n;
     int rc = plugin_tables(h, path, &p, err);
-    for (int i = 0; !rc && p->policies[i]; i++) rc = add_policy(t, aliases, path, p->policies[i], p->iface_size, err);
+    for (int i = 0; !rc && p->policies && p->policies[i]; i++)
+        rc = add_policy(t, aliases, path, p->policies[i], p->iface_size, err);
     if (rc) {   /* none of this file's policies stay */
         t->n = n0;
         t->list[n0] = NULL;
         dlclose(h);
         return rc;
     }
+    t->tables[t->n_files] = p;   /* its allocators: alloc_plugins_add (allocators/alloc_plugin.h) */
+    snprintf(t->path[t->n_files], sizeof t->path[0], "%s", path);
     t->handle[t->n_files++] = h;
     if (aliases) aliases->user = t->list;
     return KV_OK;

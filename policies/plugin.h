@@ -25,14 +25,23 @@ typedef struct {
     void *handle[POLICY_MAX_PLUGINS];
     policy_plugin_entry entry[POLICY_MAX_PLUGIN_POLICIES];
     const policy_iface *list[POLICY_MAX_PLUGIN_POLICIES + 1];   /* NULL-terminated */
+    /* per file: its tables (their sizes checked; the allocators are read by alloc_plugins_add,
+     * allocators/alloc_plugin.h) and its path */
+    const kvtrace_plugin *tables[POLICY_MAX_PLUGINS];
+    char path[POLICY_MAX_PLUGINS][256];
 } policy_plugins;
 
 /* Loads FILE's policies into t (dlopen) and makes the parser see them beside the registry
  * (aliases->user = t->list; aliases may be NULL). KV_EUSAGE with one line naming the file: it cannot be
- * opened, a symbol is missing, its ABI or struct sizes do not match this kvtrace, a policy has no
- * name or score, its parameters' defaults do not parse, or its name is a built-in's, an alias's
- * or another plug-in's. */
+ * opened, a symbol is missing, its ABI or struct sizes (the allocators' too) do not match this
+ * kvtrace, it lists nothing, a policy has no name or score, its parameters' defaults do not parse,
+ * or its name is a built-in's, an alias's or another plug-in's. */
 int policy_plugin_load(policy_plugins *t, policy_aliases *aliases, const char *path, kv_err *err);
+
+/* Whether the defaults of a plug-in's parameter list parse (a policy's or, `what` = "allocator",
+ * an allocator's); KV_EUSAGE naming the file and the owner otherwise. */
+int policy_plugin_defaults(const char *path, const char *what, const char *name, const policy_param *params,
+                           kv_err *err);
 
 /* dlclose every plug-in: after the last use of a configuration parsed from them. */
 void policy_plugins_close(policy_plugins *t);

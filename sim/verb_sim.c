@@ -9,6 +9,7 @@
 #include "core/cli_opts.h"
 #include "expr/expr.h"
 #include "provenance/provenance.h"
+#include "allocators/alloc_plugin.h"
 #include "policies/plugin.h"
 #include "sim/sim.h"
 
@@ -24,8 +25,9 @@ static const char USAGE[] =
     "                       or an alias\n"
     "  --alias NAME=SPEC    a name for one configuration (SPEC = policy[:key=value...]), usable in\n"
     "                       --policies and as chunkkv's or criticalkv's base=; repeat for more\n"
-    "  --plugin FILE.so     load policies from a plug-in built against kvtrace/policy.h (docs/plugins.md),\n"
-    "                       usable in --policies and --alias like a built-in; repeat for more\n"
+    "  --plugin FILE.so     load policies and allocators from a plug-in built against kvtrace/policy.h\n"
+    "                       (docs/plugins.md), usable in --policies, --alias and --allocators like a\n"
+    "                       built-in; repeat for more\n"
     "  --define 'NAME = EXPR [; protect = ...]'\n"
     "                       a policy from a score expression over per-candidate features\n"
     "                       (docs/expressions.md, kvtrace policies --features); repeat for more\n"
@@ -58,9 +60,11 @@ typedef struct {
     policy_config cfgs[MAX_LIST];
     policy_aliases aliases;       /* --alias, in the order given */
     policy_plugins plugins;       /* --plugin: closed after the run */
+    alloc_plugins alloc_plugins;  /* --plugin's allocators */
     expr_defs defs;               /* --define, --defines */
     const char *policies;         /* --policies, parsed once every --alias is known */
     alloc_config allocs[MAX_LIST];
+    const char *allocators;       /* --allocators, parsed once every --plugin is loaded */
     int64_t budgets[MAX_LIST];
     double fractions[MAX_LIST];
 } sim_args;
@@ -83,7 +87,7 @@ static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *e
 {
     (void)verb;
     sim_args *a = args;
-    return policy_plugin_load(&a->plugins, &a->aliases, arg, err);
+    return alloc_plugin_load(&a->alloc_plugins, &a->plugins, &a->aliases, arg, err);
 }
 
 static int parse_define(const char *verb, const char *arg, void *args, kv_err *err)
@@ -100,9 +104,10 @@ static int parse_defines(const char *verb, const char *arg, void *args, kv_err *
 
 static int parse_allocators(const char *verb, const char *arg, void *args, kv_err *err)
 {
-    sim_args *a = args;
-    a->o.allocators = a->allocs;
-    return alloc_parse_list(verb, arg, a->allocs, MAX_LIST, &a->o.n_allocators, err);
+    (void)verb;
+    (void)err;
+    ((sim_args *)args)->allocators = arg;
+    return KV_OK;
 }
 
 /* One "F%" item: F in (0, 100] into a fraction. */
@@ -195,6 +200,10 @@ static int verb(int argc, char **argv, sim_args *a)
     if (!rc && a->policies) {
         o->policies = a->cfgs;
         rc = policy_parse_list_in(&a->aliases, v, a->policies, a->cfgs, MAX_LIST, &o->n_policies, &err);
+    }
+    if (!rc && a->allocators) {
+        o->allocators = a->allocs;
+        rc = alloc_parse_list_in(a->alloc_plugins.list, v, a->allocators, a->allocs, MAX_LIST, &o->n_allocators, &err);
     }
     if (!rc && first + 1 != argc)
         rc = cli_usage(&err, v, first >= argc ? "missing trace.h5" : "expects exactly one trace");

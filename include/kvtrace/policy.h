@@ -20,9 +20,12 @@
  * of the view and configuration it knows. Any other change (a field moved, an
  * array resized) bumps KVTRACE_POLICY_ABI.
  *
+ * A plug-in may also add budget allocators (kvtrace/allocator.h, the same
+ * ABI and rules; KVTRACE_PLUGIN_LISTS there lists both kinds).
+ *
  * Nothing here needs a symbol from the kvtrace binary: a plug-in is plain C
- * against this header (and kvtrace/error.h, kvtrace/rope.h), linked with
- * nothing of ours. */
+ * against this header (and kvtrace/error.h, kvtrace/rope.h,
+ * kvtrace/allocator.h), linked with nothing of ours. */
 #ifndef KVTRACE_POLICY_PUBLIC_H
 #define KVTRACE_POLICY_PUBLIC_H
 
@@ -161,15 +164,24 @@ typedef struct policy_iface {
 typedef struct {
     uint32_t abi;
     uint32_t config_size, view_size, iface_size;
+    /* the allocator structs (kvtrace/allocator.h) */
+    uint32_t alloc_config_size, alloc_scope_size, alloc_buf_size, alloc_iface_size;
 } kvtrace_host;
 
-/* What a plug-in gives: its policies (NULL-terminated) and the sizes it was
- * built with (KVTRACE_PLUGIN fills them). The tables must live as long as
- * the plug-in is loaded (static const). */
+/* What a plug-in gives: its policies and allocators (NULL-terminated lists,
+ * either may be NULL; at least one entry in all) and the sizes it was built
+ * with (KVTRACE_PLUGIN fills the policies' and leaves the allocators' zero;
+ * KVTRACE_PLUGIN_LISTS, kvtrace/allocator.h, fills all). The tables must
+ * live as long as the plug-in is loaded (static const). These two structs
+ * (kvtrace_host, kvtrace_plugin) are fixed for an ABI: a field added to
+ * either bumps KVTRACE_POLICY_ABI. */
+struct alloc_iface;
 typedef struct {
     uint32_t abi;
     uint32_t config_size, view_size, iface_size;
     const policy_iface *const *policies;
+    uint32_t alloc_config_size, alloc_scope_size, alloc_buf_size, alloc_iface_size;
+    const struct alloc_iface *const *allocators;
 } kvtrace_plugin;
 
 extern const uint32_t kvtrace_plugin_abi;
@@ -183,7 +195,8 @@ const kvtrace_plugin *kvtrace_plugin_tables(const kvtrace_host *host);
     {                                                                                    \
         static const policy_iface *const list[] = {__VA_ARGS__, NULL};                   \
         static const kvtrace_plugin tables = {KVTRACE_POLICY_ABI, sizeof(policy_config), \
-                                              sizeof(policy_view), sizeof(policy_iface), list}; \
+                                              sizeof(policy_view), sizeof(policy_iface), list, \
+                                              0, 0, 0, 0, NULL};                           \
         (void)host;                                                                      \
         return &tables;                                                                  \
     }

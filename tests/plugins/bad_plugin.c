@@ -42,7 +42,7 @@ const kvtrace_plugin *kvtrace_plugin_tables(const kvtrace_host *host)
 {
     static const policy_iface *const list[] = {&bad, NULL};
     static const kvtrace_plugin tables = {KVTRACE_POLICY_ABI, sizeof(policy_config), sizeof(policy_view) + 8,
-                                          sizeof(policy_iface), list};
+                                          sizeof(policy_iface), list, 0, 0, 0, 0, NULL};
     (void)host;
     return &tables;
 }

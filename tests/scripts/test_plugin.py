@@ -7,7 +7,12 @@ built-ins' sets at both TOVA scopes on a synthetic trace with D = 40 (the 16-lan
 one loaded twice) are refused with one line naming the file, exit 2, no output; a NaN score stops the run
 with one line naming the plug-in, exit 3, no output; (5) capture --evict mypolicy runs the model as --evict tova
 does (same tokens and recorded keys), and fidelity gives mypolicy tova's row; --alias NAME=mypolicy:scope=group
-works after --plugin."""
+works after --plugin; (6) plug-in allocators: the example's myalloc (pyramid restated) gives exactly pyramid's
+results rows in sim (and in capture --evict / fidelity), tests/plugins/alloc_plugin.c's plugeven (dynamic, a
+layer) and plugevenm (dynamic, the model) keep uniform's sets; a clash, a larger struct, a missing shares are
+refused at load (exit 2), capacities or shares that break the host's checks stop sim, capture and fidelity (one
+line naming the plug-in, exit 3, nothing written); `kvtrace policies --plugin` lists the plug-ins' policies and
+allocators."""
 import csv
 import os
 import shutil
@@ -47,7 +52,8 @@ def build_example(tmp, prefix):
     env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
     r = subprocess.run(["make", "-s", "EXTRA_CFLAGS=" + SAN_FLAGS], cwd=src, env=env, capture_output=True, text=True)
     so = os.path.join(src, "build", "mypolicy.so")
-    ok = r.returncode == 0 and os.path.exists(so) and not r.stderr.strip()
+    ok = r.returncode == 0 and os.path.exists(so) and os.path.exists(os.path.join(src, "build", "myalloc.so")) \
+        and not r.stderr.strip()
     check(ok, "examples/plugin builds out of tree against the installed header (pkg-config --cflags kvtrace)",
           r.stdout + r.stderr)
     return so if ok else None
@@ -141,6 +147,102 @@ def capture_case(kv, tmp, mine):
           "fidelity --plugin: mypolicy's row equals tova's (KL, perplexity, offline error)", r.stderr + str(rows))
 
 
+def rows_without(path, drop):
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    return {r["allocator"].split(":")[0]: [{k: v for k, v in row.items() if k not in drop} for row in rows
+                                            if row["allocator"] == r["allocator"]] for r in rows}
+
+
+def allocator_cases(kv, tmp, prefix, trace, mine, myalloc):
+    even = cc(tmp, prefix, "alloc_plugin.c", "plugeven")
+    evenm = cc(tmp, prefix, "alloc_plugin.c", "plugevenm", "ALLOC_MODEL")
+    out = os.path.join(tmp, "alloc_eq")
+    r = sim(kv, trace, out, "--allocators", "myalloc:window=4,pyramid:window=4,plugeven,plugevenm,uniform", "--plugin",
+            myalloc, "--plugin", even or "missing", "--plugin", evenm or "missing", "--policies",
+            "knorm,tova,tova:scope=group")
+    check(r.returncode == 0, "sim --plugin: plug-in allocators in --allocators (given before --plugin)", r.stderr)
+    if r.returncode == 0:
+        got = rows_without(os.path.join(out, "results.csv"), ("allocator",))
+        check(got["myalloc"] == got["pyramid"] and len(got["pyramid"]) > 0,
+              "myalloc (pyramid restated) gives exactly pyramid's results.csv rows (%d)" % len(got["pyramid"]))
+        runs = {}
+        with h5py.File(os.path.join(out, "results.h5"), "r") as f:
+            for g in f["runs"].values():
+                key = (g.attrs["policy"], g.attrs["params"], int(g.attrs["budget"]))
+                runs.setdefault(g.attrs["allocator"].split(":")[0], {})[key] = g["retained"][:].tolist()
+        check(runs["plugeven"] == runs["uniform"] and len(runs["uniform"]) == 6,
+              "plugeven (dynamic, a layer's heads) keeps uniform's sets")
+        check(runs["plugevenm"] == runs["uniform"], "plugevenm (dynamic, the model's heads, lock step) keeps uniform's sets")
+    for m, rc, what in (("ALLOC_CLASH", 2, "a built-in allocator's name"), ("ALLOC_BAD_SIZE", 2, "a larger alloc_scope"),
+                        ("ALLOC_NO_SHARES", 2, "a dynamic allocator without shares"),
+                        ("ALLOC_BAD_CAPS", 3, "capacities not summing to L*K*N"),
+                        ("ALLOC_ZERO_CAP", 3, "a capacity of 0"), ("ALLOC_BAD_SHARES", 3, "shares short of the total")):
+        so = cc(tmp, prefix, "alloc_plugin.c", m.lower(), m)
+        if not so:
+            continue
+        out = os.path.join(tmp, "bad_" + m)
+        name = "plugeven" if m == "ALLOC_BAD_SHARES" else "plugodd"
+        r = sim(kv, trace, out, "--plugin", so, "--policies", "knorm", "--allocators", name)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == rc and len(lines) == 1 and (so + ":") in lines[0] and not os.path.exists(out),
+              "a plug-in allocator with %s: one line naming it, exit %d, no output" % (what, rc),
+              "rc %d: %s" % (r.returncode, r.stderr))
+    r = subprocess.run([kv, "policies", "--plugin", mine, "--plugin", myalloc], capture_output=True, text=True)
+    lines = r.stdout.splitlines()
+    starts = {x.split(" ")[0] for x in lines}
+    mark = "    from the plug-in %s" % myalloc
+    check(r.returncode == 0 and {"mypolicy", "myalloc", "knorm", "pyramid"} <= starts and mark in lines
+          and any(x.strip().startswith("window ") for x in lines)
+          and lines.index(mark) > [i for i, x in enumerate(lines) if x.startswith("Allocators")][0],
+          "kvtrace policies --plugin: the plug-ins' policies and allocators (with parameters) beside the built-ins",
+          r.stdout + r.stderr)
+    r = subprocess.run([kv, "policies", "--plugin", myalloc, "myalloc"], capture_output=True, text=True)
+    check(r.returncode == 0 and r.stdout.count("\n\n") == 1 and "\nmyalloc " in r.stdout
+          and not any(x.startswith(("pyramid ", "knorm ")) for x in r.stdout.splitlines()),
+          "kvtrace policies --plugin FILE myalloc: that allocator alone", r.stdout + r.stderr)
+
+
+def alloc_capture_case(kv, tmp, myalloc):
+    model = model_file()
+    if not model:
+        skip("capture --evict --allocator a plug-in's allocator", NO_MODEL)
+        return
+    got = {}
+    for a in ("myalloc:window=4", "pyramid:window=4"):
+        out = os.path.join(tmp, "ca_%s.h5" % a.split(":")[0])
+        r = subprocess.run([kv, "capture", "--quiet", "--model", model, "--allocator", a, "--plugin", myalloc, "--evict",
+                            "knorm", "--budget", "12", "--prompt", "Once upon a time", "--generate", "20", "--chunk", "8",
+                            "-o", out], capture_output=True, text=True)
+        if r.returncode:
+            check(False, "capture --plugin --evict knorm --allocator %s" % a, r.stderr)
+            return
+        with h5py.File(out, "r") as f:
+            got[a] = (f["tokens"][:], f["keys"][:])
+    a, b = got.values()
+    check(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]),
+          "capture --plugin --allocator myalloc: the same tokens and keys as --allocator pyramid")
+    bad = os.path.join(tmp, "alloc_bad_shares.so")   # built by allocator_cases
+    for verb, args in (("capture", ["--evict", "knorm", "--allocator", "plugeven", "--budget", "12", "--chunk", "8"]),
+                       ("fidelity", ["--policies", "knorm", "--allocators", "plugeven", "--budgets", "12"])):
+        if not os.path.exists(bad):
+            break
+        out = os.path.join(tmp, "bad_%s_out" % verb)
+        r = subprocess.run([kv, verb, "--quiet", "--model", model, "--plugin", bad, *args, "--prompt", "Once upon a time",
+                            "--generate", "20", "-o", out], capture_output=True, text=True)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 3 and len(lines) == 1 and (bad + ": allocator plugeven's shares") in lines[0]
+              and not os.path.exists(out), "%s: a plug-in's shares short of the total stop the run (exit 3, no output)"
+              % verb, "rc %d: %s" % (r.returncode, r.stderr))
+    out = os.path.join(tmp, "fid_alloc")
+    r = subprocess.run([kv, "fidelity", "--quiet", "--model", model, "--plugin", myalloc, "--policies", "knorm",
+                        "--allocators", "myalloc:window=4,pyramid:window=4", "--budgets", "12", "--prompt",
+                        "Once upon a time", "--generate", "20", "-o", out], capture_output=True, text=True)
+    got = rows_without(os.path.join(out, "fidelity.csv"), ("allocator", "config")) if r.returncode == 0 else {}
+    check(r.returncode == 0 and set(got) == {"myalloc", "pyramid"} and got["myalloc"] == got["pyramid"],
+          "fidelity --plugin --allocators myalloc,pyramid: equal rows", r.stderr + str(got))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="kvtrace_plugin_")
     try:
@@ -159,6 +261,10 @@ def main():
             equivalence(kv, tmp, trace, mine, knorm)
             refusals(kv, tmp, prefix, trace, mine)
             capture_case(kv, tmp, mine)
+        myalloc = mine and os.path.join(os.path.dirname(mine), "myalloc.so")
+        if myalloc:
+            allocator_cases(kv, tmp, prefix, trace, mine, myalloc)
+            alloc_capture_case(kv, tmp, myalloc)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
