@@ -18,14 +18,24 @@
 
 static const char *const PHASE_NAMES[N_PHASES] = {"prefill", "decode", "all"};
 
+int sim_n_chunks(const sim_opts *o)
+{
+    return o->n_chunks > 0 ? o->n_chunks : 1;
+}
+
 const policy_config *sim_cfg_policy(const sim_opts *o, int c)
 {
-    return &o->policies[c / o->n_budgets / o->n_allocators];
+    return &o->policies[c / o->n_budgets / sim_n_chunks(o) / o->n_allocators];
 }
 
 const alloc_config *sim_cfg_alloc(const sim_opts *o, int c)
 {
-    return &o->allocators[c / o->n_budgets % o->n_allocators];
+    return &o->allocators[c / o->n_budgets / sim_n_chunks(o) % o->n_allocators];
+}
+
+int64_t sim_cfg_chunk(const sim_opts *o, int c)
+{
+    return o->n_chunks > 0 ? o->chunks[c / o->n_budgets % o->n_chunks] : o->chunk;
 }
 
 int64_t sim_cfg_budget(const sim_opts *o, int c)
@@ -56,6 +66,10 @@ static int check_unique(const sim_opts *o, kv_err *err)
             if (o->budgets[i] == o->budgets[j])
                 return cli_usage(err, "sim", "--budgets names %lld twice%s", (long long)o->budgets[i],
                                  o->budget_fractions ? " (fractions of T count as their N = floor(f*T))" : "");
+    for (int i = 0; i < o->n_chunks; i++)
+        for (int j = 0; j < i; j++)
+            if (o->chunks[i] == o->chunks[j])
+                return cli_usage(err, "sim", "--chunks names %lld twice", (long long)o->chunks[i]);
     return KV_OK;
 }
 
@@ -79,7 +93,7 @@ int sim_results_alloc(sim_results *r, const sim_opts *o, int64_t L, int64_t H, i
     memset(r, 0, sizeof *r);
     if (check_unique(o, err)) return err->code;
     r->L = L, r->H = H, r->K = K, r->T = T, r->n_steps = n_steps;
-    r->n_cfg = o->n_policies * o->n_allocators * o->n_budgets;
+    r->n_cfg = o->n_policies * o->n_allocators * sim_n_chunks(o) * o->n_budgets;
     const size_t C = (size_t)r->n_cfg, LK = (size_t)(L * K);
     int64_t *caps = NULL;
     if (!(r->stats = kv_calloc(C * (size_t)(L * H * N_PHASES), sizeof *r->stats, "results", err)) ||
@@ -134,7 +148,7 @@ static void cfg_key(const sim_opts *o, int c, char *buf, size_t cap)
     alloc_label(sim_cfg_alloc(o, c), alloc, sizeof alloc);
     fraction_text(o, c, frac, sizeof frac);
     snprintf(buf, cap, "%s,%s,%s,%lld,%s,%s,%lld", config, pc->iface->name, pc->canonical,
-             (long long)sim_cfg_budget(o, c), alloc, frac, (long long)o->chunk);
+             (long long)sim_cfg_budget(o, c), alloc, frac, (long long)sim_cfg_chunk(o, c));
 }
 
 /* cfg_key, then ",decode_chunk,eval_stride": the prefix of results.csv and summary.csv rows. */
@@ -244,7 +258,7 @@ static int write_results_h5(const sim_results *r, const sim_opts *o, const char 
         runs[c] = (results_run_view){.policy = pc->iface->name, .params = pc->canonical,
                                      .definition = expr_definition(pc->iface), .allocator = alloc[c],
                                      .budget_fraction = sim_cfg_fraction(o, c), .budget = sim_cfg_budget(o, c),
-                                     .chunk = o->chunk, .width = width, .stride = r->width[c],
+                                     .chunk = sim_cfg_chunk(o, c), .width = width, .stride = r->width[c],
                                      .retained = r->retained[c], .final_logdet = r->logdet + (size_t)c * LK,
                                      .head_budget = r->head_budget + (size_t)c * LK,
                                      .head_mean = r->head_mean + (size_t)c * LK, .n_steps = r->n_steps,
@@ -258,17 +272,19 @@ static int write_results_h5(const sim_results *r, const sim_opts *o, const char 
 
 static void print_table(const sim_results *r, const sim_opts *o)
 {
-    printf("%-12s %-34s %-24s %7s %12s %12s %12s %12s\n", "policy", "params", "allocator", "budget", "err_mean",
-           "err_p95", "recall_mean", "logdet_mean");
+    const bool swept = o->n_chunks > 1; /* a chunk column only when --chunks sweeps several */
+    printf("%-12s %-34s %-24s %s%7s %12s %12s %12s %12s\n", "policy", "params", "allocator", swept ? "  chunk " : "",
+           "budget", "err_mean", "err_p95", "recall_mean", "logdet_mean");
     for (int c = 0; c < r->n_cfg; c++) {
         const policy_config *pc = sim_cfg_policy(o, c);
         sim_stats s;
         double ld;
-        char alloc[300];
+        char alloc[300], chunk[32] = "";
         alloc_label(sim_cfg_alloc(o, c), alloc, sizeof alloc);
+        if (swept) snprintf(chunk, sizeof chunk, "%7lld ", (long long)sim_cfg_chunk(o, c));
         sim_results_summarize(r, c, PHASE_ALL, &s, &ld);
-        printf("%-12s %-34s %-24s %7lld %12.4g %12.4g %12.4f %12.4g\n", pc->iface->name, pc->canonical, alloc,
-               (long long)sim_cfg_budget(o, c), s.err_mean, s.err_p95, s.recall_mean, ld);
+        printf("%-12s %-34s %-24s %s%7lld %12.4g %12.4g %12.4f %12.4g\n", pc->iface->name, pc->canonical, alloc,
+               chunk, (long long)sim_cfg_budget(o, c), s.err_mean, s.err_p95, s.recall_mean, ld);
     }
     double score_s = 0.0;
     for (size_t i = 0; i < (size_t)r->n_cfg * (size_t)r->K; i++) score_s += r->score_ns[i] * 1e-9;

@@ -7,7 +7,7 @@
 
 typedef struct {
     int64_t L, H, K, T;
-    int n_cfg;                 /* policies x allocators x budgets (sim_cfg_policy ...) */
+    int n_cfg;                 /* policies x allocators x chunks x budgets (sim_cfg_policy ...) */
     sim_stats *stats;          /* [cfg][L][H][N_PHASES] */
     double *logdet;            /* [cfg][L][K] */
     int64_t **retained;        /* [cfg] -> [L][K][width[cfg]] */

@@ -99,16 +99,22 @@ static void run_task(void *ctx_, int item, int thread)
     const policy_config *pc = sim_cfg_policy(t->o, c);
     const int64_t budget = sim_cfg_budget(t->o, c);
     int64_t *retained = malloc(sizeof(int64_t) * (size_t)(r->T * it->ng));
-    if (!retained) {
+    /* the layers as this configuration sees them: its own prefill chunk (--chunks) */
+    const int64_t n_ly = it->model ? r->L : 1;
+    sim_layer *ly = retained ? malloc(sizeof *ly * (size_t)n_ly) : NULL;
+    if (!ly) {
+        free(retained);
         t->rc[item] = kv_fail(&t->errs[item], KV_EFAIL, "sim: out of memory");
         return;
     }
+    for (int64_t x = 0; x < n_ly; x++) ly[x] = t->ly[x], ly[x].chunk = sim_cfg_chunk(t->o, c);
     sim_result out = item_result(r, it, l, retained);
     const alloc_config *ac = sim_cfg_alloc(t->o, c);
-    if (it->model) t->rc[item] = sim_replay_scope(t->ly, r->L, pc, ac, budget, 0, &out, &t->errs[item]);
-    else if (it->joint) t->rc[item] = sim_replay_scope(t->ly, 1, pc, ac, budget, l, &out, &t->errs[item]);
-    else t->rc[item] = sim_replay(t->ly, it->use_own ? &it->own : pc, budget, it->cap, l, it->g0, it->ng, &out,
+    if (it->model) t->rc[item] = sim_replay_scope(ly, r->L, pc, ac, budget, 0, &out, &t->errs[item]);
+    else if (it->joint) t->rc[item] = sim_replay_scope(ly, 1, pc, ac, budget, l, &out, &t->errs[item]);
+    else t->rc[item] = sim_replay(ly, it->use_own ? &it->own : pc, budget, it->cap, l, it->g0, it->ng, &out,
                                   &t->errs[item]);
+    free(ly);
     if (!t->rc[item]) {
         for (int64_t x = 0; x < it->ng; x++) {
             int64_t *dst = r->retained[c] + (l * K + it->g0 + x) * r->width[c];
@@ -342,12 +348,13 @@ static void print_cost(const sim_opts *o, const trace_meta *m)
     const double D = (double)m->head_dim, T = (double)m->n_tokens;
     double flops = 2 * L * H * D * T * T, kept = 0;
     const double runs = (double)o->n_policies * o->n_allocators;
-    for (int b = 0; b < o->n_budgets; b++) {
-        const double visible = fmin(T / 2, (double)(o->budgets[b] + o->chunk));
-        flops += runs * 4 * L * H * D * T * visible;
-        kept += runs * fmin(T, (double)o->budgets[b]);
-    }
-    const double n_cfg = runs * o->n_budgets;
+    for (int k = 0; k < sim_n_chunks(o); k++)
+        for (int b = 0; b < o->n_budgets; b++) {
+            const double visible = fmin(T / 2, (double)(o->budgets[b] + sim_cfg_chunk(o, k * o->n_budgets)));
+            flops += runs * 4 * L * H * D * T * visible;
+            kept += runs * fmin(T, (double)o->budgets[b]);
+        }
+    const double n_cfg = runs * sim_n_chunks(o) * o->n_budgets;
     const double memory = 4 * (H + 2 * K) * T * D + 16 * n_cfg * L * H * T / fmax(1, (double)o->eval_stride);
     const double results = 4 * L * K * kept + 8 * n_cfg * L * K;
     const double gib = 1024.0 * 1024.0 * 1024.0, minutes = flops / 50e9 / 60 / fmax(1, o->threads);
@@ -445,8 +452,13 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
     sim_results res;
     layer_bufs b = {0};
     kv_outfile out;
-    const sim_layer shape = {.T = T, .prompt_len = m->prompt_len, .chunk = o->chunk, .decode_chunk = o->decode_chunk};
-    rc = sim_results_alloc(&res, o, m->n_layers, H, K, T, sim_replay_steps(&shape), err);
+    int64_t n_steps = 0; /* --step-counts takes one chunk; the most steps of any otherwise (unused) */
+    for (int k = 0; k < sim_n_chunks(o); k++) {
+        const sim_layer shape = {.T = T, .prompt_len = m->prompt_len, .chunk = sim_cfg_chunk(o, k * o->n_budgets),
+                                 .decode_chunk = o->decode_chunk};
+        if (sim_replay_steps(&shape) > n_steps) n_steps = sim_replay_steps(&shape);
+    }
+    rc = sim_results_alloc(&res, o, m->n_layers, H, K, T, n_steps, err);
     if (!rc) rc = layer_bufs_alloc(o, m, &b, err);
     bool dir_started = false;
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err), dir_started = rc == KV_OK;

@@ -40,7 +40,8 @@ static const char USAGE[] =
     "  --max-memory GIB     refuse a lock-step replay (cake, global: every layer at once) estimated\n"
     "                       above GIB (default 16)\n"
     "  --step-counts        results.h5 records every step's candidates and kept rows per (layer, kv head)\n"
-    "  --chunk B            prefill chunk (required)\n"
+    "  --chunk B            prefill chunk (required, or --chunks)\n"
+    "  --chunks LIST        comma-separated prefill chunks, swept like budgets (instead of --chunk)\n"
     "  --decode-chunk C     chunk after prompt_len (default 1)\n"
     "  --eval-stride S      measure only queries at positions i = 0 mod S (default 1)\n"
     "  --threads N          worker threads (default: one per CPU); results do not depend on it\n"
@@ -63,6 +64,7 @@ typedef struct {
     alloc_config allocs[MAX_LIST];
     int64_t budgets[MAX_LIST];
     double fractions[MAX_LIST];
+    int64_t chunks[MAX_LIST];     /* --chunks */
 } sim_args;
 
 static int parse_policies(const char *verb, const char *arg, void *args, kv_err *err)
@@ -140,6 +142,25 @@ static int parse_budgets(const char *verb, const char *arg, void *args, kv_err *
     return rc;
 }
 
+/* --chunks LIST: prefill chunks swept like budgets, each once. */
+static int parse_chunks(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    sim_args *a = args;
+    cli_list l;
+    int rc = cli_list_split(verb, "--chunks", arg, MAX_LIST, &l, err);
+    for (int i = 0; !rc && i < l.n; i++) {
+        rc = cli_parse_i64(verb, "--chunks", l.item[i], 1, 1 << 30, &a->chunks[i], err);
+        for (int j = 0; !rc && j < i; j++)
+            if (a->chunks[j] == a->chunks[i]) {
+                char canon[32];
+                snprintf(canon, sizeof canon, "%lld", (long long)a->chunks[i]);
+                rc = cli_list_repeat(verb, "--chunks", &l, j, i, "the value", canon, err);
+            }
+    }
+    a->o.chunks = a->chunks, a->o.n_chunks = rc ? 0 : l.n;
+    return rc;
+}
+
 static const cli_opt OPTIONS[] = {
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
     {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
@@ -148,6 +169,7 @@ static const cli_opt OPTIONS[] = {
     {.name = "defines", .kind = CLI_CUSTOM, .parse = parse_defines},
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
+    {.name = "chunks", .kind = CLI_CUSTOM, .parse = parse_chunks},
     {CLI_ROW("step-counts", CLI_FLAG, sim_args, o.step_counts)},
     {CLI_ROW("head-scores", CLI_TEXT, sim_args, o.head_scores)},
     {CLI_ROW("max-memory", CLI_F64, sim_args, o.max_memory_gib), .lo = 1e-6, .hi = 1e6},
@@ -200,7 +222,10 @@ static int verb(int argc, char **argv, sim_args *a)
         rc = cli_usage(&err, v, first >= argc ? "missing trace.h5" : "expects exactly one trace");
     if (!rc && !o->n_policies) rc = cli_usage(&err, v, "--policies LIST is required");
     if (!rc && !o->n_budgets) rc = cli_usage(&err, v, "--budgets LIST is required");
-    if (!rc && !o->chunk) rc = cli_usage(&err, v, "--chunk B is required");
+    if (!rc && o->chunk && o->n_chunks) rc = cli_usage(&err, v, "give --chunk B or --chunks LIST, not both");
+    if (!rc && !o->chunk && !o->n_chunks) rc = cli_usage(&err, v, "--chunk B (or --chunks LIST) is required");
+    if (!rc && o->n_chunks > 1 && o->step_counts)
+        rc = cli_usage(&err, v, "--step-counts records one chunk size's steps; give one chunk (--chunk B)");
     if (!rc && !o->output) rc = cli_usage(&err, v, "-o DIR is required");
     if (!rc) rc = provenance(&prov, argv[first], o->head_scores, a->timestamp, &err);
     if (!rc) {
