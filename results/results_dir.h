@@ -14,7 +14,8 @@
 
 #define RESULTS_FILE_H5 "results.h5"            /* final caches and log-dets (results_h5.h) */
 #define RESULTS_FILE_CSV "results.csv"          /* one row per configuration, layer, query head, phase */
-#define RESULTS_FILE_SUMMARY "summary.csv"      /* one row per configuration and phase */
+#define RESULTS_FILE_SUMMARY "summary.csv"      /* one row per configuration and phase (over traces) */
+#define RESULTS_FILE_SUMMARY_BY_TRACE "summary_by_trace.csv" /* one row per trace, configuration and phase */
 #define RESULTS_FILE_TIMING "timing.csv"        /* one row per configuration */
 /* A configuration's label, the `config` column of every CSV that names one
  * and results.h5's @config: the policy's registry name, then ":" and its

@@ -120,9 +120,10 @@ static int write_run(hid_t runs, const results_run_view *run, const char *name, 
     if (!rc && run->definition) rc = h5u_write_attr_str(g, "definition", run->definition, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_BUDGET, &run->budget, 1, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_CHUNK, &run->chunk, 1, err);
+    if (!rc && run->trace) rc = h5u_write_attr_str(g, "trace", run->trace, err);
     if (!rc) rc = h5u_write_attr_str(g, ATTR_ALLOCATOR, run->allocator ? run->allocator : "uniform", err);
     if (!rc && run->budget_fraction > 0) rc = h5u_write_attr_f64(g, ATTR_FRACTION, run->budget_fraction, err);
-    if (!rc) rc = write_datasets(g, run, L, K, name, err);
+    if (!rc) rc = write_datasets(g, run, run->L > 0 ? run->L : L, run->K > 0 ? run->K : K, name, err);
     H5Gclose(g);
     return rc;
 }

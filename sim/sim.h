@@ -13,9 +13,12 @@
 #include "policies/policy.h"
 #include "provenance/provenance.h"
 #include "sim/replay.h"
+#include "study/study.h"
 
 typedef struct {
-    const char *trace;
+    const char *trace;             /* the trace, when study is NULL (its prompt id: its file name's stem) */
+    const study_set *study;        /* NULL, or the traces of a study (sim t1.h5 t2.h5, DIR, index.jsonl) */
+    bool mixed_models;             /* a study may hold traces of different models */
     const char *output;            /* directory */
     const prov_record *prov;       /* for provenance.json and results.h5 (may be NULL) */
     policy_config *policies;       /* [n_policies] */
@@ -50,9 +53,10 @@ int64_t sim_cfg_chunk(const sim_opts *o, int c);
 int64_t sim_cfg_budget(const sim_opts *o, int c);
 double sim_cfg_fraction(const sim_opts *o, int c);   /* NaN: N was given */
 
-/* Runs every configuration and writes the results directory o->output.
+/* Runs every configuration over every trace and writes the results
+ * directory o->output (one directory for the study, docs/study.md).
  * summary: NULL, or room for n_policies x n_allocators x chunks x n_budgets entries
- * (in configuration order), filled on success with each configuration's
+ * (in configuration order), filled on success with the first trace's each configuration's
  * phase=all statistics averaged over layers and query heads (n summed): the
  * numbers of its summary.csv row, in full precision. */
 int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err);

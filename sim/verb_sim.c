@@ -13,8 +13,10 @@
 #include "sim/sim.h"
 
 static const char USAGE[] =
-    "usage: kvtrace sim trace.h5 --policies LIST --budgets LIST --chunk B [options] -o DIR\n"
+    "usage: kvtrace sim TRACES --policies LIST --budgets LIST --chunk B [options] -o DIR\n"
     "\n"
+    "TRACES: one trace.h5, several (a study: one per prompt), a directory holding index.jsonl\n"
+    "(kvtrace capture --prompts writes one), or the index file itself (docs/study.md).\n"
     "Replays chunked eviction over a trace for every (policy x budget) (SPEC §4): per layer and\n"
     "kv head, the prompt arrives in chunks of B and the rest in chunks of --decode-chunk; the\n"
     "chunk's queries attend to the cache plus the chunk (measured against the full cache), then\n"
@@ -48,6 +50,7 @@ static const char USAGE[] =
     "  -o, --output DIR     output directory (required)\n"
     "  --timestamp          record the time in provenance.json and results.h5 (SOURCE_DATE_EPOCH, when\n"
     "                       set, gives it; otherwise no time is recorded, docs/provenance.md)\n"
+    "  --mixed-models       a study may hold traces of different models (refused otherwise)\n"
     "  --force, --quiet, -h/--help\n";
 
 enum { MAX_LIST = 256 };
@@ -178,19 +181,22 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("eval-stride", CLI_I64, sim_args, o.eval_stride), .lo = 1, .hi = 1 << 30},
     {CLI_ROW("threads", CLI_INT, sim_args, o.threads), .lo = 1, .hi = 256},
     {CLI_ROW("output", CLI_TEXT, sim_args, o.output)},
+    {CLI_ROW("mixed-models", CLI_FLAG, sim_args, o.mixed_models)},
     {CLI_ROW("force", CLI_FLAG, sim_args, o.force)},
     {CLI_ROW("quiet", CLI_FLAG, sim_args, o.quiet)},
     {CLI_ROW("timestamp", CLI_FLAG, sim_args, timestamp)},
     {0},
 };
 
-/* The record of the results: the command, the trace (hashed when it can be
- * read; sim_run says what is wrong with one that cannot) and the commands
- * that made it, and the --head-scores file. */
-static int provenance(prov_record *p, const char *trace_path, const char *head_scores, bool timestamp, kv_err *err)
+/* The record of the results: the command, the traces (each hashed when it
+ * can be read; sim_run says what is wrong with one that cannot, and checks
+ * the hashes against a study's index) and the commands that made them, the
+ * index, and the --head-scores file. */
+static int provenance(prov_record *p, const study_set *s, const char *head_scores, bool timestamp, kv_err *err)
 {
     int rc = prov_set_time(p, timestamp, err);
-    if (!rc) rc = prov_add_trace(p, trace_path, err);
+    if (!rc && s->index) rc = prov_add_file(p, "index", s->index, NULL, err);
+    for (int i = 0; !rc && i < s->n; i++) rc = prov_add_trace(p, s->t[i].path, err);
     /* the head-importance file (headkv, duo) is an input too; sim_run says what is wrong with one that cannot be read */
     if (!rc && head_scores && access(head_scores, R_OK) == 0) rc = prov_add_file(p, "head_scores", head_scores, NULL, err);
     return rc;
@@ -218,8 +224,7 @@ static int verb(int argc, char **argv, sim_args *a)
         o->policies = a->cfgs;
         rc = policy_parse_list_in(&a->aliases, v, a->policies, a->cfgs, MAX_LIST, &o->n_policies, &err);
     }
-    if (!rc && first + 1 != argc)
-        rc = cli_usage(&err, v, first >= argc ? "missing trace.h5" : "expects exactly one trace");
+    if (!rc && first >= argc) rc = cli_usage(&err, v, "missing trace.h5 (or the traces of a study)");
     if (!rc && !o->n_policies) rc = cli_usage(&err, v, "--policies LIST is required");
     if (!rc && !o->n_budgets) rc = cli_usage(&err, v, "--budgets LIST is required");
     if (!rc && o->chunk && o->n_chunks) rc = cli_usage(&err, v, "give --chunk B or --chunks LIST, not both");
@@ -227,12 +232,15 @@ static int verb(int argc, char **argv, sim_args *a)
     if (!rc && o->n_chunks > 1 && o->step_counts)
         rc = cli_usage(&err, v, "--step-counts records one chunk size's steps; give one chunk (--chunk B)");
     if (!rc && !o->output) rc = cli_usage(&err, v, "-o DIR is required");
-    if (!rc) rc = provenance(&prov, argv[first], o->head_scores, a->timestamp, &err);
+    study_set set = {0};
+    if (!rc) rc = study_set_resolve(v, argv + first, argc - first, &set, &err);
+    if (!rc) rc = provenance(&prov, &set, o->head_scores, a->timestamp, &err);
     if (!rc) {
-        o->trace = argv[first];
+        o->trace = set.t[0].path, o->study = &set;
         o->prov = &prov;
         rc = sim_run(o, NULL, &err);
     }
+    study_set_free(&set);
     prov_free(&prov);
     return rc ? cli_report(&err) : 0;
 }

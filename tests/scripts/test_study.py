@@ -1,6 +1,12 @@
 """Studies (issue #21): `sim --chunks` sweeps prefill chunks in one run, each chunk's rows
-and summary equal to a separate `sim --chunk B` run's; usage errors of the sweep. TAP."""
+and summary equal to a separate `sim --chunk B` run's; usage errors of the sweep. `sim` over
+several traces (files, a directory holding index.jsonl, the index): each trace's rows equal its
+own run's, summary.csv's means and 95% percentile bootstrap intervals against numpy (the
+generator restated here from core/rng.c), the index's and the study's refusals. TAP."""
 import csv
+import hashlib
+import json
+import shutil
 import os
 import subprocess
 import sys
@@ -112,10 +118,193 @@ def chunk_usage(tmp):
     check(p.returncode == 0, "--chunks with one chunk takes --step-counts", p.stderr)
 
 
+MASK = (1 << 64) - 1
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & MASK
+    z = x
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return x, z ^ (z >> 31)
+
+
+class Xoshiro:
+    """core/rng.c's rng_init(seed, a, b, c), rng_u64 and rng_below, restated."""
+
+    def __init__(self, seed, a, b, c):
+        x = seed
+        for t in (a, b, c):
+            x, z = splitmix64(x)
+            x = z ^ t
+        self.s = []
+        for _ in range(4):
+            x, z = splitmix64(x)
+            self.s.append(z)
+
+    def u64(self):
+        s = self.s
+        rotl = lambda v, k: ((v << k) | (v >> (64 - k))) & MASK  # noqa: E731
+        out = (rotl((s[1] * 5) & MASK, 7) * 9) & MASK
+        t = (s[1] << 17) & MASK
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = rotl(s[3], 45)
+        return out
+
+    def below(self, n):
+        limit = MASK - (MASK % n)
+        while True:
+            x = self.u64()
+            if x < limit:
+                return x % n
+
+
+def bootstrap_idx(n, B=2000, seed=21):
+    r = Xoshiro(seed, n, 0, 0)
+    return np.array([r.below(n) for _ in range(B * n)], dtype=np.int64).reshape(B, n)
+
+
+METRICS = ("out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean", "attn_recall_min", "final_logdet_mean")
+RUN_KEY = ("config", "allocator", "budget", "chunk", "phase")
+
+
+def close(a, b):
+    a, b = float(a), float(b)
+    return (np.isnan(a) and np.isnan(b)) or abs(a - b) <= 2e-8 * max(1.0, abs(b))
+
+
+def study_traces(tmp):
+    """Three traces of one model, of different lengths; their paths."""
+    d = os.path.join(tmp, "study")
+    os.makedirs(d)
+    paths = []
+    for i, (name, T_, P_) in enumerate((("pa", 70, 50), ("pb", 64, 40), ("pc", 75, 60))):
+        paths.append(os.path.join(d, name + ".h5"))
+        write_trace(paths[-1], 10 + i, T_, P_)
+    return d, paths
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def write_index(d, paths, edit=None):
+    lines = []
+    for p in paths:
+        with h5py.File(p, "r") as f:
+            T_ = int(f.attrs["n_tokens"])
+        lines.append(dict(id=os.path.basename(p)[:-3], file=os.path.basename(p), tokens=T_, sha256=sha256(p)))
+    text = [json.dumps(x) for x in lines]
+    if edit:
+        text = edit(text)
+    with open(os.path.join(d, "index.jsonl"), "w") as f:
+        f.write("".join(t + "\n" for t in text))
+
+
+def study_sim(tmp):
+    d, paths = study_traces(tmp)
+    out = os.path.join(tmp, "st")
+    p = run(*sim_args(paths[0], out, "--chunks", "8,16")[:1], *paths, *sim_args("", out, "--chunks", "8,16")[2:])
+    if not check(p.returncode == 0, "sim over three traces runs", p.stderr):
+        return
+    res = rows(os.path.join(out, "results.csv"))
+    check([r["trace"] for r in res][::len(res) // 3] == ["pa", "pb", "pc"],
+          "results.csv: a trace column, the file names' stems, traces in the order given")
+    by = rows(os.path.join(out, "summary_by_trace.csv"))
+    for path in paths:
+        tid = os.path.basename(path)[:-3]
+        one = os.path.join(tmp, "one_" + tid)
+        q = run(*sim_args(path, one, "--chunks", "8,16"))
+        if not check(q.returncode == 0, "sim over %s alone runs" % tid, q.stderr):
+            continue
+        check([r for r in res if r["trace"] == tid] == rows(os.path.join(one, "results.csv")),
+              "results.csv: %s's rows equal its own run's" % tid)
+        mine = rows(os.path.join(one, "summary_by_trace.csv"))
+        check([r for r in by if r["trace"] == tid] == mine, "summary_by_trace.csv: %s's rows equal its own run's" % tid)
+        single = rows(os.path.join(one, "summary.csv"))
+        ok = len(single) == len(mine) and all(
+            a["n_traces"] == "1" and all(a[m] == b[m] == a[m + "_ci_lo"] == a[m + "_ci_hi"] for m in METRICS)
+            for a, b in zip(single, mine))
+        check(ok, "one trace: summary.csv holds its summary, n_traces 1 and intervals of zero width (%s)" % tid)
+        with h5py.File(os.path.join(one, "results.h5"), "r") as f:
+            check(all(g.attrs["trace"] == tid for g in f["runs"].values()), "results.h5: every run's @trace (%s)" % tid)
+    summ = rows(os.path.join(out, "summary.csv"))
+    idx = bootstrap_idx(3)
+    bad = []
+    for s_ in summ:
+        per = [r for r in by if all(r[k] == s_[k] for k in RUN_KEY)]
+        if len(per) != 3 or s_["n_traces"] != "3" or int(s_["n_queries"]) != sum(int(r["n_queries"]) for r in per):
+            bad.append(("rows/n", s_["config"], len(per)))
+            continue
+        for m in METRICS:
+            x = np.array([float(r[m]) for r in per])
+            means = x[idx].mean(axis=1)
+            want = (x.mean(), np.percentile(means, 2.5), np.percentile(means, 97.5))
+            got = (s_[m], s_[m + "_ci_lo"], s_[m + "_ci_hi"])
+            if not all(close(g, w) for g, w in zip(got, want)):
+                bad.append((s_["config"], s_["budget"], s_["chunk"], s_["phase"], m, got, want))
+    check(not bad and len(summ) == len(by) // 3,
+          "summary.csv: each metric's mean over traces and its 95%% percentile bootstrap interval (numpy, %d rows)"
+          % len(summ), lambda: "\n".join(map(str, bad[:6])))
+    # the same study from its index: the directory, or the index file
+    write_index(d, paths)
+    for word in (d, os.path.join(d, "index.jsonl")):
+        o2 = os.path.join(tmp, "ix%d" % len(word))
+        p = run(*sim_args(word, o2, "--chunks", "8,16"))
+        same = p.returncode == 0 and all(
+            rows(os.path.join(o2, f)) == rows(os.path.join(out, f))
+            for f in ("results.csv", "summary.csv", "summary_by_trace.csv"))
+        check(same, "sim %s: the same results as the traces named one by one" % os.path.relpath(word, tmp), p.stderr)
+    study_refusals(tmp, d, paths)
+
+
+def refused(p, out, code, *words):
+    lines = p.stderr.strip().splitlines()
+    return (p.returncode == code and len(lines) == 1 and lines[0].startswith("kvtrace: error:")
+            and all(w in lines[0] for w in words) and not os.path.exists(out))
+
+
+def study_refusals(tmp, d, paths):
+    out = os.path.join(tmp, "refused")
+    index = os.path.join(d, "index.jsonl")
+    cases = (
+        ("a missing trace", lambda t: t[:1] + [t[1].replace("pb.h5", "gone.h5")] + t[2:], ":2:", "gone.h5"),
+        ("a wrong sha256", lambda t: t[:2] + [json.dumps(dict(json.loads(t[2]), sha256="0" * 64))], ":3:", "sha256"),
+        ("bad JSON", lambda t: t[:1] + ["{\"id\": "] + t[2:], ":2:", "JSON"),
+        ("an unknown field", lambda t: [json.dumps(dict(json.loads(t[0]), colour="red"))] + t[1:], ":1:", "colour"),
+        ("a duplicate id", lambda t: t + [t[0]], ":4:", "pa"),
+    )
+    for what, edit, *words in cases:
+        write_index(d, paths, edit)
+        p = run(*sim_args(d, out, "--chunk", "8"))
+        check(refused(p, out, 3, index + words[0], *words[1:]),
+              "index with %s: exit 3, one line naming the index and line, nothing written" % what, p.stderr)
+    write_index(d, paths)
+    other = os.path.join(tmp, "other.h5")
+    write_trace(other, 30, model="other-model")
+    p = run(*sim_args(paths[0], out, "--chunk", "8")[:2], other, *sim_args("", out, "--chunk", "8")[2:])
+    check(refused(p, out, 3, paths[0], other), "traces of two models: exit 3, one line naming both files", p.stderr)
+    p = run(*sim_args(paths[0], out, "--chunk", "8")[:2], other, *sim_args("", out, "--chunk", "8", "--mixed-models")[2:])
+    check(p.returncode == 0, "traces of two models with --mixed-models: runs", p.stderr)
+    shutil.rmtree(out, ignore_errors=True)
+    p = run(*[w if w != "16,24" else "20%" for w in sim_args(d, out, "--chunk", "8")])
+    check(refused(p, out, 2, "T ="), "--budgets F% over traces of different lengths: exit 2", p.stderr)
+    twin = os.path.join(tmp, "pa.h5")
+    shutil.copy(paths[0], twin)
+    p = run(*sim_args(paths[0], out, "--chunk", "8")[:2], twin, *sim_args("", out, "--chunk", "8")[2:])
+    check(refused(p, out, 2, "'pa'"), "two traces with one stem: exit 2", p.stderr)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         chunk_sweep(tmp)
         chunk_usage(tmp)
+        study_sim(tmp)
     sys.exit(finish())
 
 
