@@ -295,13 +295,10 @@ static void print_table(const sim_results *r, const sim_opts *o)
 int sim_results_write(const sim_trace_out *t, int n_traces, const char *dir, kv_err *err)
 {
     const sim_opts *o = t[0].o;
-    int rc = sim_summary_check(t, n_traces, err);
-    if (!rc) rc = write_results_csv(t, n_traces, dir, err);
-    if (!rc) rc = sim_summary_write(t, n_traces, dir, err);
+    int rc = write_results_csv(t, n_traces, dir, err);
     if (!rc) rc = write_timing_csv(t, n_traces, dir, err);
     if (!rc) rc = write_results_h5(t, n_traces, dir, err);
     if (!rc && o->prov) rc = prov_write_json(o->prov, dir, err);
     if (!rc && !o->quiet && n_traces == 1) print_table(t[0].r, o);
-    if (!rc && !o->quiet && n_traces > 1) sim_summary_print(t, n_traces);
     return rc;
 }

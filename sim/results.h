@@ -43,8 +43,9 @@ typedef struct {
 /* "config,...,chunk,decode_chunk,eval_stride" of configuration c: the prefix of results.csv and summary rows. */
 void sim_cfg_prefix(const sim_opts *o, int c, char *buf, size_t cap);
 
-/* results.csv, summary.csv, summary_by_trace.csv, timing.csv, results.h5
- * into `dir` for traces t[0..n) (one or a study); the summary table on stdout. */
+/* results.csv, timing.csv, results.h5 and provenance.json into `dir` for
+ * traces t[0..n) (one or a study); a one-trace run's table on stdout. The
+ * summaries are sim/summary.c's (sim_run calls both). */
 int sim_results_write(const sim_trace_out *t, int n, const char *dir, kv_err *err);
 
 /* sim/summary.c: every trace has the same configurations (labels and N), or

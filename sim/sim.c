@@ -559,7 +559,10 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
     if (!rc && !outs) rc = err->code;
     for (int i = 0; !rc && i < n; i++)
         outs[i] = (sim_trace_out){.id = s->t[i].id, .path = s->t[i].path, .o = &runs[i].p->o, .r = &runs[i].res};
+    if (!rc) rc = sim_summary_check(outs, n, err);
     if (!rc) rc = sim_results_write(outs, n, out.tmp_path, err);
+    if (!rc) rc = sim_summary_write(outs, n, out.tmp_path, err);
+    if (!rc && !opts->quiet && n > 1) sim_summary_print(outs, n);
     if (!rc) rc = outdir_commit(&out, err);
     else if (dir_started) outdir_abort(&out);
     for (int c = 0; !rc && summary && c < runs[0].res.n_cfg; c++) {   /* the first trace's (fidelity has one) */
