@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from tap import check, finish  # noqa: E402
+from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
 from tracefile import write_root_attrs  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
@@ -300,11 +300,77 @@ def study_refusals(tmp, d, paths):
     check(refused(p, out, 2, "'pa'"), "two traces with one stem: exit 2", p.stderr)
 
 
+PROMPTS = [dict(id="tale", text="Once upon a time"), dict(id="ids-1", tokens=[1, 400, 50, 60], generate=5),
+           dict(id="cat", text="The cat sat on the mat", generate=2)]
+
+
+def capture_prompts(tmp):
+    model = model_file()
+    if model is None:
+        skip("capture --prompts", NO_MODEL)
+        return
+    pf = os.path.join(tmp, "p.jsonl")
+    with open(pf, "w") as f:
+        f.write("".join(json.dumps(p) + "\n" + ("\n" if i == 0 else "") for i, p in enumerate(PROMPTS)))
+    out = os.path.join(tmp, "cap")
+    base = ["--model", model, "--generate", "6", "--chunk", "4", "--quiet"]
+    p = run("capture", "--prompts", pf, "-o", out, *base)
+    if not check(p.returncode == 0, "capture --prompts runs", p.stderr):
+        return
+    check(sorted(os.listdir(out)) == ["cat.h5", "ids-1.h5", "index.jsonl", "tale.h5"],
+          "one trace per prompt, named by id, and index.jsonl", os.listdir(out))
+    with open(os.path.join(out, "index.jsonl")) as f:
+        index = [json.loads(x) for x in f]
+    ok = [x["id"] for x in index] == [q["id"] for q in PROMPTS]
+    for x in index:
+        with h5py.File(os.path.join(out, x["file"]), "r") as h:
+            ok = ok and x["tokens"] == int(h.attrs["n_tokens"]) and sorted(x) == ["file", "id", "sha256", "tokens"]
+        ok = ok and x["sha256"] == sha256(os.path.join(out, x["file"]))
+    check(ok, "index.jsonl: id, file, tokens (T) and sha256 of each trace, in the file's order", index)
+    ids = os.path.join(tmp, "ids.txt")
+    with open(ids, "w") as f:
+        f.write(" ".join(map(str, PROMPTS[1]["tokens"])))
+    for q in PROMPTS:
+        one = os.path.join(tmp, "one-%s.h5" % q["id"])
+        src = ["--prompt", q["text"]] if "text" in q else ["--tokens", ids]
+        gen = ["--generate", str(q["generate"])] if "generate" in q else []
+        r = run("capture", *src, "-o", one, *base, *gen)
+        with h5py.File(one, "r") as a, h5py.File(os.path.join(out, q["id"] + ".h5"), "r") as b:
+            same = r.returncode == 0 and all(np.array_equal(a[k][()], b[k][()], equal_nan=k == "logprobs")
+                                             for k in ("tokens", "keys", "values", "queries", "logprobs"))
+        check(same, "prompt %s: the same trace as a capture of that prompt alone" % q["id"], r.stderr)
+    res = os.path.join(tmp, "capres")
+    r = run("sim", out, "--policies", "keydiff,tova", "--budgets", "6", "--chunks", "4,8", "--quiet", "-o", res)
+    check(r.returncode == 0 and {x["trace"] for x in rows(os.path.join(res, "results.csv"))} == {"tale", "ids-1", "cat"},
+          "sim over capture --prompts's directory: every prompt's rows", r.stderr)
+    bad = (("bad JSON", '{"id": "a", "text": "x"\n', ":1:"),
+           ("an unknown field", '{"id": "a", "text": "x", "colour": 1}\n', "colour"),
+           ("a duplicate id", '{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', ":2:"),
+           ("no text", '{"id": "a"}\n{"id": "b", "text": "y"}\n', ":1:"),
+           ("an id that cannot name a file", '{"id": "../a", "text": "x"}\n', ":1:"),
+           ("spans (not yet)", '{"id": "a", "text": "x", "spans": []}\n', "spans"))
+    for what, text, word in bad:
+        with open(pf, "w") as f:
+            f.write(text)
+        o2 = os.path.join(tmp, "capbad")
+        r = run("capture", "--prompts", pf, "-o", o2, *base)
+        check(refused(r, o2, 3, pf, word), "capture --prompts with %s: exit 3, one line naming the file and line, "
+              "nothing written" % what, r.stderr)
+    with open(pf, "w") as f:
+        f.write('{"id": "a", "text": "x"}\n{"id": "b", "tokens": [1, 99999]}\n')
+    r = run("capture", "--prompts", pf, "-o", o2, *base)
+    check(refused(r, o2, 3, pf + ":2:"), "a token id outside the vocabulary: exit 3, nothing written (not even "
+          "the first prompt's trace)", r.stderr)
+    r = run("capture", "--prompts", pf, "--prompt", "x", "-o", o2, *base)
+    check(refused(r, o2, 2), "--prompts with --prompt: usage error", r.stderr)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         chunk_sweep(tmp)
         chunk_usage(tmp)
         study_sim(tmp)
+        capture_prompts(tmp)
     sys.exit(finish())
 
 
