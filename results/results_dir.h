@@ -29,4 +29,9 @@ void results_config_label(const char *policy, const char *params, char *buf, siz
  * whether it did); a read or write failure is KV_EFAIL. */
 int results_copy_file(const char *dir, const char *name, const char *outdir, bool *copied, kv_err *err);
 
+/* OUTDIR/NAME from dirs[0..n)'s NAME (analyze --results A --results B): the
+ * first file whole, then each later one without its header row (the readers
+ * checked that the headers are the same); a missing file is skipped. */
+int results_concat_file(const char *const *dirs, int n, const char *name, const char *outdir, kv_err *err);
+
 #endif

@@ -387,6 +387,21 @@ int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *
     return rc;
 }
 
+void results_trace_sha256(const char *dir, char *hex)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" RESULTS_FILE_H5, dir);
+    hex[0] = '\0';
+    h5u_quiet();
+    kv_err err = {0};
+    if (kv_input_check(path, false, &err)) return;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return;
+    bool present = false;
+    if (h5u_read_attr_str(f, path, "trace_sha256", hex, 65, &present, &err) || !present) hex[0] = '\0';
+    H5Fclose(f);
+}
+
 void results_free(results_set *rs)
 {
     for (int i = 0; rs->runs && i < rs->n_runs; i++)

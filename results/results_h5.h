@@ -123,4 +123,9 @@ int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *
 
 void results_free(results_set *rs);
 
+/* The root attribute trace_sha256 of DIR/results.h5 (the trace sim replayed)
+ * into hex[65]; "" when the file has none or cannot be read (results_read
+ * says what is wrong with such a file). */
+void results_trace_sha256(const char *dir, char *hex);
+
 #endif

@@ -2,7 +2,9 @@
 and summary equal to a separate `sim --chunk B` run's; usage errors of the sweep. `sim` over
 several traces (files, a directory holding index.jsonl, the index): each trace's rows equal its
 own run's, summary.csv's means and 95% percentile bootstrap intervals against numpy (the
-generator restated here from core/rng.c), the index's and the study's refusals. TAP."""
+generator restated here from core/rng.c), the index's and the study's refusals. `capture
+--prompts`: one trace per prompt, each the same as a capture of that prompt alone, index.jsonl,
+its refusals. `analyze --results A --results B`: merged when disjoint, refused otherwise. TAP."""
 import csv
 import hashlib
 import json
@@ -365,12 +367,54 @@ def capture_prompts(tmp):
     check(refused(r, o2, 2), "--prompts with --prompt: usage error", r.stderr)
 
 
+def analyze_merge(tmp):
+    """analyze --results A --results B: runs of disjoint configurations merged (the same analysis as one
+    sim run of both); the same run twice, the same directory twice, another trace: refused."""
+    tr = os.path.join(tmp, "m.h5")
+    write_trace(tr, 7)
+    dirs = {}
+    for name, pol in (("a", "keydiff,streaming"), ("b", "tova,snapkv"), ("ab", "keydiff,streaming,tova,snapkv"),
+                      ("dup", "tova")):
+        dirs[name] = os.path.join(tmp, "res_" + name)
+        p = run(*sim_args(tr, dirs[name], "--chunk", "8", policies=pol))
+        check(p.returncode == 0, "sim --policies %s" % pol, p.stderr)
+    merged, single = os.path.join(tmp, "an_merged"), os.path.join(tmp, "an_single")
+    p = run("analyze", tr, "--results", dirs["a"], "--results", dirs["b"], "--quiet", "-o", merged)
+    q = run("analyze", tr, "--results", dirs["ab"], "--quiet", "-o", single)
+    if check(p.returncode == 0 and q.returncode == 0, "analyze --results A --results B (disjoint) runs",
+             p.stderr + q.stderr):
+        names = sorted(set(os.listdir(single)) - {"timing.csv", "provenance.json", "meta.csv"})
+        differ = [n for n in names if open(os.path.join(merged, n), "rb").read() !=
+                  open(os.path.join(single, n), "rb").read()]
+        check(not differ and sorted(os.listdir(merged)) == sorted(os.listdir(single)),
+              "the merged analysis equals the analysis of one sim run of both (%d files)" % len(names), differ)
+        t = rows(os.path.join(merged, "timing.csv"))
+        check([r["policy"] for r in t] == [r["policy"] for r in rows(os.path.join(single, "timing.csv"))],
+              "timing.csv: the runs of both, in the order given")
+        with open(os.path.join(merged, "provenance.json")) as f:
+            ins = [i for i in json.load(f)["inputs"] if i["role"] == "results"]
+        check(len(ins) == 2, "provenance.json: both results.h5 as inputs", ins)
+    out = os.path.join(tmp, "an_bad")
+    p = run("analyze", tr, "--results", dirs["b"], "--results", dirs["dup"], "-o", out)
+    check(refused(p, out, 3, dirs["dup"], "tova"), "analyze: the same run in two --results: exit 3, nothing written",
+          p.stderr)
+    p = run("analyze", tr, "--results", dirs["a"], "--results", dirs["a"], "-o", out)
+    check(refused(p, out, 2, dirs["a"]), "analyze: one --results twice: exit 2", p.stderr)
+    other = os.path.join(tmp, "m2.h5")
+    write_trace(other, 8)
+    o2 = os.path.join(tmp, "res_other")
+    run(*sim_args(other, o2, "--chunk", "8", policies="tova"))
+    p = run("analyze", tr, "--results", dirs["a"], "--results", o2, "-o", out)
+    check(refused(p, out, 3, o2, "another trace"), "analyze: --results of another trace: exit 3", p.stderr)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         chunk_sweep(tmp)
         chunk_usage(tmp)
         study_sim(tmp)
         capture_prompts(tmp)
+        analyze_merge(tmp)
     sys.exit(finish())
 
 
