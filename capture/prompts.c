@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "capture/capture.h"
-#include "core/fileopen.h"
 #include "core/outfile.h"
 #include "core/progress.h"
 #include "model/model.h"
@@ -115,26 +114,23 @@ static int prompt_line(const char *file, const char *buf, int line, prompt_list 
     return rc;
 }
 
+typedef struct {
+    const char *file;
+    prompt_list *l;
+} read_ctx;
+
+static int prompt_line_cb(void *ctx, const char *text, int line, kv_err *err)
+{
+    read_ctx *c = ctx;
+    return prompt_line(c->file, text, line, c->l, err);
+}
+
 /* The whole prompts file; blank lines are skipped. */
 static int prompts_read(const char *file, prompt_list *l, kv_err *err)
 {
     memset(l, 0, sizeof *l);
-    FILE *f = kv_input_fopen(file, err);
-    if (!f) return err->code;
-    char *buf = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int rc = KV_OK, line = 0;
-    while (!rc && (len = getline(&buf, &cap, f)) >= 0) {
-        line++;
-        if (strspn(buf, " \t\r\n") == (size_t)len) continue;
-        if ((size_t)len != strlen(buf)) rc = kv_fail(err, KV_EINPUT, "%s:%d: holds a NUL byte", file, line);
-        else rc = prompt_line(file, buf, line, l, err);
-    }
-    if (!rc && ferror(f)) rc = kv_fail(err, KV_EFAIL, "%s: read error", file);
-    if (!rc && l->n == 0) rc = kv_fail(err, KV_EINPUT, "%s: holds no prompts", file);
-    free(buf);
-    fclose(f);
+    read_ctx c = {file, l};
+    int rc = study_jsonl_read(file, true, "holds no prompts", prompt_line_cb, &c, err);
     if (rc) prompts_free(l);
     return rc;
 }

@@ -116,25 +116,44 @@ static int index_line(study_set *s, const char *dir, const char *text, int line,
     return rc;
 }
 
-/* Reads the index at s->index, whose traces lie in `dir`. */
-static int read_index(study_set *s, const char *dir, kv_err *err)
+int study_jsonl_read(const char *path, bool skip_blank, const char *empty,
+                     int (*fn)(void *ctx, const char *text, int line, kv_err *err), void *ctx, kv_err *err)
 {
-    FILE *f = kv_input_fopen(s->index, err);
+    FILE *f = kv_input_fopen(path, err);
     if (!f) return err->code;
     char *buf = NULL;
     size_t cap = 0;
     ssize_t len;
-    int rc = KV_OK, line = 0;
+    int rc = KV_OK, line = 0, handed = 0;
     while (!rc && (len = getline(&buf, &cap, f)) >= 0) {
         line++;
-        if ((size_t)len != strlen(buf)) rc = kv_fail(err, KV_EINPUT, "%s:%d: holds a NUL byte", s->index, line);
-        else rc = index_line(s, dir, buf, line, err);
+        if (skip_blank && strspn(buf, " \t\r\n") == (size_t)len) continue;
+        if ((size_t)len != strlen(buf)) rc = kv_fail(err, KV_EINPUT, "%s:%d: holds a NUL byte", path, line);
+        else rc = fn(ctx, buf, line, err), handed++;
     }
-    if (!rc && ferror(f)) rc = kv_fail(err, KV_EFAIL, "%s: read error", s->index);
-    if (!rc && s->n == 0) rc = kv_fail(err, KV_EINPUT, "%s: names no traces", s->index);
+    if (!rc && ferror(f)) rc = kv_fail(err, KV_EFAIL, "%s: read error", path);
+    if (!rc && !handed) rc = kv_fail(err, KV_EINPUT, "%s: %s", path, empty);
     free(buf);
     fclose(f);
     return rc;
+}
+
+typedef struct {
+    study_set *s;
+    const char *dir;
+} index_ctx;
+
+static int index_line_cb(void *ctx, const char *text, int line, kv_err *err)
+{
+    index_ctx *c = ctx;
+    return index_line(c->s, c->dir, text, line, err);
+}
+
+/* Reads the index at s->index, whose traces lie in `dir`. */
+static int read_index(study_set *s, const char *dir, kv_err *err)
+{
+    index_ctx c = {s, dir};
+    return study_jsonl_read(s->index, false, "names no traces", index_line_cb, &c, err);
 }
 
 static int resolve_index(study_set *s, const char *word, bool is_dir, kv_err *err)

@@ -48,6 +48,13 @@ void study_set_free(study_set *s);
  * trace's hash `got` matches (traces not from an index always pass). */
 int study_check_sha256(const study_set *s, int i, const char *got, kv_err *err);
 
+/* Reads a JSON Lines file: each line (blank ones skipped when skip_blank)
+ * handed to fn with its 1-based number; a NUL byte is KV_EINPUT
+ * "PATH:LINE: ...", a file with no line handed on KV_EINPUT "PATH: `empty`"
+ * (capture --prompts's file, index.jsonl). */
+int study_jsonl_read(const char *path, bool skip_blank, const char *empty,
+                     int (*fn)(void *ctx, const char *text, int line, kv_err *err), void *ctx, kv_err *err);
+
 /* Appends one index line {"id", "file", "tokens", "sha256"} to f. */
 int study_index_line(FILE *f, const char *id, const char *file, int64_t tokens, const char *sha256, kv_err *err);
 

@@ -20,6 +20,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
 from tracefile import write_root_attrs  # noqa: E402
+from kvrng import Rng  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
 L, H, K, D, T, P = 2, 4, 2, 8, 70, 50
@@ -120,53 +121,8 @@ def chunk_usage(tmp):
     check(p.returncode == 0, "--chunks with one chunk takes --step-counts", p.stderr)
 
 
-MASK = (1 << 64) - 1
-
-
-def splitmix64(x):
-    x = (x + 0x9E3779B97F4A7C15) & MASK
-    z = x
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-    return x, z ^ (z >> 31)
-
-
-class Xoshiro:
-    """core/rng.c's rng_init(seed, a, b, c), rng_u64 and rng_below, restated."""
-
-    def __init__(self, seed, a, b, c):
-        x = seed
-        for t in (a, b, c):
-            x, z = splitmix64(x)
-            x = z ^ t
-        self.s = []
-        for _ in range(4):
-            x, z = splitmix64(x)
-            self.s.append(z)
-
-    def u64(self):
-        s = self.s
-        rotl = lambda v, k: ((v << k) | (v >> (64 - k))) & MASK  # noqa: E731
-        out = (rotl((s[1] * 5) & MASK, 7) * 9) & MASK
-        t = (s[1] << 17) & MASK
-        s[2] ^= s[0]
-        s[3] ^= s[1]
-        s[1] ^= s[2]
-        s[0] ^= s[3]
-        s[2] ^= t
-        s[3] = rotl(s[3], 45)
-        return out
-
-    def below(self, n):
-        limit = MASK - (MASK % n)
-        while True:
-            x = self.u64()
-            if x < limit:
-                return x % n
-
-
 def bootstrap_idx(n, B=2000, seed=21):
-    r = Xoshiro(seed, n, 0, 0)
+    r = Rng(seed, n, 0, 0)  # core/rng.c's stream, restated in tests/lib/kvrng.py
     return np.array([r.below(n) for _ in range(B * n)], dtype=np.int64).reshape(B, n)
 
 
