@@ -509,10 +509,13 @@ static int check_study(const sim_opts *o, const study_set *s, kv_err *err)
         if (rc) break;
         const trace_meta *m = trace_get_meta(tr);
         if (i == 0) first = *m;
+        if (s->t[i].tokens >= 0 && s->t[i].tokens != m->n_tokens)
+            rc = kv_fail(err, KV_EINPUT, "%s:%d: %s has T = %lld, the index says tokens = %lld", s->index,
+                         s->t[i].line, s->t[i].path, (long long)m->n_tokens, (long long)s->t[i].tokens);
         const bool same = strcmp(m->model_name, first.model_name) == 0 && m->n_layers == first.n_layers &&
                           m->n_heads == first.n_heads && m->n_kv_heads == first.n_kv_heads &&
                           m->head_dim == first.head_dim;
-        if (!same && !o->mixed_models)
+        if (!rc && !same && !o->mixed_models)
             rc = kv_fail(err, KV_EINPUT, "%s: a trace of model '%s' (L=%lld, H=%lld, K=%lld, D=%lld), but %s is of "
                          "'%s' (L=%lld, H=%lld, K=%lld, D=%lld); a study compares one model's traces "
                          "(--mixed-models allows it)", s->t[i].path, m->model_name, (long long)m->n_layers,

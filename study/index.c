@@ -176,8 +176,8 @@ static int resolve_index(study_set *s, const char *word, bool is_dir, kv_err *er
     }
     struct stat st;
     int rc = is_dir && stat(s->index, &st) != 0
-                 ? kv_fail(err, KV_EUSAGE, "%s: a directory of traces must hold " STUDY_INDEX " (kvtrace capture "
-                           "--prompts writes one)", word)
+                 ? kv_fail(err, KV_EUSAGE, "%s: is a directory without " STUDY_INDEX " (a study's directory "
+                           "holds one: kvtrace capture --prompts writes it)", word)
                  : read_index(s, dir, err);
     free(dir);
     return rc;

@@ -234,6 +234,7 @@ def study_refusals(tmp, d, paths):
         ("a missing trace", lambda t: t[:1] + [t[1].replace("pb.h5", "gone.h5")] + t[2:], ":2:", "gone.h5"),
         ("a wrong sha256", lambda t: t[:2] + [json.dumps(dict(json.loads(t[2]), sha256="0" * 64))], ":3:", "sha256"),
         ("bad JSON", lambda t: t[:1] + ["{\"id\": "] + t[2:], ":2:", "JSON"),
+        ("a wrong length", lambda t: t[:1] + [json.dumps(dict(json.loads(t[1]), tokens=3))] + t[2:], ":2:", "T = 64"),
         ("an unknown field", lambda t: [json.dumps(dict(json.loads(t[0]), colour="red"))] + t[1:], ":1:", "colour"),
         ("a duplicate id", lambda t: t + [t[0]], ":4:", "pa"),
     )
