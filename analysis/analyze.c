@@ -201,19 +201,66 @@ static void warn_logdet_mismatch(const analyze_ctx *c)
         }
 }
 
-/* results.h5, then the CSVs analyze copies, checked against their schemas
- * and results.h5's runs before anything is computed or copied. */
-static int read_results(analyze_ctx *c, kv_err *err)
+/* One results directory: results.h5, then the CSVs analyze copies, checked
+ * against their schemas and results.h5's runs before anything is computed or copied. */
+static int read_one(analyze_ctx *c, const char *dir, results_set *rs, kv_err *err)
 {
-    int rc = results_read(c->o->results, c->L, c->K, c->T, &c->rs, err);
+    int rc = results_read(dir, c->L, c->K, c->T, rs, err);
     if (rc) return rc;
     results_runs runs = {0};   /* a run is (config, allocator, budget) in every file */
-    for (int r = 0; !rc && r < c->rs.n_runs; r++)
-        if (results_runs_add(&runs, c->rs.runs[r].config, c->rs.runs[r].allocator, c->rs.runs[r].budget, err) < 0)
+    for (int r = 0; !rc && r < rs->n_runs; r++)
+        if (results_runs_add(&runs, rs->runs[r].config, rs->runs[r].allocator, rs->runs[r].budget, err) < 0)
             rc = KV_EFAIL;
     const results_dims dims = {.L = c->L, .H = c->H, .K = c->K, .T = c->T};
-    if (!rc) rc = results_check_csvs(c->o->results, &dims, &runs, err);
+    if (!rc) rc = results_check_csvs(dir, &dims, &runs, err);
     results_runs_free(&runs);
+    if (rc) results_free(rs);
+    return rc;
+}
+
+/* Whether the later directory `more` can join the runs read so far: the same
+ * trace (results.h5's trace_sha256), and no run of it already there. */
+static int check_mergeable(const analyze_ctx *c, int d, const results_set *more, kv_err *err)
+{
+    const char *const *dirs = c->o->results_dirs;
+    char a[65], b[65];
+    results_trace_sha256(dirs[0], a);
+    results_trace_sha256(dirs[d], b);
+    if (a[0] && b[0] && strcmp(a, b) != 0)
+        return kv_fail(err, KV_EINPUT, "--results %s was simulated on another trace (sha256 %.12s...) than --results "
+                       "%s (%.12s...): cannot merge them", dirs[d], b, dirs[0], a);
+    for (int r = 0; r < more->n_runs; r++)
+        for (int q = 0; q < c->rs.n_runs; q++) {
+            const results_run *x = &more->runs[r], *y = &c->rs.runs[q];
+            if (x->budget == y->budget && strcmp(x->config, y->config) == 0 && strcmp(x->allocator, y->allocator) == 0)
+                return kv_fail(err, KV_EINPUT, "--results %s and an earlier --results both hold run %s (allocator %s, "
+                               "budget %lld): repeated --results are merged only when their configurations are "
+                               "disjoint", dirs[d], x->config, x->allocator, (long long)x->budget);
+        }
+    return KV_OK;
+}
+
+/* Every --results, merged into c->rs in the order given. */
+static int read_results(analyze_ctx *c, kv_err *err)
+{
+    const int n = c->o->n_results > 0 ? c->o->n_results : 1;
+    const char *const one[] = {c->o->results};
+    const char *const *dirs = c->o->n_results > 0 ? c->o->results_dirs : one;
+    int rc = read_one(c, dirs[0], &c->rs, err);
+    for (int d = 1; !rc && d < n; d++) {
+        results_set more;
+        if ((rc = read_one(c, dirs[d], &more, err))) break;
+        rc = check_mergeable(c, d, &more, err);
+        results_run *all = rc ? NULL : realloc(c->rs.runs, sizeof *all * (size_t)(c->rs.n_runs + more.n_runs));
+        if (!rc && !all) rc = kv_fail(err, KV_EFAIL, "analyze: out of memory for the runs");
+        if (rc) {
+            results_free(&more);
+            break;
+        }
+        memcpy(all + c->rs.n_runs, more.runs, sizeof *all * (size_t)more.n_runs);
+        c->rs.runs = all, c->rs.n_runs += more.n_runs;
+        free(more.runs);   /* its runs' arrays now belong to c->rs */
+    }
     return rc;
 }
 
@@ -259,9 +306,13 @@ static int write_tail(analyze_ctx *c, kv_err *err)
     if (!rc) rc = aout_head_importance(c, err);
     if (!rc) rc = detail_write(c, err);
     bool copied;
-    if (!rc && c->o->results) rc = results_copy_file(c->o->results, RESULTS_FILE_SUMMARY, c->outdir, &copied, err);
-    if (!rc && c->o->results) rc = results_copy_file(c->o->results, RESULTS_FILE_TIMING, c->outdir, &copied, err);
-    if (!rc && c->o->results) rc = results_copy_file(c->o->results, RESULTS_FILE_CSV, c->outdir, &copied, err);
+    static const char *const COPIES[] = {RESULTS_FILE_SUMMARY, RESULTS_FILE_TIMING, RESULTS_FILE_CSV};
+    for (int i = 0; i < 3; i++) {
+        if (!rc && c->o->results && c->o->n_results <= 1)
+            rc = results_copy_file(c->o->results, COPIES[i], c->outdir, &copied, err);
+        else if (!rc && c->o->n_results > 1)   /* merged runs: the rows of each, in the order given */
+            rc = results_concat_file(c->o->results_dirs, c->o->n_results, COPIES[i], c->outdir, err);
+    }
     return rc;
 }
 
@@ -269,8 +320,10 @@ int analyze_run(const analyze_opts *o, kv_err *err)
 {
     analyze_ctx c = {.o = o};
     const double started = kv_now_seconds();
-    const char *inputs[] = {o->trace, o->results};
-    int rc = outfile_check_inputs(o->output, inputs, 2, err);
+    const char *inputs[66] = {o->trace, o->results};
+    int n_inputs = 2;
+    for (int i = 1; i < o->n_results && n_inputs < 66; i++) inputs[n_inputs++] = o->results_dirs[i];
+    int rc = outfile_check_inputs(o->output, inputs, n_inputs, err);
     if (!rc) rc = trace_open(o->trace, &c.tr, err);
     if (!rc) rc = check_inputs(&c, err);
     const int threads = o->threads > 0 ? o->threads : kv_cpu_count();

@@ -18,7 +18,9 @@
 
 typedef struct {
     const char *trace;
-    const char *results;       /* sim output directory, or NULL */
+    const char *results;       /* sim output directory, or NULL (the first of results_dirs) */
+    const char *const *results_dirs; /* [n_results] every --results, merged when their runs are disjoint */
+    int n_results;
     const char *output;        /* analysis directory */
     const prov_record *prov;   /* for provenance.json (may be NULL) */
     int64_t detail_layer, detail_head; /* -1: the median-ρ query head */

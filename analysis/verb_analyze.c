@@ -33,7 +33,9 @@ static const char USAGE[] =
     "  provenance.json  the command, the trace and results.h5 (path, size, sha256), the commands\n"
     "                that made them (docs/provenance.md)\n"
     "\n"
-    "  --results DIR        a `kvtrace sim` output directory (results.h5) of this trace\n"
+    "  --results DIR        a `kvtrace sim` output directory (results.h5) of this trace; repeat it to\n"
+    "                       merge runs of other configurations over the same trace (the same run in\n"
+    "                       two directories cannot be merged: exit 3)\n"
     "  --detail L,H         the (layer, query head) of detail.csv (default: median rho)\n"
     "  --sinks S            head_importance.csv: the first S keys are sinks (default 4)\n"
     "  --recent W           head_importance.csv: the W most recent keys are the window (default 64)\n"
@@ -44,10 +46,26 @@ static const char USAGE[] =
     "  --force, --quiet, -h/--help\n";
 
 /* What the command line fills. */
+enum { MAX_RESULTS = 64 };
+
 typedef struct {
     analyze_opts o;
     bool timestamp;
+    const char *results[MAX_RESULTS];   /* every --results, in the order given */
 } analyze_args;
+
+/* --results DIR, repeatable: the directories are merged (analyze.c, read_results). */
+static int parse_results(const char *verb, const char *dir, void *args, kv_err *err)
+{
+    analyze_args *a = args;
+    if (a->o.n_results == MAX_RESULTS) return cli_usage(err, verb, "--results is given more than %d times", MAX_RESULTS);
+    for (int i = 0; i < a->o.n_results; i++)
+        if (strcmp(a->results[i], dir) == 0)
+            return cli_usage(err, verb, "--results names %s twice: its runs cannot be merged with themselves", dir);
+    a->results[a->o.n_results++] = dir;
+    a->o.results = a->results[0], a->o.results_dirs = a->results;
+    return KV_OK;
+}
 
 /* "LAYER,HEAD": two non-negative integers (their upper bounds come from the trace). */
 static int parse_detail(const char *verb, const char *s, void *opts, kv_err *err)
@@ -62,7 +80,7 @@ static int parse_detail(const char *verb, const char *s, void *opts, kv_err *err
 }
 
 static const cli_opt OPTIONS[] = {
-    {CLI_ROW("results", CLI_TEXT, analyze_args, o.results)},
+    {.name = "results", .kind = CLI_CUSTOM, .parse = parse_results},
     {.name = "detail", .kind = CLI_CUSTOM, .parse = parse_detail},
     {CLI_ROW("threads", CLI_INT, analyze_args, o.threads), .lo = 1, .hi = 256},
     {CLI_ROW("sinks", CLI_I64, analyze_args, o.sinks), .lo = 0, .hi = 1 << 28},
@@ -81,11 +99,12 @@ static int provenance(prov_record *p, const analyze_opts *o, bool timestamp, kv_
 {
     int rc = prov_set_time(p, timestamp, err);
     if (!rc) rc = prov_add_trace(p, o->trace, err);
-    if (rc || !o->results) return rc;
-    char h5[4200];
-    snprintf(h5, sizeof h5, "%s/" RESULTS_FILE_H5, o->results);
-    if (access(h5, R_OK) == 0) rc = prov_add_file(p, "results", h5, NULL, err);
-    if (!rc) rc = prov_add_upstream_dir(p, o->results, err);
+    for (int i = 0; !rc && i < o->n_results; i++) {
+        char h5[4200];
+        snprintf(h5, sizeof h5, "%s/" RESULTS_FILE_H5, o->results_dirs[i]);
+        if (access(h5, R_OK) == 0) rc = prov_add_file(p, "results", h5, NULL, err);
+        if (!rc) rc = prov_add_upstream_dir(p, o->results_dirs[i], err);
+    }
     return rc;
 }
 

@@ -182,6 +182,48 @@ static int capture_alloc(const capture_opts *o, const model_config *c, alloc_con
     return rc;
 }
 
+/* The run over the loaded model on the open backend instance bctx (closed
+ * here): the prompt's tokens (ids[n_ids] as given, or o->prompt through the
+ * tokenizer), with `provenance` the record's inputs, the trace out. */
+static int run_loaded(const capture_opts *o, void *bctx, const kv_model *model, const int32_t *ids, int64_t n_ids,
+                      bool provenance, double load_s, kv_err *err)
+{
+    const backend_iface *be = o->backend ? o->backend : backend_all()[0];
+    int32_t *tokens = NULL;
+    char *text = NULL;
+    int64_t P = 0, T = 0;
+    int rc = KV_OK;
+    if (ids) { /* the prompt's ids as given, then room for the generated ones */
+        P = n_ids, T = n_ids + o->generate;
+        if (!(tokens = kv_calloc((size_t)T, sizeof *tokens, "tokens", err))) rc = err->code;
+        for (int64_t i = 0; !rc && i < n_ids; i++) tokens[i] = ids[i];
+    } else {
+        rc = run_sequence(&o->prompt, model, o->model, o->generate, &tokens, &P, &T, &text, err);
+    }
+    if (!rc) rc = check_full_attention(o, &model->cfg, T, err);
+    if (!rc && provenance && o->prov && !o->dry_run)
+        rc = capture_provenance(o->prov, o->model, o->tokenizer, &o->prompt, err);
+    alloc_config ac;
+    double *scores = NULL;
+    if (!rc) rc = capture_alloc(o, &model->cfg, &ac, &scores, err);
+    if (!rc) rc = capture_tokens(o, &ac, be, bctx, model, tokens, P, T, text, load_s, err);
+    free(scores);
+    backend_close(be, bctx);
+    free(tokens);
+    free(text);
+    return rc;
+}
+
+int capture_loaded(const capture_opts *o, const kv_model *model, const int32_t *ids, int64_t n_ids, kv_err *err)
+{
+    const backend_iface *be = o->backend ? o->backend : backend_all()[0];
+    const backend_request req = {.evict = o->evict.iface != NULL, .attention_full = o->attention == ATTN_FULL,
+                                 .weights = o->weights};
+    void *bctx = NULL;
+    int rc = backend_open(be, &req, &bctx, err);
+    return rc ? rc : run_loaded(o, bctx, model, ids, n_ids, false, 0.0, err);
+}
+
 int capture_run(const capture_opts *o, kv_err *err)
 {
     const backend_iface *be = o->backend ? o->backend : backend_all()[0];
@@ -192,25 +234,14 @@ int capture_run(const capture_opts *o, kv_err *err)
     const char *inputs[] = {o->model, o->tokenizer, o->prompt.text_file, o->prompt.tokens_file, o->head_scores};
     int rc = o->dry_run ? KV_OK : outfile_check_inputs(o->output, inputs, 5, err);
     if (!rc) rc = backend_open(be, &req, &bctx, err); /* refused options, no usable GPU: before any work */
+    if (rc) return rc;
     kv_model model;
     memset(&model, 0, sizeof model);
     double load_started = kv_now_seconds();
-    if (!rc) rc = model_load(o->model, o->tokenizer, &model, err);
+    rc = model_load(o->model, o->tokenizer, &model, err);
     double load_s = kv_now_seconds() - load_started;
-    int32_t *tokens = NULL;
-    char *text = NULL;
-    int64_t P = 0, T = 0;
-    if (!rc) rc = run_sequence(&o->prompt, &model, o->model, o->generate, &tokens, &P, &T, &text, err);
-    if (!rc) rc = check_full_attention(o, &model.cfg, T, err);
-    if (!rc && o->prov && !o->dry_run) rc = capture_provenance(o->prov, o->model, o->tokenizer, &o->prompt, err);
-    alloc_config ac;
-    double *scores = NULL;
-    if (!rc) rc = capture_alloc(o, &model.cfg, &ac, &scores, err);
-    if (!rc) rc = capture_tokens(o, &ac, be, bctx, &model, tokens, P, T, text, load_s, err);
-    free(scores);
-    backend_close(be, bctx);
-    free(tokens);
-    free(text);
+    if (!rc) rc = run_loaded(o, bctx, &model, NULL, 0, true, load_s, err);
+    else backend_close(be, bctx);
     model_free(&model);
     return rc;
 }

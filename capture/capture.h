@@ -49,9 +49,23 @@ typedef struct {
     bool dry_run;             /* --dry-run: the walk alone, nothing recorded or written (benchmarks) */
     bool timestamp;           /* --timestamp: the time in the provenance record */
     prov_record *prov;        /* the trace's /provenance (inputs added once the model loaded); NULL: none */
+
+    const char *prompts;      /* --prompts FILE.jsonl: one trace per prompt into the directory `output` (prompts.c) */
 } capture_opts;
 
 int capture_run(const capture_opts *o, kv_err *err);
+
+/* One run of an already loaded model (capture --prompts loads it once): the
+ * prompt ids[n_ids] as given (NULL: o->prompt through the tokenizer), then
+ * o->generate more, into the trace o->output; the backend opened and closed
+ * here; o->prov's inputs are the caller's to add. */
+int capture_loaded(const capture_opts *o, const kv_model *model, const int32_t *ids, int64_t n_ids, kv_err *err);
+
+/* capture --prompts FILE -o DIR (capture/prompts.c, docs/study.md): the
+ * prompts file read and checked whole (KV_EINPUT "FILE:LINE: ..."), the model
+ * loaded once, one trace per prompt named ID.h5 and DIR/index.jsonl, all or
+ * nothing. */
+int capture_prompts(const capture_opts *o, kv_err *err);
 
 /* The inputs of a model run into a provenance record: the model's files,
  * the tokenizer file, the kind of prompt and its file (capture, fidelity). */

@@ -34,6 +34,9 @@ static const char USAGE[] =
     "  --prompt-file F      prompt text from a file, all of it (not UTF-8, or a NUL byte: exit 3)\n"
     "  --tokens F           token ids (whitespace/comma separated, or a JSON array); none of the\n"
     "                       three: BOS alone\n"
+    "  --prompts FILE.jsonl many prompts, one JSON object a line ({\"id\": ..., \"text\": ...} or \"tokens\":\n"
+    "                       [ids], optional \"generate\": N): -o is then a directory that gets one trace per\n"
+    "                       prompt, ID.h5, and index.jsonl; the model is loaded once (docs/study.md)\n"
     "  --generate N         tokens to generate after the prompt (default 0)\n"
     "  --chunk B            prefill chunk (default 128)\n"
     "  --record LIST        keys,values,queries (default all three; keys and values always); wo adds\n"
@@ -200,6 +203,7 @@ static const cli_opt OPTIONS[] = {
     {ROW("prompt", CLI_TEXT, prompt.text)},
     {ROW("prompt-file", CLI_TEXT, prompt.text_file)},
     {ROW("tokens", CLI_TEXT, prompt.tokens_file)},
+    {ROW("prompts", CLI_TEXT, prompts)},
     {ROW("generate", CLI_I64, generate), .lo = 0, .hi = 1 << 30},
     {ROW("chunk", CLI_I64, chunk), .lo = 1, .hi = 1 << 20},
     {.name = "record", .kind = CLI_CUSTOM, .parse = parse_record},
@@ -300,6 +304,9 @@ static int parse_args(int argc, char **argv, capture_args *a, kv_err *err)
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
     if (prompt_sources(&o->prompt) > 1)
         return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");
+    if (o->prompts && (prompt_sources(&o->prompt) || o->dry_run || o->print_text))
+        return cli_usage(err, v, "--prompts takes the prompts from its file: not with --prompt, --prompt-file, "
+                         "--tokens, --dry-run or --print");
     if (!o->output) return cli_usage(err, v, "-o PATH is required");
     if (o->weights && !o->backend->weight_types)
         return cli_usage(err, v, "--weights applies to --device cuda (the CPU computes in float32)");
@@ -333,7 +340,7 @@ int capture_main(int argc, char **argv)
         prov_set_seed(&prov, o->seed);
         prov_set_temperature(&prov, o->temperature);
         o->prov = &prov;
-        rc = capture_run(o, &err);
+        rc = o->prompts ? capture_prompts(o, &err) : capture_run(o, &err);
     }
     prov_free(&prov);
     policy_plugins_close(&a.plugins);

@@ -33,3 +33,30 @@ int results_copy_file(const char *dir, const char *name, const char *outdir, boo
     *copied = rc == KV_OK;
     return rc;
 }
+
+int results_concat_file(const char *const *dirs, int n, const char *name, const char *outdir, kv_err *err)
+{
+    char dst[4200];
+    snprintf(dst, sizeof dst, "%s/%s", outdir, name);
+    FILE *o = NULL;
+    int rc = KV_OK;
+    for (int i = 0; !rc && i < n; i++) {
+        char src[4200];
+        snprintf(src, sizeof src, "%s/%s", dirs[i], name);
+        FILE *in = fopen(src, "rb");
+        if (!in) continue;
+        const bool later = o != NULL;
+        if (!o && !(o = fopen(dst, "wb"))) rc = kv_fail(err, KV_EFAIL, "%s: cannot create", dst);
+        int c = 0;
+        if (!rc && later) /* the header row once */
+            while ((c = fgetc(in)) != EOF && c != '\n') {}
+        char buf[65536];
+        size_t k;
+        while (!rc && (k = fread(buf, 1, sizeof buf, in)) > 0)
+            if (fwrite(buf, 1, k, o) != k) rc = kv_fail(err, KV_EFAIL, "%s: write failed", dst);
+        if (!rc && ferror(in)) rc = kv_fail(err, KV_EFAIL, "%s: read failed", src);
+        fclose(in);
+    }
+    if (o && (ferror(o) | (fclose(o) != 0)) && !rc) rc = kv_fail(err, KV_EFAIL, "%s: write failed", dst);
+    return rc;
+}

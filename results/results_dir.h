@@ -14,7 +14,8 @@
 
 #define RESULTS_FILE_H5 "results.h5"            /* final caches and log-dets (results_h5.h) */
 #define RESULTS_FILE_CSV "results.csv"          /* one row per configuration, layer, query head, phase */
-#define RESULTS_FILE_SUMMARY "summary.csv"      /* one row per configuration and phase */
+#define RESULTS_FILE_SUMMARY "summary.csv"      /* one row per configuration and phase (over traces) */
+#define RESULTS_FILE_SUMMARY_BY_TRACE "summary_by_trace.csv" /* one row per trace, configuration and phase */
 #define RESULTS_FILE_TIMING "timing.csv"        /* one row per configuration */
 /* A configuration's label, the `config` column of every CSV that names one
  * and results.h5's @config: the policy's registry name, then ":" and its
@@ -27,5 +28,10 @@ void results_config_label(const char *policy, const char *params, char *buf, siz
 /* Copies DIR/NAME byte for byte to OUTDIR/NAME when it exists (*copied says
  * whether it did); a read or write failure is KV_EFAIL. */
 int results_copy_file(const char *dir, const char *name, const char *outdir, bool *copied, kv_err *err);
+
+/* OUTDIR/NAME from dirs[0..n)'s NAME (analyze --results A --results B): the
+ * first file whole, then each later one without its header row (the readers
+ * checked that the headers are the same); a missing file is skipped. */
+int results_concat_file(const char *const *dirs, int n, const char *name, const char *outdir, kv_err *err);
 
 #endif

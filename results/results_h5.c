@@ -120,9 +120,10 @@ static int write_run(hid_t runs, const results_run_view *run, const char *name, 
     if (!rc && run->definition) rc = h5u_write_attr_str(g, "definition", run->definition, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_BUDGET, &run->budget, 1, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_CHUNK, &run->chunk, 1, err);
+    if (!rc && run->trace) rc = h5u_write_attr_str(g, "trace", run->trace, err);
     if (!rc) rc = h5u_write_attr_str(g, ATTR_ALLOCATOR, run->allocator ? run->allocator : "uniform", err);
     if (!rc && run->budget_fraction > 0) rc = h5u_write_attr_f64(g, ATTR_FRACTION, run->budget_fraction, err);
-    if (!rc) rc = write_datasets(g, run, L, K, name, err);
+    if (!rc) rc = write_datasets(g, run, run->L > 0 ? run->L : L, run->K > 0 ? run->K : K, name, err);
     H5Gclose(g);
     return rc;
 }
@@ -384,6 +385,21 @@ int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *
     if (H5Fclose(f) < 0 && !rc) rc = kv_fail(err, KV_EINPUT, "%s: cannot close (corrupt file)", out->path);
     if (rc) results_free(out);
     return rc;
+}
+
+void results_trace_sha256(const char *dir, char *hex)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" RESULTS_FILE_H5, dir);
+    hex[0] = '\0';
+    h5u_quiet();
+    kv_err err = {0};
+    if (kv_input_check(path, false, &err)) return;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return;
+    bool present = false;
+    if (h5u_read_attr_str(f, path, "trace_sha256", hex, 65, &present, &err) || !present) hex[0] = '\0';
+    H5Fclose(f);
 }
 
 void results_free(results_set *rs)

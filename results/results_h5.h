@@ -12,6 +12,7 @@
  *     @params        string          its canonical parameters, defaults filled ("" for none)
  *     @budget        int64           N
  *     @chunk         int64           the prefill chunk B (written; the reader ignores it)
+ *     @trace         string          the prompt id of the run's trace (written; the reader ignores it)
  *     @allocator     string          the allocator's label (absent in older files: uniform)
  *     @budget_fraction f64           the budget as a fraction of T, only when given so
  *     retained       int32 [L, K, N']  each (layer, kv head)'s final cache positions,
@@ -71,6 +72,8 @@ typedef struct {
     const char *allocator;       /* its label ("uniform", "pyramid:beta=20:window=32") */
     double budget_fraction;      /* the budget's fraction of T when given so, else NaN or 0 (no attribute) */
     int64_t budget, chunk;
+    const char *trace;           /* the prompt id of its trace (attribute `trace`), or NULL */
+    int64_t L, K;                /* its trace's layers and kv heads; 0: results_write's */
     int64_t width;               /* N': the most rows any (layer, kv head) kept */
     int64_t stride;              /* row stride of retained (>= width; 0: width) */
     const int64_t *retained;     /* [L][K][stride] positions, ascending, then RESULTS_PAD */
@@ -119,5 +122,10 @@ typedef struct {
 int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *out, kv_err *err);
 
 void results_free(results_set *rs);
+
+/* The root attribute trace_sha256 of DIR/results.h5 (the trace sim replayed)
+ * into hex[65]; "" when the file has none or cannot be read (results_read
+ * says what is wrong with such a file). */
+void results_trace_sha256(const char *dir, char *hex);
 
 #endif

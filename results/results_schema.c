@@ -23,17 +23,27 @@ static const results_col COLS_RESULTS[] = {
     {"out_rel_err_mean", SC_NONNEG, false, false}, {"out_rel_err_p95", SC_NONNEG, false, false},
     {"attn_recall_mean", SC_UNIT, false, false}, {"attn_recall_min", SC_UNIT, false, false},
     {"head_budget", SC_COUNT, false, false}, {"head_budget_mean", SC_NONNEG, true, false},
+    {"trace", SC_TEXT, false, false},
 };
+#define SUMMARY_COLS SIM_RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"decode_chunk", SC_BUDGET, false, false}, \
+    {"eval_stride", SC_BUDGET, false, false}, {"phase", SC_PHASE, false, true}, {"n_queries", SC_COUNT, false, false}, \
+    {"out_rel_err_mean", SC_NONNEG, false, false}, {"out_rel_err_p95", SC_NONNEG, false, false}, \
+    {"attn_recall_mean", SC_UNIT, false, false}, {"attn_recall_min", SC_UNIT, false, false}, \
+    {"final_logdet_mean", SC_REAL, true, false}
+/* over traces: the means, n_traces, each mean's 95% bootstrap interval (docs/study.md) */
 static const results_col COLS_SUMMARY[] = {
-    SIM_RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"decode_chunk", SC_BUDGET, false, false},
-    {"eval_stride", SC_BUDGET, false, false}, {"phase", SC_PHASE, false, true}, {"n_queries", SC_COUNT, false, false},
-    {"out_rel_err_mean", SC_NONNEG, false, false}, {"out_rel_err_p95", SC_NONNEG, false, false},
-    {"attn_recall_mean", SC_UNIT, false, false}, {"attn_recall_min", SC_UNIT, false, false},
-    {"final_logdet_mean", SC_REAL, true, false},
+    SUMMARY_COLS, {"n_traces", SC_COUNT, false, false},
+    {"out_rel_err_mean_ci_lo", SC_NONNEG, false, false}, {"out_rel_err_mean_ci_hi", SC_NONNEG, false, false},
+    {"out_rel_err_p95_ci_lo", SC_NONNEG, false, false}, {"out_rel_err_p95_ci_hi", SC_NONNEG, false, false},
+    {"attn_recall_mean_ci_lo", SC_UNIT, false, false}, {"attn_recall_mean_ci_hi", SC_UNIT, false, false},
+    {"attn_recall_min_ci_lo", SC_UNIT, false, false}, {"attn_recall_min_ci_hi", SC_UNIT, false, false},
+    {"final_logdet_mean_ci_lo", SC_REAL, true, false}, {"final_logdet_mean_ci_hi", SC_REAL, true, false},
 };
+static const results_col COLS_SUMMARY_BY_TRACE[] = {SUMMARY_COLS, {"trace", SC_TEXT, false, false}};
 static const results_col COLS_TIMING[] = {
     SIM_RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"calls", SC_COUNT, false, false},
     {"candidates", SC_COUNT, false, false}, {"score_ns_per_candidate", SC_NONNEG, false, false},
+    {"trace", SC_TEXT, false, false},
 };
 static const results_col COLS_META[] = {{"key", SC_TEXT, false, false}, {"value", SC_TEXT, false, false}};
 static const results_col COLS_SPEARMAN[] = {
@@ -69,6 +79,8 @@ static const results_col COLS_DETAIL[] = {
 
 const results_schema RESULTS_SCHEMA_RESULTS = {RESULTS_FILE_CSV, COLS_RESULTS, N(COLS_RESULTS), SR_GRID};
 const results_schema RESULTS_SCHEMA_SUMMARY = {RESULTS_FILE_SUMMARY, COLS_SUMMARY, N(COLS_SUMMARY), SR_GRID};
+const results_schema RESULTS_SCHEMA_SUMMARY_BY_TRACE = {RESULTS_FILE_SUMMARY_BY_TRACE, COLS_SUMMARY_BY_TRACE,
+                                                       N(COLS_SUMMARY_BY_TRACE), SR_GRID};
 const results_schema RESULTS_SCHEMA_TIMING = {RESULTS_FILE_TIMING, COLS_TIMING, N(COLS_TIMING), SR_GRID};
 const results_schema RESULTS_SCHEMA_META = {"meta.csv", COLS_META, N(COLS_META), SR_FREE};
 const results_schema RESULTS_SCHEMA_SPEARMAN = {"spearman.csv", COLS_SPEARMAN, N(COLS_SPEARMAN), SR_GRID_OR_0};

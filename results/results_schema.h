@@ -68,7 +68,8 @@ typedef struct {
 } results_schema;
 
 /* The results directory's CSVs (sim/results.c writes them; analyze copies them). */
-extern const results_schema RESULTS_SCHEMA_RESULTS, RESULTS_SCHEMA_SUMMARY, RESULTS_SCHEMA_TIMING;
+extern const results_schema RESULTS_SCHEMA_RESULTS, RESULTS_SCHEMA_SUMMARY, RESULTS_SCHEMA_TIMING,
+    RESULTS_SCHEMA_SUMMARY_BY_TRACE;
 /* The analysis directory's own CSVs (analysis/ writes them; plot reads them). */
 extern const results_schema RESULTS_SCHEMA_META, RESULTS_SCHEMA_SPEARMAN, RESULTS_SCHEMA_LOGDET,
     RESULTS_SCHEMA_PCA, RESULTS_SCHEMA_PCA_KEPT, RESULTS_SCHEMA_PCA_VAR, RESULTS_SCHEMA_DETAIL,

@@ -18,14 +18,24 @@
 
 static const char *const PHASE_NAMES[N_PHASES] = {"prefill", "decode", "all"};
 
+int sim_n_chunks(const sim_opts *o)
+{
+    return o->n_chunks > 0 ? o->n_chunks : 1;
+}
+
 const policy_config *sim_cfg_policy(const sim_opts *o, int c)
 {
-    return &o->policies[c / o->n_budgets / o->n_allocators];
+    return &o->policies[c / o->n_budgets / sim_n_chunks(o) / o->n_allocators];
 }
 
 const alloc_config *sim_cfg_alloc(const sim_opts *o, int c)
 {
-    return &o->allocators[c / o->n_budgets % o->n_allocators];
+    return &o->allocators[c / o->n_budgets / sim_n_chunks(o) % o->n_allocators];
+}
+
+int64_t sim_cfg_chunk(const sim_opts *o, int c)
+{
+    return o->n_chunks > 0 ? o->chunks[c / o->n_budgets % o->n_chunks] : o->chunk;
 }
 
 int64_t sim_cfg_budget(const sim_opts *o, int c)
@@ -56,6 +66,10 @@ static int check_unique(const sim_opts *o, kv_err *err)
             if (o->budgets[i] == o->budgets[j])
                 return cli_usage(err, "sim", "--budgets names %lld twice%s", (long long)o->budgets[i],
                                  o->budget_fractions ? " (fractions of T count as their N = floor(f*T))" : "");
+    for (int i = 0; i < o->n_chunks; i++)
+        for (int j = 0; j < i; j++)
+            if (o->chunks[i] == o->chunks[j])
+                return cli_usage(err, "sim", "--chunks names %lld twice", (long long)o->chunks[i]);
     return KV_OK;
 }
 
@@ -79,7 +93,7 @@ int sim_results_alloc(sim_results *r, const sim_opts *o, int64_t L, int64_t H, i
     memset(r, 0, sizeof *r);
     if (check_unique(o, err)) return err->code;
     r->L = L, r->H = H, r->K = K, r->T = T, r->n_steps = n_steps;
-    r->n_cfg = o->n_policies * o->n_allocators * o->n_budgets;
+    r->n_cfg = o->n_policies * o->n_allocators * sim_n_chunks(o) * o->n_budgets;
     const size_t C = (size_t)r->n_cfg, LK = (size_t)(L * K);
     int64_t *caps = NULL;
     if (!(r->stats = kv_calloc(C * (size_t)(L * H * N_PHASES), sizeof *r->stats, "results", err)) ||
@@ -134,11 +148,11 @@ static void cfg_key(const sim_opts *o, int c, char *buf, size_t cap)
     alloc_label(sim_cfg_alloc(o, c), alloc, sizeof alloc);
     fraction_text(o, c, frac, sizeof frac);
     snprintf(buf, cap, "%s,%s,%s,%lld,%s,%s,%lld", config, pc->iface->name, pc->canonical,
-             (long long)sim_cfg_budget(o, c), alloc, frac, (long long)o->chunk);
+             (long long)sim_cfg_budget(o, c), alloc, frac, (long long)sim_cfg_chunk(o, c));
 }
 
 /* cfg_key, then ",decode_chunk,eval_stride": the prefix of results.csv and summary.csv rows. */
-static void cfg_prefix(const sim_opts *o, int c, char *buf, size_t cap)
+void sim_cfg_prefix(const sim_opts *o, int c, char *buf, size_t cap)
 {
     char key[1200];
     cfg_key(o, c, key, sizeof key);
@@ -150,23 +164,27 @@ static const sim_stats *stat_at(const sim_results *r, int c, int64_t l, int64_t 
     return &r->stats[(((size_t)c * (size_t)r->L + (size_t)l) * (size_t)r->H + (size_t)h) * N_PHASES + (size_t)p];
 }
 
-static int write_results_csv(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
+static int write_results_csv(const sim_trace_out *t, int n_traces, const char *dir, kv_err *err)
 {
     FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_RESULTS, err);
     if (!f) return err->code;
-    const int64_t G = r->H / r->K; /* query head h uses kv head h / G (SPEC §3) */
-    char pre[1400];
-    for (int c = 0; c < r->n_cfg; c++) {
-        cfg_prefix(o, c, pre, sizeof pre);
-        for (int64_t l = 0; l < r->L; l++)
-            for (int64_t h = 0; h < r->H; h++)
-                for (int p = 0; p < N_PHASES; p++) {
-                    const sim_stats *s = stat_at(r, c, l, h, p);
-                    const size_t at = ((size_t)c * (size_t)r->L + (size_t)l) * (size_t)r->K + (size_t)(h / G);
-                    fprintf(f, "%s,%lld,%lld,%lld,%s,%lld,%.9g,%.9g,%.9g,%.9g,%lld,%.9g\n", pre, (long long)l,
-                            (long long)h, (long long)(h / G), PHASE_NAMES[p], (long long)s->n, s->err_mean, s->err_p95,
-                            s->recall_mean, s->recall_min, (long long)r->head_budget[at], r->head_mean[at]);
-                }
+    for (int i = 0; i < n_traces; i++) {
+        const sim_results *r = t[i].r;
+        const int64_t G = r->H / r->K; /* query head h uses kv head h / G (SPEC §3) */
+        char pre[1400];
+        for (int c = 0; c < r->n_cfg; c++) {
+            sim_cfg_prefix(t[i].o, c, pre, sizeof pre);
+            for (int64_t l = 0; l < r->L; l++)
+                for (int64_t h = 0; h < r->H; h++)
+                    for (int p = 0; p < N_PHASES; p++) {
+                        const sim_stats *s = stat_at(r, c, l, h, p);
+                        const size_t at = ((size_t)c * (size_t)r->L + (size_t)l) * (size_t)r->K + (size_t)(h / G);
+                        fprintf(f, "%s,%lld,%lld,%lld,%s,%lld,%.9g,%.9g,%.9g,%.9g,%lld,%.9g,%s\n", pre, (long long)l,
+                                (long long)h, (long long)(h / G), PHASE_NAMES[p], (long long)s->n, s->err_mean,
+                                s->err_p95, s->recall_mean, s->recall_min, (long long)r->head_budget[at],
+                                r->head_mean[at], t[i].id);
+                    }
+        }
     }
     return csv_close(f, RESULTS_FILE_CSV, err);
 }
@@ -188,87 +206,84 @@ void sim_results_summarize(const sim_results *r, int c, int p, sim_stats *out, d
     *logdet_mean = ld / (double)(r->L * r->K);
 }
 
-static int write_summary_csv(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
-{
-    FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_SUMMARY, err);
-    if (!f) return err->code;
-    char pre[1400];
-    for (int c = 0; c < r->n_cfg; c++) {
-        cfg_prefix(o, c, pre, sizeof pre);
-        for (int p = 0; p < N_PHASES; p++) {
-            sim_stats s;
-            double ld;
-            sim_results_summarize(r, c, p, &s, &ld);
-            fprintf(f, "%s,%s,%lld,%.9g,%.9g,%.9g,%.9g,%.9g\n", pre, PHASE_NAMES[p], (long long)s.n, s.err_mean,
-                    s.err_p95, s.recall_mean, s.recall_min, ld);
-        }
-    }
-    return csv_close(f, RESULTS_FILE_SUMMARY, err);
-}
-
-static int write_timing_csv(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
+static int write_timing_csv(const sim_trace_out *t, int n_traces, const char *dir, kv_err *err)
 {
     FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_TIMING, err);
     if (!f) return err->code;
     char key[1200];
-    for (int c = 0; c < r->n_cfg; c++) {
-        cfg_key(o, c, key, sizeof key);
-        int64_t calls = 0, cands = 0;
-        double ns = 0.0;
-        for (int64_t g = 0; g < r->K; g++) {
-            size_t i = (size_t)c * (size_t)r->K + (size_t)g;
-            calls += r->calls[i], cands += r->candidates[i], ns += r->score_ns[i];
+    for (int i = 0; i < n_traces; i++) {
+        const sim_results *r = t[i].r;
+        for (int c = 0; c < r->n_cfg; c++) {
+            cfg_key(t[i].o, c, key, sizeof key);
+            int64_t calls = 0, cands = 0;
+            double ns = 0.0;
+            for (int64_t g = 0; g < r->K; g++) {
+                size_t x = (size_t)c * (size_t)r->K + (size_t)g;
+                calls += r->calls[x], cands += r->candidates[x], ns += r->score_ns[x];
+            }
+            fprintf(f, "%s,%lld,%lld,%.3f,%s\n", key, (long long)calls, (long long)cands,
+                    cands ? ns / (double)cands : 0.0, t[i].id);
         }
-        fprintf(f, "%s,%lld,%lld,%.3f\n", key, (long long)calls, (long long)cands, cands ? ns / (double)cands : 0.0);
     }
     return csv_close(f, RESULTS_FILE_TIMING, err);
 }
 
-/* results.h5: one run per configuration, views of the arrays in memory,
- * each retained cut to the most rows any of its (layer, kv head) kept. */
-static int write_results_h5(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
+/* results.h5: one run per (trace, configuration), trace-major, views of the
+ * arrays in memory, each retained cut to the most rows any of its (layer, kv
+ * head) kept, each run's @trace its prompt id. */
+static int write_results_h5(const sim_trace_out *t, int n_traces, const char *dir, kv_err *err)
 {
-    results_run_view *runs = kv_calloc((size_t)(r->n_cfg > 0 ? r->n_cfg : 1), sizeof *runs, "results", err);
-    char (*alloc)[300] = kv_calloc((size_t)(r->n_cfg > 0 ? r->n_cfg : 1), sizeof *alloc, "results", err);
+    int total = 0;
+    for (int i = 0; i < n_traces; i++) total += t[i].r->n_cfg;
+    results_run_view *runs = kv_calloc((size_t)(total > 0 ? total : 1), sizeof *runs, "results", err);
+    char (*alloc)[300] = kv_calloc((size_t)(total > 0 ? total : 1), sizeof *alloc, "results", err);
     if (!runs || !alloc) {
         free(runs), free(alloc);
         return err->code;
     }
-    const size_t LK = (size_t)(r->L * r->K);
-    for (int c = 0; c < r->n_cfg; c++) {
-        const policy_config *pc = sim_cfg_policy(o, c);
-        int64_t width = 1;
-        for (size_t i = 0; i < LK; i++)
-            if (r->head_budget[(size_t)c * LK + i] > width) width = r->head_budget[(size_t)c * LK + i];
-        alloc_label(sim_cfg_alloc(o, c), alloc[c], sizeof alloc[c]);
-        runs[c] = (results_run_view){.policy = pc->iface->name, .params = pc->canonical,
-                                     .definition = expr_definition(pc->iface), .allocator = alloc[c],
-                                     .budget_fraction = sim_cfg_fraction(o, c), .budget = sim_cfg_budget(o, c),
-                                     .chunk = o->chunk, .width = width, .stride = r->width[c],
-                                     .retained = r->retained[c], .final_logdet = r->logdet + (size_t)c * LK,
-                                     .head_budget = r->head_budget + (size_t)c * LK,
-                                     .head_mean = r->head_mean + (size_t)c * LK, .n_steps = r->n_steps,
-                                     .step_cand = r->step_cand ? r->step_cand + (size_t)c * LK * (size_t)r->n_steps : NULL,
-                                     .step_kept = r->step_kept ? r->step_kept + (size_t)c * LK * (size_t)r->n_steps : NULL};
+    int x = 0;
+    for (int i = 0; i < n_traces; i++) {
+        const sim_results *r = t[i].r;
+        const sim_opts *o = t[i].o;
+        const size_t LK = (size_t)(r->L * r->K);
+        for (int c = 0; c < r->n_cfg; c++, x++) {
+            const policy_config *pc = sim_cfg_policy(o, c);
+            int64_t width = 1;
+            for (size_t j = 0; j < LK; j++)
+                if (r->head_budget[(size_t)c * LK + j] > width) width = r->head_budget[(size_t)c * LK + j];
+            alloc_label(sim_cfg_alloc(o, c), alloc[x], sizeof alloc[x]);
+            runs[x] = (results_run_view){
+                .policy = pc->iface->name, .params = pc->canonical, .definition = expr_definition(pc->iface),
+                .allocator = alloc[x], .budget_fraction = sim_cfg_fraction(o, c), .budget = sim_cfg_budget(o, c),
+                .chunk = sim_cfg_chunk(o, c), .trace = t[i].id, .L = r->L, .K = r->K, .width = width,
+                .stride = r->width[c], .retained = r->retained[c], .final_logdet = r->logdet + (size_t)c * LK,
+                .head_budget = r->head_budget + (size_t)c * LK, .head_mean = r->head_mean + (size_t)c * LK,
+                .n_steps = r->n_steps,
+                .step_cand = r->step_cand ? r->step_cand + (size_t)c * LK * (size_t)r->n_steps : NULL,
+                .step_kept = r->step_kept ? r->step_kept + (size_t)c * LK * (size_t)r->n_steps : NULL};
+        }
     }
-    int rc = results_write(dir, r->L, r->K, runs, r->n_cfg, o->prov, err);
+    int rc = results_write(dir, t[0].r->L, t[0].r->K, runs, total, t[0].o->prov, err);
     free(runs), free(alloc);
     return rc;
 }
 
+/* The table on stdout of a one-trace run. */
 static void print_table(const sim_results *r, const sim_opts *o)
 {
-    printf("%-12s %-34s %-24s %7s %12s %12s %12s %12s\n", "policy", "params", "allocator", "budget", "err_mean",
-           "err_p95", "recall_mean", "logdet_mean");
+    const bool swept = o->n_chunks > 1; /* a chunk column only when --chunks sweeps several */
+    printf("%-12s %-34s %-24s %s%7s %12s %12s %12s %12s\n", "policy", "params", "allocator", swept ? "  chunk " : "",
+           "budget", "err_mean", "err_p95", "recall_mean", "logdet_mean");
     for (int c = 0; c < r->n_cfg; c++) {
         const policy_config *pc = sim_cfg_policy(o, c);
         sim_stats s;
         double ld;
-        char alloc[300];
+        char alloc[300], chunk[32] = "";
         alloc_label(sim_cfg_alloc(o, c), alloc, sizeof alloc);
+        if (swept) snprintf(chunk, sizeof chunk, "%7lld ", (long long)sim_cfg_chunk(o, c));
         sim_results_summarize(r, c, PHASE_ALL, &s, &ld);
-        printf("%-12s %-34s %-24s %7lld %12.4g %12.4g %12.4f %12.4g\n", pc->iface->name, pc->canonical, alloc,
-               (long long)sim_cfg_budget(o, c), s.err_mean, s.err_p95, s.recall_mean, ld);
+        printf("%-12s %-34s %-24s %s%7lld %12.4g %12.4g %12.4f %12.4g\n", pc->iface->name, pc->canonical, alloc,
+               chunk, (long long)sim_cfg_budget(o, c), s.err_mean, s.err_p95, s.recall_mean, ld);
     }
     double score_s = 0.0;
     for (size_t i = 0; i < (size_t)r->n_cfg * (size_t)r->K; i++) score_s += r->score_ns[i] * 1e-9;
@@ -277,13 +292,13 @@ static void print_table(const sim_results *r, const sim_opts *o)
            r->reference_s, r->replay_s, r->metrics_s, score_s, r->replay_s - r->metrics_s - score_s);
 }
 
-int sim_results_write(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err)
+int sim_results_write(const sim_trace_out *t, int n_traces, const char *dir, kv_err *err)
 {
-    int rc = write_results_csv(r, o, dir, err);
-    if (!rc) rc = write_summary_csv(r, o, dir, err);
-    if (!rc) rc = write_timing_csv(r, o, dir, err);
-    if (!rc) rc = write_results_h5(r, o, dir, err);
+    const sim_opts *o = t[0].o;
+    int rc = write_results_csv(t, n_traces, dir, err);
+    if (!rc) rc = write_timing_csv(t, n_traces, dir, err);
+    if (!rc) rc = write_results_h5(t, n_traces, dir, err);
     if (!rc && o->prov) rc = prov_write_json(o->prov, dir, err);
-    if (!rc && !o->quiet) print_table(r, o);
+    if (!rc && !o->quiet && n_traces == 1) print_table(t[0].r, o);
     return rc;
 }

@@ -7,7 +7,7 @@
 
 typedef struct {
     int64_t L, H, K, T;
-    int n_cfg;                 /* policies x allocators x budgets (sim_cfg_policy ...) */
+    int n_cfg;                 /* policies x allocators x chunks x budgets (sim_cfg_policy ...) */
     sim_stats *stats;          /* [cfg][L][H][N_PHASES] */
     double *logdet;            /* [cfg][L][K] */
     int64_t **retained;        /* [cfg] -> [L][K][width[cfg]] */
@@ -32,7 +32,27 @@ void sim_results_free(sim_results *r);
  * heads (n summed), and the mean final_logdet over layers and kv heads. */
 void sim_results_summarize(const sim_results *r, int c, int p, sim_stats *out, double *logdet_mean);
 
-/* results.csv, summary.csv, timing.csv, results.h5 into `dir`; the summary table on stdout. */
-int sim_results_write(const sim_results *r, const sim_opts *o, const char *dir, kv_err *err);
+/* One trace's results as written: its prompt id (the `trace` column), its
+ * path, the options of its plan (budgets in N, labels) and its results. */
+typedef struct {
+    const char *id, *path;
+    const sim_opts *o;
+    const sim_results *r;
+} sim_trace_out;
+
+/* "config,...,chunk,decode_chunk,eval_stride" of configuration c: the prefix of results.csv and summary rows. */
+void sim_cfg_prefix(const sim_opts *o, int c, char *buf, size_t cap);
+
+/* results.csv, timing.csv, results.h5 and provenance.json into `dir` for
+ * traces t[0..n) (one or a study); a one-trace run's table on stdout. The
+ * summaries are sim/summary.c's (sim_run calls both). */
+int sim_results_write(const sim_trace_out *t, int n, const char *dir, kv_err *err);
+
+/* sim/summary.c: every trace has the same configurations (labels and N), or
+ * KV_EINPUT naming the trace that differs; summary.csv (the mean over traces
+ * with its bootstrap interval) and summary_by_trace.csv; the study's table. */
+int sim_summary_check(const sim_trace_out *t, int n, kv_err *err);
+int sim_summary_write(const sim_trace_out *t, int n, const char *dir, kv_err *err);
+void sim_summary_print(const sim_trace_out *t, int n);
 
 #endif

@@ -13,9 +13,12 @@
 #include "policies/policy.h"
 #include "provenance/provenance.h"
 #include "sim/replay.h"
+#include "study/study.h"
 
 typedef struct {
-    const char *trace;
+    const char *trace;             /* the trace, when study is NULL (its prompt id: its file name's stem) */
+    const study_set *study;        /* NULL, or the traces of a study (sim t1.h5 t2.h5, DIR, index.jsonl) */
+    bool mixed_models;             /* a study may hold traces of different models */
     const char *output;            /* directory */
     const prov_record *prov;       /* for provenance.json and results.h5 (may be NULL) */
     policy_config *policies;       /* [n_policies] */
@@ -29,6 +32,8 @@ typedef struct {
     double max_memory_gib;         /* 0: the default (SIM_MAX_MEMORY_GIB); the lock-step replay's limit */
     bool step_counts;              /* results.h5 records candidates and kept rows at every step */
     int64_t chunk, decode_chunk, eval_stride;
+    const int64_t *chunks;         /* NULL and 0: `chunk` alone; else [n_chunks] prefill chunks swept (--chunks) */
+    int n_chunks;
     int threads;                   /* 0: one per CPU */
     bool force, quiet;             /* quiet: no table on stdout, no progress */
     bool progress;                 /* progress lines even when quiet (fidelity's own sim step) */
@@ -39,15 +44,19 @@ typedef struct {
 #define SIM_MAX_MEMORY_GIB 16.0
 
 /* The configurations, in the order they run and are written: policy-major,
- * then allocator, then budget (c = (p·A + a)·n_budgets + b). */
+ * then allocator, then prefill chunk, then budget
+ * (c = ((p·A + a)·n_chunks + k)·n_budgets + b; n_chunks = 1 without --chunks). */
+int sim_n_chunks(const sim_opts *o);
 const policy_config *sim_cfg_policy(const sim_opts *o, int c);
 const alloc_config *sim_cfg_alloc(const sim_opts *o, int c);
+int64_t sim_cfg_chunk(const sim_opts *o, int c);
 int64_t sim_cfg_budget(const sim_opts *o, int c);
 double sim_cfg_fraction(const sim_opts *o, int c);   /* NaN: N was given */
 
-/* Runs every configuration and writes the results directory o->output.
- * summary: NULL, or room for n_policies x n_allocators x n_budgets entries
- * (in configuration order), filled on success with each configuration's
+/* Runs every configuration over every trace and writes the results
+ * directory o->output (one directory for the study, docs/study.md).
+ * summary: NULL, or room for n_policies x n_allocators x chunks x n_budgets entries
+ * (in configuration order), filled on success with the first trace's each configuration's
  * phase=all statistics averaged over layers and query heads (n summed): the
  * numbers of its summary.csv row, in full precision. */
 int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err);

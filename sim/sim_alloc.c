@@ -101,7 +101,10 @@ double sim_lockstep_bytes(const sim_opts *o, const trace_meta *m, int *n_model)
 {
     const double L = (double)m->n_layers, H = (double)m->n_heads, K = (double)m->n_kv_heads;
     const double T = (double)m->n_tokens, D = (double)m->head_dim, G = H / K;
-    const double B = (double)(o->chunk > o->decode_chunk ? o->chunk : o->decode_chunk), S = L * K;
+    int64_t chunk = 0; /* the largest prefill chunk swept */
+    for (int k = 0; k < sim_n_chunks(o); k++)
+        if (sim_cfg_chunk(o, k * o->n_budgets) > chunk) chunk = sim_cfg_chunk(o, k * o->n_budgets);
+    const double B = (double)(chunk > o->decode_chunk ? chunk : o->decode_chunk), S = L * K;
     double per_cfg = 0;
     *n_model = 0;
     for (int a = 0; a < o->n_allocators; a++) {
@@ -114,7 +117,7 @@ double sim_lockstep_bytes(const sim_opts *o, const trace_meta *m, int *n_model)
                 const double stream = cap * (8 + 8 * D + 24 + (G + 1) * B * 4) + 8 * G * B * D +
                                       16 * G * T + 8 * T + 8 * D * D;
                 per_cfg = fmax(per_cfg, S * stream + 16 * S * cap);
-                (*n_model)++;
+                *n_model += sim_n_chunks(o);
             }
     }
     if (!*n_model) return 0;

@@ -14,8 +14,10 @@
 #include "sim/sim.h"
 
 static const char USAGE[] =
-    "usage: kvtrace sim trace.h5 --policies LIST --budgets LIST --chunk B [options] -o DIR\n"
+    "usage: kvtrace sim TRACES --policies LIST --budgets LIST --chunk B [options] -o DIR\n"
     "\n"
+    "TRACES: one trace.h5, several (a study: one per prompt), a directory holding index.jsonl\n"
+    "(kvtrace capture --prompts writes one), or the index file itself (docs/study.md).\n"
     "Replays chunked eviction over a trace for every (policy x budget) (SPEC §4): per layer and\n"
     "kv head, the prompt arrives in chunks of B and the rest in chunks of --decode-chunk; the\n"
     "chunk's queries attend to the cache plus the chunk (measured against the full cache), then\n"
@@ -42,13 +44,15 @@ static const char USAGE[] =
     "  --max-memory GIB     refuse a lock-step replay (cake, global: every layer at once) estimated\n"
     "                       above GIB (default 16)\n"
     "  --step-counts        results.h5 records every step's candidates and kept rows per (layer, kv head)\n"
-    "  --chunk B            prefill chunk (required)\n"
+    "  --chunk B            prefill chunk (required, or --chunks)\n"
+    "  --chunks LIST        comma-separated prefill chunks, swept like budgets (instead of --chunk)\n"
     "  --decode-chunk C     chunk after prompt_len (default 1)\n"
     "  --eval-stride S      measure only queries at positions i = 0 mod S (default 1)\n"
     "  --threads N          worker threads (default: one per CPU); results do not depend on it\n"
     "  -o, --output DIR     output directory (required)\n"
     "  --timestamp          record the time in provenance.json and results.h5 (SOURCE_DATE_EPOCH, when\n"
     "                       set, gives it; otherwise no time is recorded, docs/provenance.md)\n"
+    "  --mixed-models       a study may hold traces of different models (refused otherwise)\n"
     "  --force, --quiet, -h/--help\n";
 
 enum { MAX_LIST = 256 };
@@ -67,6 +71,7 @@ typedef struct {
     const char *allocators;       /* --allocators, parsed once every --plugin is loaded */
     int64_t budgets[MAX_LIST];
     double fractions[MAX_LIST];
+    int64_t chunks[MAX_LIST];     /* --chunks */
 } sim_args;
 
 static int parse_policies(const char *verb, const char *arg, void *args, kv_err *err)
@@ -145,6 +150,25 @@ static int parse_budgets(const char *verb, const char *arg, void *args, kv_err *
     return rc;
 }
 
+/* --chunks LIST: prefill chunks swept like budgets, each once. */
+static int parse_chunks(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    sim_args *a = args;
+    cli_list l;
+    int rc = cli_list_split(verb, "--chunks", arg, MAX_LIST, &l, err);
+    for (int i = 0; !rc && i < l.n; i++) {
+        rc = cli_parse_i64(verb, "--chunks", l.item[i], 1, 1 << 30, &a->chunks[i], err);
+        for (int j = 0; !rc && j < i; j++)
+            if (a->chunks[j] == a->chunks[i]) {
+                char canon[32];
+                snprintf(canon, sizeof canon, "%lld", (long long)a->chunks[i]);
+                rc = cli_list_repeat(verb, "--chunks", &l, j, i, "the value", canon, err);
+            }
+    }
+    a->o.chunks = a->chunks, a->o.n_chunks = rc ? 0 : l.n;
+    return rc;
+}
+
 static const cli_opt OPTIONS[] = {
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
     {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
@@ -153,6 +177,7 @@ static const cli_opt OPTIONS[] = {
     {.name = "defines", .kind = CLI_CUSTOM, .parse = parse_defines},
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
+    {.name = "chunks", .kind = CLI_CUSTOM, .parse = parse_chunks},
     {CLI_ROW("step-counts", CLI_FLAG, sim_args, o.step_counts)},
     {CLI_ROW("head-scores", CLI_TEXT, sim_args, o.head_scores)},
     {CLI_ROW("max-memory", CLI_F64, sim_args, o.max_memory_gib), .lo = 1e-6, .hi = 1e6},
@@ -161,19 +186,22 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("eval-stride", CLI_I64, sim_args, o.eval_stride), .lo = 1, .hi = 1 << 30},
     {CLI_ROW("threads", CLI_INT, sim_args, o.threads), .lo = 1, .hi = 256},
     {CLI_ROW("output", CLI_TEXT, sim_args, o.output)},
+    {CLI_ROW("mixed-models", CLI_FLAG, sim_args, o.mixed_models)},
     {CLI_ROW("force", CLI_FLAG, sim_args, o.force)},
     {CLI_ROW("quiet", CLI_FLAG, sim_args, o.quiet)},
     {CLI_ROW("timestamp", CLI_FLAG, sim_args, timestamp)},
     {0},
 };
 
-/* The record of the results: the command, the trace (hashed when it can be
- * read; sim_run says what is wrong with one that cannot) and the commands
- * that made it, and the --head-scores file. */
-static int provenance(prov_record *p, const char *trace_path, const char *head_scores, bool timestamp, kv_err *err)
+/* The record of the results: the command, the traces (each hashed when it
+ * can be read; sim_run says what is wrong with one that cannot, and checks
+ * the hashes against a study's index) and the commands that made them, the
+ * index, and the --head-scores file. */
+static int provenance(prov_record *p, const study_set *s, const char *head_scores, bool timestamp, kv_err *err)
 {
     int rc = prov_set_time(p, timestamp, err);
-    if (!rc) rc = prov_add_trace(p, trace_path, err);
+    if (!rc && s->index) rc = prov_add_file(p, "index", s->index, NULL, err);
+    for (int i = 0; !rc && i < s->n; i++) rc = prov_add_trace(p, s->t[i].path, err);
     /* the head-importance file (headkv, duo) is an input too; sim_run says what is wrong with one that cannot be read */
     if (!rc && head_scores && access(head_scores, R_OK) == 0) rc = prov_add_file(p, "head_scores", head_scores, NULL, err);
     return rc;
@@ -205,18 +233,23 @@ static int verb(int argc, char **argv, sim_args *a)
         o->allocators = a->allocs;
         rc = alloc_parse_list_in(a->alloc_plugins.list, v, a->allocators, a->allocs, MAX_LIST, &o->n_allocators, &err);
     }
-    if (!rc && first + 1 != argc)
-        rc = cli_usage(&err, v, first >= argc ? "missing trace.h5" : "expects exactly one trace");
+    if (!rc && first >= argc) rc = cli_usage(&err, v, "missing trace.h5 (or the traces of a study)");
     if (!rc && !o->n_policies) rc = cli_usage(&err, v, "--policies LIST is required");
     if (!rc && !o->n_budgets) rc = cli_usage(&err, v, "--budgets LIST is required");
-    if (!rc && !o->chunk) rc = cli_usage(&err, v, "--chunk B is required");
+    if (!rc && o->chunk && o->n_chunks) rc = cli_usage(&err, v, "give --chunk B or --chunks LIST, not both");
+    if (!rc && !o->chunk && !o->n_chunks) rc = cli_usage(&err, v, "--chunk B (or --chunks LIST) is required");
+    if (!rc && o->n_chunks > 1 && o->step_counts)
+        rc = cli_usage(&err, v, "--step-counts records one chunk size's steps; give one chunk (--chunk B)");
     if (!rc && !o->output) rc = cli_usage(&err, v, "-o DIR is required");
-    if (!rc) rc = provenance(&prov, argv[first], o->head_scores, a->timestamp, &err);
+    study_set set = {0};
+    if (!rc) rc = study_set_resolve(v, argv + first, argc - first, &set, &err);
+    if (!rc) rc = provenance(&prov, &set, o->head_scores, a->timestamp, &err);
     if (!rc) {
-        o->trace = argv[first];
+        o->trace = set.t[0].path, o->study = &set;
         o->prov = &prov;
         rc = sim_run(o, NULL, &err);
     }
+    study_set_free(&set);
     prov_free(&prov);
     return rc ? cli_report(&err) : 0;
 }

@@ -169,7 +169,7 @@ def write_results_csv(out, rng, allocs):
     """results.csv: one row per (configuration, budget, layer, query head, phase), errors varying by layer and head."""
     cols = ["config", "policy", "params", "budget", "allocator", "budget_fraction", "chunk", "decode_chunk",
             "eval_stride", "layer", "q_head", "kv_head", "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95",
-            "attn_recall_mean", "attn_recall_min", "head_budget", "head_budget_mean"]
+            "attn_recall_mean", "attn_recall_min", "head_budget", "head_budget_mean", "trace"]
     rows = []
     for a in allocs:
         for name, params in [("full", "")] + RUNS:
@@ -180,13 +180,14 @@ def write_results_csv(out, rng, allocs):
                             e = 0.0 if name == "full" else float(rng.uniform(0.01, 0.5)) * (l + 1) * 16 / b
                             c = caps(name, a, b)[l]
                             rows.append((label(name, params), name, params, b, a, "", 16, 1, 1, l, h, h // (H // K),
-                                         phase, 100, g(e), g(1.5 * e), g(1 - e / 2), g(1 - e), c, c))
+                                         phase, 100, g(e), g(1.5 * e), g(1 - e / 2), g(1 - e), c, c, "fixture"))
     write_csv(os.path.join(out, "results.csv"), cols, rows)
 
 
 def write_results(out, rng, allocs):
     cols = ["config", "policy", "params", "budget", "allocator", "budget_fraction", "chunk", "decode_chunk",
-            "eval_stride", "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean", "attn_recall_min", "final_logdet_mean"]
+            "eval_stride", "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean", "attn_recall_min", "final_logdet_mean", "n_traces"]
+    cols += [m + e for m in cols[11:16] for e in ("_ci_lo", "_ci_hi")]  # one trace: intervals of zero width
     rows, timing = [], []
     base = {"streaming": 0.35, "tova": 0.18, "keydiff": 0.25}
     ns = {"streaming": 0.8, "tova": 0.9, "keydiff": 21.0}
@@ -197,16 +198,17 @@ def write_results(out, rng, allocs):
                 e *= 0.8 if a != "uniform" else 1
                 rec = 1.0 if name == "full" else 1 - e * 0.6
                 for phase in ("prefill", "decode", "all"):
-                    rows.append((label(name, params), name, params, b, a, "", 16, 1, 1, phase, 400, g(e), g(1.8 * e),
-                                 g(rec), g(rec - 0.2 * e - 0 * rec), g(-40 + 10 * np.log(b) + rng.normal())))
+                    stats = (g(e), g(1.8 * e), g(rec), g(rec - 0.2 * e - 0 * rec), g(-40 + 10 * np.log(b) + rng.normal()))
+                    rows.append((label(name, params), name, params, b, a, "", 16, 1, 1, phase, 400) + stats + (1,) +
+                                tuple(x for v in stats for x in (v, v)))
                 t = 0.0 if name == "full" else ns[name] * (1 + 0.1 * rng.normal())
                 timing.append((label(name, params), name, params, b, a, "", 16, 0 if name == "full" else 50,
-                               0 if name == "full" else 3000, "%.3f" % t))
+                               0 if name == "full" else 3000, "%.3f" % t, "fixture"))
     write_csv(os.path.join(out, "summary.csv"), cols, rows)
     write_results_csv(out, rng, allocs)
     write_csv(os.path.join(out, "timing.csv"),
               ["config", "policy", "params", "budget", "allocator", "budget_fraction", "chunk", "calls", "candidates",
-               "score_ns_per_candidate"], timing)
+               "score_ns_per_candidate", "trace"], timing)
 
 
 if __name__ == "__main__":

@@ -35,13 +35,15 @@ LAYERS = {
     "model": ["core", "trace"],
     "synth": ["core", "trace", "provenance"],
     "results": ["core", "provenance"],
-    "analysis": ["core", "trace", "provenance", "results"],
-    "sim": ["core", "trace", "provenance", "policies", "allocators", "expr", "analysis", "results"],
-    "capture": ["core", "trace", "provenance", "model", "policies", "allocators", "expr"],
+    "study": ["core"],  # a study's traces (index.jsonl) and its statistics over traces
+    "analysis": ["core", "trace", "provenance", "results", "study"],
+    "sim": ["core", "trace", "provenance", "policies", "allocators", "expr", "analysis", "results", "study"],
+    "capture": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "study"],
     "plots": ["core", "provenance", "results"],  # results/results_schema.h: the columns analyze writes
-    "fidelity": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "capture", "sim", "analysis", "results", "plots"],
+    "fidelity": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "capture", "sim", "analysis", "results", "plots",
+                 "study"],
     "cli": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "synth", "results", "analysis", "sim", "capture", "plots",
-            "fidelity"],
+            "fidelity", "study"],
 }
 
 # Writable static state that is process-wide by nature: the registry of

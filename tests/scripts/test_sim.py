@@ -267,8 +267,10 @@ def threads_and_errors(tmp, trace):
     # results.h5's data; its provenance (root command, /provenance) names --threads
     diff = datacmp.h5_diff(os.path.join(outs[0], "results.h5"), os.path.join(outs[1], "results.h5"))
     check(not diff, "results.h5's data byte-identical for 1 and 2 threads (provenance aside)", "\n".join(diff))
-    check(sorted(os.listdir(outs[0])) == ["provenance.json", "results.csv", "results.h5", "summary.csv", "timing.csv"],
-          "the results directory: results.csv, summary.csv, timing.csv, results.h5, provenance.json",
+    check(sorted(os.listdir(outs[0])) == ["provenance.json", "results.csv", "results.h5", "summary.csv",
+                                          "summary_by_trace.csv", "timing.csv"],
+          "the results directory: results.csv, summary.csv, summary_by_trace.csv, timing.csv, results.h5, "
+          "provenance.json",
           os.listdir(outs[0]))
     noq = os.path.join(tmp, "noq.h5")
     write_trace(noq, queries=False)

@@ -1,0 +1,192 @@
+/* capture --prompts: one trace per prompt of a JSON Lines file, the model
+ * loaded once, and the study's index.jsonl (docs/study.md). The file is read
+ * and checked whole before any work; the directory is written all or
+ * nothing (a temporary directory renamed at the end). */
+#include <cblas.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/capture.h"
+#include "core/outfile.h"
+#include "core/progress.h"
+#include "model/model.h"
+#include "model/model_fetch.h"
+#include "study/study.h"
+
+/* One prompt of the file: its id, and its text or its token ids. */
+typedef struct {
+    char id[STUDY_ID_MAX + 1];
+    char *text;            /* NULL when given as ids */
+    int32_t *ids;          /* [n_ids] when given as tokens */
+    int64_t n_ids;
+    int64_t generate;      /* -1: --generate */
+    int line;
+} prompt_item;
+
+typedef struct {
+    prompt_item *p;
+    int n;
+} prompt_list;
+
+static void prompts_free(prompt_list *l)
+{
+    for (int i = 0; i < l->n; i++) free(l->p[i].text), free(l->p[i].ids);
+    free(l->p);
+    memset(l, 0, sizeof *l);
+}
+
+static const char *const KNOWN[] = {"id", "text", "tokens", "generate", "spans", "answer"};
+
+/* The fields: each known, spans and answer not yet read (issue #21 §2). */
+static int check_fields(json_t *o, const char *file, int line, kv_err *err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        size_t k = 0;
+        while (k < sizeof KNOWN / sizeof *KNOWN && strcmp(key, KNOWN[k]) != 0) k++;
+        if (k == sizeof KNOWN / sizeof *KNOWN)
+            return kv_fail(err, KV_EINPUT, "%s:%d: unknown field '%.60s' (a prompt has id, text or tokens, and "
+                           "optionally generate)", file, line, key);
+        if (k >= 4)
+            return kv_fail(err, KV_EINPUT, "%s:%d: '%s' is not supported yet (issue #21 §2)", file, line, key);
+    }
+    return KV_OK;
+}
+
+/* The text or the token ids of one prompt object into it. */
+static int prompt_body(json_t *o, prompt_item *it, const char *file, int line, kv_err *err)
+{
+    json_t *text = json_object_get(o, "text"), *tokens = json_object_get(o, "tokens");
+    if (!text == !tokens)
+        return kv_fail(err, KV_EINPUT, "%s:%d: %s", file, line,
+                       text ? "give 'text' or 'tokens', not both" : "missing 'text' (or 'tokens')");
+    if (text) {
+        if (!json_is_string(text) || json_string_length(text) == 0 ||
+            strlen(json_string_value(text)) != json_string_length(text))
+            return kv_fail(err, KV_EINPUT, "%s:%d: 'text' must be a non-empty string without NUL", file, line);
+        if (!(it->text = strdup(json_string_value(text)))) return kv_fail(err, KV_EFAIL, "out of memory");
+        return KV_OK;
+    }
+    const size_t n = json_is_array(tokens) ? json_array_size(tokens) : 0;
+    if (n == 0) return kv_fail(err, KV_EINPUT, "%s:%d: 'tokens' must be a non-empty array of ids", file, line);
+    if (!(it->ids = malloc(sizeof *it->ids * n))) return kv_fail(err, KV_EFAIL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(tokens, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX)
+            return kv_fail(err, KV_EINPUT, "%s:%d: tokens[%zu] is not a token id (an integer >= 0)", file, line, i);
+        it->ids[i] = (int32_t)json_integer_value(x);
+    }
+    it->n_ids = (int64_t)n;
+    return KV_OK;
+}
+
+static int prompt_line(const char *file, const char *buf, int line, prompt_list *l, kv_err *err)
+{
+    json_error_t je;
+    json_t *o = json_loads(buf, JSON_REJECT_DUPLICATES, &je);
+    if (!o) return kv_fail(err, KV_EINPUT, "%s:%d: not JSON (%s)", file, line, je.text);
+    int rc = json_is_object(o) ? check_fields(o, file, line, err)
+                               : kv_fail(err, KV_EINPUT, "%s:%d: not a JSON object", file, line);
+    const char *id = json_string_value(json_object_get(o, "id"));
+    json_t *gen = json_object_get(o, "generate");
+    if (!rc && (!id || !study_id_ok(id)))
+        rc = kv_fail(err, KV_EINPUT, "%s:%d: %s", file, line, !id ? "missing 'id'" :
+                     "'id' must be 1-128 of A-Z a-z 0-9 _ . - (not starting with '.'): it names the trace file");
+    for (int i = 0; !rc && i < l->n; i++)
+        if (strcmp(l->p[i].id, id) == 0)
+            rc = kv_fail(err, KV_EINPUT, "%s:%d: id '%s' is also on line %d", file, line, id, l->p[i].line);
+    if (!rc && gen && (!json_is_integer(gen) || json_integer_value(gen) < 0 || json_integer_value(gen) > (1 << 30)))
+        rc = kv_fail(err, KV_EINPUT, "%s:%d: 'generate' must be an integer in [0, 2^30]", file, line);
+    prompt_item *grown = rc ? NULL : realloc(l->p, sizeof *l->p * (size_t)(l->n + 1));
+    if (!rc && !grown) rc = kv_fail(err, KV_EFAIL, "out of memory");
+    if (!rc) {
+        l->p = grown;
+        prompt_item *it = &l->p[l->n++];
+        memset(it, 0, sizeof *it);
+        snprintf(it->id, sizeof it->id, "%s", id);
+        it->line = line, it->generate = gen ? json_integer_value(gen) : -1;
+        rc = prompt_body(o, it, file, line, err);
+    }
+    json_decref(o);
+    return rc;
+}
+
+typedef struct {
+    const char *file;
+    prompt_list *l;
+} read_ctx;
+
+static int prompt_line_cb(void *ctx, const char *text, int line, kv_err *err)
+{
+    read_ctx *c = ctx;
+    return prompt_line(c->file, text, line, c->l, err);
+}
+
+/* The whole prompts file; blank lines are skipped. */
+static int prompts_read(const char *file, prompt_list *l, kv_err *err)
+{
+    memset(l, 0, sizeof *l);
+    read_ctx c = {file, l};
+    int rc = study_jsonl_read(file, true, "holds no prompts", prompt_line_cb, &c, err);
+    if (rc) prompts_free(l);
+    return rc;
+}
+
+/* Prompt it of n into DIR/ID.h5, and its line of the index. */
+static int capture_one(const capture_opts *o, const kv_model *m, const prompt_item *it, int i, int n, const char *dir,
+                       FILE *index, kv_err *err)
+{
+    char path[4400], sha[65];
+    snprintf(path, sizeof path, "%s/%s.h5", dir, it->id);
+    capture_opts one = *o;
+    one.output = path, one.force = false;
+    one.prompt = (prompt_source){.text = it->text};
+    if (it->generate >= 0) one.generate = it->generate;
+    for (int64_t t = 0; t < it->n_ids; t++)
+        if (it->ids[t] >= m->cfg.vocab_size)
+            return kv_fail(err, KV_EINPUT, "%s:%d: token id %d is outside the model's vocabulary (%lld ids)",
+                           o->prompts, it->line, it->ids[t], (long long)m->cfg.vocab_size);
+    if (!o->quiet) fprintf(stderr, "kvtrace: capture: prompt %d/%d: %s\n", i + 1, n, it->id);
+    int rc = capture_loaded(&one, m, it->ids, it->n_ids, err);
+    trace *tr = NULL;
+    if (!rc) rc = trace_open(path, &tr, err);
+    const int64_t T = rc ? 0 : trace_get_meta(tr)->n_tokens;
+    trace_close(tr);
+    if (!rc) rc = model_file_sha256(path, sha, err);
+    char file[STUDY_ID_MAX + 8];
+    snprintf(file, sizeof file, "%s.h5", it->id);
+    return rc ? rc : study_index_line(index, it->id, file, T, sha, err);
+}
+
+int capture_prompts(const capture_opts *o, kv_err *err)
+{
+    prompt_list l;
+    const char *inputs[] = {o->prompts, o->model, o->tokenizer, o->head_scores};
+    int rc = outfile_check_inputs(o->output, inputs, 4, err);
+    if (!rc) rc = prompts_read(o->prompts, &l, err);
+    if (rc) return rc;
+    if (o->threads > 0) openblas_set_num_threads(o->threads);
+    kv_model model;
+    memset(&model, 0, sizeof model);
+    kv_outfile out;
+    bool started = false;
+    rc = model_load(o->model, o->tokenizer, &model, err);
+    if (!rc && o->prov) rc = capture_provenance(o->prov, o->model, o->tokenizer, &o->prompt, err);
+    if (!rc && o->prov) rc = prov_set_text(&o->prov->prompt, "prompts", err);
+    if (!rc && o->prov) rc = prov_add_file(o->prov, "prompts", o->prompts, NULL, err);
+    if (!rc) rc = outdir_begin(&out, o->output, o->force, err), started = rc == KV_OK;
+    char index[4400];
+    snprintf(index, sizeof index, "%s/" STUDY_INDEX, started ? out.tmp_path : ".");
+    FILE *f = rc ? NULL : fopen(index, "w");
+    if (!rc && !f) rc = kv_fail(err, KV_EFAIL, "%s: cannot create", index);
+    for (int i = 0; !rc && i < l.n; i++) rc = capture_one(o, &model, &l.p[i], i, l.n, out.tmp_path, f, err);
+    if (f && fclose(f) != 0 && !rc) rc = kv_fail(err, KV_EFAIL, "%s: cannot write", index);
+    if (!rc) rc = outdir_commit(&out, err);
+    else if (started) outdir_abort(&out);
+    model_free(&model);
+    prompts_free(&l);
+    return rc;
+}
