@@ -41,6 +41,16 @@ WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wfor
            -Wno-format-nonliteral -Wvla
 CPPFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I. -Iinclude $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lm -lpthread -ldl
+# Python policies (--plugin FILE.py, docs/python-policies.md): built when Debian's python3 has its
+# embedding library and numpy; pinned to that interpreter (not a python3 earlier on PATH)
+PYTHON  ?= /usr/bin/python3
+PY_CONFIG := $(wildcard $(PYTHON)-config)
+PY_OK   := $(if $(PY_CONFIG),$(shell $(PYTHON) -c 'import numpy' 2>/dev/null && echo yes))
+ifeq ($(PY_OK),yes)
+  PY_CFLAGS := $(patsubst -I%,-isystem %,$(shell $(PY_CONFIG) --includes)) -DKV_HAVE_PYTHON \
+               -DKV_PYTHON_EXE='"$(PYTHON)"' -DKV_PYTHON_HOME='"$(shell $(PY_CONFIG) --prefix)"'
+  LDLIBS    += $(shell $(PY_CONFIG) --embed --ldflags)
+endif
 SAN     ?=
 ifeq ($(SAN),1)
   CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -96,6 +106,8 @@ deps:
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VEC) $(WARN) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/policies/pyplugin.o: CPPFLAGS += $(PY_CFLAGS)
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "policies/plugin.h"
+#include "policies/pyplugin.h"
 
 /* The plug-in's score, then the check that no score is NaN (policy_select would read it as
  * -inf and the result would silently be the plug-in's bug). */
@@ -59,6 +60,7 @@ static int add_policy(policy_plugins *t, const policy_aliases *a, const char *pa
     policy_plugin_entry *e = &t->entry[t->n];
     memset(e, 0, sizeof *e);
     memcpy(&e->iface, pi, size);
+    e->orig = pi;
     snprintf(e->file, sizeof e->file, "%s", path);
     if (!e->iface.name) return kv_fail(err, KV_EUSAGE, "%s: a policy without a name", path);
     int rc = check_name(t, a, path, e->iface.name, err);
@@ -113,21 +115,32 @@ int policy_plugin_load(policy_plugins *t, policy_aliases *aliases, const char *p
 {
     if (t->n_files >= POLICY_MAX_PLUGINS)
         return kv_fail(err, KV_EUSAGE, "--plugin %s: more than %d plug-ins", path, POLICY_MAX_PLUGINS);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *why = dlerror();
-        return kv_fail(err, KV_EUSAGE, "%s: cannot load the plug-in: %s", path, why ? why : "dlopen failed");
+    const bool py = policy_py_file(path);
+    const policy_iface *const *list = NULL;
+    uint32_t size = sizeof(policy_iface);
+    void *h = NULL;
+    int rc;
+    if (py) {
+        if ((rc = policy_py_open(path, &h, &list, err))) return rc;
+    } else {
+        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            const char *why = dlerror();
+            return kv_fail(err, KV_EUSAGE, "%s: cannot load the plug-in: %s", path, why ? why : "dlopen failed");
+        }
+        const kvtrace_plugin *p = NULL;
+        if (!(rc = plugin_tables(h, path, &p, err))) list = p->policies, size = p->iface_size;
     }
-    const kvtrace_plugin *p = NULL;
     const int n0 = t->n;
-    int rc = plugin_tables(h, path, &p, err);
-    for (int i = 0; !rc && p->policies[i]; i++) rc = add_policy(t, aliases, path, p->policies[i], p->iface_size, err);
+    for (int i = 0; !rc && list[i]; i++) rc = add_policy(t, aliases, path, list[i], size, err);
     if (rc) {   /* none of this file's policies stay */
         t->n = n0;
         t->list[n0] = NULL;
-        dlclose(h);
+        if (py) policy_py_close(h);
+        else dlclose(h);
         return rc;
     }
+    t->py[t->n_files] = py;
     t->handle[t->n_files++] = h;
     if (aliases) aliases->user = t->list;
     return KV_OK;
@@ -135,7 +148,10 @@ int policy_plugin_load(policy_plugins *t, policy_aliases *aliases, const char *p
 
 void policy_plugins_close(policy_plugins *t)
 {
-    for (int i = t->n_files; i-- > 0;) dlclose(t->handle[i]);
+    for (int i = t->n_files; i-- > 0;) {
+        if (t->py[i]) policy_py_close(t->handle[i]);
+        else dlclose(t->handle[i]);
+    }
     t->n_files = t->n = 0;
     t->list[0] = NULL;
 }

@@ -18,16 +18,19 @@ typedef struct {
     policy_iface iface;   /* first: a configuration's iface is the entry's address */
     int (*score)(const policy_config *cfg, void *state, const policy_view *v, double *scores, kv_err *err);
     char file[256];       /* the shared object, for messages */
+    const policy_iface *orig;   /* the plug-in's own iface (its tables, loaded as long as the entry): a Python
+                                   policy (pyplugin.h) finds its functions from it */
 } policy_plugin_entry;
 
 typedef struct {
     int n_files, n;
     void *handle[POLICY_MAX_PLUGINS];
+    bool py[POLICY_MAX_PLUGINS];   /* handle i is a Python file's (pyplugin.h), not dlopen's */
     policy_plugin_entry entry[POLICY_MAX_PLUGIN_POLICIES];
     const policy_iface *list[POLICY_MAX_PLUGIN_POLICIES + 1];   /* NULL-terminated */
 } policy_plugins;
 
-/* Loads FILE's policies into t (dlopen) and makes the parser see them beside the registry
+/* Loads FILE's policies into t (dlopen; a FILE.py through the embedded interpreter, pyplugin.h) and makes the parser see them beside the registry
  * (aliases->user = t->list; aliases may be NULL). KV_EUSAGE with one line naming the file: it cannot be
  * opened, a symbol is missing, its ABI or struct sizes do not match this kvtrace, a policy has no
  * name or score, its parameters' defaults do not parse, or its name is a built-in's, an alias's
