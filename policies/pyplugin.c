@@ -270,6 +270,15 @@ static int64_t py_query_window(const policy_config *cfg)
 static int py_start(const char *path, kv_err *err)
 {
     if (Py_IsInitialized()) return KV_OK;
+#ifdef __SANITIZE_ADDRESS__
+    /* under ASan, Python's objects come from malloc: checked, and followed by LeakSanitizer */
+    PyPreConfig pre;
+    PyPreConfig_InitPythonConfig(&pre);
+    pre.allocator = PYMEM_ALLOCATOR_MALLOC;
+    PyStatus pst = Py_PreInitialize(&pre);
+    if (PyStatus_Exception(pst))
+        return kv_fail(err, KV_EFAIL, "%s: cannot start Python: %s", path, pst.err_msg ? pst.err_msg : "failed");
+#endif
     PyConfig c;
     PyConfig_InitPythonConfig(&c);
     c.install_signal_handlers = 0;
