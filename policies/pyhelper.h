@@ -1,13 +1,13 @@
 /* pyhelper: the Python half of pyplugin.c, run once in the embedded
  * interpreter as the module _kvtrace_py. It runs a policy file and checks its
  * KVTRACE_POLICIES into plain tuples (declare), builds a step's view from
- * memoryviews without copying (view), and says what an exception or a bad
+ * memoryviews without copying (View: each array made when read), and says what an exception or a bad
  * return value is in one line (describe, what). Only pyplugin.c includes it. */
 #ifndef KV_POLICY_PYHELPER_H
 #define KV_POLICY_PYHELPER_H
 
 static const char py_helper_src[] =
-    "import importlib.util, math, os, sys, traceback, types\n"
+    "import importlib.util, math, operator, os, sys, traceback\n"
     "import numpy as np\n"
     "class DeclError(Exception):\n"
     "    pass\n"
@@ -86,16 +86,28 @@ static const char py_helper_src[] =
     "    if len(decl) > 32:\n"
     "        raise DeclError('more than 32 policies')\n"
     "    return mod, [policy(i, p) for i, p in enumerate(decl)]\n"
-    "fb, NS, f32, f64, i64 = np.frombuffer, types.SimpleNamespace, np.float32, np.float64, np.int64\n"
-    "def arr(m, t, *shape):\n"
-    "    return None if m is None else fb(m, t).reshape(shape)\n"
-    "def view(keys, values, pos, n, D, budget, now, layer, kv_head, step, attn, nq, queries, lse, qh, T, q0,\n"
-    "         prompt_len, kvzip, wo, wo_dim, wo_ld, q_head0, rope_theta):\n"
-    "    return NS(n=n, D=D, keys=fb(keys, f32).reshape(n, D), values=fb(values, f32).reshape(n, D), pos=fb(pos, i64),\n"
-    "              budget=budget, now=now, layer=layer, kv_head=kv_head, step=step, attn=arr(attn, f32, nq, n),\n"
-    "              n_queries=nq, queries=arr(queries, f32, qh, T, D), lse=arr(lse, f64, qh, T), q_heads=qh, T=T,\n"
-    "              q0=q0, prompt_len=prompt_len, kvzip=arr(kvzip, f32, qh, T), wo=arr(wo, f32, wo_dim, wo_ld),\n"
-    "              q_head0=q_head0, rope_theta=rope_theta)\n"
+    "nd, f32, f64, i64 = np.ndarray, np.float32, np.float64, np.int64\n"
+    "class View:\n"
+    "    'One eviction step: zero-copy read-only numpy arrays over kvtrace memory, valid during the call.'\n"
+    "    __slots__ = ('_a',)\n"
+    "    def __init__(self, *a):\n"
+    "        self._a = a\n"
+    "    def __repr__(self):\n"
+    "        return 'View(layer=%d, kv_head=%d, step=%d, n=%d, D=%d, budget=%d, now=%d)' % (self.layer, self.kv_head,\n"
+    "                                                                                  self.step, self.n, self.D, self.budget, self.now)\n"
+    "def scalar(i):\n"
+    "    return property(lambda s: s._a[i])\n"
+    "def array(i, t, *dims):\n"
+    "    shape = operator.itemgetter(*dims)\n"
+    "    return property(lambda s: None if s._a[i] is None else nd(shape(s._a), t, s._a[i]))\n"
+    "for i, name in enumerate(('keys', 'values', 'pos', 'n', 'D', 'budget', 'now', 'layer', 'kv_head', 'step', 'attn',\n"
+    "                          'n_queries', 'queries', 'lse', 'q_heads', 'T', 'q0', 'prompt_len', 'kvzip', 'wo', 'wo_dim',\n"
+    "                          'wo_ld', 'q_head0', 'rope_theta')):\n"
+    "    setattr(View, name, scalar(i))\n"
+    "View.keys, View.values, View.pos = array(0, f32, 3, 4), array(1, f32, 3, 4), array(2, i64, 3)\n"
+    "View.attn, View.queries, View.lse = array(10, f32, 11, 3), array(12, f32, 14, 15, 4), array(13, f64, 14, 15)\n"
+    "View.kvzip, View.wo = array(18, f32, 14, 15), array(19, f32, 20, 21)\n"
+    "view = View\n"
     "def describe(e):\n"
     "    if isinstance(e, DeclError):\n"
     "        return str(e)\n"

@@ -31,7 +31,7 @@ BUILD = os.environ.get("BUILD", "build")
 KV = os.environ.get("KVTRACE") or os.path.join(ROOT, BUILD, "kvtrace")
 ENV = dict(os.environ)
 if "asan" in BUILD:
-    ENV["LSAN_OPTIONS"] = "suppressions=" + os.path.join(ROOT, "tests", "asan", "python.supp")
+    ENV["LSAN_OPTIONS"] = "print_suppressions=0:suppressions=" + os.path.join(ROOT, "tests", "asan", "python.supp")
 PLUG = os.path.join(ROOT, "tests", "plugins")
 EX = os.path.join(ROOT, "examples", "python")
 
