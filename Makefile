@@ -19,6 +19,7 @@
 #                   load time and capture rate of a BF16 Hugging Face directory (llama-3.2-1b),
 #                   tokenize MB/s on a 10 MB text vs the reference encoders, ids checked identical
 #                   score expressions vs the built-ins they restate, ns per candidate (at most 2x)
+#                   Python policies vs the same policies in C: overhead per call and per candidate
 #   make install    kvtrace (and the CUDA backend when built) into PREFIX/bin, the plug-in headers
 #                   into PREFIX/include/kvtrace, kvtrace.pc into PREFIX/lib/pkgconfig
 #                   (PREFIX=/usr/local; DESTDIR is honoured; docs/plugins.md)
@@ -203,6 +204,7 @@ bench: deps
 	@/usr/bin/python3 bench/bench_sim.py
 	@/usr/bin/python3 bench/bench_alloc.py
 	@/usr/bin/python3 bench/bench_expr.py
+	@/usr/bin/python3 bench/bench_pyplugin.py
 	@/usr/bin/python3 bench/bench_tokenize.py
 
 demo: deps
