@@ -21,7 +21,7 @@ PLUGINS = [os.path.join(ROOT, "tests", "plugins", "knorm_plugin.py"), os.path.jo
 EMPTY = "import numpy as np\nKVTRACE_POLICIES = [dict(name='pyempty', score=lambda view, params, state: np.zeros(view.n))]\n"
 # (what, Python configuration, C configuration), canonical as timing.csv's config column
 PAIRS = [("knorm", "pyknorm", "knorm"),
-         ("tova", "pytova:scope=layer", "tova:scope=layer"),
+         ("tova", "pytova:scope=group", "tova:scope=group"),
          ("keydiff", "keydiff_variant:anchor=mean:decay=0.9:sinks=0", "keydiff:anchor=norm:metric=cos:window=0"),
          ("empty call", "pyempty", "streaming:sinks=4")]
 T, BUDGET, CHUNK, RUNS = 1024, 128, 64, 3
