@@ -58,7 +58,7 @@ ifeq ($(SAN),1)
   LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_DIRS := core trace provenance model model/formats model/tokenizer synth results capture sim policies allocators expr analysis plots fidelity
+LIB_DIRS := core trace provenance model model/formats model/tokenizer synth results capture sim policies allocators expr python analysis plots fidelity
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)) $(filter-out cli/main.c,$(wildcard cli/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libkvtrace.a
@@ -108,7 +108,7 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VEC) $(WARN) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/policies/pyplugin.o: CPPFLAGS += $(PY_CFLAGS)
+$(BUILD)/obj/python/pyplug.o: CPPFLAGS += $(PY_CFLAGS)
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

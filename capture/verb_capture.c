@@ -9,6 +9,7 @@
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "policies/plugin.h"
+#include "python/pyplug.h"
 #include "expr/expr.h"
 #include "policies/policy.h"
 
@@ -185,7 +186,7 @@ static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *e
 {
     (void)verb;
     capture_args *a = args;
-    return policy_plugin_load(&a->plugins, &a->aliases, arg, err);
+    return pyplug_load(&a->plugins, &a->aliases, arg, err);   /* FILE.so or FILE.py */
 }
 
 #define ROW(NAME, KIND, FIELD) CLI_ROW(NAME, KIND, capture_args, o.FIELD)

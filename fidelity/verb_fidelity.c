@@ -8,6 +8,7 @@
 #include "core/cli_opts.h"
 #include "fidelity/fidelity.h"
 #include "policies/plugin.h"
+#include "python/pyplug.h"
 #include "expr/expr.h"
 
 static const char USAGE[] =
@@ -103,7 +104,7 @@ static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *e
 {
     (void)verb;
     fid_args *a = args;
-    return policy_plugin_load(&a->plugins, &a->aliases, arg, err);
+    return pyplug_load(&a->plugins, &a->aliases, arg, err);   /* FILE.so or FILE.py */
 }
 
 static int parse_allocators(const char *verb, const char *arg, void *args, kv_err *err)

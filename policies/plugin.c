@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "policies/plugin.h"
-#include "policies/pyplugin.h"
 
 /* The plug-in's score, then the check that no score is NaN (policy_select would read it as
  * -inf and the result would silently be the plug-in's bug). */
@@ -111,47 +110,52 @@ static int plugin_tables(void *h, const char *path, const kvtrace_plugin **out, 
     return KV_OK;
 }
 
-int policy_plugin_load(policy_plugins *t, policy_aliases *aliases, const char *path, kv_err *err)
+static void so_close(void *h)
 {
-    if (t->n_files >= POLICY_MAX_PLUGINS)
-        return kv_fail(err, KV_EUSAGE, "--plugin %s: more than %d plug-ins", path, POLICY_MAX_PLUGINS);
-    const bool py = policy_py_file(path);
-    const policy_iface *const *list = NULL;
-    uint32_t size = sizeof(policy_iface);
-    void *h = NULL;
-    int rc;
-    if (py) {
-        if ((rc = policy_py_open(path, &h, &list, err))) return rc;
-    } else {
-        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (!h) {
-            const char *why = dlerror();
-            return kv_fail(err, KV_EUSAGE, "%s: cannot load the plug-in: %s", path, why ? why : "dlopen failed");
-        }
-        const kvtrace_plugin *p = NULL;
-        if (!(rc = plugin_tables(h, path, &p, err))) list = p->policies, size = p->iface_size;
-    }
+    dlclose(h);
+}
+
+int policy_plugin_add(policy_plugins *t, policy_aliases *aliases, const char *path, void *handle,
+                      void (*close)(void *), const policy_iface *const *list, uint32_t size, kv_err *err)
+{
     const int n0 = t->n;
+    int rc = t->n_files >= POLICY_MAX_PLUGINS
+                 ? kv_fail(err, KV_EUSAGE, "--plugin %s: more than %d plug-ins", path, POLICY_MAX_PLUGINS)
+                 : KV_OK;
     for (int i = 0; !rc && list[i]; i++) rc = add_policy(t, aliases, path, list[i], size, err);
     if (rc) {   /* none of this file's policies stay */
         t->n = n0;
         t->list[n0] = NULL;
-        if (py) policy_py_close(h);
-        else dlclose(h);
+        close(handle);
         return rc;
     }
-    t->py[t->n_files] = py;
-    t->handle[t->n_files++] = h;
+    t->close[t->n_files] = close;
+    t->handle[t->n_files++] = handle;
     if (aliases) aliases->user = t->list;
     return KV_OK;
 }
 
+int policy_plugin_load(policy_plugins *t, policy_aliases *aliases, const char *path, kv_err *err)
+{
+    if (t->n_files >= POLICY_MAX_PLUGINS)
+        return kv_fail(err, KV_EUSAGE, "--plugin %s: more than %d plug-ins", path, POLICY_MAX_PLUGINS);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *why = dlerror();
+        return kv_fail(err, KV_EUSAGE, "%s: cannot load the plug-in: %s", path, why ? why : "dlopen failed");
+    }
+    const kvtrace_plugin *p = NULL;
+    int rc = plugin_tables(h, path, &p, err);
+    if (rc) {
+        dlclose(h);
+        return rc;
+    }
+    return policy_plugin_add(t, aliases, path, h, so_close, p->policies, p->iface_size, err);
+}
+
 void policy_plugins_close(policy_plugins *t)
 {
-    for (int i = t->n_files; i-- > 0;) {
-        if (t->py[i]) policy_py_close(t->handle[i]);
-        else dlclose(t->handle[i]);
-    }
+    for (int i = t->n_files; i-- > 0;) t->close[i](t->handle[i]);
     t->n_files = t->n = 0;
     t->list[0] = NULL;
 }

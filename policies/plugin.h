@@ -18,24 +18,31 @@ typedef struct {
     policy_iface iface;   /* first: a configuration's iface is the entry's address */
     int (*score)(const policy_config *cfg, void *state, const policy_view *v, double *scores, kv_err *err);
     char file[256];       /* the shared object, for messages */
-    const policy_iface *orig;   /* the plug-in's own iface (its tables, loaded as long as the entry): a Python
-                                   policy (pyplugin.h) finds its functions from it */
+    const policy_iface *orig;   /* the plug-in's own iface (in its tables, which outlive the entry): a Python
+                                   policy (python/pyplug.h) finds its functions from it */
 } policy_plugin_entry;
 
 typedef struct {
     int n_files, n;
     void *handle[POLICY_MAX_PLUGINS];
-    bool py[POLICY_MAX_PLUGINS];   /* handle i is a Python file's (pyplugin.h), not dlopen's */
+    void (*close[POLICY_MAX_PLUGINS])(void *handle);   /* dlclose, or a Python file's (python/pyplug.h) */
     policy_plugin_entry entry[POLICY_MAX_PLUGIN_POLICIES];
     const policy_iface *list[POLICY_MAX_PLUGIN_POLICIES + 1];   /* NULL-terminated */
 } policy_plugins;
 
-/* Loads FILE's policies into t (dlopen; a FILE.py through the embedded interpreter, pyplugin.h) and makes the parser see them beside the registry
+/* Loads FILE's policies into t (dlopen) and makes the parser see them beside the registry
  * (aliases->user = t->list; aliases may be NULL). KV_EUSAGE with one line naming the file: it cannot be
  * opened, a symbol is missing, its ABI or struct sizes do not match this kvtrace, a policy has no
  * name or score, its parameters' defaults do not parse, or its name is a built-in's, an alias's
  * or another plug-in's. */
 int policy_plugin_load(policy_plugins *t, policy_aliases *aliases, const char *path, kv_err *err);
+
+/* Adds the policies of a file another loader opened (list NULL-terminated, each read up to size bytes; a
+ * Python file's, python/pyplug.h) with the same checks as policy_plugin_load's; the table then owns handle
+ * and calls close(handle) in policy_plugins_close. On an error none of the file's policies stay and
+ * close(handle) has been called. */
+int policy_plugin_add(policy_plugins *t, policy_aliases *aliases, const char *path, void *handle,
+                      void (*close)(void *), const policy_iface *const *list, uint32_t size, kv_err *err);
 
 /* dlclose every plug-in: after the last use of a configuration parsed from them. */
 void policy_plugins_close(policy_plugins *t);

@@ -10,6 +10,7 @@
 #include "expr/expr.h"
 #include "provenance/provenance.h"
 #include "policies/plugin.h"
+#include "python/pyplug.h"
 #include "sim/sim.h"
 
 static const char USAGE[] =
@@ -84,7 +85,7 @@ static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *e
 {
     (void)verb;
     sim_args *a = args;
-    return policy_plugin_load(&a->plugins, &a->aliases, arg, err);
+    return pyplug_load(&a->plugins, &a->aliases, arg, err);   /* FILE.so or FILE.py */
 }
 
 static int parse_define(const char *verb, const char *arg, void *args, kv_err *err)

@@ -32,15 +32,16 @@ LAYERS = {
     "policies": ["core"],
     "allocators": ["core", "policies"],
     "expr": ["core", "policies"],
+    "python": ["core", "policies"],  # --plugin FILE.py: the embedded interpreter, beside policies/plugin.c
     "model": ["core", "trace"],
     "synth": ["core", "trace", "provenance"],
     "results": ["core", "provenance"],
     "analysis": ["core", "trace", "provenance", "results"],
-    "sim": ["core", "trace", "provenance", "policies", "allocators", "expr", "analysis", "results"],
-    "capture": ["core", "trace", "provenance", "model", "policies", "allocators", "expr"],
+    "sim": ["core", "trace", "provenance", "policies", "allocators", "expr", "python", "analysis", "results"],
+    "capture": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python"],
     "plots": ["core", "provenance", "results"],  # results/results_schema.h: the columns analyze writes
-    "fidelity": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "capture", "sim", "analysis", "results", "plots"],
-    "cli": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "synth", "results", "analysis", "sim", "capture", "plots",
+    "fidelity": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python", "capture", "sim", "analysis", "results", "plots"],
+    "cli": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python", "synth", "results", "analysis", "sim", "capture", "plots",
             "fidelity"],
 }
 

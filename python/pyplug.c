@@ -1,5 +1,5 @@
-/* pyplugin: `--plugin FILE.py`, policies written in Python with numpy
- * (docs/python-policies.md, pyplugin.h). One embedded CPython, started on the
+/* pyplug: `--plugin FILE.py`, policies written in Python with numpy
+ * (docs/python-policies.md, pyplug.h). One embedded CPython, started on the
  * first file and never finalised (numpy cannot be imported twice into one
  * process); each file is a py_file holding its module, the helper module
  * (pyhelper.h) and one py_policy per declared policy, whose iface is what
@@ -9,9 +9,9 @@
  * there can name the step). */
 #include <string.h>
 
-#include "policies/pyplugin.h"
+#include "python/pyplug.h"
 
-bool policy_py_file(const char *path)
+bool pyplug_file(const char *path)
 {
     size_t n = strlen(path);
     return n > 3 && strcmp(path + n - 3, ".py") == 0;
@@ -19,17 +19,11 @@ bool policy_py_file(const char *path)
 
 #ifndef KV_HAVE_PYTHON
 
-int policy_py_open(const char *path, void **handle, const policy_iface *const **policies, kv_err *err)
+int pyplug_load(policy_plugins *t, policy_aliases *aliases, const char *path, kv_err *err)
 {
-    *handle = NULL;
-    *policies = NULL;
+    if (!pyplug_file(path)) return policy_plugin_load(t, aliases, path, err);
     return kv_fail(err, KV_EUSAGE, "%s: this kvtrace was built without Python policies (build it where "
                    "/usr/bin/python3-config and numpy are: Debian's libpython3-dev and python3-numpy)", path);
-}
-
-void policy_py_close(void *handle)
-{
-    (void)handle;
 }
 
 #else
@@ -38,8 +32,7 @@ void policy_py_close(void *handle)
 #include <Python.h>
 #include <stdlib.h>
 
-#include "policies/plugin.h"
-#include "policies/pyhelper.h"
+#include "python/pyhelper.h"
 
 typedef struct py_file py_file;
 
@@ -113,7 +106,7 @@ static PyObject *mem(const void *p, int64_t count, size_t elem)
     return PyMemoryView_FromMemory((char *)(uintptr_t)p, (Py_ssize_t)count * (Py_ssize_t)elem, PyBUF_READ);
 }
 
-/* The step as a namespace of zero-copy read-only numpy arrays and scalars (pyhelper.h view). */
+/* The step as a View of zero-copy read-only numpy arrays and scalars (pyhelper.h). */
 static PyObject *make_view(const py_file *f, const policy_view *v)
 {
     const int64_t rows = v->q_heads * v->T;
@@ -343,6 +336,8 @@ static int fill_policy(py_file *f, py_policy *p, PyObject *t, kv_err *err)
     return KV_OK;
 }
 
+static void py_close(void *handle);
+
 /* The helper module, then the file through its declare(); holds the GIL. */
 static int load_file(py_file *f, kv_err *err)
 {
@@ -380,10 +375,9 @@ static int load_file(py_file *f, kv_err *err)
     return KV_OK;
 }
 
-int policy_py_open(const char *path, void **handle, const policy_iface *const **policies, kv_err *err)
+int pyplug_load(policy_plugins *t, policy_aliases *aliases, const char *path, kv_err *err)
 {
-    *handle = NULL;
-    *policies = NULL;
+    if (!pyplug_file(path)) return policy_plugin_load(t, aliases, path, err);
     int rc = py_start(path, err);
     if (rc) return rc;
     py_file *f = kv_calloc(1, sizeof *f, "a Python plug-in", err);
@@ -393,15 +387,14 @@ int policy_py_open(const char *path, void **handle, const policy_iface *const **
     rc = load_file(f, err);
     PyGILState_Release(g);
     if (rc) {
-        policy_py_close(f);
+        py_close(f);
         return rc;
     }
-    *handle = f;
-    *policies = f->list;
-    return KV_OK;
+    return policy_plugin_add(t, aliases, path, f, py_close, f->list, sizeof(policy_iface), err);
 }
 
-void policy_py_close(void *handle)
+/* What the file holds; the interpreter stays (numpy cannot be imported twice into a process). */
+static void py_close(void *handle)
 {
     py_file *f = handle;
     if (!f) return;

@@ -1,10 +1,10 @@
-/* pyhelper: the Python half of pyplugin.c, run once in the embedded
+/* pyhelper: the Python half of pyplug.c, run once in the embedded
  * interpreter as the module _kvtrace_py. It runs a policy file and checks its
  * KVTRACE_POLICIES into plain tuples (declare), builds a step's view from
  * memoryviews without copying (View: each array made when read), and says what an exception or a bad
- * return value is in one line (describe, what). Only pyplugin.c includes it. */
-#ifndef KV_POLICY_PYHELPER_H
-#define KV_POLICY_PYHELPER_H
+ * return value is in one line (describe, what). Only pyplug.c includes it. */
+#ifndef KV_PYTHON_PYHELPER_H
+#define KV_PYTHON_PYHELPER_H
 
 static const char py_helper_src[] =
     "import importlib.util, math, operator, os, sys, traceback\n"
