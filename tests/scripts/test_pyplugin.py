@@ -1,5 +1,6 @@
-"""Python policies, --plugin FILE.py (issue #20), TAP: (1) knorm and tova restated in Python
-(tests/plugins/knorm_plugin.py, tova_plugin.py) keep exactly the built-ins' sets, tova at both scopes, on the
+"""Python policies, --plugin FILE.py (issue #20), TAP: (1) knorm, tova and h2o restated in Python
+(tests/plugins/knorm_plugin.py, tova_plugin.py, h2o_plugin.py: per-stream state from create, observe at every
+chunk) keep exactly the built-ins' sets, tova at both scopes, h2o with and without its recent window, on the
 demo trace (stories260K captured as `kvtrace demo` does) and on a synthetic trace with D = 40 (the 16-lane
 sums and their tail); (2) a probe policy checks its view against the trace read with h5py: keys, values,
 positions equal, read-only, not copied, the scalars, attention rows summing to 1; (3) --threads 1 and 4 give
@@ -46,13 +47,17 @@ def sim(trace, out, *args, budgets="32,64", chunk="32", threads="2"):
 
 def same_sets(trace, tmp, tag, budgets, chunk):
     out = os.path.join(tmp, "eq_" + tag)
-    r = sim(trace, out, "--plugin", os.path.join(PLUG, "knorm_plugin.py"), "--plugin", os.path.join(PLUG, "tova_plugin.py"),
-            "--policies", "pyknorm,knorm,pytova,tova,pytova:scope=group,tova:scope=group", budgets=budgets, chunk=chunk)
-    check(r.returncode == 0, "%s: sim --plugin knorm_plugin.py --plugin tova_plugin.py" % tag, r.stderr)
+    plugins = [x for f in ("knorm", "tova", "h2o") for x in ("--plugin", os.path.join(PLUG, f + "_plugin.py"))]
+    r = sim(trace, out, *plugins, "--policies", "pyknorm,knorm,pytova,tova,pytova:scope=group,tova:scope=group,"
+            "pyh2o,h2o,pyh2o:recent=0,h2o:recent=0", budgets=budgets, chunk=chunk)
+    check(r.returncode == 0, "%s: sim --plugin knorm_plugin.py --plugin tova_plugin.py --plugin h2o_plugin.py" % tag,
+          r.stderr)
     if r.returncode:
         return
     for a, b in ((("pyknorm", ""), ("knorm", "")), (("pytova", "scope=layer"), ("tova", "scope=layer")),
-                 (("pytova", "scope=group"), ("tova", "scope=group"))):
+                 (("pytova", "scope=group"), ("tova", "scope=group")),
+                 (("pyh2o", "recent=0.5"), ("h2o", "normalize=none:recent=0.5")),
+                 (("pyh2o", "recent=0"), ("h2o", "normalize=none:recent=0"))):
         Ns = [int(x) for x in budgets.split(",")]
         same = all(pt.kept(out, *a, N) == pt.kept(out, *b, N) for N in Ns)
         check(same, "%s: %s keeps exactly %s's sets (budgets %s)" % (tag, ":".join(filter(None, a)), ":".join(filter(None, b)), budgets))
