@@ -4,7 +4,8 @@ chunk) keep exactly the built-ins' sets, tova at both scopes, h2o with and witho
 demo trace (stories260K captured as `kvtrace demo` does) and on a synthetic trace with D = 40 (the 16-lane
 sums and their tail); (2) a probe policy checks its view against the trace read with h5py: keys, values,
 positions equal, read-only, not copied, the scalars, attention rows summing to 1; (3) --threads 1 and 4 give
-byte-identical results for a stateful policy (keydiff_variant:anchor=ema); (4) bad files (a syntax error, no
+byte-identical results for a stateful policy (keydiff_variant:anchor=ema); with allocators (adakv) and an
+--alias of a Python policy, pyknorm's rows equal knorm's; (4) bad files (a syntax error, no
 KVTRACE_POLICIES, no score, a built-in's name, a failing import; a wrong length, a wrong dtype, a list, a NaN,
 an exception in score or create, a write into the read-only view) are refused with one line naming the file,
 exit 2 at load and exit 3 at a step (with the policy, layer, kv head, step and the exception's last line), no
@@ -159,6 +160,22 @@ def threads(trace, tmp):
     check(ok, "--threads 1 and 4: the same results.csv and kept sets for a stateful Python policy")
 
 
+def allocators_alias(trace, tmp):
+    out = os.path.join(tmp, "alloc")
+    r = sim(trace, out, "--plugin", os.path.join(PLUG, "knorm_plugin.py"), "--plugin", os.path.join(EX, "keydiff_variant.py"),
+            "--alias", "kv0=keydiff_variant:sinks=0", "--policies", "pyknorm,knorm,kv0", "--allocators", "uniform,adakv")
+    rows = {}
+    if r.returncode == 0:
+        with open(os.path.join(out, "summary.csv")) as f:
+            for row in csv.DictReader(f):
+                key = (row["policy"], row["allocator"], row["budget"], row["phase"])
+                rows[key] = [v for k, v in row.items() if k not in ("config", "policy", "params")]
+    same = rows and all(rows[("pyknorm",) + k[1:]] == v for k, v in rows.items() if k[0] == "knorm")
+    check(r.returncode == 0 and same and any(k[0] == "keydiff_variant" for k in rows),
+          "--allocators uniform,adakv and --alias kv0=keydiff_variant:sinks=0: pyknorm's summary rows equal knorm's",
+          r.stderr)
+
+
 def done_when(trace, tmp):
     res = os.path.join(tmp, "res")
     r = run("sim", trace, "--plugin", os.path.join(EX, "keydiff_variant.py"), "--policies", "keydiff_variant,keydiff",
@@ -231,6 +248,7 @@ def main():
             return
         same_sets(demo, tmp, "demo trace", "32,64,128", "32")
         threads(demo, tmp)
+        allocators_alias(demo, tmp)
         done_when(demo, tmp)
         capture_case(tmp, model)
     finally:
