@@ -98,7 +98,7 @@ GPU_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/gpu/%,$(wildcard tests/gpu/*.c))
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test check tests test-asan crosscheck fuzz fuzz-bin demo bench clean test-gpu bench-gpu install
+.PHONY: FORCE all deps test check tests test-asan crosscheck fuzz fuzz-bin demo bench clean test-gpu bench-gpu install
 all: $(BIN) $(CUDA_TARGETS)
 
 deps:
@@ -108,7 +108,13 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VEC) $(WARN) -MMD -MP -c $< -o $@
 
+# pyplug.o is rebuilt when the Python probe's answer changes (e.g. make deps installed libpython3-dev)
 $(BUILD)/obj/python/pyplug.o: CPPFLAGS += $(PY_CFLAGS)
+$(BUILD)/obj/python/pyplug.o: $(BUILD)/obj/python/probe
+$(BUILD)/obj/python/probe: FORCE
+	@mkdir -p $(dir $@)
+	@echo "python=$(PY_OK) $(PYTHON)" | cmp -s - $@ || echo "python=$(PY_OK) $(PYTHON)" > $@
+FORCE:
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
