@@ -120,7 +120,7 @@ static const char py_helper_src[] =
     "    return ' '.join((last + (' (%s)' % where if where else '')).split())\n"
     "def what(r):\n"
     "    if isinstance(r, np.ndarray):\n"
-    "        return 'a %s array of shape %s' % (r.dtype, r.shape)\n"
+    "        return '%s %s array of shape %s' % ('an' if str(r.dtype)[0] in 'aeiou' else 'a', r.dtype, r.shape)\n"
     "    return 'a %s' % type(r).__name__\n";
 
 #endif
