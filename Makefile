@@ -19,6 +19,7 @@
 #                   load time and capture rate of a BF16 Hugging Face directory (llama-3.2-1b),
 #                   tokenize MB/s on a 10 MB text vs the reference encoders, ids checked identical
 #                   score expressions vs the built-ins they restate, ns per candidate (at most 2x)
+#                   Python policies vs the same policies in C: overhead per call and per candidate
 #   make install    kvtrace (and the CUDA backend when built) into PREFIX/bin, the plug-in headers
 #                   into PREFIX/include/kvtrace, kvtrace.pc into PREFIX/lib/pkgconfig
 #                   (PREFIX=/usr/local; DESTDIR is honoured; docs/plugins.md)
@@ -41,13 +42,23 @@ WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wfor
            -Wno-format-nonliteral -Wvla
 CPPFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I. -Iinclude $(PKG_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lm -lpthread -ldl
+# Python policies (--plugin FILE.py, docs/python-policies.md): built when Debian's python3 has its
+# embedding library and numpy; pinned to that interpreter (not a python3 earlier on PATH)
+PYTHON  ?= /usr/bin/python3
+PY_CONFIG := $(wildcard $(PYTHON)-config)
+PY_OK   := $(if $(PY_CONFIG),$(shell $(PYTHON) -c 'import numpy' 2>/dev/null && echo yes))
+ifeq ($(PY_OK),yes)
+  PY_CFLAGS := $(patsubst -I%,-isystem %,$(shell $(PY_CONFIG) --includes)) -DKV_HAVE_PYTHON \
+               -DKV_PYTHON_EXE='"$(PYTHON)"' -DKV_PYTHON_HOME='"$(shell $(PY_CONFIG) --prefix)"'
+  LDLIBS    += $(shell $(PY_CONFIG) --embed --ldflags)
+endif
 SAN     ?=
 ifeq ($(SAN),1)
   CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
   LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_DIRS := core trace provenance model model/formats model/tokenizer synth results study capture sim policies allocators expr analysis plots fidelity
+LIB_DIRS := core trace provenance model model/formats model/tokenizer synth results study capture sim policies allocators expr python analysis plots fidelity
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)) $(filter-out cli/main.c,$(wildcard cli/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libkvtrace.a
@@ -87,7 +98,7 @@ GPU_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/gpu/%,$(wildcard tests/gpu/*.c))
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test check tests test-asan crosscheck fuzz fuzz-bin demo bench clean test-gpu bench-gpu install
+.PHONY: FORCE all deps test check tests test-asan crosscheck fuzz fuzz-bin demo bench clean test-gpu bench-gpu install
 all: $(BIN) $(CUDA_TARGETS)
 
 deps:
@@ -96,6 +107,14 @@ deps:
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VEC) $(WARN) -MMD -MP -c $< -o $@
+
+# pyplug.o is rebuilt when the Python probe's answer changes (e.g. make deps installed libpython3-dev)
+$(BUILD)/obj/python/pyplug.o: CPPFLAGS += $(PY_CFLAGS)
+$(BUILD)/obj/python/pyplug.o: $(BUILD)/obj/python/probe
+$(BUILD)/obj/python/probe: FORCE
+	@mkdir -p $(dir $@)
+	@echo "python=$(PY_OK) $(PYTHON)" | cmp -s - $@ || echo "python=$(PY_OK) $(PYTHON)" > $@
+FORCE:
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -191,6 +210,7 @@ bench: deps
 	@/usr/bin/python3 bench/bench_sim.py
 	@/usr/bin/python3 bench/bench_alloc.py
 	@/usr/bin/python3 bench/bench_expr.py
+	@/usr/bin/python3 bench/bench_pyplugin.py
 	@/usr/bin/python3 bench/bench_tokenize.py
 
 demo: deps

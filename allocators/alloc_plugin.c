@@ -142,16 +142,10 @@ int alloc_plugins_add(alloc_plugins *t, const policy_plugins *p, kv_err *err)
 {
     for (; t->n_files < p->n_files; t->n_files++) {
         const kvtrace_plugin *tab = p->tables[t->n_files];
-        for (int i = 0; tab->allocators && tab->allocators[i]; i++) {
+        for (int i = 0; tab && tab->allocators && tab->allocators[i]; i++) {   /* a Python file's: none */
             int rc = add_allocator(t, p->path[t->n_files], tab->allocators[i], tab->alloc_iface_size, err);
             if (rc) return rc;
         }
     }
     return KV_OK;
-}
-
-int alloc_plugin_load(alloc_plugins *t, policy_plugins *p, policy_aliases *aliases, const char *path, kv_err *err)
-{
-    int rc = policy_plugin_load(p, aliases, path, err);
-    return rc ? rc : alloc_plugins_add(t, p, err);
 }

@@ -38,7 +38,4 @@ typedef struct {
  * allocator's or another plug-in's. */
 int alloc_plugins_add(alloc_plugins *t, const policy_plugins *p, kv_err *err);
 
-/* Loads FILE (policy_plugin_load) and adds its allocators: what a verb's --plugin does. */
-int alloc_plugin_load(alloc_plugins *t, policy_plugins *p, policy_aliases *aliases, const char *path, kv_err *err);
-
 #endif

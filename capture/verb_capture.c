@@ -10,6 +10,7 @@
 #include "core/cli_opts.h"
 #include "allocators/alloc_plugin.h"
 #include "policies/plugin.h"
+#include "python/pyplug.h"
 #include "expr/expr.h"
 #include "policies/policy.h"
 
@@ -64,7 +65,8 @@ static const char USAGE[] =
     "  --alias NAME=SPEC    a name for one configuration (policy[:key=value...]): --evict NAME, or\n"
     "                       chunkkv/criticalkv base=NAME; repeat for more\n"
     "  --plugin FILE.so     load policies and allocators from a plug-in built against kvtrace/policy.h\n"
-    "                       (docs/plugins.md): --evict NAME, --allocator NAME; repeat for more\n"
+    "                       (docs/plugins.md), or policies from FILE.py written in Python\n"
+    "                       (docs/python-policies.md): --evict NAME, --allocator NAME; repeat for more\n"
     "  --define 'NAME = EXPR [; protect = ...]'\n"
     "                       a policy from a score expression (docs/expressions.md), usable in --evict NAME;\n"
     "                       repeat for more (future_attn is refused here: offline only)\n"
@@ -193,7 +195,8 @@ static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *e
 {
     (void)verb;
     capture_args *a = args;
-    return alloc_plugin_load(&a->alloc_plugins, &a->plugins, &a->aliases, arg, err);
+    int rc = pyplug_load(&a->plugins, &a->aliases, arg, err);   /* FILE.so or FILE.py */
+    return rc ? rc : alloc_plugins_add(&a->alloc_plugins, &a->plugins, err);
 }
 
 #define ROW(NAME, KIND, FIELD) CLI_ROW(NAME, KIND, capture_args, o.FIELD)

@@ -13,6 +13,7 @@
 #include "core/cli_args.h"
 #include "expr/expr.h"
 #include "policies/policy.h"
+#include "python/pyplug.h"
 
 static const char USAGE[] =
     "usage: kvtrace policies [--plugin FILE.so]... [NAME...]\n"
@@ -159,10 +160,12 @@ static int parse_args(int argc, char **argv, policies_args *pa, kv_err *err)
         if (strcmp(arg, "--features") == 0 && argc == 2) return -1;
         const char *file = strncmp(arg, "--plugin=", 9) == 0 ? arg + 9 : NULL;
         if (strcmp(arg, "--plugin") == 0) {
-            if (a + 1 >= argc) return cli_usage(err, "policies", "--plugin needs a FILE.so");
+            if (a + 1 >= argc) return cli_usage(err, "policies", "--plugin needs a FILE.so or FILE.py");
             file = argv[++a];
         }
-        int rc = file ? alloc_plugin_load(&pa->allocs, &pa->plugins, NULL, file, err)
+        int rc = file ? pyplug_load(&pa->plugins, NULL, file, err) : KV_OK;   /* FILE.so or FILE.py */
+        rc = rc ? rc
+                : file ? alloc_plugins_add(&pa->allocs, &pa->plugins, err)
                  : arg[0] == '-' ? cli_usage(err, "policies", "unknown option '%s'", arg)
                  : pa->n_names >= 64 ? cli_usage(err, "policies", "more than 64 names") : KV_OK;
         if (rc) return rc;

@@ -9,6 +9,7 @@
 #include "fidelity/fidelity.h"
 #include "allocators/alloc_plugin.h"
 #include "policies/plugin.h"
+#include "python/pyplug.h"
 #include "expr/expr.h"
 
 static const char USAGE[] =
@@ -34,8 +35,9 @@ static const char USAGE[] =
     "  --alias NAME=SPEC    a name for one configuration (policy[:key=value...]), usable in --policies\n"
     "                       and as chunkkv's or criticalkv's base=; repeat for more\n"
     "  --plugin FILE.so     load policies and allocators from a plug-in built against kvtrace/policy.h\n"
-    "                       (docs/plugins.md), usable in --policies, --alias and --allocators like a\n"
-    "                       built-in; repeat for more\n"
+    "                       (docs/plugins.md), or policies from FILE.py written in Python\n"
+    "                       (docs/python-policies.md), usable in --policies, --alias and --allocators\n"
+    "                       like a built-in; repeat for more\n"
     "  --define 'NAME = EXPR [; protect = ...]'\n"
     "                       a policy from a score expression (docs/expressions.md), usable in --policies;\n"
     "                       repeat for more (future_attn is refused here: offline only)\n"
@@ -106,7 +108,8 @@ static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *e
 {
     (void)verb;
     fid_args *a = args;
-    return alloc_plugin_load(&a->alloc_plugins, &a->plugins, &a->aliases, arg, err);
+    int rc = pyplug_load(&a->plugins, &a->aliases, arg, err);   /* FILE.so or FILE.py */
+    return rc ? rc : alloc_plugins_add(&a->alloc_plugins, &a->plugins, err);
 }
 
 static int parse_allocators(const char *verb, const char *arg, void *args, kv_err *err)

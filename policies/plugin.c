@@ -75,6 +75,7 @@ static int add_policy(policy_plugins *t, const policy_aliases *a, const char *pa
     policy_plugin_entry *e = &t->entry[t->n];
     memset(e, 0, sizeof *e);
     memcpy(&e->iface, pi, size);
+    e->orig = pi;
     snprintf(e->file, sizeof e->file, "%s", path);
     if (!e->iface.name) return kv_fail(err, KV_EUSAGE, "%s: a policy without a name", path);
     int rc = check_name(t, a, path, e->iface.name, err);
@@ -125,6 +126,33 @@ static int plugin_tables(void *h, const char *path, const kvtrace_plugin **out, 
     return KV_OK;
 }
 
+static void so_close(void *h)
+{
+    dlclose(h);
+}
+
+int policy_plugin_add(policy_plugins *t, policy_aliases *aliases, const char *path, void *handle,
+                      void (*close)(void *), const policy_iface *const *list, uint32_t size, kv_err *err)
+{
+    const int n0 = t->n;
+    int rc = t->n_files >= POLICY_MAX_PLUGINS
+                 ? kv_fail(err, KV_EUSAGE, "--plugin %s: more than %d plug-ins", path, POLICY_MAX_PLUGINS)
+                 : KV_OK;
+    for (int i = 0; !rc && list && list[i]; i++) rc = add_policy(t, aliases, path, list[i], size, err);
+    if (rc) {   /* none of this file's policies stay */
+        t->n = n0;
+        t->list[n0] = NULL;
+        close(handle);
+        return rc;
+    }
+    t->close[t->n_files] = close;
+    t->tables[t->n_files] = NULL;   /* a shared object's: set by policy_plugin_load */
+    snprintf(t->path[t->n_files], sizeof t->path[0], "%s", path);
+    t->handle[t->n_files++] = handle;
+    if (aliases) aliases->user = t->list;
+    return KV_OK;
+}
+
 int policy_plugin_load(policy_plugins *t, policy_aliases *aliases, const char *path, kv_err *err)
 {
     if (t->n_files >= POLICY_MAX_PLUGINS)
@@ -135,26 +163,19 @@ int policy_plugin_load(policy_plugins *t, policy_aliases *aliases, const char *p
         return kv_fail(err, KV_EUSAGE, "%s: cannot load the plug-in: %s", path, why ? why : "dlopen failed");
     }
     const kvtrace_plugin *p = NULL;
-    const int n0 = t->n;
     int rc = plugin_tables(h, path, &p, err);
-    for (int i = 0; !rc && p->policies && p->policies[i]; i++)
-        rc = add_policy(t, aliases, path, p->policies[i], p->iface_size, err);
-    if (rc) {   /* none of this file's policies stay */
-        t->n = n0;
-        t->list[n0] = NULL;
+    if (rc) {
         dlclose(h);
         return rc;
     }
-    t->tables[t->n_files] = p;   /* its allocators: alloc_plugins_add (allocators/alloc_plugin.h) */
-    snprintf(t->path[t->n_files], sizeof t->path[0], "%s", path);
-    t->handle[t->n_files++] = h;
-    if (aliases) aliases->user = t->list;
-    return KV_OK;
+    rc = policy_plugin_add(t, aliases, path, h, so_close, p->policies, p->iface_size, err);
+    if (!rc) t->tables[t->n_files - 1] = p;   /* its allocators: alloc_plugins_add (allocators/alloc_plugin.h) */
+    return rc;
 }
 
 void policy_plugins_close(policy_plugins *t)
 {
-    for (int i = t->n_files; i-- > 0;) dlclose(t->handle[i]);
+    for (int i = t->n_files; i-- > 0;) t->close[i](t->handle[i]);
     t->n_files = t->n = 0;
     t->list[0] = NULL;
 }

@@ -18,14 +18,17 @@ typedef struct {
     policy_iface iface;   /* first: a configuration's iface is the entry's address */
     int (*score)(const policy_config *cfg, void *state, const policy_view *v, double *scores, kv_err *err);
     char file[256];       /* the shared object, for messages */
+    const policy_iface *orig;   /* the plug-in's own iface (in its tables, which outlive the entry): a Python
+                                   policy (python/pyplug.h) finds its functions from it */
 } policy_plugin_entry;
 
 typedef struct {
     int n_files, n;
     void *handle[POLICY_MAX_PLUGINS];
+    void (*close[POLICY_MAX_PLUGINS])(void *handle);   /* dlclose, or a Python file's (python/pyplug.h) */
     policy_plugin_entry entry[POLICY_MAX_PLUGIN_POLICIES];
     const policy_iface *list[POLICY_MAX_PLUGIN_POLICIES + 1];   /* NULL-terminated */
-    /* per file: its tables (their sizes checked; the allocators are read by alloc_plugins_add,
+    /* per file: a shared object's tables (NULL for a Python file's; their sizes checked; the allocators are read by alloc_plugins_add,
      * allocators/alloc_plugin.h) and its path */
     const kvtrace_plugin *tables[POLICY_MAX_PLUGINS];
     char path[POLICY_MAX_PLUGINS][256];
@@ -42,6 +45,13 @@ int policy_plugin_load(policy_plugins *t, policy_aliases *aliases, const char *p
  * an allocator's); KV_EUSAGE naming the file and the owner otherwise. */
 int policy_plugin_defaults(const char *path, const char *what, const char *name, const policy_param *params,
                            kv_err *err);
+
+/* Adds the policies of a file another loader opened (list NULL-terminated, each read up to size bytes; a
+ * Python file's, python/pyplug.h) with the same checks as policy_plugin_load's; the table then owns handle
+ * and calls close(handle) in policy_plugins_close. On an error none of the file's policies stay and
+ * close(handle) has been called. */
+int policy_plugin_add(policy_plugins *t, policy_aliases *aliases, const char *path, void *handle,
+                      void (*close)(void *), const policy_iface *const *list, uint32_t size, kv_err *err);
 
 /* dlclose every plug-in: after the last use of a configuration parsed from them. */
 void policy_plugins_close(policy_plugins *t);
