@@ -139,6 +139,33 @@ static int grow(expr_state *st, const expr_prog *p, int64_t n, int64_t D, kv_err
     return KV_OK;
 }
 
+/* The protect items: +inf over the sinks, the most recent. */
+static void protect(const expr_prog *p, const policy_view *v, double *scores)
+{
+    const int64_t n = v->n;
+    for (int i = 0; i < p->n_protect; i++) {
+        const expr_protect *q = &p->protect[i];
+        if (q->kind == PR_SINKS) {   /* positions are ascending (policy_view): only the prefix */
+            for (int64_t j = 0; j < n && (double)v->pos[j] < q->x; j++) scores[j] = INFINITY;
+            continue;
+        }
+        int64_t c = q->kind == PR_RECENT ? policy_recent_count(q->x, v->budget) : (int64_t)fmin(q->x, (double)n);
+        policy_protect_recent(v, c, scores);
+    }
+}
+
+/* A lone feature that needs nothing but the view (attn_last, pos, age, ...): the program is that
+ * feature computed into the scores, and the policy is stateless, so a step touches no per-stream
+ * memory beside the view (the state's cache line was most of such a cheap policy's cost). */
+static bool stateless(const expr_prog *p)
+{
+    if (p->n_feats != 1 || p->direct != 0 || p->n_ins != 1) return false;
+    switch (p->feat[0].id) {
+    case EF_VNORM: case EF_ATTN_LAST: case EF_POS: case EF_AGE: case EF_IS_SINK: case EF_RECENCY_RANK: return true;
+    default: return false;
+    }
+}
+
 int expr_run(const expr_prog *p, void *state, const policy_view *v, double *scores, kv_err *err)
 {
     expr_state *st = state;
@@ -158,15 +185,7 @@ int expr_run(const expr_prog *p, void *state, const policy_view *v, double *scor
     int sp = 0;
     for (int i = 0; i < p->n_ins; i++) run_ins(&p->ins[i], stk, &sp, scr, feat, n, tmp);
     if (stk[0] != scores) memcpy(scores, stk[0], sizeof(double) * (size_t)n);
-    for (int i = 0; i < p->n_protect; i++) {
-        const expr_protect *q = &p->protect[i];
-        if (q->kind == PR_SINKS) {   /* positions are ascending (policy_view): only the prefix */
-            for (int64_t j = 0; j < n && (double)v->pos[j] < q->x; j++) scores[j] = INFINITY;
-            continue;
-        }
-        int64_t c = q->kind == PR_RECENT ? policy_recent_count(q->x, v->budget) : (int64_t)fmin(q->x, (double)n);
-        policy_protect_recent(v, c, scores);
-    }
+    protect(p, v, scores);
     return KV_OK;
 }
 
@@ -218,7 +237,12 @@ static int expr_observe(const policy_config *cfg, void *state, const policy_view
 
 static int expr_score(const policy_config *cfg, void *state, const policy_view *v, double *scores, kv_err *err)
 {
-    return expr_run(&def_of(cfg)->prog, state, v, scores, err);
+    const expr_prog *p = &def_of(cfg)->prog;
+    if (state) return expr_run(p, state, v, scores, err);
+    const expr_feat_ctx none = {NULL, NULL, NULL};   /* stateless(p): the feature reads only the view */
+    int rc = expr_feature_values(&p->feat[0], v, &none, scores, NULL, err);
+    if (!rc) protect(p, v, scores);
+    return rc;
 }
 
 static int64_t expr_query_window(const policy_config *cfg)
@@ -252,7 +276,8 @@ int expr_define(expr_defs *t, const char *text, kv_err *err)
     bool attn = false, hist = reads(&d->prog, true, false), offline = reads(&d->prog, false, true);
     for (int i = 0; i < d->prog.n_feats; i++) attn = attn || EXPR_FEATURES[d->prog.feat[i].id].attention;
     d->iface = (policy_iface){.name = d->name, .summary = d->summary, .needs_attention = attn,
-                              .create = expr_create, .destroy = expr_destroy, .score = expr_score,
+                              .create = stateless(&d->prog) ? NULL : expr_create,
+                              .destroy = stateless(&d->prog) ? NULL : expr_destroy, .score = expr_score,
                               .observe = hist ? expr_observe : NULL, .query_window = expr_query_window,
                               .offline_only = offline};
     t->ifaces[t->n++] = &d->iface;
