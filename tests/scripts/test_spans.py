@@ -1,0 +1,184 @@
+"""Spans of a prompt (issue #21 §2). `capture --prompts` with spans and answer: /spans holds the
+token ranges, checked against an independent placement (the GGUF's pieces concatenated in Python
+for stories260K's SentencePiece tokenizer, where kvtrace encodes prefixes; ids worked out by hand
+for a byte-level tokenizer.json, where kvtrace uses offsets); token ranges as given; bad spans
+refused (exit 3, file and line, nothing written); the reader refuses a malformed /spans. TAP.
+    /usr/bin/python3 tests/scripts/test_spans.py [BUILD]"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, HERE)
+import ggufio  # noqa: E402
+from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
+import test_prompt_text as tpt  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+KV = os.environ.get("KVTRACE") or os.path.join(ROOT, sys.argv[1] if len(sys.argv) > 1 else "build", "kvtrace")
+HAY = ("Once upon a time there was a little cat. The cat liked to play in the sun. One day the cat saw a big "
+       "dog. The secret code is 4721. The dog was kind and they played all day. What is the code? 4721")
+
+
+def run(*args):
+    return subprocess.run([KV, *args], capture_output=True, text=True)
+
+
+def spans_of(path):
+    with h5py.File(path, "r") as h:
+        if "spans" not in h:
+            return {}
+        g = h["spans"]
+        return {n: (int(s), int(e)) for n, s, e in zip(g["names"].asstr()[:], g["starts"][:], g["ends"][:])}
+
+
+def pieces(model):
+    """Each id's bytes as stories260K's tokenizer prints them: '▁' a space, <0xHH> the byte, <s> nothing."""
+    meta, _ = ggufio.read(model)
+    out = []
+    for p in meta["tokenizer.ggml.tokens"]:
+        if len(p) == 6 and p.startswith("<0x") and p.endswith(">"):
+            out.append(bytes([int(p[3:5], 16)]))
+        elif p in ("<s>", "</s>", "<unk>"):
+            out.append(b"")
+        else:
+            out.append(p.replace("\u2581", " ").encode())
+    return out
+
+
+def covering(ids, piece, text, sub, at_end=False):
+    """The smallest token range whose bytes cover sub's bytes in text (the dummy prefix ' ' first)."""
+    tb = text.encode()
+    bs = len(tb) - len(sub.encode()) if at_end else tb.index(sub.encode())
+    be = bs + len(sub.encode())
+    assert b"".join(piece[i] for i in ids) == b" " + tb, "the pieces spell the text"
+    pos, inside = 0, []
+    for i, t in enumerate(ids):
+        s, e = pos - 1, pos - 1 + len(piece[t])  # text coordinates
+        pos += len(piece[t])
+        if e > s and e > bs and s < be:
+            inside.append(i)
+    return inside[0], inside[-1] + 1
+
+
+def spm(tmp, model):
+    prompts = [{"id": "hay", "text": HAY, "answer": " 4721",
+                "spans": [{"name": "needle", "text": "The secret code is 4721."},
+                          {"name": "mid", "text": "ecret co"}, {"name": "first", "start": 0, "end": 2}]},
+               {"id": "ids", "tokens": [1, 30, 40, 50, 60], "answer": {"start": 3, "end": 5}},
+               {"id": "plain", "text": "No spans here."}]
+    pf = os.path.join(tmp, "p.jsonl")
+    with open(pf, "w") as f:
+        f.write("".join(json.dumps(p) + "\n" for p in prompts))
+    out = os.path.join(tmp, "st")
+    r = run("capture", "--prompts", pf, "--model", model, "--quiet", "-o", out)
+    if not check(r.returncode == 0, "capture --prompts with spans and answer runs", r.stderr):
+        return
+    with h5py.File(os.path.join(out, "hay.h5"), "r") as h:
+        ids = [int(x) for x in h["tokens"][: int(h.attrs["prompt_len"])]]
+        desc = h["spans"].attrs["description"]
+    piece = pieces(model)
+    want = {"needle": covering(ids, piece, HAY, "The secret code is 4721."),
+            "mid": covering(ids, piece, HAY, "ecret co"), "first": (0, 2),
+            "answer": covering(ids, piece, HAY, " 4721", at_end=True)}
+    got = spans_of(os.path.join(out, "hay.h5"))
+    check(got == want and list(got) == ["needle", "mid", "first", "answer"],
+          "stories260K (no offsets: prefixes encoded): each text span is the smallest token range covering its "
+          "bytes (pieces concatenated in Python), a token range as given, the answer last", (got, want))
+    check(want["answer"][1] == len(ids) and isinstance(desc, (str, bytes)), "the answer ends the prompt; /spans "
+          "has its description", want)
+    check(spans_of(os.path.join(out, "ids.h5")) == {"answer": (3, 5)} and spans_of(os.path.join(out, "plain.h5")) == {},
+          "a prompt given as tokens: the answer's range as given; no spans: no /spans group")
+    return out
+
+
+def byte_level(tmp):
+    d = tpt.model_dir(os.path.join(tmp, "tiny"), tpt.tiny_cfg("llama", 262), tpt.handmade())
+    # "hello world hello": <|bos|> 261, hello 260, Ġw 259 o r l d, Ġ 32 hello 260 (by hand)
+    pf = os.path.join(tmp, "b.jsonl")
+    with open(pf, "w") as f:
+        f.write(json.dumps({"id": "w", "text": "hello world hello",
+                            "spans": [{"name": "world", "text": "world"}, {"name": "orl", "text": "orl"}],
+                            "answer": "lo"}) + "\n")
+    out = os.path.join(tmp, "bst")
+    r = run("capture", "--prompts", pf, "--model", d, "--quiet", "-o", out)
+    with h5py.File(os.path.join(out, "w.h5"), "r") as h:
+        ids = [int(x) for x in h["tokens"][:]] if r.returncode == 0 else []
+    check(r.returncode == 0 and ids == [261, 260, 259, 111, 114, 108, 100, 32, 260], "byte-level tokenizer.json: "
+          "the ids worked out by hand", (r.stderr, ids))
+    check(spans_of(os.path.join(out, "w.h5")) == {"world": (2, 7), "orl": (3, 6), "answer": (8, 9)},
+          "byte-level (offsets): 'world' is Ġw..d [2, 7), 'orl' [3, 6), the answer 'lo' inside the last hello [8, 9)",
+          spans_of(os.path.join(out, "w.h5")))
+
+
+def refused(r, out, *words):
+    lines = r.stderr.strip().splitlines()
+    return (r.returncode == 3 and len(lines) == 1 and all(w in lines[0] for w in words) and not os.path.exists(out))
+
+
+def refusals(tmp, model):
+    bad = (("a span whose text is not in the prompt", {"spans": [{"name": "n", "text": "zebra"}]}, "not in"),
+           ("a span whose text occurs twice", {"spans": [{"name": "n", "text": "cat"}]}, "more than once"),
+           ("a token range past the prompt", {"spans": [{"name": "n", "start": 3, "end": 999}]}, "'n'"),
+           ("an empty token range", {"spans": [{"name": "n", "start": 3, "end": 3}]}, "'n'"),
+           ("two spans of one name", {"spans": [{"name": "n", "start": 0, "end": 1}, {"name": "n", "start": 1,
+                                                                                        "end": 2}]}, "two spans"),
+           ("a span named answer", {"spans": [{"name": "answer", "start": 0, "end": 1}]}, "answer"),
+           ("an unknown span field", {"spans": [{"name": "n", "start": 0, "end": 1, "x": 1}]}, "unknown"),
+           ("an answer not at the end", {"answer": "cat"}, "end"),
+           ("an answer range not ending the prompt", {"answer": {"start": 0, "end": 1}}, "end the prompt"),
+           ("a text span on a prompt given as tokens", {"tokens": [1, 2, 3], "spans": [{"name": "n", "text": "x"}]},
+            "tokens"))
+    for what, extra, word in bad:
+        p = {"id": "a", "text": HAY}
+        if "tokens" in extra:
+            del p["text"]
+        p.update(extra)
+        pf = os.path.join(tmp, "bad.jsonl")
+        with open(pf, "w") as f:
+            f.write('{"id": "ok", "text": "fine"}\n' + json.dumps(p) + "\n")
+        out = os.path.join(tmp, "badout")
+        r = run("capture", "--prompts", pf, "--model", model, "--quiet", "-o", out)
+        check(refused(r, out, pf + ":2:", word), "%s: exit 3, one line naming the file and line, nothing written"
+              % what, r.stderr)
+
+
+def reader(tmp, out):
+    src = os.path.join(out, "hay.h5")
+    edits = (("two spans of one name", lambda g: g["names"].__setitem__(1, "needle"), "two spans"),
+             ("a span past prompt_len", lambda g: g["ends"].__setitem__(0, 10 ** 6), "outside"),
+             ("starts of another length", lambda g: (g.__delitem__("starts"), g.create_dataset("starts", data=[0])),
+              "one length"))
+    for what, edit, word in edits:
+        bad = os.path.join(tmp, "bad.h5")
+        with open(src, "rb") as a, open(bad, "wb") as b:
+            b.write(a.read())
+        with h5py.File(bad, "r+") as h:
+            edit(h["spans"])
+        r = run("info", bad)
+        check(r.returncode == 3 and "/spans" in r.stderr and word in r.stderr, "a trace with %s: refused on open "
+              "(exit 3, naming /spans)" % what, r.stderr)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        model = model_file()
+        if model is None:
+            skip("spans on stories260K", NO_MODEL)
+        else:
+            out = spm(tmp, model)
+            refusals(tmp, model)
+            if out:
+                reader(tmp, out)
+        byte_level(tmp)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
