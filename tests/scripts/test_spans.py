@@ -4,6 +4,7 @@ for stories260K's SentencePiece tokenizer, where kvtrace encodes prefixes; ids w
 for a byte-level tokenizer.json, where kvtrace uses offsets); token ranges as given; bad spans
 refused (exit 3, file and line, nothing written); the reader refuses a malformed /spans. TAP.
     /usr/bin/python3 tests/scripts/test_spans.py [BUILD]"""
+import csv
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ sys.path.insert(0, HERE)
 import ggufio  # noqa: E402
 from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
 import test_prompt_text as tpt  # noqa: E402
+import policy_trace as pt  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 KV = os.environ.get("KVTRACE") or os.path.join(ROOT, sys.argv[1] if len(sys.argv) > 1 else "build", "kvtrace")
@@ -166,6 +168,132 @@ def reader(tmp, out):
               "(exit 3, naming /spans)" % what, r.stderr)
 
 
+L_, H_, K_, D_, T_, P_ = 2, 4, 2, 8, 60, 44
+G_ = H_ // K_
+
+
+def synth_trace(path, seed, spans):
+    rng = np.random.default_rng(seed)
+    mean = rng.normal(size=D_)
+    keys = (mean + 0.6 * rng.normal(size=(L_, K_, T_, D_))).astype(np.float32)
+    vals = rng.normal(size=(L_, K_, T_, D_)).astype(np.float32)
+    qs = (1.5 * rng.normal(size=(L_, H_, T_, D_))).astype(np.float32)
+    pt.write_trace(path, keys, vals, qs, P_)
+    with h5py.File(path, "r+") as f:
+        g = f.create_group("spans")
+        g["names"] = [n for n, _, _ in spans]
+        g["starts"] = np.array([s for _, s, _ in spans], dtype=np.int64)
+        g["ends"] = np.array([e for _, _, e in spans], dtype=np.int64)
+    return keys, qs
+
+
+def keep(policy, C, kf, N):
+    """streaming (4 sinks, then the most recent) or keydiff (default: anchor norm, cosine)."""
+    if policy == "streaming":
+        s = np.where(C < 4, np.inf, C.astype(np.float64))
+    else:
+        k = kf[C]
+        kn = k / np.linalg.norm(k, axis=1, keepdims=True)
+        mu = kn.mean(0)
+        s = -(k @ mu) / (np.linalg.norm(k, axis=1) * np.linalg.norm(mu))
+    order = sorted(range(len(C)), key=lambda i: (-s[i], -C[i]))
+    return C[np.sort(np.array(order[:N]))]
+
+
+def span_brute(keys, qs, l, g, policy, N, B, spans):
+    """Per span: retention_mean, retention_final, attn_recall of kv head g of layer l (decode chunk 1)."""
+    kf = keys[l, g].astype(np.float64)
+    full = {}  # (j, i) -> full-cache softmax over 0..i
+    for j in range(g * G_, (g + 1) * G_):
+        for i in range(T_):
+            sc = kf[: i + 1] @ qs[l, j, i].astype(np.float64) / np.sqrt(D_)
+            a = np.exp(sc - sc.max())
+            full[j, i] = a / a.sum()
+    ret = {n: 0.0 for n, _, _ in spans}
+    num = {n: 0.0 for n, _, _ in spans}
+    den = {n: 0.0 for n, _, _ in spans}
+    S, p0 = np.array([], dtype=np.int64), 0
+    while p0 < T_:
+        p1 = min(p0 + B, P_) if p0 < P_ else p0 + 1
+        C = np.concatenate([S, np.arange(p0, p1)])
+        for n, a, e in spans:
+            inside = C[(C >= a) & (C < e)]
+            for i in range(max(p0, e), p1):
+                ret[n] += len(inside) / (e - a)
+                for j in range(g * G_, (g + 1) * G_):
+                    num[n] += full[j, i][inside].sum()
+                    den[n] += full[j, i][a:e].sum()
+        S = keep(policy, C, kf, N) if len(C) > N else C
+        p0 = p1
+    return {n: (ret[n] / (T_ - e), ((S >= a) & (S < e)).sum() / (e - a), num[n] / den[n]) for n, a, e in spans}
+
+
+def sim_spans(tmp):
+    s1 = [("a", 3, 9), ("b", 20, 22), ("late", 40, 44)]
+    s2 = [("a", 5, 12)]
+    t1, t2 = os.path.join(tmp, "s1.h5"), os.path.join(tmp, "s2.h5")
+    k1, q1 = synth_trace(t1, 1, s1)
+    k2, q2 = synth_trace(t2, 2, s2)
+    out = os.path.join(tmp, "simres")
+    r = run("sim", t1, t2, "--policies", "streaming,keydiff", "--budgets", "8,16", "--chunks", "4,8",
+            "--decode-chunk", "1", "--threads", "2", "--quiet", "-o", out)
+    if not check(r.returncode == 0, "sim over traces with /spans (h5py-written) runs", r.stderr):
+        return
+    rows = list(csv.DictReader(open(os.path.join(out, "spans.csv"))))
+    check(list(rows[0])[:10] == ["trace", "span", "config", "budget", "chunk", "layer", "kv_head", "retention_mean",
+                                 "retention_final", "attn_recall"] and
+          len(rows) == (3 + 1) * 2 * 2 * 2 * L_ * K_, "spans.csv: its columns, a row per trace, span, configuration, "
+          "layer and kv head", (list(rows[0]), len(rows)))
+    worst, per = 0.0, {}
+    for tr, keys, qs, spans in (("s1", k1, q1, s1), ("s2", k2, q2, s2)):
+        for pol in ("streaming", "keydiff"):
+            for N in (8, 16):
+                for B in (4, 8):
+                    for l in range(L_):
+                        for g in range(K_):
+                            want = span_brute(keys, qs, l, g, pol, N, B, spans)
+                            for n, v in want.items():
+                                got = [x for x in rows if x["trace"] == tr and x["span"] == n and
+                                       x["config"].split(":")[0] == pol and int(x["budget"]) == N and
+                                       int(x["chunk"]) == B and int(x["layer"]) == l and int(x["kv_head"]) == g]
+                                got = got[0] if len(got) == 1 else None
+                                g3 = [float(got[c]) for c in ("retention_mean", "retention_final", "attn_recall")] \
+                                    if got else [np.nan] * 3
+                                worst = max(worst, max(abs(a - b) for a, b in zip(g3, v)))
+                                per.setdefault((n, pol, N, B, tr), []).append(v)
+    check(worst < 1e-5, "every span's retention_mean, retention_final and attn_recall equal a numpy replay "
+          "(streaming, keydiff; chunks 4 and 8; max diff %.2g)" % worst)
+    summ = list(csv.DictReader(open(os.path.join(out, "spans_summary.csv"))))
+    worst, ok = 0.0, len(summ) == 3 * 8
+    import test_study  # noqa: E402  (KVTRACE set: its resamples, restated from core/rng.c)
+    for x in summ:
+        trs = [t for t in ("s1", "s2") if (x["span"], x["config"].split(":")[0], int(x["budget"]), int(x["chunk"]), t)
+               in per]
+        ok = ok and int(x["n_traces"]) == len(trs)
+        idx = test_study.bootstrap_idx(len(trs))
+        for k, c in enumerate(("retention_mean", "retention_final", "attn_recall")):
+            v = np.array([np.mean([a[k] for a in per[x["span"], x["config"].split(":")[0], int(x["budget"]),
+                                                      int(x["chunk"]), t]]) for t in trs])
+            means = v[idx].mean(1)
+            want = (v.mean(), np.percentile(means, 2.5), np.percentile(means, 97.5))
+            got = (float(x[c]), float(x[c + "_ci_lo"]), float(x[c + "_ci_hi"]))
+            worst = max(worst, max(abs(a - b) for a, b in zip(got, want)))
+    check(ok and worst < 1e-5, "spans_summary.csv: per span name and configuration, the mean over the traces holding "
+          "it (n_traces 2 for 'a', 1 for the others) and its 95%% bootstrap interval (max diff %.2g)" % worst)
+    r = run("sim", t1, "--policies", "full", "--budgets", "8", "--chunk", "4", "--quiet", "-o",
+            os.path.join(tmp, "fullres"))
+    rows = list(csv.DictReader(open(os.path.join(tmp, "fullres", "spans.csv"))))
+    check(r.returncode == 0 and all(float(x["retention_mean"]) == 1 and float(x["retention_final"]) == 1 and
+                                    abs(float(x["attn_recall"]) - 1) < 1e-9 for x in rows),
+          "the full cache: retention 1, attn_recall 1", r.stderr)
+    plain = os.path.join(tmp, "plain.h5")
+    pt.write_trace(plain, k1, k1, q1, P_)
+    r = run("sim", plain, "--policies", "tova", "--budgets", "8", "--chunk", "4", "--quiet", "-o",
+            os.path.join(tmp, "nospans"))
+    check(r.returncode == 0 and not os.path.exists(os.path.join(tmp, "nospans", "spans.csv")), "a trace without "
+          "/spans: no spans.csv", r.stderr)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         model = model_file()
@@ -177,6 +305,8 @@ def main():
             if out:
                 reader(tmp, out)
         byte_level(tmp)
+        os.environ.setdefault("KVTRACE", KV)
+        sim_spans(tmp)
     return finish()
 
 
