@@ -294,6 +294,57 @@ def sim_spans(tmp):
           "/spans: no spans.csv", r.stderr)
 
 
+def n_tokens(model, text):
+    r = run("tokenize", "--model", model, "--text", text)
+    return len(json.loads(r.stdout))
+
+
+def needle(tmp, model):
+    hay = os.path.join(tmp, "hay.txt")
+    with open(hay, "w") as f:
+        f.write("Tom had a dog.\nThe dog  was big and\tbrown. It liked to run in the sun.\n")
+    words = open(hay).read().split()
+    nd, qu, an = "The secret code is 4721.", "What is the code?", "4721"
+    out = os.path.join(tmp, "needle.jsonl")
+    r = run("prompts", "needle", "--haystack", hay, "--needle", nd, "--question", qu, "--answer", an,
+            "--depths", "0,0.25,1", "--lengths", "60,100", "--model", model, "-o", out)
+    if not check(r.returncode == 0, "prompts needle runs", r.stderr):
+        return
+    lines = [json.loads(x) for x in open(out)]
+    ok = [x["id"] for x in lines] == ["needle-%d-%g" % (L, d) for L in (60, 100) for d in (0, 0.25, 1)]
+    for x in lines:
+        L, d = int(x["id"].split("-")[1]), float(x["id"].split("-")[2])
+
+        def build(n):
+            hw = [words[i % len(words)] for i in range(n)]
+            at = int(np.floor(d * n + 0.5))
+            return " ".join(hw[:at] + [nd] + hw[at:] + [qu, an])
+        n = len(x["text"].split()) - len((nd + " " + qu + " " + an).split())
+        ok = ok and x["text"] == build(n) and sorted(x) == ["answer", "id", "spans", "text"] and \
+            x["spans"] == [{"name": "needle", "text": nd}] and x["answer"] == an
+        ok = ok and n_tokens(model, build(n)) <= L < n_tokens(model, build(n + 1))
+    check(ok, "each prompt: the haystack's words (repeated, single spaces), the needle after round(depth*n) of "
+          "them, question, answer; as many words as fit in the length (one more would not)", lines[:1])
+    st = os.path.join(tmp, "needle_st")
+    r = run("capture", "--prompts", out, "--model", model, "--quiet", "-o", st)
+    idx = [json.loads(x) for x in open(os.path.join(st, "index.jsonl"))] if r.returncode == 0 else []
+    check(len(idx) == 6 and all(set(spans_of(os.path.join(st, x["file"]))) == {"needle", "answer"} for x in idx),
+          "capture --prompts takes them: /spans holds the needle and the answer", r.stderr)
+    bad = (("a length too short for the needle, question and answer", ["--lengths", "5"], 2, "too short"),
+           ("a length past the model's context", ["--lengths", "100000"], 2, "context"),
+           ("a needle the haystack holds", ["--needle", "big and brown."], 3, "haystack"),
+           ("a depth outside [0, 1]", ["--depths", "1.5"], 2, "--depths"))
+    for what, change, code, word in bad:
+        args = {"--haystack": hay, "--needle": nd, "--question": qu, "--answer": an, "--depths": "0.5",
+                "--lengths": "60", "--model": model}
+        args[change[0]] = change[1]
+        o2 = os.path.join(tmp, "needle_bad.jsonl")
+        r = run("prompts", "needle", *[a for kv in args.items() for a in kv], "-o", o2)
+        lines_ = r.stderr.strip().splitlines()
+        check(r.returncode == code and len(lines_) == 1 and word in lines_[0] and not os.path.exists(o2),
+              "prompts needle with %s: exit %d, one line, nothing written" % (what, code), r.stderr)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         model = model_file()
@@ -304,6 +355,7 @@ def main():
             refusals(tmp, model)
             if out:
                 reader(tmp, out)
+            needle(tmp, model)
         byte_level(tmp)
         os.environ.setdefault("KVTRACE", KV)
         sim_spans(tmp)
