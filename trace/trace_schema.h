@@ -37,6 +37,8 @@ int64_t trace_row_width(const trace_meta *m, trace_dset d, int64_t T);
  * the trace has none; a text that is not valid UTF-8 is KV_EINPUT naming the
  * byte offset). */
 #define TRACE_PROMPT_TEXT_PATH "/prompt_text"
+/* The variable-length UTF-8 string type (caller closes it; -1 on failure): /prompt_text, /spans/names. */
+int64_t trace_text_type(void);
 extern const char TRACE_PROMPT_TEXT_DESCRIPTION[];
 int trace_prompt_text_check(const char *text, const char *where, kv_err *err);
 int trace_prompt_text_write(int64_t file_id, const char *text, const char *where, kv_err *err);

@@ -36,16 +36,6 @@ int trace_spans_check(const trace_span *s, int64_t n, int64_t prompt_len, const 
     return KV_OK;
 }
 
-static hid_t text_type(void)
-{
-    hid_t t = H5Tcopy(H5T_C_S1);
-    if (t >= 0 && (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0)) {
-        H5Tclose(t);
-        t = -1;
-    }
-    return t;
-}
-
 /* One 1-D dataset of n elements of memory type mtype (file type ftype) under g. */
 static bool write_1d(hid_t g, const char *name, hid_t ftype, hid_t mtype, int64_t n, const void *data)
 {
@@ -70,7 +60,7 @@ int trace_spans_write(int64_t file_id, const trace_meta *m, const char *where, k
     if (!names || !se) rc = kv_fail(err, KV_EFAIL, "out of memory");
     for (int64_t i = 0; !rc && i < n; i++)
         names[i] = m->spans[i].name, se[i] = m->spans[i].start, se[n + i] = m->spans[i].end;
-    hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE), g = -1, type = text_type();
+    hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE), g = -1, type = trace_text_type();
     bool ok = !rc && gcpl >= 0 && type >= 0 && H5Pset_obj_track_times(gcpl, 0) >= 0;
     if (ok) g = H5Gcreate2((hid_t)file_id, TRACE_SPANS_PATH, H5P_DEFAULT, gcpl, H5P_DEFAULT);
     ok = ok && g >= 0 && write_1d(g, "names", type, type, n, names) &&
@@ -100,7 +90,7 @@ static int64_t length_1d(hid_t d)
 /* names (variable-length strings) into s[i].name; false when not readable or a name is too long. */
 static bool read_names(hid_t g, trace_span *s, int64_t n)
 {
-    hid_t d = H5Dopen2(g, "names", H5P_DEFAULT), ftype = d >= 0 ? H5Dget_type(d) : -1, mtype = text_type();
+    hid_t d = H5Dopen2(g, "names", H5P_DEFAULT), ftype = d >= 0 ? H5Dget_type(d) : -1, mtype = trace_text_type();
     char **names = calloc((size_t)n, sizeof *names);
     bool ok = d >= 0 && ftype >= 0 && mtype >= 0 && names && H5Tget_class(ftype) == H5T_STRING &&
               H5Tis_variable_str(ftype) > 0 && length_1d(d) == n &&
