@@ -69,9 +69,9 @@ int prompts_spans_parse(void *json_obj, prompt_item *it, const char *file, kv_er
     int rc = KV_OK;
     for (size_t i = 0; !rc && spans && i < json_array_size(spans); i++) {
         json_t *s = json_array_get(spans, i), *name = json_is_object(s) ? json_object_get(s, "name") : NULL;
-        if (!is_text(name) || json_string_length(name) > TRACE_SPAN_NAME_MAX)
-            rc = kv_fail(err, KV_EINPUT, "%s:%d: spans[%zu] must be an object with a name of 1 .. %d bytes", file,
-                         it->line, i, TRACE_SPAN_NAME_MAX);
+        if (!is_text(name) || !trace_span_name_ok(json_string_value(name)))
+            rc = kv_fail(err, KV_EINPUT, "%s:%d: spans[%zu] must be an object with a name of 1 .. %d of A-Z a-z 0-9 "
+                         "_ . -", file, it->line, i, TRACE_SPAN_NAME_MAX);
         else if (strcmp(json_string_value(name), PROMPTS_ANSWER) == 0)
             rc = kv_fail(err, KV_EINPUT, "%s:%d: spans[%zu]: the name 'answer' is the answer's: give it as "
                          "\"answer\"", file, it->line, i);

@@ -129,6 +129,10 @@ bool trace_has(const trace *tr, trace_dset d);
  * NUL-terminated and owned by the trace; NULL when it has none. */
 const char *trace_prompt_text(const trace *tr);
 
+/* Whether `name` can name a span: 1 .. TRACE_SPAN_NAME_MAX of A-Z a-z 0-9 _ . -
+ * (it is a CSV field and a label as it is). */
+bool trace_span_name_ok(const char *name);
+
 /* The trace's /spans (checked on open), owned by the trace, *n of them;
  * NULL and *n = 0 when it has none. */
 const trace_span *trace_spans(const trace *tr, int64_t *n);

@@ -12,7 +12,14 @@
 
 const char TRACE_SPANS_DESCRIPTION[] =
     "named token ranges of the prompt: span i is the positions [starts[i], ends[i]) of /tokens, named names[i] "
-    "(distinct); 'answer' is the prompt's answer when it has one";
+    "(distinct, of A-Z a-z 0-9 _ . -); 'answer' is the prompt's answer when it has one";
+
+bool trace_span_name_ok(const char *name)
+{
+    const size_t len = strnlen(name, TRACE_SPAN_NAME_MAX + 1);
+    return len > 0 && len <= TRACE_SPAN_NAME_MAX &&
+           strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") == len;
+}
 
 int trace_spans_check(const trace_span *s, int64_t n, int64_t prompt_len, const char *where, kv_err *err)
 {
@@ -20,9 +27,8 @@ int trace_spans_check(const trace_span *s, int64_t n, int64_t prompt_len, const 
         return kv_fail(err, KV_EINPUT, "%s: %s holds %lld spans (1 .. %d)", where, TRACE_SPANS_PATH, (long long)n,
                        TRACE_MAX_SPANS);
     for (int64_t i = 0; i < n; i++) {
-        const size_t len = strnlen(s[i].name, TRACE_SPAN_NAME_MAX + 1);
-        if (len == 0 || len > TRACE_SPAN_NAME_MAX)
-            return kv_fail(err, KV_EINPUT, "%s: %s: span %lld's name must have 1 .. %d bytes", where,
+        if (!trace_span_name_ok(s[i].name))
+            return kv_fail(err, KV_EINPUT, "%s: %s: span %lld's name must be 1 .. %d of A-Z a-z 0-9 _ . -", where,
                            TRACE_SPANS_PATH, (long long)i, TRACE_SPAN_NAME_MAX);
         if (!(s[i].start >= 0 && s[i].start < s[i].end && s[i].end <= prompt_len))
             return kv_fail(err, KV_EINPUT, "%s: %s: span '%s' is [%lld, %lld), outside the prompt's [0, %lld) or "

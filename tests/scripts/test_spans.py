@@ -93,6 +93,8 @@ def spm(tmp, model):
     check(got == want and list(got) == ["needle", "mid", "first", "answer"],
           "stories260K (no offsets: prefixes encoded): each text span is the smallest token range covering its "
           "bytes (pieces concatenated in Python), a token range as given, the answer last", (got, want))
+    info = run("info", os.path.join(out, "hay.h5")).stdout
+    check("spans         4: needle [%d, %d) mid" % want["needle"] in info, "kvtrace info lists the spans", info[:600])
     check(want["answer"][1] == len(ids) and isinstance(desc, (str, bytes)), "the answer ends the prompt; /spans "
           "has its description", want)
     check(spans_of(os.path.join(out, "ids.h5")) == {"answer": (3, 5)} and spans_of(os.path.join(out, "plain.h5")) == {},
@@ -131,6 +133,7 @@ def refusals(tmp, model):
            ("an empty token range", {"spans": [{"name": "n", "start": 3, "end": 3}]}, "'n'"),
            ("two spans of one name", {"spans": [{"name": "n", "start": 0, "end": 1}, {"name": "n", "start": 1,
                                                                                         "end": 2}]}, "two spans"),
+           ("a span name with a comma", {"spans": [{"name": "a,b", "start": 0, "end": 1}]}, "A-Z"),
            ("a span named answer", {"spans": [{"name": "answer", "start": 0, "end": 1}]}, "answer"),
            ("an unknown span field", {"spans": [{"name": "n", "start": 0, "end": 1, "x": 1}]}, "unknown"),
            ("an answer not at the end", {"answer": "cat"}, "end"),
@@ -154,6 +157,7 @@ def refusals(tmp, model):
 def reader(tmp, out):
     src = os.path.join(out, "hay.h5")
     edits = (("two spans of one name", lambda g: g["names"].__setitem__(1, "needle"), "two spans"),
+             ("a name with a newline", lambda g: g["names"].__setitem__(0, "x\ny"), "name"),
              ("a span past prompt_len", lambda g: g["ends"].__setitem__(0, 10 ** 6), "outside"),
              ("starts of another length", lambda g: (g.__delitem__("starts"), g.create_dataset("starts", data=[0])),
               "one length"))
