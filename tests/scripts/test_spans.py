@@ -93,6 +93,12 @@ def spm(tmp, model):
     check(got == want and list(got) == ["needle", "mid", "first", "answer"],
           "stories260K (no offsets: prefixes encoded): each text span is the smallest token range covering its "
           "bytes (pieces concatenated in Python), a token range as given, the answer last", (got, want))
+    d = os.path.dirname(model)
+    out2 = os.path.join(tmp, "st_llama2c")
+    r = run("capture", "--prompts", pf, "--model", os.path.join(d, "derived", "stories260K.bin"), "--tokenizer",
+            os.path.join(d, "derived", "tok512.bin"), "--quiet", "-o", out2)
+    check(r.returncode == 0 and spans_of(os.path.join(out2, "hay.h5")) == got, "the llama2.c checkpoint with its "
+          "tokenizer.bin (no offsets either): the same spans", r.stderr)
     info = run("info", os.path.join(out, "hay.h5")).stdout
     check("spans         4: needle [%d, %d) mid" % want["needle"] in info, "kvtrace info lists the spans", info[:600])
     check(want["answer"][1] == len(ids) and isinstance(desc, (str, bytes)), "the answer ends the prompt; /spans "
