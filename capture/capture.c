@@ -129,7 +129,8 @@ static int capture_tokens(const capture_opts *o, const alloc_config *ac, const b
                    .T = T, .P = P, .chunk = o->chunk, .evict = &o->evict, .budget = o->budget,
                    .alloc = ac->iface ? ac : NULL,
                    .output = o->dry_run ? NULL : o->output, .verb = "capture", .trace = trace_wants(o),
-                   .beyond_context = o->beyond_context, .prompt_text = text, .record_wo = o->record_wo};
+                   .beyond_context = o->beyond_context, .prompt_text = text, .record_wo = o->record_wo,
+                   .spans = o->spans, .n_spans = o->n_spans};
     int32_t *tmpl = NULL;
     int64_t n_tmpl = 0;
     int rc = o->kvzip && !o->dry_run ? kvzip_template(m, o->model, &tmpl, &n_tmpl, err) : KV_OK;

@@ -51,6 +51,8 @@ typedef struct {
     prov_record *prov;        /* the trace's /provenance (inputs added once the model loaded); NULL: none */
 
     const char *prompts;      /* --prompts FILE.jsonl: one trace per prompt into the directory `output` (prompts.c) */
+    const trace_span *spans;  /* the prompt's spans, recorded as /spans (--prompts); NULL: none */
+    int64_t n_spans;
 } capture_opts;
 
 int capture_run(const capture_opts *o, kv_err *err);

@@ -9,37 +9,35 @@
 #include <string.h>
 
 #include "capture/capture.h"
+#include "capture/prompts.h"
 #include "core/outfile.h"
 #include "core/progress.h"
 #include "model/model.h"
 #include "model/model_fetch.h"
+#include "model/tokenizer/tokenizer.h"
 #include "study/study.h"
 
-/* One prompt of the file: its id, and its text or its token ids. */
-typedef struct {
-    char id[STUDY_ID_MAX + 1];
-    char *text;            /* NULL when given as ids */
-    int32_t *ids;          /* [n_ids] when given as tokens */
-    int64_t n_ids;
-    int64_t generate;      /* -1: --generate */
-    int line;
-} prompt_item;
-
-typedef struct {
-    prompt_item *p;
-    int n;
-} prompt_list;
-
-static void prompts_free(prompt_list *l)
+void prompts_free(prompt_list *l)
 {
-    for (int i = 0; i < l->n; i++) free(l->p[i].text), free(l->p[i].ids);
+    for (int i = 0; i < l->n; i++) {
+        prompt_item *it = &l->p[i];
+        for (int k = 0; k < it->n_spans; k++) free(it->span_text[k]);
+        free(it->text), free(it->ids), free(it->spans), free(it->span_text);
+    }
     free(l->p);
     memset(l, 0, sizeof *l);
 }
 
+const trace_span *prompt_answer(const prompt_item *it)
+{
+    for (int k = 0; k < it->n_spans; k++)
+        if (strcmp(it->spans[k].name, PROMPTS_ANSWER) == 0) return &it->spans[k];
+    return NULL;
+}
+
 static const char *const KNOWN[] = {"id", "text", "tokens", "generate", "spans", "answer"};
 
-/* The fields: each known, spans and answer not yet read (issue #21 §2). */
+/* The fields: each known. */
 static int check_fields(json_t *o, const char *file, int line, kv_err *err)
 {
     const char *key;
@@ -49,9 +47,7 @@ static int check_fields(json_t *o, const char *file, int line, kv_err *err)
         while (k < sizeof KNOWN / sizeof *KNOWN && strcmp(key, KNOWN[k]) != 0) k++;
         if (k == sizeof KNOWN / sizeof *KNOWN)
             return kv_fail(err, KV_EINPUT, "%s:%d: unknown field '%.60s' (a prompt has id, text or tokens, and "
-                           "optionally generate)", file, line, key);
-        if (k >= 4)
-            return kv_fail(err, KV_EINPUT, "%s:%d: '%s' is not supported yet (issue #21 §2)", file, line, key);
+                           "optionally generate, spans, answer)", file, line, key);
     }
     return KV_OK;
 }
@@ -109,6 +105,7 @@ static int prompt_line(const char *file, const char *buf, int line, prompt_list 
         snprintf(it->id, sizeof it->id, "%s", id);
         it->line = line, it->generate = gen ? json_integer_value(gen) : -1;
         rc = prompt_body(o, it, file, line, err);
+        if (!rc) rc = prompts_spans_parse(o, it, file, err);
     }
     json_decref(o);
     return rc;
@@ -125,13 +122,31 @@ static int prompt_line_cb(void *ctx, const char *text, int line, kv_err *err)
     return prompt_line(c->file, text, line, c->l, err);
 }
 
-/* The whole prompts file; blank lines are skipped. */
-static int prompts_read(const char *file, prompt_list *l, kv_err *err)
+int prompts_read(const char *file, prompt_list *l, kv_err *err)
 {
     memset(l, 0, sizeof *l);
     read_ctx c = {file, l};
     int rc = study_jsonl_read(file, true, "holds no prompts", prompt_line_cb, &c, err);
     if (rc) prompts_free(l);
+    return rc;
+}
+
+int prompts_tokenize(prompt_list *l, const char *file, const kv_model *m, kv_err *err)
+{
+    int rc = KV_OK;
+    for (int i = 0; !rc && i < l->n; i++) {
+        prompt_item *it = &l->p[i];
+        if (it->text) {
+            const prompt_source src = {.text = it->text};
+            free(it->ids), it->ids = NULL;
+            rc = prompt_tokens(&src, m, file, &it->ids, &it->n_ids, err);
+        }
+        for (int64_t t = 0; !rc && t < it->n_ids; t++)
+            if (it->ids[t] >= m->cfg.vocab_size)
+                rc = kv_fail(err, KV_EINPUT, "%s:%d: token id %d is outside the model's vocabulary (%lld ids)", file,
+                             it->line, it->ids[t], (long long)m->cfg.vocab_size);
+        if (!rc) rc = prompts_spans_place(it, file, m, err);
+    }
     return rc;
 }
 
@@ -144,13 +159,10 @@ static int capture_one(const capture_opts *o, const kv_model *m, const prompt_it
     capture_opts one = *o;
     one.output = path, one.force = false;
     one.prompt = (prompt_source){.text = it->text};
+    one.spans = it->n_spans ? it->spans : NULL, one.n_spans = it->n_spans;
     if (it->generate >= 0) one.generate = it->generate;
-    for (int64_t t = 0; t < it->n_ids; t++)
-        if (it->ids[t] >= m->cfg.vocab_size)
-            return kv_fail(err, KV_EINPUT, "%s:%d: token id %d is outside the model's vocabulary (%lld ids)",
-                           o->prompts, it->line, it->ids[t], (long long)m->cfg.vocab_size);
     if (!o->quiet) fprintf(stderr, "kvtrace: capture: prompt %d/%d: %s\n", i + 1, n, it->id);
-    int rc = capture_loaded(&one, m, it->ids, it->n_ids, err);
+    int rc = capture_loaded(&one, m, it->text ? NULL : it->ids, it->n_ids, err); /* text: as capture --prompt */
     trace *tr = NULL;
     if (!rc) rc = trace_open(path, &tr, err);
     const int64_t T = rc ? 0 : trace_get_meta(tr)->n_tokens;
@@ -174,6 +186,7 @@ int capture_prompts(const capture_opts *o, kv_err *err)
     kv_outfile out;
     bool started = false;
     rc = model_load(o->model, o->tokenizer, &model, err);
+    if (!rc) rc = prompts_tokenize(&l, o->prompts, &model, err);
     if (!rc && o->prov) rc = capture_provenance(o->prov, o->model, o->tokenizer, &o->prompt, err);
     if (!rc && o->prov) rc = prov_set_text(&o->prov->prompt, "prompts", err);
     if (!rc && o->prov) rc = prov_add_file(o->prov, "prompts", o->prompts, NULL, err);

@@ -133,6 +133,7 @@ static void fill_meta(const run_opts *o, bool evicting, int64_t width, const flo
     snprintf(meta->rope_scaling, sizeof meta->rope_scaling, "%s", c->rope_scaling);
     meta->rope_freq_factors = m->rope_div;
     meta->prompt_text = o->prompt_text;
+    meta->spans = o->spans, meta->n_spans = o->n_spans;
     meta->wo = wo, meta->wo_dim = wo ? c->dim : 0;
 }
 

@@ -46,6 +46,8 @@ typedef struct {
                                      --kvzip's reconstruction pass); the caches and checks cover T + extra */
     const char *prompt_text;      /* the prompt as text (run_sequence), recorded as /prompt_text; NULL: none */
     bool record_wo;               /* record /wo: each layer's W_o (the host model's) */
+    const trace_span *spans;      /* recorded as /spans (trace_meta.spans); NULL: none */
+    int64_t n_spans;
     trace_create_opts trace;      /* storage, force, want[]: what is recorded (TRACE_COLSUM: also what the
                                      backend accumulates); expected_tokens is T */
 } run_opts;

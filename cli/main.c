@@ -34,6 +34,7 @@ static const verb VERBS[] = {
     {"plot", "gnuplot figures and report.html from an analysis directory", plot_main, NULL, NULL},
     {"fidelity", "in-model eviction versus offline replay", fidelity_main, NULL, NULL},
     {"tokenize", "text to token ids (and back) with a model's tokenizer", verb_tokenize, NULL, NULL},
+    {"prompts", "prompt sets for capture --prompts: needle in a haystack", verb_prompts, NULL, NULL},
     {"policies", "every policy, its parameters and defaults", policies_main, NULL, NULL},
     {"demo", "the whole pipeline on the default model", demo_main, NULL, NULL},
 };

@@ -41,7 +41,21 @@
 #define DEMO_ALLOC_POLICIES "snapkv,keydiff,tova"
 #define DEMO_ALLOCATORS "uniform,pyramid,adakv,duo,cake"
 #define DEMO_ALLOC_BUDGETS "10%,25%"
-#define DEMO_STEPS 7
+/* the needle study (issue #21 §2): a haystack the demo writes, six prompts, four policies */
+#define DEMO_NEEDLE "The secret code is 4721."
+#define DEMO_QUESTION "What is the secret code?"
+#define DEMO_ANSWER "4721"
+#define DEMO_NEEDLE_POLICIES "keydiff,snapkv,tova,streaming"
+#define DEMO_STEPS 10
+
+/* TinyStories-like sentences (the default model's own kind of text), written by the demo as the
+ * needle study's haystack: nothing is downloaded. */
+static const char DEMO_HAYSTACK[] =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.\n"
+    "One day, she saw a big red ball under a tree. She ran to the ball and kicked it very high.\n"
+    "Her friend Tom came to play too. They played with the ball all day and laughed a lot.\n"
+    "When the sun went down, Lily went home. Her mom gave her a warm bowl of soup.\n"
+    "Lily was happy. She went to bed and dreamed about the big red ball and her friend Tom.\n";
 
 static const char USAGE[] =
     "usage: kvtrace demo [-o DIR] [--model M] [--force] [--quiet] [--all-policies]\n"
@@ -56,6 +70,9 @@ static const char USAGE[] =
     "  5-7.        the allocator study: sim " DEMO_ALLOC_POLICIES " under " DEMO_ALLOCATORS "\n"
     "              at budgets " DEMO_ALLOC_BUDGETS " of T, then analyze and plot -> allocators/ (its own\n"
     "              report.html: budgets per layer and head, error against memory)\n"
+    "  8-10.       the needle study: prompts needle on a haystack the demo writes (lengths 128,256,\n"
+    "              depths 0,0.5,1), capture --prompts, sim " DEMO_NEEDLE_POLICIES " at budgets 32,64,\n"
+    "              chunks 16,32 -> needle/ (needle/results/spans_summary.csv: the needle's retention)\n"
     "The default model is found in $KVTRACE_MODEL_DIR or ~/.cache/kvtrace, and downloaded\n"
     "there (sha256 checked) when absent. Prints the report's path at the end.\n"
     "\n"
@@ -65,7 +82,7 @@ static const char USAGE[] =
     "  --quiet      no progress lines\n"
     "  --timestamp  record the time in every step's provenance (SOURCE_DATE_EPOCH, when set, gives it)\n"
     "  --all-policies  step 2 also runs compactor (every registered policy; about 10 s more on 2 cores)\n"
-    "DIR/provenance.json records the demo's command, the model's sha256 and the seven steps' commands,\n"
+    "DIR/provenance.json records the demo's command, the model's sha256 and the ten steps' commands,\n"
     "which report.html shows too: run from DIR, they rebuild its outputs (docs/provenance.md).\n";
 
 typedef struct {
@@ -127,6 +144,17 @@ static int hoist(const char *dir, const char *sub, kv_err *err)
     return rc;
 }
 
+/* needle/haystack.txt, the needle study's haystack. */
+static int write_haystack(void)
+{
+    FILE *f = mkdir("needle", 0777) == 0 ? fopen("needle/haystack.txt", "w") : NULL;
+    bool ok = f && fputs(DEMO_HAYSTACK, f) >= 0;
+    if (f) ok = fclose(f) == 0 && ok;
+    if (ok) return 0;
+    fprintf(stderr, "kvtrace: error: needle/haystack.txt: cannot write: %s\n", strerror(errno));
+    return 1;
+}
+
 /* The steps run inside the demo's directory with relative paths, so that
  * the commands sim, analyze and plot record (and the report shows) can be
  * rerun from DIR as they are. */
@@ -146,6 +174,13 @@ static int run_steps(const demo_opts *o, const char *model)
     const char *aana[] = {"analyze", "trace.h5", "--results", "allocators/results", "-o", "allocators/analysis", q,
                           ts};
     const char *aplt[] = {"plot", "allocators/analysis", "-o", "allocators/figures", q, ts};
+    const char *ngen[] = {"prompts", "needle", "--haystack", "needle/haystack.txt", "--needle", DEMO_NEEDLE,
+                          "--question", DEMO_QUESTION, "--answer", DEMO_ANSWER, "--depths", "0,0.5,1", "--lengths",
+                          "128,256", "--model", model, "-o", "needle/prompts.jsonl"};
+    const char *ncap[] = {"capture", "--prompts", "needle/prompts.jsonl", "--model", model, "--chunk", DEMO_CHUNK,
+                          "-o", "needle/study", q, ts};
+    const char *nsim[] = {"sim", "needle/study", "--policies", DEMO_NEEDLE_POLICIES, "--budgets", "32,64",
+                          "--chunks", "16,32", "-o", "needle/results", q, ts};
 #define STEP(N, WHAT, MAIN, ARGS) step(o, N, WHAT, MAIN, ARGS, (int)(sizeof ARGS / sizeof ARGS[0]))
     int rc = STEP(1, "capture", capture_main, cap);
     if (!rc) rc = STEP(2, "sim", sim_main, sim);
@@ -158,6 +193,12 @@ static int run_steps(const demo_opts *o, const char *model)
     if (!rc) rc = STEP(5, "sim: allocators", sim_main, asim);
     if (!rc) rc = STEP(6, "analyze: allocators", analyze_main, aana);
     if (!rc) rc = STEP(7, "plot: allocators", plot_main, aplt);
+    if (!rc && strncmp(model, "random:", 7) != 0) { /* a random model has no tokenizer */
+        if (!rc) rc = write_haystack();
+        if (!rc) rc = STEP(8, "prompts: needle", verb_prompts, ngen);
+        if (!rc) rc = STEP(9, "capture: needle study", capture_main, ncap);
+        if (!rc) rc = STEP(10, "sim: needle study (spans.csv)", sim_main, nsim);
+    }
 #undef STEP
     return rc;
 }

@@ -71,6 +71,18 @@ static void print_prompt_text(const char *text)
     printf("\"%s\n", end < len ? "..." : "");
 }
 
+/* The trace's /spans: each name and token range (the first 16). */
+static void print_spans(const trace *tr)
+{
+    int64_t n = 0;
+    const trace_span *s = trace_spans(tr, &n);
+    if (!n) return;
+    printf("spans         %lld:", (long long)n);
+    for (int64_t i = 0; i < n && i < 16; i++)
+        printf(" %s [%lld, %lld)", s[i].name, (long long)s[i].start, (long long)s[i].end);
+    printf("%s\n", n > 16 ? " ..." : "");
+}
+
 static int print_datasets(trace *tr, kv_err *err)
 {
     printf("datasets\n");
@@ -161,6 +173,7 @@ int verb_info(int argc, char **argv)
         struct stat st;
         print_meta(trace_get_meta(tr), argv[1], stat(argv[1], &st) == 0 ? (long long)st.st_size : 0);
         print_prompt_text(trace_prompt_text(tr));
+        print_spans(tr);
         rc = print_datasets(tr, &err);
         trace_close(tr);
     }

@@ -5,6 +5,8 @@
 int verb_info(int argc, char **argv);
 int demo_main(int argc, char **argv);
 int verb_tokenize(int argc, char **argv);
+/* `kvtrace prompts needle ...`: needle-in-a-haystack prompt sets (verb_prompts.c). */
+int verb_prompts(int argc, char **argv);
 /* `kvtrace policies [NAME...]`: every policy and allocator, its summary and parameters. */
 int policies_main(int argc, char **argv);
 

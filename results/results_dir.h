@@ -17,6 +17,8 @@
 #define RESULTS_FILE_SUMMARY "summary.csv"      /* one row per configuration and phase (over traces) */
 #define RESULTS_FILE_SUMMARY_BY_TRACE "summary_by_trace.csv" /* one row per trace, configuration and phase */
 #define RESULTS_FILE_TIMING "timing.csv"        /* one row per configuration */
+#define RESULTS_FILE_SPANS "spans.csv"          /* traces with /spans: one row per trace, span, configuration, layer, kv head */
+#define RESULTS_FILE_SPANS_SUMMARY "spans_summary.csv" /* one row per span name and configuration (over traces) */
 /* A configuration's label, the `config` column of every CSV that names one
  * and results.h5's @config: the policy's registry name, then ":" and its
  * canonical parameters (every parameter, defaults filled, sorted by key) when

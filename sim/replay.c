@@ -37,6 +37,8 @@ typedef struct {
     int64_t *eval_pos;     /* [T] positions evaluated (same for every head) */
     int64_t n_eval;
     double *lds;           /* [D][D] */
+    double *span_ret;      /* [n_spans] retention summed over the queries after each span */
+    double *span_num;      /* [hs][n_spans] the full-cache weight on the span's cached positions, summed likewise */
     bool evicted;          /* anything dropped yet? if not, C holds every j <= i */
 } replay_buf;
 
@@ -45,6 +47,7 @@ static void buf_free(replay_buf *b)
     free(b->pos), free(b->k), free(b->v);
     policy_step_buf_free(&b->step);
     free(b->qrows), free(b->att), free(b->out), free(b->attn_mean), free(b->errs), free(b->recalls), free(b->eval_pos), free(b->lds);
+    free(b->span_ret), free(b->span_num);
 }
 
 static int buf_alloc(replay_buf *b, const sim_layer *ly, int64_t g0, int64_t ng, int64_t cap, kv_err *err)
@@ -64,7 +67,9 @@ static int buf_alloc(replay_buf *b, const sim_layer *ly, int64_t g0, int64_t ng,
         !(b->errs = kv_calloc((size_t)(hs * ly->T), sizeof(double), "errors", err)) ||
         !(b->recalls = kv_calloc((size_t)(hs * ly->T), sizeof(double), "recalls", err)) ||
         !(b->eval_pos = kv_calloc((size_t)ly->T, sizeof(int64_t), "positions", err)) ||
-        !(b->lds = kv_calloc((size_t)(D * D), sizeof(double), "log-det", err))) {
+        !(b->lds = kv_calloc((size_t)(D * D), sizeof(double), "log-det", err)) ||
+        !(b->span_ret = kv_calloc((size_t)ly->n_spans + 1, sizeof(double), "spans", err)) ||
+        !(b->span_num = kv_calloc((size_t)(hs * ly->n_spans) + 1, sizeof(double), "spans", err))) {
         buf_free(b);
         return err->code;
     }
@@ -114,6 +119,59 @@ static double rel_err(const float *o, const float *f, int64_t D)
     return de > 0 ? sqrt(nu / de) : 0.0;
 }
 
+/* Candidates [*lo, *hi) are span s's positions still cached (pos ascending). */
+static void span_rows(const replay_buf *b, const trace_span *s, int64_t *lo, int64_t *hi)
+{
+    int64_t a = 0, z = b->n;
+    while (a < z) { /* the first candidate at or past s->start */
+        const int64_t m = a + (z - a) / 2;
+        if (b->pos[m] < s->start) a = m + 1;
+        else z = m;
+    }
+    *lo = a;
+    while (a < b->n && b->pos[a] < s->end) a++;
+    *hi = a;
+}
+
+/* The chunk [p0, p1)'s share of every span's retention (each query after the
+ * span counts the fraction of its positions cached); before any eviction
+ * also its weights (the full cache's). Whether the chunk's rows must be
+ * scored for span weights (evicted, and a span ends before p1). */
+static bool spans_chunk(replay_buf *b, const sim_layer *ly, int64_t p0, int64_t p1, bool exact)
+{
+    bool need = false;
+    const int64_t hs = b->ng * (ly->H / ly->K), T = ly->T;
+    for (int64_t s = 0; s < ly->n_spans; s++) {
+        const trace_span *sp = &ly->spans[s];
+        const int64_t from = p0 > sp->end ? p0 : sp->end; /* the chunk's queries after the span */
+        if (from >= p1) continue;
+        int64_t lo, hi;
+        span_rows(b, sp, &lo, &hi);
+        b->span_ret[s] += (double)(p1 - from) * (double)(hi - lo) / (double)(sp->end - sp->start);
+        need = need || !exact;
+        for (int64_t j = 0; exact && j < hs; j++) {
+            const double *full = ly->span_full + (s * ly->H + b->g0 * (ly->H / ly->K) + j) * T;
+            for (int64_t i = from; i < p1; i++) b->span_num[j * ly->n_spans + s] += full[i];
+        }
+    }
+    return need;
+}
+
+/* Query i of layer head h (stream head sj): the full-cache weight of each
+ * span's cached positions, from its raw scores row[|C|] (before the softmax). */
+static void span_weights(replay_buf *b, const sim_layer *ly, const float *row, int64_t sj, int64_t h, int64_t i)
+{
+    const double lse = ly->ref->lse[h * ly->T + i];
+    for (int64_t s = 0; s < ly->n_spans; s++) {
+        if (i < ly->spans[s].end) continue;
+        int64_t lo, hi;
+        span_rows(b, &ly->spans[s], &lo, &hi);
+        double w = 0.0;
+        for (int64_t c = lo; c < hi; c++) w += exp((double)row[c] - lse);
+        b->span_num[sj * ly->n_spans + s] += w;
+    }
+}
+
 /* Steps 2 and 3's input: the chunk's queries [p0, p1) of every query head of
  * the stream against the visible candidates, per kv head one sgemm for the
  * scores of its G heads [G*n][|C|] and one for the outputs. Measured rows get
@@ -131,7 +189,8 @@ static void measure(replay_buf *b, const sim_layer *ly, int64_t from, int64_t p0
         for (int64_t j = 0; j < hs; j++)
             for (int64_t e = n_eval_before; e < b->n_eval; e++) b->errs[j * T + e] = 0.0, b->recalls[j * T + e] = 1.0;
     const bool measured = !exact && b->n_eval > n_eval_before;
-    if (!measured && !want_attn) return;
+    const bool spans = spans_chunk(b, ly, p0, p1, exact);
+    if (!measured && !want_attn && !spans) return;
     const float scale = (float)(1.0 / sqrt((double)D));
     for (int64_t x = 0; x < b->ng; x++) {
         const int64_t g = b->g0 + x;
@@ -145,9 +204,10 @@ static void measure(replay_buf *b, const sim_layer *ly, int64_t from, int64_t p0
             int64_t e = n_eval_before;
             for (int64_t i = p0; i < p1; i++) {
                 const bool eval = e < b->n_eval && b->eval_pos[e] == i;
+                if (spans) span_weights(b, ly, att + (j * n + i - p0) * cols, sj, h, i);
                 if (!eval && !want_attn) continue; /* not measured: its output is unused */
                 /* candidates are ascending and the chunk is last: visible = a prefix */
-                double recall = softmax_visible(att + (j * n + i - p0) * cols, cols - (p1 - 1 - i), cols,
+                const double recall = softmax_visible(att + (j * n + i - p0) * cols, cols - (p1 - 1 - i), cols,
                                                 ly->ref->lse[h * T + i]);
                 if (eval && measured) b->recalls[sj * T + e] = recall;
                 e += eval;
@@ -204,6 +264,25 @@ static void compact(void *ctx, const int64_t *keep, int64_t kept)
     b->n = kept;
 }
 
+/* Stream kv head x's span statistics: retention over the queries after
+ * each span, and the weight its cached positions got over what all of them
+ * got under the full cache, over the kv head's query heads. */
+static void span_finish(const replay_buf *b, const sim_layer *ly, int64_t x, double *ret, double *recall)
+{
+    const int64_t G = ly->H / ly->K, T = ly->T;
+    for (int64_t s = 0; s < ly->n_spans; s++) {
+        const int64_t after = T - ly->spans[s].end;
+        ret[s] = after > 0 ? b->span_ret[s] / (double)after : NAN;
+        double num = 0.0, den = 0.0;
+        for (int64_t j = 0; j < G; j++) {
+            const double *full = ly->span_full + (s * ly->H + (b->g0 + x) * G + j) * T;
+            num += b->span_num[(x * G + j) * ly->n_spans + s];
+            for (int64_t i = ly->spans[s].end; i < T; i++) den += full[i];
+        }
+        recall[s] = den > 0 ? num / den : NAN;
+    }
+}
+
 static int finish(replay_buf *b, const sim_layer *ly, int64_t layer, sim_result *out, kv_err *err)
 {
     const int64_t hs = b->ng * (ly->H / ly->K), T = ly->T;
@@ -224,6 +303,8 @@ static int finish(replay_buf *b, const sim_layer *ly, int64_t layer, sim_result 
             sim_stats_of(tmp, b->recalls + j * T, b->eval_pos, b->n_eval, ly->prompt_len, p, &out->stats[j * N_PHASES + p]);
         }
     free(tmp);
+    for (int64_t x = 0; out->span_ret && x < b->ng; x++)
+        span_finish(b, ly, x, out->span_ret + x * ly->n_spans, out->span_recall + x * ly->n_spans);
     for (int64_t x = 0; x < b->ng; x++) {   /* the stream's kv heads share its kept set */
         out->n_retained[x] = b->n;
         memcpy(out->retained + x * T, b->pos, sizeof(int64_t) * (size_t)b->n);
@@ -369,6 +450,7 @@ static sim_result head_result(const sim_result *out, const sim_layer *ly, int64_
     r.stats = out->stats + x * ng * (ly->H / ly->K) * N_PHASES;
     r.retained = out->retained + x * ng * ly->T, r.n_retained = out->n_retained + x * ng;
     r.logdet = out->logdet + x * ng;
+    if (out->span_ret) r.span_ret = out->span_ret + x * ng * ly->n_spans, r.span_recall = out->span_recall + x * ng * ly->n_spans;
     return r;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/kv_error.h"
 #include "allocators/alloc.h"
+#include "trace/trace.h"
 #include "policies/policy.h"
 #include "sim/reference.h"
 
@@ -23,6 +24,10 @@ typedef struct {
     rope_spec rope;            /* the trace's RoPE attributes (policy_view.rope) */
     const float *wo;           /* [wo_dim][H*D] the layer's /wo (policy_view.wo), NULL: not read */
     int64_t wo_dim;
+    const trace_span *spans;   /* [n_spans] the trace's /spans (sim/spans.c); NULL: none */
+    int64_t n_spans;
+    const double *span_full;   /* [n_spans][H][T]: the full-cache attention weight query i puts on the span, Σ_{j in
+                                  span} a_ij (i >= end; 0 before) */
 } sim_layer;
 
 typedef struct {
@@ -38,6 +43,8 @@ typedef struct {
     int32_t *step_cand, *step_kept; /* NULL, or [ng][n_steps]: candidates and rows kept at each step */
     int64_t n_steps;
     double *logdet;            /* [ng] final_logdet of each kv head's retained keys */
+    double *span_ret;          /* NULL, or [ng][n_spans]: span retention_mean (docs/sim.md, "Spans"); NaN: no query after */
+    double *span_recall;       /* NULL, or [ng][n_spans]: span attn_recall; NaN: no weight under the full cache */
     int64_t calls, candidates; /* policy scoring */
     double score_ns;
     double metrics_ns;         /* step 2: measuring the chunk's queries */

@@ -128,6 +128,7 @@ void sim_results_free(sim_results *r)
     free(r->stats), free(r->logdet), free(r->retained), free(r->width);
     free(r->calls), free(r->candidates), free(r->score_ns);
     free(r->head_budget), free(r->head_mean), free(r->step_cand), free(r->step_kept);
+    free(r->spans), free(r->span_ret), free(r->span_recall);
     memset(r, 0, sizeof *r);
 }
 

@@ -17,6 +17,9 @@ typedef struct {
     double *head_mean;         /* [cfg][L][K] rows kept after each evicting step, averaged; NaN: none */
     int64_t n_steps;           /* eviction steps of the replay */
     int32_t *step_cand, *step_kept; /* NULL, or (--step-counts) [cfg][L][K][n_steps] */
+    trace_span *spans;         /* [n_spans] the trace's /spans (a copy); NULL: none */
+    int64_t n_spans;
+    double *span_ret, *span_recall; /* NULL, or [cfg][L][K][n_spans]: retention_mean, attn_recall (sim/spans.c) */
     int64_t *calls, *candidates;
     double *score_ns;          /* [cfg][K] */
     /* where the time went (seconds; replay parts summed over threads) */
@@ -54,5 +57,19 @@ int sim_results_write(const sim_trace_out *t, int n, const char *dir, kv_err *er
 int sim_summary_check(const sim_trace_out *t, int n, kv_err *err);
 int sim_summary_write(const sim_trace_out *t, int n, const char *dir, kv_err *err);
 void sim_summary_print(const sim_trace_out *t, int n);
+
+/* sim/spans.c: r's spans (a copy of the trace's) and their result arrays. */
+int sim_spans_alloc(sim_results *r, const trace_span *spans, int64_t n_spans, kv_err *err);
+
+/* The full-cache weight each query after a span puts on it, out [n_spans][H][T]
+ * (malloc'ed; 0 for i < end), from one layer's q, k and the reference's
+ * log-sum-exps: rows of scores in blocks, never T x T. */
+int sim_spans_full(const sim_layer *ly, double **out, kv_err *err);
+
+/* spans.csv (per trace, span, configuration, layer, kv head) and
+ * spans_summary.csv (per span name and configuration: means over the traces
+ * holding that span, with 95% bootstrap intervals); nothing when no trace
+ * has spans (docs/sim.md, "Spans"). */
+int sim_spans_write(const sim_trace_out *t, int n, const char *dir, kv_err *err);
 
 #endif

@@ -22,6 +22,7 @@ typedef struct {
     float *q, *k, *v;      /* [H][T][D], [K][T][D], [K][T][D] */
     float *kvzip;          /* [H][T] when a policy reads /attention/kvzip, else NULL */
     float *wo;             /* [wo_dim][H*D] the layer's /wo, when a configuration reads it (wants_wo) */
+    double *span_full;     /* [n_spans][H][T] the full cache's weight on each span (sim_spans_full), NULL: none */
 } layer_bufs;
 
 /* Whether a configuration reads W_o: a `wo` parameter left at `model` (relabel_wo turned it to
@@ -86,6 +87,8 @@ static sim_result item_result(const sim_results *r, const sim_item *it, int64_t 
         .step_cand = r->step_cand ? r->step_cand + at * (size_t)r->n_steps : NULL,
         .step_kept = r->step_kept ? r->step_kept + at * (size_t)r->n_steps : NULL,
         .n_steps = r->n_steps, .logdet = r->logdet + at,
+        .span_ret = r->span_ret ? r->span_ret + at * (size_t)r->n_spans : NULL,
+        .span_recall = r->span_recall ? r->span_recall + at * (size_t)r->n_spans : NULL,
     };
 }
 
@@ -203,8 +206,12 @@ static int prepare_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b,
                       .rope = {.theta = m->rope_theta, .div = m->rope_freq_factors},
                       .wo = b->wo, .wo_dim = b->wo ? m->wo_dim : 0};
     rope_style_parse(m->rope_style, &ly->rope.style); /* trace_open checked it */
+    free(b->span_full), b->span_full = NULL;
+    ly->spans = res->spans, ly->n_spans = res->n_spans;
+    int rc2 = res->n_spans ? sim_spans_full(ly, &b->span_full, err) : KV_OK;
+    ly->span_full = b->span_full;
     res->reference_s += kv_now_seconds() - t1;
-    return KV_OK;
+    return rc2;
 }
 
 /* Runs n work items on threads over ly (one layer, or every layer for the
@@ -272,7 +279,7 @@ static int layer_bufs_alloc(const sim_opts *o, const trace_meta *m, layer_bufs *
 
 static void layer_bufs_free(layer_bufs *b)
 {
-    free(b->q), free(b->k), free(b->v), free(b->kvzip), free(b->wo);
+    free(b->q), free(b->k), free(b->v), free(b->kvzip), free(b->wo), free(b->span_full);
 }
 
 /* The model-wide configurations (cake, global) after the per-layer pass:
@@ -472,6 +479,9 @@ static int run_trace(const sim_opts *opts, const char *id, bool study, trace_run
     }
     rc = sim_results_alloc(&t->res, o, m->n_layers, H, K, T, n_steps, err);
     t->has_res = rc == KV_OK;
+    int64_t n_spans = 0;
+    const trace_span *spans = trace_spans(tr, &n_spans);
+    if (!rc) rc = sim_spans_alloc(&t->res, spans, n_spans, err);
     if (!rc) rc = layer_bufs_alloc(o, m, &b, err);
     kv_progress prog;
     const double started = kv_now_seconds();
@@ -565,6 +575,7 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
     if (!rc) rc = sim_summary_check(outs, n, err);
     if (!rc) rc = sim_results_write(outs, n, out.tmp_path, err);
     if (!rc) rc = sim_summary_write(outs, n, out.tmp_path, err);
+    if (!rc) rc = sim_spans_write(outs, n, out.tmp_path, err);
     if (!rc && !opts->quiet && n > 1) sim_summary_print(outs, n);
     if (!rc) rc = outdir_commit(&out, err);
     else if (dir_started) outdir_abort(&out);

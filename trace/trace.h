@@ -20,6 +20,13 @@
 
 enum { TRACE_SCHEMA_MAJOR = 1, TRACE_SCHEMA_MINOR = 0 };
 
+/* A named token range of the prompt, positions [start, end) (/spans, optional). */
+enum { TRACE_SPAN_NAME_MAX = 64, TRACE_MAX_SPANS = 4096 };
+typedef struct {
+    char name[TRACE_SPAN_NAME_MAX + 1];
+    int64_t start, end;
+} trace_span;
+
 
 typedef enum {
     TRACE_TOKENS,          /* int32 [T] */
@@ -67,6 +74,12 @@ typedef struct {
      * trace_read_wo reads one layer. */
     const float *const *wo;
     int64_t wo_dim;
+    /* Named token ranges of the prompt (/spans, optional: capture --prompts
+     * with spans or answer): written from spans[n_spans] (NULL: not written;
+     * names distinct, 0 <= start < end <= prompt_len). Readers leave them
+     * NULL / 0: trace_spans reads them. */
+    const trace_span *spans;
+    int64_t n_spans;
     trace_dtype storage;
     /* capture_mode = evict only */
     char evict_policy[64];
@@ -115,6 +128,14 @@ bool trace_has(const trace *tr, trace_dset d);
 /* The trace's /prompt_text (checked on open: a scalar string, valid UTF-8),
  * NUL-terminated and owned by the trace; NULL when it has none. */
 const char *trace_prompt_text(const trace *tr);
+
+/* Whether `name` can name a span: 1 .. TRACE_SPAN_NAME_MAX of A-Z a-z 0-9 _ . -
+ * (it is a CSV field and a label as it is). */
+bool trace_span_name_ok(const char *name);
+
+/* The trace's /spans (checked on open), owned by the trace, *n of them;
+ * NULL and *n = 0 when it has none. */
+const trace_span *trace_spans(const trace *tr, int64_t *n);
 
 /* Layer `layer` of /wo into out[wo_dim][n_heads*head_dim] (the trace must
  * have it: meta wo_dim > 0); a value that is not finite is KV_EINPUT. */

@@ -22,8 +22,7 @@ int trace_prompt_text_check(const char *text, const char *where, kv_err *err)
     return KV_OK;
 }
 
-/* The variable-length UTF-8 string type (caller closes it). */
-static hid_t text_type(void)
+int64_t trace_text_type(void)
 {
     hid_t t = H5Tcopy(H5T_C_S1);
     if (t >= 0 && (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0)) {
@@ -37,7 +36,7 @@ int trace_prompt_text_write(int64_t file_id, const char *text, const char *where
 {
     int rc = trace_prompt_text_check(text, where, err);
     if (rc) return rc;
-    hid_t type = text_type(), space = H5Screate(H5S_SCALAR), dcpl = H5Pcreate(H5P_DATASET_CREATE), d = -1;
+    hid_t type = trace_text_type(), space = H5Screate(H5S_SCALAR), dcpl = H5Pcreate(H5P_DATASET_CREATE), d = -1;
     bool ok = type >= 0 && space >= 0 && dcpl >= 0 && H5Pset_obj_track_times(dcpl, 0) >= 0;
     if (ok) d = H5Dcreate2((hid_t)file_id, TRACE_PROMPT_TEXT_PATH, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     ok = ok && d >= 0 && H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &text) >= 0;

@@ -37,6 +37,8 @@ int64_t trace_row_width(const trace_meta *m, trace_dset d, int64_t T);
  * the trace has none; a text that is not valid UTF-8 is KV_EINPUT naming the
  * byte offset). */
 #define TRACE_PROMPT_TEXT_PATH "/prompt_text"
+/* The variable-length UTF-8 string type (caller closes it; -1 on failure): /prompt_text, /spans/names. */
+int64_t trace_text_type(void);
 extern const char TRACE_PROMPT_TEXT_DESCRIPTION[];
 int trace_prompt_text_check(const char *text, const char *where, kv_err *err);
 int trace_prompt_text_write(int64_t file_id, const char *text, const char *where, kv_err *err);
@@ -50,6 +52,16 @@ extern const char TRACE_WO_DESCRIPTION[];
 int trace_wo_write(int64_t file_id, const trace_meta *m, const char *where, kv_err *err);
 int trace_wo_check(int64_t file_id, const trace_meta *m, const char *where, int64_t *dim, kv_err *err);
 int trace_wo_read(int64_t file_id, const trace_meta *m, int64_t layer, float *out, const char *where, kv_err *err);
+
+/* /spans (trace_spans.c): named token ranges of the prompt. Written at
+ * creation from meta.spans; read and checked on open (*spans malloc'ed, NULL
+ * when absent); trace_spans_check: count, names, ranges within prompt_len. */
+#define TRACE_SPANS_PATH "/spans"
+extern const char TRACE_SPANS_DESCRIPTION[];
+int trace_spans_check(const trace_span *s, int64_t n, int64_t prompt_len, const char *where, kv_err *err);
+int trace_spans_write(int64_t file_id, const trace_meta *m, const char *where, kv_err *err);
+int trace_spans_read(int64_t file_id, const trace_meta *m, const char *where, trace_span **spans, int64_t *n,
+                     kv_err *err);
 
 /* Sanity limits on attributes (keep shapes and products far from overflow). */
 enum {

@@ -231,6 +231,7 @@ int trace_create(const char *path, const trace_meta *meta, const trace_create_op
     w->meta = m;
     w->meta.prompt_text = NULL; /* written once, at creation: the caller's pointer is not kept */
     w->meta.wo = NULL;          /* the same */
+    w->meta.spans = NULL, w->meta.n_spans = 0;
     w->opts = *opts;
     w->file = -1;
     for (int d = 0; d < TRACE_NDSETS; d++) w->dset[d] = -1;
@@ -258,6 +259,7 @@ int trace_create(const char *path, const trace_meta *meta, const trace_create_op
     rc = write_root_attrs(w, err);
     if (!rc && m.prompt_text) rc = trace_prompt_text_write(w->file, m.prompt_text, path, err);
     if (!rc && m.wo) rc = trace_wo_write(w->file, &m, path, err);
+    if (!rc && m.spans) rc = trace_spans_write(w->file, &m, path, err);
     if (!rc && opts->annotate) rc = opts->annotate(w->file, opts->annotate_ctx, err);
     for (int d = 0; !rc && d < TRACE_NDSETS; d++)
         if (trace_spec((trace_dset)d)->required || opts->want[d]) rc = create_dset(w, (trace_dset)d, err);

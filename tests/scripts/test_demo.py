@@ -35,9 +35,12 @@ def rerun(out, html, tmp):
     steps = [s["command"] for s in prov["steps"]]
     tap.check(steps[:4] == cmds and prov["verb"] == "demo",
               "the demo's provenance.json records the same four commands first", prov)
-    tap.check([c.split()[1:3] for c in steps[4:]] == [["sim", "trace.h5"], ["analyze", "trace.h5"],
-                                                      ["plot", "allocators/analysis"]]
-              and "--allocators" in steps[4], "then the allocator study's three", steps[4:])
+    tap.check([c.split()[1:3] for c in steps[4:7]] == [["sim", "trace.h5"], ["analyze", "trace.h5"],
+                                                       ["plot", "allocators/analysis"]]
+              and "--allocators" in steps[4], "then the allocator study's three", steps[4:7])
+    tap.check([c.split()[1:3] for c in steps[7:]] == [["prompts", "needle"], ["capture", "--prompts"],
+                                                      ["sim", "needle/study"]],
+              "then the needle study's three (prompts needle, capture --prompts, sim)", steps[7:])
     fresh = os.path.join(tmp, "fresh")
     os.makedirs(fresh)
     for c in cmds:
@@ -82,6 +85,24 @@ def alloc_study(out):
               "its report shows figure 8 (budgets per layer and head, error against memory)")
 
 
+def needle_study(out):
+    """The needle study under needle/: six prompts (two lengths, three depths) from the haystack the demo
+    wrote, each with its needle and answer spans; span retention per policy, budget and chunk."""
+    import csv
+    d = os.path.join(out, "needle")
+    lines = [json.loads(x) for x in open(os.path.join(d, "prompts.jsonl"))] if os.path.isdir(d) else []
+    index = [json.loads(x) for x in open(os.path.join(d, "study", "index.jsonl"))] if lines else []
+    tap.check(len(lines) == 6 and len(index) == 6 and all(x["tokens"] <= int(x["id"].split("-")[1]) for x in index),
+              "needle/: six prompts, each within its length in tokens", index)
+    rows = list(csv.DictReader(open(os.path.join(d, "results", "spans_summary.csv")))) if lines else []
+    needle = [r for r in rows if r["span"] == "needle"]
+    tap.check(len(needle) == 16 and all(r["n_traces"] == "6" and 0 <= float(r["retention_mean_ci_lo"]) <=
+                                        float(r["retention_mean"]) <= float(r["retention_mean_ci_hi"]) <= 1
+                                        for r in needle),
+              "needle/results/spans_summary.csv: the needle's retention over six prompts with its interval, for "
+              "four policies x two budgets x two chunks", needle[:2])
+
+
 def main():
     if not tap.model_file():
         tap.skip("kvtrace demo end to end", tap.NO_MODEL)
@@ -117,6 +138,7 @@ def main():
         tap.check("provenance" in info.stdout and "kvtrace capture --model" in info.stdout,
                   "kvtrace info on the demo trace shows its provenance", info.stdout[-600:])
         alloc_study(out)
+        needle_study(out)
         rerun(out, html, tmp)
         leftovers = [f for f in os.listdir(tmp) if f.startswith(".")]
         tap.check(not leftovers, "no temporary directory left beside it", leftovers)

@@ -307,7 +307,7 @@ def capture_prompts(tmp):
            ("a duplicate id", '{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', ":2:"),
            ("no text", '{"id": "a"}\n{"id": "b", "text": "y"}\n', ":1:"),
            ("an id that cannot name a file", '{"id": "../a", "text": "x"}\n', ":1:"),
-           ("spans (not yet)", '{"id": "a", "text": "x", "spans": []}\n', "spans"))
+           ("an empty spans list", '{"id": "a", "text": "x", "spans": []}\n', "spans"))
     for what, text, word in bad:
         with open(pf, "w") as f:
             f.write(text)

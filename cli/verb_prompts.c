@@ -1,0 +1,244 @@
+/* `kvtrace prompts needle`: needle-in-a-haystack prompt sets for capture
+ * --prompts (docs/study.md, "Needle prompts"). For each length (tokens of
+ * the model's tokenizer, BOS included) and depth: as many of the haystack's
+ * words as fit, the needle after round(depth * n) of those n words, then the
+ * question and the answer; the needle and the answer marked as spans. */
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cli_args.h"
+#include "core/outfile.h"
+#include "model/model.h"
+#include "model/model_fetch.h"
+#include "model/tokenizer/prompt.h"
+#include "model/tokenizer/tokenizer.h"
+#include "verbs.h"
+
+static const char USAGE[] =
+    "usage: kvtrace prompts needle --haystack FILE --needle TEXT --question TEXT --answer TEXT\n"
+    "                              --depths LIST --lengths LIST [--model M] [--force] -o P.jsonl\n"
+    "\n"
+    "Writes needle-in-a-haystack prompts for `kvtrace capture --prompts`: for each length in\n"
+    "--lengths (tokens of the model's tokenizer, BOS included, at most its context) and each\n"
+    "depth in --depths (0: the needle first, 1: right before the question), one prompt:\n"
+    "the haystack's words (white space made single spaces; the file repeated when short)\n"
+    "as many as fit, the needle after round(depth * n) of those n words, the question, the\n"
+    "answer. Each line marks the needle as the span 'needle' and the answer as its answer.\n"
+    "--model M: the model whose tokenizer counts (default: stories260K.gguf).\n";
+
+enum { MAX_ITEMS = 64 };
+
+typedef struct {
+    const char *haystack, *needle, *question, *answer, *model, *output;
+    double depths[MAX_ITEMS];
+    int64_t lengths[MAX_ITEMS];
+    int n_depths, n_lengths;
+    bool force;
+} needle_opts;
+
+static int parse_depths(const char *list, needle_opts *o, kv_err *err)
+{
+    cli_list l;
+    int rc = cli_list_split("prompts", "--depths", list, MAX_ITEMS, &l, err);
+    for (int i = 0; !rc && i < l.n; i++) {
+        rc = cli_parse_double("prompts", "--depths", l.item[i], 0.0, 1.0, &o->depths[i], err);
+        for (int j = 0; !rc && j < i; j++)
+            if (o->depths[j] == o->depths[i]) rc = cli_list_repeat("prompts", "--depths", &l, j, i, "a depth",
+                                                                   l.item[j], err);
+    }
+    o->n_depths = rc ? 0 : l.n;
+    return rc;
+}
+
+static int parse(int argc, char **argv, needle_opts *o, kv_err *err)
+{
+    static const struct option LONG[] = {
+        {"haystack", required_argument, 0, 'y'}, {"needle", required_argument, 0, 'n'},
+        {"question", required_argument, 0, 'q'}, {"answer", required_argument, 0, 'a'},
+        {"depths", required_argument, 0, 'd'},   {"lengths", required_argument, 0, 'l'},
+        {"model", required_argument, 0, 'm'},    {"output", required_argument, 0, 'o'},
+        {"force", no_argument, 0, 'f'},          {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    if (argc < 2 || strcmp(argv[1], "needle") != 0) {
+        if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) return fputs(USAGE, stdout), -1;
+        return cli_usage(err, "prompts", "the first word is the kind of prompt set: 'needle'");
+    }
+    int rc = KV_OK;
+    optind = 2;
+    for (int c; !rc && (c = getopt_long(argc, argv, ":ho:", LONG, NULL)) != -1;) {
+        switch (c) {
+        case 'y': o->haystack = optarg; break;
+        case 'n': o->needle = optarg; break;
+        case 'q': o->question = optarg; break;
+        case 'a': o->answer = optarg; break;
+        case 'd': rc = parse_depths(optarg, o, err); break;
+        case 'l': rc = cli_parse_i64_list("prompts", "--lengths", optarg, 2, 1 << 24, o->lengths, MAX_ITEMS,
+                                          &o->n_lengths, err); break;
+        case 'm': o->model = optarg; break;
+        case 'o': o->output = optarg; break;
+        case 'f': o->force = true; break;
+        case 'h': fputs(USAGE, stdout); return -1;
+        default: return cli_bad_option(err, "prompts", c, optopt, argv[optind - 1]);
+        }
+    }
+    if (rc) return rc;
+    if (optind < argc) return cli_usage(err, "prompts", "unexpected argument '%s'", argv[optind]);
+    if (!o->haystack || !o->needle || !o->question || !o->answer || !o->n_depths || !o->n_lengths || !o->output)
+        return cli_usage(err, "prompts", "needle needs --haystack, --needle, --question, --answer, --depths, "
+                         "--lengths and -o");
+    if (!*o->needle || !*o->question || !*o->answer)
+        return cli_usage(err, "prompts", "--needle, --question and --answer must not be empty");
+    return KV_OK;
+}
+
+/* The haystack's words: w[i] points into buf (white space replaced by NULs). */
+typedef struct {
+    char *buf;
+    char **w;
+    int64_t n;
+} words;
+
+static int split_words(char *text, words *out, kv_err *err)
+{
+    out->buf = text, out->n = 0;
+    size_t len = strlen(text), cap = len / 2 + 1;
+    if (!(out->w = malloc(sizeof *out->w * cap))) return kv_fail(err, KV_EFAIL, "out of memory");
+    for (size_t i = 0; i < len;) {
+        while (i < len && strchr(" \t\r\n\v\f", text[i])) text[i++] = '\0';
+        if (i < len) out->w[out->n++] = text + i;
+        while (i < len && !strchr(" \t\r\n\v\f", text[i])) i++;
+    }
+    return KV_OK;
+}
+
+/* The prompt of words [0, n) of the (cyclic) haystack, the needle after round(depth * n) of them. */
+static char *assemble(const needle_opts *o, const words *h, int64_t n, double depth)
+{
+    const int64_t at = (int64_t)llround(depth * (double)n);
+    size_t len = strlen(o->needle) + strlen(o->question) + strlen(o->answer) + 4;
+    for (int64_t i = 0; i < n; i++) len += strlen(h->w[i % h->n]) + 1;
+    char *s = malloc(len), *p = s;
+    if (!s) return NULL;
+    for (int64_t i = 0; i <= n; i++) {
+        if (i == at) p += sprintf(p, "%s%s", p == s ? "" : " ", o->needle);
+        if (i < n) p += sprintf(p, "%s%s", p == s ? "" : " ", h->w[i % h->n]);
+    }
+    sprintf(p, " %s %s", o->question, o->answer);
+    return s;
+}
+
+static int count_tokens(const kv_model *m, const char *text, int64_t *n, kv_err *err)
+{
+    const prompt_source src = {.text = text};
+    int32_t *ids = NULL;
+    int rc = prompt_tokens(&src, m, "prompts", &ids, n, err);
+    free(ids);
+    return rc;
+}
+
+/* The most words whose prompt has at most `length` tokens (binary search; counts grow with words). */
+static int fit(const needle_opts *o, const kv_model *m, const words *h, int64_t length, double depth, char **text,
+               kv_err *err)
+{
+    int64_t lo = 0, hi = length, n = 0;
+    char *s = assemble(o, h, 0, depth);
+    int rc = s ? count_tokens(m, s, &n, err) : kv_fail(err, KV_EFAIL, "out of memory");
+    free(s);
+    if (!rc && n > length)
+        return kv_fail(err, KV_EUSAGE, "prompts: --lengths %lld is too short: the needle, question and answer alone "
+                       "take %lld tokens", (long long)length, (long long)n);
+    while (!rc && lo < hi) { /* the answer lies in [lo, hi] */
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        if (!(s = assemble(o, h, mid, depth))) return kv_fail(err, KV_EFAIL, "out of memory");
+        rc = count_tokens(m, s, &n, err);
+        free(s);
+        if (!rc && n <= length) lo = mid;
+        else hi = mid - 1;
+    }
+    if (!rc && !(*text = assemble(o, h, lo, depth))) rc = kv_fail(err, KV_EFAIL, "out of memory");
+    return rc;
+}
+
+static int write_line(FILE *f, const needle_opts *o, int64_t length, double depth, const char *text, kv_err *err)
+{
+    char id[64];
+    snprintf(id, sizeof id, "needle-%lld-%g", (long long)length, depth);
+    json_t *line = json_pack("{s:s, s:s, s:[{s:s, s:s}], s:s}", "id", id, "text", text, "spans", "name", "needle",
+                             "text", o->needle, "answer", o->answer);
+    char *s = line ? json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(line);
+    if (!s) return kv_fail(err, KV_EFAIL, "out of memory");
+    const bool ok = fprintf(f, "%s\n", s) > 0;
+    free(s);
+    return ok ? KV_OK : kv_fail(err, KV_EFAIL, "%s: cannot write", o->output);
+}
+
+static int generate(const needle_opts *o, const kv_model *m, const words *h, FILE *f, kv_err *err)
+{
+    int rc = KV_OK;
+    if (strstr(o->question, o->needle) || strstr(o->answer, o->needle))
+        return kv_fail(err, KV_EUSAGE, "prompts: the needle's text is inside the question or the answer");
+    for (int a = 0; !rc && a < o->n_lengths; a++) {
+        if (m->cfg.context_len > 0 && o->lengths[a] > m->cfg.context_len)
+            return kv_fail(err, KV_EUSAGE, "prompts: --lengths %lld is past the model's context (%lld tokens)",
+                           (long long)o->lengths[a], (long long)m->cfg.context_len);
+        for (int d = 0; !rc && d < o->n_depths; d++) {
+            char *text = NULL;
+            rc = fit(o, m, h, o->lengths[a], o->depths[d], &text, err);
+            const char *at = rc ? NULL : strstr(text, o->needle);
+            if (at && strstr(at + 1, o->needle))
+                rc = kv_fail(err, KV_EINPUT, "%s: the haystack holds the needle's text (it must occur once)",
+                             o->haystack);
+            if (!rc) rc = write_line(f, o, o->lengths[a], o->depths[d], text, err);
+            free(text);
+        }
+    }
+    return rc;
+}
+
+static int needle_run(const needle_opts *o, kv_err *err)
+{
+    char model_path[4096];
+    const char *model = o->model;
+    int rc = model ? KV_OK : model_default_path(model_path, sizeof model_path, true, err);
+    if (!rc && !model) model = model_path;
+    const char *inputs[] = {o->haystack, model};
+    if (!rc) rc = outfile_check_inputs(o->output, inputs, 2, err);
+    char *text = NULL;
+    size_t len = 0;
+    words h = {0};
+    if (!rc) rc = prompt_read_text(o->haystack, &text, &len, err);
+    if (!rc && strlen(text) != len) rc = kv_fail(err, KV_EINPUT, "%s: the haystack holds a NUL byte", o->haystack);
+    if (!rc) rc = split_words(text, &h, err);
+    else free(text);
+    if (!rc && h.n == 0) rc = kv_fail(err, KV_EINPUT, "%s: the haystack holds no words", o->haystack);
+    kv_model m;
+    memset(&m, 0, sizeof m);
+    if (!rc) rc = model_load(model, NULL, &m, err);
+    kv_outfile out;
+    bool started = false;
+    if (!rc) rc = outfile_begin(&out, o->output, o->force, err), started = rc == KV_OK;
+    FILE *f = rc ? NULL : fopen(out.tmp_path, "w");
+    if (!rc && !f) rc = kv_fail(err, KV_EFAIL, "%s: cannot create", o->output);
+    if (!rc) rc = generate(o, &m, &h, f, err);
+    if (f && fclose(f) != 0 && !rc) rc = kv_fail(err, KV_EFAIL, "%s: cannot write", o->output);
+    if (!rc) rc = outfile_commit(&out, err);
+    else if (started) outfile_abort(&out);
+    model_free(&m);
+    free(h.buf), free(h.w);
+    return rc;
+}
+
+int verb_prompts(int argc, char **argv)
+{
+    needle_opts o = {0};
+    kv_err err = {0};
+    int rc = parse(argc, argv, &o, &err);
+    if (rc < 0) return 0;
+    if (!rc) rc = needle_run(&o, &err);
+    return cli_report(&err);
+}
