@@ -182,6 +182,14 @@ static int write_study(study_ctx *s, kv_err *err)
         bool copied;
         rc = results_copy_file(s->o->results, COPIES[i], s->outdir, &copied, err);
     }
+    /* meta.csv: the longest trace's, so that plot's ranges (positions < T) hold for every trace's rows */
+    int longest = 0;
+    for (int t = 1; t < s->set.n; t++)
+        if (s->a[t * s->n_chunks].T > s->a[longest * s->n_chunks].T) longest = t;
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/traces/%s/chunk%lld", s->outdir, s->set.t[longest].id, (long long)s->chunks[0]);
+    bool copied;
+    if (!rc) rc = results_copy_file(dir, "meta.csv", s->outdir, &copied, err);
     if (!rc && s->o->prov) rc = prov_write_json(s->o->prov, s->outdir, err);
     free(x);
     return rc;

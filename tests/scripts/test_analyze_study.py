@@ -3,7 +3,9 @@ with a sim run over them, and one trace with a --chunks sweep. Each (trace, chun
 OUT/traces/ID/chunkB/ is byte for byte a one-trace analysis of that trace with a `sim --chunk B` run of it
 alone; study_spearman.csv and study_logdet.csv hold each value's mean over traces and its 95%
 percentile bootstrap interval, recomputed here in numpy (the resamples from tests/lib/kvrng.py's
-restatement of core/rng.c); sim's CSVs are copied. Refusals: results of other traces, repeated
+restatement of core/rng.c); sim's CSVs are copied. `plot` of such a directory: figure 9 (error
+versus chunk) and figure 5 (at the first chunk) drawn from summary.csv, with bands from its
+intervals when there are several traces. Refusals: results of other traces, repeated
 --results with a study, a study without --results. TAP."""
 import csv
 import os
@@ -13,6 +15,7 @@ import tempfile
 
 import h5py
 import numpy as np
+import pandas as pd
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from tap import check, finish  # noqa: E402
@@ -128,6 +131,78 @@ def check_means(an, ids, chunks):
     check(ok, "study_logdet.csv: the full cache's and every (run, chunk)'s mean and interval as numpy's", len(got))
 
 
+def dat_blocks(path):
+    """A figure's data file: {config label: [[x, y1, y2, ...], ...]} from its '# index i: POLICY PARAMS' blocks."""
+    out, cur = {}, None
+    for line in open(path):
+        if line.startswith("# index"):
+            words = line.split(":", 1)[1].split()
+            cur = out.setdefault(words[0] + (":" + words[1] if len(words) > 1 else ""), [])
+        elif line.strip() and not line.startswith("#"):
+            cur.append([float(x) for x in line.split()])
+    return out
+
+
+def check_plot(an, study_of):
+    """plot over the study's analysis: figure 9 (error versus chunk) and figure 5's bands from summary.csv."""
+    figs = an + "_figs"
+    p = run("plot", an, "--quiet", "-o", figs)
+    if not check(p.returncode == 0, "plot over the analysis of %s" % study_of, p.stderr):
+        return
+    summ = [r for r in rows(os.path.join(an, "summary.csv")) if r["phase"] == "all"]
+    band = int(summ[0]["n_traces"]) > 1
+    cols = ["out_rel_err_mean", "attn_recall_mean"]
+    if band:
+        cols += ["out_rel_err_mean_ci_lo", "out_rel_err_mean_ci_hi", "attn_recall_mean_ci_lo", "attn_recall_mean_ci_hi"]
+    ok = True
+    for B in sorted({r["budget"] for r in summ}):
+        got = dat_blocks(os.path.join(figs, "fig9_chunks_N%s.dat" % B))
+        want = {}
+        for r in summ:
+            if r["budget"] == B:
+                want.setdefault(r["config"], []).append([float(r["chunk"])] + [float(r[c]) for c in cols])
+        for cfg in want:
+            want[cfg].sort()
+        ok = ok and got.keys() == want.keys() and all(
+            len(got[c]) == len(want[c]) and all(len(x) == len(y) and all(close(a, b, 1e-8) for a, b in zip(x, y))
+                                                for x, y in zip(got[c], want[c])) for c in want)
+    check(ok, "%s: fig9_chunks_N*.dat: error, recall%s per chunk as summary.csv's" % (
+        study_of, " and their intervals" if band else ""))
+    first = summ[0]["chunk"]
+    got = dat_blocks(os.path.join(figs, "fig5_error.dat"))
+    want = {}
+    for r in summ:
+        if r["chunk"] == first:
+            want.setdefault(r["config"], []).append([float(r["budget"])] + [float(r[c]) for c in cols])
+    ok = got.keys() == want.keys() and all(
+        len(got[c]) == len(want[c]) and all(len(x) == len(y) and all(close(a, b, 1e-8) for a, b in zip(x, y))
+                                            for x, y in zip(got[c], sorted(want[c]))) for c in want)
+    check(ok, "%s: fig5_error.dat at the first chunk (%s)%s" % (study_of, first, " with the intervals" if band else ""))
+    gp5 = open(os.path.join(figs, "fig5_error.gp")).read()
+    gp9 = open(os.path.join(figs, "fig9_chunks.gp")).read()
+    check(("filledcurves" in gp5) == band and ("filledcurves" in gp9) == band,
+          "%s: confidence bands (filledcurves) %s" % (study_of, "drawn" if band else "absent with one trace"))
+    res = pd.read_csv(os.path.join(an, "results.csv"), keep_default_na=False)
+    res = res[(res.phase == "all") & (res.chunk == int(first))]
+    want = res.groupby(["config", "budget", "layer"], sort=True).out_rel_err_mean.mean()
+    got = dat_blocks(os.path.join(figs, "fig7_layers.dat"))
+    ok = sorted(got) == sorted(set(res.config)) and sum(len(v) for v in got.values()) == len(want)
+    for cfg, pts in got.items():
+        ok = ok and all(close(e, want[(cfg, int(b), int(layer))], 1e-8) for b, layer, e in pts)
+    check(ok, "%s: fig7_layers.dat: per layer the mean over query heads%s at the first chunk (pandas)" % (
+        study_of, " and traces" if band else ""))
+    tim = pd.read_csv(os.path.join(an, "timing.csv"), keep_default_na=False)
+    tim = tim[(tim.chunk == int(first)) & (tim.trace == tim.trace.iloc[0]) & (tim.calls > 0)]
+    got = dat_blocks(os.path.join(figs, "fig6_timing.dat"))
+    ok = sum(len(v) for v in got.values()) == len(tim)
+    for cfg, pts in got.items():
+        ok = ok and all(close(ns, tim[(tim.config == cfg) & (tim.budget == int(b))].score_ns_per_candidate.iloc[0],
+                              1e-8) for b, ns, _ in pts)
+    check(ok, "%s: fig6_timing.dat: the first trace's times at the first chunk" % study_of)
+    check(os.path.isfile(os.path.join(figs, "fig9_chunks.png")) and os.path.isfile(os.path.join(figs, "fig5_error.png")),
+          "%s: figures 5 and 9 rendered" % study_of)
+
+
 def study(tmp):
     d = os.path.join(tmp, "study")
     os.makedirs(d)
@@ -152,6 +227,7 @@ def study(tmp):
     check(os.path.exists(os.path.join(an, "provenance.json")), "provenance.json written")
     check_trace_dirs(tmp, an, ids, paths, (8, 16))
     check_means(an, ids, (8, 16))
+    check_plot(an, "3 traces")
     # the same study named by its directory (index.jsonl)
     import hashlib
     import json
@@ -205,6 +281,7 @@ def one_trace_chunks(tmp):
     check(all(r["n_traces"] == "1" and r["logdet"] == r["logdet_ci_lo"] == r["logdet_ci_hi"] for r in got) and got,
           "one trace: n_traces 1 and both ends equal the value")
     check_trace_dirs(tmp, an, ["solo"], [tr], (8, 16))
+    check_plot(an, "one trace")
 
 
 def main():
