@@ -145,7 +145,12 @@ int analyze_main(int argc, char **argv)
         study = set.n > 1 || set.index;
         rc = provenance(&prov, o, &set, a.timestamp, &err);
     }
-    if (!rc && !study && o->results && o->n_results <= 1) rc = analyze_results_is_study(o->results, &study, &err);
+    for (int i = 0; !rc && !study && i < o->n_results; i++) { /* a --chunks or study run: analyze_study_run's */
+        rc = analyze_results_is_study(o->results_dirs[i], &study, &err);
+        if (!rc && study && o->n_results > 1)
+            rc = cli_usage(&err, v, "--results %s holds several traces or chunk sizes: a study's analysis takes one "
+                           "--results directory", o->results_dirs[i]);
+    }
     if (!rc) {
         o->prov = &prov;
         rc = study ? analyze_study_run(o, &set, &err) : analyze_run(o, &err);

@@ -277,6 +277,12 @@ def one_trace_chunks(tmp):
     if not check(p.returncode == 0 and q.returncode == 0, "analyze one trace with a --chunks run", p.stderr + q.stderr):
         return
     check(sorted(os.listdir(os.path.join(an, "traces", "solo"))) == ["chunk16", "chunk8"], "traces/solo/chunk8, chunk16")
+    other = os.path.join(tmp, "solo_res32")
+    p = sim([tr], other, "32")
+    bad = os.path.join(tmp, "solo_bad")
+    q = run("analyze", tr, "--results", res, "--results", other, "-o", bad)
+    check(p.returncode == 0 and refused(q, bad, 2, res, "one --results"),
+          "a --chunks run merged with another --results: exit 2, nothing written", q.stderr)
     got = rows(os.path.join(an, "study_logdet.csv"))
     check(all(r["n_traces"] == "1" and r["logdet"] == r["logdet_ci_lo"] == r["logdet_ci_hi"] for r in got) and got,
           "one trace: n_traces 1 and both ends equal the value")
