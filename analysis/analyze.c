@@ -4,10 +4,12 @@
  * heads, log-det of the full cache and of every run's final cache, PCA), and
  * appends the layer's rows to pca.csv. The small per-(layer, head) results go
  * to the other CSVs at the end, then the detail matrices. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "analysis/analyze_ctx.h"
 #include "analysis/logdet.h"
@@ -205,8 +207,10 @@ static void warn_logdet_mismatch(const analyze_ctx *c)
  * against their schemas and results.h5's runs before anything is computed or copied. */
 static int read_one(analyze_ctx *c, const char *dir, results_set *rs, kv_err *err)
 {
-    int rc = results_read(dir, c->L, c->K, c->T, rs, err);
+    const results_select sel = {.trace = c->o->sel_trace, .chunk = c->o->sel_chunk};
+    int rc = results_read_select(dir, c->L, c->K, c->T, &sel, rs, err);
     if (rc) return rc;
+    if (c->o->sel_trace || c->o->sel_chunk) return KV_OK; /* a study's: its CSVs hold other traces' rows too */
     results_runs runs = {0};   /* a run is (config, allocator, budget) in every file */
     for (int r = 0; !rc && r < rs->n_runs; r++)
         if (results_runs_add(&runs, rs->runs[r].config, rs->runs[r].allocator, rs->runs[r].budget, err) < 0)
@@ -306,6 +310,7 @@ static int write_tail(analyze_ctx *c, kv_err *err)
     if (!rc) rc = aout_head_importance(c, err);
     if (!rc) rc = detail_write(c, err);
     bool copied;
+    if (c->o->sel_trace || c->o->sel_chunk) return rc;   /* a study's trace: the copies are the study's */
     static const char *const COPIES[] = {RESULTS_FILE_SUMMARY, RESULTS_FILE_TIMING, RESULTS_FILE_CSV};
     for (int i = 0; i < 3; i++) {
         if (!rc && c->o->results && c->o->n_results <= 1)
@@ -314,6 +319,42 @@ static int write_tail(analyze_ctx *c, kv_err *err)
             rc = results_concat_file(c->o->results_dirs, c->o->n_results, COPIES[i], c->outdir, err);
     }
     return rc;
+}
+
+/* The analysis proper into `dir`, once the inputs are read and checked. */
+static int analyze_body(analyze_ctx *c, const char *dir, kv_err *err)
+{
+    const int threads = c->o->threads > 0 ? c->o->threads : kv_cpu_count();
+    int rc = alloc_results(c, err);
+    if (!rc) {
+        if (!c->no_warnings) warn_missing(c);
+        kv_blas_single_threaded(); /* items run in parallel; BLAS inside each stays serial and deterministic */
+        c->outdir = dir;
+        FILE *pca_csv = aout_pca_begin(c, err);
+        rc = pca_csv ? run_layers(c, threads, pca_csv, err) : err->code;
+        if (pca_csv && csv_close(pca_csv, "pca.csv", err) && !rc) rc = err->code;
+    }
+    if (!rc && !c->no_warnings) warn_logdet_mismatch(c);
+    if (!rc) rc = write_tail(c, err);
+    return rc;
+}
+
+void analyze_ctx_free(analyze_ctx *c)
+{
+    results_free(&c->rs);
+    free(c->rho_pair), free(c->rho_anchor), free(c->logdet_full), free(c->logdet_runs), free(c->pca);
+    free(c->importance);
+    trace_close(c->tr);
+    c->rho_pair = c->rho_anchor = c->logdet_full = c->logdet_runs = NULL, c->pca = NULL, c->importance = NULL;
+    c->tr = NULL;
+}
+
+int analyze_into(analyze_ctx *c, const char *dir, kv_err *err)
+{
+    int rc = mkdir(dir, 0777) == 0 ? KV_OK : kv_fail(err, KV_EFAIL, "%s: cannot create: %s", dir, strerror(errno));
+    if (!rc) rc = trace_open(c->o->trace, &c->tr, err);
+    if (!rc) rc = check_inputs(c, err);
+    return rc ? rc : analyze_body(c, dir, err);
 }
 
 int analyze_run(const analyze_opts *o, kv_err *err)
@@ -326,28 +367,27 @@ int analyze_run(const analyze_opts *o, kv_err *err)
     int rc = outfile_check_inputs(o->output, inputs, n_inputs, err);
     if (!rc) rc = trace_open(o->trace, &c.tr, err);
     if (!rc) rc = check_inputs(&c, err);
-    const int threads = o->threads > 0 ? o->threads : kv_cpu_count();
     kv_outfile out;
     bool dir_started = false;
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err), dir_started = rc == KV_OK;
-    if (!rc) rc = alloc_results(&c, err);
-    if (!rc) {
-        warn_missing(&c);
-        kv_blas_single_threaded(); /* items run in parallel; BLAS inside each stays serial and deterministic */
-        c.outdir = out.tmp_path;
-        FILE *pca_csv = aout_pca_begin(&c, err);
-        rc = pca_csv ? run_layers(&c, threads, pca_csv, err) : err->code;
-        if (pca_csv && csv_close(pca_csv, "pca.csv", err) && !rc) rc = err->code;
-    }
-    if (!rc) warn_logdet_mismatch(&c);
-    if (!rc) rc = write_tail(&c, err);
+    if (!rc) rc = analyze_body(&c, out.tmp_path, err);
     if (!rc) rc = outdir_commit(&out, err);
     else if (dir_started) outdir_abort(&out);
     if (!rc && !o->quiet)
         printf("analyze: %lld layers x %lld kv heads, T = %lld, %d run(s) -> %s (%.2f s)\n", (long long)c.L,
                (long long)c.K, (long long)c.T, c.rs.n_runs, o->output, kv_now_seconds() - started);
-    results_free(&c.rs);
-    free(c.rho_pair), free(c.rho_anchor), free(c.logdet_full), free(c.logdet_runs), free(c.pca), free(c.importance);
-    trace_close(c.tr);
+    analyze_ctx_free(&c);
+    return rc;
+}
+
+int analyze_results_is_study(const char *dir, bool *study, kv_err *err)
+{
+    results_set rs;
+    const results_select sel = {.attrs_only = true};
+    *study = false;
+    int rc = results_read_select(dir, 0, 0, 0, &sel, &rs, err);
+    for (int r = 1; !rc && r < rs.n_runs; r++)
+        if (rs.runs[r].chunk != rs.runs[0].chunk || strcmp(rs.runs[r].trace, rs.runs[0].trace) != 0) *study = true;
+    if (!rc) results_free(&rs);
     return rc;
 }

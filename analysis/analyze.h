@@ -15,6 +15,7 @@
 
 #include "core/kv_error.h"
 #include "provenance/provenance.h"
+#include "study/study.h"
 
 typedef struct {
     const char *trace;
@@ -27,9 +28,23 @@ typedef struct {
     int64_t sinks, recent;     /* head_importance.csv's S and W (head_importance.h) */
     int threads;               /* 0: one per CPU */
     bool force, quiet;
+    /* A study's per-trace analyses (analyze_study.c): only the runs of this
+     * trace and chunk (NULL, 0: every run), and no copies of sim's CSVs. */
+    const char *sel_trace;
+    int64_t sel_chunk;
 } analyze_opts;
 
 int analyze_run(const analyze_opts *o, kv_err *err);
+
+/* Whether the --results directory holds runs of more than one (trace,
+ * chunk): a study's or a --chunks sweep's, which analyze_study_run takes. */
+int analyze_results_is_study(const char *dir, bool *study, kv_err *err);
+
+/* `kvtrace analyze STUDY --results DIR -o OUT` (docs/analyze.md): every
+ * trace's (and chunk's) analysis in OUT/traces/ID/chunkB/, and the means over
+ * traces with their bootstrap intervals (study/). `set`: the traces as sim
+ * takes them (study_set_resolve). */
+int analyze_study_run(const analyze_opts *o, const study_set *set, kv_err *err);
 
 /* `kvtrace analyze` */
 int analyze_main(int argc, char **argv);

@@ -26,7 +26,14 @@ typedef struct {
     head_importance *importance; /* [L][K] (with /queries) */
     int64_t detail_layer, detail_head;
     const char *outdir;        /* the temporary directory being written */
+    bool no_warnings;          /* a study's later chunks of a trace: its warnings were said once */
 } analyze_ctx;
+
+/* analyze.c: one trace's analysis into the existing directory `dir` (no
+ * provenance.json, no copies of sim's CSVs); *c is left filled for the
+ * caller, who frees it with analyze_ctx_free. */
+int analyze_into(analyze_ctx *c, const char *dir, kv_err *err);
+void analyze_ctx_free(analyze_ctx *c);
 
 /* analyze_out.c: one CSV per function, into ctx->outdir (created and
  * closed with core/csv.h's csv_create and csv_close). */

@@ -10,9 +10,11 @@
 #include "core/cli_opts.h"
 #include "provenance/provenance.h"
 #include "results/results_dir.h"
+#include "study/study.h"
 
 static const char USAGE[] =
     "usage: kvtrace analyze trace.h5 [--results DIR] [--detail LAYER,HEAD] [options] -o OUTDIR\n"
+    "       kvtrace analyze TRACES --results DIR [options] -o OUTDIR\n"
     "\n"
     "Measures what the KeyDiff and PrimeKV papers measure (SPEC §7) and writes the analysis\n"
     "directory `kvtrace plot` reads (every column: docs/outputs.md; formulas: docs/analyze.md):\n"
@@ -32,6 +34,12 @@ static const char USAGE[] =
     "  meta.csv, and copies of the results' summary.csv, timing.csv and results.csv\n"
     "  provenance.json  the command, the trace and results.h5 (path, size, sha256), the commands\n"
     "                that made them (docs/provenance.md)\n"
+    "\n"
+    "A study (TRACES: several trace files, a directory holding index.jsonl, or the index, as\n"
+    "`kvtrace sim` takes them; or one trace whose --results swept --chunks): each trace's and\n"
+    "chunk's analysis in OUTDIR/traces/ID/chunkB/, the means over traces with 95%% bootstrap\n"
+    "intervals in study_spearman.csv and study_logdet.csv, and copies of sim's summary.csv,\n"
+    "summary_by_trace.csv, timing.csv and results.csv (docs/analyze.md).\n"
     "\n"
     "  --results DIR        a `kvtrace sim` output directory (results.h5) of this trace; repeat it to\n"
     "                       merge runs of other configurations over the same trace (the same run in\n"
@@ -95,10 +103,11 @@ static const cli_opt OPTIONS[] = {
 /* The record of the analysis: the command, the trace and results.h5 (each
  * hashed when it can be read; analyze_run says what is wrong with one that
  * cannot), and the commands that made them. */
-static int provenance(prov_record *p, const analyze_opts *o, bool timestamp, kv_err *err)
+static int provenance(prov_record *p, const analyze_opts *o, const study_set *s, bool timestamp, kv_err *err)
 {
     int rc = prov_set_time(p, timestamp, err);
-    if (!rc) rc = prov_add_trace(p, o->trace, err);
+    if (!rc && s->index) rc = prov_add_file(p, "index", s->index, NULL, err);
+    for (int i = 0; !rc && i < s->n; i++) rc = prov_add_trace(p, s->t[i].path, err);
     for (int i = 0; !rc && i < o->n_results; i++) {
         char h5[4200];
         snprintf(h5, sizeof h5, "%s/" RESULTS_FILE_H5, o->results_dirs[i]);
@@ -126,17 +135,27 @@ int analyze_main(int argc, char **argv)
         prov_free(&prov);
         return 0;
     }
-    if (!rc && first + 1 != argc)
-        rc = cli_usage(&err, v, first >= argc ? "missing trace.h5" : "expects exactly one trace");
+    if (!rc && first >= argc) rc = cli_usage(&err, v, "missing trace.h5");
     if (!rc && !o->output) rc = cli_usage(&err, v, "-o OUTDIR is required");
+    study_set set = {0};
+    bool study = false;
+    if (!rc) rc = study_set_resolve(v, argv + first, argc - first, &set, &err);
     if (!rc) {
-        o->trace = argv[first];
-        rc = provenance(&prov, o, a.timestamp, &err);
+        o->trace = set.t[0].path;
+        study = set.n > 1 || set.index;
+        rc = provenance(&prov, o, &set, a.timestamp, &err);
+    }
+    for (int i = 0; !rc && !study && i < o->n_results; i++) { /* a --chunks or study run: analyze_study_run's */
+        rc = analyze_results_is_study(o->results_dirs[i], &study, &err);
+        if (!rc && study && o->n_results > 1)
+            rc = cli_usage(&err, v, "--results %s holds several traces or chunk sizes: a study's analysis takes one "
+                           "--results directory", o->results_dirs[i]);
     }
     if (!rc) {
         o->prov = &prov;
-        rc = analyze_run(o, &err);
+        rc = study ? analyze_study_run(o, &set, &err) : analyze_run(o, &err);
     }
+    study_set_free(&set);
     prov_free(&prov);
     return rc ? cli_report(&err) : 0;
 }

@@ -119,7 +119,8 @@ static int by_series_budget(const void *a, const void *b)
 static size_t memory_points(const plot_data *d, plot_point *pts)
 {
     for (size_t i = 0; i < d->n_budgets; i++)
-        pts[i] = (plot_point){d->budgets[i].series, d->budgets[i].budget, (double)d->budgets[i].head_budget, 0};
+        pts[i] = (plot_point){.series = d->budgets[i].series, .budget = d->budgets[i].budget,
+                              .y1 = (double)d->budgets[i].head_budget};
     qsort(pts, d->n_budgets, sizeof *pts, by_series_budget);
     size_t n = 0;
     for (size_t i = 0; i < d->n_budgets; i++) {
@@ -129,8 +130,11 @@ static size_t memory_points(const plot_data *d, plot_point *pts)
     for (size_t i = 0; i < n; i++) {
         double err = NAN;
         for (size_t s = 0; s < d->n_summary; s++)
-            if (d->summary[s].series == pts[i].series && d->summary[s].budget == pts[i].budget) err = d->summary[s].err_mean;
-        pts[i] = (plot_point){pts[i].series, (int64_t)pts[i].y1, err, (double)pts[i].budget};
+            if (d->summary[s].series == pts[i].series && d->summary[s].budget == pts[i].budget &&
+                d->summary[s].chunk == d->summary[0].chunk)   /* a --chunks run: the first chunk's */
+                err = d->summary[s].err_mean;
+        pts[i] = (plot_point){.series = pts[i].series, .budget = (int64_t)pts[i].y1, .y1 = err,
+                              .y2 = (double)pts[i].budget};
     }
     qsort(pts, n, sizeof *pts, by_series_budget);
     return n;

@@ -6,6 +6,7 @@
  * (timing.csv). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "plot_figures.h"
 
@@ -38,12 +39,15 @@ static void error_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
     else fprintf(f, "set yrange [0:*]\n");
     fprintf(f, "unset key\n");
     /* an exact 0 (full, or nothing evicted yet) has no place on a log axis: left out, said in the caption */
-    plot_gp_lines(f, d, data, order, blocks, log_y ? "1:($2 > 0 ? $2 : NaN)" : "1:2");
+    const bool band = n > 0 && pts[0].band;
+    if (band) plot_gp_bands(f, d, data, order, blocks, log_y ? "1:($4 > 0 ? $4 : NaN):5" : "1:4:5");
+    plot_gp_lines_more(f, d, data, order, blocks, log_y ? "1:($2 > 0 ? $2 : NaN)" : "1:2", band);
     if (log_y) fprintf(f, "unset logscale y\nset format y '%%g'\n");
     fprintf(f, "\nset title 'Attention recall (higher is better)'\n");
     fprintf(f, "set ylabel 'attn_recall, mean  (full-cache attention mass kept)'\nset yrange [*:1.02]\n");
     fprintf(f, "set key at screen 0.99, screen 0.87 top right\n");
-    plot_gp_lines(f, d, data, order, blocks, "1:3");
+    if (band) plot_gp_bands(f, d, data, order, blocks, "1:6:7");
+    plot_gp_lines_more(f, d, data, order, blocks, "1:3", band);
     fprintf(f, "unset multiplot\n");
 }
 
@@ -55,9 +59,11 @@ static int write_figure(const plot_data *d, const plot_ctx *ctx, const char *nam
     snprintf(script, sizeof script, "%s.gp", name);
     int *order = malloc((size_t)(d->series.n ? d->series.n : 1) * sizeof *order), blocks = 0;
     if (!order) return kv_fail(err, KV_EFAIL, "plot: out of memory");
-    int rc = write_data(d, ctx, out, data, pts, n,
-                        error ? "budget out_rel_err_mean attn_recall_mean" : "budget score_ns_per_candidate calls",
-                        order, &blocks, err);
+    const char *cols = !error ? "budget score_ns_per_candidate calls"
+                       : n > 0 && pts[0].band ? "budget out_rel_err_mean attn_recall_mean out_rel_err_mean_ci_lo "
+                                                "out_rel_err_mean_ci_hi attn_recall_mean_ci_lo attn_recall_mean_ci_hi"
+                                              : "budget out_rel_err_mean attn_recall_mean";
+    int rc = write_data(d, ctx, out, data, pts, n, cols, order, &blocks, err);
     FILE *f;
     if (!rc) rc = plot_open(ctx, script, &f, err);
     if (!rc) {
@@ -89,10 +95,27 @@ int plot_fig_error(const plot_data *d, const plot_ctx *ctx, const char *name, pl
         return plot_skip(out, "summary.csv has no phase=all rows.");
     plot_point *pts = malloc(d->n_summary * sizeof *pts);
     if (!pts) return kv_fail(err, KV_EFAIL, "plot: out of memory");
-    for (size_t i = 0; i < d->n_summary; i++)
-        pts[i] = (plot_point){d->summary[i].series, d->summary[i].budget, d->summary[i].err_mean, d->summary[i].recall_mean};
-    int rc = write_figure(d, ctx, name, out, pts, d->n_summary, true, err);
+    size_t n = 0;
+    int64_t traces = 1;
+    for (size_t i = 0; i < d->n_summary; i++) traces = d->summary[i].n_traces > traces ? d->summary[i].n_traces : traces;
+    for (size_t i = 0; i < d->n_summary; i++) {   /* a --chunks run: the first chunk's rows (figure 9 has the rest) */
+        const plot_summary *s = &d->summary[i];
+        if (s->chunk == d->summary[0].chunk)
+            pts[n++] = (plot_point){s->series, s->budget, s->err_mean, s->recall_mean, traces > 1, s->err_lo,
+                                    s->err_hi, s->recall_lo, s->recall_hi};
+    }
+    int rc = write_figure(d, ctx, name, out, pts, n, true, err);
     free(pts);
+    char more[512] = "";
+    if (traces > 1)
+        snprintf(more, sizeof more, " A study of %lld traces: each line is the mean over traces (each weighing 1), "
+                 "the shaded band around it its 95%% percentile bootstrap interval over traces (summary.csv's _ci_lo "
+                 "and _ci_hi).", (long long)traces);
+    bool chunks = false;
+    for (size_t i = 0; i < d->n_summary; i++) chunks = chunks || d->summary[i].chunk != d->summary[0].chunk;
+    if (chunks)
+        snprintf(more + strlen(more), sizeof more - strlen(more), " Several chunk sizes: drawn at chunk %lld, the "
+                 "first; figure 9 draws the error against the chunk.", (long long)d->summary[0].chunk);
     snprintf(out->caption, sizeof out->caption,
              "Left: the output relative error ||o_S − o_full|| / ||o_full|| of attention over the evicted cache "
              "against the full cache, on a log axis (so that the good policies do not pile up at 0; an error of "
@@ -103,7 +126,7 @@ int plot_fig_error(const plot_data *d, const plot_ctx *ctx, const char *name, pl
              "colour and differ in dash and marker). How to read it: lower-left and upper-right are better; at a "
              "given budget, the lowest error line is the best policy for this trace; full is the reference "
              "(error 0, so only in the right panel, at recall 1). On the log axis equal vertical distances are equal "
-             "ratios: a line one grid step lower has a tenth of the error.");
+             "ratios: a line one grid step lower has a tenth of the error.%s", more);
     return rc;
 }
 
@@ -116,7 +139,8 @@ int plot_fig_timing(const plot_data *d, const plot_ctx *ctx, const char *name, p
     size_t n = 0;
     for (size_t i = 0; i < d->n_timing; i++) /* a configuration that never scored (full, N >= T) has no time */
         if (d->timing[i].calls > 0)
-            pts[n++] = (plot_point){d->timing[i].series, d->timing[i].budget, d->timing[i].ns, (double)d->timing[i].calls};
+            pts[n++] = (plot_point){.series = d->timing[i].series, .budget = d->timing[i].budget, .y1 = d->timing[i].ns,
+                                    .y2 = (double)d->timing[i].calls};
     int rc = KV_OK;
     if (!n) plot_skip(out, "timing.csv has no configuration that scored candidates (calls > 0).");
     else rc = write_figure(d, ctx, name, out, pts, n, false, err);

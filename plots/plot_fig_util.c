@@ -52,6 +52,8 @@ int plot_write_blocks(FILE *f, const plot_data *d, plot_point *pts, size_t n, in
         plot_num(f, pts[i].y1);
         fputc(' ', f);
         plot_num(f, pts[i].y2);
+        const double band[4] = {pts[i].lo1, pts[i].hi1, pts[i].lo2, pts[i].hi2};
+        for (int k = 0; pts[i].band && k < 4; k++) fputc(' ', f), plot_num(f, band[k]);
         fputc('\n', f);
     }
     return blocks;
@@ -88,13 +90,29 @@ void plot_gp_budget_axis(FILE *f, const plot_point *pts, size_t n)
     free(b);
 }
 
-void plot_gp_lines(FILE *f, const plot_data *d, const char *data, const int *order, int blocks, const char *using)
+void plot_gp_bands(FILE *f, const plot_data *d, const char *data, const int *order, int blocks, const char *using)
 {
     fputs("plot ", f);
     for (int i = 0; i < blocks; i++) {
         const plot_series *s = &d->series.s[order[i]];
-        fprintf(f, "%s'%s' index %d using %s with linespoints lw 2 ps 1.1 ", i ? ", \\\n     " : "", i ? "" : data, i,
-                using);
+        fprintf(f, "'%s' index %d using %s with filledcurves fs transparent solid 0.15 noborder lc rgb '%s' "
+                "notitle, \\\n     ", data, i, using, plot_policy_colour(s->policy));
+    }
+}
+
+void plot_gp_lines(FILE *f, const plot_data *d, const char *data, const int *order, int blocks, const char *using)
+{
+    plot_gp_lines_more(f, d, data, order, blocks, using, false);
+}
+
+void plot_gp_lines_more(FILE *f, const plot_data *d, const char *data, const int *order, int blocks,
+                        const char *using, bool continued)
+{
+    if (!continued) fputs("plot ", f);
+    for (int i = 0; i < blocks; i++) {
+        const plot_series *s = &d->series.s[order[i]];
+        fprintf(f, "%s'%s' index %d using %s with linespoints lw 2 ps 1.1 ", i ? ", \\\n     " : "",
+                i && !continued ? "" : data, i, using);
         plot_gp_series_style(f, s->policy, s->variant);
         fputs(" title ", f);
         plot_gp_quote(f, s->label);

@@ -6,13 +6,14 @@
 #ifndef KV_PLOT_FIGURES_H
 #define KV_PLOT_FIGURES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "plot_input.h"
 #include "plot_style.h"
 
-enum { PLOT_MAX_DATA = 3 };
+enum { PLOT_MAX_DATA = 4 };
 
 typedef struct {
     char caption[2048];             /* what it shows and how to read it (plain text) */
@@ -67,10 +68,13 @@ int plot_skip(plot_fig_out *out, const char *fmt, ...) __attribute__((format(pri
 /* Opens NAME.dat style data file `file` and records it in out->data. */
 int plot_open_data(const plot_ctx *ctx, plot_fig_out *out, const char *file, FILE **f, kv_err *err);
 
-/* One point of a line-per-series figure (5 and 6). */
-typedef struct { int series; int64_t budget; double y1, y2; } plot_point;
+/* One point of a line-per-series figure (5, 6 and 9); `budget` is the x
+ * value (figure 9: the chunk). With `band`, band[] = lo1, hi1, lo2, hi2: the
+ * 95% intervals of y1 and y2 over traces (a study). */
+typedef struct { int series; int64_t budget; double y1, y2; bool band; double lo1, hi1, lo2, hi2; } plot_point;
 
-/* Writes one gnuplot data block (index) per series, sorted by budget: "budget y1 y2".
+/* Writes one gnuplot data block (index) per series, sorted by budget: "budget y1 y2"
+ * (and "lo1 hi1 lo2 hi2" for points with a band).
  * Fills order[] (capacity d->series.n) with the series of each block; returns the count. */
 int plot_write_blocks(FILE *f, const plot_data *d, plot_point *pts, size_t n, int *order);
 
@@ -78,6 +82,17 @@ int plot_write_blocks(FILE *f, const plot_data *d, plot_point *pts, size_t n, in
  * order[i], drawn with `using` (a gnuplot using spec, e.g. "1:2"), in the
  * series' colour, dash and point type, titled with its legend label. */
 void plot_gp_lines(FILE *f, const plot_data *d, const char *data, const int *order, int blocks, const char *using);
+/* The same after plot_gp_bands (continued: no `plot` keyword). */
+void plot_gp_lines_more(FILE *f, const plot_data *d, const char *data, const int *order, int blocks,
+                        const char *using, bool continued);
+
+/* Before plot_gp_lines_more's lines: the bands (gnuplot filledcurves, `using`
+ * x:lo:hi, of each block) in the series' colours, translucent; `plot` is
+ * written here and a trailing ", \" so that the lines continue the command. */
+void plot_gp_bands(FILE *f, const plot_data *d, const char *data, const int *order, int blocks, const char *using);
+
+/* Figure 9: output error and attention recall versus the prefill chunk (sim --chunks). */
+int plot_fig_chunks(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 
 /* The x axis of a budget figure: explicit tics at the budgets (when few) and
  * a log2 scale when they span more than 4x. */

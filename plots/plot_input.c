@@ -73,6 +73,20 @@ static int load_meta(plot_data *d, kv_err *err)
  * (results/results_schema.c checked them all). */
 enum { A = 2 };
 
+/* A study's summary.csv (n_traces and the intervals after the means): read; else one trace, no interval. */
+static int summary_study(const csv_table *c, size_t r, plot_summary *s, kv_err *err)
+{
+    s->n_traces = 1;
+    s->err_lo = s->err_hi = s->recall_lo = s->recall_hi = NAN;
+    if (c->n_cols <= A + 14 || strcmp(c->header[A + 14], "n_traces") != 0) return KV_OK;
+    int rc = csv_int(c, r, A + 14, 1, BIG, &s->n_traces, err);
+    if (!rc) rc = csv_double(c, r, A + 15, false, &s->err_lo, err);
+    if (!rc) rc = csv_double(c, r, A + 16, false, &s->err_hi, err);
+    if (!rc) rc = csv_double(c, r, A + 19, false, &s->recall_lo, err);
+    if (!rc) rc = csv_double(c, r, A + 20, false, &s->recall_hi, err);
+    return rc;
+}
+
 static int load_summary(plot_data *d, kv_err *err)
 {
     csv_table c;
@@ -95,7 +109,8 @@ static int load_summary(plot_data *d, kv_err *err)
             (rc = csv_double(&c, r, A + 10, false, &x, err)) ||
             (rc = csv_double(&c, r, A + 11, false, &s.recall_mean, err)) ||
             (rc = csv_double(&c, r, A + 12, false, &x, err)) ||
-            (rc = csv_double(&c, r, A + 13, true, &s.logdet_mean, err)))
+            (rc = csv_double(&c, r, A + 13, true, &s.logdet_mean, err)) ||
+            (rc = csv_int(&c, r, A + 4, 1, BIG, &s.chunk, err)) || (rc = summary_study(&c, r, &s, err)))
             break;
         if (strcmp(phase, "all") == 0) d->summary[d->n_summary++] = s;
     }
@@ -108,8 +123,13 @@ static int load_timing(plot_data *d, kv_err *err)
     csv_table c;
     int rc = plot_table_open(d, PF_TIMING, &c, err);
     if (!rc && c.n_rows) d->timing = kv_calloc(c.n_rows, sizeof *d->timing, c.path, err), rc = d->timing ? 0 : 1;
+    /* a --chunks run or a study: the first row's chunk and trace (figure 6 draws one sim run's times) */
+    const bool traced = c.n_cols > A + 8 && strcmp(c.header[A + 8], "trace") == 0;
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
-        plot_timing *t = &d->timing[r];
+        if (strcmp(csv_cell(&c, r, A + 4), csv_cell(&c, 0, A + 4)) != 0 ||
+            (traced && strcmp(csv_cell(&c, r, A + 8), csv_cell(&c, 0, A + 8)) != 0))
+            continue;
+        plot_timing *t = &d->timing[d->n_timing];
         int64_t v;
         if ((rc = plot_table_series(d, &c, r, 0, &t->series, err)) ||
             (rc = csv_int(&c, r, 3, 1, BIG, &t->budget, err)) || (rc = csv_int(&c, r, A + 4, 0, BIG, &v, err)) ||

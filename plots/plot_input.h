@@ -27,7 +27,12 @@ typedef struct {
 
 typedef struct { int64_t layer, head; double rho_pairwise, rho_anchor; } plot_rho;
 typedef struct { int series; int64_t budget, layer, kv_head; double logdet; } plot_logdet;
-typedef struct { int series; int64_t budget; double err_mean, recall_mean, logdet_mean; } plot_summary;
+typedef struct {
+    int series;
+    int64_t budget, chunk, n_traces;     /* n_traces 1 for a summary without it (before studies) */
+    double err_mean, recall_mean, logdet_mean;
+    double err_lo, err_hi, recall_lo, recall_hi; /* their 95% intervals over traces (NaN without them) */
+} plot_summary;
 typedef struct { int series; int64_t budget, calls; double ns; } plot_timing;
 typedef struct { int series; int64_t budget; } plot_pca_run;   /* one run of pca_kept.csv */
 typedef struct { int series; int64_t budget, layer, n_heads; double err_mean; } plot_layer_err;

@@ -1,6 +1,7 @@
 /* results.csv (a copy of sim's, analysis_dir.md) read for the per-layer
  * error figure: out_rel_err_mean of the phase=all rows, averaged over the
- * query heads of each (configuration, budget, layer). Columns are found by
+ * query heads of each (configuration, budget, layer) (and of a study's
+ * traces; a --chunks run's first chunk only). Columns are found by
  * name, so added columns (a configuration label, a renamed head column) do
  * not matter; the ones used must be there. */
 #include <stdio.h>
@@ -61,8 +62,13 @@ int plot_input_layers(plot_data *d, kv_err *err)
     if (!rc && d->present[PF_RESULTS] && c.n_rows)
         d->layers = kv_calloc(c.n_rows, sizeof *d->layers, c.path, err), rc = d->layers ? 0 : 1;
     char where[4300];
+    /* a --chunks run: the first chunk's rows, as figure 5 (a study's traces are averaged with the heads) */
+    int chunk = -1;
+    for (int j = 0; d->present[PF_RESULTS] && j < c.n_cols; j++)
+        if (strcmp(c.header[j], "chunk") == 0) chunk = j;
     for (size_t r = 0; !rc && d->present[PF_RESULTS] && r < c.n_rows; r++) {
         if (strcmp(csv_cell(&c, r, col[C_PHASE]), "all") != 0) continue;
+        if (chunk >= 0 && strcmp(csv_cell(&c, r, chunk), csv_cell(&c, 0, chunk)) != 0) continue;
         plot_layer_err e = {.n_heads = 1};
         snprintf(where, sizeof where, "%s:%ld", c.path, c.lines[r]);
         if ((rc = plot_series_id(&d->series, csv_cell(&c, r, col[C_POLICY]), csv_cell(&c, r, col[C_PARAMS]),

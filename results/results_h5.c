@@ -21,6 +21,7 @@
 #define ATTR_CHUNK "chunk"
 #define ATTR_ALLOCATOR "allocator"
 #define ATTR_FRACTION "budget_fraction"
+#define ATTR_TRACE "trace"
 #define DSET_RETAINED "retained"
 #define DSET_LOGDET "final_logdet"
 #define DSET_HEAD_BUDGET "head_budget"
@@ -120,7 +121,7 @@ static int write_run(hid_t runs, const results_run_view *run, const char *name, 
     if (!rc && run->definition) rc = h5u_write_attr_str(g, "definition", run->definition, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_BUDGET, &run->budget, 1, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_CHUNK, &run->chunk, 1, err);
-    if (!rc && run->trace) rc = h5u_write_attr_str(g, "trace", run->trace, err);
+    if (!rc && run->trace) rc = h5u_write_attr_str(g, ATTR_TRACE, run->trace, err);
     if (!rc) rc = h5u_write_attr_str(g, ATTR_ALLOCATOR, run->allocator ? run->allocator : "uniform", err);
     if (!rc && run->budget_fraction > 0) rc = h5u_write_attr_f64(g, ATTR_FRACTION, run->budget_fraction, err);
     if (!rc) rc = write_datasets(g, run, run->L > 0 ? run->L : L, run->K > 0 ? run->K : K, name, err);
@@ -294,7 +295,20 @@ static int read_head_mean(hid_t g, results_run *r, int64_t L, int64_t K, int64_t
     return rc;
 }
 
-static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T, const char *path, kv_err *err)
+/* @trace and @chunk (optional: "" and 0 when absent), and whether `sel` takes the run. */
+static int read_key(hid_t g, results_run *r, const char *where, const results_select *sel, bool *take, kv_err *err)
+{
+    bool has_trace = false, has_chunk = false;
+    int rc = h5u_read_attr_str(g, where, ATTR_TRACE, r->trace, sizeof r->trace, &has_trace, err);
+    if (!rc) rc = h5u_read_attr_i64(g, where, ATTR_CHUNK, &r->chunk, 1, &has_chunk, err);
+    if (!has_trace) r->trace[0] = '\0';
+    if (!has_chunk) r->chunk = 0;
+    *take = !sel || ((!sel->trace || strcmp(sel->trace, r->trace) == 0) && (!sel->chunk || sel->chunk == r->chunk));
+    return rc;
+}
+
+static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T, const char *path,
+                    const results_select *sel, bool *take, kv_err *err)
 {
     char where[4800];
     snprintf(where, sizeof where, "%s: /" RUNS "/%s", path, r->name);
@@ -303,7 +317,12 @@ static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T,
         return kv_fail(err, KV_EINPUT, "%s: not a group", where);
     hid_t g = H5Gopen2(runs, r->name, H5P_DEFAULT);
     if (g < 0) return kv_fail(err, KV_EINPUT, "%s: cannot open the group", where);
-    int rc = h5u_read_attr_str(g, where, ATTR_POLICY, r->policy, sizeof r->policy, NULL, err);
+    int rc = read_key(g, r, where, sel, take, err);
+    if (!rc && !*take) {
+        H5Gclose(g);
+        return KV_OK;
+    }
+    if (!rc) rc = h5u_read_attr_str(g, where, ATTR_POLICY, r->policy, sizeof r->policy, NULL, err);
     if (!rc) rc = h5u_read_attr_str(g, where, ATTR_PARAMS, r->params, sizeof r->params, NULL, err);
     if (!rc) rc = h5u_read_attr_i64(g, where, ATTR_BUDGET, &r->budget, 1, NULL, err);
     bool has_alloc = false;
@@ -325,15 +344,17 @@ static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T,
         rc = kv_fail(err, KV_EINPUT, "%s: attribute policy '%s' or params '%s' is empty or holds a comma or "
                      "newline", where, r->policy, r->params);
     if (!rc) results_config_label(r->policy, r->params, r->config, sizeof r->config);
-    if (!rc) rc = read_retained(g, r, L, K, T, where, err);
-    if (!rc) rc = read_logdet(g, r, L, K, where, err);
-    if (!rc) rc = read_head_mean(g, r, L, K, T, where, err);
+    const bool data = !sel || !sel->attrs_only;
+    if (!rc && data) rc = read_retained(g, r, L, K, T, where, err);
+    if (!rc && data) rc = read_logdet(g, r, L, K, where, err);
+    if (!rc && data) rc = read_head_mean(g, r, L, K, T, where, err);
     H5Gclose(g);
     return rc;
 }
 
 /* The members of /runs in name order. */
-static int read_runs(hid_t f, results_set *rs, int64_t L, int64_t K, int64_t T, kv_err *err)
+static int read_runs(hid_t f, results_set *rs, int64_t L, int64_t K, int64_t T, const results_select *sel,
+                     kv_err *err)
 {
     if (!h5u_exists(f, "/" RUNS)) return kv_fail(err, KV_EINPUT, "%s: /" RUNS ": missing", rs->path);
     hid_t runs = H5Gopen2(f, "/" RUNS, H5P_DEFAULT);
@@ -355,11 +376,17 @@ static int read_runs(hid_t f, results_set *rs, int64_t L, int64_t K, int64_t T, 
                          (unsigned long long)i);
         else if (strchr(r->name, ','))
             rc = kv_fail(err, KV_EINPUT, "%s: /" RUNS "/%s: a run name holds a comma", rs->path, r->name);
-        else
-            rc = read_run(runs, r, L, K, T, rs->path, err);
-        for (int j = 0; !rc && j < rs->n_runs - 1; j++)   /* results.csv and the rest: keyed by (config, allocator, budget) */
+        bool take = true;
+        if (!rc) rc = read_run(runs, r, L, K, T, rs->path, sel, &take, err);
+        if (!rc && !take) {
+            memset(r, 0, sizeof *r), rs->n_runs--;
+            continue;
+        }
+        /* results.csv and the rest: keyed by (config, allocator, budget), and chunk and trace in a study */
+        for (int j = 0; !rc && j < rs->n_runs - 1; j++)
             if (rs->runs[j].budget == r->budget && strcmp(rs->runs[j].config, r->config) == 0 &&
-                strcmp(rs->runs[j].allocator, r->allocator) == 0)
+                strcmp(rs->runs[j].allocator, r->allocator) == 0 && rs->runs[j].chunk == r->chunk &&
+                strcmp(rs->runs[j].trace, r->trace) == 0)
                 rc = kv_fail(err, KV_EINPUT, "%s: /" RUNS "/%s repeats the run of /" RUNS "/%s (%s, %s, budget %lld)",
                              rs->path, r->name, rs->runs[j].name, r->config, r->allocator, (long long)r->budget);
     }
@@ -368,6 +395,12 @@ static int read_runs(hid_t f, results_set *rs, int64_t L, int64_t K, int64_t T, 
 }
 
 int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *out, kv_err *err)
+{
+    return results_read_select(dir, L, K, T, NULL, out, err);
+}
+
+int results_read_select(const char *dir, int64_t L, int64_t K, int64_t T, const results_select *sel,
+                        results_set *out, kv_err *err)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s/" RESULTS_FILE_H5, dir);
@@ -381,7 +414,7 @@ int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *
     if (rc) return rc;
     hid_t f = H5Fopen(out->path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return kv_fail(err, KV_EINPUT, "%s: cannot open as HDF5 (truncated or not an HDF5 file)", out->path);
-    rc = read_runs(f, out, L, K, T, err);
+    rc = read_runs(f, out, L, K, T, sel, err);
     if (H5Fclose(f) < 0 && !rc) rc = kv_fail(err, KV_EINPUT, "%s: cannot close (corrupt file)", out->path);
     if (rc) results_free(out);
     return rc;

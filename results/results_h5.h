@@ -11,8 +11,8 @@
  *     @policy        string          the policy's registry name
  *     @params        string          its canonical parameters, defaults filled ("" for none)
  *     @budget        int64           N
- *     @chunk         int64           the prefill chunk B (written; the reader ignores it)
- *     @trace         string          the prompt id of the run's trace (written; the reader ignores it)
+ *     @chunk         int64           the prefill chunk B (0 when absent; a study keys runs by it)
+ *     @trace         string          the prompt id of the run's trace ("" when absent)
  *     @allocator     string          the allocator's label (absent in older files: uniform)
  *     @budget_fraction f64           the budget as a fraction of T, only when given so
  *     retained       int32 [L, K, N']  each (layer, kv head)'s final cache positions,
@@ -34,7 +34,7 @@
  *
  * Every check a file reader owes its caller: /runs exists; each member is a
  * group with string policy and params and an integer budget >= 1, no two
- * runs with the same (config, budget); retained is of
+ * runs with the same (config, allocator, budget, chunk, trace); retained is of
  * an integer type, rank 3, [L, K] as in the trace, N' in [1, T], each row's
  * positions strictly increasing within [0, T) and followed only by −1 padding
  * (sim pads a cache smaller than N'), at least one position per row and
@@ -109,6 +109,8 @@ typedef struct {
     int64_t *n_kept;         /* [L][K] positions before the padding */
     double *final_logdet;    /* [L][K] as sim wrote it */
     double *head_mean;       /* [L][K] head_budget_mean (NaN: never evicted, or absent in older files) */
+    char trace[129];         /* @trace, the prompt id of its trace ("" when absent) */
+    int64_t chunk;           /* @chunk (0 when absent) */
 } results_run;
 
 typedef struct {
@@ -122,6 +124,21 @@ typedef struct {
 int results_read(const char *dir, int64_t L, int64_t K, int64_t T, results_set *out, kv_err *err);
 
 void results_free(results_set *rs);
+
+/* Which runs results_read_select reads: those of one trace and one chunk
+ * (trace NULL: any; chunk 0: any). With attrs_only only the attributes are
+ * read (retained, n_kept, final_logdet, head_mean stay NULL; L, K, T are not
+ * used): what a study's analysis needs to list a file's (trace, chunk) pairs. */
+typedef struct {
+    const char *trace;
+    int64_t chunk;
+    bool attrs_only;
+} results_select;
+
+/* results_read of the runs `sel` selects (NULL: every run). Two runs of the
+ * same (config, allocator, budget, chunk, trace) are refused. */
+int results_read_select(const char *dir, int64_t L, int64_t K, int64_t T, const results_select *sel,
+                        results_set *out, kv_err *err);
 
 /* The root attribute trace_sha256 of DIR/results.h5 (the trace sim replayed)
  * into hex[65]; "" when the file has none or cannot be read (results_read

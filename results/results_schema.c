@@ -16,16 +16,17 @@
 /* sim's CSVs: the run's allocator (part of its key) and the budget's fraction of T */
 #define SIM_RUN_COLS RUN_COLS, {"allocator", SC_ALLOC, false, true}, {"budget_fraction", SC_FRACTION, false, false}
 
+/* chunk is part of a row's key (sim --chunks sweeps it), and so is a study's trace */
 static const results_col COLS_RESULTS[] = {
-    SIM_RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"decode_chunk", SC_BUDGET, false, false},
+    SIM_RUN_COLS, {"chunk", SC_BUDGET, false, true}, {"decode_chunk", SC_BUDGET, false, false},
     {"eval_stride", SC_BUDGET, false, false}, {"layer", SC_LAYER, false, true}, {"q_head", SC_QHEAD, false, true},
     {"kv_head", SC_KVHEAD, false, false}, {"phase", SC_PHASE, false, true}, {"n_queries", SC_COUNT, false, false},
     {"out_rel_err_mean", SC_NONNEG, false, false}, {"out_rel_err_p95", SC_NONNEG, false, false},
     {"attn_recall_mean", SC_UNIT, false, false}, {"attn_recall_min", SC_UNIT, false, false},
     {"head_budget", SC_COUNT, false, false}, {"head_budget_mean", SC_NONNEG, true, false},
-    {"trace", SC_TEXT, false, false},
+    {"trace", SC_TEXT, false, true},
 };
-#define SUMMARY_COLS SIM_RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"decode_chunk", SC_BUDGET, false, false}, \
+#define SUMMARY_COLS SIM_RUN_COLS, {"chunk", SC_BUDGET, false, true}, {"decode_chunk", SC_BUDGET, false, false}, \
     {"eval_stride", SC_BUDGET, false, false}, {"phase", SC_PHASE, false, true}, {"n_queries", SC_COUNT, false, false}, \
     {"out_rel_err_mean", SC_NONNEG, false, false}, {"out_rel_err_p95", SC_NONNEG, false, false}, \
     {"attn_recall_mean", SC_UNIT, false, false}, {"attn_recall_min", SC_UNIT, false, false}, \
@@ -39,11 +40,11 @@ static const results_col COLS_SUMMARY[] = {
     {"attn_recall_min_ci_lo", SC_UNIT, false, false}, {"attn_recall_min_ci_hi", SC_UNIT, false, false},
     {"final_logdet_mean_ci_lo", SC_REAL, true, false}, {"final_logdet_mean_ci_hi", SC_REAL, true, false},
 };
-static const results_col COLS_SUMMARY_BY_TRACE[] = {SUMMARY_COLS, {"trace", SC_TEXT, false, false}};
+static const results_col COLS_SUMMARY_BY_TRACE[] = {SUMMARY_COLS, {"trace", SC_TEXT, false, true}};
 static const results_col COLS_TIMING[] = {
-    SIM_RUN_COLS, {"chunk", SC_BUDGET, false, false}, {"calls", SC_COUNT, false, false},
+    SIM_RUN_COLS, {"chunk", SC_BUDGET, false, true}, {"calls", SC_COUNT, false, false},
     {"candidates", SC_COUNT, false, false}, {"score_ns_per_candidate", SC_NONNEG, false, false},
-    {"trace", SC_TEXT, false, false},
+    {"trace", SC_TEXT, false, true},
 };
 static const results_col COLS_META[] = {{"key", SC_TEXT, false, false}, {"value", SC_TEXT, false, false}};
 static const results_col COLS_SPEARMAN[] = {
@@ -259,16 +260,44 @@ static int64_t grid_size(const results_schema *s, const results_dims *d)
     return n;
 }
 
-/* Pass 1: every cell, and the runs (run[r] of each row). */
+/* A key column beyond the run's and the grid's (chunk, a study's trace): its
+ * values are not known in advance, so each distinct combination of them is
+ * one more copy of the grid (every run at every chunk and trace, as sim writes). */
+static bool extra_key(const results_schema *s, int j)
+{
+    return j > 5 && s->cols[j].key && !(s->cols[j].kind >= SC_LAYER && s->cols[j].kind <= SC_PHASE);
+}
+
+/* The index of row r's combination of extra key values among those seen (added when new); -1 out of memory. */
+static int extra_find(const csv_table *c, size_t r, const results_schema *s, size_t *first, int *n, int hint)
+{
+    for (int k = 0; k <= *n; k++) {
+        const int e = k == 0 ? hint : k - 1;
+        if (e < 0 || e >= *n) continue;
+        bool same = true;
+        for (int j = 0; same && j < s->n_cols; j++)
+            same = !extra_key(s, j) || strcmp(csv_cell(c, r, j), csv_cell(c, first[e], j)) == 0;
+        if (same) return e;
+    }
+    first[*n] = r;
+    return (*n)++;
+}
+
+/* Pass 1: every cell, the runs (run[r] of each row) and the extra keys' combinations (extra[r], *n_extra). */
 static int check_cells(const csv_table *c, const results_schema *s, const results_dims *d, results_runs *runs,
-                       int *run, kv_err *err)
+                       int *run, int *extra, int *n_extra, kv_err *err)
 {
     const bool has_run = s->cols[0].kind == SC_CONFIG;
     const int alloc_col = s->n_cols > 4 && s->cols[4].kind == SC_ALLOC ? 4 : -1;
-    int last = -1, rc = KV_OK;
+    size_t *first = c->n_rows ? kv_calloc(c->n_rows, sizeof *first, c->path, err) : NULL;
+    int last = -1, hint = -1, rc = c->n_rows && !first ? KV_EFAIL : KV_OK;
+    *n_extra = 1;
+    if (first) *n_extra = 0;
     for (size_t r = 0; !rc && r < c->n_rows; r++) {
         for (int j = 0; !rc && j < s->n_cols; j++) rc = check_cell(c, r, j, s, d, err);
-        if (rc || !has_run) continue;
+        if (rc) continue;
+        extra[r] = hint = extra_find(c, r, s, first, n_extra, hint);
+        if (!has_run) continue;
         int64_t b = strtoll(csv_cell(c, r, 3), NULL, 10);
         const char *alloc = alloc_col >= 0 ? csv_cell(c, r, alloc_col) : "uniform";
         last = runs_find(runs, csv_cell(c, r, 0), alloc, b, last);
@@ -276,15 +305,16 @@ static int check_cells(const csv_table *c, const results_schema *s, const result
         if (last < 0) rc = KV_EFAIL;
         run[r] = last;
     }
+    free(first);
     return rc;
 }
 
 /* Pass 2: unique keys, the row count, and (SR_SUBSET) equal counts per (run, layer, kv_head). */
 static int check_grid(const csv_table *c, const results_schema *s, const results_dims *d, const results_runs *runs,
-                      const int *run, kv_err *err)
+                      const int *run, const int *extra, int n_extra, kv_err *err)
 {
     const bool has_run = s->cols[0].kind == SC_CONFIG;
-    const int64_t G = grid_size(s, d), R = has_run ? runs->n : 1;
+    const int64_t G = grid_size(s, d) * (n_extra > 0 ? n_extra : 1), R = has_run ? runs->n : 1;
     if (s->rows != SR_SUBSET && !(s->rows == SR_GRID_OR_0 && c->n_rows == 0) && (int64_t)c->n_rows != R * G)
         return kv_fail(err, KV_EINPUT, "%s: %zu rows, expected %lld (%lld run(s) x %lld; rows are missing or the "
                        "file was cut)", c->path, c->n_rows, (long long)(R * G), (long long)R, (long long)G);
@@ -294,6 +324,7 @@ static int check_grid(const csv_table *c, const results_schema *s, const results
     for (size_t r = 0; !rc && r < c->n_rows; r++) {
         int64_t at = 0;
         if ((rc = grid_index(c, r, s, d, &at, err))) break;
+        at = at * (n_extra > 0 ? n_extra : 1) + extra[r];
         at += (int64_t)(has_run ? run[r] : 0) * G;
         if (seen[at / 8] & (1u << (at % 8))) rc = csv_fail(c, r, err, "the same row key appears twice");
         seen[at / 8] |= (unsigned char)(1u << (at % 8));
@@ -322,10 +353,10 @@ int results_schema_check(const csv_table *c, const results_schema *s, const resu
     results_runs own = {0};
     results_runs *rr = runs ? runs : &own;
     memset(rr, 0, sizeof *rr);
-    int *run = c->n_rows ? kv_calloc(c->n_rows, sizeof *run, c->path, err) : NULL;
+    int *run = c->n_rows ? kv_calloc(2 * c->n_rows, sizeof *run, c->path, err) : NULL, n_extra = 0;
     if (c->n_rows && !run) return KV_EFAIL;
-    rc = check_cells(c, s, d, rr, run, err);
-    if (!rc) rc = check_grid(c, s, d, rr, run, err);
+    rc = check_cells(c, s, d, rr, run, run + c->n_rows, &n_extra, err);
+    if (!rc) rc = check_grid(c, s, d, rr, run, run + c->n_rows, n_extra, err);
     free(run);
     if (rc || !runs) results_runs_free(rr);
     return rc;
