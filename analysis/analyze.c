@@ -21,9 +21,8 @@
 #include "results/results_dir.h"
 #include "results/results_schema.h"
 
-/* One thread's scratch: O(T·D) plus the O(256·T) cosine block. */
+/* One thread's scratch: O(T·D). */
 typedef struct {
-    float *pair;                 /* spearman_pairwise_scratch floats */
     double *pca;                 /* pca_scratch doubles */
     double *x_pair, *x_anchor;   /* [T] */
     double *y, *ranks;           /* [T], [2T] */
@@ -36,7 +35,7 @@ typedef struct {
 
 static void scratch_free(thread_scratch *s)
 {
-    free(s->pair), free(s->pca), free(s->x_pair), free(s->x_anchor), free(s->y), free(s->ranks);
+    free(s->pca), free(s->x_pair), free(s->x_anchor), free(s->y), free(s->ranks);
     free(s->idx), free(s->gather), free(s->ld), free(s->mu), free(s->imp);
 }
 
@@ -44,8 +43,7 @@ static int scratch_alloc(thread_scratch *s, int64_t T, int64_t D, kv_err *err)
 {
     memset(s, 0, sizeof *s);
     const char *w = "analyze scratch";
-    if (!(s->pair = kv_calloc((size_t)spearman_pairwise_scratch(T, D), sizeof(float), w, err)) ||
-        !(s->pca = kv_calloc((size_t)pca_scratch(T, D), sizeof(double), w, err)) ||
+    if (!(s->pca = kv_calloc((size_t)pca_scratch(T, D), sizeof(double), w, err)) ||
         !(s->x_pair = kv_calloc((size_t)T, sizeof(double), w, err)) ||
         !(s->x_anchor = kv_calloc((size_t)T, sizeof(double), w, err)) ||
         !(s->y = kv_calloc((size_t)T, sizeof(double), w, err)) ||
@@ -79,7 +77,7 @@ static void item_spearman(const layer_job *job, int64_t g, thread_scratch *s)
     analyze_ctx *c = job->c;
     const int64_t T = c->T, D = c->D, G = c->H / c->K;
     const float *keys = job->keys + g * T * D;
-    spearman_x_pairwise(keys, T, D, s->pair, s->x_pair);
+    spearman_x_pairwise(keys, T, D, s->mu, s->x_pair);
     spearman_x_anchor(keys, T, D, false, s->mu, s->x_anchor);
     for (int64_t h = g * G; h < (g + 1) * G; h++) {
         spearman_y(job->colsum + h * T, T, s->y);

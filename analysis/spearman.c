@@ -1,12 +1,6 @@
 #include "spearman.h"
 
-#include <cblas.h>
 #include <math.h>
-
-int64_t spearman_pairwise_scratch(int64_t T, int64_t D)
-{
-    return T * D + (int64_t)SPEARMAN_BLOCK * T;
-}
 
 static double row_norm(const float *k, int64_t D)
 {
@@ -15,32 +9,28 @@ static double row_norm(const float *k, int64_t D)
     return sqrt(ss);
 }
 
-/* src [T][D] → dst [T][D] rows divided by their norm (a zero row stays zero). */
-static void normalise_rows(const float *src, int64_t T, int64_t D, float *dst)
+/* Σ_{m≠j} k̂_j·k̂_m = k̂_j·S − k̂_j·k̂_j with S = Σ_m k̂_m: two passes over the
+ * keys, O(T·D), all in double. The computed self-term is subtracted, not an
+ * assumed 1 (a zero key has k̂ = 0: its x is 0 and it adds nothing to S). */
+void spearman_x_pairwise(const float *keys, int64_t T, int64_t D, double *sum, double *x)
 {
-    for (int64_t j = 0; j < T; j++) {
-        const double n = row_norm(src + j * D, D);
+    for (int64_t d = 0; d < D; d++) sum[d] = 0.0;
+    for (int64_t j = 0; j < T; j++) { /* x[j] holds 1/‖k_j‖ until the second pass */
+        const float *k = keys + j * D;
+        const double n = row_norm(k, D);
         const double inv = n > 0 ? 1.0 / n : 0.0;
-        for (int64_t d = 0; d < D; d++) dst[j * D + d] = (float)(src[j * D + d] * inv);
+        x[j] = inv;
+        for (int64_t d = 0; d < D; d++) sum[d] += (double)k[d] * inv;
     }
-}
-
-void spearman_x_pairwise(const float *keys, int64_t T, int64_t D, float *scratch, double *x)
-{
-    float *kn = scratch;              /* [T][D] */
-    float *blk = scratch + T * D;     /* [SPEARMAN_BLOCK][T] */
-    normalise_rows(keys, T, D, kn);
-    for (int64_t j0 = 0; j0 < T; j0 += SPEARMAN_BLOCK) {
-        const int64_t b = T - j0 < SPEARMAN_BLOCK ? T - j0 : SPEARMAN_BLOCK;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)b, (int)T, (int)D, 1.0f, kn + j0 * D,
-                    (int)D, kn, (int)D, 0.0f, blk, (int)T);
-        for (int64_t r = 0; r < b; r++) {
-            const float *row = blk + r * T;
-            double s = 0.0;
-            for (int64_t m = 0; m < T; m++) s += row[m];
-            s -= row[j0 + r]; /* m ≠ j: the computed self-cosine, not an assumed 1 */
-            x[j0 + r] = T > 1 ? -s / (double)(T - 1) : 0.0;
+    for (int64_t j = 0; j < T; j++) {
+        const float *k = keys + j * D;
+        const double inv = x[j];
+        double dot = 0.0, self = 0.0;
+        for (int64_t d = 0; d < D; d++) {
+            const double e = (double)k[d] * inv;
+            dot += e * sum[d], self += e * e;
         }
+        x[j] = T > 1 ? -(dot - self) / (double)(T - 1) : 0.0;
     }
 }
 

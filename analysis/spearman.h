@@ -16,15 +16,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Rows of the cosine matrix computed per sgemm: scratch is O(block·T), never T×T. */
-enum { SPEARMAN_BLOCK = 256 };
-
-/* Floats of scratch spearman_x_pairwise needs: the normalised keys and one block. */
-int64_t spearman_pairwise_scratch(int64_t T, int64_t D);
-
-/* keys [T][D] → x [T] = −mean_{m≠j} cos(k_j, k_m) (0 when T = 1); scratch as above.
- * Cosines by OpenBLAS sgemm on row-normalised keys, each row's sum in double. */
-void spearman_x_pairwise(const float *keys, int64_t T, int64_t D, float *scratch, double *x);
+/* keys [T][D] → x [T] = −mean_{m≠j} cos(k_j, k_m) (0 when T = 1) in O(T·D)
+ * through Σ_{m≠j} k̂_j·k̂_m = k̂_j·Σ_m k̂_m − k̂_j·k̂_j, all in double (never
+ * the T×T cosines: the unit and script tests keep that as the check).
+ * sum: D doubles of scratch. */
+void spearman_x_pairwise(const float *keys, int64_t T, int64_t D, double *sum, double *x);
 
 /* keys [T][D] → x [T] = −cos(k_j, μ); μ the mean of the raw keys, or with
  * `normalised` the mean of k_j/‖k_j‖ (whose ranking equals the pairwise one).

@@ -463,6 +463,36 @@ def bad_args(tmp, trace, res, good_out):
     check(r.returncode == 0 and "usage: kvtrace analyze" in r.stdout, "--help")
 
 
+def pairwise_long(tmp):
+    """rho_pairwise at T = 2048 with exact ties (duplicated keys) and a zero key: analyze's O(T·D)
+    identity (k̂_j·Σk̂ − k̂_j·k̂_j)/(T−1) against numpy's T² cosines, average ranks; tolerance 1e-9 on ρ
+    (the x values agree to ~1e-15, the csv prints ρ to 9 digits; tied keys stay tied on both sides)."""
+    trace = os.path.join(tmp, "long.h5")
+    r = run("synth", "--layers", 1, "--heads", 2, "--kv-heads", 1, "--head-dim", 64, "--tokens", 2048, "--seed", 9,
+            "--quiet", "-o", trace)
+    check(r.returncode == 0, "synth T = 2048 trace", r.stderr)
+    with h5py.File(trace, "r+") as t:
+        k = t["keys"][:]
+        k[0, 0, 1000:1100] = k[0, 0, 100:200]   # 100 keys repeated exactly: x ties
+        k[0, 0, 7] = 0                          # cosine 0 with every key
+        t["keys"][...] = k
+        colsum = t["attention/colsum"][:].astype(np.float64)
+    out = os.path.join(tmp, "an_long")
+    r = run("analyze", trace, "--quiet", "-o", out)
+    if not check(r.returncode == 0, "analyze T = 2048", r.stderr):
+        return
+    kd = k[0, 0].astype(np.float64)
+    kn = np.linalg.norm(kd, axis=1, keepdims=True)
+    khat = np.divide(kd, kn, out=np.zeros_like(kd), where=kn > 0)
+    c = khat @ khat.T
+    x = -(c.sum(1) - np.diag(c)) / (len(kd) - 1)
+    T = len(kd)
+    ref = [spearman(x, colsum[0, h] / (T - np.arange(T))) for h in range(2)]
+    got = [float(r["rho_pairwise"]) for r in read_csv(os.path.join(out, "spearman.csv"))]
+    close("rho_pairwise at T = 2048 (ties, a zero key) equals numpy's T² brute force", np.array(got),
+          np.array(ref), 1e-9, 0)
+
+
 def strip_trace(src, dst, drop):
     with h5py.File(src, "r") as s, h5py.File(dst, "w") as d:
         for k, v in s.attrs.items():
@@ -572,6 +602,7 @@ def main():
         r = run("analyze", f16, "--quiet", "-o", out)
         check(r.returncode == 0 and len(read_csv(os.path.join(out, "spearman.csv"))) == 2, "float16 trace", r.stderr)
         importance_options(tmp, trace, f16)
+        pairwise_long(tmp)
         model_trace(tmp)
     finally:
         shutil.rmtree(tmp)
