@@ -88,7 +88,7 @@ static void print_summary(const fid_results *r)
 }
 
 /* Policies that cannot run inside the model are refused before anything runs. */
-static int check_online(const fidelity_opts *o, kv_err *err)
+int fid_check_online(const fidelity_opts *o, kv_err *err)
 {
     for (int p = 0; p < o->n_policies; p++)
         if (policy_offline_only(&o->policies[p]))
@@ -118,8 +118,8 @@ int fidelity_one(const fidelity_opts *o, const char *dir, fid_results *r, kv_err
 
 int fidelity_run(const fidelity_opts *o, kv_err *err)
 {
-    int rc = check_online(o, err);
-    if (rc || o->prompts) return rc ? rc : fidelity_prompts(o, err);
+    int rc = fid_check_online(o, err);
+    if (rc) return rc;
     fid_results r;
     memset(&r, 0, sizeof r);
     kv_outfile out;

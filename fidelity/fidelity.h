@@ -33,7 +33,8 @@ typedef struct {
     int64_t generate;        /* the full model's greedy tokens after the prompt */
     int64_t chunk;           /* B: prefill chunk */
     bool beyond_context;     /* --allow-beyond-context, as capture's */
-    const int32_t *ids;      /* fidelity --prompts: the prompt's ids[n_ids] (BOS first) instead of `prompt` */
+    const int32_t *ids;      /* fidelity --prompts: the prompt's ids[n_ids] (BOS first), read instead of
+                                `prompt`, whose text (if any) is then the text they encode, kept in the trace */
     int64_t n_ids;
     int64_t answer_start, answer_end; /* the answer's token range [start, end) of the prompt; equal: none */
 } fid_sequence;
@@ -83,6 +84,9 @@ typedef struct {
 } fid_results;
 
 int fidelity_run(const fidelity_opts *o, kv_err *err);
+
+/* KV_EUSAGE unless every policy can run inside the model. */
+int fid_check_online(const fidelity_opts *o, kv_err *err);
 
 /* One study into the existing directory dir (full.h5, sim/, the CSVs, the
  * report), its results left in *r for the caller (fid_results_free). */

@@ -242,7 +242,7 @@ static int run_prompt(const fidelity_opts *o, const kv_model *m, fid_study *st, 
     if (mkdir(dir, 0777) != 0) return kv_fail(err, KV_EFAIL, "%s: cannot create", dir);
     fidelity_opts one = *o;
     one.loaded = m, one.prompts = NULL, one.output = shown, one.prov = NULL, one.quiet = true;
-    one.seq.ids = it->ids, one.seq.n_ids = it->n_ids;
+    one.seq.ids = it->ids, one.seq.n_ids = it->n_ids, one.seq.prompt = (prompt_source){.text = it->text};
     if (it->generate >= 0) one.seq.generate = it->generate;
     const trace_span *a = prompt_answer(it);
     one.seq.answer_start = a ? a->start : 0, one.seq.answer_end = a ? a->end : 0;
@@ -272,7 +272,8 @@ int fidelity_prompts(const fidelity_opts *o, kv_err *err)
 {
     prompt_list l;
     const char *inputs[] = {o->prompts, o->seq.model, o->seq.tokenizer, o->head_scores};
-    int rc = outfile_check_inputs(o->output, inputs, 4, err);
+    int rc = fid_check_online(o, err);
+    if (!rc) rc = outfile_check_inputs(o->output, inputs, 4, err);
     if (!rc) rc = prompts_read(o->prompts, &l, err);
     if (rc) return rc;
     kv_model model;

@@ -76,12 +76,15 @@ static int open_run(const fidelity_opts *o, fid_state *s, const fid_config *r0, 
     return run_open(r, &ro, err);
 }
 
-/* The sequence of prompt ids given in memory (fidelity --prompts), room for o->generate more. */
-static int given_sequence(const fid_sequence *q, int32_t **tokens, int64_t *P, int64_t *T, kv_err *err)
+/* The sequence of prompt ids given in memory (fidelity --prompts), room for q->generate more; the
+ * prompt's text, when given, is the text these ids encode. */
+static int given_sequence(const fid_sequence *q, int32_t **tokens, int64_t *P, int64_t *T, char **text, kv_err *err)
 {
     *P = q->n_ids, *T = q->n_ids + q->generate;
     if (!(*tokens = kv_calloc((size_t)*T, sizeof(int32_t), "sequence", err))) return err->code;
     memcpy(*tokens, q->ids, sizeof(int32_t) * (size_t)q->n_ids);
+    if (q->prompt.text && !(*text = strdup(q->prompt.text))) /* the ids' text, kept in the trace as capture does */
+        return kv_fail(err, KV_EFAIL, "out of memory for the prompt's text");
     return KV_OK;
 }
 
@@ -90,7 +93,7 @@ static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, f
 {
     s->m = o->loaded ? o->loaded : &s->own;
     int rc = o->loaded ? KV_OK : model_load(o->seq.model, o->seq.tokenizer, &s->own, err);
-    if (!rc && o->seq.ids) rc = given_sequence(&o->seq, &s->tokens, &s->P, &s->T, err);
+    if (!rc && o->seq.ids) rc = given_sequence(&o->seq, &s->tokens, &s->P, &s->T, &s->text, err);
     else if (!rc) rc = run_sequence(&o->seq.prompt, s->m, o->seq.model, o->seq.generate, &s->tokens, &s->P, &s->T,
                                 &s->text, err);
     if (!rc && o->prov) rc = capture_provenance(o->prov, o->seq.model, o->seq.tokenizer, &o->seq.prompt, err);

@@ -239,7 +239,7 @@ int fidelity_main(int argc, char **argv)
     if (!rc && !o->seq.model && !(rc = model_default_path(a->model_path, sizeof a->model_path, true, &err)))
         o->seq.model = a->model_path;
     if (!rc) rc = prov_set_time(&prov, a->timestamp, &err);
-    if (!rc) o->prov = &prov, rc = fidelity_run(o, &err);
+    if (!rc) o->prov = &prov, rc = o->prompts ? fidelity_prompts(o, &err) : fidelity_run(o, &err);
     prov_free(&prov);
     if (a) policy_plugins_close(&a->plugins);
     free(a);

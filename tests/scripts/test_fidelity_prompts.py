@@ -189,6 +189,9 @@ def main():
         for p in PROMPTS:
             check(os.path.exists(os.path.join(out, p["id"], "report.html")) and
                   os.path.exists(os.path.join(out, p["id"], "sim", "summary.csv")), "writes %s/'s study" % p["id"])
+            with h5py.File(os.path.join(out, p["id"], "full.h5"), "r") as f:
+                text = f["prompt_text"][()].decode() if "prompt_text" in f else None
+            check(text == p.get("text"), "%s/full.h5 keeps the prompt's text (none for ids)" % p["id"], text)
         fid = rows(os.path.join(out, "fidelity.csv"))
         check(list(fid[0].keys())[:2] == ["trace", "config"] and len(fid) == 4 * 6,
               "fidelity.csv: a trace column first, one row per prompt and configuration", len(fid))
