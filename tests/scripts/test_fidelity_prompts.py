@@ -17,7 +17,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from kvrng import Rng  # noqa: E402
-from kvrun import run, write_tokens  # noqa: E402
+from kvrun import capture, run, write_tokens  # noqa: E402
 from tap import NO_MODEL, check, close, finish, model_file, skip  # noqa: E402
 
 MODEL = model_file()
@@ -100,10 +100,7 @@ def check_answers(tmp, out):
         tok = write_tokens(tmp, pid + ".json", ids[:len(ids) - gen])
 
         def cap(name, *extra):
-            rr = run("capture", "--quiet", "--logits", "--attention", "none", "--model", MODEL, "--tokens", tok,
-                     "--chunk", str(B), "-o", os.path.join(tmp, name), *extra)
-            assert rr.returncode == 0, rr.stderr
-            with h5py.File(os.path.join(tmp, name), "r") as f:
+            with capture(os.path.join(tmp, name), MODEL, tok, "--attention", "none", "--chunk", str(B), *extra) as f:
                 return f["logits"][:]
         close("%s: full answer log-prob = numpy's on capture --logits" % pid, full_lp,
               answer_logprob(cap(pid + "_full.h5"), ids, start, start + n), 1e-5, 1e-5)
