@@ -87,7 +87,8 @@ static void print_summary(const fid_results *r)
     fid_headline_free(&h);
 }
 
-int fidelity_run(const fidelity_opts *o, kv_err *err)
+/* Policies that cannot run inside the model are refused before anything runs. */
+int fid_check_online(const fidelity_opts *o, kv_err *err)
 {
     for (int p = 0; p < o->n_policies; p++)
         if (policy_offline_only(&o->policies[p]))
@@ -95,27 +96,39 @@ int fidelity_run(const fidelity_opts *o, kv_err *err)
                            "past query), "
                            "so it is offline only and cannot run "
                            "inside the model", o->policies[p].iface->name);
+    return KV_OK;
+}
+
+int fidelity_one(const fidelity_opts *o, const char *dir, fid_results *r, kv_err *err)
+{
+    memset(r, 0, sizeof *r);
+    int rc = make_configs(o, r, err);
+    if (rc) return rc;
+    char trace_path[4400], sim_dir[4400];
+    snprintf(trace_path, sizeof trace_path, "%s/full.h5", dir);
+    snprintf(sim_dir, sizeof sim_dir, "%s/sim", dir);
+    sim_stats *summary = kv_calloc((size_t)(r->n > 0 ? r->n : 1), sizeof *summary, "sim summary", err);
+    rc = summary ? fid_run_models(o, trace_path, r, err) : err->code;
+    if (!rc) rc = run_sim(o, trace_path, sim_dir, summary, err);
+    if (!rc) rc = fid_take_sim(summary, r, err);
+    free(summary);
+    if (!rc) rc = fid_write_outputs(o, r, dir, err);
+    return rc;
+}
+
+int fidelity_run(const fidelity_opts *o, kv_err *err)
+{
+    int rc = fid_check_online(o, err);
+    if (rc) return rc;
     fid_results r;
     memset(&r, 0, sizeof r);
     kv_outfile out;
     const char *inputs[] = {o->seq.model, o->seq.tokenizer, o->seq.prompt.text_file, o->seq.prompt.tokens_file,
                             o->head_scores};
-    int rc = outfile_check_inputs(o->output, inputs, 5, err);
-    if (!rc) rc = make_configs(o, &r, err);
+    rc = outfile_check_inputs(o->output, inputs, 5, err);
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err);
-    if (rc) {
-        fid_results_free(&r);
-        return rc;
-    }
-    char trace_path[4400], sim_dir[4400];
-    snprintf(trace_path, sizeof trace_path, "%s/full.h5", out.tmp_path);
-    snprintf(sim_dir, sizeof sim_dir, "%s/sim", out.tmp_path);
-    sim_stats *summary = kv_calloc((size_t)(r.n > 0 ? r.n : 1), sizeof *summary, "sim summary", err);
-    rc = summary ? fid_run_models(o, trace_path, &r, err) : err->code;
-    if (!rc) rc = run_sim(o, trace_path, sim_dir, summary, err);
-    if (!rc) rc = fid_take_sim(summary, &r, err);
-    free(summary);
-    if (!rc) rc = fid_write_outputs(o, &r, out.tmp_path, err);
+    if (rc) return rc;
+    rc = fidelity_one(o, out.tmp_path, &r, err);
     if (!rc) rc = outdir_commit(&out, err);
     else outdir_abort(&out);
     if (!rc) print_summary(&r);

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/kv_error.h"
 #include "model/tokenizer/prompt.h"
@@ -32,6 +33,10 @@ typedef struct {
     int64_t generate;        /* the full model's greedy tokens after the prompt */
     int64_t chunk;           /* B: prefill chunk */
     bool beyond_context;     /* --allow-beyond-context, as capture's */
+    const int32_t *ids;      /* fidelity --prompts: the prompt's ids[n_ids] (BOS first), read instead of
+                                `prompt`, whose text (if any) is then the text they encode, kept in the trace */
+    int64_t n_ids;
+    int64_t answer_start, answer_end; /* the answer's token range [start, end) of the prompt; equal: none */
 } fid_sequence;
 
 typedef struct {
@@ -47,6 +52,8 @@ typedef struct {
     int64_t *budgets;        /* [n_budgets] */
     int n_budgets;
     int sim_threads;         /* 0: one per CPU */
+    const kv_model *loaded;  /* the model already loaded (fidelity --prompts); NULL: load seq.model */
+    const char *prompts;     /* --prompts FILE.jsonl (fidelity_prompts) */
     bool force, quiet;
 } fidelity_opts;
 
@@ -59,6 +66,7 @@ typedef struct {
     int64_t n_positions;     /* positions t >= N */
     double kl_mean, kl_p95, kl_max, greedy_agree;
     double ppl_evict;        /* over every predicted token of the sequence */
+    double answer_logprob;   /* Σ log q(answer token | everything before it); 0 without an answer */
     int64_t cache_peak;      /* largest rows a (layer, kv head) cache ever held */
     int64_t rows_peak;       /* largest rows every cache held together (<= L·K·N + L·K·B) */
     double out_rel_err_mean, out_rel_err_p95, attn_recall_mean; /* sim, phase=all */
@@ -69,11 +77,24 @@ typedef struct {
 typedef struct {
     int64_t T, prompt_len, V;
     double ppl_full;
+    double answer_logprob_full; /* the full run's Σ log p(answer token | before) */
+    int64_t answer_tokens;   /* 0: no answer */
     int n;                   /* configurations: policy-major, then allocator, then budget (sim's order) */
     fid_config *c;           /* [n] */
 } fid_results;
 
 int fidelity_run(const fidelity_opts *o, kv_err *err);
+
+/* KV_EUSAGE unless every policy can run inside the model. */
+int fid_check_online(const fidelity_opts *o, kv_err *err);
+
+/* One study into the existing directory dir (full.h5, sim/, the CSVs, the
+ * report), its results left in *r for the caller (fid_results_free). */
+int fidelity_one(const fidelity_opts *o, const char *dir, fid_results *r, kv_err *err);
+
+/* `fidelity --prompts` (prompts.c): fidelity_one per prompt of o->prompts into DIR/ID/, the model loaded
+ * once, then the per-prompt rows and the means with bootstrap intervals over prompts in DIR. */
+int fidelity_prompts(const fidelity_opts *o, kv_err *err);
 
 /* The model runs (runs.c): writes the full-cache trace to `trace_path` and
  * fills every configuration's online measurements. */
@@ -85,6 +106,9 @@ int fid_take_sim(const sim_stats *summary, fid_results *r, kv_err *err);
 
 /* Outputs (output.c): CSVs, the figure and report.html into dir. */
 int fid_write_outputs(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err);
+
+/* "config,policy,params,budget,allocator" of a configuration, CSV fields (output.c). */
+void fid_config_key(FILE *f, const fid_config *c);
 
 void fid_results_free(fid_results *r);
 

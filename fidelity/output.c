@@ -32,7 +32,7 @@ static void config_names(FILE *f, const fid_config *c)
 }
 
 /* "config,policy,params,budget,allocator": a configuration's key, as sim's results.csv starts its rows. */
-static void config_key(FILE *f, const fid_config *c)
+void fid_config_key(FILE *f, const fid_config *c)
 {
     config_names(f, c);
     fprintf(f, ",%lld,", (long long)c->budget);
@@ -47,7 +47,7 @@ static int write_configs(const fidelity_opts *o, const fid_results *r, const cha
     if (!f) return err->code;
     for (int i = 0; i < r->n; i++) {
         const fid_config *c = &r->c[i];
-        config_key(f, c);
+        fid_config_key(f, c);
         fprintf(f, ",%lld,%lld,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%lld\n", (long long)o->seq.chunk,
                 (long long)c->n_positions, c->kl_mean, c->kl_p95, c->kl_max, c->greedy_agree, r->ppl_full,
                 c->ppl_evict, c->out_rel_err_mean, c->out_rel_err_p95, c->attn_recall_mean, (long long)c->cache_peak,
@@ -63,7 +63,7 @@ static int write_positions(const fid_results *r, const char *dir, kv_err *err)
     for (int i = 0; i < r->n; i++) {
         const fid_config *c = &r->c[i];
         for (int64_t j = 0; j < c->n_positions; j++) {
-            config_key(f, c);
+            fid_config_key(f, c);
             fprintf(f, ",%lld,%.9g,%d\n", (long long)(r->T - c->n_positions + j), c->kl[j], c->agree[j]);
         }
     }

@@ -19,10 +19,12 @@
 typedef struct {
     kv_run *run;             /* on the CPU, evicting inside, not recorded */
     double nll;              /* Σ −log q(next) */
+    double answer;           /* Σ log q(next) over the answer's tokens */
 } evict_run;
 
 typedef struct {
-    kv_model model;
+    kv_model own;            /* loaded here unless the caller gave one (fidelity --prompts) */
+    const kv_model *m;       /* own, or the caller's */
     int32_t *tokens;         /* [T] */
     char *text;              /* the prompt's text (recorded in the trace), NULL: given as ids or BOS alone */
     int64_t T, P;
@@ -31,8 +33,9 @@ typedef struct {
     double *head_scores;     /* [L][K] --head-scores (headkv, duo); NULL: none given */
     alloc_config *acs;       /* [n] each configuration's allocator, with the head ranking */
     int n;
-    double nll_full;
+    double nll_full, answer_full;
     int64_t n_pred;          /* positions with a next token */
+    int64_t ans0, ans1;      /* the answer's token range [ans0, ans1); empty: none */
 } fid_state;
 
 static void state_free(fid_state *s)
@@ -44,7 +47,7 @@ static void state_free(fid_state *s)
     run_free(s->full);
     free(s->tokens);
     free(s->text);
-    model_free(&s->model);
+    model_free(&s->own);
 }
 
 /* Whether a configuration reads W_o (criticalkv's wo=model): the full trace then records /wo, so
@@ -63,7 +66,7 @@ static bool reads_wo(const fidelity_opts *o)
 static int open_run(const fidelity_opts *o, fid_state *s, const fid_config *r0, const fid_config *fc,
                     const char *trace_path, kv_run **r, kv_err *err)
 {
-    run_opts ro = {.model = &s->model, .model_path = o->seq.model, .tokens = s->tokens, .T = s->T, .P = s->P,
+    run_opts ro = {.model = s->m, .model_path = o->seq.model, .tokens = s->tokens, .T = s->T, .P = s->P,
                    .chunk = o->seq.chunk, .evict = fc ? fc->pc : NULL, .budget = fc ? fc->budget : 0,
                    .alloc = fc ? &s->acs[fc - r0] : NULL, .output = trace_path, .verb = "fidelity",
                    .trace = {.storage = TRACE_F32}, .beyond_context = o->seq.beyond_context,
@@ -73,17 +76,32 @@ static int open_run(const fidelity_opts *o, fid_state *s, const fid_config *r0, 
     return run_open(r, &ro, err);
 }
 
+/* The sequence of prompt ids given in memory (fidelity --prompts), room for q->generate more; the
+ * prompt's text, when given, is the text these ids encode. */
+static int given_sequence(const fid_sequence *q, int32_t **tokens, int64_t *P, int64_t *T, char **text, kv_err *err)
+{
+    *P = q->n_ids, *T = q->n_ids + q->generate;
+    if (!(*tokens = kv_calloc((size_t)*T, sizeof(int32_t), "sequence", err))) return err->code;
+    memcpy(*tokens, q->ids, sizeof(int32_t) * (size_t)q->n_ids);
+    if (q->prompt.text && !(*text = strdup(q->prompt.text))) /* the ids' text, kept in the trace as capture does */
+        return kv_fail(err, KV_EFAIL, "out of memory for the prompt's text");
+    return KV_OK;
+}
+
 /* Model, tokens, the full run and its trace, one evicting run per configuration. */
 static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, fid_results *r, kv_err *err)
 {
-    int rc = model_load(o->seq.model, o->seq.tokenizer, &s->model, err);
-    if (!rc) rc = run_sequence(&o->seq.prompt, &s->model, o->seq.model, o->seq.generate, &s->tokens, &s->P, &s->T,
+    s->m = o->loaded ? o->loaded : &s->own;
+    int rc = o->loaded ? KV_OK : model_load(o->seq.model, o->seq.tokenizer, &s->own, err);
+    if (!rc && o->seq.ids) rc = given_sequence(&o->seq, &s->tokens, &s->P, &s->T, &s->text, err);
+    else if (!rc) rc = run_sequence(&o->seq.prompt, s->m, o->seq.model, o->seq.generate, &s->tokens, &s->P, &s->T,
                                 &s->text, err);
     if (!rc && o->prov) rc = capture_provenance(o->prov, o->seq.model, o->seq.tokenizer, &o->seq.prompt, err);
-    if (!rc && o->head_scores) rc = capture_head_scores(o->head_scores, &s->model.cfg, &s->head_scores, err);
+    if (!rc && o->head_scores) rc = capture_head_scores(o->head_scores, &s->m->cfg, &s->head_scores, err);
     if (!rc && o->head_scores && o->prov) rc = prov_add_file(o->prov, "head_scores", o->head_scores, NULL, err);
     if (!rc) rc = open_run(o, s, NULL, NULL, trace_path, &s->full, err);
     if (rc) return rc;
+    s->ans0 = o->seq.answer_start, s->ans1 = o->seq.answer_end;
     s->n = r->n;
     if (!(s->runs = kv_calloc((size_t)s->n, sizeof *s->runs, "fidelity runs", err)) ||
         !(s->acs = kv_calloc((size_t)s->n, sizeof *s->acs, "fidelity runs", err)))
@@ -97,14 +115,14 @@ static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, f
                     !(fc->agree = kv_calloc((size_t)s->T, sizeof(uint8_t), "per-position agreement", err))))
             rc = err->code;
     }
-    r->T = s->T, r->prompt_len = s->P, r->V = s->model.cfg.vocab_size;
+    r->T = s->T, r->prompt_len = s->P, r->V = s->m->cfg.vocab_size;
     return rc;
 }
 
 /* Rows [p0, p0+n) of configuration i against the full run's logits. */
 static void compare_rows(fid_state *s, fid_config *fc, int i, int64_t p0, int64_t n)
 {
-    const int64_t V = s->model.cfg.vocab_size;
+    const int64_t V = s->m->cfg.vocab_size;
     evict_run *e = &s->runs[i];
     for (int64_t r = 0; r < n; r++) {
         const int64_t t = p0 + r;
@@ -114,6 +132,10 @@ static void compare_rows(fid_state *s, fid_config *fc, int i, int64_t p0, int64_
         if (next >= 0) {
             e->nll -= row.logp_q;
             if (i == 0) s->nll_full -= row.logp_p, s->n_pred++;
+        }
+        if (t + 1 >= s->ans0 && t + 1 < s->ans1) { /* log p(answer token | everything before it) */
+            e->answer += row.logp_q;
+            if (i == 0) s->answer_full += row.logp_p;
         }
         if (t < fc->budget) continue; /* earlier positions cannot be affected */
         fc->kl[fc->n_positions] = row.kl;
@@ -125,7 +147,7 @@ static void compare_rows(fid_state *s, fid_config *fc, int i, int64_t p0, int64_
  * sequence past the prompt), then every evicting walk on the same tokens. */
 static int step(fid_state *s, fid_results *r, int64_t p0, int64_t n, kv_err *err)
 {
-    const int64_t V = s->model.cfg.vocab_size;
+    const int64_t V = s->m->cfg.vocab_size;
     int rc = run_step(s->full, n, err);
     if (!rc && p0 + n < s->T && p0 + n >= s->P) { /* teacher forcing: the full model's greedy next token */
         s->tokens[p0 + n] = fid_argmax(run_logits(s->full) + (n - 1) * V, V);
@@ -142,6 +164,8 @@ static void summarise(fid_state *s, fid_results *r)
 {
     const double np = s->n_pred > 0 ? (double)s->n_pred : 1.0;
     r->ppl_full = exp(s->nll_full / np);
+    r->answer_logprob_full = s->answer_full;
+    r->answer_tokens = s->ans1 - s->ans0;
     for (int i = 0; i < r->n; i++) {
         fid_config *fc = &r->c[i];
         double sum = 0.0, mx = 0.0;
@@ -159,6 +183,7 @@ static void summarise(fid_state *s, fid_results *r)
         fc->kl_p95 = fid_p95(tmp, fc->n_positions);
         free(tmp);
         fc->ppl_evict = exp(s->runs[i].nll / np);
+        fc->answer_logprob = s->runs[i].answer;
         fc->cache_peak = run_cache_peak(s->runs[i].run);
         fc->rows_peak = run_rows_peak(s->runs[i].run);
     }

@@ -13,7 +13,8 @@
 #include "expr/expr.h"
 
 static const char USAGE[] =
-    "usage: kvtrace fidelity [--model M] [--prompt TEXT | --prompt-file F | --tokens F] [--generate N]\n"
+    "usage: kvtrace fidelity [--model M] [--prompt TEXT | --prompt-file F | --tokens F | --prompts F.jsonl]\n"
+    "                        [--generate N]\n"
     "                        [--policies LIST] [--allocators LIST] [--budgets LIST] [--chunk B] [options] -o DIR\n"
     "\n"
     "Eviction inside the model versus offline replay (SPEC §11). On one teacher-forced sequence\n"
@@ -28,6 +29,10 @@ static const char USAGE[] =
     "  --tokenizer F        llama2.c tokenizer.bin for a .bin checkpoint\n"
     "  --prompt TEXT, --prompt-file F, --tokens F   the prompt (none: BOS alone); text is encoded with\n"
     "                       the model's own tokenizer, as capture does, and kept in full.h5 (/prompt_text)\n"
+    "  --prompts FILE.jsonl the study over every prompt of a prompts file (as capture --prompts; docs/study.md),\n"
+    "                       the model loaded once: each prompt's outputs in DIR/ID/, then in DIR fidelity.csv\n"
+    "                       (a trace column), answer.csv (the answer's log-probability, full vs evicting run),\n"
+    "                       summary.csv (means over prompts, 95% bootstrap intervals) and report.html\n"
     "  --generate N         greedy tokens of the full model after the prompt (default 0; 511 when no\n"
     "                       prompt is given)\n"
     "  --policies LIST      in-model policies, name[:key=value...] (default: every policy but full\n"
@@ -132,6 +137,7 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("prompt", CLI_TEXT, fid_args, o.seq.prompt.text)},
     {CLI_ROW("prompt-file", CLI_TEXT, fid_args, o.seq.prompt.text_file)},
     {CLI_ROW("tokens", CLI_TEXT, fid_args, o.seq.prompt.tokens_file)},
+    {CLI_ROW("prompts", CLI_TEXT, fid_args, o.prompts)},
     {CLI_ROW("generate", CLI_I64, fid_args, generate), .lo = 0, .hi = 1 << 24},
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
     {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
@@ -197,8 +203,10 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
     const int sources = prompt_sources(&o->seq.prompt);
     if (sources > 1) return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");
+    if (sources && o->prompts)
+        return cli_usage(err, v, "--prompts takes the prompts from its file: not with --prompt, --prompt-file, --tokens");
     if (!o->output) return cli_usage(err, v, "-o DIR is required");
-    o->seq.generate = a->generate >= 0 ? a->generate : sources ? 0 : 511;
+    o->seq.generate = a->generate >= 0 ? a->generate : sources || o->prompts ? 0 : 511;
     for (int p = 0; p < o->n_policies; p++)
         if (policy_offline_only(&a->cfgs[p]))
             return cli_usage(err, v, "--policies: %s reads what a model run does not keep (the future, or every past "
@@ -231,7 +239,7 @@ int fidelity_main(int argc, char **argv)
     if (!rc && !o->seq.model && !(rc = model_default_path(a->model_path, sizeof a->model_path, true, &err)))
         o->seq.model = a->model_path;
     if (!rc) rc = prov_set_time(&prov, a->timestamp, &err);
-    if (!rc) o->prov = &prov, rc = fidelity_run(o, &err);
+    if (!rc) o->prov = &prov, rc = o->prompts ? fidelity_prompts(o, &err) : fidelity_run(o, &err);
     prov_free(&prov);
     if (a) policy_plugins_close(&a->plugins);
     free(a);
