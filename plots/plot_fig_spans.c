@@ -38,7 +38,7 @@ static int write_span_data(const plot_data *d, const plot_ctx *ctx, plot_fig_out
         if (i == 0 || rows[i]->series != rows[i - 1]->series) {
             const plot_series *s = &d->series.s[rows[i]->series];
             if (*blocks) fputs("\n\n", f);
-            fprintf(f, "# index %d: %s %s\n", *blocks, s->config, s->alloc);
+            fprintf(f, "# index %d: %s %s\n", *blocks, s->policy, s->params);
             order[(*blocks)++] = rows[i]->series;
         }
         fprintf(f, "%lld", (long long)rows[i]->budget);
