@@ -309,8 +309,9 @@ static int write_tail(analyze_ctx *c, kv_err *err)
     if (!rc) rc = detail_write(c, err);
     bool copied;
     if (c->o->sel_trace || c->o->sel_chunk) return rc;   /* a study's trace: the copies are the study's */
-    static const char *const COPIES[] = {RESULTS_FILE_SUMMARY, RESULTS_FILE_TIMING, RESULTS_FILE_CSV};
-    for (int i = 0; i < 3; i++) {
+    static const char *const COPIES[] = {RESULTS_FILE_SUMMARY, RESULTS_FILE_TIMING, RESULTS_FILE_CSV,
+                                         RESULTS_FILE_SPANS, RESULTS_FILE_SPANS_SUMMARY};   /* spans: when present */
+    for (int i = 0; i < 5; i++) {
         if (!rc && c->o->results && c->o->n_results <= 1)
             rc = results_copy_file(c->o->results, COPIES[i], c->outdir, &copied, err);
         else if (!rc && c->o->n_results > 1)   /* merged runs: the rows of each, in the order given */

@@ -17,6 +17,7 @@
 #include "core/csv.h"
 #include "core/outfile.h"
 #include "results/results_dir.h"
+#include "results/results_schema.h"
 #include "study/study.h"
 
 typedef struct {
@@ -168,6 +169,23 @@ static int write_logdet(const study_ctx *s, double *x, kv_err *err)
     return csv_close(f, "study_logdet.csv", err);
 }
 
+/* sim's spans.csv and spans_summary.csv (when the traces have spans), before
+ * they are copied: their schemas, and the runs of every chunk's analysis. */
+static int check_spans(const study_ctx *s, kv_err *err)
+{
+    results_runs runs = {0};
+    int rc = KV_OK;
+    for (int c = 0; !rc && c < s->n_chunks; c++)
+        for (int r = 0; !rc && r < s->a[c].rs.n_runs; r++) {
+            const results_run *run = &s->a[c].rs.runs[r];
+            if (results_runs_add(&runs, run->config, run->allocator, run->budget, err) < 0) rc = KV_EFAIL;
+        }
+    const results_dims dims = {.L = s->a[0].L, .H = s->a[0].H, .K = s->a[0].K, .T = s->a[0].T};
+    if (!rc) rc = results_check_spans(s->o->results, &dims, &runs, err);
+    results_runs_free(&runs);
+    return rc;
+}
+
 /* The means, sim's CSVs copied, provenance.json. */
 static int write_study(study_ctx *s, kv_err *err)
 {
@@ -176,9 +194,10 @@ static int write_study(study_ctx *s, kv_err *err)
     int rc = s->idx ? KV_OK : err->code;
     if (!rc) rc = write_spearman(s, x, err);
     if (!rc) rc = write_logdet(s, x, err);
+    if (!rc) rc = check_spans(s, err);
     static const char *const COPIES[] = {RESULTS_FILE_SUMMARY, RESULTS_FILE_SUMMARY_BY_TRACE, RESULTS_FILE_TIMING,
-                                         RESULTS_FILE_CSV};
-    for (int i = 0; !rc && i < 4; i++) {
+                                         RESULTS_FILE_CSV, RESULTS_FILE_SPANS, RESULTS_FILE_SPANS_SUMMARY};
+    for (int i = 0; !rc && i < 6; i++) {
         bool copied;
         rc = results_copy_file(s->o->results, COPIES[i], s->outdir, &copied, err);
     }

@@ -73,6 +73,8 @@ static const char USAGE[] =
     "  8-10.       the needle study: prompts needle on a haystack the demo writes (lengths 128,256,\n"
     "              depths 0,0.5,1), capture --prompts, sim " DEMO_NEEDLE_POLICIES " at budgets 32,64,\n"
     "              chunks 16,32 -> needle/ (needle/results/spans_summary.csv: the needle's retention)\n"
+    "  11-12.      analyze and plot the needle study -> needle/analysis/, needle/figures/ (its own\n"
+    "              report.html: span retention with confidence intervals per policy and budget)\n"
     "The default model is found in $KVTRACE_MODEL_DIR or ~/.cache/kvtrace, and downloaded\n"
     "there (sha256 checked) when absent. Prints the report's path at the end.\n"
     "\n"
@@ -82,7 +84,7 @@ static const char USAGE[] =
     "  --quiet      no progress lines\n"
     "  --timestamp  record the time in every step's provenance (SOURCE_DATE_EPOCH, when set, gives it)\n"
     "  --all-policies  step 2 also runs compactor (every registered policy; about 10 s more on 2 cores)\n"
-    "DIR/provenance.json records the demo's command, the model's sha256 and the ten steps' commands,\n"
+    "DIR/provenance.json records the demo's command, the model's sha256 and the twelve steps' commands,\n"
     "which report.html shows too: run from DIR, they rebuild its outputs (docs/provenance.md).\n";
 
 typedef struct {
@@ -181,6 +183,8 @@ static int run_steps(const demo_opts *o, const char *model)
                           "-o", "needle/study", q, ts};
     const char *nsim[] = {"sim", "needle/study", "--policies", DEMO_NEEDLE_POLICIES, "--budgets", "32,64",
                           "--chunks", "16,32", "-o", "needle/results", q, ts};
+    const char *nana[] = {"analyze", "needle/study", "--results", "needle/results", "-o", "needle/analysis", q, ts};
+    const char *nplt[] = {"plot", "needle/analysis", "-o", "needle/figures", q, ts};
 #define STEP(N, WHAT, MAIN, ARGS) step(o, N, WHAT, MAIN, ARGS, (int)(sizeof ARGS / sizeof ARGS[0]))
     int rc = STEP(1, "capture", capture_main, cap);
     if (!rc) rc = STEP(2, "sim", sim_main, sim);
@@ -198,6 +202,8 @@ static int run_steps(const demo_opts *o, const char *model)
         if (!rc) rc = STEP(8, "prompts: needle", verb_prompts, ngen);
         if (!rc) rc = STEP(9, "capture: needle study", capture_main, ncap);
         if (!rc) rc = STEP(10, "sim: needle study (spans.csv)", sim_main, nsim);
+        if (!rc) rc = STEP(11, "analyze: needle study", analyze_main, nana);
+        if (!rc) rc = STEP(12, "plot: needle study (span retention)", plot_main, nplt);
     }
 #undef STEP
     return rc;

@@ -1,5 +1,5 @@
 /* The figures in report order (see plot_figures.h): the six of SPEC §9 and
- * the per-layer error (issue #14), the allocations (issue #17), error versus chunk (issue #21); what they share is in plot_fig_util.c. */
+ * the per-layer error (issue #14), the allocations (issue #17), error versus chunk and span retention (issue #21); what they share is in plot_fig_util.c. */
 #include "plot_figures.h"
 
 const plot_figure PLOT_FIGURES[] = {
@@ -12,5 +12,6 @@ const plot_figure PLOT_FIGURES[] = {
     {"fig7_layers", "Output error by layer", plot_fig_layers},
     {"fig8_alloc", "Budgets by layer and head, and error versus memory", plot_fig_alloc},
     {"fig9_chunks", "Output error versus prefill chunk", plot_fig_chunks},
+    {"fig10_spans", "Span retention versus budget", plot_fig_spans},
 };
 const int PLOT_N_FIGURES = sizeof PLOT_FIGURES / sizeof PLOT_FIGURES[0];

@@ -94,6 +94,9 @@ void plot_gp_bands(FILE *f, const plot_data *d, const char *data, const int *ord
 /* Figure 9: output error and attention recall versus the prefill chunk (sim --chunks). */
 int plot_fig_chunks(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 
+/* Figure 10: span retention versus budget (spans_summary.csv; plot_fig_spans.c). */
+int plot_fig_spans(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+
 /* The x axis of a budget figure: explicit tics at the budgets (when few) and
  * a log2 scale when they span more than 4x. */
 void plot_gp_budget_axis(FILE *f, const plot_point *pts, size_t n);

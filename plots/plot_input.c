@@ -275,6 +275,8 @@ int plot_input_load(plot_data *d, const char *dir, kv_err *err)
     if (!rc) rc = load_detail(d, err);
     if (!rc) rc = load_budgets(d, err);
     if (!rc) rc = check_only(d, PF_HEAD_IMPORTANCE, err);
+    if (!rc) rc = check_only(d, PF_SPANS, err);
+    if (!rc) rc = plot_input_spans(d, err);
     if (rc) {
         plot_input_free(d);
         return rc;
@@ -294,6 +296,7 @@ void plot_input_free(plot_data *d)
     free(d->timing);
     free(d->layers);
     free(d->budgets);
+    free(d->spans);
     free(d->runs);
     free(d->pca.pc1);
     free(d->pca.pc2);

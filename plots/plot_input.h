@@ -17,7 +17,7 @@
 
 /* The input files; `present` is indexed by these. */
 enum { PF_META, PF_SPEARMAN, PF_LOGDET, PF_PCA, PF_PCA_KEPT, PF_PCA_VAR, PF_DETAIL, PF_SUMMARY, PF_TIMING, PF_RESULTS,
-       PF_BUDGETS, PF_HEAD_IMPORTANCE, PF_N };
+       PF_BUDGETS, PF_HEAD_IMPORTANCE, PF_SPANS, PF_SPANS_SUMMARY, PF_N };
 extern const char *const PLOT_FILES[PF_N];   /* their names (plot_table.c) */
 
 typedef struct {
@@ -37,6 +37,15 @@ typedef struct { int series; int64_t budget, calls; double ns; } plot_timing;
 typedef struct { int series; int64_t budget; } plot_pca_run;   /* one run of pca_kept.csv */
 typedef struct { int series; int64_t budget, layer, n_heads; double err_mean; } plot_layer_err;
 typedef struct { int series; int64_t budget, layer, kv_head, head_budget; } plot_budget; /* budgets.csv */
+/* spans_summary.csv's three statistics, in its column order */
+enum { PLOT_SPAN_RET_MEAN, PLOT_SPAN_RET_FINAL, PLOT_SPAN_RECALL, PLOT_SPAN_STATS };
+extern const char *const PLOT_SPAN_STAT_NAMES[PLOT_SPAN_STATS];   /* "retention_mean", ... */
+typedef struct {
+    int series, span;                    /* span: index into plot_data.span_names */
+    int64_t budget, chunk, n_traces;
+    double mean[PLOT_SPAN_STATS], lo[PLOT_SPAN_STATS], hi[PLOT_SPAN_STATS];   /* NaN where the file says nan */
+} plot_span;
+enum { PLOT_MAX_SPANS = 64, PLOT_SPAN_NAME = 64 };
 
 typedef struct {
     int64_t layer, kv_head;   /* the detail layer's kv head */
@@ -64,6 +73,8 @@ typedef struct {
     plot_timing *timing;    size_t n_timing;
     plot_layer_err *layers; size_t n_layers;   /* results.csv, phase=all: mean over query heads per layer */
     plot_budget *budgets;   size_t n_budgets;  /* budgets.csv: rows kept at the end per run and stream */
+    plot_span *spans;       size_t n_spans;    /* spans_summary.csv, in file order */
+    char span_names[PLOT_MAX_SPANS][PLOT_SPAN_NAME]; int n_span_names;   /* in order of first appearance */
     plot_pca_run *runs;         size_t n_runs;     /* pca_kept.csv's runs, in order of first row */
     plot_pca pca;           bool has_pca;
     plot_detail detail;
@@ -78,6 +89,9 @@ typedef struct {
 /* Reads and validates everything; on error *d is freed and err says which
  * file and line (KV_EINPUT). */
 int plot_input_load(plot_data *d, const char *dir, kv_err *err);
+
+/* plot_input_spans.c: spans_summary.csv into d->spans (spans.csv checked only). */
+int plot_input_spans(plot_data *d, kv_err *err);
 void plot_input_free(plot_data *d);
 
 /* A meta.csv value, or NULL when the key is absent. */

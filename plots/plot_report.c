@@ -65,7 +65,8 @@ static void contents(FILE *f, const plot_fig_out *figs)
     for (int i = 0; i < PLOT_N_FIGURES; i++)
         fprintf(f, "<li><a href=\"#%s\">%s</a>%s</li>\n", PLOT_FIGURES[i].name, PLOT_FIGURES[i].title,
                 figs[i].skip[0] ? " (not drawn)" : "");
-    fputs("<li><a href=\"#summary\">Summary table</a></li>\n</ol></nav>\n", f);
+    fputs("<li><a href=\"#summary\">Summary table</a></li>\n<li><a href=\"#spans\">Span table</a></li>\n"
+          "</ol></nav>\n", f);
 }
 
 static void meta_and_commands(FILE *f, const plot_data *d, const prov_record *prov)
@@ -148,6 +149,42 @@ static void summary(FILE *f, const plot_data *d)
     fputs("</table>\n", f);
 }
 
+/* "mean [lo, hi]" (just the mean without an interval: one trace) */
+static void mean_ci(FILE *f, const plot_span *s, int k)
+{
+    fprintf(f, "<td class=\"num\">%.4f", s->mean[k]);
+    if (s->n_traces > 1) fprintf(f, " [%.4f, %.4f]", s->lo[k], s->hi[k]);
+    fputs("</td>", f);
+}
+
+/* The span table: every row of spans_summary.csv, in file order (span, configuration, budget, chunk). */
+static void spans(FILE *f, const plot_data *d)
+{
+    fputs("<h2 id=\"spans\">Span table</h2>\n", f);
+    if (!d->n_spans) {
+        fprintf(f, "<p class=\"skipped\">No spans: %s</p>\n",
+                d->present[PF_SPANS_SUMMARY] ? "spans_summary.csv has no rows."
+                                             : "spans_summary.csv is missing (the traces have no spans).");
+        return;
+    }
+    fputs("<p>From spans_summary.csv: each trace's value is its mean over layers and kv heads; the cell is the mean "
+          "over the traces holding the span, then (several traces) its 95% percentile bootstrap interval over them "
+          "[lo, hi].</p>\n<table>\n<tr><th>span</th><th>policy</th><th>params</th><th>allocator</th><th>budget</th>"
+          "<th>chunk</th><th>traces</th><th>retention_mean</th><th>retention_final</th><th>attn_recall</th></tr>\n", f);
+    for (size_t i = 0; i < d->n_spans; i++) {
+        const plot_span *s = &d->spans[i];
+        const plot_series *p = &d->series.s[s->series];
+        const char *cells[4] = {d->span_names[s->span], p->policy, p->params, p->alloc};
+        fputs("<tr>", f);
+        for (int c = 0; c < 4; c++) fputs("<td>", f), plot_html_escape(f, cells[c]), fputs("</td>", f);
+        fprintf(f, "<td class=\"num\">%lld</td><td class=\"num\">%lld</td><td class=\"num\">%lld</td>",
+                (long long)s->budget, (long long)s->chunk, (long long)s->n_traces);
+        for (int k = 0; k < PLOT_SPAN_STATS; k++) mean_ci(f, s, k);
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
 int plot_report_write(const plot_ctx *ctx, const plot_data *d, const plot_fig_out *figs, const prov_record *prov,
                       kv_err *err)
 {
@@ -159,6 +196,7 @@ int plot_report_write(const plot_ctx *ctx, const plot_data *d, const plot_fig_ou
     meta_and_commands(f, d, prov);
     for (int i = 0; i < PLOT_N_FIGURES; i++) figure(f, ctx, i, &figs[i]);
     summary(f, d);
+    spans(f, d);
     fprintf(f, "<p class=\"sub\">Written by kvtrace %s plot. Figures are gnuplot scripts with their data beside "
                "them in this directory.</p>\n</body>\n</html>\n", KVTRACE_VERSION);
     return plot_close(f, ctx, "report.html", err);

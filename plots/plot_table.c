@@ -5,13 +5,23 @@
 
 const char *const PLOT_FILES[PF_N] = {"meta.csv", "spearman.csv", "logdet.csv", "pca.csv", "pca_kept.csv",
                                       "pca_var.csv", "detail.csv", "summary.csv", "timing.csv",
-                                      "results.csv", "budgets.csv", "head_importance.csv"};
+                                      "results.csv", "budgets.csv", "head_importance.csv", "spans.csv",
+                                      "spans_summary.csv"};
 
 /* The schema of each file (results/results_schema.c: the tables the writers use). */
 static const results_schema *const SCHEMAS[PF_N] = {
     &RESULTS_SCHEMA_META, &RESULTS_SCHEMA_SPEARMAN, &RESULTS_SCHEMA_LOGDET, &RESULTS_SCHEMA_PCA,
     &RESULTS_SCHEMA_PCA_KEPT, &RESULTS_SCHEMA_PCA_VAR, &RESULTS_SCHEMA_DETAIL, &RESULTS_SCHEMA_SUMMARY,
-    &RESULTS_SCHEMA_TIMING, &RESULTS_SCHEMA_RESULTS, &RESULTS_SCHEMA_BUDGETS, &RESULTS_SCHEMA_HEAD_IMPORTANCE};
+    &RESULTS_SCHEMA_TIMING, &RESULTS_SCHEMA_RESULTS, &RESULTS_SCHEMA_BUDGETS, &RESULTS_SCHEMA_HEAD_IMPORTANCE,
+    &RESULTS_SCHEMA_SPANS, &RESULTS_SCHEMA_SPANS_SUMMARY};
+
+/* Whether a file's rows name runs (a config column, wherever it is: spans.csv's is the third). */
+static bool names_runs(const results_schema *s)
+{
+    for (int j = 0; j < s->n_cols; j++)
+        if (s->cols[j].kind == SC_CONFIG) return true;
+    return false;
+}
 
 int plot_table_open(plot_data *d, int file, csv_table *c, kv_err *err)
 {
@@ -27,7 +37,7 @@ int plot_table_open(plot_data *d, int file, csv_table *c, kv_err *err)
      * a header-only file has no rows to disagree: its figure is skipped with a note */
     char ref[4300];
     snprintf(ref, sizeof ref, "%s/%s", d->dir, PLOT_FILES[PF_SUMMARY]);
-    if (!rc && file != PF_SUMMARY && d->present[PF_SUMMARY] && c->n_rows && SCHEMAS[file]->cols[0].kind == SC_CONFIG)
+    if (!rc && file != PF_SUMMARY && d->present[PF_SUMMARY] && c->n_rows && names_runs(SCHEMAS[file]))
         rc = results_runs_match(&runs, c->path, &d->runs_ref, ref, file == PF_LOGDET ? "full_cache" : NULL, err);
     if (!rc && file == PF_SUMMARY) d->runs_ref = runs;
     else results_runs_free(&runs);

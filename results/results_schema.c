@@ -46,6 +46,20 @@ static const results_col COLS_TIMING[] = {
     {"candidates", SC_COUNT, false, false}, {"score_ns_per_candidate", SC_NONNEG, false, false},
     {"trace", SC_TEXT, false, true},
 };
+/* spans.csv and spans_summary.csv (sim/spans.c): no policy/params columns; the run's columns are found by kind */
+static const results_col COLS_SPANS[] = {
+    {"trace", SC_TEXT, false, true}, {"span", SC_TEXT, false, true}, {"config", SC_CONFIG, false, true},
+    {"budget", SC_BUDGET, false, true}, {"chunk", SC_BUDGET, false, true}, {"layer", SC_LAYER, false, true},
+    {"kv_head", SC_KVHEAD, false, true}, {"retention_mean", SC_UNIT, true, false},
+    {"retention_final", SC_UNIT, false, false}, {"attn_recall", SC_UNIT, true, false},
+    {"allocator", SC_ALLOC, false, true},
+};
+#define SPAN_STAT(n) {n, SC_UNIT, true, false}, {n "_ci_lo", SC_UNIT, true, false}, {n "_ci_hi", SC_UNIT, true, false}
+static const results_col COLS_SPANS_SUMMARY[] = {
+    {"span", SC_TEXT, false, true}, {"config", SC_CONFIG, false, true}, {"budget", SC_BUDGET, false, true},
+    {"chunk", SC_BUDGET, false, true}, {"allocator", SC_ALLOC, false, true}, {"n_traces", SC_COUNT, false, false},
+    SPAN_STAT("retention_mean"), SPAN_STAT("retention_final"), SPAN_STAT("attn_recall"),
+};
 static const results_col COLS_META[] = {{"key", SC_TEXT, false, false}, {"value", SC_TEXT, false, false}};
 static const results_col COLS_SPEARMAN[] = {
     {"layer", SC_LAYER, false, true}, {"q_head", SC_QHEAD, false, true}, {"kv_head", SC_KVHEAD, false, false},
@@ -83,6 +97,9 @@ const results_schema RESULTS_SCHEMA_SUMMARY = {RESULTS_FILE_SUMMARY, COLS_SUMMAR
 const results_schema RESULTS_SCHEMA_SUMMARY_BY_TRACE = {RESULTS_FILE_SUMMARY_BY_TRACE, COLS_SUMMARY_BY_TRACE,
                                                        N(COLS_SUMMARY_BY_TRACE), SR_GRID};
 const results_schema RESULTS_SCHEMA_TIMING = {RESULTS_FILE_TIMING, COLS_TIMING, N(COLS_TIMING), SR_GRID};
+const results_schema RESULTS_SCHEMA_SPANS = {RESULTS_FILE_SPANS, COLS_SPANS, N(COLS_SPANS), SR_GRID};
+const results_schema RESULTS_SCHEMA_SPANS_SUMMARY = {RESULTS_FILE_SPANS_SUMMARY, COLS_SPANS_SUMMARY,
+                                                    N(COLS_SPANS_SUMMARY), SR_GRID};
 const results_schema RESULTS_SCHEMA_META = {"meta.csv", COLS_META, N(COLS_META), SR_FREE};
 const results_schema RESULTS_SCHEMA_SPEARMAN = {"spearman.csv", COLS_SPEARMAN, N(COLS_SPEARMAN), SR_GRID_OR_0};
 const results_schema RESULTS_SCHEMA_LOGDET = {"logdet.csv", COLS_LOGDET, N(COLS_LOGDET), SR_GRID};
@@ -205,7 +222,7 @@ static int check_cell(const csv_table *c, size_t r, int j, const results_schema 
     switch (col->kind) {
     case SC_TEXT: case SC_PARAMS: return KV_OK;
     case SC_CONFIG:
-        if (j + 2 < s->n_cols && !config_is(v, csv_cell(c, r, j + 1), csv_cell(c, r, j + 2)))
+        if (j + 2 < s->n_cols && s->cols[j + 1].kind == SC_POLICY && !config_is(v, csv_cell(c, r, j + 1), csv_cell(c, r, j + 2)))
             return csv_fail(c, r, err, "config '%.200s' is not policy '%.60s' with params '%.200s'", v,
                             csv_cell(c, r, j + 1), csv_cell(c, r, j + 2));
         return KV_OK;
@@ -260,12 +277,24 @@ static int64_t grid_size(const results_schema *s, const results_dims *d)
     return n;
 }
 
-/* A key column beyond the run's and the grid's (chunk, a study's trace): its
- * values are not known in advance, so each distinct combination of them is
- * one more copy of the grid (every run at every chunk and trace, as sim writes). */
+/* The first column of kind k, -1: none. A run's columns are found by kind:
+ * config (SC_CONFIG), budget (the first SC_BUDGET), allocator (SC_ALLOC). */
+static int col_of(const results_schema *s, results_col_kind k)
+{
+    for (int j = 0; j < s->n_cols; j++)
+        if (s->cols[j].kind == k) return j;
+    return -1;
+}
+
+/* A key column beyond the run's and the grid's (chunk, a study's trace, a
+ * span's name): its values are not known in advance, so each distinct
+ * combination of them is one more copy of the grid (every run at every chunk
+ * and trace, as sim writes). */
 static bool extra_key(const results_schema *s, int j)
 {
-    return j > 5 && s->cols[j].key && !(s->cols[j].kind >= SC_LAYER && s->cols[j].kind <= SC_PHASE);
+    const results_col_kind k = s->cols[j].kind;
+    return s->cols[j].key && k != SC_CONFIG && k != SC_ALLOC && j != col_of(s, SC_BUDGET) &&
+           !(k >= SC_LAYER && k <= SC_PHASE);
 }
 
 /* The index of row r's combination of extra key values among those seen (added when new); -1 out of memory. */
@@ -287,8 +316,8 @@ static int extra_find(const csv_table *c, size_t r, const results_schema *s, siz
 static int check_cells(const csv_table *c, const results_schema *s, const results_dims *d, results_runs *runs,
                        int *run, int *extra, int *n_extra, kv_err *err)
 {
-    const bool has_run = s->cols[0].kind == SC_CONFIG;
-    const int alloc_col = s->n_cols > 4 && s->cols[4].kind == SC_ALLOC ? 4 : -1;
+    const int config_col = col_of(s, SC_CONFIG), budget_col = col_of(s, SC_BUDGET), alloc_col = col_of(s, SC_ALLOC);
+    const bool has_run = config_col >= 0;
     size_t *first = c->n_rows ? kv_calloc(c->n_rows, sizeof *first, c->path, err) : NULL;
     int last = -1, hint = -1, rc = c->n_rows && !first ? KV_EFAIL : KV_OK;
     *n_extra = 1;
@@ -298,10 +327,10 @@ static int check_cells(const csv_table *c, const results_schema *s, const result
         if (rc) continue;
         extra[r] = hint = extra_find(c, r, s, first, n_extra, hint);
         if (!has_run) continue;
-        int64_t b = strtoll(csv_cell(c, r, 3), NULL, 10);
+        int64_t b = strtoll(csv_cell(c, r, budget_col), NULL, 10);
         const char *alloc = alloc_col >= 0 ? csv_cell(c, r, alloc_col) : "uniform";
-        last = runs_find(runs, csv_cell(c, r, 0), alloc, b, last);
-        if (last < 0) last = results_runs_add(runs, csv_cell(c, r, 0), alloc, b, err);
+        last = runs_find(runs, csv_cell(c, r, config_col), alloc, b, last);
+        if (last < 0) last = results_runs_add(runs, csv_cell(c, r, config_col), alloc, b, err);
         if (last < 0) rc = KV_EFAIL;
         run[r] = last;
     }
@@ -313,7 +342,7 @@ static int check_cells(const csv_table *c, const results_schema *s, const result
 static int check_grid(const csv_table *c, const results_schema *s, const results_dims *d, const results_runs *runs,
                       const int *run, const int *extra, int n_extra, kv_err *err)
 {
-    const bool has_run = s->cols[0].kind == SC_CONFIG;
+    const bool has_run = col_of(s, SC_CONFIG) >= 0;
     const int64_t G = grid_size(s, d) * (n_extra > 0 ? n_extra : 1), R = has_run ? runs->n : 1;
     if (s->rows != SR_SUBSET && !(s->rows == SR_GRID_OR_0 && c->n_rows == 0) && (int64_t)c->n_rows != R * G)
         return kv_fail(err, KV_EINPUT, "%s: %zu rows, expected %lld (%lld run(s) x %lld; rows are missing or the "
@@ -380,23 +409,43 @@ int results_runs_match(const results_runs *got, const char *path, const results_
     return KV_OK;
 }
 
+/* DIR/FILE against s, present or not (*present); its runs must be h5_runs (when given). */
+static int check_one(const char *dir, const results_schema *s, const results_dims *d, const results_runs *h5_runs,
+                     bool *present, kv_err *err)
+{
+    csv_table c;
+    results_runs runs = {0};
+    char h5[4200];
+    snprintf(h5, sizeof h5, "%s/" RESULTS_FILE_H5, dir);
+    int rc = csv_read(&c, dir, s->file, present, err);
+    if (!rc && *present) rc = results_schema_check(&c, s, d, &runs, err);
+    if (!rc && *present && h5_runs) rc = results_runs_match(&runs, c.path, h5_runs, h5, NULL, err);
+    results_runs_free(&runs);
+    if (*present) csv_free(&c);
+    return rc;
+}
+
+int results_check_spans(const char *dir, const results_dims *d, const results_runs *h5_runs, kv_err *err)
+{
+    bool rows = false, summary = false;
+    int rc = check_one(dir, &RESULTS_SCHEMA_SPANS, d, h5_runs, &rows, err);
+    if (!rc) rc = check_one(dir, &RESULTS_SCHEMA_SPANS_SUMMARY, d, h5_runs, &summary, err);
+    if (!rc && rows != summary)
+        rc = kv_fail(err, KV_EINPUT, "%s/%s: missing (sim writes %s and %s together)", dir,
+                     rows ? RESULTS_FILE_SPANS_SUMMARY : RESULTS_FILE_SPANS, RESULTS_FILE_SPANS,
+                     RESULTS_FILE_SPANS_SUMMARY);
+    return rc;
+}
+
 int results_check_csvs(const char *dir, const results_dims *d, const results_runs *h5_runs, kv_err *err)
 {
     static const results_schema *const FILES[] = {&RESULTS_SCHEMA_RESULTS, &RESULTS_SCHEMA_SUMMARY,
                                                   &RESULTS_SCHEMA_TIMING};
-    char h5[4200];
-    snprintf(h5, sizeof h5, "%s/" RESULTS_FILE_H5, dir);
     int rc = KV_OK;
     for (int i = 0; !rc && i < N(FILES); i++) {
-        csv_table c;
         bool present = false;
-        results_runs runs = {0};
-        rc = csv_read(&c, dir, FILES[i]->file, &present, err);
+        rc = check_one(dir, FILES[i], d, h5_runs, &present, err);
         if (!rc && !present) rc = kv_fail(err, KV_EINPUT, "%s/%s: missing", dir, FILES[i]->file);
-        if (!rc) rc = results_schema_check(&c, FILES[i], d, &runs, err);
-        if (!rc) rc = results_runs_match(&runs, c.path, h5_runs, h5, NULL, err);
-        results_runs_free(&runs);
-        csv_free(&c);
     }
-    return rc;
+    return rc ? rc : results_check_spans(dir, d, h5_runs, err);
 }

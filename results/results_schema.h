@@ -70,6 +70,10 @@ typedef struct {
 /* The results directory's CSVs (sim/results.c writes them; analyze copies them). */
 extern const results_schema RESULTS_SCHEMA_RESULTS, RESULTS_SCHEMA_SUMMARY, RESULTS_SCHEMA_TIMING,
     RESULTS_SCHEMA_SUMMARY_BY_TRACE;
+/* spans.csv and spans_summary.csv (sim/spans.c writes them, only when a trace has /spans; analyze checks
+ * and copies them, plot reads spans_summary.csv). Their run columns are not the first four: the checker
+ * finds config, budget (the first budget-kind column) and allocator by kind. */
+extern const results_schema RESULTS_SCHEMA_SPANS, RESULTS_SCHEMA_SPANS_SUMMARY;
 /* The analysis directory's own CSVs (analysis/ writes them; plot reads them). */
 extern const results_schema RESULTS_SCHEMA_META, RESULTS_SCHEMA_SPEARMAN, RESULTS_SCHEMA_LOGDET,
     RESULTS_SCHEMA_PCA, RESULTS_SCHEMA_PCA_KEPT, RESULTS_SCHEMA_PCA_VAR, RESULTS_SCHEMA_DETAIL,
@@ -116,7 +120,12 @@ int results_runs_match(const results_runs *got, const char *path, const results_
 
 /* analyze's check of a results directory before it copies it: results.csv,
  * summary.csv and timing.csv, each present, checked against its schema and
- * holding exactly the runs of results.h5 (h5_runs). */
+ * holding exactly the runs of results.h5 (h5_runs), then results_check_spans. */
 int results_check_csvs(const char *dir, const results_dims *d, const results_runs *h5_runs, kv_err *err);
+
+/* spans.csv and spans_summary.csv when present (both or neither): each
+ * checked against its schema and, when h5_runs is not NULL, holding exactly
+ * those runs. Also what analyze runs on a study's results directory. */
+int results_check_spans(const char *dir, const results_dims *d, const results_runs *h5_runs, kv_err *err);
 
 #endif

@@ -39,8 +39,9 @@ def rerun(out, html, tmp):
                                                        ["plot", "allocators/analysis"]]
               and "--allocators" in steps[4], "then the allocator study's three", steps[4:7])
     tap.check([c.split()[1:3] for c in steps[7:]] == [["prompts", "needle"], ["capture", "--prompts"],
-                                                      ["sim", "needle/study"]],
-              "then the needle study's three (prompts needle, capture --prompts, sim)", steps[7:])
+                                                      ["sim", "needle/study"], ["analyze", "needle/study"],
+                                                      ["plot", "needle/analysis"]],
+              "then the needle study's five (prompts needle, capture --prompts, sim, analyze, plot)", steps[7:])
     fresh = os.path.join(tmp, "fresh")
     os.makedirs(fresh)
     for c in cmds:
@@ -101,6 +102,15 @@ def needle_study(out):
                                         for r in needle),
               "needle/results/spans_summary.csv: the needle's retention over six prompts with its interval, for "
               "four policies x two budgets x two chunks", needle[:2])
+    same = lines and all(open(os.path.join(d, "analysis", n), "rb").read() ==
+                         open(os.path.join(d, "results", n), "rb").read() for n in ("spans.csv", "spans_summary.csv"))
+    page = open(os.path.join(d, "figures", "report.html"), encoding="utf-8").read() if same else ""
+    spans = page[page.find('<h2 id="spans">'):] if page else ""
+    tap.check(same and os.path.isfile(os.path.join(d, "figures", "fig10_spans.png")) and
+              'id="fig10_spans"' in page and spans.count("<tr><td>needle</td>") == 16 and
+              re.search(r"<td class=\"num\">0\.\d{4} \[0\.\d{4}, [01]\.\d{4}\]</td>", spans),
+              "needle/figures/report.html: figure 10 (span retention) and the span table, the needle's 16 rows "
+              "with their intervals; needle/analysis holds sim's span files")
 
 
 def main():
