@@ -17,6 +17,7 @@
 
 #include "analysis/analyze.h"
 #include "capture/capture.h"
+#include "fidelity/fidelity.h"
 #include "model/model_fetch.h"
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
@@ -46,7 +47,7 @@
 #define DEMO_QUESTION "What is the secret code?"
 #define DEMO_ANSWER "4721"
 #define DEMO_NEEDLE_POLICIES "keydiff,snapkv,tova,streaming"
-#define DEMO_STEPS 10
+#define DEMO_STEPS 13
 
 /* TinyStories-like sentences (the default model's own kind of text), written by the demo as the
  * needle study's haystack: nothing is downloaded. */
@@ -75,6 +76,8 @@ static const char USAGE[] =
     "              chunks 16,32 -> needle/ (needle/results/spans_summary.csv: the needle's retention)\n"
     "  11-12.      analyze and plot the needle study -> needle/analysis/, needle/figures/ (its own\n"
     "              report.html: span retention with confidence intervals per policy and budget)\n"
+    "  13.         fidelity --prompts on the needle prompts: the same policies inside the model, the\n"
+    "              answer's log-probability against the full run's -> needle/fidelity/\n"
     "The default model is found in $KVTRACE_MODEL_DIR or ~/.cache/kvtrace, and downloaded\n"
     "there (sha256 checked) when absent. Prints the report's path at the end.\n"
     "\n"
@@ -185,6 +188,8 @@ static int run_steps(const demo_opts *o, const char *model)
                           "--chunks", "16,32", "-o", "needle/results", q, ts};
     const char *nana[] = {"analyze", "needle/study", "--results", "needle/results", "-o", "needle/analysis", q, ts};
     const char *nplt[] = {"plot", "needle/analysis", "-o", "needle/figures", q, ts};
+    const char *nfid[] = {"fidelity", "--prompts", "needle/prompts.jsonl", "--model", model, "--policies",
+                          DEMO_NEEDLE_POLICIES, "--budgets", "32,64", "--chunk", "16", "-o", "needle/fidelity", q, ts};
 #define STEP(N, WHAT, MAIN, ARGS) step(o, N, WHAT, MAIN, ARGS, (int)(sizeof ARGS / sizeof ARGS[0]))
     int rc = STEP(1, "capture", capture_main, cap);
     if (!rc) rc = STEP(2, "sim", sim_main, sim);
@@ -204,6 +209,7 @@ static int run_steps(const demo_opts *o, const char *model)
         if (!rc) rc = STEP(10, "sim: needle study (spans.csv)", sim_main, nsim);
         if (!rc) rc = STEP(11, "analyze: needle study", analyze_main, nana);
         if (!rc) rc = STEP(12, "plot: needle study (span retention)", plot_main, nplt);
+        if (!rc) rc = STEP(13, "fidelity: needle study (the answer's log-probability)", fidelity_main, nfid);
     }
 #undef STEP
     return rc;

@@ -40,8 +40,9 @@ def rerun(out, html, tmp):
               and "--allocators" in steps[4], "then the allocator study's three", steps[4:7])
     tap.check([c.split()[1:3] for c in steps[7:]] == [["prompts", "needle"], ["capture", "--prompts"],
                                                       ["sim", "needle/study"], ["analyze", "needle/study"],
-                                                      ["plot", "needle/analysis"]],
-              "then the needle study's five (prompts needle, capture --prompts, sim, analyze, plot)", steps[7:])
+                                                      ["plot", "needle/analysis"], ["fidelity", "--prompts"]],
+              "then the needle study's six (prompts needle, capture --prompts, sim, analyze, plot, fidelity)",
+              steps[7:])
     fresh = os.path.join(tmp, "fresh")
     os.makedirs(fresh)
     for c in cmds:
@@ -111,6 +112,13 @@ def needle_study(out):
               re.search(r"<td class=\"num\">0\.\d{4} \[0\.\d{4}, [01]\.\d{4}\]</td>", spans),
               "needle/figures/report.html: figure 10 (span retention) and the span table, the needle's 16 rows "
               "with their intervals; needle/analysis holds sim's span files")
+    fid = list(csv.DictReader(open(os.path.join(d, "fidelity", "answer.csv")))) if lines else []
+    prompts = {r["trace"] for r in fid}
+    tap.check(len(prompts) == 6 and len(fid) == 6 * 8 and
+              all(float(r["answer_logprob_full"]) < 0 and abs(float(r["answer_logprob_evict"]) - float(r["answer_logprob_full"])
+                                                             - float(r["answer_logprob_delta"])) < 1e-6 for r in fid),
+              "needle/fidelity/answer.csv: each prompt's answer log-probability under the four policies at two "
+              "budgets against the full run's", fid[:2])
 
 
 def main():
