@@ -59,7 +59,7 @@ static const char DEMO_HAYSTACK[] =
     "Lily was happy. She went to bed and dreamed about the big red ball and her friend Tom.\n";
 
 static const char USAGE[] =
-    "usage: kvtrace demo [-o DIR] [--model M] [--force] [--quiet] [--all-policies]\n"
+    "usage: kvtrace demo [-o DIR] [--model M] [--force] [--quiet] [--all-policies] [--short]\n"
     "\n"
     "The whole pipeline on the default model, into DIR (default out/demo):\n"
     "  1. capture  stories260K, prompt \"" DEMO_PROMPT "\" + " DEMO_GENERATE " greedy tokens, chunk " DEMO_CHUNK
@@ -87,12 +87,13 @@ static const char USAGE[] =
     "  --quiet      no progress lines\n"
     "  --timestamp  record the time in every step's provenance (SOURCE_DATE_EPOCH, when set, gives it)\n"
     "  --all-policies  step 2 also runs compactor (every registered policy; about 10 s more on 2 cores)\n"
-    "DIR/provenance.json records the demo's command, the model's sha256 and the twelve steps' commands,\n"
+    "  --short      steps 1-4 only: the one trace through capture, sim, analyze and plot (a third of the time)\n"
+    "DIR/provenance.json records the demo's command, the model's sha256 and every step's command,\n"
     "which report.html shows too: run from DIR, they rebuild its outputs (docs/provenance.md).\n";
 
 typedef struct {
     const char *model, *out;
-    bool force, quiet, timestamp, all_policies;
+    bool force, quiet, timestamp, all_policies, short_run;
     prov_record *prov;  /* the demo's record: each step's command is added as it starts */
 } demo_opts;
 
@@ -103,6 +104,7 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("quiet", CLI_FLAG, demo_opts, quiet)},
     {CLI_ROW("timestamp", CLI_FLAG, demo_opts, timestamp)},
     {CLI_ROW("all-policies", CLI_FLAG, demo_opts, all_policies)},
+    {CLI_ROW("short", CLI_FLAG, demo_opts, short_run)},
     {0},
 };
 
@@ -195,7 +197,8 @@ static int run_steps(const demo_opts *o, const char *model)
     if (!rc) rc = STEP(2, "sim", sim_main, sim);
     if (!rc) rc = STEP(3, "analyze", analyze_main, ana);
     if (!rc) rc = STEP(4, "plot", plot_main, plt);
-    if (!rc && mkdir("allocators", 0777) != 0) {
+    if (rc || o->short_run) return rc;
+    if (mkdir("allocators", 0777) != 0) {
         fprintf(stderr, "kvtrace: error: allocators: cannot create: %s\n", strerror(errno));
         rc = 1;
     }
@@ -280,7 +283,8 @@ int demo_main(int argc, char **argv)
     if (!rc) rc = outdir_commit(&out, &err);
     else outdir_abort(&out);
     if (rc) return err.code == KV_OK ? rc : cli_report(&err);
-    printf("kvtrace demo: done in %.1f s; the report is %s/report.html (the allocator study's: "
-           "%s/allocators/figures/report.html)\n", kv_now_seconds() - t0, o.out, o.out);
+    if (o.short_run) printf("kvtrace demo: done in %.1f s; the report is %s/report.html\n", kv_now_seconds() - t0, o.out);
+    else printf("kvtrace demo: done in %.1f s; the report is %s/report.html (the allocator study's: "
+                "%s/allocators/figures/report.html)\n", kv_now_seconds() - t0, o.out, o.out);
     return 0;
 }

@@ -121,6 +121,21 @@ def needle_study(out):
               "budgets against the full run's", fid[:2])
 
 
+def short(tmp):
+    """demo --short: steps 1-4 only (the trace through sim, analyze and plot), no allocator or needle study."""
+    out = os.path.join(tmp, "short")
+    r = subprocess.run([KV, "demo", "--short", "-o", out, "--quiet"], capture_output=True, text=True)
+    tap.check(r.returncode == 0 and out + "/report.html" in r.stdout and "allocator" not in r.stdout,
+              "demo --short exits 0 and prints its report's path alone", lambda: r.stdout + r.stderr[-2000:])
+    kept = sorted(os.listdir(out)) if os.path.isdir(out) else []
+    tap.check({"trace.h5", "results", "analysis", "report.html"} <= set(kept)
+              and not {"allocators", "needle"} & set(kept), "demo --short keeps the first four steps' outputs only",
+              kept)
+    prov = json.load(open(os.path.join(out, "provenance.json"))) if os.path.isfile(os.path.join(out, "provenance.json")) else {}
+    verbs = [s.get("verb") for s in prov.get("steps", [])]
+    tap.check(verbs == ["capture", "sim", "analyze", "plot"], "its provenance.json lists the four steps", prov.get("steps"))
+
+
 def main():
     if not tap.model_file():
         tap.skip("kvtrace demo end to end", tap.NO_MODEL)
@@ -165,6 +180,7 @@ def main():
         tap.check(r.returncode == 2 and r.stderr.count("kvtrace: error:") == 1 and "--force" in r.stderr,
                   "an existing directory is refused without --force (exit 2, one line)", r.stderr)
         tap.check(sorted(os.listdir(out)) == before, "and left as it was")
+        short(tmp)
     return tap.finish()
 
 

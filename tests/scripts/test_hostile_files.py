@@ -139,7 +139,7 @@ for i, (what, args) in enumerate((
         ("analyze", ["analyze", TRACE, "--results", RES, "--quiet"]),
         ("fidelity", ["fidelity", "--model", MODEL] + FID),
         ("plot", ["plot", ANA, "--quiet"]),
-        ("demo", ["demo", "--model", MODEL, "--quiet"]))):
+        ("demo", ["demo", "--model", MODEL, "--short", "--quiet"]))):
     d = fresh("fd%d" % i)
     out = d + ("/o.h5" if what in ("synth", "capture") else "/O")
     r = kv(*(args + ["-o", d + "/ref"]))  # the same run unlimited: how large its largest file is

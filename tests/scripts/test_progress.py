@@ -84,7 +84,7 @@ def main():
               "capture's stages: prefill, then generate", text[:600])
         check_verb(tmp, "fidelity", ["fidelity", "--model", MODEL, "--policies", "tova", "--budgets", "32",
                                      "--generate", "80", "-o", "fid"], ["fidelity", "sim"], quiet_too=False)
-        check_verb(tmp, "demo", ["demo", "--model", MODEL, "-o", "demo"], ["capture", "sim", "analyze", "plot"],
+        check_verb(tmp, "demo --short", ["demo", "--model", MODEL, "--short", "-o", "demo"], ["capture", "sim", "analyze", "plot"],
                    quiet_too=False)
     return finish()
 
