@@ -3,8 +3,10 @@
 #   tests/run_all.sh BUILD_DIR [BUILD_DIR ...]
 #   tests/run_all.sh --crosscheck      (make crosscheck: tests/crosscheck_shared.py alone)
 # For each build directory (e.g. build and the ASan build build-asan) it runs
-# the unit tests and the scripts with that build's kvtrace; then, for each
-# harness named in FUZZERS, a short libFuzzer run (FUZZ_SMOKE_SECONDS, default 5).
+# the unit tests and the scripts with that build's kvtrace (the legs run at the
+# same time when there is more than one core; KVTRACE_TEST_JOBS=1: one after
+# another); then, for each harness named in FUZZERS, a short libFuzzer run
+# (FUZZ_SMOKE_SECONDS, default 5). Each result line ends with its wall time.
 #
 # The test model: stories260K.gguf, found as the demo finds the default model
 # (tests/lib/find_model.sh: $KVTRACE_MODEL_DIR, a checkout's ../shared/models,
@@ -38,16 +40,20 @@ passed=0
 failed=0
 skipped=0
 
+WORK=$LOG  # where run_one keeps its output and skip reasons: a leg's own folder when legs run at once
+
 tap_count() { # output file, name: "PASSED FAILED SKIPPED" (tests/lib/tap_count.awk)
-    awk -v name="$2" -v skips="$LOG/skips" -f "$ROOT/tests/lib/tap_count.awk" "$1"
+    awk -v name="$2" -v skips="$WORK/skips" -f "$ROOT/tests/lib/tap_count.awk" "$1"
 }
 
 run_one() { # name, command...
     name=$1
     shift
-    out="$LOG/out"
+    out="$WORK/out"
+    t0=$(date +%s)
     "$@" >"$out" 2>&1
     rc=$?
+    took=$(($(date +%s) - t0))
     set -- $(tap_count "$out" "$name")
     p=$1 f=$2 s=$3
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
@@ -56,6 +62,7 @@ run_one() { # name, command...
     fi
     note=
     [ "$s" -eq 0 ] || note=", $s skipped"
+    note="$note ($took s)"
     if [ "$f" -gt 0 ]; then
         echo "== $name: $p passed, $f failed$note"
         grep -v '^ok ' "$out" | sed 's/^/   /' | head -60
@@ -109,7 +116,8 @@ else
     echo "# test models: $KVTRACE_MODEL_DIR (made from $MODEL_GGUF)"
 fi
 
-for BUILD in "$@"; do
+leg() { # build directory: its unit tests and scripts, run with that build's kvtrace
+    BUILD=$1
     KVTRACE="$ROOT/$BUILD/kvtrace"
     export KVTRACE BUILD
     for t in "$ROOT/$BUILD"/tests/test_*; do
@@ -124,7 +132,44 @@ for BUILD in "$@"; do
         [ -f "$s" ] || continue
         run_one "$BUILD: $(basename "$s")" "$PY" "$s"
     done
-done
+}
+
+# The legs (one per build directory) are independent: with more than one core
+# they run at the same time (KVTRACE_TEST_JOBS=1 runs them one after another).
+# The first prints as it goes; the others print, in order, when they end.
+jobs=${KVTRACE_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+if [ $# -gt 1 ] && [ "$jobs" -gt 1 ]; then
+    # the reference tokenizers are fetched once, before the legs could race to the same cache
+    "$ROOT/tests/lib/fetch_tokenizers.sh" >/dev/null 2>&1 || true
+    i=0
+    for b in "$@"; do
+        i=$((i + 1))
+        [ "$i" -eq 1 ] && continue
+        mkdir "$LOG/leg$i"
+        : >"$LOG/leg$i/skips"
+        (WORK="$LOG/leg$i"; leg "$b" >"$WORK/log" 2>&1; echo "$passed $failed $skipped" >"$WORK/counts") &
+    done
+    leg "$1"
+    wait
+    i=0
+    for b in "$@"; do
+        i=$((i + 1))
+        [ "$i" -eq 1 ] && continue
+        cat "$LOG/leg$i/log"
+        cat "$LOG/leg$i/skips" >>"$LOG/skips"
+        if [ -s "$LOG/leg$i/counts" ]; then
+            set -- $(cat "$LOG/leg$i/counts")
+            passed=$((passed + $1)) failed=$((failed + $2)) skipped=$((skipped + $3))
+        else
+            echo "not ok - the tests of $b ended without their counts"
+            failed=$((failed + 1))
+        fi
+    done
+else
+    for b in "$@"; do
+        leg "$b"
+    done
+fi
 
 # a short run of every fuzz harness (after its regression inputs)
 secs=${FUZZ_SMOKE_SECONDS:-5}
