@@ -72,7 +72,8 @@ static int root_attrs(feat_out *f, kv_err *err)
 static void csv_header(feat_out *f)
 {
     fputs("trace,layer,kv_head,step,position", f->csv);
-    for (int i = 0; i < f->F; i++) fprintf(f->csv, ",%s", f->o->cols.name[i]);
+    for (int i = 0; i < f->F; i++)   /* "attn_pooled(32,5)" holds a comma: quoted (RFC 4180) */
+        fprintf(f->csv, strchr(f->o->cols.name[i], ',') ? ",\"%s\"" : ",%s", f->o->cols.name[i]);
     fputs(",future_attn,oracle_keep,age\n", f->csv);
 }
 
