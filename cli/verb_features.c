@@ -129,9 +129,12 @@ static int verb(int argc, char **argv, feat_args *a)
     if (!rc && first >= argc) rc = cli_usage(&err, v, "missing trace.h5 (or the traces of a study)");
     if (!rc && !a->o.output) rc = cli_usage(&err, v, "-o FILE is required");
     if (!rc) rc = study_set_resolve(v, argv + first, argc - first, &a->set, &err);
+    if (!rc) rc = prov_set_time(&prov, false, &err);   /* SOURCE_DATE_EPOCH only */
+    if (!rc && a->set.index) rc = prov_add_file(&prov, "index", a->set.index, NULL, &err);
+    for (int i = 0; !rc && i < a->set.n; i++) rc = prov_add_trace(&prov, a->set.t[i].path, &err);
     if (!rc) {
         a->o.set = &a->set, a->o.sample_steps = a->steps, a->o.sample_candidates = a->cands;
-        a->o.command = prov.command;
+        a->o.command = prov.command, a->o.prov = &prov;
         rc = feat_run(&a->o, &err);
     }
     study_set_free(&a->set);

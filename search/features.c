@@ -92,29 +92,38 @@ int feat_cols_parse(const char *list, feat_cols *c, kv_err *err)
     return KV_OK;
 }
 
-/* The trace's sha256 (checked against its study's index) and model name. */
-static int trace_facts(const study_set *set, int i, char sha[65], char *model, size_t cap, kv_err *err)
+/* The trace's sha256 (from the record, else hashed here; checked against its study's index) and
+ * model name. */
+static int trace_facts(const feat_opts *o, int i, char sha[65], char *model, size_t cap, kv_err *err)
 {
+    const study_set *set = o->set;
+    trace *tr = NULL;
+    int rc = trace_open(set->t[i].path, &tr, err);   /* says what is wrong with one that cannot be read */
+    const prov_input *in = NULL;
+    for (int j = 0; o->prov && j < o->prov->n_inputs; j++)
+        if (strcmp(o->prov->inputs[j].role, "trace") == 0 && strcmp(o->prov->inputs[j].path, set->t[i].path) == 0)
+            in = &o->prov->inputs[j];
     prov_record p = {0};
-    int rc = prov_add_file(&p, "trace", set->t[i].path, NULL, err);
-    if (!rc) snprintf(sha, 65, "%s", p.inputs[p.n_inputs - 1].sha256);
+    if (!rc && !in && !(rc = prov_add_file(&p, "trace", set->t[i].path, NULL, err))) in = &p.inputs[0];
+    if (!rc) snprintf(sha, 65, "%s", in->sha256);
     prov_free(&p);
     if (!rc) rc = study_check_sha256(set, i, sha, err);
-    trace *tr = NULL;
-    if (!rc) rc = trace_open(set->t[i].path, &tr, err);
     if (!rc) snprintf(model, cap, "%s", trace_get_meta(tr)->model_name);
     trace_close(tr);
     return rc;
 }
 
+typedef struct {
+    char sha[65], model[256];
+} trace_fact;
+
 /* One trace under the tap into out. */
-static int one_trace(const feat_opts *o, int i, feat_tap *tap, policy_config *cfg, const char *scratch, feat_out *out,
-                     kv_err *err)
+static int one_trace(const feat_opts *o, int i, const trace_fact *fact, feat_tap *tap, policy_config *cfg,
+                     const char *scratch, feat_out *out, kv_err *err)
 {
-    char sha[65] = "", model[256] = "";
-    int rc = trace_facts(o->set, i, sha, model, sizeof model, err);
     feat_sink sink;
-    if (rc || (rc = feat_sink_init(&sink, err))) return rc;
+    int rc = feat_sink_init(&sink, err);
+    if (rc) return rc;
     tap->sink = &sink, tap->trace_key = feat_key(o->set->t[i].id);
     study_set one = {.t = &o->set->t[i], .n = 1, .index = o->set->index};
     int64_t budget = o->budget;
@@ -122,7 +131,7 @@ static int one_trace(const feat_opts *o, int i, feat_tap *tap, policy_config *cf
                    .budgets = &budget, .n_budgets = 1, .chunk = o->chunk, .decode_chunk = 1,
                    .eval_stride = (int64_t)1 << 30, .threads = o->threads, .force = true, .quiet = true};
     rc = sim_run(&so, NULL, err);
-    if (!rc) rc = feat_out_trace(out, &o->set->t[i], model, sha, &sink, err);
+    if (!rc) rc = feat_out_trace(out, &o->set->t[i], fact->model, fact->sha, &sink, err);
     feat_sink_free(&sink);
     tap->sink = NULL;
     return rc;
@@ -134,10 +143,13 @@ int feat_run(const feat_opts *o, kv_err *err)
     policy_config cfg;
     int rc = feat_tap_init(&tap, o->driver, &o->cols, &cfg, err);
     const char **inputs = rc ? NULL : kv_calloc((size_t)o->set->n, sizeof *inputs, "features", err);
-    if (!rc && !inputs) rc = err->code;
+    trace_fact *facts = inputs ? kv_calloc((size_t)o->set->n, sizeof *facts, "features", err) : NULL;
+    if (!rc && !facts) rc = err->code;
     for (int i = 0; !rc && i < o->set->n; i++) inputs[i] = o->set->t[i].path;
     if (!rc) rc = outfile_check_inputs(o->output, inputs, o->set->n, err);
     free(inputs);
+    for (int i = 0; !rc && i < o->set->n; i++)   /* every trace readable before any work */
+        rc = trace_facts(o, i, facts[i].sha, facts[i].model, sizeof facts[i].model, err);
     const char *tmp = getenv("TMPDIR");
     char dir[4096], scratch[4200];
     snprintf(dir, sizeof dir, "%s/kvtrace-features.XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -149,10 +161,11 @@ int feat_run(const feat_opts *o, kv_err *err)
     if (!rc) rc = feat_out_open(&out, o, o->output, err);
     for (int i = 0; !rc && i < o->set->n; i++) {
         if (!o->quiet && o->set->n > 1) fprintf(stderr, "features: %s (%d of %d)\n", o->set->t[i].id, i + 1, o->set->n);
-        rc = one_trace(o, i, &tap, &cfg, scratch, out, err);
+        rc = one_trace(o, i, &facts[i], &tap, &cfg, scratch, out, err);
     }
     if (!rc) rc = feat_out_close(out, err);
     else feat_out_abort(out);
     if (made) kv_remove_tree(dir);
+    free(facts);
     return rc;
 }

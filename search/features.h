@@ -22,6 +22,7 @@
 #include "core/kv_error.h"
 #include "expr/expr.h"
 #include "policies/policy.h"
+#include "provenance/provenance.h"
 #include "study/study.h"
 
 #define FEAT_FORMAT "kvtrace-features"
@@ -99,6 +100,7 @@ typedef struct {
     double sample_steps, sample_candidates;
     int threads;
     const char *command;            /* the command as typed (an attribute) */
+    const prov_record *prov;        /* the record written as /provenance (HDF5), holding each trace's sha256; or NULL */
 } feat_opts;
 
 /* The whole verb's work: every trace replayed, the output written whole or not at all. */

@@ -66,6 +66,7 @@ static int root_attrs(feat_out *f, kv_err *err)
     if (!rc) rc = h5u_write_attr_f64(f->file, "sample_candidates", o->sample_candidates, err);
     if (!rc) rc = h5u_write_attr_str(f->file, "kvtrace_version", KVTRACE_VERSION, err);
     if (!rc && o->command) rc = h5u_write_attr_str(f->file, "command", o->command, err);
+    if (!rc && o->prov) rc = prov_write_h5(f->file, o->prov, err);
     return rc;
 }
 

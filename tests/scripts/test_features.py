@@ -204,6 +204,53 @@ def driven_cache(tmp, trace, N, C):
                   "\n".join(bad[:6]))
 
 
+def study_and_expression(tmp, trace):
+    """A study directory (index.jsonl) in, one group per prompt id with the file's sha256; a wrong sha256 in
+    the index refused; an expression driver (--define) recorded by its definition, driving what sim's knorm
+    keeps (-knorm restates it); /provenance present."""
+    import hashlib
+    import json
+    import shutil
+    d = os.path.join(tmp, "study")
+    os.makedirs(d, exist_ok=True)
+    lines = []
+    for pid in ("p01", "p02"):
+        shutil.copy(trace, os.path.join(d, pid + ".h5"))
+        with open(os.path.join(d, pid + ".h5"), "rb") as f:
+            sha = hashlib.sha256(f.read()).hexdigest()
+        lines.append({"id": pid, "file": pid + ".h5", "tokens": 120, "sha256": sha})
+    with open(os.path.join(d, "index.jsonl"), "w") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in lines))
+    out = os.path.join(tmp, "study.h5")
+    r = run("features", d, "-o", out, "--budget", "40", "--chunk", "16", "--define", "ekn = -knorm", "--policy", "ekn",
+            "--features", "knorm,pos", "--quiet")
+    res = os.path.join(tmp, "sim_knorm")
+    r2 = run("sim", trace, "--policies", "knorm", "--budgets", "40", "--chunk", "16", "-o", res, "--quiet")
+    if check(r.returncode == 0 and r2.returncode == 0, "features on a study directory with a --define'd driver",
+             r.stderr + r2.stderr):
+        with h5py.File(out, "r") as f, h5py.File(trace, "r") as tr, h5py.File(os.path.join(res, "results.h5")) as s:
+            check(sorted(f["traces"]) == ["p01", "p02"] and
+                  [f["traces"][x].attrs["sha256"] for x in ("p01", "p02")] == [x["sha256"] for x in lines] and
+                  f.attrs["driver"] == "ekn = -knorm" and "provenance" in f,
+                  "a study: /traces/<prompt id> with each file's sha256; driver = the definition; /provenance",
+                  str(dict(f.attrs)))
+            ret = list(s["runs"].values())[0]["retained"][()]
+            bad = []
+            for l in range(2):
+                for k in range(2):
+                    b, kept, _ = replay(f["traces"]["p02"], tr, l, k, 40, 16, full_check=False)
+                    if b or not np.array_equal(kept, ret[l, k][ret[l, k] >= 0]):
+                        bad.append("layer %d kv %d: %s" % (l, k, b[:1]))
+            check(not bad, "the --define'd driver (ekn = -knorm) drives the cache sim's knorm keeps", "\n".join(bad))
+    lines[1]["sha256"] = "0" * 64
+    with open(os.path.join(d, "index.jsonl"), "w") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in lines))
+    bad_out = os.path.join(tmp, "study_bad.h5")
+    r = run("features", d, "-o", bad_out, "--quiet")
+    check(r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1 and "sha256" in r.stderr and
+          not os.path.exists(bad_out), "a study whose index has a wrong sha256: exit 3, one line, no file", r.stderr)
+
+
 def read_all(path):
     with h5py.File(path, "r") as f:
         return {t: {d: g[d][()] for d in g} for t, g in f["traces"].items()}
@@ -325,6 +372,7 @@ def main():
                         "--tokens", "400", "--seed", "5", "--quiet", "-o", big], check=True)
         threads_and_sampling(tmp, big)
         csv_equals_h5(tmp, trace)
+        study_and_expression(tmp, trace)
         bad_input(tmp, trace)
         demo_trace(tmp)
     return finish()
