@@ -37,7 +37,7 @@ void feat_cols_default(feat_cols *c)
 /* One item of --features through the expression parser: exactly one feature. */
 static int parse_item(const char *item, feat_cols *c, kv_err *err)
 {
-    char text[256], name[64];
+    char text[300], name[64];
     if (strlen(item) > 200) return kv_fail(err, KV_EUSAGE, "features: --features: '%.40s...' is too long", item);
     snprintf(text, sizeof text, "column = %s", item);
     expr_prog *p = kv_calloc(1, sizeof *p, "features: columns", err);
