@@ -161,6 +161,11 @@ def features_vs_numpy(tmp, trace, name, N, C, policy="oracle", streams=None):
         check(list(f.attrs["feature_names"]) == FEATS and list(g["features"].attrs["columns"]) == FEATS,
               "%s: feature_names and columns are the default features, named as expressions" % name,
               str(list(f.attrs["feature_names"])))
+        check(f.attrs["format"] == "kvtrace-features" and f.attrs["format_version"] == 1 and
+              f.attrs["budget"] == N and f.attrs["chunk"] == C and sorted(g) == sorted(DATASETS) and
+              all(g[d].chunks and g[d].compression == "gzip" and len(g[d]) == g.attrs["n_rows"] for d in g) and
+              g["features"].dtype == np.float32 and g["oracle_keep"].dtype == np.uint8 and g["step"].dtype == np.int32,
+              "%s: format attributes; every dataset chunked, deflated, n_rows long, of the documented type" % name)
         L, K = tr["/keys"].shape[:2]
         bad, steps = [], 0
         for layer, kvh in streams or [(l, k) for l in range(L) for k in range(K)]:
