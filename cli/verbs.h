@@ -9,5 +9,7 @@ int verb_tokenize(int argc, char **argv);
 int verb_prompts(int argc, char **argv);
 /* `kvtrace policies [NAME...]`: every policy and allocator, its summary and parameters. */
 int policies_main(int argc, char **argv);
+/* `kvtrace features TRACES -o FILE.h5`: per-candidate features and targets (verb_features.c, search/). */
+int features_main(int argc, char **argv);
 
 #endif
