@@ -35,6 +35,7 @@ static const verb VERBS[] = {
     {"fidelity", "in-model eviction versus offline replay", fidelity_main, NULL, NULL},
     {"tokenize", "text to token ids (and back) with a model's tokenizer", verb_tokenize, NULL, NULL},
     {"prompts", "prompt sets for capture --prompts: needle in a haystack", verb_prompts, NULL, NULL},
+    {"fit", "fit a score expression on feature files; held-out evaluation", verb_fit, NULL, NULL},
     {"policies", "every policy, its parameters and defaults", policies_main, NULL, NULL},
     {"demo", "the whole pipeline on the default model", demo_main, NULL, NULL},
 };

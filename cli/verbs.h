@@ -9,5 +9,7 @@ int verb_tokenize(int argc, char **argv);
 int verb_prompts(int argc, char **argv);
 /* `kvtrace policies [NAME...]`: every policy and allocator, its summary and parameters. */
 int policies_main(int argc, char **argv);
+/* `kvtrace fit FEATURES... -o DIR`: a score expression fitted on feature files (search/). */
+int verb_fit(int argc, char **argv);
 
 #endif

@@ -43,8 +43,9 @@ LAYERS = {
     "plots": ["core", "provenance", "results"],  # results/results_schema.h: the columns analyze writes
     "fidelity": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python", "capture", "sim", "analysis", "results", "plots",
                  "study"],
+    "search": ["core", "trace", "provenance", "policies", "allocators", "expr", "python", "analysis", "sim", "results", "study", "plots"],
     "cli": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python", "synth", "results", "analysis", "sim", "capture", "plots",
-            "fidelity", "study"],
+            "fidelity", "study", "search"],
 }
 
 # Writable static state that is process-wide by nature: the registry of
