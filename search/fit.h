@@ -33,7 +33,12 @@ typedef struct {
     int file_F[FIT_MAX_FILES];       /* the file's feature count */
     int col[FIT_MAX_FILES][FIT_MAX_F]; /* the fitted features' columns in each file */
     int64_t n_rows;                  /* over every file */
+    const char *const *only;         /* NULL, or the trace ids fitted on ([n_only]; fit --split) */
+    int n_only;
 } fit_input;
+
+/* Whether the trace `id` is fitted on (in->only). */
+bool fit_trace_used(const fit_input *in, const char *id);
 
 /* One eviction step: n candidates, their standardised features z[n·F] (row-major). */
 typedef struct {
@@ -50,7 +55,7 @@ typedef struct {
 
 typedef int (*fit_step_fn)(void *ctx, const fit_step *s, kv_err *err);
 
-/* Opens and checks every file's header (format, version, feature names, every trace's datasets
+/* Opens and checks every file's header (in->only and n_only are kept: set them before) (format, version, feature names, every trace's datasets
  * and their lengths); picks the columns: `subset` (comma list, NULL: every feature of the first
  * file). Every problem of a file is KV_EINPUT naming it. */
 int fit_input_open(fit_input *in, const char *const *files, int n_files, const char *subset, kv_err *err);

@@ -144,8 +144,16 @@ static void free_list(char **l, int n)
     free(l);
 }
 
-/* Every trace's datasets present, of one length; the rows summed. */
-static int h5_check_traces(hid_t file, const char *path, int F, int64_t *rows, char *model, kv_err *err)
+bool fit_trace_used(const fit_input *in, const char *id)
+{
+    for (int i = 0; in->only && i < in->n_only; i++)
+        if (strcmp(in->only[i], id) == 0) return true;
+    return !in->only;
+}
+
+/* Every trace's datasets present, of one length; the rows of the traces used summed. */
+static int h5_check_traces(const fit_input *in, hid_t file, const char *path, int F, int64_t *rows, char *model,
+                           kv_err *err)
 {
     char **l = NULL;
     int n = 0;
@@ -162,7 +170,7 @@ static int h5_check_traces(hid_t file, const char *path, int F, int64_t *rows, c
         for (size_t k = 0; !rc && k < sizeof ROW_SETS / sizeof *ROW_SETS; k++)
             rc = h5_dims(t, path, l[i], ROW_SETS[k], 1, &r, NULL, err);
         if (!rc && i == 0) h5u_read_attr_str(t, path, "model", model, 128, &(bool){0}, &(kv_err){0});
-        if (!rc) *rows += r;
+        if (!rc && fit_trace_used(in, l[i])) *rows += r;
         if (t >= 0) H5Gclose(t);
         H5Gclose(g);
     }
@@ -170,7 +178,7 @@ static int h5_check_traces(hid_t file, const char *path, int F, int64_t *rows, c
     return rc;
 }
 
-static int h5_header(const char *path, char names[][FIT_NAME_MAX], int *F, int64_t *rows, char *model, kv_err *err)
+static int h5_header(const fit_input *in, const char *path, char names[][FIT_NAME_MAX], int *F, int64_t *rows, char *model, kv_err *err)
 {
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0) return kv_fail(err, KV_EINPUT, "%s: cannot open as HDF5 (nor named .csv)", path);
@@ -183,7 +191,7 @@ static int h5_header(const char *path, char names[][FIT_NAME_MAX], int *F, int64
     if (!rc && (h5u_read_attr_i64(file, path, "format_version", &ver, 1, NULL, err) || ver != 1))
         rc = kv_fail(err, KV_EINPUT, "%s: format_version %lld (this kvtrace reads 1)", path, (long long)ver);
     if (!rc) rc = h5_names(file, path, names, F, err);
-    if (!rc) rc = h5_check_traces(file, path, *F, rows, model, err);
+    if (!rc) rc = h5_check_traces(in, file, path, *F, rows, model, err);
     H5Fclose(file);
     return rc;
 }
@@ -225,8 +233,10 @@ static int choose(fit_input *in, const char *subset, char first[][FIT_NAME_MAX],
 
 int fit_input_open(fit_input *in, const char *const *files, int n_files, const char *subset, kv_err *err)
 {
+    const char *const *only = in->only;
+    const int n_only = in->n_only;
     memset(in, 0, sizeof *in);
-    in->files = files, in->n_files = n_files;
+    in->files = files, in->n_files = n_files, in->only = only, in->n_only = n_only;
     if (n_files < 1 || n_files > FIT_MAX_FILES)
         return kv_fail(err, KV_EUSAGE, "fit: give 1 to %d feature files", FIT_MAX_FILES);
     char (*nm)[FIT_NAME_MAX] = calloc(MAX_FILE_F, FIT_NAME_MAX);
@@ -236,14 +246,15 @@ int fit_input_open(fit_input *in, const char *const *files, int n_files, const c
         int F = 0;
         int64_t rows = 0;
         in->csv[i] = is_csv(files[i]);
-        rc = in->csv[i] ? csv_names(files[i], nm, &F, &rows, err) : h5_header(files[i], nm, &F, &rows, in->model[i], err);
+        rc = in->csv[i] ? csv_names(files[i], nm, &F, &rows, err) : h5_header(in, files[i], nm, &F, &rows, in->model[i], err);
         if (!rc && i == 0) rc = choose(in, subset, nm, F, err);
         for (int f = 0; !rc && f < in->F; f++)
             if ((in->col[i][f] = find_name(nm, F, in->names[f])) < 0)
                 rc = kv_fail(err, KV_EINPUT, "%s: no feature '%s' (see its feature_names)", files[i], in->names[f]);
         in->file_F[i] = F, in->n_rows += rows;
     }
-    if (!rc && in->n_rows == 0) rc = kv_fail(err, KV_EINPUT, "%s: no rows (no eviction step)", files[0]);
+    if (!rc && in->n_rows == 0)
+        rc = kv_fail(err, KV_EINPUT, "%s: no rows (no eviction step%s)", files[0], only ? " of the training prompts" : "");
     free(nm);
     return rc;
 }

@@ -144,6 +144,7 @@ static int h5_file(stepbuf *b, const char *path, kv_err *err)
     if (!rc && !(k.feat && k.attn && k.layer && k.head && k.step && k.keep)) rc = kv_fail(err, KV_EFAIL, "out of memory");
     for (hsize_t i = 0; !rc && i < gi.nlinks; i++) {
         H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, b->trace, sizeof b->trace, H5P_DEFAULT);
+        if (!fit_trace_used(b->in, b->trace)) continue;
         hid_t t = H5Gopen(g, b->trace, H5P_DEFAULT);
         rc = t < 0 ? kv_fail(err, KV_EINPUT, "%s: /traces/%s unreadable", path, b->trace) : h5_trace(b, t, &k, err);
         if (t >= 0) H5Gclose(t);
@@ -166,6 +167,7 @@ static int csv_file(stepbuf *b, const char *path, kv_err *err)
             if (j) rc = flush(b, err);
             snprintf(b->trace, sizeof b->trace, "%s", csv_cell(&t, j, 0)), r = 0;
         }
+        if (!fit_trace_used(b->in, b->trace)) continue;
         for (int c = 0; !rc && c < 3; c++) rc = csv_int(&t, j, 1 + c, INT32_MIN, INT32_MAX, &key[c], err);
         for (int f = 0; !rc && f < F; f++) rc = csv_double(&t, j, 5 + b->in->col[b->file][f], true, &row[f], err);
         if (!rc) rc = csv_double(&t, j, t.n_cols - 3, true, &attn, err);

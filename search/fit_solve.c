@@ -298,6 +298,7 @@ int fit_run(const fit_input *in, const fit_opts *o, fit_result *r, kv_err *err)
     rc = fit_scan(in, eval_step, &e, err);
     free(e.buf), free(s.a);
     r->n_rows = s.n_rows, r->n_steps = s.n_steps;
+    if (!rc && !s.n_steps) rc = kv_fail(err, KV_EINPUT, "%s: no rows of the traces fitted on", in->files[0]);
     r->recall = s.n_recall ? s.recall / (double)s.n_recall : NAN;
     if (o->objective == FIT_LS || o->objective == FIT_RIDGE) {
         double pen = 0;

@@ -7,6 +7,7 @@ reproduces fit --scores to 1e-9; (6) the --csv form fits the same; (7) a fit who
 score gives an expression that keeps knorm's sets in sim on a synthetic trace; (8) bad feature files and
 --features exit 3 with one line and write nothing. TAP."""
 import csv
+import hashlib
 import json
 import os
 import re
@@ -274,6 +275,107 @@ def test_bad(tmp, rng):
     one_line_exit3(fit([os.path.join(tmp, "bad.csv")], out), "a NaN in the --csv form exits 3", out)
 
 
+def kept(out):
+    with h5py.File(os.path.join(out, "results.h5"), "r") as f:
+        return {(g.attrs["policy"], int(g.attrs["budget"]), g.attrs.get("trace", "")): g["retained"][()]
+                for g in f["runs"].values()}
+
+
+def synth_study(tmp, n):
+    """n synthetic traces and the index.jsonl of a study over them (sha256 computed here)."""
+    d = os.path.join(tmp, "study")
+    os.makedirs(d)
+    with open(os.path.join(d, "index.jsonl"), "w") as idx:
+        for i in range(n):
+            name = "p%02d.h5" % i
+            subprocess.run([KV, "synth", "--layers", "1", "--heads", "2", "--kv-heads", "1", "--head-dim", "16",
+                            "--tokens", "80", "--seed", str(i), "--quiet", "-o", os.path.join(d, name)], check=True,
+                           capture_output=True)
+            with open(os.path.join(d, name), "rb") as fh:
+                sha = hashlib.sha256(fh.read()).hexdigest()
+            idx.write(json.dumps({"id": "p%02d" % i, "file": name, "tokens": 80, "sha256": sha}) + "\n")
+    return d
+
+
+def test_builtin(tmp, rng, study):
+    """Target -z(knorm): the fitted expression keeps knorm's sets when sim replays it."""
+    steps = make_steps(rng, 20, len(NAMES))
+    attn = [-z[:, 0] for _, z in steps]
+    keep = [np.zeros(z.shape[0], np.uint8) for _, z in steps]
+    path = os.path.join(tmp, "kn.h5")
+    write_h5(path, steps, attn, keep)
+    out = os.path.join(tmp, "kn")
+    p = fit([path], out, "--name", "fitkn")
+    if not check(p.returncode == 0, "fit on the target -z(knorm) runs", p.stderr):
+        return
+    w = fitted(out)[0]
+    close("the fit on -z(knorm) recovers weight -1 on z(knorm), 0 elsewhere", w, [-1, 0, 0, 0], 1e-6, 0)
+    res = os.path.join(tmp, "knsim")
+    p = subprocess.run([KV, "sim", study, "--defines", os.path.join(out, "policy.defines"), "--policies",
+                        "fitkn,knorm", "--budgets", "16,40", "--chunk", "16", "--quiet", "-o", res],
+                       capture_output=True, text=True)
+    if not check(p.returncode == 0, "sim replays the fitted policy.defines beside knorm", p.stderr):
+        return
+    k = kept(res)
+    pairs = [(key, k[("knorm",) + key[1:]]) for key in k if key[0] == "fitkn"]
+    check(len(pairs) == 2 * 6 and all(np.array_equal(k[a], b) for a, b in pairs),
+          "the fitted policy keeps exactly knorm's sets (6 traces, N = 16, 40)", len(pairs))
+
+
+def test_heldout(tmp, rng, study):
+    """--study S --split: the split is a seeded partition, only the training prompts are fitted, the table is
+    sim's summary.csv over the test prompts, and the figure is drawn."""
+    ids = ["p%02d" % i for i in range(6)]
+    steps = make_steps(rng, 24, len(NAMES))
+    attn = [z @ np.array([-1.0, 0.2, 0.5, 0.1]) for _, z in steps]
+    keep = [np.zeros(z.shape[0], np.uint8) for _, z in steps]
+    path = os.path.join(tmp, "ho.h5")
+    write_h5(path, steps, attn, keep, traces=6)
+    with h5py.File(path, "a") as f:
+        for i, n in enumerate(sorted(f["traces"])):
+            f.move("traces/" + n, "traces/" + ids[i])
+    rows = {}
+    with h5py.File(path) as f:
+        for i in ids:
+            rows[i] = f["traces"][i]["features"].shape[0]
+    out = os.path.join(tmp, "ho")
+    args = ["--study", study, "--split", "0.5", "--split-seed", "4", "--budgets", "16,40", "--chunk", "16",
+            "--baselines", "keydiff,tova,oracle"]
+    p = fit([path], out, *args)
+    if not check(p.returncode == 0, "fit --study --split runs the held-out sim", p.stderr):
+        return
+    with open(os.path.join(out, "split.json")) as fh:
+        sp = json.load(fh)
+    check(sorted(sp["train"] + sp["test"]) == ids and len(sp["train"]) == 3 and not set(sp["train"]) & set(sp["test"]),
+          "split.json: a partition of the study's prompts, half training", sp)
+    j = fitted(out)[2]
+    check(j["n_rows"] == sum(rows[i] for i in sp["train"]), "only the training prompts' rows are fitted",
+          (j["n_rows"], sp))
+    with open(os.path.join(out, "heldout.csv")) as fh:
+        ho = list(csv.DictReader(fh))
+    with open(os.path.join(out, "heldout", "summary.csv")) as fh:
+        sm = [r for r in csv.DictReader(fh) if r["phase"] == "all"]
+    check(len(ho) == 8 and [r["policy"] for r in ho[::2]] == ["fitted", "keydiff", "tova", "oracle"],
+          "heldout.csv: one row per policy and budget, the fitted policy first", [r["policy"] for r in ho])
+    same = all(abs(float(a["out_rel_err_mean"]) - float(b["out_rel_err_mean"])) <= 1e-8 * abs(float(b["out_rel_err_mean"])) and
+               float(a["attn_recall_ci_lo"]) == float("%.9g" % float(b["attn_recall_mean_ci_lo"])) and
+               int(a["n_traces"]) == 3 for a, b in zip(ho, sm))
+    check(same, "heldout.csv's means and intervals are sim's over the 3 test prompts", ho[:2])
+    with h5py.File(os.path.join(out, "heldout", "results.h5")) as f:
+        traces = sorted({g.attrs["trace"] for g in f["runs"].values()})
+    check(traces == sorted(sp["test"]), "the held-out sim ran on the test prompts only", traces)
+    md = open(os.path.join(out, "heldout.md")).read()
+    check("Fit on synthetic, tested on" in md and "N = 16" in md and "N = 40" in md,
+          "heldout.md names the models and gives each budget's verdict", md[:300])
+    check(os.path.getsize(os.path.join(out, "heldout.svg")) > 1000, "the figure heldout.svg is drawn")
+    out2 = os.path.join(tmp, "ho2")
+    fit([path], out2, *args)
+    check(json.load(open(os.path.join(out2, "split.json"))) == sp, "the split is the same for the same seed")
+    bad = os.path.join(tmp, "ho3")
+    p = fit([path], bad, "--study", study, "--budgets", "16", "--chunk", "16")
+    check(p.returncode == 2 and not os.path.exists(bad), "--study without --split is a usage error", p.stderr)
+
+
 def main():
     rng = np.random.default_rng(23)
     with tempfile.TemporaryDirectory(prefix="kvfit.") as tmp:
@@ -281,6 +383,9 @@ def main():
         test_logistic(tmp, rng)
         test_rank(tmp, rng)
         test_bad(tmp, rng)
+        study = synth_study(tmp, 6)
+        test_builtin(tmp, rng, study)
+        test_heldout(tmp, rng, study)
     return finish()
 
 
