@@ -183,7 +183,7 @@ static int fit_and_write(fit_args *a, const char *const *files, int n, const cha
     if (!rc) rc = fit_input_open(in, files, n, a->features, err);
     if (!rc) rc = outfile_check_inputs(a->output, files, n, err);
     if (!rc) rc = fit_run(in, &o, &r, err);
-    char expr[512];
+    char expr[FIT_EXPR_MAX];
     if (!rc) rc = fit_expression(in, &r, a->name, expr, sizeof expr, err);   /* a bad --name before DIR */
     kv_outfile out = {.slot = -1};
     if (!rc) rc = outdir_begin(&out, a->output, a->force, err);

@@ -17,7 +17,7 @@
 #include "core/csv.h"
 #include "core/kv_error.h"
 
-enum { FIT_MAX_F = 16, FIT_MAX_FILES = 256, FIT_NAME_MAX = 64 };
+enum { FIT_MAX_F = 16, FIT_MAX_FILES = 256, FIT_NAME_MAX = 64, FIT_EXPR_MAX = 2048 /* expr_def.text */ };
 
 typedef enum { FIT_LS, FIT_RIDGE, FIT_LOGISTIC, FIT_RANK } fit_objective;
 typedef enum { FIT_TARGET_ATTN, FIT_TARGET_KEEP } fit_target;

@@ -8,6 +8,8 @@
 #include "expr/expr.h"
 #include "search/fit.h"
 
+_Static_assert(FIT_EXPR_MAX == sizeof(((expr_def *)0)->text), "a fitted definition is one expr takes");
+
 static const char *const OBJECTIVES[] = {"ls", "ridge", "logistic", "rank"};
 
 const char *fit_objective_name(fit_objective o)
@@ -122,7 +124,7 @@ static int write_report(const char *dir, const fit_input *in, const fit_result *
 
 int fit_write(const char *dir, const fit_input *in, const fit_result *r, const fit_out *out, kv_err *err)
 {
-    char expr[512];
+    char expr[FIT_EXPR_MAX];
     int rc = fit_expression(in, r, out->name, expr, sizeof expr, err);
     if (!rc) rc = write_defines(dir, in, r, out, expr, err);
     if (!rc) rc = write_json(dir, in, r, out, expr, err);
