@@ -158,7 +158,7 @@ static int heldout(const fit_args *a, const fit_input *in, const heldout_set *h,
 {
     char what[512];
     if (a->study)
-        snprintf(what, sizeof what, "study %s split by prompt (seed %llu, share %g): %d training prompt(s), %d test "
+        snprintf(what, sizeof what, "the study `%s` split by prompt (seed %llu, share %g): %d training prompt(s), %d test "
                  "(split.json)", a->study, (unsigned long long)a->split_seed, a->split, h->n_train, h->n_test);
     else snprintf(what, sizeof what, "trained on %lld rows of %d feature file(s), tested on %s", (long long)in->n_rows,
                   in->n_files, a->test);

@@ -131,8 +131,10 @@ static int write_csv(const char *dir, const row *r, int n, kv_err *err)
     return csv_close(f, "heldout.csv", err);
 }
 
-/* One budget's verdict: the fitted policy against the best baseline by mean error (oracle aside). */
-static void verdict(FILE *f, const heldout_opts *o, const row *r, int n, int64_t budget)
+/* One budget's verdict: the fitted policy against the best baseline by mean error (oracle aside), by
+ * the paired difference over the test traces; a line of heldout.md and a row of heldout_verdict.csv. */
+static int verdict(FILE *f, FILE *v, const heldout_opts *o, const char *dir, const row *r, int n, int64_t budget,
+                   kv_err *err)
 {
     const row *fit = NULL, *best = NULL;
     for (int i = 0; i < n; i++) {
@@ -140,14 +142,19 @@ static void verdict(FILE *f, const heldout_opts *o, const row *r, int n, int64_t
         if (strcmp(r[i].policy, o->name) == 0) fit = &r[i];
         else if (strcmp(r[i].policy, "oracle") != 0 && (!best || r[i].err[0] < best->err[0])) best = &r[i];
     }
-    if (!fit || !best) return;
-    const char *how = fit->err[2] < best->err[1]   ? "lower, and the intervals do not overlap: it wins"
-                      : fit->err[1] > best->err[2] ? "higher, and the intervals do not overlap: it loses"
-                      : fit->err[0] < best->err[0] ? "lower, but the intervals overlap: no clear win"
-                                                   : "higher, but the intervals overlap: no clear loss";
-    fprintf(f, "- N = %lld: `%s` %.4g [%.4g, %.4g] against the best baseline `%s` %.4g [%.4g, %.4g]: %s.\n",
-            (long long)budget, o->name, fit->err[0], fit->err[1], fit->err[2], best->policy, best->err[0],
-            best->err[1], best->err[2], how);
+    if (!fit || !best) return KV_OK;
+    double d[3];
+    int rc = heldout_paired(dir, o->name, best->policy, budget, o->test, d, err);
+    if (rc) return rc;
+    const char *how = d[2] < 0 ? "lower error: it wins (the interval of the difference is below 0)"
+                      : d[1] > 0 ? "higher error: it loses (the interval of the difference is above 0)"
+                                 : "no clear difference (the interval of the difference holds 0)";
+    fprintf(f, "- N = %lld: `%s` %.4g against the best baseline `%s` %.4g; paired difference over the %d test "
+               "traces %+.4g [%+.4g, %+.4g]: %s.\n", (long long)budget, o->name, fit->err[0], best->policy,
+            best->err[0], o->test->n, d[0], d[1], d[2], how);
+    fprintf(v, "%lld,%s,%.9g,%.9g,%.9g,%s\n", (long long)budget, best->policy, d[0], d[1], d[2],
+            d[2] < 0 ? "win" : d[1] > 0 ? "loss" : "unclear");
+    return KV_OK;
 }
 
 static int write_md(const char *dir, const heldout_opts *o, const row *r, int n, bool figure, kv_err *err)
@@ -167,8 +174,17 @@ static int write_md(const char *dir, const heldout_opts *o, const row *r, int n,
     for (int i = 0; i < n; i++)
         fprintf(f, "| `%s` | %lld | %.4g [%.4g, %.4g] | %.4f [%.4f, %.4f] |\n", r[i].policy, (long long)r[i].budget,
                 r[i].err[0], r[i].err[1], r[i].err[2], r[i].rec[0], r[i].rec[1], r[i].rec[2]);
-    fprintf(f, "\nThe fitted policy's error against the best baseline (oracle aside) at each budget:\n\n");
-    for (int b = 0; b < o->n_budgets; b++) verdict(f, o, r, n, o->budgets[b]);
+    fprintf(f, "\nThe fitted policy's error against the best baseline (by mean error, oracle aside) at each budget; "
+               "the difference is out_rel_err(fitted) - out_rel_err(baseline) per test trace, its mean and 95%% "
+               "percentile bootstrap interval over the traces (heldout_verdict.csv):\n\n");
+    FILE *v = csv_create(dir, "heldout_verdict.csv", "budget,baseline,diff_mean,diff_ci_lo,diff_ci_hi,verdict", err);
+    int rc = v ? KV_OK : KV_EFAIL;
+    for (int b = 0; !rc && b < o->n_budgets; b++) rc = verdict(f, v, o, dir, r, n, o->budgets[b], err);
+    if (v) rc = csv_close(v, "heldout_verdict.csv", err) ? (rc ? rc : KV_EFAIL) : rc;
+    if (rc) {
+        fclose(f);
+        return rc;
+    }
     fprintf(f, "\n%s\n", figure ? "![error and recall versus budget](heldout.svg)"
                                 : "(no figure: gnuplot did not run; heldout.gp and heldout.dat are here)");
     return csv_close(f, "heldout.md", err);

@@ -28,6 +28,12 @@ typedef struct {
  * (when gnuplot runs; the table says so otherwise). */
 int heldout_run(const heldout_opts *o, const char *dir, kv_err *err);
 
+/* The mean over the test traces of out_rel_err(fitted) - out_rel_err(baseline) at budget, with the
+ * 95% percentile bootstrap interval (study_resamples), from DIR/heldout/summary_by_trace.csv:
+ * out[3] = mean, lo, hi (NaN when a trace lacks a row). */
+int heldout_paired(const char *dir, const char *fitted, const char *baseline, int64_t budget, const study_set *test,
+                   double out[3], kv_err *err);
+
 /* A study's prompts split by a seeded shuffle: the first round(fraction * n) (at least 1, at most
  * n - 1) train, the rest test; train[i] and test[i] are indices into s, each list ascending. */
 int heldout_split(const study_set *s, double fraction, uint64_t seed, int *train, int *n_train, int *test,

@@ -21,6 +21,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from tap import check, close, finish  # noqa: E402
+from kvrng import Rng  # noqa: E402
 
 ROOT = os.environ.get("ROOT") or os.path.abspath(os.path.join(HERE, "..", ".."))
 BUILD = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("BUILD", "build")
@@ -368,6 +369,28 @@ def test_heldout(tmp, rng, study):
     check("Fit on synthetic, tested on" in md and "N = 16" in md and "N = 40" in md,
           "heldout.md names the models and gives each budget's verdict", md[:300])
     check(os.path.getsize(os.path.join(out, "heldout.svg")) > 1000, "the figure heldout.svg is drawn")
+    # the verdict: the paired difference against the best baseline, bootstrapped here (core/rng.c restated)
+    with open(os.path.join(out, "heldout", "summary_by_trace.csv")) as fh:
+        bt = [r for r in csv.DictReader(fh) if r["phase"] == "all"]
+    with open(os.path.join(out, "heldout_verdict.csv")) as fh:
+        ver = list(csv.DictReader(fh))
+    n = len(sp["test"])
+    r = Rng(21, n, 0, 0)
+    idx = np.array([r.below(n) for _ in range(2000 * n)], dtype=np.int64).reshape(2000, n)
+    ok = len(ver) == 2
+    for v in ver:
+        B = int(v["budget"])
+        best = min((r for r in ho if int(r["budget"]) == B and r["policy"] not in ("fitted", "oracle")),
+                   key=lambda r: float(r["out_rel_err_mean"]))["policy"]
+        err = {(r["policy"], r["trace"]): float(r["out_rel_err_mean"]) for r in bt if int(r["budget"]) == B}
+        d = np.array([err[("fitted", t)] - err[(best, t)] for t in sp["test"]])
+        means = d[idx].mean(axis=1)
+        lo, hi = np.percentile(means, [2.5, 97.5])
+        want = "win" if hi < 0 else "loss" if lo > 0 else "unclear"
+        ok = ok and v["baseline"] == best and v["verdict"] == want and all(
+            abs(float(v[k]) - x) <= 1e-8 * max(1e-3, abs(x)) for k, x in (("diff_mean", d.mean()), ("diff_ci_lo", lo),
+                                                                          ("diff_ci_hi", hi)))
+    check(ok, "heldout_verdict.csv: the paired difference and its bootstrap interval equal numpy's", ver)
     out2 = os.path.join(tmp, "ho2")
     fit([path], out2, *args)
     check(json.load(open(os.path.join(out2, "split.json"))) == sp, "the split is the same for the same seed")
