@@ -206,11 +206,17 @@ static bool write_figure(const char *dir, const row *r, int n, char names[][64],
                         r[i].err[2], r[i].rec[0], r[i].rec[1], r[i].rec[2]);
         fprintf(d, "\n\n");
     }
-    fprintf(g, "set terminal svg size 1000,420 dynamic font 'Sans,11'\nset output 'heldout.svg'\nset key outside right\n"
+    fprintf(g, "set terminal svg size 1000,420 dynamic noenhanced font 'Sans,11'\nset output 'heldout.svg'\n"
                "set multiplot layout 1,2 title 'Held-out: error and recall versus budget (bands: 95%% CI over traces)'\n"
-               "set xlabel 'budget N'\nset logscale y\nset ylabel 'out\\_rel\\_err (mean)'\nunset key\nplot ");
+               "set xlabel 'budget N'\nset offsets graph 0.05, graph 0.05, 0, 0\nset xtics (");
+    for (int i = 0, k = 0; i < n; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++) seen = seen || r[j].budget == r[i].budget;
+        if (!seen) fprintf(g, "%s%lld", k++ ? ", " : "", (long long)r[i].budget);
+    }
+    fprintf(g, ")\nset logscale y\nset ylabel 'out_rel_err (mean)'\nunset key\nplot ");
     for (int pass = 0; pass < 2; pass++) {
-        if (pass) fprintf(g, "unset logscale y\nset ylabel 'attn\\_recall (mean)'\nset key outside right\nplot ");
+        if (pass) fprintf(g, "unset logscale y\nset ylabel 'attn_recall (mean)'\nset key bottom right font ',9'\nplot ");
         for (int p = 0; p < n_names; p++)
             fprintf(g, "%s'heldout.dat' index %d using 1:%d:%d with filledcurves fs transparent solid 0.2 noborder "
                        "lc rgb '%s' notitle, '' index %d using 1:%d with linespoints lw 2 lc rgb '%s' title '%s'",
