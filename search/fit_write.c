@@ -31,9 +31,20 @@ int fit_expression(const fit_input *in, const fit_result *r, const char *name, c
         at += (size_t)snprintf(buf + at, cap - at, " %c %.17g*z(%s)", r->w[f] < 0 ? '-' : '+', fabs(r->w[f]),
                                in->names[f]);
     if (at >= cap) return kv_fail(err, KV_EUSAGE, "fit: the expression is longer than %zu bytes: fit fewer features", cap - 1);
-    /* the definition must be one expr takes back: parse it as --defines will */
+    /* the definition must be one expr takes back: parse it as --defines will (the name first: a bad
+     * --name is a usage error, a column expr does not know is the file's) */
     expr_defs *d = kv_calloc(1, sizeof *d, "definitions", err);
-    int rc = d ? expr_define(d, buf, err) : KV_EFAIL;
+    char probe[FIT_NAME_MAX + 8];
+    snprintf(probe, sizeof probe, "%.*s = 1", FIT_NAME_MAX - 1, name);
+    int rc = !d ? KV_EFAIL : strlen(name) >= FIT_NAME_MAX ? kv_fail(err, KV_EUSAGE, "fit: --name is too long")
+                                                          : expr_define(d, probe, err);
+    if (!rc) {
+        memset(d, 0, sizeof *d);
+        kv_err why = {0};
+        if (expr_define(d, buf, &why))
+            rc = kv_fail(err, KV_EINPUT, "%s: the fitted expression does not parse (a column the expression language "
+                         "does not know?): %s", in->files[0], why.msg);
+    }
     free(d);
     return rc;
 }

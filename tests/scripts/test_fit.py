@@ -271,6 +271,11 @@ def test_bad(tmp, rng):
     good = os.path.join(tmp, "good.h5")
     write_h5(good, steps, attn, keep)
     one_line_exit3(fit([good], out, "--features", "knorm,nosuch"), "an unknown --features name exits 3", out)
+    path = os.path.join(tmp, "unk.h5")
+    write_h5(path, steps, attn, keep, names=["knorm", "vnorm", "attn_window(8)", "nosuch"])
+    one_line_exit3(fit([path], out), "a column the expression language does not know exits 3", out)
+    p = fit([good], out, "--name", "bad name")
+    check(p.returncode == 2 and not os.path.exists(out), "a bad --name is a usage error, nothing written", p.stderr)
     with open(os.path.join(tmp, "bad.csv"), "w") as fh:
         fh.write("trace,layer,kv_head,step,position,knorm,future_attn,oracle_keep,age\np,0,0,0,0,nan,0,0,0\n")
     one_line_exit3(fit([os.path.join(tmp, "bad.csv")], out), "a NaN in the --csv form exits 3", out)
