@@ -171,6 +171,8 @@ static int csv_file(stepbuf *b, const char *path, kv_err *err)
         for (int c = 0; !rc && c < 3; c++) rc = csv_int(&t, j, 1 + c, INT32_MIN, INT32_MAX, &key[c], err);
         for (int f = 0; !rc && f < F; f++) rc = csv_double(&t, j, 5 + b->in->col[b->file][f], true, &row[f], err);
         if (!rc) rc = csv_double(&t, j, t.n_cols - 3, true, &attn, err);
+        for (int f = 0; f < F; f++) row[f] = (float)row[f];   /* the float32 the 9 digits name, as HDF5 holds it */
+        attn = (float)attn;
         if (!rc) rc = csv_int(&t, j, t.n_cols - 2, INT64_MIN, INT64_MAX, &keep, err);
         if (!rc) rc = check_row(b, r, row, attn, keep, err);
         const int32_t k32[3] = {(int32_t)key[0], (int32_t)key[1], (int32_t)key[2]};
