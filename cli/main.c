@@ -37,6 +37,7 @@ static const verb VERBS[] = {
     {"prompts", "prompt sets for capture --prompts: needle in a haystack", verb_prompts, NULL, NULL},
     {"features", "per-candidate features and targets at every eviction step (policy search)", features_main, NULL,
      NULL},
+    {"fit", "fit a score expression on feature files; held-out evaluation", verb_fit, NULL, NULL},
     {"policies", "every policy, its parameters and defaults", policies_main, NULL, NULL},
     {"demo", "the whole pipeline on the default model", demo_main, NULL, NULL},
 };

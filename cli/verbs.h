@@ -11,5 +11,7 @@ int verb_prompts(int argc, char **argv);
 int policies_main(int argc, char **argv);
 /* `kvtrace features TRACES -o FILE.h5`: per-candidate features and targets (verb_features.c, search/). */
 int features_main(int argc, char **argv);
+/* `kvtrace fit FEATURES... -o DIR`: a score expression fitted on feature files (search/). */
+int verb_fit(int argc, char **argv);
 
 #endif

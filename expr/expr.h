@@ -72,8 +72,8 @@ typedef struct {
 typedef struct {
     policy_iface iface;
     char name[64];
-    char text[512];       /* the definition as given (recorded beside every result) */
-    char summary[600];
+    char text[2048];      /* the definition as given (recorded beside every result; a fitted one of 16 terms fits) */
+    char summary[2100];
     expr_prog prog;
 } expr_def;
 

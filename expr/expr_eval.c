@@ -288,7 +288,7 @@ int expr_define_file(expr_defs *t, const char *path, kv_err *err)
 {
     FILE *f = fopen(path, "r");
     if (!f) return kv_fail(err, KV_EINPUT, "%s: cannot read (%s)", path, strerror(errno));
-    char line[1024];
+    char line[4096];
     int rc = KV_OK;
     for (int no = 1; !rc && fgets(line, sizeof line, f); no++) {
         line[strcspn(line, "\r\n")] = '\0';
