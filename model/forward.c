@@ -76,7 +76,9 @@ int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernel
     if (!rc && (!(s->cache_len = kv_calloc(LK, sizeof(int64_t), "cache lengths", err)) ||
                 !(s->cache_pos = kv_calloc(LK * T, sizeof(int64_t), "cache positions", err)) ||
                 !(s->cache_peak = kv_calloc(LK, sizeof(int64_t), "cache lengths", err)) ||
-                (!kern->attend_layer && !(s->p = kv_calloc(B * T, sizeof(float), "attention weights", err)))))
+                (!kern->attend_layer && (!(s->p = kv_calloc(B * T, sizeof(float), "attention weights", err)) ||
+                                         !(s->lse = kv_calloc(B * (size_t)c->n_heads, sizeof(double),
+                                                              "log-sum-exps", err))))))
         rc = err->code;
     if (!rc) {
         s->logits = kern->host_memory ? s->logits_k
@@ -95,7 +97,7 @@ void forward_free(forward_state *s)
         for (size_t i = 0; i < sizeof kmem / sizeof kmem[0]; i++) s->kern->release(s->kctx, kmem[i]);
         if (s->logits != s->logits_k) free(s->logits);
     }
-    free(s->cache_len), free(s->cache_pos), free(s->cache_peak), free(s->p);
+    free(s->cache_len), free(s->cache_pos), free(s->cache_peak), free(s->p), free(s->lse);
     memset(s, 0, sizeof *s);
 }
 
@@ -284,12 +286,14 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
                            "no room for a chunk of %lld", (long long)l, (long long)g,
                            (long long)s->cache_len[l * K + g], (long long)s->cap, (long long)n);
     if (!rc && s->kern->attend_layer) rc = attend_layer(s, l, n, err);
+    const bool want_lse = obs && obs->on_output && !s->kern->attend_layer;
     for (int64_t g = 0; !rc && !s->kern->attend_layer && g < K; g++) {
         const int64_t c0 = cache_append(s, l, g, pos0, n);
         const float *kc = cache_head(s, s->k_cache, l, g), *vc = cache_head(s, s->v_cache, l, g);
         for (int64_t h = g * G; !rc && h < (g + 1) * G; h++) {
             double t0 = kv_now_seconds();
-            s->kern->attend(s->kctx, s->q + h * D, H * D, kc, vc, c0, n, D, s->p, s->att + h * D, H * D);
+            s->kern->attend(s->kctx, s->q + h * D, H * D, kc, vc, c0, n, D, s->p, s->att + h * D, H * D,
+                            want_lse ? s->lse + h * n : NULL);
             s->attn_seconds += kv_now_seconds() - t0;
             s->attn_flops += 4.0 * (double)n * (double)(c0 + n) * (double)D; /* q.k and p.v */
             const int64_t bad = kv_first_nonfinite(s->p, n * (c0 + n));
@@ -298,6 +302,7 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
             if (!rc && ev && ev->on_attention) ev->on_attention(ev->ctx, l, h, c0, n, s->p);
         }
     }
+    if (!rc && want_lse) rc = obs->on_output(obs->ctx, l, pos0, n, s->att, s->lse, err);
     if (!rc && ev && ev->after_layer) rc = ev->after_layer(ev->ctx, s, l, n, err);
     if (rc) return rc;
     /* x += att . wo^T (through xb: the matmul kernel overwrites its output) */

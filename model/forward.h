@@ -36,9 +36,9 @@ typedef struct {
     /* One query head over a chunk: q rows [n] (row stride ldq) at positions
      * pos0.., keys/values [pos0+n][D] of its kv head; writes out rows (stride
      * ldo) and the normalised causal weights p[n][pos0+n] (zero above the
-     * diagonal). */
+     * diagonal); lse (NULL: not wanted) [n] log Σ_j exp(q.k_j / sqrt(D)). */
     void (*attend)(void *ctx, const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0, int64_t n,
-                   int64_t D, float *p, float *out, int64_t ldo);
+                   int64_t D, float *p, float *out, int64_t ldo, double *lse);
     /* In-model eviction (issue #9). Keeps rows keep[0..n_keep) of one (layer,
      * kv head) cache k, v [cap][D] as its rows 0..n_keep-1, in order; keep is
      * a host array, ascending, keep[i] >= i. */
@@ -95,6 +95,12 @@ typedef struct {
      * chunk's first position in a full run, fewer once eviction ran) */
     int (*on_attention)(void *ctx, int64_t layer, int64_t head, int64_t pos0, int64_t n,
                         const float *p, kv_err *err);
+    /* the full-cache reference of a walk without eviction (host tables):
+     * every query head's attention output out [n][H*D] (query head h in
+     * columns h*D..) and log-sum-exp lse [H][n] of positions pos0.., as the
+     * attend kernel computed them; NULL: the walk computes no lse */
+    int (*on_output)(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float *out, const double *lse,
+                     kv_err *err);
     /* next-token logits of positions pos0.. : [n][V] */
     int (*on_logits)(void *ctx, int64_t pos0, int64_t n, const float *logits, kv_err *err);
 } forward_observer;
@@ -143,6 +149,7 @@ typedef struct forward_state {
     float *gate;       /* [B][ffn] */
     float *up;         /* [B][ffn] */
     float *p;          /* [B][cap] attention weights of one head (host tables only) */
+    double *lse;       /* [H][B] log-sum-exps of the chunk's rows (host tables only) */
     float *logits;     /* [B][V] host memory */
     float *logits_k;   /* [B][V] in the kernels' memory (== logits for host tables) */
     /* work done, for benchmarks: matrix products (projections, FFN, logits)
