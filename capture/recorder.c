@@ -66,15 +66,17 @@ static int on_attention(void *ctx, int64_t l, int64_t h, int64_t pos0, int64_t n
     return r->want.full ? trace_write_rows(r->w, TRACE_ATTN_FULL, l, h, pos0, n, p, err) : KV_OK;
 }
 
-/* The walk's attention outputs out [n][H*D] and log-sum-exps lse [H][n] (as float32). */
-static int on_output(void *ctx, int64_t l, int64_t pos0, int64_t n, const float *out, const double *lse, kv_err *err)
+/* The walk's attention outputs out [n][H*D] and softmax statistics [2][H][n]
+ * (log-sum-exp = max + log(sum), in double, written as float32). */
+static int on_output(void *ctx, int64_t l, int64_t pos0, int64_t n, const float *out, const float *stats, kv_err *err)
 {
     recorder *r = ctx;
     const int64_t H = r->cfg.n_heads;
     int rc = KV_OK;
     for (int64_t h = 0; !rc && h < H; h++) {
         rc = write_head_rows(r, TRACE_ATTN_OUT, l, h, H, pos0, n, out, err);
-        for (int64_t i = 0; !rc && i < n; i++) r->rows[i] = (float)lse[h * n + i]; /* n <= B <= B*D */
+        for (int64_t i = 0; !rc && i < n; i++) /* n <= B <= B*D */
+            r->rows[i] = (float)((double)stats[h * n + i] + log((double)stats[(H + h) * n + i]));
         if (!rc) rc = trace_write_rows(r->w, TRACE_ATTN_LSE, l, h, pos0, n, r->rows, err);
     }
     return rc;

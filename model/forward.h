@@ -71,9 +71,13 @@ typedef struct {
     void (*copy_rows)(void *ctx, float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t width);
     /* Every query head of layer `layer` at once (NULL: attend per head):
      * q [n][H*D], caches [K][cap][D] with n_cached rows before the chunk's
-     * n; out [n][H*D]. A device table may accumulate column sums here. */
+     * n; out [n][H*D]; stats (NULL: not wanted) [2][H][n]: each row's
+     * largest scaled score m, then its Σ_j exp(s_j - m), so that the
+     * log-sum-exp is m + log(sum). A device table may accumulate column
+     * sums here. */
     void (*attend_layer)(void *ctx, int64_t layer, const float *q, const float *k_cache, const float *v_cache,
-                         int64_t cap, int64_t H, int64_t K, int64_t D, int64_t n_cached, int64_t n, float *out);
+                         int64_t cap, int64_t H, int64_t K, int64_t D, int64_t n_cached, int64_t n, float *out,
+                         float *stats);
     /* waits for the kernels enqueued so far; the first failure among them */
     int (*sync)(void *ctx, kv_err *err);
 } forward_kernels;
@@ -95,11 +99,13 @@ typedef struct {
      * chunk's first position in a full run, fewer once eviction ran) */
     int (*on_attention)(void *ctx, int64_t layer, int64_t head, int64_t pos0, int64_t n,
                         const float *p, kv_err *err);
-    /* the full-cache reference of a walk without eviction (host tables):
-     * every query head's attention output out [n][H*D] (query head h in
-     * columns h*D..) and log-sum-exp lse [H][n] of positions pos0.., as the
-     * attend kernel computed them; NULL: the walk computes no lse */
-    int (*on_output)(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float *out, const double *lse,
+    /* the full-cache reference of a walk without eviction: every query
+     * head's attention output out [n][H*D] (query head h in columns h*D..)
+     * and softmax statistics stats [2][H][n] of positions pos0.. (row
+     * maxima m, then sums of exp(s - m): log-sum-exp m + log(sum); a host
+     * table gives m = the log-sum-exp, sum = 1), as the attention kernels
+     * computed them, in the kernels' memory; NULL: not asked for */
+    int (*on_output)(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float *out, const float *stats,
                      kv_err *err);
     /* next-token logits of positions pos0.. : [n][V] */
     int (*on_logits)(void *ctx, int64_t pos0, int64_t n, const float *logits, kv_err *err);
@@ -149,7 +155,8 @@ typedef struct forward_state {
     float *gate;       /* [B][ffn] */
     float *up;         /* [B][ffn] */
     float *p;          /* [B][cap] attention weights of one head (host tables only) */
-    double *lse;       /* [H][B] log-sum-exps of the chunk's rows (host tables only) */
+    double *lse;       /* [H][B] log-sum-exps of one chunk's rows (host tables only) */
+    float *stats;      /* [2][H][B] softmax statistics of the chunk's rows (on_output), kernels' memory */
     float *logits;     /* [B][V] host memory */
     float *logits_k;   /* [B][V] in the kernels' memory (== logits for host tables) */
     /* work done, for benchmarks: matrix products (projections, FFN, logits)

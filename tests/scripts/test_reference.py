@@ -1,6 +1,6 @@
 """The recorded full-cache reference (/attention/out, /attention/lse; issue #24 item 1), TAP:
 
-- synth and capture (CPU, the default model) write them, float32, [L, H, T, D] and [L, H, T], chunked
+- synth and capture (the default model; CPU, and --device cuda on the host emulation) write them, float32, [L, H, T, D] and [L, H, T], chunked
   like the other per-head datasets; they equal a numpy recomputation (float64) from the trace's own
   /queries, /keys, /values (scale 1/sqrt(D), query head h on kv head h // (H/K));
 - capture leaves them out with --evict and without queries (--record keys,values);
@@ -158,6 +158,22 @@ def capture_case(tmp, model):
     os.mkdir(d)
     sim_both_ways("capture", t, d, "--policies", "keydiff,tova,snapkv,h2o,streaming", "--budgets", "16,40",
                   "--chunk", 16)
+    h = os.path.join(tmp, "cap16.h5")
+    r = run("capture", "--quiet", "--model", model, "--prompt", PROMPT, "--generate", 60, "--chunk", 16, "--dtype",
+            "f16", "-o", h)
+    if check(r.returncode == 0, "capture --dtype f16 writes a trace", r.stderr):
+        with h5py.File(h, "r") as a, h5py.File(t, "r") as b:
+            same = all(a["attention/" + n].dtype == np.float32 and np.array_equal(a["attention/" + n][...],
+                                                                                  b["attention/" + n][...])
+                       for n in ("out", "lse"))
+            check(same and a["keys"].dtype == np.float16,
+                  "capture --dtype f16: the reference is float32 and the f32 run's own (from the unrounded keys)")
+    emul = os.path.abspath(os.path.join(sys.argv[1] if len(sys.argv) > 1 else "build", "emul", "libkvcuda_emul.so"))
+    g = os.path.join(tmp, "cap_cuda.h5")
+    r = run("capture", "--quiet", "--model", model, "--prompt", PROMPT, "--generate", 60, "--chunk", 16, "--device",
+            "cuda", "-o", g, env={"KVTRACE_CUDA_LIB": emul})
+    if check(r.returncode == 0, "capture --device cuda (the host emulation, tests/emul) writes a trace", r.stderr):
+        check_datasets("capture --device cuda", g, 1e-5, 1e-4)  # row maxima and sums from the kernel
     for what, extra in (("--evict", ["--evict", "tova", "--budget", "24"]),
                         ("--record keys,values", ["--record", "keys,values"])):
         p = os.path.join(tmp, "no_ref.h5")
