@@ -355,11 +355,11 @@ static void note_evict_trace(const sim_opts *o, const trace_meta *m)
  * per step). Memory: one layer's queries, keys and values plus the per-query
  * statistics; results.h5: the final caches. Minutes assume 50 GFLOP/s per
  * thread, a modest CPU core. */
-static void print_cost(const sim_opts *o, const trace_meta *m)
+static void print_cost(const sim_opts *o, const trace_meta *m, bool recorded)
 {
     const double L = (double)m->n_layers, H = (double)m->n_heads, K = (double)m->n_kv_heads;
     const double D = (double)m->head_dim, T = (double)m->n_tokens;
-    double flops = 2 * L * H * D * T * T, kept = 0;
+    double flops = recorded ? 0 : 2 * L * H * D * T * T, kept = 0; /* a recorded reference is read, not computed */
     const double runs = (double)o->n_policies * o->n_allocators;
     for (int k = 0; k < sim_n_chunks(o); k++)
         for (int b = 0; b < o->n_budgets; b++) {
@@ -472,7 +472,7 @@ static int run_trace(const sim_opts *opts, const char *id, bool study, trace_run
     const sim_opts *o = &t->p->o;
     const trace_meta *m = trace_get_meta(tr);
     note_evict_trace(o, m);
-    print_cost(o, m);
+    print_cost(o, m, sim_reference_recorded(tr));
     const int64_t T = m->n_tokens, H = m->n_heads, K = m->n_kv_heads;
     kv_blas_single_threaded(); /* tasks run in parallel; BLAS inside each stays serial */
     layer_bufs b = {0};

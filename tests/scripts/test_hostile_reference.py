@@ -75,37 +75,38 @@ def edits():
             ("the reference in an evict-mode trace", evict_mode, "/attention/")]
 
 
+def attempts(h, tmp):
+    base = os.path.join(tmp, "base.h5")
+    r = subprocess.run([KVTRACE, "synth", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--head-dim", "8",
+                        "--tokens", "64", "--quiet", "-o", base], capture_output=True, text=True)
+    if not check(r.returncode == 0, "synth writes the base trace", r.stderr):
+        return
+    for i, (label, edit, name) in enumerate(edits()):
+        t = os.path.join(tmp, "t%d.h5" % i)
+        shutil.copy(base, t)
+        with h5py.File(t, "r+") as f:
+            edit(f)
+        value_only = "NaN" in label or "inf" in label  # shapes are checked on open, values as read
+        if not value_only:
+            h.attempt("info: %s" % label, ["info", t], codes=(3,), keep=[t], must_say=name)
+        out = os.path.join(tmp, "r%d" % i)
+        h.attempt("sim: %s" % label, ["sim", t, "--policies", "tova", "--budgets", "16", "--chunk", "16",
+                                     "--quiet", "-o", out], codes=(3,), outputs=[out], keep=[t], must_say=name)
+        if value_only:
+            r = subprocess.run([KVTRACE, "sim", t, "--policies", "tova", "--budgets", "16", "--chunk", "16",
+                                "--quiet", "-o", out], capture_output=True, text=True)
+            check(t in r.stderr and "not finite" in r.stderr, "sim: %s: the line names the file" % label,
+                  r.stderr)
+    r = subprocess.run([KVTRACE, "sim", os.path.join(tmp, "t4.h5"), "--policies", "tova", "--budgets", "16",
+                        "--chunk", "16", "--quiet", "-o", os.path.join(tmp, "ok")], capture_output=True,
+                       text=True, env=dict(os.environ, KVTRACE_SIM_REFERENCE="recompute"))
+    check(r.returncode == 0, "KVTRACE_SIM_REFERENCE=recompute: sim ignores a bad recorded reference", r.stderr)
+
+
 def main():
-    tmp = tempfile.mkdtemp(prefix="kvhref_")
     h = hostile.Tally("reference-datasets")
-    try:
-        base = os.path.join(tmp, "base.h5")
-        r = subprocess.run([KVTRACE, "synth", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--head-dim", "8",
-                            "--tokens", "64", "--quiet", "-o", base], capture_output=True, text=True)
-        if not check(r.returncode == 0, "synth writes the base trace", r.stderr):
-            return finish()
-        for i, (label, edit, name) in enumerate(edits()):
-            t = os.path.join(tmp, "t%d.h5" % i)
-            shutil.copy(base, t)
-            with h5py.File(t, "r+") as f:
-                edit(f)
-            value_only = "NaN" in label or "inf" in label  # shapes are checked on open, values as read
-            if not value_only:
-                h.attempt("info: %s" % label, ["info", t], codes=(3,), keep=[t], must_say=name)
-            out = os.path.join(tmp, "r%d" % i)
-            h.attempt("sim: %s" % label, ["sim", t, "--policies", "tova", "--budgets", "16", "--chunk", "16",
-                                         "--quiet", "-o", out], codes=(3,), outputs=[out], keep=[t], must_say=name)
-            if value_only:
-                r = subprocess.run([KVTRACE, "sim", t, "--policies", "tova", "--budgets", "16", "--chunk", "16",
-                                    "--quiet", "-o", out], capture_output=True, text=True)
-                check(t in r.stderr and "not finite" in r.stderr, "sim: %s: the line names the file" % label,
-                      r.stderr)
-        r = subprocess.run([KVTRACE, "sim", os.path.join(tmp, "t4.h5"), "--policies", "tova", "--budgets", "16",
-                            "--chunk", "16", "--quiet", "-o", os.path.join(tmp, "ok")], capture_output=True,
-                           text=True, env=dict(os.environ, KVTRACE_SIM_REFERENCE="recompute"))
-        check(r.returncode == 0, "KVTRACE_SIM_REFERENCE=recompute: sim ignores a bad recorded reference", r.stderr)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="kvhref_") as tmp:
+        attempts(h, tmp)
     hostile.report()
     return finish()
 

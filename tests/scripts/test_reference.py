@@ -185,16 +185,13 @@ def capture_case(tmp, model):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="kvref_")
-    try:
+    model = model_file()
+    with tempfile.TemporaryDirectory(prefix="kvref_") as tmp:
         synth_case(tmp)
-        model = model_file()
-        if model is None:
-            skip("capture: the recorded reference", NO_MODEL)
-        else:
+        if model:
             capture_case(tmp, model)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    if not model:
+        skip("capture: the recorded reference", NO_MODEL)
     return finish()
 
 
