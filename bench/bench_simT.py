@@ -41,7 +41,7 @@ def cpu_seconds():
 
 
 def sim(trace, out, recompute):
-    """(CPU s, reference share of sim's wall, replay s of sim's split), the run with the least CPU time."""
+    """(CPU s, reference share of sim's wall), the run with the least CPU time."""
     env = dict(os.environ, KVTRACE_SIM_REFERENCE="recompute") if recompute else None
     best = None
     for _ in range(REPEAT):
@@ -51,9 +51,9 @@ def sim(trace, out, recompute):
         m = TIME_LINE.search(r.stdout)
         if not m:
             raise SystemExit("bench-simT: no time line in sim's output:\n" + r.stdout[-500:])
-        wall, _, ref, replay = (float(x) for x in m.groups())
+        wall, _, ref, _ = (float(x) for x in m.groups())
         if best is None or cpu < best[0]:
-            best = (cpu, ref / wall, replay)
+            best = (cpu, ref / wall)
     return best
 
 
@@ -90,8 +90,7 @@ def main():
     if len(TS) > 1:
         rows = [("sim, reference recorded", [a[0] for a in rec]),
                 ("sim, reference recomputed", [b[0] for b in recomp]),
-                ("the reference alone (recomputed - recorded)", [max(b[0] - a[0], 1e-3) for a, b in zip(rec, recomp)]),
-                ("the replay (sim's split, wall)", [a[2] for a in rec])]
+                ("the reference alone (recomputed - recorded)", [max(b[0] - a[0], 1e-3) for a, b in zip(rec, recomp)])]
         for label, ys in rows:
             print("  exponent %-44s %.2f (last doubling %.2f)" % (label, slope(ys), last(ys)))
         e = slope([a[0] for a in rec])
