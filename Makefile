@@ -212,6 +212,7 @@ bench: deps
 	@/usr/bin/python3 bench/bench_expr.py
 	@/usr/bin/python3 bench/bench_pyplugin.py
 	@/usr/bin/python3 bench/bench_analyze.py
+	@/usr/bin/python3 bench/bench_simT.py
 	@/usr/bin/python3 bench/bench_tokenize.py
 
 demo: deps

@@ -25,7 +25,8 @@ int record_device_init(record_device *rd, recorder *rec, const backend_iface *be
     rd->rec = rec, rd->inner = recorder_observer(rec), rd->be = be, rd->ctx = ctx;
     rd->H = c->n_heads, rd->K = c->n_kv_heads, rd->D = c->head_dim, rd->V = c->vocab_size;
     rd->known = rec->known;
-    const size_t bytes = sizeof(float) * (size_t)B * (size_t)((rd->H + 2 * rd->K) * rd->D);
+    const int64_t qkv = (rd->H + 2 * rd->K) * rd->D, ref = rd->H * (rd->D + 2); /* a chunk's q, k, v or out, stats */
+    const size_t bytes = sizeof(float) * (size_t)B * (size_t)(qkv > ref ? qkv : ref);
     record_async_mem mem = {pinned_alloc, pinned_release, rd};
     int rc = record_async_init(&rd->ra, nbuf, bytes, &mem, err);
     for (int i = 0; !rc && i < rd->ra.nbuf; i++)
@@ -71,6 +72,15 @@ static int job_write_qkv(void *ctx, void *buf, kv_err *err)
     return rd->inner.on_qkv ? rd->inner.on_qkv(rd->inner.ctx, j->layer, j->pos0, j->n, q, k, v, err) : KV_OK;
 }
 
+/* buf holds out [n][H*D], then the statistics [2][H][n] */
+static int job_write_output(void *ctx, void *buf, kv_err *err)
+{
+    rd_job *j = ctx;
+    const record_device *rd = j->rd;
+    const float *out = buf, *stats = out + j->n * rd->H * rd->D;
+    return rd->inner.on_output ? rd->inner.on_output(rd->inner.ctx, j->layer, j->pos0, j->n, out, stats, err) : KV_OK;
+}
+
 static int job_write_logits(void *ctx, void *buf, kv_err *err)
 {
     (void)buf;
@@ -87,12 +97,12 @@ static void job_done(void *ctx)
     free(j);
 }
 
-static int on_qkv(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float *q, const float *k, const float *v,
-                  kv_err *err)
+/* Stages up to three device arrays (src[i], bytes[i]; NULL: skipped, its room kept) one after another
+ * into a buffer and queues `write` for it. */
+static int stage_job(record_device *rd, int64_t layer, int64_t pos0, int64_t n, const void *const src[3],
+                     const size_t bytes[3], record_async_fn write, kv_err *err)
 {
-    record_device *rd = ctx;
-    const size_t qb = sizeof(float) * (size_t)(n * rd->H * rd->D), kb = sizeof(float) * (size_t)(n * rd->K * rd->D);
-    if (qb + 2 * kb > rd->ra.bytes)
+    if (bytes[0] + bytes[1] + bytes[2] > rd->ra.bytes)
         return kv_fail(err, KV_EFAIL, "recording: a chunk of %lld rows exceeds the buffers", (long long)n);
     rd_job *j = calloc(1, sizeof *j);
     if (!j) return kv_fail(err, KV_EFAIL, "recording: out of memory");
@@ -101,17 +111,35 @@ static int on_qkv(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float
     int rc = record_async_acquire(&rd->ra, &buf, err);
     char *h = buf, *dev = rc ? NULL : twin(rd, buf);
     if (!rc && !dev) rc = kv_fail(err, KV_EFAIL, "recording: a buffer without its device twin");
-    if (!rc && rd->rec->want.queries) rc = stage(rd, h, dev, 0, q, qb, err);
-    if (!rc) rc = stage(rd, h, dev, qb, k, kb, err);
-    if (!rc) rc = stage(rd, h, dev, qb + kb, v, kb, err);
+    for (size_t i = 0, off = 0; !rc && i < 3; off += bytes[i], i++)
+        if (src[i] && bytes[i]) rc = stage(rd, h, dev, off, src[i], bytes[i], err);
     if (!rc) rc = rd->be->staging->fence(rd->ctx, &j->fence, err);
     if (rc && !buf) {
         job_done(j);
         return rc;
     }
-    record_async_job job = {job_wait, rc ? NULL : job_write_qkv, job_done, j};
+    record_async_job job = {job_wait, rc ? NULL : write, job_done, j};
     int rc2 = record_async_submit(&rd->ra, buf, job, err); /* on error too: the buffer goes back after the copy */
     return rc ? rc : rc2;
+}
+
+static int on_qkv(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float *q, const float *k, const float *v,
+                  kv_err *err)
+{
+    record_device *rd = ctx;
+    const size_t qb = sizeof(float) * (size_t)(n * rd->H * rd->D), kb = sizeof(float) * (size_t)(n * rd->K * rd->D);
+    const void *src[3] = {rd->rec->want.queries ? q : NULL, k, v};
+    return stage_job(rd, layer, pos0, n, src, (size_t[3]){qb, kb, kb}, job_write_qkv, err);
+}
+
+/* The layer's attention outputs and softmax statistics (the recorded full-cache reference). */
+static int on_output(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float *out, const float *stats,
+                     kv_err *err)
+{
+    record_device *rd = ctx;
+    const size_t ob = sizeof(float) * (size_t)(n * rd->H * rd->D), sb = sizeof(float) * (size_t)(2 * rd->H * n);
+    const void *src[3] = {out, stats, NULL};
+    return stage_job(rd, layer, pos0, n, src, (size_t[3]){ob, sb, 0}, job_write_output, err);
 }
 
 static int on_logits(void *ctx, int64_t pos0, int64_t n, const float *logits, kv_err *err)
@@ -130,7 +158,8 @@ static int on_logits(void *ctx, int64_t pos0, int64_t n, const float *logits, kv
 
 forward_observer record_device_observer(record_device *rd)
 {
-    forward_observer o = {.ctx = rd, .on_qkv = on_qkv, .on_logits = on_logits};
+    forward_observer o = {.ctx = rd, .on_qkv = on_qkv, .on_logits = on_logits,
+                          .on_output = rd->inner.on_output ? on_output : NULL};
     return o;
 }
 

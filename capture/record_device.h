@@ -11,7 +11,8 @@
  * copy and the HDF5 write run; with two buffers it waits only when the
  * disk falls behind. Every recorder call (and so every HDF5 call) happens on
  * the writer thread, in order; logits, which the walk already brought to the
- * host, are copied into the job. */
+ * host, are copied into the job. In a full run the layer's attention outputs
+ * and softmax statistics (the recorded reference, on_output) go the same way. */
 #ifndef KV_RECORD_DEVICE_H
 #define KV_RECORD_DEVICE_H
 

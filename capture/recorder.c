@@ -66,6 +66,22 @@ static int on_attention(void *ctx, int64_t l, int64_t h, int64_t pos0, int64_t n
     return r->want.full ? trace_write_rows(r->w, TRACE_ATTN_FULL, l, h, pos0, n, p, err) : KV_OK;
 }
 
+/* The walk's attention outputs out [n][H*D] and softmax statistics [2][H][n]
+ * (log-sum-exp = max + log(sum), in double, written as float32). */
+static int on_output(void *ctx, int64_t l, int64_t pos0, int64_t n, const float *out, const float *stats, kv_err *err)
+{
+    recorder *r = ctx;
+    const int64_t H = r->cfg.n_heads;
+    int rc = KV_OK;
+    for (int64_t h = 0; !rc && h < H; h++) {
+        rc = write_head_rows(r, TRACE_ATTN_OUT, l, h, H, pos0, n, out, err);
+        for (int64_t i = 0; !rc && i < n; i++) /* n <= B <= B*D */
+            r->rows[i] = (float)((double)stats[h * n + i] + log((double)stats[(H + h) * n + i]));
+        if (!rc) rc = trace_write_rows(r->w, TRACE_ATTN_LSE, l, h, pos0, n, r->rows, err);
+    }
+    return rc;
+}
+
 /* log softmax(logits)[next], in double. */
 static float log_prob(const float *logits, int64_t V, int32_t next)
 {
@@ -118,7 +134,8 @@ static int on_logits(void *ctx, int64_t pos0, int64_t n, const float *logits, kv
 
 forward_observer recorder_observer(recorder *r)
 {
-    forward_observer o = {.ctx = r, .on_qkv = on_qkv, .on_attention = on_attention, .on_logits = on_logits};
+    forward_observer o = {.ctx = r, .on_qkv = on_qkv, .on_attention = on_attention, .on_logits = on_logits,
+                          .on_output = r->want.reference ? on_output : NULL};
     return o;
 }
 

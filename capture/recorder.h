@@ -2,7 +2,8 @@
  * (forward_observer) and streams what it sees into a trace: tokens, keys,
  * values, queries, exact attention column sums (accumulated in double from
  * the normalised weights of each chunk, so no T x T matrix ever exists),
- * optional full attention rows, logits and log-probabilities. */
+ * optional full attention rows, logits and log-probabilities, and the
+ * full-cache reference (every head's attention output and log-sum-exp). */
 #ifndef KV_RECORDER_H
 #define KV_RECORDER_H
 
@@ -17,6 +18,7 @@ typedef struct {
     bool colsum;       /* /attention/colsum */
     bool full;         /* /attention/full */
     bool logits;       /* /logits */
+    bool reference;    /* /attention/out and /attention/lse (full runs on host tables) */
 } recorder_wants;
 
 typedef struct {

@@ -167,7 +167,8 @@ static int start_recording(kv_run *r, kv_err *err)
 {
     const run_opts *o = &r->o;
     const bool *want = o->trace.want;
-    recorder_wants rw = {want[TRACE_QUERIES], want[TRACE_COLSUM], want[TRACE_ATTN_FULL], want[TRACE_LOGITS]};
+    recorder_wants rw = {want[TRACE_QUERIES], want[TRACE_COLSUM], want[TRACE_ATTN_FULL], want[TRACE_LOGITS],
+                         want[TRACE_ATTN_OUT]};
     int rc = recorder_init(&r->rec, r->w, &o->model->cfg, rw, o->tokens, o->T, o->chunk, err);
     if (rc) return rc;
     r->recording = true;

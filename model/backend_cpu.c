@@ -55,10 +55,10 @@ static void cpu_swiglu(void *ctx, float *gate, const float *up, int64_t n)
 }
 
 static void cpu_attend(void *ctx, const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0, int64_t n,
-                       int64_t D, float *p, float *out, int64_t ldo)
+                       int64_t D, float *p, float *out, int64_t ldo, double *lse)
 {
     (void)ctx;
-    attn_causal_rows(q, ldq, k, v, pos0, n, D, p, out, ldo, NULL);
+    attn_causal_rows(q, ldq, k, v, pos0, n, D, p, out, ldo, lse);
 }
 
 static void cpu_compact(void *ctx, float *k, float *v, const int64_t *keep, int64_t n_keep, int64_t D)

@@ -131,21 +131,22 @@ static void cu_copy_rows(void *ctx, float *dst, int64_t ldd, const float *src, i
                            sizeof(float) * (size_t)width, (size_t)rows, &b->err);
 }
 
-/* Every query head of layer l; with column sums, their chunk's contributions. */
+/* Every query head of layer l; with column sums, their chunk's contributions. The row
+ * statistics land in the caller's stats when given ([2][H][n]), else in the scratch. */
 static void cu_attend_layer(void *ctx, int64_t l, const float *q, const float *k, const float *v, int64_t cap,
-                            int64_t H, int64_t K, int64_t D, int64_t n_cached, int64_t n, float *out)
+                            int64_t H, int64_t K, int64_t D, int64_t n_cached, int64_t n, float *out, float *stats)
 {
     cuda_backend *b = ctx;
+    float *row_max = stats ? stats : b->row_max, *row_sum = stats ? stats + H * n : b->row_sum;
     if (n > b->B || H > b->H || (b->colsum && (l >= b->L || n_cached + n > b->T))) {
         kv_fail(&b->err, KV_EFAIL, "CUDA attention: layer %lld, %lld rows after %lld outside the prepared scratch",
                 (long long)l, (long long)n, (long long)n_cached);
         return;
     }
     if (live(b))
-        b->lib.api->attend(b->lib.ctx, q, k, v, cap, H, K, D, n_cached, NULL, n, out, b->row_max, b->row_sum,
-                           &b->err);
+        b->lib.api->attend(b->lib.ctx, q, k, v, cap, H, K, D, n_cached, NULL, n, out, row_max, row_sum, &b->err);
     if (live(b) && b->colsum)
-        b->lib.api->colsum(b->lib.ctx, q, k, cap, H, K, D, n_cached, n, b->row_max, b->row_sum,
+        b->lib.api->colsum(b->lib.ctx, q, k, cap, H, K, D, n_cached, n, row_max, row_sum,
                            b->colsum + l * b->H * b->T, b->T, &b->err);
 }
 

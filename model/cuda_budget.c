@@ -33,12 +33,14 @@ void cuda_budget_compute(const kv_model *m, int64_t T, int64_t B, kvcuda_dtype w
     out->weights = mat * es + vec * f;
     out->kv_cache = 2 * (uint64_t)c->n_layers * K * t * D * f;
     /* x, xb, q, k, v, att, gate, up, logits; 16-bit copy of a product's input;
-     * row statistics; tokens; the RoPE table; the recording's two device
-     * twins of q, k, v; cuBLAS's workspace and slack */
-    uint64_t widest = ffn > dim ? ffn : dim;
+     * row statistics (the scratch's and the walk's); tokens; the RoPE table;
+     * the recording's two device twins of q, k, v (or of a chunk's outputs
+     * and statistics); cuBLAS's workspace and slack */
+    uint64_t widest = ffn > dim ? ffn : dim, twin = (H + 2 * K) * D;
     widest = widest > H * D ? widest : H * D;
-    out->scratch = b * (2 * dim + 2 * H * D + 2 * K * D + 2 * ffn + V) * f + b * widest * 2 + 2 * H * b * f + b * 4 +
-                   t * D * f + 2 * b * (H + 2 * K) * D * f + ((uint64_t)256 << 20);
+    twin = twin > H * (D + 2) ? twin : H * (D + 2);
+    out->scratch = b * (2 * dim + 2 * H * D + 2 * K * D + 2 * ffn + V) * f + b * widest * 2 + 4 * H * b * f + b * 4 +
+                   t * D * f + 2 * b * twin * f + ((uint64_t)256 << 20);
     out->colsum = colsum ? (uint64_t)c->n_layers * H * t * sizeof(double) : 0;
     out->total = out->weights + out->kv_cache + out->scratch + out->colsum;
 }

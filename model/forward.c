@@ -31,6 +31,7 @@ static int alloc_kernel_buffers(forward_state *s, size_t B, size_t T, kv_err *er
         !(s->k = k->alloc(ctx, B * KD, sizeof(float), "keys", err)) ||
         !(s->v = k->alloc(ctx, B * KD, sizeof(float), "values", err)) ||
         !(s->att = k->alloc(ctx, B * HD, sizeof(float), "attention output", err)) ||
+        !(s->stats = k->alloc(ctx, 2 * B * (size_t)c->n_heads, sizeof(float), "attention statistics", err)) ||
         !(s->gate = k->alloc(ctx, B * (size_t)c->ffn_dim, sizeof(float), "ffn", err)) ||
         !(s->up = k->alloc(ctx, B * (size_t)c->ffn_dim, sizeof(float), "ffn", err)) ||
         !(s->logits_k = k->alloc(ctx, B * (size_t)c->vocab_size, sizeof(float), "logits", err)))
@@ -76,7 +77,9 @@ int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernel
     if (!rc && (!(s->cache_len = kv_calloc(LK, sizeof(int64_t), "cache lengths", err)) ||
                 !(s->cache_pos = kv_calloc(LK * T, sizeof(int64_t), "cache positions", err)) ||
                 !(s->cache_peak = kv_calloc(LK, sizeof(int64_t), "cache lengths", err)) ||
-                (!kern->attend_layer && !(s->p = kv_calloc(B * T, sizeof(float), "attention weights", err)))))
+                (!kern->attend_layer && (!(s->p = kv_calloc(B * T, sizeof(float), "attention weights", err)) ||
+                                         !(s->lse = kv_calloc(B * (size_t)c->n_heads, sizeof(double),
+                                                              "log-sum-exps", err))))))
         rc = err->code;
     if (!rc) {
         s->logits = kern->host_memory ? s->logits_k
@@ -90,12 +93,12 @@ int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernel
 void forward_free(forward_state *s)
 {
     if (s->kern) { /* a state that got as far as its kernels */
-        float *kmem[] = {s->k_cache, s->v_cache, s->rope_tab, s->x, s->xb, s->q, s->k, s->v, s->att, s->gate, s->up,
-                         s->logits_k};
+        float *kmem[] = {s->k_cache, s->v_cache, s->rope_tab, s->x, s->xb, s->q, s->k, s->v, s->att, s->stats,
+                         s->gate, s->up, s->logits_k};
         for (size_t i = 0; i < sizeof kmem / sizeof kmem[0]; i++) s->kern->release(s->kctx, kmem[i]);
         if (s->logits != s->logits_k) free(s->logits);
     }
-    free(s->cache_len), free(s->cache_pos), free(s->cache_peak), free(s->p);
+    free(s->cache_len), free(s->cache_pos), free(s->cache_peak), free(s->p), free(s->lse);
     memset(s, 0, sizeof *s);
 }
 
@@ -242,7 +245,7 @@ static void qkv_block(forward_state *s, const model_layer *w, int64_t n)
 
 /* A device table: every head of layer l in one call, after all kv heads'
  * rows are appended (their caches are as long as each other: no eviction). */
-static int attend_layer(forward_state *s, int64_t l, int64_t n, kv_err *err)
+static int attend_layer(forward_state *s, int64_t l, int64_t n, bool stats, kv_err *err)
 {
     const model_config *c = &s->m->cfg;
     const int64_t D = c->head_dim, H = c->n_heads, K = c->n_kv_heads;
@@ -254,7 +257,7 @@ static int attend_layer(forward_state *s, int64_t l, int64_t n, kv_err *err)
     }
     double t0 = kv_now_seconds();
     s->kern->attend_layer(s->kctx, l, s->q, cache_head(s, s->k_cache, l, 0), cache_head(s, s->v_cache, l, 0), s->cap,
-                          H, K, D, c0, n, s->att);
+                          H, K, D, c0, n, s->att, stats ? s->stats : NULL);
     settle(s);
     s->attn_seconds += kv_now_seconds() - t0;
     s->attn_flops += 4.0 * (double)H * (double)n * (double)(c0 + n) * (double)D; /* q.k and p.v */
@@ -283,13 +286,15 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
             return kv_fail(err, KV_EFAIL, "forward: the cache of layer %lld, kv head %lld holds %lld of %lld rows: "
                            "no room for a chunk of %lld", (long long)l, (long long)g,
                            (long long)s->cache_len[l * K + g], (long long)s->cap, (long long)n);
-    if (!rc && s->kern->attend_layer) rc = attend_layer(s, l, n, err);
+    const bool want_ref = obs && obs->on_output, want_lse = want_ref && !s->kern->attend_layer;
+    if (!rc && s->kern->attend_layer) rc = attend_layer(s, l, n, want_ref, err);
     for (int64_t g = 0; !rc && !s->kern->attend_layer && g < K; g++) {
         const int64_t c0 = cache_append(s, l, g, pos0, n);
         const float *kc = cache_head(s, s->k_cache, l, g), *vc = cache_head(s, s->v_cache, l, g);
         for (int64_t h = g * G; !rc && h < (g + 1) * G; h++) {
             double t0 = kv_now_seconds();
-            s->kern->attend(s->kctx, s->q + h * D, H * D, kc, vc, c0, n, D, s->p, s->att + h * D, H * D);
+            s->kern->attend(s->kctx, s->q + h * D, H * D, kc, vc, c0, n, D, s->p, s->att + h * D, H * D,
+                            want_lse ? s->lse + h * n : NULL);
             s->attn_seconds += kv_now_seconds() - t0;
             s->attn_flops += 4.0 * (double)n * (double)(c0 + n) * (double)D; /* q.k and p.v */
             const int64_t bad = kv_first_nonfinite(s->p, n * (c0 + n));
@@ -298,6 +303,9 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
             if (!rc && ev && ev->on_attention) ev->on_attention(ev->ctx, l, h, c0, n, s->p);
         }
     }
+    if (!rc && want_lse) /* host tables: the statistics as m = log-sum-exp, sum = 1 */
+        for (int64_t i = 0; i < H * n; i++) s->stats[i] = (float)s->lse[i], s->stats[H * n + i] = 1.0f;
+    if (!rc && want_ref) rc = obs->on_output(obs->ctx, l, pos0, n, s->att, s->stats, err);
     if (!rc && ev && ev->after_layer) rc = ev->after_layer(ev->ctx, s, l, n, err);
     if (rc) return rc;
     /* x += att . wo^T (through xb: the matmul kernel overwrites its output) */

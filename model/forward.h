@@ -36,9 +36,9 @@ typedef struct {
     /* One query head over a chunk: q rows [n] (row stride ldq) at positions
      * pos0.., keys/values [pos0+n][D] of its kv head; writes out rows (stride
      * ldo) and the normalised causal weights p[n][pos0+n] (zero above the
-     * diagonal). */
+     * diagonal); lse (NULL: not wanted) [n] log Σ_j exp(q.k_j / sqrt(D)). */
     void (*attend)(void *ctx, const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0, int64_t n,
-                   int64_t D, float *p, float *out, int64_t ldo);
+                   int64_t D, float *p, float *out, int64_t ldo, double *lse);
     /* In-model eviction (issue #9). Keeps rows keep[0..n_keep) of one (layer,
      * kv head) cache k, v [cap][D] as its rows 0..n_keep-1, in order; keep is
      * a host array, ascending, keep[i] >= i. */
@@ -71,9 +71,13 @@ typedef struct {
     void (*copy_rows)(void *ctx, float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t width);
     /* Every query head of layer `layer` at once (NULL: attend per head):
      * q [n][H*D], caches [K][cap][D] with n_cached rows before the chunk's
-     * n; out [n][H*D]. A device table may accumulate column sums here. */
+     * n; out [n][H*D]; stats (NULL: not wanted) [2][H][n]: each row's
+     * largest scaled score m, then its Σ_j exp(s_j - m), so that the
+     * log-sum-exp is m + log(sum). A device table may accumulate column
+     * sums here. */
     void (*attend_layer)(void *ctx, int64_t layer, const float *q, const float *k_cache, const float *v_cache,
-                         int64_t cap, int64_t H, int64_t K, int64_t D, int64_t n_cached, int64_t n, float *out);
+                         int64_t cap, int64_t H, int64_t K, int64_t D, int64_t n_cached, int64_t n, float *out,
+                         float *stats);
     /* waits for the kernels enqueued so far; the first failure among them */
     int (*sync)(void *ctx, kv_err *err);
 } forward_kernels;
@@ -95,6 +99,14 @@ typedef struct {
      * chunk's first position in a full run, fewer once eviction ran) */
     int (*on_attention)(void *ctx, int64_t layer, int64_t head, int64_t pos0, int64_t n,
                         const float *p, kv_err *err);
+    /* the full-cache reference of a walk without eviction: every query
+     * head's attention output out [n][H*D] (query head h in columns h*D..)
+     * and softmax statistics stats [2][H][n] of positions pos0.. (row
+     * maxima m, then sums of exp(s - m): log-sum-exp m + log(sum); a host
+     * table gives m = the log-sum-exp, sum = 1), as the attention kernels
+     * computed them, in the kernels' memory; NULL: not asked for */
+    int (*on_output)(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float *out, const float *stats,
+                     kv_err *err);
     /* next-token logits of positions pos0.. : [n][V] */
     int (*on_logits)(void *ctx, int64_t pos0, int64_t n, const float *logits, kv_err *err);
 } forward_observer;
@@ -143,6 +155,8 @@ typedef struct forward_state {
     float *gate;       /* [B][ffn] */
     float *up;         /* [B][ffn] */
     float *p;          /* [B][cap] attention weights of one head (host tables only) */
+    double *lse;       /* [H][B] log-sum-exps of one chunk's rows (host tables only) */
+    float *stats;      /* [2][H][B] softmax statistics of the chunk's rows (on_output), kernels' memory */
     float *logits;     /* [B][V] host memory */
     float *logits_k;   /* [B][V] in the kernels' memory (== logits for host tables) */
     /* work done, for benchmarks: matrix products (projections, FFN, logits)

@@ -6,6 +6,7 @@
 
 #include "core/attn_causal.h"
 #include "core/finite.h"
+#include "core/kv_error.h"
 #include "core/parallel.h"
 
 typedef struct {
@@ -78,6 +79,34 @@ int sim_reference_nonfinite(const sim_reference *r, int64_t *head, int64_t *pos)
         }
     }
     return 0;
+}
+
+bool sim_reference_recorded(const trace *tr)
+{
+    const char *env = getenv(SIM_REFERENCE_ENV);
+    if (env && strcmp(env, "recompute") == 0) return false;
+    return trace_has(tr, TRACE_ATTN_OUT) && trace_has(tr, TRACE_ATTN_LSE);
+}
+
+int sim_reference_read(sim_reference *r, trace *tr, int64_t l, kv_err *err)
+{
+    const trace_meta *m = trace_get_meta(tr);
+    const int64_t T = m->n_tokens, D = m->head_dim, H = m->n_heads;
+    r->T = T, r->D = D, r->H = H, r->K = m->n_kv_heads;
+    float *row = kv_calloc((size_t)T, sizeof(float), "log-sum-exps", err);
+    if (!row || !(r->out = kv_calloc((size_t)(H * T * D), sizeof(float), "full-cache reference", err)) ||
+        !(r->lse = kv_calloc((size_t)(H * T), sizeof(double), "full-cache reference", err))) {
+        free(row);
+        return err->code;
+    }
+    int rc = KV_OK;
+    for (int64_t h = 0; !rc && h < H; h++) {
+        rc = trace_read_head(tr, TRACE_ATTN_OUT, l, h, r->out + h * T * D, err);
+        if (!rc) rc = trace_read_head(tr, TRACE_ATTN_LSE, l, h, row, err);
+        for (int64_t t = 0; !rc && t < T; t++) r->lse[h * T + t] = row[t];
+    }
+    free(row);
+    return rc;
 }
 
 void sim_reference_free(sim_reference *r)

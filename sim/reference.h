@@ -9,7 +9,10 @@
 #ifndef KV_SIM_REFERENCE_H
 #define KV_SIM_REFERENCE_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "trace/trace.h"
 
 typedef struct {
     int64_t T, D, H, K;
@@ -26,6 +29,17 @@ int sim_reference_compute(sim_reference *r, const float *q, const float *k, cons
  * values whose float32 scores or sums overflow): the first such query head
  * and position in *head, *pos; else 0. */
 int sim_reference_nonfinite(const sim_reference *r, int64_t *head, int64_t *pos);
+
+/* Whether sim takes layer references from the trace: it has /attention/out
+ * and /attention/lse (full-mode traces of capture and synth) and the
+ * environment does not say KVTRACE_SIM_REFERENCE=recompute. */
+#define SIM_REFERENCE_ENV "KVTRACE_SIM_REFERENCE"
+bool sim_reference_recorded(const trace *tr);
+
+/* Layer l's recorded reference (/attention/out, /attention/lse as float32)
+ * into r, allocated here: shapes were checked on open, values are checked
+ * finite as read (KV_EINPUT naming the file, dataset, head and position). */
+int sim_reference_read(sim_reference *r, trace *tr, int64_t l, kv_err *err);
 
 void sim_reference_free(sim_reference *r);
 

@@ -178,7 +178,9 @@ static int make_items(const sim_opts *o, int n_cfg, int64_t L, int64_t l, int64_
     return n;
 }
 
-/* Reads layer l into b and computes its full-cache reference into ref; ly
+/* Reads layer l into b and its full-cache reference into ref (from the
+ * trace's /attention/out and /attention/lse when it has them, else
+ * computed); ly
  * then describes it (on this thread: all HDF5 I/O here). */
 static int prepare_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim_reference *ref, sim_layer *ly,
                          sim_results *res, kv_err *err)
@@ -191,9 +193,12 @@ static int prepare_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b,
     double t1 = kv_now_seconds();
     res->load_s += t1 - t0;
     const int threads = o->threads > 0 ? o->threads : kv_cpu_count();
-    if (sim_reference_compute(ref, b->q, b->k, b->v, m->n_tokens, m->head_dim, m->n_heads, m->n_kv_heads,
-                              threads) != 0)
+    if (sim_reference_recorded(tr)) { /* recorded at capture (or by synth): read, not recomputed */
+        if ((rc = sim_reference_read(ref, tr, l, err))) return rc;
+    } else if (sim_reference_compute(ref, b->q, b->k, b->v, m->n_tokens, m->head_dim, m->n_heads, m->n_kv_heads,
+                                     threads) != 0) {
         return kv_fail(err, KV_EFAIL, "sim: out of memory for the full-cache reference");
+    }
     int64_t bad_h, bad_pos;
     if (sim_reference_nonfinite(ref, &bad_h, &bad_pos))
         return kv_fail(err, KV_EINPUT, "%s: layer %lld, head %lld, position %lld: the full-cache attention is "
@@ -350,11 +355,11 @@ static void note_evict_trace(const sim_opts *o, const trace_meta *m)
  * per step). Memory: one layer's queries, keys and values plus the per-query
  * statistics; results.h5: the final caches. Minutes assume 50 GFLOP/s per
  * thread, a modest CPU core. */
-static void print_cost(const sim_opts *o, const trace_meta *m)
+static void print_cost(const sim_opts *o, const trace_meta *m, bool recorded)
 {
     const double L = (double)m->n_layers, H = (double)m->n_heads, K = (double)m->n_kv_heads;
     const double D = (double)m->head_dim, T = (double)m->n_tokens;
-    double flops = 2 * L * H * D * T * T, kept = 0;
+    double flops = recorded ? 0 : 2 * L * H * D * T * T, kept = 0; /* a recorded reference is read, not computed */
     const double runs = (double)o->n_policies * o->n_allocators;
     for (int k = 0; k < sim_n_chunks(o); k++)
         for (int b = 0; b < o->n_budgets; b++) {
@@ -467,7 +472,7 @@ static int run_trace(const sim_opts *opts, const char *id, bool study, trace_run
     const sim_opts *o = &t->p->o;
     const trace_meta *m = trace_get_meta(tr);
     note_evict_trace(o, m);
-    print_cost(o, m);
+    print_cost(o, m, sim_reference_recorded(tr));
     const int64_t T = m->n_tokens, H = m->n_heads, K = m->n_kv_heads;
     kv_blas_single_threaded(); /* tasks run in parallel; BLAS inside each stays serial */
     layer_bufs b = {0};

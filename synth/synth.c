@@ -20,6 +20,7 @@
 #include "core/parallel.h"
 #include "core/progress.h"
 #include "core/rng.h"
+#include "synth_ref.h"
 
 enum { STREAM_DIRS, STREAM_KEYS, STREAM_VALUES, STREAM_QUERIES };
 
@@ -165,6 +166,8 @@ typedef struct {
     float *queries;    /* [G][T][D] */
     double *partial;   /* [G][COLSUM_PARTS][T] */
     float *colsum_f;   /* [T] */
+    float *ref_out;    /* [G][T][D] /attention/out */
+    float *ref_lse;    /* [G][T] /attention/lse */
     float *scratch;    /* [threads][attn_colsum_scratch_floats(T)] */
     int32_t *tokens;   /* [T] */
     int64_t bounds[COLSUM_PARTS + 1];
@@ -174,6 +177,7 @@ static void buffers_free(synth_buffers *b)
 {
     free(b->rope_tab), free(b->keys), free(b->values), free(b->queries);
     free(b->partial), free(b->colsum_f), free(b->scratch), free(b->tokens);
+    free(b->ref_out), free(b->ref_lse);
 }
 
 static int buffers_alloc(synth_buffers *b, int64_t T, int64_t D, int64_t G, int threads, kv_err *err)
@@ -189,7 +193,9 @@ static int buffers_alloc(synth_buffers *b, int64_t T, int64_t D, int64_t G, int 
         !(b->partial = kv_calloc((size_t)(T * G * COLSUM_PARTS), sizeof(double), "column sums", err)) ||
         !(b->colsum_f = kv_calloc((size_t)T, sizeof(float), "column sums", err)) ||
         !(b->scratch = kv_calloc(scratch, sizeof(float), "attention scratch", err)) ||
-        !(b->tokens = kv_calloc((size_t)T, sizeof(int32_t), "tokens", err))) {
+        !(b->tokens = kv_calloc((size_t)T, sizeof(int32_t), "tokens", err)) ||
+        !(b->ref_out = kv_calloc(td * (size_t)G, sizeof(float), "attention outputs", err)) ||
+        !(b->ref_lse = kv_calloc((size_t)(T * G), sizeof(float), "log-sum-exps", err))) {
         buffers_free(b);
         return err->code;
     }
@@ -209,14 +215,16 @@ static void colsum_item(void *ctx, int item, int thread)
                           b->scratch + (size_t)thread * (size_t)attn_colsum_scratch_floats(T));
 }
 
-/* Generates and writes one (layer, kv head): keys, values, its query heads and their colsums. */
+/* Generates and writes one (layer, kv head): keys, values, its query heads,
+ * their colsums and their full-cache attention outputs and log-sum-exps. */
 static int write_unit(const synth_config *cfg, synth_buffers *b, trace_writer *w, int64_t l,
                       int64_t kv, kv_err *err)
 {
     const int64_t T = b->T, D = b->D, G = b->G;
     synth_unit(cfg, b->rope_tab, l, kv, b->keys, b->values, b->queries);
     kv_parallel_for((int)(G * COLSUM_PARTS), b->threads, colsum_item, b);
-    int rc = trace_write_rows(w, TRACE_KEYS, l, kv, 0, T, b->keys, err);
+    int rc = synth_ref_compute(b->queries, b->keys, b->values, T, D, G, b->threads, b->ref_out, b->ref_lse, err);
+    if (!rc) rc = trace_write_rows(w, TRACE_KEYS, l, kv, 0, T, b->keys, err);
     if (!rc) rc = trace_write_rows(w, TRACE_VALUES, l, kv, 0, T, b->values, err);
     for (int64_t j = 0; !rc && j < G; j++) {
         rc = trace_write_rows(w, TRACE_QUERIES, l, kv * G + j, 0, T, b->queries + j * T * D, err);
@@ -227,6 +235,8 @@ static int write_unit(const synth_config *cfg, synth_buffers *b, trace_writer *w
             b->colsum_f[t] = (float)sum;
         }
         if (!rc) rc = trace_write_rows(w, TRACE_COLSUM, l, kv * G + j, 0, T, b->colsum_f, err);
+        if (!rc) rc = trace_write_rows(w, TRACE_ATTN_OUT, l, kv * G + j, 0, T, b->ref_out + j * T * D, err);
+        if (!rc) rc = trace_write_rows(w, TRACE_ATTN_LSE, l, kv * G + j, 0, T, b->ref_lse + j * T, err);
     }
     return rc;
 }
@@ -241,6 +251,7 @@ int synth_write(const synth_config *cfg, const char *path, const trace_create_op
     trace_create_opts opts = *opts_in;
     opts.want[TRACE_QUERIES] = true;
     opts.want[TRACE_COLSUM] = true;
+    opts.want[TRACE_ATTN_OUT] = opts.want[TRACE_ATTN_LSE] = true;
     opts.expected_tokens = T;
 
     int threads = cfg->threads > 0 ? cfg->threads : kv_cpu_count();

@@ -40,6 +40,8 @@ typedef enum {
     TRACE_EVICT_RETAINED,  /* int32 [S][L][K][N] */
     TRACE_EVICT_STEP_END,  /* int32 [S] */
     TRACE_KVZIP,           /* f32 [L][H][T] (capture --kvzip) */
+    TRACE_ATTN_OUT,        /* f32 [L][H][T][D] full-cache attention output (with TRACE_ATTN_LSE) */
+    TRACE_ATTN_LSE,        /* f32 [L][H][T] its log-sum-exp of the scaled scores */
     TRACE_NDSETS
 } trace_dset;
 
@@ -145,7 +147,7 @@ int trace_read_wo(trace *tr, int64_t layer, float *out, kv_err *err);
 int trace_read_tokens(trace *tr, int32_t *out, kv_err *err);
 
 /* Rows [t0, t0+n) of one (layer, head) of keys/values/queries (row width D)
- * or colsum/kvzip (width 1), as float32 whatever the storage type. `head` is a kv
+ * or colsum/kvzip/lse (width 1), attention out (width D), as float32 whatever the storage type. `head` is a kv
  * head for keys/values, a query head otherwise. Non-finite values (and
  * negative column sums, kvzip weights outside [0, 1]) are refused as
  * KV_EINPUT naming the position. */
@@ -197,7 +199,7 @@ int trace_write_tokens(trace_writer *w, int64_t t0, int64_t n, const int32_t *to
                        kv_err *err);
 
 /* Rows [t0, t0+n) of one (layer, head): keys/values/queries [n][D],
- * colsum [n], kvzip [n], logits [n][V] (layer = head = 0), logprobs [n] (layer = head = 0),
+ * colsum [n], kvzip [n], attention out [n][D], lse [n], logits [n][V] (layer = head = 0), logprobs [n] (layer = head = 0),
  * full attention [n][t0+n] (row i holds columns 0..t0+n-1). Datasets grow
  * along T as needed; pieces may come in any order. */
 int trace_write_rows(trace_writer *w, trace_dset d, int64_t layer, int64_t head,

@@ -186,7 +186,7 @@ static int open_dset(trace *tr, trace_dset d, kv_err *err)
 
 static int scan_tokens(trace *tr, int32_t *out, kv_err *err);
 
-static int check_evict_dsets(trace *tr, kv_err *err)
+static int check_paired_dsets(trace *tr, kv_err *err)
 {
     bool has_r = tr->dset[TRACE_EVICT_RETAINED] >= 0, has_s = tr->dset[TRACE_EVICT_STEP_END] >= 0;
     if (has_r != has_s)
@@ -198,6 +198,12 @@ static int check_evict_dsets(trace *tr, kv_err *err)
         return kv_fail(err, KV_EINPUT, "%s: /evict/retained has %lld snapshots of %lld positions but "
                        "/evict/step_end has %lld", tr->path, (long long)tr->dims[TRACE_EVICT_RETAINED][0],
                        (long long)tr->dims[TRACE_EVICT_RETAINED][3], (long long)tr->dims[TRACE_EVICT_STEP_END][0]);
+    /* the recorded full-cache reference: both or neither */
+    bool has_o = tr->dset[TRACE_ATTN_OUT] >= 0, has_l = tr->dset[TRACE_ATTN_LSE] >= 0;
+    if (has_o != has_l)
+        return kv_fail(err, KV_EINPUT, "%s: %s needs %s beside it", tr->path,
+                       trace_dset_path(has_o ? TRACE_ATTN_OUT : TRACE_ATTN_LSE),
+                       trace_dset_path(has_o ? TRACE_ATTN_LSE : TRACE_ATTN_OUT));
     return KV_OK;
 }
 
@@ -230,7 +236,7 @@ static int open_common(hid_t file, bool own, const char *name, trace **out, kv_e
     int rc = tr->half < 0 ? kv_fail(err, KV_EFAIL, "cannot define the float16 HDF5 type") : KV_OK;
     if (!rc) rc = read_meta(tr, err);
     for (int d = 0; !rc && d < TRACE_NDSETS; d++) rc = open_dset(tr, (trace_dset)d, err);
-    if (!rc) rc = check_evict_dsets(tr, err);
+    if (!rc) rc = check_paired_dsets(tr, err);
     if (!rc) rc = trace_prompt_text_read(tr->file, tr->path, &tr->prompt_text, err);
     if (!rc) rc = trace_wo_check(tr->file, &tr->meta, tr->path, &tr->meta.wo_dim, err);
     if (!rc) rc = trace_spans_read(tr->file, &tr->meta, tr->path, &tr->spans, &tr->n_spans, err);
@@ -355,7 +361,7 @@ int trace_read_rows(trace *tr, trace_dset d, int64_t layer, int64_t head, int64_
 {
     const trace_meta *m = &tr->meta;
     if (d != TRACE_KEYS && d != TRACE_VALUES && d != TRACE_QUERIES && d != TRACE_COLSUM && d != TRACE_ATTN_FULL &&
-        d != TRACE_KVZIP)
+        d != TRACE_KVZIP && d != TRACE_ATTN_OUT && d != TRACE_ATTN_LSE)
         return kv_fail(err, KV_EFAIL, "trace_read_rows: %s is not a per-head dataset", trace_dset_path(d));
     if (tr->dset[d] < 0)
         return kv_fail(err, KV_EINPUT, "%s: has no %s dataset", tr->path, trace_dset_path(d));

@@ -33,6 +33,13 @@ static const trace_dset_spec SPECS[TRACE_NDSETS] = {
     [TRACE_KVZIP] = {"/attention/kvzip", 3, ELEM_FLOAT, false, true, false, 2, -1,
                      "KVzip (capture --kvzip): the largest causal softmax weight (scale 1/sqrt(D)) key j received "
                      "from any query of the reconstruction pass that followed the sequence; [L, H, T], in [0, 1]"},
+    [TRACE_ATTN_OUT] = {"/attention/out", 4, ELEM_FLOAT, false, true, false, 2, -1,
+                        "full-cache attention output o[i] = sum over j <= i of a[i][j] v[j], a the causal softmax "
+                        "of q.k/sqrt(D) (the unrounded keys, queries and values of f16 traces); [L, H, T, D], "
+                        "query head h with kv head h / (H/K)"},
+    [TRACE_ATTN_LSE] = {"/attention/lse", 3, ELEM_FLOAT, false, true, false, 2, -1,
+                        "log-sum-exp of query i's scaled scores: log of the sum over j <= i of exp(q_i.k_j/sqrt(D)) "
+                        "(natural log, unitless); [L, H, T], beside /attention/out"},
 };
 
 const trace_dset_spec *trace_spec(trace_dset d)
@@ -59,8 +66,10 @@ void trace_expected_dims(const trace_meta *m, trace_dset d, int64_t T, int64_t d
     case TRACE_TOKENS: s[0] = T; break;
     case TRACE_KEYS:
     case TRACE_VALUES: s[0] = L, s[1] = K, s[2] = T, s[3] = D; break;
-    case TRACE_QUERIES: s[0] = L, s[1] = H, s[2] = T, s[3] = D; break;
+    case TRACE_QUERIES:
+    case TRACE_ATTN_OUT: s[0] = L, s[1] = H, s[2] = T, s[3] = D; break;
     case TRACE_COLSUM:
+    case TRACE_ATTN_LSE:
     case TRACE_KVZIP: s[0] = L, s[1] = H, s[2] = T; break;
     case TRACE_ATTN_FULL: s[0] = L, s[1] = H, s[2] = T, s[3] = T; break;
     case TRACE_LOGITS: s[0] = T, s[1] = m->vocab_size; break;
@@ -77,7 +86,8 @@ int64_t trace_row_width(const trace_meta *m, trace_dset d, int64_t T)
     switch (d) {
     case TRACE_KEYS:
     case TRACE_VALUES:
-    case TRACE_QUERIES: return m->head_dim;
+    case TRACE_QUERIES:
+    case TRACE_ATTN_OUT: return m->head_dim;
     case TRACE_ATTN_FULL: return T;
     case TRACE_LOGITS: return m->vocab_size;
     default: return 1;

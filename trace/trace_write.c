@@ -53,9 +53,11 @@ static void chunk_dims(const trace_writer *w, trace_dset d, hsize_t *chunk)
     case TRACE_KEYS:
     case TRACE_VALUES:
     case TRACE_QUERIES:
+    case TRACE_ATTN_OUT:
         chunk[0] = 1, chunk[1] = 1, chunk[2] = chunk_len(w, CHUNK_T), chunk[3] = (hsize_t)m->head_dim;
         break;
     case TRACE_COLSUM:
+    case TRACE_ATTN_LSE:
     case TRACE_KVZIP: chunk[0] = 1, chunk[1] = 1, chunk[2] = chunk_len(w, COLSUM_CHUNK_T); break;
     case TRACE_ATTN_FULL:
         chunk[0] = 1, chunk[1] = 1, chunk[2] = chunk_len(w, 64), chunk[3] = chunk_len(w, CHUNK_T);
@@ -225,6 +227,10 @@ int trace_create(const char *path, const trace_meta *meta, const trace_create_op
         return kv_fail(err, KV_EUSAGE, "%s: /attention/colsum is for capture_mode=full only", path);
     if (opts->want[TRACE_KVZIP] && strcmp(m.capture_mode, "full") != 0)
         return kv_fail(err, KV_EUSAGE, "%s: /attention/kvzip is for capture_mode=full only", path);
+    if (opts->want[TRACE_ATTN_OUT] != opts->want[TRACE_ATTN_LSE])
+        return kv_fail(err, KV_EUSAGE, "%s: /attention/out and /attention/lse go together", path);
+    if (opts->want[TRACE_ATTN_OUT] && strcmp(m.capture_mode, "full") != 0)
+        return kv_fail(err, KV_EUSAGE, "%s: /attention/out and /attention/lse are for capture_mode=full only", path);
 
     trace_writer *w = kv_calloc(1, sizeof *w, "trace writer", err);
     if (!w) return err->code;

@@ -32,7 +32,8 @@ static uint64_t u64(src *s)
 
 /* ---- the header: a valid trace ----------------------------------------- */
 
-enum { OPT_Q = 1, OPT_COLSUM = 2, OPT_LOGITS = 4, OPT_LOGPROBS = 8, OPT_FULL = 16, OPT_EVICT = 32, OPT_KVZIP = 64 };
+enum { OPT_Q = 1, OPT_COLSUM = 2, OPT_LOGITS = 4, OPT_LOGPROBS = 8, OPT_FULL = 16, OPT_EVICT = 32, OPT_KVZIP = 64,
+       OPT_REF = 128 /* /attention/out and /attention/lse */ };
 
 /* The attributes of a valid trace of the model's L, H, K, D, T, V; `budget`
  * is the evict budget (N). */
@@ -76,6 +77,7 @@ static void valid_dsets(model *m, unsigned opt, int64_t S, int64_t N)
     if (opt & OPT_COLSUM) fz_default_dset(m, TRACE_COLSUM);
     if (opt & OPT_FULL) fz_default_dset(m, TRACE_ATTN_FULL);
     if (opt & OPT_KVZIP) fz_default_dset(m, TRACE_KVZIP);
+    if (opt & OPT_REF) fz_default_dset(m, TRACE_ATTN_OUT), fz_default_dset(m, TRACE_ATTN_LSE);
     if (opt & OPT_LOGITS) fz_default_dset(m, TRACE_LOGITS);
     if (opt & OPT_LOGPROBS) fz_default_dset(m, TRACE_LOGPROBS);
     if (opt & OPT_EVICT) {
@@ -103,7 +105,7 @@ void fz_build_valid(model *m, src *in)
     unsigned deflt = m->evict ? (OPT_Q | OPT_LOGITS | OPT_LOGPROBS | OPT_EVICT)
                               : (OPT_Q | OPT_COLSUM | OPT_LOGITS | OPT_LOGPROBS);
     unsigned opt = b[7] ^ deflt;
-    if (m->evict) opt &= ~(unsigned)(OPT_COLSUM | OPT_KVZIP);
+    if (m->evict) opt &= ~(unsigned)(OPT_COLSUM | OPT_KVZIP | OPT_REF);
     else opt &= ~(unsigned)OPT_EVICT;
     fz_seed(0x1234567ull + b[8] + ((uint64_t)b[9] << 8));
     int64_t S = 1 + (int64_t)(fz_rnd() % 3), N = 1 + (int64_t)(fz_rnd() % (uint64_t)m->T);
