@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "expr/expr.h"
+#include "policies/anchor.h"
 #include "policies/attn_hist.h"
 #include "policies/attn_window.h"
 #include "policies/vecmath.h"
@@ -53,16 +54,16 @@ int expr_feature_index(const char *name, size_t len)
     return -1;
 }
 
-/* keydiff's cosines (vm_anchor_cos: anchor=norm with normed, raw without, or pairwise), sign flipped
- * back; the norms from the per-position cache keydiff keeps (the same values), tmp: D + 2n doubles. */
+/* keydiff's cosines (anchor_cos: anchor=norm with normed, raw without, or pairwise), sign flipped
+ * back; the norms from the per-position cache keydiff keeps (the same values), tmp: 2D + 2n doubles. */
 static int cos_anchor(const policy_view *v, vm_norm_cache *cache, bool normed, bool pairwise, double *out,
                       double *tmp, kv_err *err)
 {
     const int64_t D = v->D, n = v->n;
-    double *mu = tmp, *norms = mu + D, *w = norms + n;
+    double *mu = tmp, *norms = mu + 2 * D, *w = norms + n;
     int rc = vm_norms_cached(cache, v->keys, v->pos, n, D, norms, err);
     if (rc) return rc;
-    vm_anchor_cos(v->keys, n, D, norms, normed, pairwise, mu, w, out);
+    anchor_cos(v->keys, n, D, norms, normed, pairwise, mu, w, out);
     for (int64_t j = 0; j < n; j++) out[j] = -out[j];
     return KV_OK;
 }

@@ -135,19 +135,3 @@ void vm_cos_scores(double *dots, const double *norms, double ny, int64_t n)
 {
     for (int64_t j = 0; j < n; j++) dots[j] = -vm_cos(dots[j], norms[j], ny);
 }
-
-void vm_anchor_cos(const float *rows, int64_t n, int64_t D, const double *norms, bool normed, bool pairwise,
-                   double *mu, double *w, double *out)
-{
-    vm_weighted_mean(rows, n, D, normed || pairwise ? norms : NULL, mu, w);
-    if (!pairwise) {
-        vm_dots(rows, n, D, mu, out);
-        vm_cos_scores(out, norms, vm_norm_d(mu, D), n);
-        return;
-    }
-    /* −mean over m≠j of cos(k_j, k_m) = −(k̂_j·Σ_m k̂_m − 1)/(n−1) */
-    for (int64_t d = 0; d < D; d++) mu[d] *= (double)n;
-    vm_dots(rows, n, D, mu, out);
-    for (int64_t j = 0; j < n; j++)  /* no other key, or a zero key: cos 0 */
-        out[j] = n < 2 || norms[j] == 0 ? 0 : -(out[j] / norms[j] - 1.0) / (double)(n - 1);
-}

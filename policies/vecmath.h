@@ -26,13 +26,6 @@ void vm_dots(const float *rows, int64_t n, int64_t D, const double *y, double *o
 /* dots[j] becomes −vm_cos(dots[j], norms[j], ny), for a whole row of candidates. */
 void vm_cos_scores(double *dots, const double *norms, double ny, int64_t n);
 
-/* keydiff's cosine scores (metric=cos), out[j] = −cos(k_j, μ), μ the mean of the rows each divided by
- * its norm (normed) or as they are; pairwise (normed): out[j] = −mean_{m≠j} cos(k_j, k_m) through
- * k̂_j·Σ_m k̂_m, 0 with one row or a zero row. norms: vm_norm of each row; mu: D, w: n doubles of
- * scratch. keydiff and the score expressions' cos_anchor features share it (the same doubles). */
-void vm_anchor_cos(const float *rows, int64_t n, int64_t D, const double *norms, bool normed, bool pairwise,
-                   double *mu, double *w, double *out);
-
 /* Key norms by position, computed once per position while it stays a
  * candidate: a key is a candidate at every step it survives, its norm never
  * changes. A direct-mapped table of at least 2n slots (n the candidates), so
