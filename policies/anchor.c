@@ -42,23 +42,16 @@ void anchor_sum(const float *rows, int64_t n, int64_t D, const double *norms, do
         }
 }
 
-/* One joining key: its norm (vm_norm, as the norm cache computes it), its
- * split row q [2D], added to the sums. */
+/* One key's split row added to (sign 1) or taken from (sign −1) the sums:
+ * the same rounding both ways, so what leaves is exactly what joined. */
 KV_VECTOR_CLONES
-static void join_row(const float *k, int64_t D, double norm, double *q, double *sum2)
+static void add_row(const float *k, int64_t D, double norm, double sign, double *sum2)
 {
     const double inv = norm > 0 ? 1.0 / norm : 0.0;
     for (int64_t d = 0; d < D; d++) {
-        const double x = (double)k[d] * inv;
-        q[d] = split_hi(x), q[D + d] = split_lo(x, q[d]);
+        const double x = (double)k[d] * inv, hi = split_hi(x);
+        sum2[d] += sign * hi, sum2[D + d] += sign * split_lo(x, hi);
     }
-    for (int64_t d = 0; d < 2 * D; d++) sum2[d] += q[d];
-}
-
-KV_VECTOR_CLONES
-static void leave_row(const double *q, int64_t D, double *sum2)
-{
-    for (int64_t d = 0; d < 2 * D; d++) sum2[d] -= q[d];
 }
 
 void anchor_free(anchor_state *a)
@@ -94,7 +87,7 @@ static int fit(anchor_state *a, int64_t n, int64_t D, kv_err *err)
     if (!rc) rc = grow((void **)&a->nrow, c * sizeof(int64_t), err);
     if (!rc) rc = grow((void **)&a->norm, c * sizeof(double), err);
     if (!rc) rc = grow((void **)&a->nnorm, c * sizeof(double), err);
-    if (!rc) rc = grow((void **)&a->q, c * (size_t)(2 * D) * sizeof(double), err);
+    if (!rc) rc = grow((void **)&a->q, c * (size_t)D * sizeof(float), err);
     if (!rc) rc = grow((void **)&a->free_rows, c * sizeof(int64_t), err);
     if (rc) return rc;
     for (int64_t r = a->cap; r < cap; r++) a->free_rows[a->n_free++] = r;
@@ -118,14 +111,14 @@ static bool leave(anchor_state *a, const int64_t *pos, int64_t n)
     for (int64_t j = 0; j < n; j++) {
         if (j > 0 && pos[j] <= pos[j - 1]) return false;
         for (; i < a->n && a->pos[i] < pos[j]; i++) {
-            leave_row(a->q + a->row[i] * 2 * a->D, a->D, a->sum);
+            add_row(a->q + a->row[i] * a->D, a->D, a->norm[i], -1.0, a->sum);
             a->free_rows[a->n_free++] = a->row[i];
             a->pos[i] = -1;
         }
         if (i < a->n && a->pos[i] == pos[j]) i++;
     }
     for (; i < a->n; i++) {
-        leave_row(a->q + a->row[i] * 2 * a->D, a->D, a->sum);
+        add_row(a->q + a->row[i] * a->D, a->D, a->norm[i], -1.0, a->sum);
         a->free_rows[a->n_free++] = a->row[i];
         a->pos[i] = -1;
     }
@@ -143,8 +136,10 @@ static void join(anchor_state *a, const float *rows, const int64_t *pos, int64_t
             a->nrow[j] = a->row[i], a->nnorm[j] = a->norm[i++];
         } else {
             const int64_t r = a->free_rows[--a->n_free];
-            a->nrow[j] = r, a->nnorm[j] = vm_norm(rows + j * D, D);
-            join_row(rows + j * D, D, a->nnorm[j], a->q + r * 2 * D, a->sum);
+            a->nrow[j] = r;
+            vm_norms(rows + j * D, 1, D, &a->nnorm[j]);
+            memcpy(a->q + r * D, rows + j * D, sizeof(float) * (size_t)D);
+            add_row(rows + j * D, D, a->nnorm[j], 1.0, a->sum);
         }
         a->npos[j] = pos[j], norms[j] = a->nnorm[j];
     }

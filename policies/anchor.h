@@ -40,7 +40,7 @@ typedef struct {
     int64_t *pos, *npos;     /* [cap] member positions (and the next list) */
     int64_t *row, *nrow;     /* [cap] each member's row of q */
     double *norm, *nnorm;    /* [cap] */
-    double *q;               /* [cap][2D] each row's hi and lo */
+    float *q;                /* [cap][D] each member's key (its split is recomputed when it leaves) */
     int64_t *free_rows;      /* [cap] */
     int64_t n_free;
 } anchor_state;
