@@ -110,7 +110,7 @@ typedef struct {
     vm_norm_cache *norms;
 } expr_feat_ctx;
 
-/* Features (expr_feat.c): the values of one use over v's candidates into out[n]; tmp: 2n + 2D
+/* Features (expr_feat.c): the values of one use over v's candidates into out[n]; tmp: 2n + D
  * doubles of scratch (the cosines' anchor and norms). */
 int expr_feature_values(const expr_feat_use *u, const policy_view *v, const expr_feat_ctx *ctx, double *out,
                         double *tmp, kv_err *err);

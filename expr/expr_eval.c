@@ -133,7 +133,7 @@ static int grow(expr_state *st, const expr_prog *p, int64_t n, int64_t D, kv_err
     free(st->buf);
     st->cap = st->cap_d = 0;
     const size_t rows = (size_t)(p->n_feats + p->depth) + 4;   /* +4: rank's and the features' scratch */
-    st->buf = kv_calloc(rows * (size_t)n + 2 * (size_t)D, sizeof(double), "expression scores", err);
+    st->buf = kv_calloc(rows * (size_t)n + (size_t)D, sizeof(double), "expression scores", err);
     if (!st->buf) return err->code;
     st->cap = n, st->cap_d = D;
     return KV_OK;

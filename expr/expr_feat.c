@@ -55,12 +55,12 @@ int expr_feature_index(const char *name, size_t len)
 }
 
 /* keydiff's cosines (anchor_cos: anchor=norm with normed, raw without, or pairwise), sign flipped
- * back; the norms from the per-position cache keydiff keeps (the same values), tmp: 2D + 2n doubles. */
+ * back; the norms from the per-position cache keydiff keeps (the same values), tmp: D + 2n doubles. */
 static int cos_anchor(const policy_view *v, vm_norm_cache *cache, bool normed, bool pairwise, double *out,
                       double *tmp, kv_err *err)
 {
     const int64_t D = v->D, n = v->n;
-    double *mu = tmp, *norms = mu + 2 * D, *w = norms + n;
+    double *mu = tmp, *norms = mu + D, *w = norms + n;
     int rc = vm_norms_cached(cache, v->keys, v->pos, n, D, norms, err);
     if (rc) return rc;
     anchor_cos(v->keys, n, D, norms, normed, pairwise, mu, w, out);

@@ -8,50 +8,40 @@
 #include "core/vectorize.h"
 #include "policies/vecmath.h"
 
-/* x (|x| ≤ 1) as hi + lo: hi x rounded to a multiple of 2^-26, lo the rest
- * rounded to a multiple of 2^-52 (each by adding and subtracting 1.5·2^k,
- * ties to even; x − hi is exact). No FMA and no reassociation under the
- * Makefile's flags, so every clone rounds alike. */
-#define ROUND_HI 100663296.0 /* 1.5·2^26 */
-#define ROUND_LO 1.5
+/* x (|x| ≤ 1) rounded to a multiple of 2^-ANCHOR_FRAC_BITS, ties to even: the
+ * addition of 1.5·2^(52−F) leaves F fraction bits, the subtraction is exact.
+ * No FMA and no reassociation under the Makefile's flags, so every clone
+ * rounds alike. */
+#define ANCHOR_ROUND ((double)(3LL << (52 - ANCHOR_FRAC_BITS - 1)))
 
-static inline double split_hi(double x)
+static inline double round_frac(double x)
 {
-    return (x + ROUND_HI) - ROUND_HI;
-}
-
-static inline double split_lo(double x, double hi)
-{
-    return ((x - hi) + ROUND_LO) - ROUND_LO;
-}
-
-void anchor_total(const double *sum2, int64_t D, double *sum)
-{
-    for (int64_t d = 0; d < D; d++) sum[d] = sum2[d] + sum2[D + d];
+    return (x + ANCHOR_ROUND) - ANCHOR_ROUND;
 }
 
 KV_VECTOR_CLONES
-void anchor_sum(const float *rows, int64_t n, int64_t D, const double *norms, double *inv, double *sum2)
+void anchor_sum(const float *rows, int64_t n, int64_t D, const double *norms, double *inv, double *sum)
 {
     for (int64_t j = 0; j < n; j++) inv[j] = norms[j] > 0 ? 1.0 / norms[j] : 0.0;
-    for (int64_t d = 0; d < 2 * D; d++) sum2[d] = 0.0;
+    for (int64_t d = 0; d < D; d++) sum[d] = 0.0;
     for (int64_t j = 0; j < n; j++)
-        for (int64_t d = 0; d < D; d++) {
-            const double x = (double)rows[j * D + d] * inv[j], hi = split_hi(x);
-            sum2[d] += hi, sum2[D + d] += split_lo(x, hi);
-        }
+        for (int64_t d = 0; d < D; d++) sum[d] += round_frac((double)rows[j * D + d] * inv[j]);
 }
 
-/* One key's split row added to (sign 1) or taken from (sign −1) the sums:
+/* One key's rounded row added to the sum (join) or taken from it (leave):
  * the same rounding both ways, so what leaves is exactly what joined. */
 KV_VECTOR_CLONES
-static void add_row(const float *k, int64_t D, double norm, double sign, double *sum2)
+static void join_row(const float *k, int64_t D, double norm, double *sum)
 {
     const double inv = norm > 0 ? 1.0 / norm : 0.0;
-    for (int64_t d = 0; d < D; d++) {
-        const double x = (double)k[d] * inv, hi = split_hi(x);
-        sum2[d] += sign * hi, sum2[D + d] += sign * split_lo(x, hi);
-    }
+    for (int64_t d = 0; d < D; d++) sum[d] += round_frac((double)k[d] * inv);
+}
+
+KV_VECTOR_CLONES
+static void leave_row(const float *k, int64_t D, double norm, double *sum)
+{
+    const double inv = norm > 0 ? 1.0 / norm : 0.0;
+    for (int64_t d = 0; d < D; d++) sum[d] -= round_frac((double)k[d] * inv);
 }
 
 void anchor_free(anchor_state *a)
@@ -74,7 +64,7 @@ static int grow(void **p, size_t size, kv_err *err)
 static int fit(anchor_state *a, int64_t n, int64_t D, kv_err *err)
 {
     if (a->D != D) anchor_free(a);
-    if (!a->sum && !(a->sum = calloc((size_t)(2 * D), sizeof(double))))
+    if (!a->sum && !(a->sum = calloc((size_t)D, sizeof(double))))
         return kv_fail(err, KV_EFAIL, "keydiff anchor: out of memory");
     a->D = D;
     if (n <= a->cap) return KV_OK;
@@ -99,7 +89,7 @@ static void reset(anchor_state *a)
 {
     a->n = 0, a->n_free = 0;
     for (int64_t r = 0; r < a->cap; r++) a->free_rows[a->n_free++] = r;
-    for (int64_t d = 0; d < 2 * a->D; d++) a->sum[d] = 0.0;
+    for (int64_t d = 0; d < a->D; d++) a->sum[d] = 0.0;
 }
 
 /* Members that are not candidates leave (their rows subtracted first, so
@@ -111,14 +101,14 @@ static bool leave(anchor_state *a, const int64_t *pos, int64_t n)
     for (int64_t j = 0; j < n; j++) {
         if (j > 0 && pos[j] <= pos[j - 1]) return false;
         for (; i < a->n && a->pos[i] < pos[j]; i++) {
-            add_row(a->q + a->row[i] * a->D, a->D, a->norm[i], -1.0, a->sum);
+            leave_row(a->q + a->row[i] * a->D, a->D, a->norm[i], a->sum);
             a->free_rows[a->n_free++] = a->row[i];
             a->pos[i] = -1;
         }
         if (i < a->n && a->pos[i] == pos[j]) i++;
     }
     for (; i < a->n; i++) {
-        add_row(a->q + a->row[i] * a->D, a->D, a->norm[i], -1.0, a->sum);
+        leave_row(a->q + a->row[i] * a->D, a->D, a->norm[i], a->sum);
         a->free_rows[a->n_free++] = a->row[i];
         a->pos[i] = -1;
     }
@@ -139,7 +129,7 @@ static void join(anchor_state *a, const float *rows, const int64_t *pos, int64_t
             a->nrow[j] = r;
             vm_norms(rows + j * D, 1, D, &a->nnorm[j]);
             memcpy(a->q + r * D, rows + j * D, sizeof(float) * (size_t)D);
-            add_row(rows + j * D, D, a->nnorm[j], 1.0, a->sum);
+            join_row(rows + j * D, D, a->nnorm[j], a->sum);
         }
         a->npos[j] = pos[j], norms[j] = a->nnorm[j];
     }
@@ -181,7 +171,6 @@ void anchor_cos(const float *rows, int64_t n, int64_t D, const double *norms, bo
 {
     if ((normed || pairwise) && n < ANCHOR_MAX_N) {
         anchor_sum(rows, n, D, norms, w, mu);
-        anchor_total(mu, D, mu);
         anchor_cos_scores(rows, n, D, norms, mu, pairwise, mu, out);
         return;
     }

@@ -3,14 +3,12 @@
  * candidates and still equal the sum computed from scratch bit for bit
  * (internal to policies/; docs/policies.md, "keydiff's exact anchor").
  *
- * Each component x of k̂ (|x| ≤ 1) is split into hi, x rounded to a multiple
- * of 2^-26, and lo, the rest rounded to a multiple of 2^-52 (so hi + lo is x
- * to within 2^-53). With fewer than ANCHOR_MAX_N rows every partial sum of
- * the his is a multiple of 2^-26 below 2^27, and of the los a multiple of
- * 2^-52 below 2: each is exact in double, in any order, added or
- * subtracted. S = Σhi + Σlo, rounded once. Above ANCHOR_MAX_N candidates
- * callers use the plain double sum instead (keydiff and the expressions'
- * cos_anchor decide by the same n, so they still agree). */
+ * Each component of k̂ (at most 1 in magnitude) is rounded to a multiple of
+ * 2^-ANCHOR_FRAC_BITS (2^-36: within 7.3e-12); a sum of fewer than
+ * ANCHOR_MAX_N such values, and every partial sum, is a multiple of 2^-36
+ * below 2^17, so exact in double, in any order, added or subtracted. Above
+ * ANCHOR_MAX_N candidates callers use the plain double sum instead (keydiff
+ * and the expressions' cos_anchor decide by the same n, so they still agree). */
 #ifndef KV_POLICY_ANCHOR_H
 #define KV_POLICY_ANCHOR_H
 
@@ -19,24 +17,23 @@
 
 #include "core/kv_error.h"
 
-#define ANCHOR_MAX_N ((int64_t)1 << 26)
+enum { ANCHOR_FRAC_BITS = 36 };
+#define ANCHOR_MAX_N ((int64_t)1 << 16)
 
-/* sum2[2D] = (Σhi, Σlo) of rows_j / norms_j from scratch (a zero row adds
- * nothing); inv: n doubles of scratch (1/norm). anchor_total: sum[D] = Σhi + Σlo
- * (sum may be sum2). */
-void anchor_sum(const float *rows, int64_t n, int64_t D, const double *norms, double *inv, double *sum2);
-void anchor_total(const double *sum2, int64_t D, double *sum);
+/* sum[D] = Σ_j of rows_j / norms_j rounded, from scratch (a zero row adds
+ * nothing); inv: n doubles of scratch (1/norm). */
+void anchor_sum(const float *rows, int64_t n, int64_t D, const double *norms, double *inv, double *sum);
 
 /* The same sum kept across steps for one stream: the members (positions
  * ascending, as the engines keep them), each with its norm and rounded row.
  * A zeroed struct starts it empty. anchor_update makes the members the
  * candidates `pos` (subtracting the rows that left, adding those that
  * joined: O(changed·D), plus O(n) on positions), returns their norms in
- * norms[n] and the sums in a->sum; anything unexpected (positions not
+ * norms[n] and the sum in a->sum; anything unexpected (positions not
  * ascending) rebuilds it from scratch, which gives the same doubles. */
 typedef struct {
     int64_t D, n, cap;       /* members; rows in the pool */
-    double *sum;             /* [2D] Σhi, Σlo */
+    double *sum;             /* [D] */
     int64_t *pos, *npos;     /* [cap] member positions (and the next list) */
     int64_t *row, *nrow;     /* [cap] each member's row of q */
     double *norm, *nnorm;    /* [cap] */
@@ -55,7 +52,7 @@ void anchor_cos_scores(const float *rows, int64_t n, int64_t D, const double *no
 /* The same from scratch, for the score expressions' cos_anchor* and
  * cos_pairwise: with normed or pairwise (and n < ANCHOR_MAX_N) through the
  * exact sum, so the doubles equal keydiff's; raw (normed false) the mean of
- * the rows as they are. mu: 2D, w: n doubles of scratch. */
+ * the rows as they are. mu: D, w: n doubles of scratch. */
 void anchor_cos(const float *rows, int64_t n, int64_t D, const double *norms, bool normed, bool pairwise,
                 double *mu, double *w, double *out);
 

@@ -17,6 +17,7 @@
  * window (0..1, 0). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "policies/anchor.h"
 #include "policies/policy.h"
@@ -68,11 +69,11 @@ static int anchor_of(keydiff_state *st, const policy_view *v, bool normed, doubl
     if (normed && n < ANCHOR_MAX_N) {
         if (st) {
             int rc = anchor_update(&st->anchor, v->keys, v->pos, n, D, norms, err);
-            if (!rc) anchor_total(st->anchor.sum, D, sum);
+            if (!rc) memcpy(sum, st->anchor.sum, sizeof(double) * (size_t)D);
             return rc;
         }
         int rc = vm_norms_cached(NULL, v->keys, v->pos, n, D, norms, err);
-        if (!rc) anchor_sum(v->keys, n, D, norms, w, sum), anchor_total(sum, D, sum);
+        if (!rc) anchor_sum(v->keys, n, D, norms, w, sum);
         return rc;
     }
     int rc = vm_norms_cached(st ? &st->norms : NULL, v->keys, v->pos, n, D, norms, err);
@@ -89,9 +90,9 @@ static int keydiff_score(const policy_config *cfg, void *state, const policy_vie
 {
     int anchor = policy_choice(cfg, "anchor"), metric = policy_choice(cfg, "metric");
     const int64_t D = v->D, n = v->n;
-    double *sum = kv_calloc((size_t)(3 * D + 2 * n), sizeof(double), "keydiff scores", err); /* [2D] [D] [n] [n] */
+    double *sum = kv_calloc((size_t)(2 * D + 2 * n), sizeof(double), "keydiff scores", err); /* [D] [D] [n] [n] */
     if (!sum) return err->code;
-    double *mu = sum + 2 * D, *norms = mu + D, *w = norms + n;
+    double *mu = sum + D, *norms = mu + D, *w = norms + n;
     int rc = anchor_of(state, v, anchor != ANCHOR_RAW, norms, sum, w, err);
     if (rc) {
         free(sum);

@@ -102,7 +102,7 @@ static void anchor_cos_is_keydiffs(void **st)
     float *k = make_keys(2);
     const int64_t n = 777;
     int64_t pos[777];
-    double *norms = malloc(sizeof(double) * n), *w = malloc(sizeof(double) * n), mu[2 * D];
+    double *norms = malloc(sizeof(double) * n), *w = malloc(sizeof(double) * n), mu[D];
     double *a = malloc(sizeof(double) * n), *b = malloc(sizeof(double) * n);
     assert_true(norms && w && a && b);
     for (int64_t j = 0; j < n; j++) pos[j] = 3 * j;
