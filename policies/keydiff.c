@@ -37,15 +37,10 @@ static double l2_dist(const float *k, const double *mu, int64_t D)
     return sqrt(s);
 }
 
-typedef struct {
-    vm_norm_cache norms;   /* anchor=raw: key norms by position */
-    anchor_state anchor;   /* anchor=norm, pairwise: the exact sum of the k̂, step by step */
-} keydiff_state;
-
 static int keydiff_create(const policy_config *cfg, void **state, kv_err *err)
 {
     (void)cfg;
-    keydiff_state *c = kv_calloc(1, sizeof *c, "keydiff state", err);
+    anchor_state *c = kv_calloc(1, sizeof *c, "keydiff state", err); /* the exact Σ k̂, step by step */
     if (!c) return err->code;
     *state = c;
     return KV_OK;
@@ -53,31 +48,20 @@ static int keydiff_create(const policy_config *cfg, void **state, kv_err *err)
 
 static void keydiff_destroy(void *state)
 {
-    keydiff_state *c = state;
-    vm_norm_cache_free(&c->norms);
-    anchor_free(&c->anchor);
+    anchor_free(state);
     free(state);
 }
 
-/* The norms and μ·n (anchor_sum's exact Σ k̂, or the raw rows' sum): the
- * normalised sum updated by the keys that joined and left since the last
- * step (state; NULL computes it from scratch: the same doubles). */
-static int anchor_of(keydiff_state *st, const policy_view *v, bool normed, double *norms, double *sum, double *w,
+/* The norms and μ·n: the exact Σ k̂ updated by the keys that joined and left since the last
+ * step (anchor.h), or for anchor=raw (or 2^16 candidates and more) the double sum of the rows. */
+static int anchor_of(anchor_state *st, const policy_view *v, bool normed, double *norms, double *sum, double *w,
                      kv_err *err)
 {
     const int64_t D = v->D, n = v->n;
-    if (normed && n < ANCHOR_MAX_N) {
-        if (st) {
-            int rc = anchor_update(&st->anchor, v->keys, v->pos, n, D, norms, err);
-            if (!rc) memcpy(sum, st->anchor.sum, sizeof(double) * (size_t)D);
-            return rc;
-        }
-        int rc = vm_norms_cached(NULL, v->keys, v->pos, n, D, norms, err);
-        if (!rc) anchor_sum(v->keys, n, D, norms, w, sum);
-        return rc;
-    }
-    int rc = vm_norms_cached(st ? &st->norms : NULL, v->keys, v->pos, n, D, norms, err);
-    if (rc) return rc;
+    int rc = normed && n < ANCHOR_MAX_N ? anchor_update(st, v->keys, v->pos, n, D, norms, err)
+                                        : vm_norms_cached(NULL, v->keys, v->pos, n, D, norms, err);
+    if (!rc && normed && n < ANCHOR_MAX_N) memcpy(sum, st->sum, sizeof(double) * (size_t)D);
+    if (rc || (normed && n < ANCHOR_MAX_N)) return rc;
     vm_weighted_mean(v->keys, n, D, normed ? norms : NULL, sum, w);
     for (int64_t d = 0; d < D; d++) sum[d] *= (double)n;
     return KV_OK;

@@ -84,12 +84,6 @@ void vm_weighted_mean(const float *rows, int64_t n, int64_t D, const double *nor
 }
 
 KV_VECTOR_CLONES
-void vm_norms(const float *rows, int64_t n, int64_t D, double *out)
-{
-    for (int64_t j = 0; j < n; j++) out[j] = sqrt(dot16_ff(rows + j * D, rows + j * D, D));
-}
-
-KV_VECTOR_CLONES
 void vm_dots(const float *rows, int64_t n, int64_t D, const double *y, double *out)
 {
     for (int64_t j = 0; j < n; j++) out[j] = dot16(rows + j * D, y, D);

@@ -22,8 +22,6 @@ double vm_dot_ff(const float *x, const float *y, int64_t D);
  * vm_dots: out[j] = x_j · y. */
 void vm_weighted_mean(const float *rows, int64_t n, int64_t D, const double *norms, double *mean, double *w);
 void vm_dots(const float *rows, int64_t n, int64_t D, const double *y, double *out);
-/* out[j] = vm_norm of row j (the same doubles), vectorised. */
-void vm_norms(const float *rows, int64_t n, int64_t D, double *out);
 
 /* dots[j] becomes −vm_cos(dots[j], norms[j], ny), for a whole row of candidates. */
 void vm_cos_scores(double *dots, const double *norms, double ny, int64_t n);

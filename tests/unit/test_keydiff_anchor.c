@@ -2,7 +2,7 @@
  * runs (T = 4096 synthetic keys, D = 64, chunks of 1, 16 and 64, budgets 64 to
  * 1024: hundreds to thousands of steps) the scores of the step-by-step anchor
  * equal, bit for bit, those computed from scratch at every step (keydiff with
- * no state, and anchor_cos, the expressions' path), so the kept sets are equal;
+ * a fresh state, and anchor_sum + anchor_cos_scores, the expressions' path), so the kept sets are equal;
  * a candidate list whose positions do not ascend rebuilds the sum and still
  * agrees; anchor=norm and pairwise, window 0 and 0.25. */
 #include "testutil.h"
@@ -40,7 +40,7 @@ typedef struct {
 } cache;
 
 /* One replay: each step's candidates scored with the state (incremental) and
- * without (from scratch); returns the steps that evicted. */
+ * with a fresh one (from scratch); returns the steps that evicted. */
 static int64_t replay(const char *spec, const float *k, int64_t N, int64_t B, double *ns_inc, double *ns_new)
 {
     policy_config cfg;
@@ -62,7 +62,10 @@ static int64_t replay(const char *spec, const float *k, int64_t N, int64_t B, do
         double t0 = kv_now_seconds();
         assert_int_equal(cfg.iface->score(&cfg, state, &v, a, &err), KV_OK);
         double t1 = kv_now_seconds();
-        assert_int_equal(cfg.iface->score(&cfg, NULL, &v, b, &err), KV_OK);
+        void *fresh = NULL;
+        assert_int_equal(cfg.iface->create(&cfg, &fresh, &err), KV_OK);
+        assert_int_equal(cfg.iface->score(&cfg, fresh, &v, b, &err), KV_OK);
+        cfg.iface->destroy(fresh);
         *ns_inc += (t1 - t0) * 1e9 / (double)c.n, *ns_new += (kv_now_seconds() - t1) * 1e9 / (double)c.n;
         assert_memory_equal(a, b, sizeof(double) * (size_t)c.n);   /* bit for bit */
         int64_t kept = policy_select(a, c.pos, c.n, N, keep, scr);
@@ -106,7 +109,7 @@ static void anchor_cos_is_keydiffs(void **st)
     double *a = malloc(sizeof(double) * n), *b = malloc(sizeof(double) * n);
     assert_true(norms && w && a && b);
     for (int64_t j = 0; j < n; j++) pos[j] = 3 * j;
-    vm_norms(k, n, D, norms);
+    vm_norms_cached(NULL, k, NULL, n, D, norms, NULL);
     for (int pw = 0; pw < 2; pw++) {
         policy_config cfg;
         kv_err err = {0};
@@ -115,7 +118,8 @@ static void anchor_cos_is_keydiffs(void **st)
         assert_int_equal(cfg.iface->create(&cfg, &state, &err), KV_OK);
         policy_view v = {.n = n, .D = D, .pos = pos, .keys = k, .values = k, .budget = n - 1};
         assert_int_equal(cfg.iface->score(&cfg, state, &v, a, &err), KV_OK);
-        anchor_cos(k, n, D, norms, true, pw, mu, w, b);
+        anchor_sum(k, n, D, norms, w, mu);
+        anchor_cos_scores(k, n, D, norms, mu, pw, mu, b);
         assert_memory_equal(a, b, sizeof(double) * (size_t)n);
         /* positions that do not ascend: rebuilt, the same doubles */
         pos[5] = pos[4];
