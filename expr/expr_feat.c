@@ -12,7 +12,7 @@
 #include "policies/anchor.h"
 #include "policies/attn_hist.h"
 #include "policies/attn_window.h"
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 extern const policy_iface policy_oracle;
 

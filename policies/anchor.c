@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/vectorize.h"
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 /* x (|x| ≤ 1) to a multiple of 2^-36, ties to even (+1.5·2^16 keeps 36 fraction bits; no FMA). */
 #define ROUND_FRAC(x) (((x) + 98304.0) - 98304.0)

@@ -22,7 +22,7 @@
 #include "policies/anchor.h"
 #include "policies/policy.h"
 #include "policies/select.h"
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 enum { ANCHOR_NORM, ANCHOR_RAW, ANCHOR_PAIRWISE };
 enum { METRIC_COS, METRIC_DOT, METRIC_L2 };

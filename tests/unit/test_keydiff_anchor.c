@@ -15,7 +15,7 @@
 #include "policies/anchor.h"
 #include "policies/policy.h"
 #include "policies/select.h"
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 enum { T = 4096, D = 64 };
 

@@ -1,5 +1,5 @@
 /* vecmath: shared double-precision vector helpers for the policies. */
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
 /* vecmath: the double-precision vector pieces the key/value policies share
- * (internal to policies/). Inputs are the stored float rows; every sum is
+ * (policies/ and expr/). Inputs are the stored float rows; every sum is
  * accumulated in double (SPEC §4). Shapes: rows [n][D]. Nothing here
  * allocates but the norm cache, which reports out of memory in err. */
-#ifndef KV_POLICY_VECMATH_H
-#define KV_POLICY_VECMATH_H
+#ifndef KV_CORE_VECMATH_H
+#define KV_CORE_VECMATH_H
 
 #include <stdbool.h>
 #include <stdint.h>
