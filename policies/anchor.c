@@ -42,16 +42,18 @@ static void unit_rows(const float *rows, const int64_t *idx, int64_t cnt, int64_
         double a[VM_LANES] = {0};
         for (int64_t i = 0; i < cnt; i++) {
             const float *k = rows + (idx ? idx[i] : i) * D + d0;
-            if (w < VM_LANES || !unit) {
+            if (w < VM_LANES) {
                 for (int64_t l = 0; l < w; l++) {
                     const double r = ROUND_FRAC((double)k[l] * inv[i]);
                     a[l] += r;
                     if (unit) unit[urow[i] * D + d0 + l] = r;
                 }
-                continue;
+            } else if (unit) {
+                double *u = unit + urow[i] * D + d0;
+                for (int l = 0; l < VM_LANES; l++) u[l] = ROUND_FRAC((double)k[l] * inv[i]), a[l] += u[l];
+            } else {
+                for (int l = 0; l < VM_LANES; l++) a[l] += ROUND_FRAC((double)k[l] * inv[i]);
             }
-            double *u = unit + urow[i] * D + d0;
-            for (int l = 0; l < VM_LANES; l++) u[l] = ROUND_FRAC((double)k[l] * inv[i]), a[l] += u[l];
         }
         for (int64_t l = 0; l < w; l++) sum[d0 + l] += a[l];
     }
@@ -111,43 +113,33 @@ static void empty(anchor_state *a)
     memset(a->sum, 0, sizeof(double) * (size_t)a->D);
 }
 
-/* Members that are not candidates leave (their k̂ off the sum, their rows freed); false, with the
- * state emptied, when the positions do not ascend. */
-static bool leave(anchor_state *a, const int64_t *pos, int64_t n)
+/* One merge of the members with the candidates (positions ascending): survivors keep their rows;
+ * the members that are not candidates leave (their k̂ off the sum, rows freed); the others join
+ * (their norms and k̂ in one pass). idx: the leavers' rows, then the joiners' rows; from cap the
+ * joiners' indices. */
+static void merge(anchor_state *a, const float *rows, const int64_t *pos, int64_t n, double *norms)
 {
-    int64_t i = 0, L = 0;
+    int64_t L = 0, J = 0, i = 0, *jn = a->idx + a->cap;
     for (int64_t j = 0; j < n; j++) {
-        if (j > 0 && pos[j] <= pos[j - 1]) {
-            empty(a);
-            return false;
-        }
         for (; i < a->n && a->m[i].pos < pos[j]; i++) a->idx[L++] = a->m[i].row;
-        i += i < a->n && a->m[i].pos == pos[j];
+        if (i < a->n && a->m[i].pos == pos[j]) a->next[j] = a->m[i++], norms[j] = a->next[j].norm;
+        else a->next[j].pos = pos[j], jn[J++] = j;
     }
     for (; i < a->n; i++) a->idx[L++] = a->m[i].row;
     unit_leave(a->unit, a->idx, L, a->D, a->sum);
     for (int64_t r = 0; r < L; r++) a->free_rows[a->n_free++] = a->idx[r];
-    return true;
-}
-
-/* The candidates become the members: survivors keep their rows, the others join in one pass. */
-static void join(anchor_state *a, const float *rows, const int64_t *pos, int64_t n, double *norms)
-{
-    int64_t J = 0, *urow = a->idx + a->cap; /* idx: the joiners' indices, then from cap their rows */
-    for (int64_t j = 0, i = 0; j < n; j++) {
-        while (i < a->n && a->m[i].pos < pos[j]) i++; /* left in leave() */
-        anchor_member *x = &a->next[j];
-        if (i < a->n && a->m[i].pos == pos[j]) {
-            *x = a->m[i++], norms[j] = x->norm;
-        } else {
-            x->pos = pos[j], x->row = a->free_rows[--a->n_free];
-            urow[J] = x->row, a->idx[J++] = j;
-        }
-    }
-    unit_rows(rows, a->idx, J, a->D, norms, a->unit, urow, a->sum, a->inv);
-    for (int64_t i = 0; i < J; i++) a->next[a->idx[i]].norm = norms[a->idx[i]];
+    for (int64_t r = 0; r < J; r++) a->idx[r] = a->next[jn[r]].row = a->free_rows[--a->n_free];
+    unit_rows(rows, jn, J, a->D, norms, a->unit, a->idx, a->sum, a->inv);
+    for (int64_t r = 0; r < J; r++) a->next[jn[r]].norm = norms[jn[r]];
     anchor_member *t = a->m;
     a->m = a->next, a->next = t, a->n = n;
+}
+
+static bool ascending(const int64_t *pos, int64_t n)
+{
+    for (int64_t j = 1; j < n; j++)
+        if (pos[j] <= pos[j - 1]) return false;
+    return true;
 }
 
 int anchor_update(anchor_state *a, const float *rows, const int64_t *pos, int64_t n, int64_t D, double *norms,
@@ -165,8 +157,8 @@ int anchor_update(anchor_state *a, const float *rows, const int64_t *pos, int64_
         a->scratch++;
         return KV_OK;
     }
-    if (!leave(a, pos, n)) a->n = 0;
-    join(a, rows, pos, n, norms);
+    if (!ascending(pos, n)) empty(a); /* no engine makes them: rebuilt, the same doubles */
+    merge(a, rows, pos, n, norms);
     return KV_OK;
 }
 
