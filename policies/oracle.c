@@ -18,8 +18,9 @@
  * (the default): a candidate's weights are computed once, when it joins, per
  * block of ORACLE_BLOCK future queries, and kept as suffix sums over the
  * blocks (sums of positive terms, from the end: nothing cancels); each step
- * adds the queries up to its block's end to the suffix after it, so a step
- * costs O(ORACLE_BLOCK·|C|·D) and each candidate O((T − now)·D) once. The
+ * adds the queries before the next block start to the suffix from there, so a
+ * step costs O(ORACLE_BLOCK·|C|·D) at most (nothing when now + 1 starts a
+ * block) and each candidate O((T − now)·D) once. The
  * rescanning form (policy_oracle_rescan, tests only) sums every future query
  * at every step; the two differ by rounding only (docs/policies.md).
  * Parameters: none. */
@@ -163,15 +164,15 @@ static bool members_merge(oracle_state *st, const int64_t *pos, int64_t n, int64
     return true;
 }
 
-/* The joiners' suffix sums over the blocks after b0 (the block of now + 1), computed once. */
-static int join_suffixes(oracle_state *st, const policy_view *v, int64_t J, int64_t b0, kv_err *err)
+/* The joiners' suffix sums over the blocks from bs (the first to start after now), computed once. */
+static int join_suffixes(oracle_state *st, const policy_view *v, int64_t J, int64_t bs, kv_err *err)
 {
     const int64_t D = v->D, w = st->nb + 1;
     for (int64_t r = 0; r < J; r++) {
         memcpy(st->kj + r * D, v->keys + st->join[r] * D, sizeof(float) * (size_t)D);
         st->suf[st->mrow[st->join[r]] * w + st->nb] = 0.0;
     }
-    for (int64_t b = st->nb - 1; b > b0; b--) { /* from the end: suf[b] = P[b] + suf[b + 1] */
+    for (int64_t b = st->nb - 1; b >= bs; b--) { /* from the end: suf[b] = P[b] + suf[b + 1] */
         for (int64_t r = 0; r < J; r++) st->tmp[r] = 0.0;
         const int64_t r1 = (b + 1) * ORACLE_BLOCK < v->T ? (b + 1) * ORACLE_BLOCK : v->T;
         int rc = future_rows(st, v, st->kj, J, b * ORACLE_BLOCK, r1, st->tmp, err);
@@ -188,14 +189,14 @@ static int oracle_score(const policy_config *cfg, void *state, const policy_view
 {
     oracle_state *st = state;
     if (no_future(v, scores)) return KV_OK;
-    int64_t J = 0, b0 = (v->now + 1) / ORACLE_BLOCK;
+    int64_t J = 0, bs = (v->now + ORACLE_BLOCK) / ORACLE_BLOCK; /* ⌈(now + 1)/ORACLE_BLOCK⌉ */
     int rc = members_fit(st, v->n, v->D, v->T, err);
     if (rc) return rc;
     if (!members_merge(st, v->pos, v->n, &J)) return rescan_score(cfg, state, v, scores, err);
-    if ((rc = join_suffixes(st, v, J, b0, err))) return rc;
-    const int64_t end = (b0 + 1) * ORACLE_BLOCK < v->T ? (b0 + 1) * ORACLE_BLOCK : v->T;
+    if ((rc = join_suffixes(st, v, J, bs, err))) return rc;
+    const int64_t end = bs * ORACLE_BLOCK < v->T ? bs * ORACLE_BLOCK : v->T; /* none when now + 1 starts a block */
     if ((rc = future_rows(st, v, v->keys, v->n, v->now + 1, end, scores, err))) return rc;
-    for (int64_t c = 0; c < v->n; c++) scores[c] += st->suf[st->mrow[c] * (st->nb + 1) + b0 + 1];
+    for (int64_t c = 0; c < v->n; c++) scores[c] += st->suf[st->mrow[c] * (st->nb + 1) + bs];
     return KV_OK;
 }
 
