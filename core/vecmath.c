@@ -21,16 +21,7 @@ double vm_cos(double dot, double nx, double ny)
     return c > 1 ? 1 : c < -1 ? -1 : c;
 }
 
-static inline double dot16(const float *x, const double *y, int64_t D)
-{
-    double a[VM_LANES] = {0};
-    int64_t d = 0;
-    for (; d + VM_LANES <= D; d += VM_LANES)
-        for (int l = 0; l < VM_LANES; l++) a[l] += (double)x[d + l] * y[d + l];
-    double s = vm_lanes_sum(a);
-    for (; d < D; d++) s += (double)x[d] * y[d];
-    return s;
-}
+VM_DOT16(dot16, double)
 
 /* The single-row forms share the batch passes' reductions. */
 double vm_dot(const float *x, const double *y, int64_t D) { return dot16(x, y, D); }

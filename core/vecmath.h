@@ -22,16 +22,19 @@ static inline double vm_lanes_sum(const double *a)
     return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
 }
 
-static inline double vm_dot16_ff(const float *x, const float *y, int64_t D)
-{
-    double a[VM_LANES] = {0};
-    int64_t d = 0;
-    for (; d + VM_LANES <= D; d += VM_LANES)
-        for (int l = 0; l < VM_LANES; l++) a[l] += (double)x[d + l] * y[d + l];
-    double s = vm_lanes_sum(a);
-    for (; d < D; d++) s += (double)x[d] * y[d];
-    return s;
-}
+/* x·y for float x and y of type YT (float or double), as NAME. */
+#define VM_DOT16(NAME, YT)                                                                          \
+    static inline double NAME(const float *x, const YT *y, int64_t D)                              \
+    {                                                                                               \
+        double a[VM_LANES] = {0};                                                                   \
+        int64_t d = 0;                                                                              \
+        for (; d + VM_LANES <= D; d += VM_LANES)                                                    \
+            for (int l = 0; l < VM_LANES; l++) a[l] += (double)x[d + l] * y[d + l];                \
+        double s = vm_lanes_sum(a);                                                                 \
+        for (; d < D; d++) s += (double)x[d] * y[d];                                                \
+        return s;                                                                                   \
+    }
+VM_DOT16(vm_dot16_ff, float)
 
 /* Every dot product and norm here sums in 16 double lanes combined in a
  * fixed order; the single-row and batch forms give the same values. */
