@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "core/fastexp.h"
+#include "core/vectorize.h"
 #include "policies/policy.h"
 
 enum { ORACLE_ROWS = 128, ORACLE_BLOCK = 64 };
@@ -69,7 +70,9 @@ static void oracle_destroy(void *state)
     free(s);
 }
 
-/* acc[c] += Σ_r exp(s[r][c] − lse[r]) over a block of rows, in row order. */
+/* acc[c] += Σ_r exp(s[r][c] − lse[r]) over a block of rows, in row order (each column on its own:
+ * the clones give the same doubles). */
+KV_VECTOR_CLONES
 static void add_weights(double *acc, float *s, const double *lse, int64_t rows, int64_t n, double per_head)
 {
     for (int64_t r = 0; r < rows; r++) {
