@@ -75,7 +75,8 @@ static int64_t replay(const trace *t, int64_t N, int64_t B, int64_t *ties)
     open_both(&cfg, &inc, &re);
     int64_t n = 0, steps = 0;
     for (int64_t p0 = 0; p0 < T; p0 += B) {
-        for (int64_t p = p0; p < p0 + B && p < T; p++, n++) pos[n] = p, memcpy(keys + n * D, t->k + p * D, sizeof keys[0] * D);
+        for (int64_t p = p0; p < p0 + B && p < T; p++, n++)
+            pos[n] = p, memcpy(keys + n * D, t->k + p * D, sizeof keys[0] * D);
         if (n <= N) continue;
         policy_view v = {.n = n, .D = D, .pos = pos, .keys = keys, .values = keys, .budget = N, .now = pos[n - 1],
                          .queries = t->q, .lse = t->lse, .q_heads = QH, .T = T, .step = steps};
@@ -90,7 +91,8 @@ static int64_t replay(const trace *t, int64_t N, int64_t B, int64_t *ties)
         }
         if (pos[n - 1] == T - 1)
             for (int64_t c = 0; c < n; c++) assert_true(a[c] == 0.0 && b[c] == 0.0);
-        for (int64_t i = 0; i < kept; i++) pos[i] = pos[keep[i]], memmove(keys + i * D, keys + keep[i] * D, sizeof keys[0] * D);
+        for (int64_t i = 0; i < kept; i++)
+            pos[i] = pos[keep[i]], memmove(keys + i * D, keys + keep[i] * D, sizeof keys[0] * D);
         n = kept, steps++;
     }
     policy_oracle.destroy(inc), policy_oracle_rescan.destroy(re);
