@@ -1,6 +1,7 @@
 /* keydiff's exact incremental anchor (policies/anchor.c, issue #24): over long
- * runs (T = 4096 synthetic keys, D = 64, chunks of 1, 16 and 64, budgets 64 to
- * 1024: hundreds to thousands of steps) the scores of the step-by-step anchor
+ * runs (T = 4096 synthetic keys, D = 64, chunks of 1, 16 and 64, budgets 16 to
+ * 1024: hundreds to thousands of steps; N = 16 with chunks of 64 takes the from-scratch
+ * pass at every step, the others the update) the scores of the step-by-step anchor
  * equal, bit for bit, those computed from scratch at every step (keydiff with
  * a fresh state, and anchor_sum + anchor_cos_scores, the expressions' path), so the kept sets are equal;
  * a candidate list whose positions do not ascend rebuilds the sum and still
@@ -85,7 +86,7 @@ static void incremental_equals_from_scratch(void **st)
     float *k = make_keys(1);
     const char *specs[] = {"keydiff", "keydiff:anchor=pairwise", "keydiff:window=0.25", "keydiff:metric=dot",
                            "keydiff:metric=l2"};
-    const int64_t NB[][2] = {{64, 1}, {256, 16}, {128, 64}, {1024, 64}, {512, 16}};
+    const int64_t NB[][2] = {{64, 1}, {256, 16}, {128, 64}, {1024, 64}, {512, 16}, {16, 64}};
     for (size_t s = 0; s < sizeof specs / sizeof *specs; s++)
         for (size_t c = 0; c < sizeof NB / sizeof *NB; c++) {
             if (s >= 3 && c != 1) continue;
