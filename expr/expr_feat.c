@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "expr/expr.h"
-#include "policies/anchor.h"
+#include "core/anchor.h"
 #include "policies/attn_hist.h"
 #include "policies/attn_window.h"
 #include "core/vecmath.h"
@@ -54,7 +54,7 @@ int expr_feature_index(const char *name, size_t len)
     return -1;
 }
 
-/* keydiff's cosines from scratch, the same doubles as its step-by-step anchor (policies/anchor.h):
+/* keydiff's cosines from scratch, the same doubles as its step-by-step anchor (core/anchor.h):
  * normed or pairwise through anchor_sum's rounded sum (below ANCHOR_MAX_N), raw (or beyond) the
  * plain sum; sign flipped back. The norms from the per-position cache (vm_norm: keydiff's values);
  * tmp: D + 2n doubles. */

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policies/anchor.h"
+#include "core/anchor.h"
 #include "policies/policy.h"
 #include "policies/select.h"
 #include "core/vecmath.h"

@@ -13,7 +13,7 @@
 
 #include "core/progress.h"
 #include "core/rng.h"
-#include "policies/anchor.h"
+#include "core/anchor.h"
 #include "policies/policy.h"
 #include "policies/select.h"
 #include "core/vecmath.h"

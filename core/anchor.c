@@ -1,5 +1,5 @@
 /* anchor: keydiff's exact anchor sum, from scratch and step by step, and its cosine scores. */
-#include "policies/anchor.h"
+#include "core/anchor.h"
 
 #include <math.h>
 #include <stdlib.h>

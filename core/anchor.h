@@ -3,8 +3,8 @@
  * Each component of k̂ is rounded to a multiple of 2^-36: below ANCHOR_MAX_N rows every partial
  * sum is a multiple of 2^-36 under 2^17, exact in double in any order. At or above it callers
  * use the plain double sum (keydiff and cos_anchor decide by the same n, so they agree). */
-#ifndef KV_POLICY_ANCHOR_H
-#define KV_POLICY_ANCHOR_H
+#ifndef KV_CORE_ANCHOR_H
+#define KV_CORE_ANCHOR_H
 
 #include <stdbool.h>
 #include <stdint.h>
