@@ -20,6 +20,7 @@
 #                   tokenize MB/s on a 10 MB text vs the reference encoders, ids checked identical
 #                   score expressions vs the built-ins they restate, ns per candidate (at most 2x)
 #                   Python policies vs the same policies in C: overhead per call and per candidate
+#                   analyze time over T 2k->8k and its exponent, keydiff scoring vs one key read
 #   make install    kvtrace (and the CUDA backend when built) into PREFIX/bin, the plug-in headers
 #                   into PREFIX/include/kvtrace, kvtrace.pc into PREFIX/lib/pkgconfig
 #                   (PREFIX=/usr/local; DESTDIR is honoured; docs/plugins.md)

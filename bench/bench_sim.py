@@ -94,11 +94,33 @@ def bench(tmp, like, T, layers_note, policies, budgets, B=64, threads=2, synth_a
                   "into double sums %.2f ns (x%.1f)" % (row["policy"], N, ns, fl, ns / fl, db, ns / db))
 
 
+def keydiff_rows(tmp):
+    """Issue #24: keydiff's scoring against one read of its keys, one thread, best of 3, at the
+    bench's chunks of 64 (a third of the candidates change per step at N = 128) and at chunks of 16
+    with N = 1024 (a sixty-fifth): its anchor is updated by the keys that join and leave."""
+    trace = os.path.join(tmp, "llama-3.2-1b-2048.h5")
+    out = os.path.join(tmp, "kd")
+    for budgets, B in (([128, 256], 64), ([1024], 16)):
+        best = {}
+        for _ in range(3):
+            run([KV, "sim", trace, "--policies", "keydiff", "--budgets", ",".join(map(str, budgets)), "--chunk",
+                 str(B), "--threads", "1", "--quiet", "--force", "-o", out])
+            with open(os.path.join(out, "timing.csv")) as f:
+                for row in csv.DictReader(f):
+                    N = int(row["budget"])
+                    best[N] = min(best.get(N, float("inf")), float(row["score_ns_per_candidate"]))
+        for N in budgets:
+            fl, db = keyread_ns(N + B, 64)
+            print("  keydiff N=%-4d B=%-2d %6.2f ns/candidate = %.1fx the key read (%.2f ns), %.1fx into double "
+                  "sums (%.2f ns); goal <= 2x" % (N, B, best[N], best[N] / fl, fl, best[N] / db, db))
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="kvtrace-bench-") as tmp:
         bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["keydiff", "streaming", "tova", "snapkv", "snapkv:preset=paper",
                                                                "h2o", "h2o:normalize=age", "scissorhands", "kvzip"],
               [128, 256])
+        keydiff_rows(tmp)
         # issue #18's policies: their scoring ns per candidate beside the ones above
         bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["expected_attention", "lagkv", "cur", "qfilter", "capkv", "chunkkv", "compactor",
                                                               "criticalkv"], [128, 256], wo_dim=2048)

@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 #include "policies/policy.h"
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 enum { EXPR_MAX_INS = 256, EXPR_MAX_FEATS = 16, EXPR_MAX_PROTECT = 4, EXPR_MAX_DEFS = 16, EXPR_MAX_DEPTH = 64 };
 

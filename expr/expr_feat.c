@@ -9,9 +9,10 @@
 #include <string.h>
 
 #include "expr/expr.h"
+#include "core/anchor.h"
 #include "policies/attn_hist.h"
 #include "policies/attn_window.h"
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 extern const policy_iface policy_oracle;
 
@@ -53,8 +54,10 @@ int expr_feature_index(const char *name, size_t len)
     return -1;
 }
 
-/* keydiff's cosines (vm_anchor_cos: anchor=norm with normed, raw without, or pairwise), sign flipped
- * back; the norms from the per-position cache keydiff keeps (the same values), tmp: D + 2n doubles. */
+/* keydiff's cosines from scratch, the same doubles as its step-by-step anchor (core/anchor.h):
+ * normed or pairwise through anchor_sum's rounded sum (below ANCHOR_MAX_N), raw (or beyond) the
+ * plain sum; sign flipped back. The norms from the per-position cache (vm_norm: keydiff's values);
+ * tmp: D + 2n doubles. */
 static int cos_anchor(const policy_view *v, vm_norm_cache *cache, bool normed, bool pairwise, double *out,
                       double *tmp, kv_err *err)
 {
@@ -62,7 +65,13 @@ static int cos_anchor(const policy_view *v, vm_norm_cache *cache, bool normed, b
     double *mu = tmp, *norms = mu + D, *w = norms + n;
     int rc = vm_norms_cached(cache, v->keys, v->pos, n, D, norms, err);
     if (rc) return rc;
-    vm_anchor_cos(v->keys, n, D, norms, normed, pairwise, mu, w, out);
+    if ((normed || pairwise) && n < ANCHOR_MAX_N) {
+        anchor_sum(v->keys, n, D, norms, w, mu);
+    } else {
+        vm_weighted_mean(v->keys, n, D, normed || pairwise ? norms : NULL, mu, w);
+        for (int64_t d = 0; d < D; d++) mu[d] *= (double)n; /* the sum, as keydiff's anchor_of gives it */
+    }
+    anchor_cos_scores(v->keys, n, D, norms, mu, pairwise, mu, out);
     for (int64_t j = 0; j < n; j++) out[j] = -out[j];
     return KV_OK;
 }

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 
 #include "policies/policy.h"
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 enum { LEV_KV_AVG, LEV_KEY, LEV_KV_PRODUCT, LEV_VALUE };
 

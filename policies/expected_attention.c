@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "policies/policy.h"
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 enum { EA_QWIN = 64 };
 

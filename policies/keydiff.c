@@ -17,10 +17,12 @@
  * window (0..1, 0). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/anchor.h"
 #include "policies/policy.h"
 #include "policies/select.h"
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 enum { ANCHOR_NORM, ANCHOR_RAW, ANCHOR_PAIRWISE };
 enum { METRIC_COS, METRIC_DOT, METRIC_L2 };
@@ -38,7 +40,7 @@ static double l2_dist(const float *k, const double *mu, int64_t D)
 static int keydiff_create(const policy_config *cfg, void **state, kv_err *err)
 {
     (void)cfg;
-    vm_norm_cache *c = kv_calloc(1, sizeof *c, "keydiff state", err);
+    anchor_state *c = kv_calloc(1, sizeof *c, "keydiff state", err); /* the exact Σ k̂, step by step */
     if (!c) return err->code;
     *state = c;
     return KV_OK;
@@ -46,34 +48,48 @@ static int keydiff_create(const policy_config *cfg, void **state, kv_err *err)
 
 static void keydiff_destroy(void *state)
 {
-    vm_norm_cache_free(state);
+    anchor_free(state);
     free(state);
 }
 
-/* Two passes over the candidates' keys, each vectorised: the anchor, then
- * every key's dot product with it; key norms come from the per-position cache
- * (state; NULL recomputes them). */
+/* The norms and μ·n: the exact Σ k̂ updated by the keys that joined and left since the last
+ * step (anchor.h), or for anchor=raw (or 2^16 candidates and more) the double sum of the rows. */
+static int anchor_of(anchor_state *st, const policy_view *v, bool normed, double *norms, double *sum, double *w,
+                     kv_err *err)
+{
+    const int64_t D = v->D, n = v->n;
+    int rc = normed && n < ANCHOR_MAX_N ? anchor_update(st, v->keys, v->pos, n, D, norms, err)
+                                        : vm_norms_cached(NULL, v->keys, v->pos, n, D, norms, err);
+    if (!rc && normed && n < ANCHOR_MAX_N) memcpy(sum, st->sum, sizeof(double) * (size_t)D);
+    if (rc || (normed && n < ANCHOR_MAX_N)) return rc;
+    vm_weighted_mean(v->keys, n, D, normed ? norms : NULL, sum, w);
+    for (int64_t d = 0; d < D; d++) sum[d] *= (double)n;
+    return KV_OK;
+}
+
+/* One pass over the candidates' keys (their dot products with the anchor)
+ * after the anchor's O(changed·D) update. */
 static int keydiff_score(const policy_config *cfg, void *state, const policy_view *v, double *scores,
                          kv_err *err)
 {
     int anchor = policy_choice(cfg, "anchor"), metric = policy_choice(cfg, "metric");
     const int64_t D = v->D, n = v->n;
-    double *mu = kv_calloc((size_t)(D + 2 * n), sizeof(double), "keydiff scores", err); /* [D] [n] [n] */
-    if (!mu) return err->code;
-    double *norms = mu + D, *w = norms + n;
-    int rc = vm_norms_cached(state, v->keys, v->pos, n, D, norms, err);
+    double *sum = kv_calloc((size_t)(2 * D + 2 * n), sizeof(double), "keydiff scores", err); /* [D] [D] [n] [n] */
+    if (!sum) return err->code;
+    double *mu = sum + D, *norms = mu + D, *w = norms + n;
+    int rc = anchor_of(state, v, anchor != ANCHOR_RAW, norms, sum, w, err);
     if (rc) {
-        free(mu);
+        free(sum);
         return rc;
     }
     if (anchor == ANCHOR_PAIRWISE || metric == METRIC_COS) {
-        vm_anchor_cos(v->keys, n, D, norms, anchor != ANCHOR_RAW, anchor == ANCHOR_PAIRWISE, mu, w, scores);
+        anchor_cos_scores(v->keys, n, D, norms, sum, anchor == ANCHOR_PAIRWISE, mu, scores);
     } else {
-        vm_weighted_mean(v->keys, n, D, anchor != ANCHOR_RAW ? norms : NULL, mu, w);
+        for (int64_t d = 0; d < D; d++) mu[d] = sum[d] / (double)n;
         if (metric == METRIC_DOT) vm_dots(v->keys, n, D, mu, scores);
         for (int64_t j = 0; j < n; j++) scores[j] = metric == METRIC_L2 ? l2_dist(v->keys + j * D, mu, D) : -scores[j];
     }
-    free(mu);
+    free(sum);
     policy_protect_recent(v, policy_recent_count(policy_num(cfg, "window"), v->budget), scores);
     return KV_OK;
 }

@@ -3,7 +3,7 @@
  * Cache Compression" (EMNLP 2024): low-norm keys draw high attention.
  * Parameters: none. */
 #include "policies/policy.h"
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 static int knorm_score(const policy_config *cfg, void *state, const policy_view *v, double *scores,
                        kv_err *err)

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 
 #include "policies/policy.h"
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 enum { KEY_ANCHOR, KEY_NN };
 enum { VALUE_DEV, VALUE_PROJ };

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "policies/policy.h"
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 enum { CALIB_PROMPT, CALIB_STREAM, QFILTER_QWIN = 64 };
 

@@ -1,14 +1,40 @@
 /* vecmath: the double-precision vector pieces the key/value policies share
- * (internal to policies/). Inputs are the stored float rows; every sum is
+ * (policies/ and expr/). Inputs are the stored float rows; every sum is
  * accumulated in double (SPEC §4). Shapes: rows [n][D]. Nothing here
  * allocates but the norm cache, which reports out of memory in err. */
-#ifndef KV_POLICY_VECMATH_H
-#define KV_POLICY_VECMATH_H
+#ifndef KV_CORE_VECMATH_H
+#define KV_CORE_VECMATH_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "core/kv_error.h"
+
+/* x·y in double over VM_LANES lanes combined in a fixed order: four vector registers of doubles
+ * (AVX2), so that the additions of a row of D = 64..128 are four short chains instead of one
+ * long one. Inline, so that a cloned loop (vectorize.h) fuses it and gets vm_norm's values. */
+enum { VM_LANES = 16 };
+
+static inline double vm_lanes_sum(const double *a)
+{
+    double s[VM_LANES / 2];
+    for (int l = 0; l < VM_LANES / 2; l++) s[l] = a[l] + a[l + VM_LANES / 2];
+    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+/* x·y for float x and y of type YT (float or double), as NAME. */
+#define VM_DOT16(NAME, YT)                                                                          \
+    static inline double NAME(const float *x, const YT *y, int64_t D)                              \
+    {                                                                                               \
+        double a[VM_LANES] = {0};                                                                   \
+        int64_t d = 0;                                                                              \
+        for (; d + VM_LANES <= D; d += VM_LANES)                                                    \
+            for (int l = 0; l < VM_LANES; l++) a[l] += (double)x[d + l] * y[d + l];                \
+        double s = vm_lanes_sum(a);                                                                 \
+        for (; d < D; d++) s += (double)x[d] * y[d];                                                \
+        return s;                                                                                   \
+    }
+VM_DOT16(vm_dot16_ff, float)
 
 /* Every dot product and norm here sums in 16 double lanes combined in a
  * fixed order; the single-row and batch forms give the same values. */
@@ -25,13 +51,6 @@ void vm_dots(const float *rows, int64_t n, int64_t D, const double *y, double *o
 
 /* dots[j] becomes −vm_cos(dots[j], norms[j], ny), for a whole row of candidates. */
 void vm_cos_scores(double *dots, const double *norms, double ny, int64_t n);
-
-/* keydiff's cosine scores (metric=cos), out[j] = −cos(k_j, μ), μ the mean of the rows each divided by
- * its norm (normed) or as they are; pairwise (normed): out[j] = −mean_{m≠j} cos(k_j, k_m) through
- * k̂_j·Σ_m k̂_m, 0 with one row or a zero row. norms: vm_norm of each row; mu: D, w: n doubles of
- * scratch. keydiff and the score expressions' cos_anchor features share it (the same doubles). */
-void vm_anchor_cos(const float *rows, int64_t n, int64_t D, const double *norms, bool normed, bool pairwise,
-                   double *mu, double *w, double *out);
 
 /* Key norms by position, computed once per position while it stays a
  * candidate: a key is a candidate at every step it survives, its norm never

@@ -1,5 +1,5 @@
 /* vecmath: shared double-precision vector helpers for the policies. */
-#include "policies/vecmath.h"
+#include "core/vecmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -21,46 +21,14 @@ double vm_cos(double dot, double nx, double ny)
     return c > 1 ? 1 : c < -1 ? -1 : c;
 }
 
-/* x·y in double over 16 lanes combined in a fixed order: four vector
- * registers of doubles (AVX2), so that the additions of a row of D = 64..128
- * are four short chains instead of one long one. */
-enum { VL = 16 };
-
-static inline double lanes_sum(const double *a)
-{
-    double s[VL / 2];
-    for (int l = 0; l < VL / 2; l++) s[l] = a[l] + a[l + VL / 2];
-    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
-}
-
-static inline double dot16(const float *x, const double *y, int64_t D)
-{
-    double a[VL] = {0};
-    int64_t d = 0;
-    for (; d + VL <= D; d += VL)
-        for (int l = 0; l < VL; l++) a[l] += (double)x[d + l] * y[d + l];
-    double s = lanes_sum(a);
-    for (; d < D; d++) s += (double)x[d] * y[d];
-    return s;
-}
-
-static inline double dot16_ff(const float *x, const float *y, int64_t D)
-{
-    double a[VL] = {0};
-    int64_t d = 0;
-    for (; d + VL <= D; d += VL)
-        for (int l = 0; l < VL; l++) a[l] += (double)x[d + l] * y[d + l];
-    double s = lanes_sum(a);
-    for (; d < D; d++) s += (double)x[d] * y[d];
-    return s;
-}
+VM_DOT16(dot16, double)
 
 /* The single-row forms share the batch passes' reductions. */
 double vm_dot(const float *x, const double *y, int64_t D) { return dot16(x, y, D); }
-double vm_dot_ff(const float *x, const float *y, int64_t D) { return dot16_ff(x, y, D); }
-double vm_norm(const float *x, int64_t D) { return sqrt(dot16_ff(x, x, D)); }
+double vm_dot_ff(const float *x, const float *y, int64_t D) { return vm_dot16_ff(x, y, D); }
+double vm_norm(const float *x, int64_t D) { return sqrt(vm_dot16_ff(x, x, D)); }
 
-/* Column blocks of VL doubles: each block's sums stay in registers over all
+/* Column blocks of VM_LANES doubles: each block's sums stay in registers over all
  * rows (no store-to-load chain through mean[] from one row to the next); the
  * weights are divided out first, in their own loop. */
 KV_VECTOR_CLONES
@@ -68,11 +36,11 @@ void vm_weighted_mean(const float *rows, int64_t n, int64_t D, const double *nor
 {
     for (int64_t j = 0; j < n; j++) w[j] = !norms ? 1.0 : norms[j] > 0 ? 1.0 / norms[j] : 0.0;
     int64_t d0 = 0;
-    for (; d0 + VL <= D; d0 += VL) {
-        double a[VL] = {0};
+    for (; d0 + VM_LANES <= D; d0 += VM_LANES) {
+        double a[VM_LANES] = {0};
         for (int64_t j = 0; j < n; j++)
-            for (int l = 0; l < VL; l++) a[l] += w[j] * rows[j * D + d0 + l];
-        for (int l = 0; l < VL; l++) mean[d0 + l] = a[l];
+            for (int l = 0; l < VM_LANES; l++) a[l] += w[j] * rows[j * D + d0 + l];
+        for (int l = 0; l < VM_LANES; l++) mean[d0 + l] = a[l];
     }
     for (int64_t d = d0; d < D; d++) {
         double a = 0;
@@ -134,20 +102,4 @@ KV_VECTOR_CLONES
 void vm_cos_scores(double *dots, const double *norms, double ny, int64_t n)
 {
     for (int64_t j = 0; j < n; j++) dots[j] = -vm_cos(dots[j], norms[j], ny);
-}
-
-void vm_anchor_cos(const float *rows, int64_t n, int64_t D, const double *norms, bool normed, bool pairwise,
-                   double *mu, double *w, double *out)
-{
-    vm_weighted_mean(rows, n, D, normed || pairwise ? norms : NULL, mu, w);
-    if (!pairwise) {
-        vm_dots(rows, n, D, mu, out);
-        vm_cos_scores(out, norms, vm_norm_d(mu, D), n);
-        return;
-    }
-    /* −mean over m≠j of cos(k_j, k_m) = −(k̂_j·Σ_m k̂_m − 1)/(n−1) */
-    for (int64_t d = 0; d < D; d++) mu[d] *= (double)n;
-    vm_dots(rows, n, D, mu, out);
-    for (int64_t j = 0; j < n; j++)  /* no other key, or a zero key: cos 0 */
-        out[j] = n < 2 || norms[j] == 0 ? 0 : -(out[j] / norms[j] - 1.0) / (double)(n - 1);
 }
