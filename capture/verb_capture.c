@@ -8,9 +8,7 @@
 #include "model/model_fetch.h"
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
-#include "allocators/alloc_plugin.h"
-#include "policies/plugin.h"
-#include "python/pyplug.h"
+#include "userpol/user_policies.h"
 #include "expr/expr.h"
 #include "policies/policy.h"
 
@@ -97,10 +95,7 @@ typedef struct {
     capture_opts o;
     bool attention_given;
     bool help;
-    policy_aliases aliases;   /* --alias (o.evict's base may point into it) */
-    policy_plugins plugins;   /* --plugin (o.evict's iface may point into it): closed after the run */
-    alloc_plugins alloc_plugins;   /* --plugin's allocators (o.alloc's iface may point into it) */
-    expr_defs defs;           /* --define, --defines (the configurations point into it) */
+    user_policies user;           /* --alias, --plugin, --define, --defines (userpol/) */
     const char *evict;        /* --evict, parsed once every --alias is known */
     const char *allocator;    /* --allocator, parsed once every --plugin is loaded */
 } capture_args;
@@ -173,32 +168,6 @@ static int parse_evict(const char *verb, const char *arg, void *args, kv_err *er
     return KV_OK;
 }
 
-static int parse_define(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    return expr_define(&((capture_args *)args)->defs, arg, err);
-}
-
-static int parse_defines(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    return expr_define_file(&((capture_args *)args)->defs, arg, err);
-}
-
-static int parse_alias(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    return policy_alias_add(&((capture_args *)args)->aliases, arg, err);
-}
-
-static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    capture_args *a = args;
-    int rc = pyplug_load(&a->plugins, &a->aliases, arg, err);   /* FILE.so or FILE.py */
-    return rc ? rc : alloc_plugins_add(&a->alloc_plugins, &a->plugins, err);
-}
-
 #define ROW(NAME, KIND, FIELD) CLI_ROW(NAME, KIND, capture_args, o.FIELD)
 static const cli_opt OPTIONS[] = {
     {ROW("model", CLI_TEXT, model)},
@@ -219,10 +188,7 @@ static const cli_opt OPTIONS[] = {
     {ROW("threads", CLI_INT, threads), .lo = 1, .hi = 256},
     {.name = "device", .kind = CLI_CUSTOM, .parse = parse_device},
     {.name = "evict", .kind = CLI_CUSTOM, .parse = parse_evict},
-    {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
-    {.name = "plugin", .kind = CLI_CUSTOM, .parse = parse_plugin},
-    {.name = "define", .kind = CLI_CUSTOM, .parse = parse_define},
-    {.name = "defines", .kind = CLI_CUSTOM, .parse = parse_defines},
+    USER_POLICY_OPTIONS(capture_args, user),
     {ROW("budget", CLI_I64, budget), .lo = 1, .hi = 1 << 30},
     {.name = "allocator", .kind = CLI_CUSTOM, .parse = parse_allocator},
     {ROW("head-scores", CLI_TEXT, head_scores)},
@@ -298,10 +264,10 @@ static int parse_args(int argc, char **argv, capture_args *a, kv_err *err)
     int first;
     int rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, err);
     if (rc || a->help) return rc;
-    if ((rc = expr_defs_attach(&a->defs, &a->aliases, err))) return rc;
-    if (a->evict && (rc = option_error(v, "--evict", policy_parse_in(&a->aliases, a->evict, &o->evict, err), err)))
+    if ((rc = user_policies_ready(&a->user, err))) return rc;
+    if (a->evict && (rc = option_error(v, "--evict", policy_parse_in(&a->user.aliases, a->evict, &o->evict, err), err)))
         return rc;
-    if (a->allocator && (rc = option_error(v, "--allocator", alloc_parse_in(a->alloc_plugins.list, a->allocator,
+    if (a->allocator && (rc = option_error(v, "--allocator", alloc_parse_in(a->user.alloc_plugins.list, a->allocator,
                                                                             &o->alloc, err), err)))
         return rc;
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
@@ -332,7 +298,7 @@ int capture_main(int argc, char **argv)
     rc = parse_args(argc, argv, &a, &err);
     if (!rc && a.help) {
         fputs(USAGE, stdout);
-        policy_plugins_close(&a.plugins);
+        user_policies_close(&a.user);
         prov_free(&prov);
         return 0;
     }
@@ -346,6 +312,6 @@ int capture_main(int argc, char **argv)
         rc = o->prompts ? capture_prompts(o, &err) : capture_run(o, &err);
     }
     prov_free(&prov);
-    policy_plugins_close(&a.plugins);
+    user_policies_close(&a.user);
     return rc ? cli_report(&err) : 0;
 }

@@ -6,9 +6,8 @@
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "expr/expr.h"
-#include "policies/plugin.h"
 #include "provenance/provenance.h"
-#include "python/pyplug.h"
+#include "userpol/user_policies.h"
 #include "search/features.h"
 #include "verbs.h"
 
@@ -45,44 +44,14 @@ typedef struct {
     const char *policy, *features;
     double steps, cands;
     policy_config driver;
-    policy_aliases aliases;
-    policy_plugins plugins;
-    expr_defs defs;
+    user_policies user;           /* --alias, --plugin, --define, --defines (userpol/) */
     study_set set;
 } feat_args;
-
-static int parse_alias(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    return policy_alias_add(&((feat_args *)args)->aliases, arg, err);
-}
-
-static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    feat_args *a = args;
-    return pyplug_load(&a->plugins, &a->aliases, arg, err);
-}
-
-static int parse_define(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    return expr_define(&((feat_args *)args)->defs, arg, err);
-}
-
-static int parse_defines(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    return expr_define_file(&((feat_args *)args)->defs, arg, err);
-}
 
 static const cli_opt OPTIONS[] = {
     {CLI_ROW("policy", CLI_TEXT, feat_args, policy)},
     {CLI_ROW("features", CLI_TEXT, feat_args, features)},
-    {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
-    {.name = "plugin", .kind = CLI_CUSTOM, .parse = parse_plugin},
-    {.name = "define", .kind = CLI_CUSTOM, .parse = parse_define},
-    {.name = "defines", .kind = CLI_CUSTOM, .parse = parse_defines},
+    USER_POLICY_OPTIONS(feat_args, user),
     {CLI_ROW("budget", CLI_I64, feat_args, o.budget), .lo = 1, .hi = (double)(1 << 30)},
     {CLI_ROW("chunk", CLI_I64, feat_args, o.chunk), .lo = 1, .hi = 1 << 30},
     {CLI_ROW("sample-steps", CLI_F64, feat_args, steps), .lo = 1e-12, .hi = 1},
@@ -99,8 +68,8 @@ static const cli_opt OPTIONS[] = {
 /* The driver's configuration and the text recorded for it (an expression's definition, else its name). */
 static int driver(feat_args *a, kv_err *err)
 {
-    int rc = expr_defs_attach(&a->defs, &a->aliases, err);
-    if (!rc) rc = policy_parse_in(&a->aliases, a->policy ? a->policy : "oracle", &a->driver, err);
+    int rc = user_policies_ready(&a->user, err);
+    if (!rc) rc = policy_parse_in(&a->user.aliases, a->policy ? a->policy : "oracle", &a->driver, err);
     if (rc) return rc;
     const char *def = expr_definition(a->driver.iface);
     a->o.driver = &a->driver;
@@ -147,7 +116,7 @@ int features_main(int argc, char **argv)
     kv_err err = {0};
     feat_args *a = kv_calloc(1, sizeof *a, "features: options", &err);
     int status = a ? verb(argc, argv, a) : cli_report(&err);
-    if (a) policy_plugins_close(&a->plugins);
+    if (a) user_policies_close(&a->user);
     free(a);
     return status;
 }

@@ -61,6 +61,7 @@ static int set_value(const char *verb, const cli_opt *o, const char *arg, void *
         break;
     case CLI_DTYPE: rc = cli_parse_dtype(verb, opt, arg, (trace_dtype *)field, err); break;
     case CLI_CUSTOM: rc = o->parse(verb, arg, opts, err); break;
+    case CLI_CUSTOM_AT: rc = o->parse(verb, arg, field, err); break;
     }
     return rc;
 }

@@ -34,6 +34,7 @@ typedef enum {
     CLI_CHOICE,  /* int: index of the argument in `choices` ("colsum|full|none") */
     CLI_DTYPE,   /* trace_dtype: f32 | f16 */
     CLI_CUSTOM,  /* parse(verb, argument, opts, err) */
+    CLI_CUSTOM_AT, /* parse(verb, argument, the field, err): a parser shared by verbs, given its own field */
 } cli_kind;
 
 typedef struct {

@@ -7,9 +7,7 @@
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "fidelity/fidelity.h"
-#include "allocators/alloc_plugin.h"
-#include "policies/plugin.h"
-#include "python/pyplug.h"
+#include "userpol/user_policies.h"
 #include "expr/expr.h"
 
 static const char USAGE[] =
@@ -75,10 +73,7 @@ typedef struct {
     alloc_config allocs[MAX_LIST];
     int64_t budgets[MAX_LIST];
     char model_path[4096];
-    policy_aliases aliases;   /* --alias */
-    policy_plugins plugins;   /* --plugin: closed after the run */
-    alloc_plugins alloc_plugins;   /* --plugin's allocators */
-    expr_defs defs;           /* --define, --defines (the configurations point into it) */
+    user_policies user;           /* --alias, --plugin, --define, --defines (userpol/) */
     const char *policies;     /* --policies, parsed once every --alias is known */
     const char *allocators;   /* --allocators, parsed once every --plugin is loaded */
 } fid_args;
@@ -89,32 +84,6 @@ static int parse_policies(const char *verb, const char *arg, void *args, kv_err 
     (void)err;
     ((fid_args *)args)->policies = arg;
     return KV_OK;
-}
-
-static int parse_define(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    return expr_define(&((fid_args *)args)->defs, arg, err);
-}
-
-static int parse_defines(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    return expr_define_file(&((fid_args *)args)->defs, arg, err);
-}
-
-static int parse_alias(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    return policy_alias_add(&((fid_args *)args)->aliases, arg, err);
-}
-
-static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    fid_args *a = args;
-    int rc = pyplug_load(&a->plugins, &a->aliases, arg, err);   /* FILE.so or FILE.py */
-    return rc ? rc : alloc_plugins_add(&a->alloc_plugins, &a->plugins, err);
 }
 
 static int parse_allocators(const char *verb, const char *arg, void *args, kv_err *err)
@@ -140,10 +109,7 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("prompts", CLI_TEXT, fid_args, o.prompts)},
     {CLI_ROW("generate", CLI_I64, fid_args, generate), .lo = 0, .hi = 1 << 24},
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
-    {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
-    {.name = "plugin", .kind = CLI_CUSTOM, .parse = parse_plugin},
-    {.name = "define", .kind = CLI_CUSTOM, .parse = parse_define},
-    {.name = "defines", .kind = CLI_CUSTOM, .parse = parse_defines},
+    USER_POLICY_OPTIONS(fid_args, user),
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {CLI_ROW("chunk", CLI_I64, fid_args, o.seq.chunk), .lo = 1, .hi = 1 << 20},
@@ -194,10 +160,10 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
     int first;
     int rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, err);
     if (rc || a->help) return rc;
-    if ((rc = expr_defs_attach(&a->defs, &a->aliases, err))) return rc;
-    if (a->policies && (rc = policy_parse_list_in(&a->aliases, v, a->policies, a->cfgs, MAX_LIST, &o->n_policies, err)))
+    if ((rc = user_policies_ready(&a->user, err))) return rc;
+    if (a->policies && (rc = policy_parse_list_in(&a->user.aliases, v, a->policies, a->cfgs, MAX_LIST, &o->n_policies, err)))
         return rc;
-    if (a->allocators && (rc = alloc_parse_list_in(a->alloc_plugins.list, v, a->allocators, a->allocs, MAX_LIST,
+    if (a->allocators && (rc = alloc_parse_list_in(a->user.alloc_plugins.list, v, a->allocators, a->allocs, MAX_LIST,
                                                    &o->n_allocators, err)))
         return rc;
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
@@ -231,7 +197,7 @@ int fidelity_main(int argc, char **argv)
     fidelity_opts *o = a ? &a->o : NULL;
     if (!rc && a->help) {
         fputs(USAGE, stdout);
-        policy_plugins_close(&a->plugins);
+        user_policies_close(&a->user);
         free(a);
         prov_free(&prov);
         return 0;
@@ -241,7 +207,7 @@ int fidelity_main(int argc, char **argv)
     if (!rc) rc = prov_set_time(&prov, a->timestamp, &err);
     if (!rc) o->prov = &prov, rc = o->prompts ? fidelity_prompts(o, &err) : fidelity_run(o, &err);
     prov_free(&prov);
-    if (a) policy_plugins_close(&a->plugins);
+    if (a) user_policies_close(&a->user);
     free(a);
     return rc ? cli_report(&err) : 0;
 }

@@ -9,9 +9,7 @@
 #include "core/cli_opts.h"
 #include "expr/expr.h"
 #include "provenance/provenance.h"
-#include "allocators/alloc_plugin.h"
-#include "policies/plugin.h"
-#include "python/pyplug.h"
+#include "userpol/user_policies.h"
 #include "sim/sim.h"
 
 static const char USAGE[] =
@@ -64,10 +62,7 @@ typedef struct {
     sim_opts o;
     bool help, timestamp;
     policy_config cfgs[MAX_LIST];
-    policy_aliases aliases;       /* --alias, in the order given */
-    policy_plugins plugins;       /* --plugin: closed after the run */
-    alloc_plugins alloc_plugins;  /* --plugin's allocators */
-    expr_defs defs;               /* --define, --defines */
+    user_policies user;           /* --alias, --plugin, --define, --defines (userpol/) */
     const char *policies;         /* --policies, parsed once every --alias is known */
     alloc_config allocs[MAX_LIST];
     const char *allocators;       /* --allocators, parsed once every --plugin is loaded */
@@ -82,32 +77,6 @@ static int parse_policies(const char *verb, const char *arg, void *args, kv_err 
     (void)err;
     ((sim_args *)args)->policies = arg;
     return KV_OK;
-}
-
-static int parse_alias(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    return policy_alias_add(&((sim_args *)args)->aliases, arg, err);
-}
-
-static int parse_plugin(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    sim_args *a = args;
-    int rc = pyplug_load(&a->plugins, &a->aliases, arg, err);   /* FILE.so or FILE.py */
-    return rc ? rc : alloc_plugins_add(&a->alloc_plugins, &a->plugins, err);
-}
-
-static int parse_define(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    return expr_define(&((sim_args *)args)->defs, arg, err);
-}
-
-static int parse_defines(const char *verb, const char *arg, void *args, kv_err *err)
-{
-    (void)verb;
-    return expr_define_file(&((sim_args *)args)->defs, arg, err);
 }
 
 static int parse_allocators(const char *verb, const char *arg, void *args, kv_err *err)
@@ -174,10 +143,7 @@ static int parse_chunks(const char *verb, const char *arg, void *args, kv_err *e
 
 static const cli_opt OPTIONS[] = {
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
-    {.name = "alias", .kind = CLI_CUSTOM, .parse = parse_alias},
-    {.name = "plugin", .kind = CLI_CUSTOM, .parse = parse_plugin},
-    {.name = "define", .kind = CLI_CUSTOM, .parse = parse_define},
-    {.name = "defines", .kind = CLI_CUSTOM, .parse = parse_defines},
+    USER_POLICY_OPTIONS(sim_args, user),
     {.name = "budgets", .kind = CLI_CUSTOM, .parse = parse_budgets},
     {.name = "allocators", .kind = CLI_CUSTOM, .parse = parse_allocators},
     {.name = "chunks", .kind = CLI_CUSTOM, .parse = parse_chunks},
@@ -227,14 +193,14 @@ static int verb(int argc, char **argv, sim_args *a)
         prov_free(&prov);
         return 0;
     }
-    if (!rc) rc = expr_defs_attach(&a->defs, &a->aliases, &err);
+    if (!rc) rc = user_policies_ready(&a->user, &err);
     if (!rc && a->policies) {
         o->policies = a->cfgs;
-        rc = policy_parse_list_in(&a->aliases, v, a->policies, a->cfgs, MAX_LIST, &o->n_policies, &err);
+        rc = policy_parse_list_in(&a->user.aliases, v, a->policies, a->cfgs, MAX_LIST, &o->n_policies, &err);
     }
     if (!rc && a->allocators) {
         o->allocators = a->allocs;
-        rc = alloc_parse_list_in(a->alloc_plugins.list, v, a->allocators, a->allocs, MAX_LIST, &o->n_allocators, &err);
+        rc = alloc_parse_list_in(a->user.alloc_plugins.list, v, a->allocators, a->allocs, MAX_LIST, &o->n_allocators, &err);
     }
     if (!rc && first >= argc) rc = cli_usage(&err, v, "missing trace.h5 (or the traces of a study)");
     if (!rc && !o->n_policies) rc = cli_usage(&err, v, "--policies LIST is required");
@@ -262,7 +228,7 @@ int sim_main(int argc, char **argv)
     kv_err err = {0};
     sim_args *a = kv_calloc(1, sizeof *a, "sim: options", &err);
     int status = a ? verb(argc, argv, a) : cli_report(&err);
-    if (a) policy_plugins_close(&a->plugins);
+    if (a) user_policies_close(&a->user);
     free(a);
     return status;
 }

@@ -32,19 +32,20 @@ LAYERS = {
     "policies": ["core"],
     "allocators": ["core", "policies"],
     "expr": ["core", "policies"],
-    "python": ["core", "policies"],  # --plugin FILE.py: the embedded interpreter, beside policies/plugin.c
+    "python": ["core", "policies"],
+    "userpol": ["core", "policies", "allocators", "expr", "python"],  # --alias, --plugin, --define(s): one table per command  # --plugin FILE.py: the embedded interpreter, beside policies/plugin.c
     "model": ["core", "trace"],
     "synth": ["core", "trace", "provenance"],
     "results": ["core", "provenance"],
     "study": ["core"],  # a study's traces (index.jsonl) and its statistics over traces
     "analysis": ["core", "trace", "provenance", "results", "study"],
-    "sim": ["core", "trace", "provenance", "policies", "allocators", "expr", "python", "analysis", "results", "study"],
-    "capture": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python", "study"],
+    "sim": ["core", "trace", "provenance", "policies", "allocators", "expr", "python", "userpol", "analysis", "results", "study"],
+    "capture": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python", "userpol", "study"],
     "plots": ["core", "provenance", "results"],  # results/results_schema.h: the columns analyze writes
-    "fidelity": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python", "capture", "sim", "analysis", "results", "plots",
+    "fidelity": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python", "userpol", "capture", "sim", "analysis", "results", "plots",
                  "study"],
-    "search": ["core", "trace", "provenance", "policies", "allocators", "expr", "python", "analysis", "sim", "results", "study", "plots"],
-    "cli": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python", "synth", "results", "analysis", "sim", "capture", "plots",
+    "search": ["core", "trace", "provenance", "policies", "allocators", "expr", "python", "userpol", "analysis", "sim", "results", "study", "plots"],
+    "cli": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python", "userpol", "synth", "results", "analysis", "sim", "capture", "plots",
             "fidelity", "study", "search"],
 }
 

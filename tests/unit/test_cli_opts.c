@@ -19,6 +19,7 @@ typedef struct {
     trace_dtype dtype;
     int pairs[2];
     bool custom_called;
+    int at_field[2];   /* --near: a CLI_CUSTOM_AT row's own field */
 } toy_opts;
 
 /* "A,B": two small integers, as a verb's own parser would read them. */
@@ -28,6 +29,15 @@ static int parse_pair(const char *verb, const char *arg, void *opts, kv_err *err
     o->custom_called = true;
     if (sscanf(arg, "%d,%d", &o->pairs[0], &o->pairs[1]) != 2)
         return kv_fail(err, KV_EUSAGE, "%s: --pair wants A,B, got '%s'", verb, arg);
+    return KV_OK;
+}
+
+/* "A,B" into the int[2] it is handed: a CLI_CUSTOM_AT parser sees its field, not the struct. */
+static int parse_near(const char *verb, const char *arg, void *field, kv_err *err)
+{
+    int *v = field;
+    if (sscanf(arg, "%d,%d", &v[0], &v[1]) != 2)
+        return kv_fail(err, KV_EUSAGE, "%s: --near wants A,B, got '%s'", verb, arg);
     return KV_OK;
 }
 
@@ -42,6 +52,7 @@ static const cli_opt TOY[] = {
     {CLI_ROW("mode", CLI_CHOICE, toy_opts, mode), .choices = "colsum|full|none"},
     {CLI_ROW("dtype", CLI_DTYPE, toy_opts, dtype)},
     {.name = "pair", .kind = CLI_CUSTOM, .parse = parse_pair},
+    {.name = "near", .kind = CLI_CUSTOM_AT, .at = offsetof(toy_opts, at_field), .parse = parse_near},
     {0},
 };
 
@@ -68,7 +79,7 @@ static void every_kind(void **state)
     kv_err err;
     char *args[] = {"toy", "--force", "-o", "out", "--model=m.gguf", "--chunk", "32", "--threads", "7", "--seed",
                     "18446744073709551615", "--temperature", "0.5", "--mode", "full", "--dtype", "f16", "--pair",
-                    "3,4", "trace.h5", "more", NULL};
+                    "3,4", "--near", "5,6", "trace.h5", "more", NULL};
     assert_int_equal(parse(TOY, &o, &help, &first, &err, args), KV_OK);
     assert_false(help);
     assert_true(o.force);
@@ -83,7 +94,9 @@ static void every_kind(void **state)
     assert_true(o.custom_called);
     assert_int_equal(o.pairs[0], 3);
     assert_int_equal(o.pairs[1], 4);
-    assert_int_equal(first, 19);
+    assert_int_equal(o.at_field[0], 5);
+    assert_int_equal(o.at_field[1], 6);
+    assert_int_equal(first, 21);
     assert_string_equal(args[first], "trace.h5");
 }
 
