@@ -38,6 +38,7 @@ typedef struct {
     bool history;           /* accumulated across chunks (observe) */
     bool queries;           /* reads the trace's queries (the window) */
     bool offline;           /* reads the future: sim only */
+    bool view_only;         /* reads nothing but the step's view: a lone such feature is a stateless policy */
 } expr_feature;
 
 extern const expr_feature EXPR_FEATURES[EF_COUNT];

@@ -159,11 +159,7 @@ static void protect(const expr_prog *p, const policy_view *v, double *scores)
  * memory beside the view (the state's cache line was most of such a cheap policy's cost). */
 static bool stateless(const expr_prog *p)
 {
-    if (p->n_feats != 1 || p->direct != 0 || p->n_ins != 1) return false;
-    switch (p->feat[0].id) {
-    case EF_VNORM: case EF_ATTN_LAST: case EF_POS: case EF_AGE: case EF_IS_SINK: case EF_RECENCY_RANK: return true;
-    default: return false;
-    }
+    return p->n_feats == 1 && p->direct == 0 && p->n_ins == 1 && EXPR_FEATURES[p->feat[0].id].view_only;
 }
 
 int expr_run(const expr_prog *p, void *state, const policy_view *v, double *scores, kv_err *err)

@@ -18,7 +18,7 @@ extern const policy_iface policy_oracle;
 
 const expr_feature EXPR_FEATURES[EF_COUNT] = {
     [EF_KNORM] = {"knorm", 0, {0, 0}, "", "|k_j| (L2 norm of the key)", false, false, false, false},
-    [EF_VNORM] = {"vnorm", 0, {0, 0}, "", "|v_j| (L2 norm of the value)", false, false, false, false},
+    [EF_VNORM] = {"vnorm", 0, {0, 0}, "", "|v_j| (L2 norm of the value)", false, false, false, false, true},
     [EF_COS_ANCHOR] = {"cos_anchor", 0, {0, 0}, "", "cos(k_j, mean_m k_m/|k_m|) (keydiff anchor=norm)", false,
                        false, false, false},
     [EF_COS_ANCHOR_RAW] = {"cos_anchor_raw", 0, {0, 0}, "", "cos(k_j, mean_m k_m) (keydiff anchor=raw)", false,
@@ -26,7 +26,7 @@ const expr_feature EXPR_FEATURES[EF_COUNT] = {
     [EF_COS_PAIRWISE] = {"cos_pairwise", 0, {0, 0}, "", "mean_{m!=j} cos(k_j, k_m); 0 with one candidate", false,
                          false, false, false},
     [EF_ATTN_LAST] = {"attn_last", 0, {0, 0}, "", "attention from the chunk's last query, mean over the kv group "
-                      "(tova scope=group)", true, false, false, false},
+                      "(tova scope=group)", true, false, false, false, true},
     [EF_ATTN_WINDOW] = {"attn_window", 1, {32, 0}, "(W)", "sum over the last W queries (trace) of their "
                         "attention to k_j, mean over the kv group (snapkv before pooling); W default 32",
                         false, false, true, false},
@@ -37,12 +37,13 @@ const expr_feature EXPR_FEATURES[EF_COUNT] = {
                      "every chunk (h2o)", true, true, false, false},
     [EF_ATTN_ACC_NORM] = {"attn_acc_norm", 0, {0, 0}, "", "attn_acc / (now - pos + 1), the queries that could see "
                           "it (h2o normalize=age)", true, true, false, false},
-    [EF_POS] = {"pos", 0, {0, 0}, "", "the candidate's position", false, false, false, false},
+    [EF_POS] = {"pos", 0, {0, 0}, "", "the candidate's position", false, false, false, false, true},
     [EF_AGE] = {"age", 0, {0, 0}, "", "now - pos (now: the last position of the chunk)", false, false, false,
-                false},
-    [EF_IS_SINK] = {"is_sink", 1, {4, 0}, "(k)", "1 when pos < k, else 0; k default 4", false, false, false, false},
+                false, true},
+    [EF_IS_SINK] = {"is_sink", 1, {4, 0}, "(k)", "1 when pos < k, else 0; k default 4", false, false, false, false,
+                    true},
     [EF_RECENCY_RANK] = {"recency_rank", 0, {0, 0}, "", "(n-1-j)/(n-1) for the j-th candidate by position: 0 the "
-                         "newest, 1 the oldest; 0 with one candidate", false, false, false, false},
+                         "newest, 1 the oldest; 0 with one candidate", false, false, false, false, true},
     [EF_FUTURE_ATTN] = {"future_attn", 0, {0, 0}, "", "sum over the future queries of their full-cache attention "
                         "to k_j, mean over the kv group (oracle; offline only)", false, false, false, true},
 };
@@ -88,7 +89,7 @@ static int attn_window(const policy_view *v, int64_t window, int64_t kernel, dou
     return rc;
 }
 
-/* The values that need no more than the view: one loop per feature (the switch outside it). */
+/* The view_only features (EXPR_FEATURES): one loop per feature (the switch outside it). */
 static void simple(const expr_feat_use *u, const policy_view *v, double *out)
 {
     const int64_t n = v->n, D = v->D;
