@@ -208,25 +208,41 @@ def row_analyze():
     TABLE.append(("analyze", ("`analyze` time vs T (2k→8k)", "exponent %.2f" % e, "—", "—", "<= 1.1", met(e, goal_max=1.1))))
 
 
-def capture_one(tmp, T, with_peer):
-    """kvtrace: (tokens/s, seconds, peak RSS MiB, trace); the peer: (tokens/s, peak RSS MiB, core) or None."""
-    tok = os.path.join(tmp, "tokens%d" % T)
-    with open(tok, "w") as f:
-        f.write(" ".join(str(1 if i == 0 else 3 + (i * 7919) % 250) for i in range(T)))
-    trace, tf = os.path.join(tmp, "cap%d.h5" % T), os.path.join(tmp, "time")
+def capture_kv(tok, trace, tf):
     r = run(["/usr/bin/time", "-f", "%M", "-o", tf, KV, "capture", "--quiet", "--stats", "--model",
              "random:llama-3.2-1b:1", "--tokens", tok, "--chunk", "128", "--threads", str(THREADS), "--force",
              "-o", trace])
     st = dict(re.findall(r"(\w+) ([-\d.]+)", r.stderr.split("capture-stats:")[1]))
-    mine = (float(st["tokens_per_s"]), float(st["seconds"]), int(open(tf).read().split()[-1]) / 1024, trace)
-    if not with_peer or not have_torch():
-        return mine, None
+    return float(st["tokens_per_s"]), float(st["seconds"]), int(open(tf).read().split()[-1]) / 1024, trace
+
+
+def capture_peer(tmp, T, tf):
+    out = os.path.join(tmp, "peer%d.h5" % T)
     p = run(["/usr/bin/time", "-f", "%M", "-o", tf, "/usr/bin/python3",
              os.path.join(ROOT, "bench", "peer_capture_torch.py"), "--tokens", str(T), "--chunk", "128", "--threads",
-             str(THREADS), "-o", os.path.join(tmp, "peer%d.h5" % T)], peer_env())
-    os.remove(os.path.join(tmp, "peer%d.h5" % T))
+             str(THREADS), "-o", out], peer_env())
+    os.remove(out)
     f = p.stdout.split()
-    return mine, (float(f[6]), int(open(tf).read().split()[-1]) / 1024, f[8])
+    return float(f[6]), int(open(tf).read().split()[-1]) / 1024, f[8]
+
+
+def capture_one(tmp, T, with_peer):
+    """kvtrace: (tokens/s, seconds, peak RSS MiB, trace); the peer: (tokens/s, peak RSS MiB, core) or None.
+    With the peer, each side runs BENCH_CAPTURE_REPS (2) times, alternating, the best rate of each kept:
+    a neighbour's load during one run cannot decide the ratio."""
+    tok = os.path.join(tmp, "tokens%d" % T)
+    with open(tok, "w") as f:
+        f.write(" ".join(str(1 if i == 0 else 3 + (i * 7919) % 250) for i in range(T)))
+    trace, tf = os.path.join(tmp, "cap%d.h5" % T), os.path.join(tmp, "time")
+    mine = capture_kv(tok, trace, tf)
+    if not with_peer or not have_torch():
+        return mine, None
+    peer = capture_peer(tmp, T, tf)
+    for _ in range(int(os.environ.get("BENCH_CAPTURE_REPS", "2")) - 1):
+        m, p = capture_kv(tok, trace, tf), capture_peer(tmp, T, tf)
+        mine = m if m[0] > mine[0] else mine
+        peer = p if p[0] > peer[0] else peer
+    return mine, peer
 
 
 def row_capture_and_sweep(tmp, do_capture, do_sweep):
