@@ -20,11 +20,14 @@
 #                   tokenize MB/s on a 10 MB text vs the reference encoders, ids checked identical
 #                   score expressions vs the built-ins they restate, ns per candidate (at most 2x)
 #                   Python policies vs the same policies in C: overhead per call and per candidate
-#                   analyze time over T 2k->8k and its exponent, keydiff scoring vs one key read
+#                   issue #24's table: every row against its baseline (sgemm, a key read, the PyTorch
+#                   peers of sim and capture) and the growth exponents, one markdown table at the end
+#                   (bench/bench_simT.py, run alone: sim with the recorded reference against recomputing it)
 #   make install    kvtrace (and the CUDA backend when built) into PREFIX/bin, the plug-in headers
 #                   into PREFIX/include/kvtrace, kvtrace.pc into PREFIX/lib/pkgconfig
 #                   (PREFIX=/usr/local; DESTDIR is honoured; docs/plugins.md)
 #   make deps       install missing Debian packages only
+#   make bench-deps the same plus python3-torch, the PyTorch peers of make bench (not needed by make test)
 #   make test-gpu   the CUDA kernels against their CPU references (skips without a GPU)
 #   make bench-gpu  capture rate and device memory on the GPU (skips without a GPU)
 #   (build/libkvtrace_cuda.so, the CUDA backend, is built by make whenever nvcc is found)
@@ -99,11 +102,14 @@ GPU_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/gpu/%,$(wildcard tests/gpu/*.c))
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: FORCE all deps test check tests test-asan crosscheck fuzz fuzz-bin demo bench clean test-gpu bench-gpu install
+.PHONY: FORCE all deps bench-deps test check tests test-asan crosscheck fuzz fuzz-bin demo bench clean test-gpu bench-gpu install
 all: $(BIN) $(CUDA_TARGETS)
 
 deps:
 	@scripts/install-deps.sh
+
+bench-deps:
+	@scripts/install-deps.sh --bench
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -203,7 +209,7 @@ fuzz: deps
 $(BUILD)/bench_%: bench/bench_%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VEC) $(WARN) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
-bench: deps
+bench: deps bench-deps
 	@$(MAKE) --no-print-directory all $(BUILD)/bench_sgemm $(BUILD)/bench_keyread
 	@bench/bench_capture.sh
 	@bench/bench_evict_rss.sh
@@ -212,9 +218,8 @@ bench: deps
 	@/usr/bin/python3 bench/bench_alloc.py
 	@/usr/bin/python3 bench/bench_expr.py
 	@/usr/bin/python3 bench/bench_pyplugin.py
-	@/usr/bin/python3 bench/bench_analyze.py
-	@/usr/bin/python3 bench/bench_simT.py
 	@/usr/bin/python3 bench/bench_tokenize.py
+	@BUILD=$(BUILD) /usr/bin/python3 bench/bench_table.py
 
 demo: deps
 	@$(MAKE) --no-print-directory all

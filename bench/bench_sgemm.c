@@ -1,14 +1,22 @@
 /* OpenBLAS sgemm rate for one shape: the baseline that kvtrace's own GEMM
  * phases are reported against, measured in the same run on the same machine.
- *   bench_sgemm M N K [seconds]   ->  "sgemm M N K gflops X" */
+ *   bench_sgemm M N K [seconds]   ->  "sgemm M N K gflops X"
+ *   bench_sgemm --core            ->  "openblas_core NAME threads N": the kernel OpenBLAS chose
+ *                                     at load (OPENBLAS_CORETYPE overrides it), for the ratios'
+ *                                     same-kernel check (bench/bench_table.py) */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/progress.h"
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--core") == 0) {
+        printf("openblas_core %s threads %d\n", openblas_get_corename(), openblas_get_num_threads());
+        return 0;
+    }
     if (argc < 4) {
         fprintf(stderr, "usage: bench_sgemm M N K [seconds]\n");
         return 2;

@@ -1,0 +1,313 @@
+"""make bench (issue #24's table): every row of the issue's table measured against its baseline in the
+same run, then one markdown table `what | now | baseline | ratio | goal | met?` (bench/README.md says how
+to read it). Rows:
+  sim-rate   `kvtrace sim` (tova, keydiff; N = 128, 256; B = 64; 2 threads) on a synthetic llama-3.2-1b
+             trace (T = 2048, 16 layers) against bench/peer_sim_torch.py on the same trace (its summary
+             metrics and kept sets compared: same computation), GFLOP/s counted alike; and against OpenBLAS
+             sgemm (1024^3, 2 threads, the better of a run before and one after)
+  keydiff    keydiff's scoring ns per candidate (timing.csv of that run) / reading its N + B keys once
+  sim-T      `kvtrace sim` wall vs T (keydiff, tova, snapkv; N = 256, B = 64; llama-3.2-1b heads, 2 layers)
+             at T = 1024 ... 8192: log-log least-squares exponent
+  analyze    bench/bench_analyze.py's exponent (T = 2048 ... 8192)
+  capture    `kvtrace capture` of random:llama-3.2-1b against bench/peer_capture_torch.py, the same token
+             ids and recording: tokens/s and peak RSS (T = 1024; T = 4096 too with BENCH_FULL=1)
+  sweep      `kvtrace sim` of 40 configurations (10 policies x 4 budgets) on that capture's trace / the
+             capture's seconds (T = 1024; T = 8192 too with BENCH_FULL=1)
+A ratio between kvtrace and a peer is refused (printed as `ratio refused: kvtrace ran A, peer ran B`) when
+the two ran under different OpenBLAS kernels (openblas_get_corename(): OPENBLAS_CORETYPE or the CPU probe).
+The peers need Debian's python3-torch (`make bench-deps`); without it their rows say so and the rest
+run. BENCH_ROWS=sim-rate,capture,... runs some rows; BENCH_THREADS (2) the threads of both sides."""
+import csv
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("BUILD", "build")
+KV = os.environ.get("KVTRACE") or os.path.join(ROOT, BUILD, "kvtrace")
+SGEMM = os.path.join(ROOT, BUILD, "bench_sgemm")
+KEYREAD = os.path.join(ROOT, BUILD, "bench_keyread")
+THREADS = int(os.environ.get("BENCH_THREADS", "2"))
+FULL = os.environ.get("BENCH_FULL", "0") == "1"
+ROWS = os.environ.get("BENCH_ROWS", "sim-rate,sim-T,analyze,capture,sweep").split(",")
+SWEEP_POLICIES = "keydiff,knorm,streaming,tova,snapkv,h2o,random,oracle,primekv,scissorhands"
+SWEEP_BUDGETS = "64,128,256,512"
+TABLE = []  # (tag, (what, now, baseline, ratio, goal, met)), printed in the issue's order
+ORDER = ("sim-peer", "sim-sgemm", "sim-T", "analyze", "keydiff", "capture", "sweep")
+
+
+def env():
+    """Both sides: the same threads, passive OpenMP waiting, whatever OPENBLAS_CORETYPE the caller set."""
+    return dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OPENBLAS_NUM_THREADS=str(THREADS),
+                OMP_NUM_THREADS=str(THREADS))
+
+
+def run(cmd, e=None):
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, env=e or env())
+
+
+def kv_core():
+    """The kernel kvtrace's OpenBLAS runs here (bench_sgemm links the same library the same way)."""
+    return run([SGEMM, "--core"]).stdout.split()[1]
+
+
+def peer_env():
+    """BENCH_PEER_CORETYPE forces the peer onto another kernel (to see the refusal)."""
+    e = env()
+    if os.environ.get("BENCH_PEER_CORETYPE"):
+        e["OPENBLAS_CORETYPE"] = os.environ["BENCH_PEER_CORETYPE"]
+    return e
+
+
+def have_torch():
+    return subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def ratio(a, b, core_a=None, core_b=None, fmt="%.2fx"):
+    """a / b, or the refusal when the sides ran different OpenBLAS kernels."""
+    if core_a is not None and core_a != core_b:
+        return "ratio refused: kvtrace ran %s, peer ran %s" % (core_a, core_b)
+    return fmt % (a / b)
+
+
+def met(value, goal_max=None, goal_min=None):
+    if isinstance(value, str):
+        return "—"
+    ok = (goal_max is None or value <= goal_max) and (goal_min is None or value >= goal_min)
+    return "yes" if ok else "no"
+
+
+def exponent(ts, ys):
+    """Least-squares slope of log y over log T."""
+    x, y = [math.log(t) for t in ts], [math.log(v) for v in ys]
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    return sum((a - mx) * (b - my) for a, b in zip(x, y)) / sum((a - mx) ** 2 for a in x)
+
+
+def sgemm_gflops():
+    return float(run([SGEMM, "1024", "1024", "1024", "2"]).stdout.split()[-1])
+
+
+def attention_flops(L, H, D, T, budgets, B, n_policies):
+    """As bench_sim.py: the causal full-cache reference once, plus each configuration's chunk attention."""
+    ref = L * H * T * (T + 1) / 2 * 4 * D
+    per = sum(L * H * sum(min(i + 1, N + B) * 4 * D for i in range(T)) for N in budgets) * n_policies
+    return ref + per
+
+
+def compare_sim(out, npz, budgets):
+    """(worst relative difference of the summary metrics, kept positions that differ, kept positions)."""
+    import h5py
+    import numpy as np
+    z = np.load(npz)
+    worst, differ, total = 0.0, 0, 0
+    with open(os.path.join(out, "summary.csv")) as f:
+        rows = [r for r in csv.DictReader(f) if r["phase"] == "all"]
+    runs = {}
+    with h5py.File(os.path.join(out, "results.h5"), "r") as rh:
+        for g in rh["runs"].values():
+            runs[(g.attrs["policy"], int(g.attrs["budget"]))] = g["retained"][:]
+    for r in rows:
+        key = "%s_%s" % (r["policy"], r["budget"])
+        got = [float(r[c]) for c in ("out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean", "attn_recall_min")]
+        for a, b in zip(got, z[key + "_summary"]):
+            worst = max(worst, abs(a - b) / max(abs(a), 1e-30))
+        mine, theirs = runs[(r["policy"], int(r["budget"]))], z[key + "_kept"]
+        for x, y in zip(mine.reshape(-1, mine.shape[-1]), theirs.reshape(-1, theirs.shape[-1])):
+            differ += len(set(x.tolist()) ^ set(y.tolist())) // 2
+            total += len(x)
+    return worst, differ, total
+
+
+def row_sim_rate(tmp):
+    T, B, budgets, pols = 2048, 64, [128, 256], ["tova", "keydiff"]
+    trace = os.path.join(tmp, "r1b-%d.h5" % T)
+    run([KV, "synth", "--like", "llama-3.2-1b", "--tokens", str(T), "--quiet", "-o", trace])
+    L, H, D = 16, 32, 64
+    flops = attention_flops(L, H, D, T, budgets, B, len(pols)) / 1e9
+    before = sgemm_gflops()
+    out = os.path.join(tmp, "sim-rate")
+    t0 = time.perf_counter()
+    run([KV, "sim", trace, "--policies", ",".join(pols), "--budgets", ",".join(map(str, budgets)), "--chunk",
+         str(B), "--threads", str(THREADS), "--quiet", "--force", "-o", out])
+    wall = time.perf_counter() - t0
+    base = max(before, sgemm_gflops())
+    core = kv_core()
+    rate = flops / wall
+    print("sim-rate: llama-3.2-1b T=%d, %s x N=%s, B=%d, %d threads: kvtrace %.2f s = %.1f GFLOP/s (%.1f GFLOP); "
+          "sgemm %.1f GFLOP/s; OpenBLAS %s" % (T, "+".join(pols), budgets, B, THREADS, wall, rate, flops, base, core))
+    TABLE.append(("sim-sgemm", ("`sim` attention rate vs sgemm (T=%d)" % T, "%.1f GFLOP/s" % rate, "sgemm %.1f GFLOP/s" % base,
+                  "%.0f%%" % (100 * rate / base), ">= 80%", met(rate / base, goal_min=0.8))))
+    row_keydiff(out, D, B)
+    if not have_torch():
+        print("sim-rate: peer skipped: python3-torch is not installed (make bench-deps)")
+        TABLE.append(("sim-peer", ("`sim` attention rate vs PyTorch replay", "%.1f GFLOP/s" % rate, "not run (no torch)", "—",
+                      ">= 2.5x", "—")))
+        return
+    npz = os.path.join(tmp, "peer-sim.npz")
+    r = run(["/usr/bin/python3", os.path.join(ROOT, "bench", "peer_sim_torch.py"), trace, "--policies", ",".join(pols),
+             "--budgets", ",".join(map(str, budgets)), "--chunk", str(B), "--threads", str(THREADS), "-o", npz],
+            peer_env())
+    f = r.stdout.split()
+    psecs, pcore = float(f[2]), f[4]
+    worst, differ, total = compare_sim(out, npz, budgets)
+    same = worst <= 1e-5
+    print("sim-rate: PyTorch replay %.2f s = %.1f GFLOP/s; OpenBLAS %s; summary metrics within %.1e relative of "
+          "kvtrace's, kept positions differing %d of %d" % (psecs, flops / psecs, pcore, worst, differ, total))
+    rt = ratio(rate, flops / psecs, core, pcore)
+    if not same:
+        rt = "ratio refused: the metrics differ by %.1e relative (not the same computation)" % worst
+    TABLE.append(("sim-peer", ("`sim` attention rate vs PyTorch replay (T=%d)" % T, "%.1f GFLOP/s" % rate,
+                  "PyTorch %.1f GFLOP/s" % (flops / psecs), rt, ">= 2.5x",
+                  met(rate * psecs / flops if rt.endswith("x") else "", goal_min=2.5))))
+
+
+def row_keydiff(out, D, B):
+    worst = None
+    with open(os.path.join(out, "timing.csv")) as f:
+        for r in csv.DictReader(f):
+            if r["policy"] != "keydiff":
+                continue
+            N, ns = int(r["budget"]), float(r["score_ns_per_candidate"])
+            read = float(run([KEYREAD, str(N + B), str(D), "0.4"]).stdout.split()[4])
+            print("keydiff: N=%d scoring %.2f ns/candidate, reading its keys once %.2f ns: %.1fx" % (N, ns, read, ns / read))
+            if worst is None or ns / read > worst[2]:
+                worst = (ns, read, ns / read, N)
+    TABLE.append(("keydiff", ("keydiff scoring per candidate (worst N=%d)" % worst[3], "%.2f ns" % worst[0], "key read %.2f ns" % worst[1],
+                  "%.1fx" % worst[2], "<= 2x", met(worst[2], goal_max=2.0))))
+
+
+def row_sim_T(tmp):
+    ts = (1024, 2048, 4096, 8192)
+    walls = []
+    for T in ts:
+        t = os.path.join(tmp, "h%d.h5" % T)
+        run([KV, "synth", "--layers", "2", "--heads", "32", "--kv-heads", "8", "--head-dim", "64", "--rope-theta",
+             "500000", "--tokens", str(T), "--seed", "24", "--quiet", "-o", t])
+        t0 = time.perf_counter()
+        run([KV, "sim", t, "--policies", "keydiff,tova,snapkv", "--budgets", "256", "--chunk", "64", "--threads",
+             str(THREADS), "--quiet", "--force", "-o", os.path.join(tmp, "simT")])
+        walls.append(time.perf_counter() - t0)
+        os.remove(t)
+    e = exponent(ts, walls)
+    last = math.log(walls[-1] / walls[-2]) / math.log(2)
+    print("sim-T: wall at T = %s: %s s; exponent %.2f (last doubling %.2f)" %
+          (", ".join(map(str, ts)), ", ".join("%.2f" % w for w in walls), e, last))
+    TABLE.append(("sim-T", ("`sim` wall vs T (keydiff, tova, snapkv; N=256, B=64; 1k→8k)", "exponent %.2f" % e,
+                  "last doubling %.2f" % last, "—", "<= 1.2", met(e, goal_max=1.2))))
+
+
+def row_analyze():
+    r = run(["/usr/bin/python3", os.path.join(ROOT, "bench", "bench_analyze.py")], dict(env(), KVTRACE=KV))
+    sys.stdout.write(r.stdout)
+    e = float(re.search(r"exponent ([-\d.]+)", r.stdout).group(1))
+    TABLE.append(("analyze", ("`analyze` time vs T (2k→8k)", "exponent %.2f" % e, "—", "—", "<= 1.1", met(e, goal_max=1.1))))
+
+
+def capture_kv(tok, trace, tf):
+    r = run(["/usr/bin/time", "-f", "%M", "-o", tf, KV, "capture", "--quiet", "--stats", "--model",
+             "random:llama-3.2-1b:1", "--tokens", tok, "--chunk", "128", "--threads", str(THREADS), "--force",
+             "-o", trace])
+    st = dict(re.findall(r"(\w+) ([-\d.]+)", r.stderr.split("capture-stats:")[1]))
+    return float(st["tokens_per_s"]), float(st["seconds"]), int(open(tf).read().split()[-1]) / 1024, trace
+
+
+def capture_peer(tmp, T, tf):
+    out = os.path.join(tmp, "peer%d.h5" % T)
+    p = run(["/usr/bin/time", "-f", "%M", "-o", tf, "/usr/bin/python3",
+             os.path.join(ROOT, "bench", "peer_capture_torch.py"), "--tokens", str(T), "--chunk", "128", "--threads",
+             str(THREADS), "-o", out], peer_env())
+    os.remove(out)
+    f = p.stdout.split()
+    return float(f[6]), int(open(tf).read().split()[-1]) / 1024, f[8]
+
+
+def capture_one(tmp, T, with_peer):
+    """kvtrace: (tokens/s, seconds, peak RSS MiB, trace); the peer: (tokens/s, peak RSS MiB, core) or None.
+    With the peer, each side runs BENCH_CAPTURE_REPS (2) times, alternating, the best rate of each kept:
+    a neighbour's load during one run cannot decide the ratio."""
+    tok = os.path.join(tmp, "tokens%d" % T)
+    with open(tok, "w") as f:
+        f.write(" ".join(str(1 if i == 0 else 3 + (i * 7919) % 250) for i in range(T)))
+    trace, tf = os.path.join(tmp, "cap%d.h5" % T), os.path.join(tmp, "time")
+    mine = capture_kv(tok, trace, tf)
+    if not with_peer or not have_torch():
+        return mine, None
+    peer = capture_peer(tmp, T, tf)
+    for _ in range(int(os.environ.get("BENCH_CAPTURE_REPS", "2")) - 1):
+        m, p = capture_kv(tok, trace, tf), capture_peer(tmp, T, tf)
+        mine = m if m[0] > mine[0] else mine
+        peer = p if p[0] > peer[0] else peer
+    return mine, peer
+
+
+def row_capture_and_sweep(tmp, do_capture, do_sweep):
+    core = kv_core()
+    caps = (1024, 4096) if FULL else (1024,)
+    sweeps = (1024, 8192) if FULL else (1024,)
+    for T in sorted(set(caps if do_capture else ()) | set(sweeps if do_sweep else ())):
+        mine, peer = capture_one(tmp, T, do_capture and T in caps)
+        print("capture: random:llama-3.2-1b T=%d: kvtrace %.1f tokens/s (%.1f s), peak RSS %.0f MiB; OpenBLAS %s" %
+              (T, mine[0], mine[1], mine[2], core))
+        if peer:
+            print("capture: PyTorch eager T=%d: %.1f tokens/s, peak RSS %.0f MiB; OpenBLAS %s" % (T, peer[0], peer[1], peer[2]))
+            r1, r2 = ratio(mine[0], peer[0], core, peer[2]), ratio(mine[2], peer[1], core, peer[2])
+            TABLE.append(("capture", ("`capture` tokens/s vs PyTorch (T=%d)" % T, "%.1f tok/s" % mine[0],
+                          "PyTorch %.1f tok/s" % peer[0], r1, ">= 1.5x at T=4096",
+                          met(mine[0] / peer[0] if r1.endswith("x") else "", goal_min=1.5))))
+            TABLE.append(("capture", ("`capture` peak RSS vs PyTorch (T=%d)" % T, "%.0f MiB" % mine[2], "PyTorch %.0f MiB" % peer[1],
+                          r2, "<= 0.5x at T=4096", met(mine[2] / peer[1] if r2.endswith("x") else "", goal_max=0.5))))
+        elif do_capture and T in caps:
+            print("capture: peer skipped: python3-torch is not installed (make bench-deps)")
+            TABLE.append(("capture", ("`capture` vs PyTorch (T=%d)" % T, "%.1f tok/s, %.0f MiB" % (mine[0], mine[2]),
+                          "not run (no torch)", "—", ">= 1.5x, <= 0.5x", "—")))
+        if do_sweep and T in sweeps:
+            row_sweep(tmp, T, mine)
+        os.remove(mine[3])
+
+
+def row_sweep(tmp, T, mine):
+    t0 = time.perf_counter()
+    run([KV, "sim", mine[3], "--policies", SWEEP_POLICIES, "--budgets", SWEEP_BUDGETS, "--chunk", "64", "--threads",
+         str(THREADS), "--quiet", "--force", "-o", os.path.join(tmp, "sweep")])
+    wall = time.perf_counter() - t0
+    print("sweep: 40 configurations (%s x %s, B=64) on the T=%d capture: %.2f s; the capture %.2f s: %.3fx" %
+          (SWEEP_POLICIES, SWEEP_BUDGETS, T, wall, mine[1], wall / mine[1]))
+    TABLE.append(("sweep", ("sweep economics: 40 configurations vs one capture (T=%d)" % T, "%.1f s" % wall,
+                  "capture %.1f s" % mine[1], "%.3fx" % (wall / mine[1]), "<= 0.25x", met(wall / mine[1], goal_max=0.25))))
+
+
+def print_table():
+    print("\n## issue #24: kvtrace against its baselines (this run; %d threads%s)\n" %
+          (THREADS, "" if FULL else "; quick: BENCH_FULL=1 adds capture T=4096 and the sweep at T=8192"))
+    print("| what | now | baseline | ratio | goal | met? |")
+    print("|---|---|---|---|---|---|")
+    for _, r in sorted(TABLE, key=lambda x: ORDER.index(x[0])):  # stable: a tag's rows as measured
+        print("| " + " | ".join(r) + " |")
+
+
+def main():
+    sys.stdout.reconfigure(line_buffering=True)
+    for p in (KV, SGEMM, KEYREAD):
+        if not os.access(p, os.X_OK):
+            print("bench-table: skipped: %s is not built" % p)
+            return 0
+    with tempfile.TemporaryDirectory(prefix="kvtrace-bench-table-") as tmp:
+        if "sim-rate" in ROWS:
+            row_sim_rate(tmp)
+        if "sim-T" in ROWS:
+            row_sim_T(tmp)
+        if "analyze" in ROWS:
+            row_analyze()
+        if "capture" in ROWS or "sweep" in ROWS:
+            row_capture_and_sweep(tmp, "capture" in ROWS, "sweep" in ROWS)
+    print_table()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
