@@ -52,6 +52,15 @@ ifeq ($(PY_OK),yes)
                -DKV_PYTHON_EXE='"$(PYTHON)"' -DKV_PYTHON_HOME='"$(shell $(PY_CONFIG) --prefix)"'
   LDLIBS    += $(shell $(PY_CONFIG) --embed --ldflags)
 endif
+# MPI (mpirun -n R kvtrace sim ..., docs/mpi.md): built when OpenMPI's mpicc is found (make deps
+# installs libopenmpi-dev and openmpi-bin); a plain build otherwise. Only sim/sim_mpi.c sees the
+# MPI headers. CI runs as root: mpirun then needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.
+MPICC   ?= $(shell command -v mpicc 2>/dev/null)
+MPI_OK  := $(if $(MPICC),$(shell $(MPICC) --showme:link >/dev/null 2>&1 && echo yes))
+ifeq ($(MPI_OK),yes)
+  MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell $(MPICC) --showme:compile)) -DKV_HAVE_MPI
+  LDLIBS     += $(shell $(MPICC) --showme:link)
+endif
 SAN     ?=
 ifeq ($(SAN),1)
   CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -115,6 +124,13 @@ $(BUILD)/obj/python/probe: FORCE
 	@mkdir -p $(dir $@)
 	@echo "python=$(PY_OK) $(PYTHON)" | cmp -s - $@ || echo "python=$(PY_OK) $(PYTHON)" > $@
 FORCE:
+
+# sim_mpi.o likewise follows the MPI probe (make deps installed OpenMPI)
+$(BUILD)/obj/sim/sim_mpi.o: CPPFLAGS += $(MPI_CFLAGS)
+$(BUILD)/obj/sim/sim_mpi.o: $(BUILD)/obj/sim/mpi_probe
+$(BUILD)/obj/sim/mpi_probe: FORCE
+	@mkdir -p $(dir $@)
+	@echo "mpi=$(MPI_OK) $(MPICC)" | cmp -s - $@ || echo "mpi=$(MPI_OK) $(MPICC)" > $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -16,6 +16,7 @@
 #include "sim/replay.h"
 #include "sim/results.h"
 #include "sim/sim_alloc.h"
+#include "sim/sim_mpi.h"
 #include "study/study.h"
 
 typedef struct {
@@ -452,37 +453,45 @@ static void trace_run_free(trace_run *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Replays every configuration over one trace (opts->trace) into t. */
-static int run_trace(const sim_opts *opts, const char *id, bool study, trace_run *t, kv_err *err)
+/* One trace's plan and its results' room (opts->trace, opened and closed here): every rank
+ * plans every trace, so that rank 0 receives a trace replayed elsewhere into the same shapes. */
+static int prepare_trace(const sim_opts *opts, trace_run *t, kv_err *err)
 {
     trace *tr = NULL;
     int rc = trace_open(opts->trace, &tr, err);
     if (!rc) rc = check_trace(opts, tr, err);
     if (!rc && !(t->p = kv_calloc(1, sizeof *t->p, "sim", err))) rc = err->code;
     if (!rc) rc = plan(opts, tr, t->p, err);
-    if (rc) {
-        trace_close(tr);
-        return rc;
+    const sim_opts *o = rc ? NULL : &t->p->o;
+    const trace_meta *m = trace_get_meta(tr);
+    int64_t n_steps = 0; /* --step-counts takes one chunk; the most steps of any otherwise (unused) */
+    for (int k = 0; o && k < sim_n_chunks(o); k++) {
+        const sim_layer shape = {.T = m->n_tokens, .prompt_len = m->prompt_len,
+                                 .chunk = sim_cfg_chunk(o, k * o->n_budgets), .decode_chunk = o->decode_chunk};
+        if (sim_replay_steps(&shape) > n_steps) n_steps = sim_replay_steps(&shape);
     }
+    if (!rc) rc = sim_results_alloc(&t->res, o, m->n_layers, m->n_heads, m->n_kv_heads, m->n_tokens, n_steps, err);
+    t->has_res = !rc;
+    int64_t n_spans = 0;
+    const trace_span *spans = rc ? NULL : trace_spans(tr, &n_spans);
+    if (!rc) rc = sim_spans_alloc(&t->res, spans, n_spans, err);
+    trace_close(tr);
+    return rc;
+}
+
+/* Replays every configuration over one trace (opts->trace, planned by prepare_trace) into t. */
+static int run_trace(const sim_opts *opts, const char *id, bool study, trace_run *t, kv_err *err)
+{
+    trace *tr = NULL;
+    int rc = trace_open(opts->trace, &tr, err);
+    if (rc) return rc;
     const sim_opts *o = &t->p->o;
     const trace_meta *m = trace_get_meta(tr);
     note_evict_trace(o, m);
     print_cost(o, m);
-    const int64_t T = m->n_tokens, H = m->n_heads, K = m->n_kv_heads;
     kv_blas_single_threaded(); /* tasks run in parallel; BLAS inside each stays serial */
     layer_bufs b = {0};
-    int64_t n_steps = 0; /* --step-counts takes one chunk; the most steps of any otherwise (unused) */
-    for (int k = 0; k < sim_n_chunks(o); k++) {
-        const sim_layer shape = {.T = T, .prompt_len = m->prompt_len, .chunk = sim_cfg_chunk(o, k * o->n_budgets),
-                                 .decode_chunk = o->decode_chunk};
-        if (sim_replay_steps(&shape) > n_steps) n_steps = sim_replay_steps(&shape);
-    }
-    rc = sim_results_alloc(&t->res, o, m->n_layers, H, K, T, n_steps, err);
-    t->has_res = rc == KV_OK;
-    int64_t n_spans = 0;
-    const trace_span *spans = trace_spans(tr, &n_spans);
-    if (!rc) rc = sim_spans_alloc(&t->res, spans, n_spans, err);
-    if (!rc) rc = layer_bufs_alloc(o, m, &b, err);
+    rc = layer_bufs_alloc(o, m, &b, err);
     kv_progress prog;
     const double started = kv_now_seconds();
     snprintf(t->stage, sizeof t->stage, "%s%slayers", study ? id : "", study ? ": " : "");
@@ -497,6 +506,43 @@ static int run_trace(const sim_opts *opts, const char *id, bool study, trace_run
     t->res.wall_s = kv_now_seconds() - started;
     layer_bufs_free(&b);
     trace_close(tr);
+    return rc;
+}
+
+/* Under mpirun (docs/mpi.md): the traces split across ranks by estimated cost, each replayed
+ * by its owner, then moved to rank 0; a rank's failure is every rank's, named on rank 0. */
+static int run_traces(const sim_opts *opts, const study_set *s, trace_run *runs, int rc, kv_err *err)
+{
+    const int n = s ? s->n : 0;
+    int rank, size, who = 0;
+    sim_mpi_world(&rank, &size);
+    int *owner = rc ? NULL : kv_calloc((size_t)n, sizeof *owner, "sim", err);
+    if (!rc && !owner) rc = err->code;
+    for (int i = 0; !rc && i < n; i++) {
+        sim_opts one = *opts;
+        one.trace = s->t[i].path;
+        rc = prepare_trace(&one, &runs[i], err);
+    }
+    int64_t *cost = rc ? NULL : kv_calloc((size_t)n, sizeof *cost, "sim", err);
+    if (!rc && !cost) rc = err->code;
+    for (int i = 0; !rc && i < n; i++) cost[i] = runs[i].res.L * runs[i].res.T * runs[i].res.T;
+    if (!rc) sim_mpi_owners(cost, n, size, owner);
+    free(cost);
+    if (sim_mpi_agree(rc, &who) && !rc) /* planned everywhere, or nobody replays */
+        rc = kv_fail(err, KV_EFAIL, "sim: rank %d of %d failed", who, size);
+    for (int i = 0; !rc && i < n; i++) {
+        sim_opts one = *opts;
+        one.trace = s->t[i].path, one.quiet = opts->quiet || rank != 0;
+        if (owner[i] == rank) rc = run_trace(&one, s->t[i].id, n > 1, &runs[i], err);
+    }
+    const int all = sim_mpi_agree(rc, &who);
+    kv_err theirs = *err;   /* the failed rank's error, named on rank 0 */
+    if (all && who != 0 && sim_mpi_to_root(who, &theirs, sizeof theirs) == 0 && rank == 0)
+        rc = kv_fail(err, all, "rank %d of %d: %s", who, size, theirs.msg);
+    else if (all && !rc) rc = kv_fail(err, all, "sim: rank %d of %d failed", who, size);
+    for (int i = 0; !rc && i < n; i++)
+        if (owner[i] != 0) rc = sim_mpi_results_to_root(owner[i], &runs[i].res, err);
+    free(owner);
     return rc;
 }
 
@@ -543,6 +589,25 @@ static int check_study(const sim_opts *o, const study_set *s, kv_err *err)
     return rc;
 }
 
+/* Rank 0's outputs: the results directory, begun in out, committed (or aborted) here. */
+static int write_outputs(const sim_opts *opts, const study_set *s, trace_run *runs, kv_outfile *out, kv_err *err)
+{
+    const int n = s->n;
+    sim_trace_out *outs = kv_calloc((size_t)n, sizeof *outs, "sim", err);
+    int rc = outs ? KV_OK : err->code;
+    for (int i = 0; !rc && i < n; i++)
+        outs[i] = (sim_trace_out){.id = s->t[i].id, .path = s->t[i].path, .o = &runs[i].p->o, .r = &runs[i].res};
+    if (!rc) rc = sim_summary_check(outs, n, err);
+    if (!rc) rc = sim_results_write(outs, n, out->tmp_path, err);
+    if (!rc) rc = sim_summary_write(outs, n, out->tmp_path, err);
+    if (!rc) rc = sim_spans_write(outs, n, out->tmp_path, err);
+    if (!rc && !opts->quiet && n > 1) sim_summary_print(outs, n);
+    if (!rc) rc = outdir_commit(out, err);
+    else outdir_abort(out);
+    free(outs);
+    return rc;
+}
+
 int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
 {
     study_set own = {0};
@@ -560,31 +625,20 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
     if (!rc && opts->head_scores) inputs[n] = opts->head_scores;
     if (!rc) rc = outfile_check_inputs(opts->output, inputs, opts->head_scores ? n + 1 : n, err);
     if (!rc) rc = check_study(opts, s, err);
+    int rank, size;
+    sim_mpi_world(&rank, &size);
     kv_outfile out;
     bool dir_started = false;   /* an existing DIR is refused before any work */
-    if (!rc) rc = outdir_begin(&out, opts->output, opts->force, err), dir_started = rc == KV_OK;
-    for (int i = 0; !rc && i < n; i++) {
-        sim_opts one = *opts;
-        one.trace = s->t[i].path;
-        rc = run_trace(&one, s->t[i].id, n > 1, &runs[i], err);
-    }
-    sim_trace_out *outs = rc ? NULL : kv_calloc((size_t)n, sizeof *outs, "sim", err);
-    if (!rc && !outs) rc = err->code;
-    for (int i = 0; !rc && i < n; i++)
-        outs[i] = (sim_trace_out){.id = s->t[i].id, .path = s->t[i].path, .o = &runs[i].p->o, .r = &runs[i].res};
-    if (!rc) rc = sim_summary_check(outs, n, err);
-    if (!rc) rc = sim_results_write(outs, n, out.tmp_path, err);
-    if (!rc) rc = sim_summary_write(outs, n, out.tmp_path, err);
-    if (!rc) rc = sim_spans_write(outs, n, out.tmp_path, err);
-    if (!rc && !opts->quiet && n > 1) sim_summary_print(outs, n);
-    if (!rc) rc = outdir_commit(&out, err);
-    else if (dir_started) outdir_abort(&out);
-    for (int c = 0; !rc && summary && c < runs[0].res.n_cfg; c++) {   /* the first trace's (fidelity has one) */
+    if (!rc && rank == 0) rc = outdir_begin(&out, opts->output, opts->force, err), dir_started = rc == KV_OK;
+    rc = run_traces(opts, s, runs, rc, err);   /* every rank takes part, even after a failure of its own */
+    if (!rc && rank == 0) rc = write_outputs(opts, s, runs, &out, err);
+    else if (rc && dir_started) outdir_abort(&out);
+    for (int c = 0; !rc && rank == 0 && summary && c < runs[0].res.n_cfg; c++) { /* the first trace's (fidelity) */
         double logdet_mean;
         sim_results_summarize(&runs[0].res, c, PHASE_ALL, &summary[c], &logdet_mean);
     }
     for (int i = 0; runs && i < n; i++) trace_run_free(&runs[i]);
-    free(outs), free(runs), free(inputs);
+    free(runs), free(inputs);
     study_set_free(&own);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include "policies/plugin.h"
 #include "python/pyplug.h"
 #include "sim/sim.h"
+#include "sim/sim_mpi.h"
 
 static const char USAGE[] =
     "usage: kvtrace sim TRACES --policies LIST --budgets LIST --chunk B [options] -o DIR\n"
@@ -264,5 +265,6 @@ int sim_main(int argc, char **argv)
     int status = a ? verb(argc, argv, a) : cli_report(&err);
     if (a) policy_plugins_close(&a->plugins);
     free(a);
+    sim_mpi_finalize();   /* when mpirun started this process (docs/mpi.md) */
     return status;
 }
