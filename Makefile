@@ -26,7 +26,8 @@
 #   make deps       install missing Debian packages only
 #   make test-gpu   the CUDA kernels against their CPU references (skips without a GPU)
 #   make bench-gpu  capture rate and device memory on the GPU (skips without a GPU)
-#   (build/libkvtrace_cuda.so, the CUDA backend, is built by make whenever nvcc is found)
+#   (build/libkvtrace_cuda.so, the CUDA backend, is built by make whenever nvcc is found;
+#   sim runs under mpirun when OpenMPI's mpicc is found: docs/mpi.md)
 
 CC      ?= cc
 .DEFAULT_GOAL := all

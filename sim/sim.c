@@ -328,51 +328,6 @@ static int check_trace(const sim_opts *o, trace *tr, kv_err *err)
     return KV_OK;
 }
 
-/* A trace captured with eviction inside the model (capture_mode = evict):
- * one line on stderr saying what that means for the replay, then sim runs.
- * A warning about what the numbers mean, so printed even under --quiet
- * (docs/sim.md). */
-static void note_evict_trace(const sim_opts *o, const trace_meta *m)
-{
-    if (strcmp(m->capture_mode, "evict") != 0) return;
-    fprintf(stderr,
-            "kvtrace sim: note: %s was captured with eviction inside the model (%s%s%s, budget %lld): its keys, "
-            "values and queries after the first eviction were computed from that policy's cache, so every "
-            "policy here is replayed (and `full` measured) on that run, not on an unevicted one\n",
-            o->trace, m->evict_policy, m->evict_params[0] ? ":" : "", m->evict_params, (long long)m->evict_budget);
-}
-
-/* Before a large replay (issue #15): its cost in one line on stderr (unless
- * --quiet) when it will likely take over a minute or a GiB. Floating-point
- * operations: the full-cache reference, 4 D per (query head, query, visible
- * key), i.e. 2 L H D T^2; each configuration's metrics, 4 D per (query head,
- * query, candidate) with at most N + B candidates (more for `full`); policy
- * scoring is left out (it is usually smaller; pairwise keydiff adds O(N^2 D)
- * per step). Memory: one layer's queries, keys and values plus the per-query
- * statistics; results.h5: the final caches. Minutes assume 50 GFLOP/s per
- * thread, a modest CPU core. */
-static void print_cost(const sim_opts *o, const trace_meta *m)
-{
-    const double L = (double)m->n_layers, H = (double)m->n_heads, K = (double)m->n_kv_heads;
-    const double D = (double)m->head_dim, T = (double)m->n_tokens;
-    double flops = 2 * L * H * D * T * T, kept = 0;
-    const double runs = (double)o->n_policies * o->n_allocators;
-    for (int k = 0; k < sim_n_chunks(o); k++)
-        for (int b = 0; b < o->n_budgets; b++) {
-            const double visible = fmin(T / 2, (double)(o->budgets[b] + sim_cfg_chunk(o, k * o->n_budgets)));
-            flops += runs * 4 * L * H * D * T * visible;
-            kept += runs * fmin(T, (double)o->budgets[b]);
-        }
-    const double n_cfg = runs * sim_n_chunks(o) * o->n_budgets;
-    const double memory = 4 * (H + 2 * K) * T * D + 16 * n_cfg * L * H * T / fmax(1, (double)o->eval_stride);
-    const double results = 4 * L * K * kept + 8 * n_cfg * L * K;
-    const double gib = 1024.0 * 1024.0 * 1024.0, minutes = flops / 50e9 / 60 / fmax(1, o->threads);
-    if (o->quiet || (minutes < 1 && memory < gib && results < gib)) return;
-    fprintf(stderr, "kvtrace: sim: %.0f configurations over %lld positions: about %.3g TFLOP (~%.0f min at 50 "
-            "GFLOP/s per thread), peak memory ~%.2f GiB, results.h5 ~%.2f GiB\n", n_cfg, (long long)m->n_tokens,
-            flops / 1e12, minutes, memory / gib, results / gib);
-}
-
 /* The run's own copy of the options: uniform when no allocator was given,
  * budgets given as fractions of T turned into N = ⌊f·T⌋ (at least 1 row is
  * refused below that), and every allocator's check of every budget. */
@@ -487,8 +442,8 @@ static int run_trace(const sim_opts *opts, const char *id, bool study, trace_run
     if (rc) return rc;
     const sim_opts *o = &t->p->o;
     const trace_meta *m = trace_get_meta(tr);
-    note_evict_trace(o, m);
-    print_cost(o, m);
+    sim_note_evict(o, m);
+    sim_print_cost(o, m);
     kv_blas_single_threaded(); /* tasks run in parallel; BLAS inside each stays serial */
     layer_bufs b = {0};
     rc = layer_bufs_alloc(o, m, &b, err);
