@@ -16,7 +16,7 @@
 #include "sim/replay.h"
 #include "sim/results.h"
 #include "sim/sim_alloc.h"
-#include "sim/sim_mpi.h"
+#include "sim/sim_trace.h"
 #include "study/study.h"
 
 typedef struct {
@@ -331,13 +331,13 @@ static int check_trace(const sim_opts *o, trace *tr, kv_err *err)
 /* The run's own copy of the options: uniform when no allocator was given,
  * budgets given as fractions of T turned into N = ⌊f·T⌋ (at least 1 row is
  * refused below that), and every allocator's check of every budget. */
-typedef struct {
+struct sim_plan {
     sim_opts o;
     alloc_config uniform;
     int64_t budgets[256];
     sim_alloc_plan ap;     /* the allocators with their head scores */
     policy_config policies[CLI_LIST_MAX]; /* the run's copy, relabelled (relabel_wo) */
-} sim_plan;
+};
 
 /* A policy reading W_o (a `wo` parameter at `model`) on a trace without /wo falls back to ‖v‖₁:
  * its configuration is relabelled wo=absent, so results.csv says which runs had no W_o; two
@@ -391,16 +391,7 @@ static int plan(const sim_opts *o, trace *tr, sim_plan *p, kv_err *err)
     return sim_lockstep_check(&p->o, m, err);
 }
 
-/* One trace of the run: its plan (its own budgets in N and labels) and its
- * results, kept until every trace is done and the directory is written. */
-typedef struct {
-    sim_plan *p;
-    sim_results res;
-    bool has_res;
-    char stage[STUDY_ID_MAX + 16];   /* the progress stage: "ID: layers" in a study */
-} trace_run;
-
-static void trace_run_free(trace_run *t)
+void sim_trace_free(trace_run *t)
 {
     if (t->has_res) sim_results_free(&t->res);
     if (t->p) sim_alloc_plan_free(&t->p->ap);
@@ -408,9 +399,12 @@ static void trace_run_free(trace_run *t)
     memset(t, 0, sizeof *t);
 }
 
-/* One trace's plan and its results' room (opts->trace, opened and closed here): every rank
- * plans every trace, so that rank 0 receives a trace replayed elsewhere into the same shapes. */
-static int prepare_trace(const sim_opts *opts, trace_run *t, kv_err *err)
+const sim_opts *sim_trace_opts(const trace_run *t)
+{
+    return &t->p->o;
+}
+
+int sim_trace_prepare(const sim_opts *opts, trace_run *t, kv_err *err)
 {
     trace *tr = NULL;
     int rc = trace_open(opts->trace, &tr, err);
@@ -434,8 +428,7 @@ static int prepare_trace(const sim_opts *opts, trace_run *t, kv_err *err)
     return rc;
 }
 
-/* Replays every configuration over one trace (opts->trace, planned by prepare_trace) into t. */
-static int run_trace(const sim_opts *opts, const char *id, bool study, trace_run *t, kv_err *err)
+int sim_trace_replay(const sim_opts *opts, const char *id, bool study, trace_run *t, kv_err *err)
 {
     trace *tr = NULL;
     int rc = trace_open(opts->trace, &tr, err);
@@ -461,139 +454,5 @@ static int run_trace(const sim_opts *opts, const char *id, bool study, trace_run
     t->res.wall_s = kv_now_seconds() - started;
     layer_bufs_free(&b);
     trace_close(tr);
-    return rc;
-}
-
-/* Under mpirun (docs/mpi.md): the traces split across ranks by estimated cost, each replayed
- * by its owner, then moved to rank 0; a rank's failure is every rank's, named on rank 0. */
-static int run_traces(const sim_opts *opts, const study_set *s, trace_run *runs, int rc, kv_err *err)
-{
-    const int n = s ? s->n : 0;
-    int rank, size, who = 0;
-    sim_mpi_world(&rank, &size);
-    int *owner = rc ? NULL : kv_calloc((size_t)n, sizeof *owner, "sim", err);
-    if (!rc && !owner) rc = err->code;
-    for (int i = 0; !rc && i < n; i++) {
-        sim_opts one = *opts;
-        one.trace = s->t[i].path;
-        rc = prepare_trace(&one, &runs[i], err);
-    }
-    int64_t *cost = rc ? NULL : kv_calloc((size_t)n, sizeof *cost, "sim", err);
-    if (!rc && !cost) rc = err->code;
-    for (int i = 0; !rc && i < n; i++) cost[i] = runs[i].res.L * runs[i].res.T * runs[i].res.T;
-    if (!rc) sim_mpi_owners(cost, n, size, owner);
-    free(cost);
-    if (sim_mpi_agree(rc, &who) && !rc) /* planned everywhere, or nobody replays */
-        rc = kv_fail(err, KV_EFAIL, "sim: rank %d of %d failed", who, size);
-    for (int i = 0; !rc && i < n; i++) {
-        sim_opts one = *opts;
-        one.trace = s->t[i].path, one.quiet = opts->quiet || rank != 0;
-        if (owner[i] == rank) rc = run_trace(&one, s->t[i].id, n > 1, &runs[i], err);
-    }
-    const int all = sim_mpi_agree(rc, &who);
-    kv_err theirs = *err;   /* the failed rank's error, named on rank 0 */
-    if (all && who != 0 && sim_mpi_to_root(who, &theirs, sizeof theirs) == 0 && rank == 0)
-        rc = kv_fail(err, all, "rank %d of %d: %s", who, size, theirs.msg);
-    else if (all && !rc) rc = kv_fail(err, all, "sim: rank %d of %d failed", who, size);
-    for (int i = 0; !rc && i < n; i++)
-        if (owner[i] != 0) rc = sim_mpi_results_to_root(owner[i], &runs[i].res, err);
-    free(owner);
-    return rc;
-}
-
-/* Before any work: every trace opens, its sha256 (hashed into the record by
- * the command line, when it has one) is the index's, and all are of one
- * model unless --mixed-models; budgets given as fractions of T need traces
- * of one length (their N would differ between traces). */
-static int check_study(const sim_opts *o, const study_set *s, kv_err *err)
-{
-    trace_meta first = {0};
-    int rc = KV_OK;
-    for (int i = 0; !rc && i < s->n; i++) {
-        const prov_input *in = NULL;
-        for (int j = 0; o->prov && j < o->prov->n_inputs; j++)
-            if (strcmp(o->prov->inputs[j].role, "trace") == 0 && strcmp(o->prov->inputs[j].path, s->t[i].path) == 0)
-                in = &o->prov->inputs[j];
-        if (in) rc = study_check_sha256(s, i, in->sha256, err);
-        trace *tr = NULL;
-        if (!rc) rc = trace_open(s->t[i].path, &tr, err);
-        if (rc) break;
-        const trace_meta *m = trace_get_meta(tr);
-        if (i == 0) first = *m;
-        if (s->t[i].tokens >= 0 && s->t[i].tokens != m->n_tokens)
-            rc = kv_fail(err, KV_EINPUT, "%s:%d: %s has T = %lld, the index says tokens = %lld", s->index,
-                         s->t[i].line, s->t[i].path, (long long)m->n_tokens, (long long)s->t[i].tokens);
-        const bool same = strcmp(m->model_name, first.model_name) == 0 && m->n_layers == first.n_layers &&
-                          m->n_heads == first.n_heads && m->n_kv_heads == first.n_kv_heads &&
-                          m->head_dim == first.head_dim;
-        if (!rc && !same && !o->mixed_models)
-            rc = kv_fail(err, KV_EINPUT, "%s: a trace of model '%s' (L=%lld, H=%lld, K=%lld, D=%lld), but %s is of "
-                         "'%s' (L=%lld, H=%lld, K=%lld, D=%lld); a study compares one model's traces "
-                         "(--mixed-models allows it)", s->t[i].path, m->model_name, (long long)m->n_layers,
-                         (long long)m->n_heads, (long long)m->n_kv_heads, (long long)m->head_dim, s->t[0].path,
-                         first.model_name, (long long)first.n_layers, (long long)first.n_heads,
-                         (long long)first.n_kv_heads, (long long)first.head_dim);
-        for (int b = 0; !rc && o->budget_fractions && b < o->n_budgets; b++)
-            if (!isnan(o->budget_fractions[b]) && m->n_tokens != first.n_tokens)
-                rc = cli_usage(err, "sim", "--budgets %g%%: %s has T = %lld but %s T = %lld; a budget given as a "
-                               "fraction of T is not one N over traces of different lengths (give N)",
-                               o->budget_fractions[b] * 100, s->t[i].path, (long long)m->n_tokens, s->t[0].path,
-                               (long long)first.n_tokens);
-        trace_close(tr);
-    }
-    return rc;
-}
-
-/* Rank 0's outputs: the results directory, begun in out, committed (or aborted) here. */
-static int write_outputs(const sim_opts *opts, const study_set *s, trace_run *runs, kv_outfile *out, kv_err *err)
-{
-    const int n = s->n;
-    sim_trace_out *outs = kv_calloc((size_t)n, sizeof *outs, "sim", err);
-    int rc = outs ? KV_OK : err->code;
-    for (int i = 0; !rc && i < n; i++)
-        outs[i] = (sim_trace_out){.id = s->t[i].id, .path = s->t[i].path, .o = &runs[i].p->o, .r = &runs[i].res};
-    if (!rc) rc = sim_summary_check(outs, n, err);
-    if (!rc) rc = sim_results_write(outs, n, out->tmp_path, err);
-    if (!rc) rc = sim_summary_write(outs, n, out->tmp_path, err);
-    if (!rc) rc = sim_spans_write(outs, n, out->tmp_path, err);
-    if (!rc && !opts->quiet && n > 1) sim_summary_print(outs, n);
-    if (!rc) rc = outdir_commit(out, err);
-    else outdir_abort(out);
-    free(outs);
-    return rc;
-}
-
-int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
-{
-    study_set own = {0};
-    const study_set *s = opts->study;
-    int rc = KV_OK;
-    if (!s) {
-        char *word = (char *)opts->trace;
-        if (!(rc = study_set_resolve("sim", &word, 1, &own, err))) s = &own;
-    }
-    const int n = s ? s->n : 0;
-    const char **inputs = rc ? NULL : kv_calloc((size_t)n + 1, sizeof *inputs, "sim", err);
-    trace_run *runs = inputs ? kv_calloc((size_t)n, sizeof *runs, "sim", err) : NULL;
-    if (!rc && !runs) rc = err->code;
-    for (int i = 0; !rc && i < n; i++) inputs[i] = s->t[i].path;
-    if (!rc && opts->head_scores) inputs[n] = opts->head_scores;
-    if (!rc) rc = outfile_check_inputs(opts->output, inputs, opts->head_scores ? n + 1 : n, err);
-    if (!rc) rc = check_study(opts, s, err);
-    int rank, size;
-    sim_mpi_world(&rank, &size);
-    kv_outfile out;
-    bool dir_started = false;   /* an existing DIR is refused before any work */
-    if (!rc && rank == 0) rc = outdir_begin(&out, opts->output, opts->force, err), dir_started = rc == KV_OK;
-    rc = run_traces(opts, s, runs, rc, err);   /* every rank takes part, even after a failure of its own */
-    if (!rc && rank == 0) rc = write_outputs(opts, s, runs, &out, err);
-    else if (rc && dir_started) outdir_abort(&out);
-    for (int c = 0; !rc && rank == 0 && summary && c < runs[0].res.n_cfg; c++) { /* the first trace's (fidelity) */
-        double logdet_mean;
-        sim_results_summarize(&runs[0].res, c, PHASE_ALL, &summary[c], &logdet_mean);
-    }
-    for (int i = 0; runs && i < n; i++) trace_run_free(&runs[i]);
-    free(runs), free(inputs);
-    study_set_free(&own);
     return rc;
 }

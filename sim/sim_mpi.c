@@ -35,16 +35,25 @@ void sim_mpi_finalize(void)
     if (started && !done) MPI_Finalize();
 }
 
-int sim_mpi_agree(int rc, int *who)
+/* The number of ranks, 1 when MPI was not started. */
+static int world_size(void)
 {
     int started = 0, size = 1;
-    *who = 0;
     MPI_Initialized(&started);
     if (started) MPI_Comm_size(MPI_COMM_WORLD, &size);
+    return size;
+}
+
+int sim_mpi_agree(int rc, int *who, double *spent)
+{
+    const int size = world_size();
+    *who = 0;
     if (size == 1) return rc;
     int *all = malloc(sizeof *all * (size_t)size);
     if (!all) return rc ? rc : -1;
+    const double t0 = MPI_Wtime();
     MPI_Allgather(&rc, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+    if (spent) *spent += MPI_Wtime() - t0;
     int out = 0;
     for (int r = 0; r < size && !out; r++)
         if (all[r]) out = all[r], *who = r;
@@ -52,11 +61,13 @@ int sim_mpi_agree(int rc, int *who)
     return out;
 }
 
-int sim_mpi_to_root(int from, void *buf, size_t bytes)
+int sim_mpi_to_root(int from, void *buf, size_t bytes, double *spent)
 {
     int rank = 0;
+    if (world_size() == 1) return 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (from == 0 || (rank != 0 && rank != from)) return 0;
+    const double t0 = MPI_Wtime();
     for (size_t at = 0; at < bytes;) {   /* in pieces of at most INT_MAX bytes */
         const size_t n = bytes - at < (size_t)INT_MAX ? bytes - at : (size_t)INT_MAX;
         int rc = rank == 0 ? MPI_Recv((char *)buf + at, (int)n, MPI_BYTE, from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
@@ -64,6 +75,20 @@ int sim_mpi_to_root(int from, void *buf, size_t bytes)
         if (rc != MPI_SUCCESS) return -1;
         at += n;
     }
+    if (spent) *spent += MPI_Wtime() - t0;
+    return 0;
+}
+
+int sim_mpi_bcast(void *buf, size_t bytes, double *spent)
+{
+    if (world_size() == 1) return 0;
+    const double t0 = MPI_Wtime();
+    for (size_t at = 0; at < bytes;) {
+        const size_t n = bytes - at < (size_t)INT_MAX ? bytes - at : (size_t)INT_MAX;
+        if (MPI_Bcast((char *)buf + at, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS) return -1;
+        at += n;
+    }
+    if (spent) *spent += MPI_Wtime() - t0;
     return 0;
 }
 
@@ -78,15 +103,22 @@ void sim_mpi_finalize(void)
 {
 }
 
-int sim_mpi_agree(int rc, int *who)
+int sim_mpi_agree(int rc, int *who, double *spent)
 {
+    (void)spent;
     *who = 0;
     return rc;
 }
 
-int sim_mpi_to_root(int from, void *buf, size_t bytes)
+int sim_mpi_to_root(int from, void *buf, size_t bytes, double *spent)
 {
-    (void)from, (void)buf, (void)bytes;
+    (void)from, (void)buf, (void)bytes, (void)spent;
+    return 0;
+}
+
+int sim_mpi_bcast(void *buf, size_t bytes, double *spent)
+{
+    (void)buf, (void)bytes, (void)spent;
     return 0;
 }
 
@@ -97,39 +129,14 @@ void sim_mpi_owners(const int64_t *cost, int n, int size, int *owner)
     int64_t load[1024] = {0};   /* at most 1024 ranks balanced; more share by index */
     const int R = size < 1024 ? size : 1024;
     for (int i = 0; i < n; i++) owner[i] = -1;
-    for (int done = 0; done < n; done++) {
+    for (;;) {
         int pick = -1;   /* the costliest unassigned unit, the first on a tie */
         for (int i = 0; i < n; i++)
-            if (owner[i] < 0 && (pick < 0 || cost[i] > cost[pick])) pick = i;
+            if (owner[i] < 0 && cost[i] >= 0 && (pick < 0 || cost[i] > cost[pick])) pick = i;
+        if (pick < 0) break;
         int r = 0;
         for (int x = 1; x < R; x++)
             if (load[x] < load[r]) r = x;
         owner[pick] = r, load[r] += cost[pick];
     }
-}
-
-int sim_mpi_results_to_root(int from, sim_results *r, kv_err *err)
-{
-    const size_t C = (size_t)r->n_cfg, LK = (size_t)(r->L * r->K), S = (size_t)r->n_spans;
-    struct { void *p; size_t bytes; } part[] = {
-        {r->stats, C * (size_t)(r->L * r->H * N_PHASES) * sizeof *r->stats},
-        {r->logdet, C * LK * sizeof *r->logdet},
-        {r->head_budget, C * LK * sizeof *r->head_budget},
-        {r->head_mean, C * LK * sizeof *r->head_mean},
-        {r->step_cand, r->step_cand ? C * LK * (size_t)r->n_steps * sizeof(int32_t) : 0},
-        {r->step_kept, r->step_kept ? C * LK * (size_t)r->n_steps * sizeof(int32_t) : 0},
-        {r->span_ret, r->span_ret ? C * LK * S * sizeof(double) : 0},
-        {r->span_recall, r->span_recall ? C * LK * S * sizeof(double) : 0},
-        {r->calls, C * (size_t)r->K * sizeof *r->calls},
-        {r->candidates, C * (size_t)r->K * sizeof *r->candidates},
-        {r->score_ns, C * (size_t)r->K * sizeof *r->score_ns},
-        {&r->load_s, sizeof r->load_s}, {&r->reference_s, sizeof r->reference_s},
-        {&r->replay_s, sizeof r->replay_s}, {&r->metrics_s, sizeof r->metrics_s}, {&r->wall_s, sizeof r->wall_s},
-    };
-    int rc = 0;
-    for (size_t i = 0; !rc && i < sizeof part / sizeof *part; i++)
-        if (part[i].bytes) rc = sim_mpi_to_root(from, part[i].p, part[i].bytes);
-    for (int c = 0; !rc && c < r->n_cfg; c++)
-        rc = sim_mpi_to_root(from, r->retained[c], LK * (size_t)r->width[c] * sizeof(int64_t));
-    return rc ? kv_fail(err, KV_EFAIL, "sim: moving rank %d's results to rank 0 failed", from) : KV_OK;
 }

@@ -2,7 +2,13 @@
 ranks equals the one-process run byte for byte in its data files (results.csv, summary.csv,
 summary_by_trace.csv, and every dataset of results.h5; timing.csv and the provenance may
 differ); a trace whose replay fails on rank 1 fails the whole run with exit 3, naming the rank and the cause, and leaves no
-output directory. Skipped where the build has no MPI (no mpicc when it was built). TAP."""
+output directory. Faults (each under mpirun -n 2, then --resume without the fault): rank 1 killed by
+SIGKILL after its first trace, rank 1 seeing a bad copy of its trace (a node with another file), rank 1
+out of memory (its address space limited by a test hook): each exits non-zero naming rank 1 and the cause,
+leaves no output directory, keeps the finished traces' results in OUT.work/, and --resume replays only
+the traces without one (counted from its line and checked by the work folder's files), giving outputs
+byte-identical to the one-process run; a work folder of another command is refused with one line.
+Skipped where the build has no MPI (no mpicc when it was built). TAP."""
 import os
 import subprocess
 import sys
@@ -34,11 +40,47 @@ def has_mpi():
         return False
 
 
-def sim(traces, out, ranks=None):
-    cmd = [KVTRACE, "sim", *traces, *ARGS, "-o", out]
+def sim(traces, out, ranks=None, extra=(), env=None, wrap=(), cwd=None):
+    cmd = [*wrap, KVTRACE, "sim", *traces, *ARGS, *extra, "-o", out]
     if ranks:
         cmd = ["mpirun", "-n", str(ranks), "--oversubscribe", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, env=MPI_ENV if ranks else None, timeout=300)
+    e = dict(MPI_ENV if ranks else os.environ, **(env or {}))
+    return subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=120, cwd=cwd)
+
+
+def same_data(one, out):
+    """The data files of out equal one's, byte for byte (results.h5: its datasets)."""
+    return all(os.path.exists(os.path.join(out, n)) and
+               open(os.path.join(one, n), "rb").read() == open(os.path.join(out, n), "rb").read() for n in DATA) \
+        and h5_same(os.path.join(one, "results.h5"), os.path.join(out, "results.h5"))
+
+
+def units(out):
+    d = out + ".work/units"
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def error_lines(stderr):
+    return [x for x in stderr.splitlines() if x.startswith("kvtrace: error:")]
+
+
+def fault_then_resume(tmp, one, names, what, p, out, cause):
+    """A failed run (p) names rank 1 and its cause in one line, leaves no output but the finished traces'
+    results; --resume (no fault) replays only the others and equals the one-process run."""
+    kept = units(out)
+    check(p.returncode != 0 and "rank 1" in p.stderr and cause in p.stderr, "%s: exit %d, naming rank 1 and the "
+          "cause" % (what, p.returncode), p.stderr)
+    check(not os.path.exists(out) and 0 < len(kept) < len(names), "%s: no output directory; %d of %d traces' "
+          "results kept in the work folder" % (what, len(kept), len(names)), str(kept))
+    check(len(error_lines(p.stderr)) == (cause != "signal 9"), "%s: %s error line" %
+          (what, "one" if cause != "signal 9" else "no (mpirun names the rank and the signal): no"), p.stderr)
+    r = sim(names, out, 2, extra=["--resume"], cwd=tmp)
+    line = "--resume: %d of %d traces have their results in %s.work; replaying %d" % (
+        len(kept), len(names), out, len(names) - len(kept))
+    check(r.returncode == 0 and line in r.stderr, "%s: --resume replays only the %d missing traces" %
+          (what, len(names) - len(kept)), r.stderr)
+    check(same_data(one, out) and not os.path.exists(out + ".work"),
+          "%s: --resume: data files byte-identical to one process, the work folder removed" % what)
 
 
 def h5_same(a, b):
@@ -88,7 +130,70 @@ def main():
               "a bad trace on rank 1: exit 3, naming rank 1 and the cause",
               p.stderr)
         check(not os.path.exists(bad), "a bad trace on rank 1: no output directory")
+        check(len(error_lines(p.stderr)) == 1, "a bad trace on rank 1: one error line", p.stderr)
+        faults(tmp)
+        fidelity(tmp)
     return finish()
+
+
+def fidelity(tmp):
+    """fidelity under mpirun: refused in one line over several ranks; -n 1 finishes (MPI shut down)."""
+    if not os.path.isdir(os.environ.get("KVTRACE_MODEL_DIR", "")):
+        return skip("fidelity under mpirun", "no KVTRACE_MODEL_DIR (the default model)")
+    run = ["fidelity", "--prompt", "Once upon a time", "--policies", "streaming", "--budgets", "4", "--quiet"]
+    p = subprocess.run(["mpirun", "-n", "2", "--oversubscribe", KVTRACE, *run, "-o", os.path.join(tmp, "fid2")],
+                       capture_output=True, text=True, env=MPI_ENV, timeout=120)
+    check(p.returncode == 2 and len(error_lines(p.stderr)) == 1 and "runs as one process" in p.stderr and
+          not os.path.exists(os.path.join(tmp, "fid2")), "mpirun -n 2 fidelity: refused in one line, exit 2",
+          p.stderr)
+    p = subprocess.run(["mpirun", "-n", "1", KVTRACE, *run, "-o", os.path.join(tmp, "fid1")],
+                       capture_output=True, text=True, env=MPI_ENV, timeout=120)
+    check(p.returncode == 0 and os.path.exists(os.path.join(tmp, "fid1", "fidelity.csv")),
+          "mpirun -n 1 fidelity: finishes", p.stderr)
+
+
+def faults(tmp):
+    names = ["f%d.h5" % i for i in range(6)]   # relative: rank 1 may run in another directory
+    for i, T in enumerate([70, 90, 60, 80, 50, 100]):
+        write_trace(os.path.join(tmp, names[i]), 60 + i, T_=T)
+    one = os.path.join(tmp, "f_one")
+    check(sim(names, one, cwd=tmp).returncode == 0, "faults: one process")
+    # rank 1 killed (SIGKILL) once it has written its first trace's results
+    out = os.path.join(tmp, "f_kill")
+    p = sim(names, out, 2, env={"KVTRACE_TEST_FAULT": "1:1:kill"}, cwd=tmp)
+    fault_then_resume(tmp, one, names, "rank 1 killed", p, out, "signal 9")
+    # rank 1 sees a bad copy of its trace (another directory: a node with another file)
+    other = os.path.join(tmp, "node1")
+    os.mkdir(other)
+    for n in names:
+        os.symlink(os.path.join(tmp, n), os.path.join(other, n))
+    os.unlink(os.path.join(other, "f1.h5"))   # f1 (T = 90, the second costliest) is rank 1's first trace
+    write_trace(os.path.join(other, "f1.h5"), 61, T_=90)
+    with h5py.File(os.path.join(other, "f1.h5"), "r+") as f:   # finite, but the float32 scores overflow
+        for name in ("queries", "keys"):
+            x = f[name][()] * np.float32(1e20)
+            del f[name]
+            f[name] = x
+    wrap = os.path.join(tmp, "node1.sh")
+    with open(wrap, "w") as f:
+        f.write('#!/bin/sh\n[ "$OMPI_COMM_WORLD_RANK" = 1 ] && cd "%s"\nexec "$@"\n' % other)
+    os.chmod(wrap, 0o755)
+    out = os.path.join(tmp, "f_bad")
+    p = sim(names, out, 2, wrap=[wrap], cwd=tmp)
+    fault_then_resume(tmp, one, names, "a bad trace on rank 1 only", p, out, "not finite")
+    # rank 1 out of memory: its address space limited to what it maps before its first replay
+    out = os.path.join(tmp, "f_oom")
+    p = sim(names, out, 2, env={"KVTRACE_TEST_FAULT": "1:oom:0"}, cwd=tmp)
+    if "asan" in BUILD:
+        skip("rank 1 out of memory", "AddressSanitizer reserves its shadow memory: no address-space limit")
+    else:
+        fault_then_resume(tmp, one, names, "rank 1 out of memory", p, out, "out of memory")
+    # a work folder of another command is refused, in one line
+    out = os.path.join(tmp, "f_other")
+    p = sim(names, out, 2, env={"KVTRACE_TEST_FAULT": "1:1:kill"}, cwd=tmp)
+    p = sim(names[:5], out, 2, extra=["--resume"], cwd=tmp)
+    check(p.returncode == 2 and len(error_lines(p.stderr)) == 1 and "made by another command" in p.stderr,
+          "--resume of another command's work folder: exit 2, one line", p.stderr)
 
 
 if __name__ == "__main__":
