@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tap import check, finish, skip  # noqa: E402
+from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
 from test_study import write_trace  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
@@ -133,7 +133,41 @@ def main():
         check(len(error_lines(p.stderr)) == 1, "a bad trace on rank 1: one error line", p.stderr)
         faults(tmp)
         fidelity(tmp)
+        done_when(tmp)
     return finish()
+
+
+def done_when(tmp):
+    """Issue #22's done-when: a needle study of the default model (6 prompts) replayed by
+    mpirun -n 2 equals the one-process run byte for byte; capture --prompts under mpirun -n 2
+    writes the same traces (datasets) and index as one process."""
+    model = model_file()
+    if not model:
+        return skip("the done-when study", NO_MODEL)
+    hay = os.path.join(tmp, "hay.txt")
+    with open(hay, "w") as f:
+        f.write("Tom had a dog. The dog was big and brown. It liked to run in the sun with Lily.\n")
+    prompts = os.path.join(tmp, "needle.jsonl")
+    p = subprocess.run([KVTRACE, "prompts", "needle", "--haystack", hay, "--needle", "The secret code is 4721.",
+                        "--question", "What is the code?", "--answer", "4721", "--depths", "0,0.5,1",
+                        "--lengths", "128,256", "--model", model, "-o", prompts], capture_output=True, text=True)
+    study = os.path.join(tmp, "study")
+    if p.returncode == 0:
+        p = subprocess.run([KVTRACE, "capture", "--prompts", prompts, "--model", model, "--quiet", "-o", study],
+                           capture_output=True, text=True, timeout=300)
+    if not check(p.returncode == 0, "the needle study: 6 prompts captured", p.stderr):
+        return
+    args = ["--policies", "keydiff,snapkv,tova,streaming", "--budgets", "32,64", "--chunks", "16,32",
+            "--threads", "1", "--quiet"]
+    one, two = os.path.join(tmp, "res1"), os.path.join(tmp, "res2")
+    a = subprocess.run([KVTRACE, "sim", study, *args, "-o", one], capture_output=True, text=True, timeout=300)
+    b = subprocess.run(["mpirun", "-n", "2", "--oversubscribe", KVTRACE, "sim", study, *args, "-o", two],
+                       capture_output=True, text=True, env=MPI_ENV, timeout=300)
+    check(a.returncode == 0 and b.returncode == 0 and same_data(one, two) and
+          open(os.path.join(one, "spans_summary.csv"), "rb").read() == open(os.path.join(two, "spans_summary.csv"),
+                                                                            "rb").read(),
+          "the done-when: mpirun -n 2 sim of the needle study (4 policies, budgets 32,64, chunks 16,32) equals one "
+          "process byte for byte (results, summaries, spans, results.h5)", a.stderr + b.stderr)
 
 
 def fidelity(tmp):
