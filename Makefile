@@ -230,6 +230,7 @@ bench: deps
 	@/usr/bin/python3 bench/bench_pyplugin.py
 	@/usr/bin/python3 bench/bench_analyze.py
 	@/usr/bin/python3 bench/bench_tokenize.py
+	@/usr/bin/python3 bench/bench_mpi.py
 
 demo: deps
 	@$(MAKE) --no-print-directory all
