@@ -54,7 +54,7 @@ ifeq ($(PY_OK),yes)
   LDLIBS    += $(shell $(PY_CONFIG) --embed --ldflags)
 endif
 # MPI (mpirun -n R kvtrace sim ..., docs/mpi.md): built when OpenMPI's mpicc is found (make deps
-# installs libopenmpi-dev and openmpi-bin); a plain build otherwise. Only sim/sim_mpi.c sees the
+# installs libopenmpi-dev and openmpi-bin); a plain build otherwise. Only core/kv_mpi.c sees the
 # MPI headers. CI runs as root: mpirun then needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.
 MPICC   ?= $(shell command -v mpicc 2>/dev/null)
 MPI_OK  := $(if $(MPICC),$(shell $(MPICC) --showme:link >/dev/null 2>&1 && echo yes))
@@ -126,10 +126,10 @@ $(BUILD)/obj/python/probe: FORCE
 	@echo "python=$(PY_OK) $(PYTHON)" | cmp -s - $@ || echo "python=$(PY_OK) $(PYTHON)" > $@
 FORCE:
 
-# sim_mpi.o likewise follows the MPI probe (make deps installed OpenMPI)
-$(BUILD)/obj/sim/sim_mpi.o: CPPFLAGS += $(MPI_CFLAGS)
-$(BUILD)/obj/sim/sim_mpi.o: $(BUILD)/obj/sim/mpi_probe
-$(BUILD)/obj/sim/mpi_probe: FORCE
+# kv_mpi.o likewise follows the MPI probe (make deps installed OpenMPI)
+$(BUILD)/obj/core/kv_mpi.o: CPPFLAGS += $(MPI_CFLAGS)
+$(BUILD)/obj/core/kv_mpi.o: $(BUILD)/obj/core/mpi_probe
+$(BUILD)/obj/core/mpi_probe: FORCE
 	@mkdir -p $(dir $@)
 	@echo "mpi=$(MPI_OK) $(MPICC)" | cmp -s - $@ || echo "mpi=$(MPI_OK) $(MPICC)" > $@
 

@@ -24,7 +24,7 @@ ARGS = ["--policies", "keydiff,snapkv,tova,streaming", "--budgets", "64,128", "-
 
 def has_mpi():
     try:
-        with open(os.path.join(ROOT, BUILD, "obj", "sim", "mpi_probe")) as f:
+        with open(os.path.join(ROOT, BUILD, "obj", "core", "mpi_probe")) as f:
             return f.read().startswith("mpi=yes") and shutil.which("mpirun")
     except OSError:
         return False

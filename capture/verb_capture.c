@@ -7,6 +7,7 @@
 #include "capture/capture.h"
 #include "model/model_fetch.h"
 #include "core/cli_args.h"
+#include "core/kv_mpi.h"
 #include "core/cli_opts.h"
 #include "allocators/alloc_plugin.h"
 #include "policies/plugin.h"
@@ -347,5 +348,9 @@ int capture_main(int argc, char **argv)
     }
     prov_free(&prov);
     policy_plugins_close(&a.plugins);
-    return rc ? cli_report(&err) : 0;
+    int rank, size;
+    kv_mpi_world(&rank, &size);   /* under mpirun (capture --prompts): rank 0 alone says what failed */
+    const int status = rc && rank != 0 ? err.code : rc ? cli_report(&err) : 0;
+    kv_mpi_finalize();
+    return status;
 }

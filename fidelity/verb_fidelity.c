@@ -11,7 +11,7 @@
 #include "policies/plugin.h"
 #include "python/pyplug.h"
 #include "expr/expr.h"
-#include "sim/sim_mpi.h"
+#include "core/kv_mpi.h"
 
 static const char USAGE[] =
     "usage: kvtrace fidelity [--model M] [--prompt TEXT | --prompt-file F | --tokens F | --prompts F.jsonl]\n"
@@ -252,7 +252,7 @@ static int fidelity_verb(int argc, char **argv)
 int fidelity_main(int argc, char **argv)
 {
     int rank, size, status;
-    sim_mpi_world(&rank, &size);
+    kv_mpi_world(&rank, &size);
     if (size > 1) {
         status = KV_EUSAGE;
         if (rank == 0)
@@ -261,6 +261,6 @@ int fidelity_main(int argc, char **argv)
     } else {
         status = fidelity_verb(argc, argv);
     }
-    sim_mpi_finalize();
+    kv_mpi_finalize();
     return status;
 }

@@ -12,7 +12,7 @@
 #include "trace/trace.h"
 #include "sim/results.h"
 #include "sim/sim.h"
-#include "sim/sim_mpi.h"
+#include "core/kv_mpi.h"
 #include "sim/sim_trace.h"
 #include "sim/sim_work.h"
 #include "study/study.h"
@@ -24,19 +24,10 @@ typedef struct {
     sim_work w;
 } sim_world;
 
-/* Every rank's rc agreed (a collective call): a failure anywhere is every rank's, and rank 0's
- * error is the failed rank's own, named: "rank R of N: ..." (the first failed rank). */
+/* Every rank's rc agreed (a collective call): a failure anywhere is every rank's, named on rank 0. */
 static int agree(sim_world *wd, int rc, kv_err *err)
 {
-    int who = 0;
-    const int all = sim_mpi_agree(rc, &who, &wd->mpi_s);
-    if (!all || wd->size == 1) return rc;
-    kv_err theirs = *err;
-    if (sim_mpi_to_root(who, &theirs, sizeof theirs, &wd->mpi_s) != 0)
-        snprintf(theirs.msg, sizeof theirs.msg, "its error did not reach rank 0");
-    if (wd->rank != 0) return all;
-    *err = (kv_err){0};
-    return kv_fail(err, all, "rank %d of %d: %s", who, wd->size, theirs.msg);
+    return kv_mpi_agree_err(rc, wd->rank, wd->size, err, &wd->mpi_s);
 }
 
 /* Rank 0 after the replays: every trace replayed elsewhere read from the work folder. */
@@ -57,7 +48,7 @@ static int replay_own(const sim_opts *opts, const study_set *s, trace_run *runs,
     int64_t *cost = kv_calloc((size_t)n, sizeof *cost, "sim", err);
     if (!cost) return err->code;
     for (int i = 0; i < n; i++) cost[i] = done[i] ? -1 : runs[i].res.L * runs[i].res.T * runs[i].res.T;
-    sim_mpi_owners(cost, n, opts->work_folder ? wd->size : 1, owner);   /* no folder: rank 0 alone */
+    kv_mpi_owners(cost, n, opts->work_folder ? wd->size : 1, owner);   /* no folder: rank 0 alone */
     free(cost);
     sim_work_fault(wd->rank, -1);
     int rc = KV_OK, units = 0;
@@ -91,7 +82,7 @@ static int run_traces(const sim_opts *opts, const study_set *s, trace_run *runs,
         rc = agree(wd, rc, err);
     }
     if (!rc) {
-        if (sim_mpi_bcast(done, (size_t)n, &wd->mpi_s) != 0) rc = kv_fail(err, KV_EFAIL, "sim: MPI_Bcast failed");
+        if (kv_mpi_bcast(done, (size_t)n, &wd->mpi_s) != 0) rc = kv_fail(err, KV_EFAIL, "sim: MPI_Bcast failed");
         int found = 0;
         for (int i = 0; !rc && i < n; i++) found += done[i];
         if (!rc && opts->resume && wd->rank == 0)
@@ -193,7 +184,7 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
     if (!rc) rc = outfile_check_inputs(opts->output, inputs, opts->head_scores ? n + 1 : n, err);
     if (!rc) rc = check_study(opts, s, err);
     sim_world wd = {0};
-    sim_mpi_world(&wd.rank, &wd.size);
+    kv_mpi_world(&wd.rank, &wd.size);
     if (!rc) rc = sim_work_name(&wd.w, opts, err);
     kv_outfile out;
     if (!rc && wd.rank == 0 && (rc = outdir_begin(&out, opts->output, opts->force, err)) == KV_OK)

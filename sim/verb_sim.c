@@ -13,7 +13,7 @@
 #include "policies/plugin.h"
 #include "python/pyplug.h"
 #include "sim/sim.h"
-#include "sim/sim_mpi.h"
+#include "core/kv_mpi.h"
 
 static const char USAGE[] =
     "usage: kvtrace sim TRACES --policies LIST --budgets LIST --chunk B [options] -o DIR\n"
@@ -258,7 +258,7 @@ static int verb(int argc, char **argv, sim_args *a)
     study_set_free(&set);
     prov_free(&prov);
     int rank, size;
-    sim_mpi_world(&rank, &size);
+    kv_mpi_world(&rank, &size);
     if (rc && rank != 0) return err.code;   /* under mpirun rank 0 alone says what failed, naming the rank */
     return rc ? cli_report(&err) : 0;
 }
@@ -270,6 +270,6 @@ int sim_main(int argc, char **argv)
     int status = a ? verb(argc, argv, a) : cli_report(&err);
     if (a) policy_plugins_close(&a->plugins);
     free(a);
-    sim_mpi_finalize();   /* when mpirun started this process (docs/mpi.md) */
+    kv_mpi_finalize();   /* when mpirun started this process (docs/mpi.md) */
     return status;
 }

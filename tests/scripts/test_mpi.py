@@ -34,7 +34,7 @@ DATA = ["results.csv", "summary.csv", "summary_by_trace.csv"]
 
 def has_mpi():
     try:
-        with open(os.path.join(BUILD, "obj", "sim", "mpi_probe")) as f:
+        with open(os.path.join(BUILD, "obj", "core", "mpi_probe")) as f:
             return f.read().startswith("mpi=yes")
     except OSError:
         return False
@@ -139,8 +139,8 @@ def main():
 
 def done_when(tmp):
     """Issue #22's done-when: a needle study of the default model (6 prompts) replayed by
-    mpirun -n 2 equals the one-process run byte for byte; capture --prompts under mpirun -n 2
-    writes the same traces (datasets) and index as one process."""
+    mpirun -n 2 equals the one-process run byte for byte; capture --prompts under mpirun -n 2 (the
+    prompts split across the ranks, one model each) writes the same traces and index.jsonl, byte for byte."""
     model = model_file()
     if not model:
         return skip("the done-when study", NO_MODEL)
@@ -152,11 +152,20 @@ def done_when(tmp):
                         "--question", "What is the code?", "--answer", "4721", "--depths", "0,0.5,1",
                         "--lengths", "128,256", "--model", model, "-o", prompts], capture_output=True, text=True)
     study = os.path.join(tmp, "study")
-    if p.returncode == 0:
-        p = subprocess.run([KVTRACE, "capture", "--prompts", prompts, "--model", model, "--quiet", "-o", study],
-                           capture_output=True, text=True, timeout=300)
-    if not check(p.returncode == 0, "the needle study: 6 prompts captured", p.stderr):
+    cap = [KVTRACE, "capture", "--prompts", prompts, "--model", model, "--quiet", "-o", study]
+    if p.returncode == 0:   # one process first, moved aside: the same -o (the provenance records it)
+        p = subprocess.run(cap, capture_output=True, text=True, timeout=300)
+    if not check(p.returncode == 0, "the needle study: 6 prompts captured by one process", p.stderr):
         return
+    os.rename(study, study + "_one")
+    p = subprocess.run(["mpirun", "-n", "2", "--oversubscribe", *cap], capture_output=True, text=True, env=MPI_ENV,
+                       timeout=300)
+    files = sorted(os.listdir(study + "_one")) if p.returncode == 0 else []
+    check(len(files) == 7 and files == sorted(os.listdir(study)) and
+          all(open(os.path.join(study, f), "rb").read() == open(os.path.join(study + "_one", f), "rb").read()
+              for f in files),
+          "capture --prompts under mpirun -n 2: index.jsonl and the 6 traces byte-identical to one process",
+          p.stderr)
     args = ["--policies", "keydiff,snapkv,tova,streaming", "--budgets", "32,64", "--chunks", "16,32",
             "--threads", "1", "--quiet"]
     one, two = os.path.join(tmp, "res1"), os.path.join(tmp, "res2")

@@ -1,6 +1,7 @@
-#include "sim/sim_mpi.h"
+#include "core/kv_mpi.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -13,12 +14,13 @@ static int launched(void)
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
 }
 
-void sim_mpi_world(int *rank, int *size)
+void kv_mpi_world(int *rank, int *size)
 {
-    int started = 0;
+    int started = 0, done = 0;
     *rank = 0, *size = 1;
     MPI_Initialized(&started);
-    if (!started && !launched()) return;
+    MPI_Finalized(&done);
+    if (done || (!started && !launched())) return;   /* MPI shut down: one rank of one from then on */
     if (!started) {
         int provided;
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return;
@@ -27,7 +29,7 @@ void sim_mpi_world(int *rank, int *size)
     MPI_Comm_size(MPI_COMM_WORLD, size);
 }
 
-void sim_mpi_finalize(void)
+void kv_mpi_finalize(void)
 {
     int started = 0, done = 0;
     MPI_Initialized(&started);
@@ -38,13 +40,14 @@ void sim_mpi_finalize(void)
 /* The number of ranks, 1 when MPI was not started. */
 static int world_size(void)
 {
-    int started = 0, size = 1;
+    int started = 0, done = 0, size = 1;
     MPI_Initialized(&started);
-    if (started) MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Finalized(&done);
+    if (started && !done) MPI_Comm_size(MPI_COMM_WORLD, &size);
     return size;
 }
 
-int sim_mpi_agree(int rc, int *who, double *spent)
+int kv_mpi_agree(int rc, int *who, double *spent)
 {
     const int size = world_size();
     *who = 0;
@@ -61,7 +64,7 @@ int sim_mpi_agree(int rc, int *who, double *spent)
     return out;
 }
 
-int sim_mpi_to_root(int from, void *buf, size_t bytes, double *spent)
+int kv_mpi_to_root(int from, void *buf, size_t bytes, double *spent)
 {
     int rank = 0;
     if (world_size() == 1) return 0;
@@ -79,7 +82,7 @@ int sim_mpi_to_root(int from, void *buf, size_t bytes, double *spent)
     return 0;
 }
 
-int sim_mpi_bcast(void *buf, size_t bytes, double *spent)
+int kv_mpi_bcast(void *buf, size_t bytes, double *spent)
 {
     if (world_size() == 1) return 0;
     const double t0 = MPI_Wtime();
@@ -94,29 +97,29 @@ int sim_mpi_bcast(void *buf, size_t bytes, double *spent)
 
 #else
 
-void sim_mpi_world(int *rank, int *size)
+void kv_mpi_world(int *rank, int *size)
 {
     *rank = 0, *size = 1;
 }
 
-void sim_mpi_finalize(void)
+void kv_mpi_finalize(void)
 {
 }
 
-int sim_mpi_agree(int rc, int *who, double *spent)
+int kv_mpi_agree(int rc, int *who, double *spent)
 {
     (void)spent;
     *who = 0;
     return rc;
 }
 
-int sim_mpi_to_root(int from, void *buf, size_t bytes, double *spent)
+int kv_mpi_to_root(int from, void *buf, size_t bytes, double *spent)
 {
     (void)from, (void)buf, (void)bytes, (void)spent;
     return 0;
 }
 
-int sim_mpi_bcast(void *buf, size_t bytes, double *spent)
+int kv_mpi_bcast(void *buf, size_t bytes, double *spent)
 {
     (void)buf, (void)bytes, (void)spent;
     return 0;
@@ -124,7 +127,7 @@ int sim_mpi_bcast(void *buf, size_t bytes, double *spent)
 
 #endif
 
-void sim_mpi_owners(const int64_t *cost, int n, int size, int *owner)
+void kv_mpi_owners(const int64_t *cost, int n, int size, int *owner)
 {
     int64_t load[1024] = {0};   /* at most 1024 ranks balanced; more share by index */
     const int R = size < 1024 ? size : 1024;
@@ -139,4 +142,17 @@ void sim_mpi_owners(const int64_t *cost, int n, int size, int *owner)
             if (load[x] < load[r]) r = x;
         owner[pick] = r, load[r] += cost[pick];
     }
+}
+
+int kv_mpi_agree_err(int rc, int rank, int size, kv_err *err, double *spent)
+{
+    int who = 0;
+    const int all = kv_mpi_agree(rc, &who, spent);
+    if (!all || size == 1) return rc;
+    kv_err theirs = *err;
+    if (kv_mpi_to_root(who, &theirs, sizeof theirs, spent) != 0)
+        snprintf(theirs.msg, sizeof theirs.msg, "its error did not reach rank 0");
+    if (rank != 0) return all;
+    *err = (kv_err){0};
+    return kv_fail(err, all, "rank %d of %d: %s", who, size, theirs.msg);
 }
