@@ -185,14 +185,18 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
     if (!rc) rc = check_study(opts, s, err);
     sim_world wd = {0};
     kv_mpi_world(&wd.rank, &wd.size);
+    sim_opts run = *opts;   /* the work folder: always under mpirun (the merge reads it), else with --resume */
+    run.work_folder = opts->work_folder && (wd.size > 1 || opts->resume);
     if (!rc) rc = sim_work_name(&wd.w, opts, err);
     kv_outfile out;
-    if (!rc && wd.rank == 0 && (rc = outdir_begin(&out, opts->output, opts->force, err)) == KV_OK)
-        outdir_abort(&out);   /* an existing DIR refused before any work; DIR is begun once the results are in */
-    rc = run_traces(opts, s, runs, &wd, rc, err);   /* every rank takes part, even after a failure of its own */
-    if (!rc && wd.rank == 0) rc = outdir_begin(&out, opts->output, opts->force, err);
-    if (!rc && wd.rank == 0) rc = write_outputs(opts, s, runs, &out, err);
-    if (!rc && wd.rank == 0 && opts->work_folder) sim_work_remove(&wd.w);
+    bool dir_started = false;   /* an existing DIR refused before any work */
+    if (!rc && wd.rank == 0) rc = outdir_begin(&out, opts->output, opts->force, err), dir_started = rc == KV_OK;
+    if (dir_started && run.work_folder) outdir_abort(&out), dir_started = false;   /* begun once the results are in */
+    rc = run_traces(&run, s, runs, &wd, rc, err);   /* every rank takes part, even after a failure of its own */
+    if (!rc && wd.rank == 0 && !dir_started) rc = outdir_begin(&out, opts->output, opts->force, err), dir_started = !rc;
+    if (!rc && wd.rank == 0) rc = write_outputs(&run, s, runs, &out, err);   /* commits, or aborts on a failure */
+    else if (dir_started) outdir_abort(&out);
+    if (!rc && wd.rank == 0 && run.work_folder) sim_work_remove(&wd.w);
     for (int c = 0; !rc && wd.rank == 0 && summary && c < runs[0].res.n_cfg; c++) { /* the first trace's (fidelity) */
         double logdet_mean;
         sim_results_summarize(&runs[0].res, c, PHASE_ALL, &summary[c], &logdet_mean);

@@ -232,6 +232,14 @@ def faults(tmp):
     else:
         p = sim(names, out, 2, env={"KVTRACE_TEST_FAULT": "1:oom:0"}, cwd=tmp)
         fault_then_resume(tmp, one, names, "rank 1 out of memory", p, out, "out of memory")
+    # one process, no MPI: --resume keeps the work folder too (killed after its second trace)
+    out = os.path.join(tmp, "f_single")
+    p = sim(names, out, extra=["--resume"], env={"KVTRACE_TEST_FAULT": "0:2:kill"}, cwd=tmp)
+    check(p.returncode == -9 and not os.path.exists(out) and len(units(out)) == 2,
+          "one process --resume killed after 2 traces: no output, 2 results kept", str(p.returncode))
+    p = sim(names, out, extra=["--resume"], cwd=tmp)
+    check(p.returncode == 0 and "--resume: 2 of 6 traces" in p.stderr and same_data(one, out) and
+          not os.path.exists(out + ".work"), "one process --resume: finishes the other 4, byte-identical", p.stderr)
     # a work folder of another command is refused, in one line
     out = os.path.join(tmp, "f_other")
     p = sim(names, out, 2, env={"KVTRACE_TEST_FAULT": "1:1:kill"}, cwd=tmp)
