@@ -30,7 +30,8 @@
 #   make bench-deps the same plus python3-torch, the PyTorch peers of make bench (not needed by make test)
 #   make test-gpu   the CUDA kernels against their CPU references (skips without a GPU)
 #   make bench-gpu  capture rate and device memory on the GPU (skips without a GPU)
-#   (build/libkvtrace_cuda.so, the CUDA backend, is built by make whenever nvcc is found)
+#   (build/libkvtrace_cuda.so, the CUDA backend, is built by make whenever nvcc is found;
+#   sim runs under mpirun when OpenMPI's mpicc is found: docs/mpi.md)
 
 CC      ?= cc
 .DEFAULT_GOAL := all
@@ -55,6 +56,15 @@ ifeq ($(PY_OK),yes)
   PY_CFLAGS := $(patsubst -I%,-isystem %,$(shell $(PY_CONFIG) --includes)) -DKV_HAVE_PYTHON \
                -DKV_PYTHON_EXE='"$(PYTHON)"' -DKV_PYTHON_HOME='"$(shell $(PY_CONFIG) --prefix)"'
   LDLIBS    += $(shell $(PY_CONFIG) --embed --ldflags)
+endif
+# MPI (mpirun -n R kvtrace sim ..., docs/mpi.md): built when OpenMPI's mpicc is found (make deps
+# installs libopenmpi-dev and openmpi-bin); a plain build otherwise. Only core/kv_mpi.c sees the
+# MPI headers. CI runs as root: mpirun then needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.
+MPICC   ?= $(shell command -v mpicc 2>/dev/null)
+MPI_OK  := $(if $(MPICC),$(shell $(MPICC) --showme:link >/dev/null 2>&1 && echo yes))
+ifeq ($(MPI_OK),yes)
+  MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell $(MPICC) --showme:compile)) -DKV_HAVE_MPI
+  LDLIBS     += $(shell $(MPICC) --showme:link)
 endif
 SAN     ?=
 ifeq ($(SAN),1)
@@ -122,6 +132,13 @@ $(BUILD)/obj/python/probe: FORCE
 	@mkdir -p $(dir $@)
 	@echo "python=$(PY_OK) $(PYTHON)" | cmp -s - $@ || echo "python=$(PY_OK) $(PYTHON)" > $@
 FORCE:
+
+# kv_mpi.o likewise follows the MPI probe (make deps installed OpenMPI)
+$(BUILD)/obj/core/kv_mpi.o: CPPFLAGS += $(MPI_CFLAGS)
+$(BUILD)/obj/core/kv_mpi.o: $(BUILD)/obj/core/mpi_probe
+$(BUILD)/obj/core/mpi_probe: FORCE
+	@mkdir -p $(dir $@)
+	@echo "mpi=$(MPI_OK) $(MPICC)" | cmp -s - $@ || echo "mpi=$(MPI_OK) $(MPICC)" > $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -219,6 +236,7 @@ bench: deps bench-deps
 	@/usr/bin/python3 bench/bench_expr.py
 	@/usr/bin/python3 bench/bench_pyplugin.py
 	@/usr/bin/python3 bench/bench_tokenize.py
+	@/usr/bin/python3 bench/bench_mpi.py
 	@BUILD=$(BUILD) /usr/bin/python3 bench/bench_table.py
 
 demo: deps

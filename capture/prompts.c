@@ -10,6 +10,7 @@
 
 #include "capture/capture.h"
 #include "capture/prompts.h"
+#include "core/kv_mpi.h"
 #include "core/outfile.h"
 #include "core/progress.h"
 #include "model/model.h"
@@ -150,9 +151,11 @@ int prompts_tokenize(prompt_list *l, const char *file, const kv_model *m, kv_err
     return rc;
 }
 
-/* Prompt it of n into DIR/ID.h5, and its line of the index. */
+enum { INDEX_LINE_MAX = 2 * STUDY_ID_MAX + 256 };   /* one line of index.jsonl */
+
+/* Prompt it of n into DIR/ID.h5, and its line of the index into line. */
 static int capture_one(const capture_opts *o, const kv_model *m, const prompt_item *it, int i, int n, const char *dir,
-                       FILE *index, kv_err *err)
+                       char *line, kv_err *err)
 {
     char path[4400], sha[65];
     snprintf(path, sizeof path, "%s/%s.h5", dir, it->id);
@@ -170,7 +173,49 @@ static int capture_one(const capture_opts *o, const kv_model *m, const prompt_it
     if (!rc) rc = model_file_sha256(path, sha, err);
     char file[STUDY_ID_MAX + 8];
     snprintf(file, sizeof file, "%s.h5", it->id);
-    return rc ? rc : study_index_line(index, it->id, file, T, sha, err);
+    FILE *f = rc ? NULL : fmemopen(line, INDEX_LINE_MAX, "w");
+    if (!rc && !f) return kv_fail(err, KV_EFAIL, "capture: out of memory");
+    if (!rc) rc = study_index_line(f, it->id, file, T, sha, err);
+    if (f && fclose(f) != 0 && !rc) rc = kv_fail(err, KV_EFAIL, "capture: an index line over %d bytes", INDEX_LINE_MAX);
+    return rc;
+}
+
+/* Under mpirun (docs/mpi.md): the prompts split across ranks by tokens (prompt + generated),
+ * each rank capturing its own into rank 0's temporary directory dir; their index lines move
+ * to rank 0 (lines[n]). Every rank's outcome agreed: a failure named once, on rank 0. */
+static int capture_split(const capture_opts *o, const kv_model *m, const prompt_list *l, char *dir, char *lines,
+                         int rc, kv_err *err)
+{
+    int rank, size;
+    kv_mpi_world(&rank, &size);
+    rc = kv_mpi_agree_err(rc, rank, size, err, NULL);
+    if (!rc && kv_mpi_bcast(dir, 4096, NULL) != 0) rc = kv_fail(err, KV_EFAIL, "capture: MPI_Bcast failed");
+    int *owner = rc ? NULL : kv_calloc((size_t)l->n, sizeof *owner, "capture", err);
+    int64_t *cost = owner ? kv_calloc((size_t)l->n, sizeof *cost, "capture", err) : NULL;
+    if (!rc && !cost) rc = err->code;
+    for (int i = 0; !rc && i < l->n; i++) cost[i] = l->p[i].n_ids + (l->p[i].generate >= 0 ? l->p[i].generate : o->generate);
+    if (!rc) kv_mpi_owners(cost, l->n, size, owner);
+    capture_opts own = *o;
+    own.quiet = o->quiet || rank != 0;
+    for (int i = 0; !rc && i < l->n; i++)
+        if (owner[i] == rank) rc = capture_one(&own, m, &l->p[i], i, l->n, dir, lines + (size_t)i * INDEX_LINE_MAX, err);
+    if (owner) rc = kv_mpi_agree_err(rc, rank, size, err, NULL);
+    for (int i = 0; !rc && i < l->n; i++)
+        if (kv_mpi_to_root(owner[i], lines + (size_t)i * INDEX_LINE_MAX, INDEX_LINE_MAX, NULL) != 0)
+            rc = kv_fail(err, KV_EFAIL, "capture: moving rank %d's index line to rank 0 failed", owner[i]);
+    free(owner), free(cost);
+    return rc;
+}
+
+/* Rank 0: index.jsonl in the prompts' order. */
+static int write_index(const char *dir, const char *lines, int n, kv_err *err)
+{
+    char index[4400];
+    snprintf(index, sizeof index, "%s/" STUDY_INDEX, dir);
+    FILE *f = fopen(index, "w");
+    if (!f) return kv_fail(err, KV_EFAIL, "%s: cannot create", index);
+    for (int i = 0; i < n; i++) fputs(lines + (size_t)i * INDEX_LINE_MAX, f);
+    return fclose(f) != 0 ? kv_fail(err, KV_EFAIL, "%s: cannot write", index) : KV_OK;
 }
 
 int capture_prompts(const capture_opts *o, kv_err *err)
@@ -181,6 +226,8 @@ int capture_prompts(const capture_opts *o, kv_err *err)
     if (!rc) rc = prompts_read(o->prompts, &l, err);
     if (rc) return rc;
     if (o->threads > 0) openblas_set_num_threads(o->threads);
+    int rank, size;
+    kv_mpi_world(&rank, &size);
     kv_model model;
     memset(&model, 0, sizeof model);
     kv_outfile out;
@@ -190,15 +237,16 @@ int capture_prompts(const capture_opts *o, kv_err *err)
     if (!rc && o->prov) rc = capture_provenance(o->prov, o->model, o->tokenizer, &o->prompt, err);
     if (!rc && o->prov) rc = prov_set_text(&o->prov->prompt, "prompts", err);
     if (!rc && o->prov) rc = prov_add_file(o->prov, "prompts", o->prompts, NULL, err);
-    if (!rc) rc = outdir_begin(&out, o->output, o->force, err), started = rc == KV_OK;
-    char index[4400];
-    snprintf(index, sizeof index, "%s/" STUDY_INDEX, started ? out.tmp_path : ".");
-    FILE *f = rc ? NULL : fopen(index, "w");
-    if (!rc && !f) rc = kv_fail(err, KV_EFAIL, "%s: cannot create", index);
-    for (int i = 0; !rc && i < l.n; i++) rc = capture_one(o, &model, &l.p[i], i, l.n, out.tmp_path, f, err);
-    if (f && fclose(f) != 0 && !rc) rc = kv_fail(err, KV_EFAIL, "%s: cannot write", index);
-    if (!rc) rc = outdir_commit(&out, err);
+    if (!rc && rank == 0) rc = outdir_begin(&out, o->output, o->force, err), started = rc == KV_OK;
+    char dir[4096] = "";
+    if (started) snprintf(dir, sizeof dir, "%s", out.tmp_path);
+    char *lines = calloc((size_t)l.n + 1, INDEX_LINE_MAX);
+    if (!rc && !lines) rc = kv_fail(err, KV_EFAIL, "capture: out of memory");
+    rc = capture_split(o, &model, &l, dir, lines, rc, err);   /* every rank takes part, even after a failure */
+    if (!rc && rank == 0) rc = write_index(dir, lines, l.n, err);
+    if (!rc && rank == 0) rc = outdir_commit(&out, err);
     else if (started) outdir_abort(&out);
+    free(lines);
     model_free(&model);
     prompts_free(&l);
     return rc;

@@ -7,6 +7,7 @@
 #include "capture/capture.h"
 #include "model/model_fetch.h"
 #include "core/cli_args.h"
+#include "core/kv_mpi.h"
 #include "core/cli_opts.h"
 #include "userpol/user_policies.h"
 #include "expr/expr.h"
@@ -313,5 +314,9 @@ int capture_main(int argc, char **argv)
     }
     prov_free(&prov);
     user_policies_close(&a.user);
-    return rc ? cli_report(&err) : 0;
+    int rank, size;
+    kv_mpi_world(&rank, &size);   /* under mpirun (capture --prompts): rank 0 alone says what failed */
+    const int status = rc && rank != 0 ? err.code : rc ? cli_report(&err) : 0;
+    kv_mpi_finalize();
+    return status;
 }

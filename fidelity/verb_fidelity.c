@@ -9,6 +9,7 @@
 #include "fidelity/fidelity.h"
 #include "userpol/user_policies.h"
 #include "expr/expr.h"
+#include "core/kv_mpi.h"
 
 static const char USAGE[] =
     "usage: kvtrace fidelity [--model M] [--prompt TEXT | --prompt-file F | --tokens F | --prompts F.jsonl]\n"
@@ -186,7 +187,7 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
     return rc ? rc : check_head_scores(o, err);
 }
 
-int fidelity_main(int argc, char **argv)
+static int fidelity_verb(int argc, char **argv)
 {
     kv_err err = {0};
     prov_record prov;
@@ -210,4 +211,22 @@ int fidelity_main(int argc, char **argv)
     if (a) user_policies_close(&a->user);
     free(a);
     return rc ? cli_report(&err) : 0;
+}
+
+/* Under mpirun: refused unless one process (-n 1; docs/mpi.md): its capture and replay are one
+ * model's over one trace each, nothing to split; MPI is shut down either way. */
+int fidelity_main(int argc, char **argv)
+{
+    int rank, size, status;
+    kv_mpi_world(&rank, &size);
+    if (size > 1) {
+        status = KV_EUSAGE;
+        if (rank == 0)
+            fprintf(stderr, "kvtrace: error: fidelity: runs as one process (mpirun -n %d given); run it without "
+                    "mpirun, or split a study's prompts over several fidelity runs\n", size);
+    } else {
+        status = fidelity_verb(argc, argv);
+    }
+    kv_mpi_finalize();
+    return status;
 }

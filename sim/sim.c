@@ -16,6 +16,7 @@
 #include "sim/replay.h"
 #include "sim/results.h"
 #include "sim/sim_alloc.h"
+#include "sim/sim_trace.h"
 #include "study/study.h"
 
 typedef struct {
@@ -332,61 +333,16 @@ static int check_trace(const sim_opts *o, trace *tr, kv_err *err)
     return KV_OK;
 }
 
-/* A trace captured with eviction inside the model (capture_mode = evict):
- * one line on stderr saying what that means for the replay, then sim runs.
- * A warning about what the numbers mean, so printed even under --quiet
- * (docs/sim.md). */
-static void note_evict_trace(const sim_opts *o, const trace_meta *m)
-{
-    if (strcmp(m->capture_mode, "evict") != 0) return;
-    fprintf(stderr,
-            "kvtrace sim: note: %s was captured with eviction inside the model (%s%s%s, budget %lld): its keys, "
-            "values and queries after the first eviction were computed from that policy's cache, so every "
-            "policy here is replayed (and `full` measured) on that run, not on an unevicted one\n",
-            o->trace, m->evict_policy, m->evict_params[0] ? ":" : "", m->evict_params, (long long)m->evict_budget);
-}
-
-/* Before a large replay (issue #15): its cost in one line on stderr (unless
- * --quiet) when it will likely take over a minute or a GiB. Floating-point
- * operations: the full-cache reference, 4 D per (query head, query, visible
- * key), i.e. 2 L H D T^2; each configuration's metrics, 4 D per (query head,
- * query, candidate) with at most N + B candidates (more for `full`); policy
- * scoring is left out (it is usually smaller; pairwise keydiff adds O(N^2 D)
- * per step). Memory: one layer's queries, keys and values plus the per-query
- * statistics; results.h5: the final caches. Minutes assume 50 GFLOP/s per
- * thread, a modest CPU core. */
-static void print_cost(const sim_opts *o, const trace_meta *m, bool recorded)
-{
-    const double L = (double)m->n_layers, H = (double)m->n_heads, K = (double)m->n_kv_heads;
-    const double D = (double)m->head_dim, T = (double)m->n_tokens;
-    double flops = recorded ? 0 : 2 * L * H * D * T * T, kept = 0; /* a recorded reference is read, not computed */
-    const double runs = (double)o->n_policies * o->n_allocators;
-    for (int k = 0; k < sim_n_chunks(o); k++)
-        for (int b = 0; b < o->n_budgets; b++) {
-            const double visible = fmin(T / 2, (double)(o->budgets[b] + sim_cfg_chunk(o, k * o->n_budgets)));
-            flops += runs * 4 * L * H * D * T * visible;
-            kept += runs * fmin(T, (double)o->budgets[b]);
-        }
-    const double n_cfg = runs * sim_n_chunks(o) * o->n_budgets;
-    const double memory = 4 * (H + 2 * K) * T * D + 16 * n_cfg * L * H * T / fmax(1, (double)o->eval_stride);
-    const double results = 4 * L * K * kept + 8 * n_cfg * L * K;
-    const double gib = 1024.0 * 1024.0 * 1024.0, minutes = flops / 50e9 / 60 / fmax(1, o->threads);
-    if (o->quiet || (minutes < 1 && memory < gib && results < gib)) return;
-    fprintf(stderr, "kvtrace: sim: %.0f configurations over %lld positions: about %.3g TFLOP (~%.0f min at 50 "
-            "GFLOP/s per thread), peak memory ~%.2f GiB, results.h5 ~%.2f GiB\n", n_cfg, (long long)m->n_tokens,
-            flops / 1e12, minutes, memory / gib, results / gib);
-}
-
 /* The run's own copy of the options: uniform when no allocator was given,
  * budgets given as fractions of T turned into N = ⌊f·T⌋ (at least 1 row is
  * refused below that), and every allocator's check of every budget. */
-typedef struct {
+struct sim_plan {
     sim_opts o;
     alloc_config uniform;
     int64_t budgets[256];
     sim_alloc_plan ap;     /* the allocators with their head scores */
     policy_config policies[CLI_LIST_MAX]; /* the run's copy, relabelled (relabel_wo) */
-} sim_plan;
+};
 
 /* A policy reading W_o (a `wo` parameter at `model`) on a trace without /wo falls back to ‖v‖₁:
  * its configuration is relabelled wo=absent, so results.csv says which runs had no W_o; two
@@ -440,16 +396,7 @@ static int plan(const sim_opts *o, trace *tr, sim_plan *p, kv_err *err)
     return sim_lockstep_check(&p->o, m, err);
 }
 
-/* One trace of the run: its plan (its own budgets in N and labels) and its
- * results, kept until every trace is done and the directory is written. */
-typedef struct {
-    sim_plan *p;
-    sim_results res;
-    bool has_res;
-    char stage[STUDY_ID_MAX + 16];   /* the progress stage: "ID: layers" in a study */
-} trace_run;
-
-static void trace_run_free(trace_run *t)
+void sim_trace_free(trace_run *t)
 {
     if (t->has_res) sim_results_free(&t->res);
     if (t->p) sim_alloc_plan_free(&t->p->ap);
@@ -457,37 +404,47 @@ static void trace_run_free(trace_run *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Replays every configuration over one trace (opts->trace) into t. */
-static int run_trace(const sim_opts *opts, const char *id, bool study, trace_run *t, kv_err *err)
+const sim_opts *sim_trace_opts(const trace_run *t)
+{
+    return &t->p->o;
+}
+
+int sim_trace_prepare(const sim_opts *opts, trace_run *t, kv_err *err)
 {
     trace *tr = NULL;
     int rc = trace_open(opts->trace, &tr, err);
     if (!rc) rc = check_trace(opts, tr, err);
     if (!rc && !(t->p = kv_calloc(1, sizeof *t->p, "sim", err))) rc = err->code;
     if (!rc) rc = plan(opts, tr, t->p, err);
-    if (rc) {
-        trace_close(tr);
-        return rc;
-    }
-    const sim_opts *o = &t->p->o;
+    const sim_opts *o = rc ? NULL : &t->p->o;
     const trace_meta *m = trace_get_meta(tr);
-    note_evict_trace(o, m);
-    print_cost(o, m, sim_reference_recorded(tr));
-    const int64_t T = m->n_tokens, H = m->n_heads, K = m->n_kv_heads;
-    kv_blas_single_threaded(); /* tasks run in parallel; BLAS inside each stays serial */
-    layer_bufs b = {0};
     int64_t n_steps = 0; /* --step-counts takes one chunk; the most steps of any otherwise (unused) */
-    for (int k = 0; k < sim_n_chunks(o); k++) {
-        const sim_layer shape = {.T = T, .prompt_len = m->prompt_len, .chunk = sim_cfg_chunk(o, k * o->n_budgets),
-                                 .decode_chunk = o->decode_chunk};
+    for (int k = 0; o && k < sim_n_chunks(o); k++) {
+        const sim_layer shape = {.T = m->n_tokens, .prompt_len = m->prompt_len,
+                                 .chunk = sim_cfg_chunk(o, k * o->n_budgets), .decode_chunk = o->decode_chunk};
         if (sim_replay_steps(&shape) > n_steps) n_steps = sim_replay_steps(&shape);
     }
-    rc = sim_results_alloc(&t->res, o, m->n_layers, H, K, T, n_steps, err);
-    t->has_res = rc == KV_OK;
+    if (!rc) rc = sim_results_alloc(&t->res, o, m->n_layers, m->n_heads, m->n_kv_heads, m->n_tokens, n_steps, err);
+    t->has_res = !rc;
     int64_t n_spans = 0;
-    const trace_span *spans = trace_spans(tr, &n_spans);
+    const trace_span *spans = rc ? NULL : trace_spans(tr, &n_spans);
     if (!rc) rc = sim_spans_alloc(&t->res, spans, n_spans, err);
-    if (!rc) rc = layer_bufs_alloc(o, m, &b, err);
+    trace_close(tr);
+    return rc;
+}
+
+int sim_trace_replay(const sim_opts *opts, const char *id, bool study, trace_run *t, kv_err *err)
+{
+    trace *tr = NULL;
+    int rc = trace_open(opts->trace, &tr, err);
+    if (rc) return rc;
+    const sim_opts *o = &t->p->o;
+    const trace_meta *m = trace_get_meta(tr);
+    sim_note_evict(o, m);
+    sim_print_cost(o, m, sim_reference_recorded(tr));
+    kv_blas_single_threaded(); /* tasks run in parallel; BLAS inside each stays serial */
+    layer_bufs b = {0};
+    rc = layer_bufs_alloc(o, m, &b, err);
     kv_progress prog;
     const double started = kv_now_seconds();
     snprintf(t->stage, sizeof t->stage, "%s%slayers", study ? id : "", study ? ": " : "");
@@ -502,94 +459,5 @@ static int run_trace(const sim_opts *opts, const char *id, bool study, trace_run
     t->res.wall_s = kv_now_seconds() - started;
     layer_bufs_free(&b);
     trace_close(tr);
-    return rc;
-}
-
-/* Before any work: every trace opens, its sha256 (hashed into the record by
- * the command line, when it has one) is the index's, and all are of one
- * model unless --mixed-models; budgets given as fractions of T need traces
- * of one length (their N would differ between traces). */
-static int check_study(const sim_opts *o, const study_set *s, kv_err *err)
-{
-    trace_meta first = {0};
-    int rc = KV_OK;
-    for (int i = 0; !rc && i < s->n; i++) {
-        const prov_input *in = NULL;
-        for (int j = 0; o->prov && j < o->prov->n_inputs; j++)
-            if (strcmp(o->prov->inputs[j].role, "trace") == 0 && strcmp(o->prov->inputs[j].path, s->t[i].path) == 0)
-                in = &o->prov->inputs[j];
-        if (in) rc = study_check_sha256(s, i, in->sha256, err);
-        trace *tr = NULL;
-        if (!rc) rc = trace_open(s->t[i].path, &tr, err);
-        if (rc) break;
-        const trace_meta *m = trace_get_meta(tr);
-        if (i == 0) first = *m;
-        if (s->t[i].tokens >= 0 && s->t[i].tokens != m->n_tokens)
-            rc = kv_fail(err, KV_EINPUT, "%s:%d: %s has T = %lld, the index says tokens = %lld", s->index,
-                         s->t[i].line, s->t[i].path, (long long)m->n_tokens, (long long)s->t[i].tokens);
-        const bool same = strcmp(m->model_name, first.model_name) == 0 && m->n_layers == first.n_layers &&
-                          m->n_heads == first.n_heads && m->n_kv_heads == first.n_kv_heads &&
-                          m->head_dim == first.head_dim;
-        if (!rc && !same && !o->mixed_models)
-            rc = kv_fail(err, KV_EINPUT, "%s: a trace of model '%s' (L=%lld, H=%lld, K=%lld, D=%lld), but %s is of "
-                         "'%s' (L=%lld, H=%lld, K=%lld, D=%lld); a study compares one model's traces "
-                         "(--mixed-models allows it)", s->t[i].path, m->model_name, (long long)m->n_layers,
-                         (long long)m->n_heads, (long long)m->n_kv_heads, (long long)m->head_dim, s->t[0].path,
-                         first.model_name, (long long)first.n_layers, (long long)first.n_heads,
-                         (long long)first.n_kv_heads, (long long)first.head_dim);
-        for (int b = 0; !rc && o->budget_fractions && b < o->n_budgets; b++)
-            if (!isnan(o->budget_fractions[b]) && m->n_tokens != first.n_tokens)
-                rc = cli_usage(err, "sim", "--budgets %g%%: %s has T = %lld but %s T = %lld; a budget given as a "
-                               "fraction of T is not one N over traces of different lengths (give N)",
-                               o->budget_fractions[b] * 100, s->t[i].path, (long long)m->n_tokens, s->t[0].path,
-                               (long long)first.n_tokens);
-        trace_close(tr);
-    }
-    return rc;
-}
-
-int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
-{
-    study_set own = {0};
-    const study_set *s = opts->study;
-    int rc = KV_OK;
-    if (!s) {
-        char *word = (char *)opts->trace;
-        if (!(rc = study_set_resolve("sim", &word, 1, &own, err))) s = &own;
-    }
-    const int n = s ? s->n : 0;
-    const char **inputs = rc ? NULL : kv_calloc((size_t)n + 1, sizeof *inputs, "sim", err);
-    trace_run *runs = inputs ? kv_calloc((size_t)n, sizeof *runs, "sim", err) : NULL;
-    if (!rc && !runs) rc = err->code;
-    for (int i = 0; !rc && i < n; i++) inputs[i] = s->t[i].path;
-    if (!rc && opts->head_scores) inputs[n] = opts->head_scores;
-    if (!rc) rc = outfile_check_inputs(opts->output, inputs, opts->head_scores ? n + 1 : n, err);
-    if (!rc) rc = check_study(opts, s, err);
-    kv_outfile out;
-    bool dir_started = false;   /* an existing DIR is refused before any work */
-    if (!rc) rc = outdir_begin(&out, opts->output, opts->force, err), dir_started = rc == KV_OK;
-    for (int i = 0; !rc && i < n; i++) {
-        sim_opts one = *opts;
-        one.trace = s->t[i].path;
-        rc = run_trace(&one, s->t[i].id, n > 1, &runs[i], err);
-    }
-    sim_trace_out *outs = rc ? NULL : kv_calloc((size_t)n, sizeof *outs, "sim", err);
-    if (!rc && !outs) rc = err->code;
-    for (int i = 0; !rc && i < n; i++)
-        outs[i] = (sim_trace_out){.id = s->t[i].id, .path = s->t[i].path, .o = &runs[i].p->o, .r = &runs[i].res};
-    if (!rc) rc = sim_summary_check(outs, n, err);
-    if (!rc) rc = sim_results_write(outs, n, out.tmp_path, err);
-    if (!rc) rc = sim_summary_write(outs, n, out.tmp_path, err);
-    if (!rc) rc = sim_spans_write(outs, n, out.tmp_path, err);
-    if (!rc && !opts->quiet && n > 1) sim_summary_print(outs, n);
-    if (!rc) rc = outdir_commit(&out, err);
-    else if (dir_started) outdir_abort(&out);
-    for (int c = 0; !rc && summary && c < runs[0].res.n_cfg; c++) {   /* the first trace's (fidelity has one) */
-        double logdet_mean;
-        sim_results_summarize(&runs[0].res, c, PHASE_ALL, &summary[c], &logdet_mean);
-    }
-    for (int i = 0; runs && i < n; i++) trace_run_free(&runs[i]);
-    free(outs), free(runs), free(inputs);
-    study_set_free(&own);
     return rc;
 }

@@ -37,6 +37,9 @@ typedef struct {
     int threads;                   /* 0: one per CPU */
     bool force, quiet;             /* quiet: no table on stdout, no progress */
     bool progress;                 /* progress lines even when quiet (fidelity's own sim step) */
+    bool work_folder;              /* each trace's results kept in OUTPUT.work/ as it ends (docs/mpi.md) */
+    bool resume;                   /* --resume: replay only the traces without a result in OUTPUT.work/ */
+    bool rank_times;               /* --rank-times: each rank's wall and MPI time on stderr */
 } sim_opts;
 
 /* The default limit on the estimated memory of a lock-step (model-wide

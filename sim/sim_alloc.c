@@ -7,6 +7,7 @@
 #include "sim/sim_alloc.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,4 +138,49 @@ int sim_lockstep_check(const sim_opts *o, const trace_meta *m, kv_err *err)
                      "layers at once) needs about %.2f GiB > --max-memory %g GiB (%lld layers x %lld positions; "
                      "fewer --threads, smaller budgets or a larger --max-memory)", n_model, (long long)m->n_layers,
                      need / gib, limit, (long long)m->n_layers, (long long)m->n_tokens);
+}
+
+/* A trace captured with eviction inside the model (capture_mode = evict):
+ * one line on stderr saying what that means for the replay, then sim runs.
+ * A warning about what the numbers mean, so printed even under --quiet
+ * (docs/sim.md). */
+void sim_note_evict(const sim_opts *o, const trace_meta *m)
+{
+    if (strcmp(m->capture_mode, "evict") != 0) return;
+    fprintf(stderr,
+            "kvtrace sim: note: %s was captured with eviction inside the model (%s%s%s, budget %lld): its keys, "
+            "values and queries after the first eviction were computed from that policy's cache, so every "
+            "policy here is replayed (and `full` measured) on that run, not on an unevicted one\n",
+            o->trace, m->evict_policy, m->evict_params[0] ? ":" : "", m->evict_params, (long long)m->evict_budget);
+}
+
+/* Before a large replay (issue #15): its cost in one line on stderr (unless
+ * --quiet) when it will likely take over a minute or a GiB. Floating-point
+ * operations: the full-cache reference, 4 D per (query head, query, visible
+ * key), i.e. 2 L H D T^2; each configuration's metrics, 4 D per (query head,
+ * query, candidate) with at most N + B candidates (more for `full`); policy
+ * scoring is left out (it is usually smaller; pairwise keydiff adds O(N^2 D)
+ * per step). Memory: one layer's queries, keys and values plus the per-query
+ * statistics; results.h5: the final caches. Minutes assume 50 GFLOP/s per
+ * thread, a modest CPU core. */
+void sim_print_cost(const sim_opts *o, const trace_meta *m, bool recorded)
+{
+    const double L = (double)m->n_layers, H = (double)m->n_heads, K = (double)m->n_kv_heads;
+    const double D = (double)m->head_dim, T = (double)m->n_tokens;
+    double flops = recorded ? 0 : 2 * L * H * D * T * T, kept = 0; /* a recorded reference is read, not computed */
+    const double runs = (double)o->n_policies * o->n_allocators;
+    for (int k = 0; k < sim_n_chunks(o); k++)
+        for (int b = 0; b < o->n_budgets; b++) {
+            const double visible = fmin(T / 2, (double)(o->budgets[b] + sim_cfg_chunk(o, k * o->n_budgets)));
+            flops += runs * 4 * L * H * D * T * visible;
+            kept += runs * fmin(T, (double)o->budgets[b]);
+        }
+    const double n_cfg = runs * sim_n_chunks(o) * o->n_budgets;
+    const double memory = 4 * (H + 2 * K) * T * D + 16 * n_cfg * L * H * T / fmax(1, (double)o->eval_stride);
+    const double results = 4 * L * K * kept + 8 * n_cfg * L * K;
+    const double gib = 1024.0 * 1024.0 * 1024.0, minutes = flops / 50e9 / 60 / fmax(1, o->threads);
+    if (o->quiet || (minutes < 1 && memory < gib && results < gib)) return;
+    fprintf(stderr, "kvtrace: sim: %.0f configurations over %lld positions: about %.3g TFLOP (~%.0f min at 50 "
+            "GFLOP/s per thread), peak memory ~%.2f GiB, results.h5 ~%.2f GiB\n", n_cfg, (long long)m->n_tokens,
+            flops / 1e12, minutes, memory / gib, results / gib);
 }

@@ -29,4 +29,9 @@ void sim_alloc_plan_free(sim_alloc_plan *ap);
 double sim_lockstep_bytes(const sim_opts *o, const trace_meta *m, int *n_model);
 int sim_lockstep_check(const sim_opts *o, const trace_meta *m, kv_err *err);
 
+/* Before a trace's replay, on stderr: a note when it was captured with eviction inside the
+ * model (even under --quiet), and the replay's cost when it is large (unless --quiet). */
+void sim_note_evict(const sim_opts *o, const trace_meta *m);
+void sim_print_cost(const sim_opts *o, const trace_meta *m, bool recorded);
+
 #endif

@@ -11,6 +11,7 @@
 #include "provenance/provenance.h"
 #include "userpol/user_policies.h"
 #include "sim/sim.h"
+#include "core/kv_mpi.h"
 
 static const char USAGE[] =
     "usage: kvtrace sim TRACES --policies LIST --budgets LIST --chunk B [options] -o DIR\n"
@@ -156,6 +157,8 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("threads", CLI_INT, sim_args, o.threads), .lo = 1, .hi = 256},
     {CLI_ROW("output", CLI_TEXT, sim_args, o.output)},
     {CLI_ROW("mixed-models", CLI_FLAG, sim_args, o.mixed_models)},
+    {CLI_ROW("resume", CLI_FLAG, sim_args, o.resume)},
+    {CLI_ROW("rank-times", CLI_FLAG, sim_args, o.rank_times)},
     {CLI_ROW("force", CLI_FLAG, sim_args, o.force)},
     {CLI_ROW("quiet", CLI_FLAG, sim_args, o.quiet)},
     {CLI_ROW("timestamp", CLI_FLAG, sim_args, timestamp)},
@@ -182,7 +185,7 @@ static int verb(int argc, char **argv, sim_args *a)
     kv_err err = {0};
     sim_opts *o = &a->o;
     const char *v = "sim";
-    o->decode_chunk = 1, o->eval_stride = 1;
+    o->decode_chunk = 1, o->eval_stride = 1, o->work_folder = true;
     prov_record prov;
     int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
     if (rc) return cli_report(&err);
@@ -220,6 +223,9 @@ static int verb(int argc, char **argv, sim_args *a)
     }
     study_set_free(&set);
     prov_free(&prov);
+    int rank, size;
+    kv_mpi_world(&rank, &size);
+    if (rc && rank != 0) return err.code;   /* under mpirun rank 0 alone says what failed, naming the rank */
     return rc ? cli_report(&err) : 0;
 }
 
@@ -230,5 +236,6 @@ int sim_main(int argc, char **argv)
     int status = a ? verb(argc, argv, a) : cli_report(&err);
     if (a) user_policies_close(&a->user);
     free(a);
+    kv_mpi_finalize();   /* when mpirun started this process (docs/mpi.md) */
     return status;
 }

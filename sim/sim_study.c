@@ -1,0 +1,209 @@
+/* sim over a study (docs/mpi.md): the traces split across ranks when mpirun started the
+ * process, each trace's results kept in the work folder as its replay ends (--resume), rank 0
+ * merging them and alone writing the outputs. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cli_args.h"
+#include "core/outfile.h"
+#include "core/progress.h"
+#include "trace/trace.h"
+#include "sim/results.h"
+#include "sim/sim.h"
+#include "core/kv_mpi.h"
+#include "sim/sim_trace.h"
+#include "sim/sim_work.h"
+#include "study/study.h"
+
+/* This process in the run: its rank, the time it spent in MPI calls, the work folder. */
+typedef struct {
+    int rank, size;
+    double mpi_s;
+    sim_work w;
+} sim_world;
+
+/* Every rank's rc agreed (a collective call): a failure anywhere is every rank's, named on rank 0. */
+static int agree(sim_world *wd, int rc, kv_err *err)
+{
+    return kv_mpi_agree_err(rc, wd->rank, wd->size, err, &wd->mpi_s);
+}
+
+/* Rank 0 after the replays: every trace replayed elsewhere read from the work folder. */
+static int merge(const study_set *s, trace_run *runs, const int *owner, sim_world *wd, kv_err *err)
+{
+    int rc = KV_OK;
+    for (int i = 0; !rc && wd->rank == 0 && i < s->n; i++)
+        if (owner[i] > 0) rc = sim_work_get(&wd->w, i, &runs[i].res, err);
+    return rc;
+}
+
+/* Replays the traces this rank owns (split by estimated cost L·T², those with a result in the
+ * work folder left out), each result written to the folder as its replay ends. */
+static int replay_own(const sim_opts *opts, const study_set *s, trace_run *runs, const uint8_t *done, int *owner,
+                      sim_world *wd, kv_err *err)
+{
+    const int n = s->n;
+    int64_t *cost = kv_calloc((size_t)n, sizeof *cost, "sim", err);
+    if (!cost) return err->code;
+    for (int i = 0; i < n; i++) cost[i] = done[i] ? -1 : runs[i].res.L * runs[i].res.T * runs[i].res.T;
+    kv_mpi_owners(cost, n, opts->work_folder ? wd->size : 1, owner);   /* no folder: rank 0 alone */
+    free(cost);
+    sim_work_fault(wd->rank, -1);
+    int rc = KV_OK, units = 0;
+    for (int i = 0; !rc && i < n; i++) {
+        if (owner[i] != wd->rank) continue;
+        sim_opts one = *opts;
+        one.trace = s->t[i].path, one.quiet = opts->quiet || wd->rank != 0;
+        rc = sim_trace_replay(&one, s->t[i].id, n > 1, &runs[i], err);
+        if (!rc && opts->work_folder) rc = sim_work_put(&wd->w, i, wd->rank, &runs[i].res, err);
+        if (!rc) sim_work_fault(wd->rank, ++units);
+    }
+    return rc;
+}
+
+/* Every rank plans every trace; rank 0 opens the work folder (under --resume: what is done);
+ * the traces left are replayed across ranks; rank 0 merges the results. */
+static int run_traces(const sim_opts *opts, const study_set *s, trace_run *runs, sim_world *wd, int rc, kv_err *err)
+{
+    const int n = s ? s->n : 0;
+    int *owner = rc ? NULL : kv_calloc((size_t)n, sizeof *owner, "sim", err);
+    uint8_t *done = owner ? kv_calloc((size_t)n, 1, "sim", err) : NULL;
+    if (!rc && !done) rc = err->code;
+    for (int i = 0; !rc && i < n; i++) {
+        sim_opts one = *opts;
+        one.trace = s->t[i].path;
+        rc = sim_trace_prepare(&one, &runs[i], err);
+    }
+    rc = agree(wd, rc, err);   /* planned everywhere, or nobody replays */
+    if (!rc) {   /* after each agree a failure is every rank's: the later steps are skipped alike */
+        if (wd->rank == 0 && opts->work_folder) rc = sim_work_open(&wd->w, opts, s, runs, done, err);
+        rc = agree(wd, rc, err);
+    }
+    if (!rc) {
+        if (kv_mpi_bcast(done, (size_t)n, &wd->mpi_s) != 0) rc = kv_fail(err, KV_EFAIL, "sim: MPI_Bcast failed");
+        int found = 0;
+        for (int i = 0; !rc && i < n; i++) found += done[i];
+        if (!rc && opts->resume && wd->rank == 0)
+            fprintf(stderr, "sim: --resume: %d of %d traces have their results in %s; replaying %d\n", found, n,
+                    wd->w.dir, n - found);
+        if (!rc) rc = replay_own(opts, s, runs, done, owner, wd, err);
+        rc = agree(wd, rc, err);
+    }
+    if (!rc) rc = merge(s, runs, owner, wd, err);
+    free(owner), free(done);
+    return rc;
+}
+
+/* Before any work: every trace opens, its sha256 (hashed into the record by
+ * the command line, when it has one) is the index's, and all are of one
+ * model unless --mixed-models; budgets given as fractions of T need traces
+ * of one length (their N would differ between traces). */
+static int check_study(const sim_opts *o, const study_set *s, kv_err *err)
+{
+    trace_meta first = {0};
+    int rc = KV_OK;
+    for (int i = 0; !rc && i < s->n; i++) {
+        const prov_input *in = NULL;
+        for (int j = 0; o->prov && j < o->prov->n_inputs; j++)
+            if (strcmp(o->prov->inputs[j].role, "trace") == 0 && strcmp(o->prov->inputs[j].path, s->t[i].path) == 0)
+                in = &o->prov->inputs[j];
+        if (in) rc = study_check_sha256(s, i, in->sha256, err);
+        trace *tr = NULL;
+        if (!rc) rc = trace_open(s->t[i].path, &tr, err);
+        if (rc) break;
+        const trace_meta *m = trace_get_meta(tr);
+        if (i == 0) first = *m;
+        if (s->t[i].tokens >= 0 && s->t[i].tokens != m->n_tokens)
+            rc = kv_fail(err, KV_EINPUT, "%s:%d: %s has T = %lld, the index says tokens = %lld", s->index,
+                         s->t[i].line, s->t[i].path, (long long)m->n_tokens, (long long)s->t[i].tokens);
+        const bool same = strcmp(m->model_name, first.model_name) == 0 && m->n_layers == first.n_layers &&
+                          m->n_heads == first.n_heads && m->n_kv_heads == first.n_kv_heads &&
+                          m->head_dim == first.head_dim;
+        if (!rc && !same && !o->mixed_models)
+            rc = kv_fail(err, KV_EINPUT, "%s: a trace of model '%s' (L=%lld, H=%lld, K=%lld, D=%lld), but %s is of "
+                         "'%s' (L=%lld, H=%lld, K=%lld, D=%lld); a study compares one model's traces "
+                         "(--mixed-models allows it)", s->t[i].path, m->model_name, (long long)m->n_layers,
+                         (long long)m->n_heads, (long long)m->n_kv_heads, (long long)m->head_dim, s->t[0].path,
+                         first.model_name, (long long)first.n_layers, (long long)first.n_heads,
+                         (long long)first.n_kv_heads, (long long)first.head_dim);
+        for (int b = 0; !rc && o->budget_fractions && b < o->n_budgets; b++)
+            if (!isnan(o->budget_fractions[b]) && m->n_tokens != first.n_tokens)
+                rc = cli_usage(err, "sim", "--budgets %g%%: %s has T = %lld but %s T = %lld; a budget given as a "
+                               "fraction of T is not one N over traces of different lengths (give N)",
+                               o->budget_fractions[b] * 100, s->t[i].path, (long long)m->n_tokens, s->t[0].path,
+                               (long long)first.n_tokens);
+        trace_close(tr);
+    }
+    return rc;
+}
+
+/* Rank 0's outputs: the results directory, begun in out, committed (or aborted) here. */
+static int write_outputs(const sim_opts *opts, const study_set *s, trace_run *runs, kv_outfile *out, kv_err *err)
+{
+    const int n = s->n;
+    sim_trace_out *outs = kv_calloc((size_t)n, sizeof *outs, "sim", err);
+    int rc = outs ? KV_OK : err->code;
+    for (int i = 0; !rc && i < n; i++)
+        outs[i] = (sim_trace_out){.id = s->t[i].id, .path = s->t[i].path, .o = sim_trace_opts(&runs[i]), .r = &runs[i].res};
+    if (!rc) rc = sim_summary_check(outs, n, err);
+    if (!rc) rc = sim_results_write(outs, n, out->tmp_path, err);
+    if (!rc) rc = sim_summary_write(outs, n, out->tmp_path, err);
+    if (!rc) rc = sim_spans_write(outs, n, out->tmp_path, err);
+    if (!rc && !opts->quiet && n > 1) sim_summary_print(outs, n);
+    if (!rc) rc = outdir_commit(out, err);
+    else outdir_abort(out);
+    free(outs);
+    return rc;
+}
+
+/* Each rank's wall time and time in MPI calls (--rank-times), one line per rank on stderr. */
+static void rank_times(const sim_world *wd, double wall)
+{
+    fprintf(stderr, "sim: rank %d of %d: wall %.3f s, in MPI calls %.3f s (%.1f%%)\n", wd->rank, wd->size, wall,
+            wd->mpi_s, wall > 0 ? 100 * wd->mpi_s / wall : 0.0);
+}
+
+int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
+{
+    const double started = kv_now_seconds();
+    study_set own = {0};
+    const study_set *s = opts->study;
+    int rc = KV_OK;
+    if (!s) {
+        char *word = (char *)opts->trace;
+        if (!(rc = study_set_resolve("sim", &word, 1, &own, err))) s = &own;
+    }
+    const int n = s ? s->n : 0;
+    const char **inputs = rc ? NULL : kv_calloc((size_t)n + 1, sizeof *inputs, "sim", err);
+    trace_run *runs = inputs ? kv_calloc((size_t)n, sizeof *runs, "sim", err) : NULL;
+    if (!rc && !runs) rc = err->code;
+    for (int i = 0; !rc && i < n; i++) inputs[i] = s->t[i].path;
+    if (!rc && opts->head_scores) inputs[n] = opts->head_scores;
+    if (!rc) rc = outfile_check_inputs(opts->output, inputs, opts->head_scores ? n + 1 : n, err);
+    if (!rc) rc = check_study(opts, s, err);
+    sim_world wd = {0};
+    kv_mpi_world(&wd.rank, &wd.size);
+    sim_opts run = *opts;   /* the work folder: always under mpirun (the merge reads it), else with --resume */
+    run.work_folder = opts->work_folder && (wd.size > 1 || opts->resume);
+    if (!rc) rc = sim_work_name(&wd.w, opts, err);
+    kv_outfile out;
+    bool dir_started = false;   /* an existing DIR refused before any work */
+    if (!rc && wd.rank == 0) rc = outdir_begin(&out, opts->output, opts->force, err), dir_started = rc == KV_OK;
+    if (dir_started && run.work_folder) outdir_abort(&out), dir_started = false;   /* begun once the results are in */
+    rc = run_traces(&run, s, runs, &wd, rc, err);   /* every rank takes part, even after a failure of its own */
+    if (!rc && wd.rank == 0 && !dir_started) rc = outdir_begin(&out, opts->output, opts->force, err), dir_started = !rc;
+    if (!rc && wd.rank == 0) rc = write_outputs(&run, s, runs, &out, err);   /* commits, or aborts on a failure */
+    else if (dir_started) outdir_abort(&out);
+    if (!rc && wd.rank == 0 && run.work_folder) sim_work_remove(&wd.w);
+    for (int c = 0; !rc && wd.rank == 0 && summary && c < runs[0].res.n_cfg; c++) { /* the first trace's (fidelity) */
+        double logdet_mean;
+        sim_results_summarize(&runs[0].res, c, PHASE_ALL, &summary[c], &logdet_mean);
+    }
+    if (opts->rank_times) rank_times(&wd, kv_now_seconds() - started);
+    for (int i = 0; runs && i < n; i++) sim_trace_free(&runs[i]);
+    free(runs), free(inputs);
+    study_set_free(&own);
+    return rc;
+}

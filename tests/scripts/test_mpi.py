@@ -1,0 +1,252 @@
+"""sim under mpirun (issue #22, docs/mpi.md): a study of three traces replayed by 1, 2 and 3
+ranks equals the one-process run byte for byte in its data files (results.csv, summary.csv,
+summary_by_trace.csv, and every dataset of results.h5; timing.csv and the provenance may
+differ); a trace whose replay fails on rank 1 fails the whole run with exit 3, naming the rank and the cause, and leaves no
+output directory. Faults (each under mpirun -n 2, then --resume without the fault): rank 1 killed by
+SIGKILL after its first trace, rank 1 seeing a bad copy of its trace (a node with another file), rank 1
+out of memory (its address space limited by a test hook): each exits non-zero naming rank 1 and the cause,
+leaves no output directory, keeps the finished traces' results in OUT.work/, and --resume replays only
+the traces without one (counted from its line and checked by the work folder's files), giving outputs
+byte-identical to the one-process run; a work folder of another command is refused with one line.
+Skipped where the build has no MPI (no mpicc when it was built). TAP."""
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
+from test_study import write_trace  # noqa: E402
+
+KVTRACE = os.environ["KVTRACE"]
+BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
+# under mpirun (as root in CI): LeakSanitizer off, for MPI's own allocations (the one-process run keeps it)
+MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+ARGS = ["--policies", "keydiff,tova,snapkv,streaming", "--budgets", "16,24", "--chunks", "8,16",
+        "--threads", "1", "--quiet"]
+DATA = ["results.csv", "summary.csv", "summary_by_trace.csv"]
+
+
+def has_mpi():
+    try:
+        with open(os.path.join(BUILD, "obj", "core", "mpi_probe")) as f:
+            return f.read().startswith("mpi=yes")
+    except OSError:
+        return False
+
+
+def sim(traces, out, ranks=None, extra=(), env=None, wrap=(), cwd=None):
+    cmd = [*wrap, KVTRACE, "sim", *traces, *ARGS, *extra, "-o", out]
+    if ranks:
+        cmd = ["mpirun", "-n", str(ranks), "--oversubscribe", *cmd]
+    e = dict(MPI_ENV if ranks else os.environ, **(env or {}))
+    return subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=120, cwd=cwd)
+
+
+def same_data(one, out):
+    """The data files of out equal one's, byte for byte (results.h5: its datasets)."""
+    return all(os.path.exists(os.path.join(out, n)) and
+               open(os.path.join(one, n), "rb").read() == open(os.path.join(out, n), "rb").read() for n in DATA) \
+        and h5_same(os.path.join(one, "results.h5"), os.path.join(out, "results.h5"))
+
+
+def units(out):
+    d = out + ".work/units"
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def error_lines(stderr):
+    return [x for x in stderr.splitlines() if x.startswith("kvtrace: error:")]
+
+
+def fault_then_resume(tmp, one, names, what, p, out, cause):
+    """A failed run (p) names rank 1 and its cause in one line, leaves no output but the finished traces'
+    results; --resume (no fault) replays only the others and equals the one-process run."""
+    kept = units(out)
+    check(p.returncode != 0 and "rank 1" in p.stderr and cause in p.stderr, "%s: exit %d, naming rank 1 and the "
+          "cause" % (what, p.returncode), p.stderr)
+    check(not os.path.exists(out) and 0 < len(kept) < len(names), "%s: no output directory; %d of %d traces' "
+          "results kept in the work folder" % (what, len(kept), len(names)), str(kept))
+    killed = cause == "signal 9"   # then mpirun names the rank and the signal; kvtrace says nothing
+    check(len(error_lines(p.stderr)) == (0 if killed else 1), "%s: %s" %
+          (what, "no kvtrace error line (mpirun's)" if killed else "one error line"), p.stderr)
+    r = sim(names, out, 2, extra=["--resume"], cwd=tmp)
+    line = "--resume: %d of %d traces have their results in %s.work; replaying %d" % (
+        len(kept), len(names), out, len(names) - len(kept))
+    check(r.returncode == 0 and line in r.stderr, "%s: --resume replays only the %d missing traces" %
+          (what, len(names) - len(kept)), r.stderr)
+    check(same_data(one, out) and not os.path.exists(out + ".work"),
+          "%s: --resume: data files byte-identical to one process, the work folder removed" % what)
+
+
+def h5_same(a, b):
+    """Every dataset of a equals b's, bytes and shapes (the provenance attributes aside)."""
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        names = []
+        fa.visit(lambda n: names.append(n) if isinstance(fa[n], h5py.Dataset) else None)
+        other = []
+        fb.visit(lambda n: other.append(n) if isinstance(fb[n], h5py.Dataset) else None)
+        if names != other or not names:
+            return False
+        return all(fa[n].dtype == fb[n].dtype and fa[n].shape == fb[n].shape and
+                   np.asarray(fa[n][()]).tobytes() == np.asarray(fb[n][()]).tobytes() for n in names)
+
+
+def main():
+    if not has_mpi():
+        skip("sim under mpirun", "this build has no MPI (mpicc was not found when it was built)")
+        return finish()
+    with tempfile.TemporaryDirectory() as tmp:
+        traces = [os.path.join(tmp, "p%d.h5" % i) for i in range(3)]
+        for i, (t, T) in enumerate(zip(traces, [70, 90, 60])):
+            write_trace(t, 40 + i, T_=T)
+        one = os.path.join(tmp, "one")
+        p = sim(traces, one)
+        check(p.returncode == 0, "one process", p.stderr)
+        for ranks in (1, 2, 3):
+            out = os.path.join(tmp, "r%d" % ranks)
+            p = sim(traces, out, ranks)
+            check(p.returncode == 0, "mpirun -n %d: exit 0" % ranks, p.stderr)
+            for name in DATA:
+                a, b = os.path.join(one, name), os.path.join(out, name)
+                same = os.path.exists(b) and open(a, "rb").read() == open(b, "rb").read()
+                check(same, "mpirun -n %d: %s byte-identical to one process" % (ranks, name))
+            check(os.path.exists(os.path.join(out, "results.h5")) and
+                  h5_same(os.path.join(one, "results.h5"), os.path.join(out, "results.h5")),
+                  "mpirun -n %d: results.h5 datasets identical to one process" % ranks)
+        # a bad trace: the costliest goes to rank 0, so the second costliest (p0, T = 70) is rank 1's
+        with h5py.File(traces[0], "r+") as f:   # finite, but its float32 scores overflow: found in the replay
+            for name in ("queries", "keys"):
+                x = f[name][()] * np.float32(1e20)
+                del f[name]
+                f[name] = x
+        bad = os.path.join(tmp, "bad")
+        p = sim(traces, bad, 2)
+        check(p.returncode == 3 and "error: rank 1 of 2: " in p.stderr and "not finite" in p.stderr,
+              "a bad trace on rank 1: exit 3, naming rank 1 and the cause",
+              p.stderr)
+        check(not os.path.exists(bad), "a bad trace on rank 1: no output directory")
+        check(len(error_lines(p.stderr)) == 1, "a bad trace on rank 1: one error line", p.stderr)
+        faults(tmp)
+        fidelity(tmp)
+        done_when(tmp)
+    return finish()
+
+
+def done_when(tmp):
+    """Issue #22's done-when: a needle study of the default model (6 prompts) replayed by
+    mpirun -n 2 equals the one-process run byte for byte; capture --prompts under mpirun -n 2 (the
+    prompts split across the ranks, one model each) writes the same traces and index.jsonl, byte for byte."""
+    model = model_file()
+    if not model:
+        return skip("the done-when study", NO_MODEL)
+    hay = os.path.join(tmp, "hay.txt")
+    with open(hay, "w") as f:
+        f.write("Tom had a dog. The dog was big and brown. It liked to run in the sun with Lily.\n")
+    prompts = os.path.join(tmp, "needle.jsonl")
+    p = subprocess.run([KVTRACE, "prompts", "needle", "--haystack", hay, "--needle", "The secret code is 4721.",
+                        "--question", "What is the code?", "--answer", "4721", "--depths", "0,0.5,1",
+                        "--lengths", "128,256", "--model", model, "-o", prompts], capture_output=True, text=True)
+    study = os.path.join(tmp, "study")
+    cap = [KVTRACE, "capture", "--prompts", prompts, "--model", model, "--quiet", "-o", study]
+    if p.returncode == 0:   # one process first, moved aside: the same -o (the provenance records it)
+        p = subprocess.run(cap, capture_output=True, text=True, timeout=300)
+    if not check(p.returncode == 0, "the needle study: 6 prompts captured by one process", p.stderr):
+        return
+    os.rename(study, study + "_one")
+    p = subprocess.run(["mpirun", "-n", "2", "--oversubscribe", *cap], capture_output=True, text=True, env=MPI_ENV,
+                       timeout=300)
+    files = sorted(os.listdir(study + "_one")) if p.returncode == 0 else []
+    check(len(files) == 7 and files == sorted(os.listdir(study)) and
+          all(open(os.path.join(study, f), "rb").read() == open(os.path.join(study + "_one", f), "rb").read()
+              for f in files),
+          "capture --prompts under mpirun -n 2: index.jsonl and the 6 traces byte-identical to one process",
+          p.stderr)
+    args = ["--policies", "keydiff,snapkv,tova,streaming", "--budgets", "32,64", "--chunks", "16,32",
+            "--threads", "1", "--quiet"]
+    one, two = os.path.join(tmp, "res1"), os.path.join(tmp, "res2")
+    a = subprocess.run([KVTRACE, "sim", study, *args, "-o", one], capture_output=True, text=True, timeout=300)
+    b = subprocess.run(["mpirun", "-n", "2", "--oversubscribe", KVTRACE, "sim", study, *args, "-o", two],
+                       capture_output=True, text=True, env=MPI_ENV, timeout=300)
+    check(a.returncode == 0 and b.returncode == 0 and same_data(one, two) and
+          open(os.path.join(one, "spans_summary.csv"), "rb").read() == open(os.path.join(two, "spans_summary.csv"),
+                                                                            "rb").read(),
+          "the done-when: mpirun -n 2 sim of the needle study (4 policies, budgets 32,64, chunks 16,32) equals one "
+          "process byte for byte (results, summaries, spans, results.h5)", a.stderr + b.stderr)
+
+
+def fidelity(tmp):
+    """fidelity under mpirun: refused in one line over several ranks; -n 1 finishes (MPI shut down)."""
+    if not os.path.isdir(os.environ.get("KVTRACE_MODEL_DIR", "")):
+        return skip("fidelity under mpirun", "no KVTRACE_MODEL_DIR (the default model)")
+    run = ["fidelity", "--prompt", "Once upon a time", "--policies", "streaming", "--budgets", "4", "--quiet"]
+    p = subprocess.run(["mpirun", "-n", "2", "--oversubscribe", KVTRACE, *run, "-o", os.path.join(tmp, "fid2")],
+                       capture_output=True, text=True, env=MPI_ENV, timeout=120)
+    check(p.returncode == 2 and len(error_lines(p.stderr)) == 1 and "runs as one process" in p.stderr and
+          not os.path.exists(os.path.join(tmp, "fid2")), "mpirun -n 2 fidelity: refused in one line, exit 2",
+          p.stderr)
+    p = subprocess.run(["mpirun", "-n", "1", KVTRACE, *run, "-o", os.path.join(tmp, "fid1")],
+                       capture_output=True, text=True, env=MPI_ENV, timeout=120)
+    check(p.returncode == 0 and os.path.exists(os.path.join(tmp, "fid1", "fidelity.csv")),
+          "mpirun -n 1 fidelity: finishes", p.stderr)
+
+
+def faults(tmp):
+    names = ["f%d.h5" % i for i in range(6)]   # relative: rank 1 may run in another directory
+    for i, T in enumerate([70, 90, 60, 80, 50, 100]):
+        write_trace(os.path.join(tmp, names[i]), 60 + i, T_=T)
+    one = os.path.join(tmp, "f_one")
+    check(sim(names, one, cwd=tmp).returncode == 0, "faults: one process")
+    # rank 1 killed (SIGKILL) once it has written its first trace's results
+    out = os.path.join(tmp, "f_kill")
+    p = sim(names, out, 2, env={"KVTRACE_TEST_FAULT": "1:1:kill"}, cwd=tmp)
+    fault_then_resume(tmp, one, names, "rank 1 killed", p, out, "signal 9")
+    # rank 1 sees a bad copy of its trace (another directory: a node with another file)
+    other = os.path.join(tmp, "node1")
+    os.mkdir(other)
+    for n in names:
+        os.symlink(os.path.join(tmp, n), os.path.join(other, n))
+    os.unlink(os.path.join(other, "f1.h5"))   # f1 (T = 90, the second costliest) is rank 1's first trace
+    write_trace(os.path.join(other, "f1.h5"), 61, T_=90)
+    with h5py.File(os.path.join(other, "f1.h5"), "r+") as f:   # finite, but the float32 scores overflow
+        for name in ("queries", "keys"):
+            x = f[name][()] * np.float32(1e20)
+            del f[name]
+            f[name] = x
+    wrap = os.path.join(tmp, "node1.sh")
+    with open(wrap, "w") as f:
+        f.write('#!/bin/sh\n[ "$OMPI_COMM_WORLD_RANK" = 1 ] && cd "%s"\nexec "$@"\n' % other)
+    os.chmod(wrap, 0o755)
+    out = os.path.join(tmp, "f_bad")
+    p = sim(names, out, 2, wrap=[wrap], cwd=tmp)
+    fault_then_resume(tmp, one, names, "a bad trace on rank 1 only", p, out, "not finite")
+    # rank 1 out of memory: its address space limited to what it maps before its first replay
+    out = os.path.join(tmp, "f_oom")
+    if "asan" in BUILD:
+        skip("rank 1 out of memory", "AddressSanitizer reserves its shadow memory: no address-space limit")
+    else:
+        p = sim(names, out, 2, env={"KVTRACE_TEST_FAULT": "1:oom:0"}, cwd=tmp)
+        fault_then_resume(tmp, one, names, "rank 1 out of memory", p, out, "out of memory")
+    # one process, no MPI: --resume keeps the work folder too (killed after its second trace)
+    out = os.path.join(tmp, "f_single")
+    p = sim(names, out, extra=["--resume"], env={"KVTRACE_TEST_FAULT": "0:2:kill"}, cwd=tmp)
+    check(p.returncode == -9 and not os.path.exists(out) and len(units(out)) == 2,
+          "one process --resume killed after 2 traces: no output, 2 results kept", str(p.returncode))
+    p = sim(names, out, extra=["--resume"], cwd=tmp)
+    check(p.returncode == 0 and "--resume: 2 of 6 traces" in p.stderr and same_data(one, out) and
+          not os.path.exists(out + ".work"), "one process --resume: finishes the other 4, byte-identical", p.stderr)
+    # a work folder of another command is refused, in one line
+    out = os.path.join(tmp, "f_other")
+    p = sim(names, out, 2, env={"KVTRACE_TEST_FAULT": "1:1:kill"}, cwd=tmp)
+    p = sim(names[:5], out, 2, extra=["--resume"], cwd=tmp)
+    check(p.returncode == 2 and len(error_lines(p.stderr)) == 1 and "made by another command" in p.stderr,
+          "--resume of another command's work folder: exit 2, one line", p.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
