@@ -219,7 +219,7 @@ int capture_loaded(const capture_opts *o, const kv_model *model, const int32_t *
 {
     const backend_iface *be = o->backend ? o->backend : backend_all()[0];
     const backend_request req = {.evict = o->evict.iface != NULL, .attention_full = o->attention == ATTN_FULL,
-                                 .weights = o->weights};
+                                 .weights = o->weights < 0 ? 0 : o->weights};
     void *bctx = NULL;
     int rc = backend_open(be, &req, &bctx, err);
     return rc ? rc : run_loaded(o, bctx, model, ids, n_ids, false, 0.0, err);
@@ -229,7 +229,7 @@ int capture_run(const capture_opts *o, kv_err *err)
 {
     const backend_iface *be = o->backend ? o->backend : backend_all()[0];
     const backend_request req = {.evict = o->evict.iface != NULL, .attention_full = o->attention == ATTN_FULL,
-                                 .weights = o->weights};
+                                 .weights = o->weights < 0 ? 0 : o->weights};
     if (o->threads > 0) openblas_set_num_threads(o->threads);
     void *bctx = NULL;
     const char *inputs[] = {o->model, o->tokenizer, o->prompt.text_file, o->prompt.tokens_file, o->head_scores};
@@ -239,7 +239,11 @@ int capture_run(const capture_opts *o, kv_err *err)
     kv_model model;
     memset(&model, 0, sizeof model);
     double load_started = kv_now_seconds();
-    rc = model_load(o->model, o->tokenizer, &model, err);
+    /* --weights: the host model's type where the kernels widen 16-bit weights
+     * themselves (the CPU; default: the file's); a device mirror converts
+     * a float32 host model (docs/cuda.md) */
+    const model_wtype host_w = be->kernels->matmul16 ? (model_wtype)o->weights : MODEL_W_F32;
+    rc = model_load_as(o->model, o->tokenizer, host_w, &model, err);
     double load_s = kv_now_seconds() - load_started;
     if (!rc) rc = run_loaded(o, bctx, &model, NULL, 0, true, load_s, err);
     else backend_close(be, bctx);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/weights16.h"
 #include "core/finite.h"
 #include "core/progress.h"
 
@@ -78,6 +79,14 @@ int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernel
                 !(s->cache_peak = kv_calloc(LK, sizeof(int64_t), "cache lengths", err)) ||
                 (!kern->attend_layer && !(s->p = kv_calloc(B * T, sizeof(float), "attention weights", err)))))
         rc = err->code;
+    if (!rc && m->wtype != MODEL_W_F32) { /* 16-bit matrices: widened a tile at a time on the host */
+        const int64_t in = c->dim > c->ffn_dim ? c->dim : c->ffn_dim;
+        if (!kern->matmul16 || !kern->host_memory)
+            rc = kv_fail(err, KV_EUSAGE, "forward: these kernels take float32 weights only (the model's are %s)",
+                         weights_name(m->wtype));
+        else if (!(s->wtile = kv_calloc((size_t)FORWARD_WTILE * (size_t)in, sizeof(float), "weight tile", err)))
+            rc = err->code;
+    }
     if (!rc) {
         s->logits = kern->host_memory ? s->logits_k
                                       : kv_calloc(B * (size_t)c->vocab_size, sizeof(float), "logits", err);
@@ -95,7 +104,7 @@ void forward_free(forward_state *s)
         for (size_t i = 0; i < sizeof kmem / sizeof kmem[0]; i++) s->kern->release(s->kctx, kmem[i]);
         if (s->logits != s->logits_k) free(s->logits);
     }
-    free(s->cache_len), free(s->cache_pos), free(s->cache_peak), free(s->p);
+    free(s->cache_len), free(s->cache_pos), free(s->cache_peak), free(s->p), free(s->wtile);
     memset(s, 0, sizeof *s);
 }
 
@@ -107,12 +116,14 @@ static void settle(const forward_state *s)
     if (!s->kern->host_memory) (void)s->kern->sync(s->kctx, &ignored);
 }
 
-/* The matmul kernel, timed and counted (2 n in out operations). */
-static void timed_matmul(forward_state *s, const float *x, const float *w, float *y, int64_t n, int64_t in,
+/* The matmul kernel (matmul16 for a 16-bit model's matrices), timed and
+ * counted (2 n in out operations). */
+static void timed_matmul(forward_state *s, const float *x, const model_mat *w, float *y, int64_t n, int64_t in,
                          int64_t out)
 {
     double t0 = kv_now_seconds();
-    s->kern->matmul(s->kctx, x, w, y, n, in, out);
+    if (s->m->wtype == MODEL_W_F32) s->kern->matmul(s->kctx, x, w, y, n, in, out);
+    else s->kern->matmul16(s->kctx, x, w, s->m->wtype, y, n, in, out, s->wtile);
     settle(s);
     s->gemm_seconds += kv_now_seconds() - t0;
     s->gemm_flops += 2.0 * (double)n * (double)in * (double)out;
@@ -301,7 +312,11 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
     if (!rc && ev && ev->after_layer) rc = ev->after_layer(ev->ctx, s, l, n, err);
     if (rc) return rc;
     /* x += att . wo^T (through xb: the matmul kernel overwrites its output) */
-    timed_matmul(s, s->att, w->wo, s->xb, n, H * D, c->dim);
+    double t0 = kv_now_seconds(); /* W_o: float32 whatever the model's type (model.h) */
+    s->kern->matmul(s->kctx, s->att, w->wo, s->xb, n, H * D, c->dim);
+    settle(s);
+    s->gemm_seconds += kv_now_seconds() - t0;
+    s->gemm_flops += 2.0 * (double)n * (double)(H * D) * (double)c->dim;
     s->kern->add(s->kctx, s->x, s->xb, n * c->dim);
     return KV_OK;
 }
@@ -331,7 +346,10 @@ int forward_chunk(forward_state *s, const int32_t *tokens, int64_t n, const forw
         if (tokens[r] < 0 || tokens[r] >= c->vocab_size)
             return kv_fail(err, KV_EINPUT, "token id %d at position %lld is outside the vocabulary [0, %lld)",
                            tokens[r], (long long)(s->len + r), (long long)c->vocab_size);
-    s->kern->embed(s->kctx, s->x, m->tok_embd, tokens, n, c->dim);
+    if (m->wtype == MODEL_W_F32) s->kern->embed(s->kctx, s->x, m->tok_embd, tokens, n, c->dim);
+    else /* host memory (forward_init checked): the rows widened */
+        for (int64_t r = 0; r < n; r++)
+            weights_widen(m->tok_embd, m->wtype, (size_t)tokens[r] * (size_t)c->dim, (size_t)c->dim, s->x + r * c->dim);
     for (int64_t l = 0; l < c->n_layers; l++) {
         int rc = attention_block(s, l, n, obs, err);
         if (rc) return rc;
