@@ -18,17 +18,18 @@ static void cpu_matmul(void *ctx, const float *x, const float *w, float *y, int6
                 w, (int)in, 0.0f, y, (int)out);
 }
 
-/* 16-bit W: FORWARD_WTILE rows widened into tile, then sgemm into y's
- * columns of those rows. Each y element is the same dot product over the
- * same K as cpu_matmul's on the widened W (OpenBLAS splits K the same way
- * whatever the number of columns; tests/scripts/test_weights16.py checks
- * the traces bit for bit). */
+/* 16-bit W: as many whole rows as the tile holds widened, then sgemm into
+ * y's columns of those rows (a matrix that fits is one call, exactly
+ * cpu_matmul's on the widened W). Each y element is a dot product of the
+ * same float32 values; docs/capture.md says when the sums match cpu_matmul's
+ * bit for bit (tests/scripts/test_weights16.py checks). */
 static void cpu_matmul16(void *ctx, const float *x, const model_mat *w, model_wtype t, float *y, int64_t n,
-                         int64_t in, int64_t out, float *tile)
+                         int64_t in, int64_t out, float *tile, int64_t tile_n)
 {
     (void)ctx;
-    for (int64_t o0 = 0; o0 < out; o0 += FORWARD_WTILE) {
-        const int64_t rows = out - o0 < FORWARD_WTILE ? out - o0 : FORWARD_WTILE;
+    const int64_t step = tile_n / in; /* >= 1: tile_n covers FORWARD_WTILE rows of the widest input */
+    for (int64_t o0 = 0; o0 < out; o0 += step) {
+        const int64_t rows = out - o0 < step ? out - o0 : step;
         weights_widen(w, t, (size_t)o0 * (size_t)in, (size_t)(rows * in), tile);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)rows, (int)in, 1.0f, x, (int)in,
                     tile, (int)in, 0.0f, y + o0, (int)out);

@@ -81,10 +81,11 @@ int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernel
         rc = err->code;
     if (!rc && m->wtype != MODEL_W_F32) { /* 16-bit matrices: widened a tile at a time on the host */
         const int64_t in = c->dim > c->ffn_dim ? c->dim : c->ffn_dim;
+        s->wtile_n = FORWARD_WTILE * in > FORWARD_WTILE_MIN ? FORWARD_WTILE * in : FORWARD_WTILE_MIN;
         if (!kern->matmul16 || !kern->host_memory)
             rc = kv_fail(err, KV_EUSAGE, "forward: these kernels take float32 weights only (the model's are %s)",
                          weights_name(m->wtype));
-        else if (!(s->wtile = kv_calloc((size_t)FORWARD_WTILE * (size_t)in, sizeof(float), "weight tile", err)))
+        else if (!(s->wtile = kv_calloc((size_t)s->wtile_n, sizeof(float), "weight tile", err)))
             rc = err->code;
     }
     if (!rc) {
@@ -123,7 +124,7 @@ static void timed_matmul(forward_state *s, const float *x, const model_mat *w, f
 {
     double t0 = kv_now_seconds();
     if (s->m->wtype == MODEL_W_F32) s->kern->matmul(s->kctx, x, w, y, n, in, out);
-    else s->kern->matmul16(s->kctx, x, w, s->m->wtype, y, n, in, out, s->wtile);
+    else s->kern->matmul16(s->kctx, x, w, s->m->wtype, y, n, in, out, s->wtile, s->wtile_n);
     settle(s);
     s->gemm_seconds += kv_now_seconds() - t0;
     s->gemm_flops += 2.0 * (double)n * (double)in * (double)out;
