@@ -65,6 +65,15 @@ def hf_bit_exact(tmp, toks):
         if dt == "BF16":
             product_check(held, w, "held in 16 bits")
             product_check(wide, w, "widened on load")
+    bad = dict(w, layers=[dict(y) for y in w["layers"]])
+    bad["layers"][2]["wu"] = w["layers"][2]["wu"].copy()
+    bad["layers"][2]["wu"][3, 5] = np.inf
+    d = os.path.join(tmp, "stories-inf")
+    hfmodel.write_hf_dir(d, STORIES_CFG, bad, "BF16")
+    r = run("capture", "--model", d, "--tokens", toks, "-o", os.path.join(tmp, "inf.h5"))
+    check(r.returncode == 3 and "model.layers.2.mlp.up_proj.weight" in r.stderr and "non-finite" in r.stderr
+          and len(r.stderr.strip().splitlines()) == 1 and not os.path.exists(os.path.join(tmp, "inf.h5")),
+          "a BF16 matrix holding inf, used in place: exit 3, one line naming the tensor, no trace", r.stderr)
     return w
 
 
