@@ -1,6 +1,8 @@
 /* 16-bit weight matrices (weights16.h). */
 #include "model/weights16.h"
 
+#include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/half.h"
@@ -43,6 +45,28 @@ int64_t weights_first_nonfinite(const uint16_t *w, model_wtype t, size_t n)
     for (size_t i = 0; i < n; i++)
         if ((w[i] & exp) == exp) return (int64_t)i;
     return -1;
+}
+
+int weights_from_file(kv_model *m, const char *where, const char *name, const void *data, bool same_type, size_t n,
+                      weights_read_fn read, const void *file, const void *tensor, model_mat **out, bool *in_place,
+                      kv_err *err)
+{
+    if (same_type && ((uintptr_t)data & 1) == 0) {
+        const int64_t bad = weights_first_nonfinite(data, m->wtype, n);
+        if (bad >= 0)
+            return kv_fail(err, KV_EINPUT, "%s: tensor %s holds a non-finite value at element %" PRId64, where, name,
+                           bad);
+        *out = (model_mat *)data; /* read-only: the walk never writes weights */
+        *in_place = true;
+        return KV_OK;
+    }
+    float *tmp = kv_calloc(n, sizeof(float), name, err);
+    uint16_t *dst = tmp ? model_alloc_raw(m, n, sizeof(uint16_t), name, err) : NULL;
+    int rc = dst ? read(file, tensor, tmp, n, err) : KV_EFAIL;
+    if (!rc) weights_narrow(tmp, m->wtype, dst, n);
+    free(tmp);
+    *out = dst;
+    return rc;
 }
 
 /* *slot (float32, n elements, owned by m) replaced by its 16-bit rounding. */

@@ -8,6 +8,7 @@
 #ifndef KV_WEIGHTS16_H
 #define KV_WEIGHTS16_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,17 @@ void weights_narrow(const float *src, model_wtype t, uint16_t *dst, size_t n);
 
 /* Index of the first inf or NaN among n 16-bit words of type t; -1 if none. */
 int64_t weights_first_nonfinite(const uint16_t *w, model_wtype t, size_t n);
+
+/* A file's tensor of n values as a 16-bit matrix of m (type m->wtype), for
+ * the loaders: where the file holds it in that type (same_type) at an even
+ * address, the words at `data` in place (*in_place set; the file must then
+ * outlive m), after a check that none is inf or NaN (KV_EINPUT naming
+ * `where` and `name`); else read(file, tensor) as float32 and rounded into
+ * an allocation of m. */
+typedef int (*weights_read_fn)(const void *file, const void *tensor, float *dst, uint64_t n, kv_err *err);
+int weights_from_file(kv_model *m, const char *where, const char *name, const void *data, bool same_type, size_t n,
+                      weights_read_fn read, const void *file, const void *tensor, model_mat **out, bool *in_place,
+                      kv_err *err);
 
 /* Rounds every float32 matrix of m to the 16-bit type t, one tensor at a
  * time (the float32 copy is released as its 16-bit one is made): for

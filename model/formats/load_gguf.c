@@ -100,6 +100,12 @@ static int load_tensor(const gguf_file *g, kv_model *m, const char *name, int64_
     return gguf_tensor_read_f32(g, t, dst, t->n_elems, err);
 }
 
+/* gguf_tensor_read_f32 as weights_from_file reads a tensor. */
+static int read_f32(const void *g, const void *t, float *dst, uint64_t n, kv_err *err)
+{
+    return gguf_tensor_read_f32(g, t, dst, n, err);
+}
+
 /* ggml's type id of a 16-bit weight type. */
 static uint32_t ggml_of(model_wtype t)
 {
@@ -117,22 +123,8 @@ static int load_matrix(const gguf_file *g, kv_model *m, const char *name, int64_
     const gguf_tensor *t;
     int rc = check_tensor(g, m, name, ne0, ne1, &t, err);
     if (rc) return rc;
-    const size_t n = (size_t)t->n_elems;
-    if (t->type == ggml_of(m->wtype) && ((uintptr_t)t->data & 1) == 0) {
-        const int64_t bad = weights_first_nonfinite((const uint16_t *)t->data, m->wtype, n);
-        if (bad >= 0)
-            return kv_fail(err, KV_EINPUT, "%s: tensor %s holds a non-finite value at element %" PRId64,
-                           gguf_where(g), name, bad);
-        *out = (model_mat *)t->data; /* read-only: the walk never writes weights */
-        *in_place = true;
-        return KV_OK;
-    }
-    float *tmp = kv_calloc(n, sizeof(float), name, err);
-    uint16_t *dst = tmp ? model_alloc_raw(m, n, sizeof(uint16_t), name, err) : NULL;
-    if (dst && !(rc = gguf_tensor_read_f32(g, t, tmp, t->n_elems, err))) weights_narrow(tmp, m->wtype, dst, n);
-    free(tmp);
-    *out = dst;
-    return dst ? rc : KV_EFAIL;
+    return weights_from_file(m, gguf_where(g), name, t->data, t->type == ggml_of(m->wtype), (size_t)t->n_elems,
+                             read_f32, g, t, out, in_place, err);
 }
 
 /* The type the matrices are held in: the one asked for, or (MODEL_W_KEEP)

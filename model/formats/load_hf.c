@@ -201,6 +201,12 @@ static int load_tensor(const hf_files *f, kv_model *m, const char *name, int64_t
     return st_tensor_read_f32(sf, t, dst, t->n_elems, err);
 }
 
+/* st_tensor_read_f32 as weights_from_file reads a tensor. */
+static int read_f32(const void *sf, const void *t, float *dst, uint64_t n, kv_err *err)
+{
+    return st_tensor_read_f32(sf, t, dst, n, err);
+}
+
 /* The file's dtype name of a 16-bit weight type. */
 static const char *st_name_of(model_wtype t)
 {
@@ -219,22 +225,11 @@ static int load_matrix(hf_files *f, kv_model *m, const char *name, int64_t rows,
     const st_tensor *t;
     int rc = find_checked(f, m, name, rows, cols, false, &sf, &t, err);
     if (rc) return rc;
-    const size_t n = (size_t)t->n_elems;
-    if (!strcmp(st_dtype_name(t->dtype), st_name_of(m->wtype)) && ((uintptr_t)t->data & 1) == 0) {
-        const int64_t bad = weights_first_nonfinite((const uint16_t *)t->data, m->wtype, n);
-        if (bad >= 0)
-            return kv_fail(err, KV_EINPUT, "%s: tensor %s holds a non-finite value at element %" PRId64,
-                           st_where(sf), name, bad);
-        for (int i = 0; i < f->n_shards; i++) f->in_place[i] |= f->shard[i] == sf;
-        *out = (model_mat *)t->data; /* read-only: the walk never writes weights */
-        return KV_OK;
-    }
-    float *tmp = kv_calloc(n, sizeof(float), name, err);
-    uint16_t *dst = tmp ? model_alloc_raw(m, n, sizeof(uint16_t), name, err) : NULL;
-    if (dst && !(rc = st_tensor_read_f32(sf, t, tmp, t->n_elems, err))) weights_narrow(tmp, m->wtype, dst, n);
-    free(tmp);
-    *out = dst;
-    return dst ? rc : KV_EFAIL;
+    bool in_place = false;
+    rc = weights_from_file(m, st_where(sf), name, t->data, !strcmp(st_dtype_name(t->dtype), st_name_of(m->wtype)),
+                           (size_t)t->n_elems, read_f32, sf, t, out, &in_place, err);
+    for (int i = 0; in_place && i < f->n_shards; i++) f->in_place[i] |= f->shard[i] == sf;
+    return rc;
 }
 
 /* The type the matrices are held in: the one asked for, or (MODEL_W_KEEP)

@@ -1,7 +1,7 @@
 """16-bit weights in memory on the CPU (issue #24 item 5; docs/capture.md "Weights in 16 bits"). TAP output.
 
-- a 16-bit model (stories260K's weights in an HF directory, BF16 and F16, written here with
-  numpy; and a dim-512 model whose products take many tiles) captured with its matrices
+- a 16-bit model (stories260K's weights in an HF directory and in a GGUF, BF16 and F16,
+  written here with numpy; and a dim-512 model whose products take many tiles) captured with its matrices
   held in 16 bits (the default: the file's type, used in place from the mapping) and with
   --weights f32 (widened on load): the traces are equal bit for bit, since the tiled
   widening feeds OpenBLAS's sgemm the same float32 values and each tile's call sums over K
@@ -28,6 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hfmodel  # noqa: E402
 from kvrun import KVTRACE, capture, run, write_tokens  # noqa: E402
 from tap import NO_MODEL, check, finish, skip  # noqa: E402
+import ggufio  # noqa: E402
+from test_gguf_types import write_gguf  # noqa: E402
 from test_hf import STORIES_CFG, TOKENS, stories_weights  # noqa: E402
 
 DATASETS = ("keys", "values", "queries", "logits", "attention/colsum")
@@ -75,6 +77,16 @@ def hf_bit_exact(tmp, toks):
           and len(r.stderr.strip().splitlines()) == 1 and not os.path.exists(os.path.join(tmp, "inf.h5")),
           "a BF16 matrix holding inf, used in place: exit 3, one line naming the tensor, no trace", r.stderr)
     return w
+
+
+def gguf_bit_exact(tmp, gguf, toks):
+    meta, tensors = ggufio.read(gguf)
+    for gt, name in ((ggufio.T_BF16, "BF16"), (ggufio.T_F16, "F16")):
+        path = os.path.join(tmp, "stories-%s.gguf" % name)
+        write_gguf(path, meta, list(tensors.items()), gt)
+        held = capture(os.path.join(tmp, name + "-gguf-held.h5"), path, toks)
+        wide = capture(os.path.join(tmp, name + "-gguf-f32.h5"), path, toks, "--weights", "f32")
+        same_bits(held, wide, "%s GGUF: matrices held in 16 bits (in place) == widened on load, bit for bit" % name)
 
 
 def product_check(f, w, how):
@@ -152,6 +164,7 @@ def main():
             return finish()
         toks = write_tokens(tmp, "w16.tokens", TOKENS)
         hf_bit_exact(tmp, toks)
+        gguf_bit_exact(tmp, gguf, toks)
         tolerance_checks(tmp, gguf, toks)
         rss_check(tmp, gguf)
     finally:
