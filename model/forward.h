@@ -86,9 +86,11 @@ typedef struct {
 
 /* The float32 tile a 16-bit weight matrix is widened into (matmul16):
  * FORWARD_WTILE rows of the widest input, and at least FORWARD_WTILE_MIN
- * floats; each sgemm call takes as many whole rows as fit. */
+ * floats (16 MiB: fewer, larger sgemm calls; 4 MiB tiles ran at 0.6x of
+ * float32 sgemm on 2 loaded cores, 16 MiB at 0.9x, docs/capture.md); each
+ * sgemm call takes as many whole rows as fit. */
 #define FORWARD_WTILE 128
-#define FORWARD_WTILE_MIN ((int64_t)1 << 18)
+#define FORWARD_WTILE_MIN ((int64_t)1 << 22)
 
 /* The CPU kernels (OpenBLAS sgemm for every product), host memory; they
  * take no context (pass NULL). */

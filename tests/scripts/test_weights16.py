@@ -144,7 +144,7 @@ def rss_check(tmp, gguf):
           "%.1f MB for %.1f MB" % (held / 1e6, 2e-6 * n))
     check(wide > 2.5 * 2 * n, "the same with --weights f32 grows by > 2.5x the 16-bit size (the float32 copy)",
           "%.1f MB for %.1f MB" % (wide / 1e6, 2e-6 * n))
-    # products over many tiles (the output's 32000 rows: 63 sgemm calls of 512 rows), two chunks of 128
+    # products over many tiles (the output's 32000 rows: 4 sgemm calls of up to 8192 rows), two chunks of 128
     toks = write_tokens(tmp, "tiles.tokens", [(7 * i) % 32000 for i in range(256)])
     held = capture(os.path.join(tmp, "tiles-held.h5"), d, toks, "--attention", "none")
     wide = capture(os.path.join(tmp, "tiles-f32.h5"), d, toks, "--attention", "none", "--weights", "f32")
