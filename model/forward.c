@@ -117,17 +117,24 @@ static void settle(const forward_state *s)
     if (!s->kern->host_memory) (void)s->kern->sync(s->kctx, &ignored);
 }
 
-/* The matmul kernel (matmul16 for a 16-bit model's matrices), timed and
+/* The matmul kernel for W of type t (matmul16 for 16 bits), timed and
  * counted (2 n in out operations). */
-static void timed_matmul(forward_state *s, const float *x, const model_mat *w, float *y, int64_t n, int64_t in,
-                         int64_t out)
+static void timed_matmul_t(forward_state *s, const float *x, const model_mat *w, model_wtype t, float *y, int64_t n,
+                           int64_t in, int64_t out)
 {
     double t0 = kv_now_seconds();
-    if (s->m->wtype == MODEL_W_F32) s->kern->matmul(s->kctx, x, w, y, n, in, out);
-    else s->kern->matmul16(s->kctx, x, w, s->m->wtype, y, n, in, out, s->wtile, s->wtile_n);
+    if (t == MODEL_W_F32) s->kern->matmul(s->kctx, x, w, y, n, in, out);
+    else s->kern->matmul16(s->kctx, x, w, t, y, n, in, out, s->wtile, s->wtile_n);
     settle(s);
     s->gemm_seconds += kv_now_seconds() - t0;
     s->gemm_flops += 2.0 * (double)n * (double)in * (double)out;
+}
+
+/* The same for one of the model's matrices (of its type). */
+static void timed_matmul(forward_state *s, const float *x, const model_mat *w, float *y, int64_t n, int64_t in,
+                         int64_t out)
+{
+    timed_matmul_t(s, x, w, s->m->wtype, y, n, in, out);
 }
 
 /* Start of kv head g's rows in a cache of layer l: [cap][D]. */
@@ -313,11 +320,7 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
     if (!rc && ev && ev->after_layer) rc = ev->after_layer(ev->ctx, s, l, n, err);
     if (rc) return rc;
     /* x += att . wo^T (through xb: the matmul kernel overwrites its output) */
-    double t0 = kv_now_seconds(); /* W_o: float32 whatever the model's type (model.h) */
-    s->kern->matmul(s->kctx, s->att, w->wo, s->xb, n, H * D, c->dim);
-    settle(s);
-    s->gemm_seconds += kv_now_seconds() - t0;
-    s->gemm_flops += 2.0 * (double)n * (double)(H * D) * (double)c->dim;
+    timed_matmul_t(s, s->att, w->wo, MODEL_W_F32, s->xb, n, H * D, c->dim); /* W_o: float32 always (model.h) */
     s->kern->add(s->kctx, s->x, s->xb, n * c->dim);
     return KV_OK;
 }
