@@ -11,8 +11,9 @@
 - --weights f32 against bf16 / f16 on the default model (a float32 GGUF: the matrices are
   rounded on load) and on random:stories260k (generated directly in 16 bits): traces equal
   within the documented tolerance (relative to each dataset's largest magnitude);
-- peak RSS of a 58 MB BF16 checkpoint: grows by about its 16-bit size held in place, by
-  about three times that with --weights f32 (float32 copy + the mapping read while loading);
+- peak RSS of a 58 MB BF16 checkpoint: grows by about its 16-bit size held in place (under
+  twice it), by about three times that with --weights f32 (float32 copy + the mapping read
+  while loading);
 - --weights on a bad word: exit 2.
 Run by tests/run_all.sh with KVTRACE and KVTRACE_MODEL_DIR set."""
 import os
@@ -140,8 +141,10 @@ def rss_check(tmp, gguf):
     wide = peak_rss_kib(d, toks, "--weights", "f32") * 1024.0 - base
     print("# %d weights (%.1f MB in BF16): peak RSS above the 260K model's: held %.1f MB, --weights f32 %.1f MB"
           % (n, 2e-6 * n, held / 1e6, wide / 1e6))
-    check(held < 1.5 * 2 * n, "BF16 checkpoint held in place: peak RSS grows by ~its 16-bit size (< 1.5x)",
-          "%.1f MB for %.1f MB" % (held / 1e6, 2e-6 * n))
+    # measured 1.13x the 16-bit size (1.51x under ASan, whose shadow memory grows with what is touched)
+    check(held < 2 * 2 * n and held < 0.6 * wide,
+          "BF16 checkpoint held in place: peak RSS grows by ~its 16-bit size (< 2x it, < 0.6x --weights f32's)",
+          "%.1f MB for %.1f MB (--weights f32: %.1f MB)" % (held / 1e6, 2e-6 * n, wide / 1e6))
     check(wide > 2.5 * 2 * n, "the same with --weights f32 grows by > 2.5x the 16-bit size (the float32 copy)",
           "%.1f MB for %.1f MB" % (wide / 1e6, 2e-6 * n))
     # products over many tiles (the output's 32000 rows: 4 sgemm calls of up to 8192 rows), two chunks of 128
