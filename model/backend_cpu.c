@@ -18,16 +18,17 @@ static void cpu_matmul(void *ctx, const float *x, const float *w, float *y, int6
                 w, (int)in, 0.0f, y, (int)out);
 }
 
-/* 16-bit W: as many whole rows as the tile holds widened, then sgemm into
- * y's columns of those rows (a matrix that fits is one call, exactly
- * cpu_matmul's on the widened W). Each y element is a dot product of the
- * same float32 values; docs/capture.md says when the sums match cpu_matmul's
- * bit for bit (tests/scripts/test_weights16.py checks). */
+/* 16-bit W: blocks of whole rows, as many as the tile holds and all of
+ * about the same size, widened, then sgemm into y's columns of those rows
+ * (a matrix that fits is one call, exactly cpu_matmul's on the widened W).
+ * Each y element is a dot product of the same float32 values; docs/capture.md
+ * says when the sums match cpu_matmul's bit for bit (test_weights16.py). */
 static void cpu_matmul16(void *ctx, const float *x, const model_mat *w, model_wtype t, float *y, int64_t n,
                          int64_t in, int64_t out, float *tile, int64_t tile_n)
 {
     (void)ctx;
-    const int64_t step = tile_n / in; /* >= 1: tile_n covers FORWARD_WTILE rows of the widest input */
+    const int64_t most = tile_n / in, tiles = (out + most - 1) / most; /* most >= 1: FORWARD_WTILE rows fit */
+    const int64_t step = (out + tiles - 1) / tiles; /* tiles of equal size: no small remainder (docs/capture.md) */
     for (int64_t o0 = 0; o0 < out; o0 += step) {
         const int64_t rows = out - o0 < step ? out - o0 : step;
         weights_widen(w, t, (size_t)o0 * (size_t)in, (size_t)(rows * in), tile);
