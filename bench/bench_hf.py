@@ -1,7 +1,7 @@
 """make bench (Hugging Face checkpoints): random:llama-3.2-1b written here as a BF16
 Hugging Face directory (config.json with llama3 rope scaling and tied embeddings,
 the weights in two safetensors shards and their index), then `kvtrace capture` of
-it at T = 1024: load time (safetensors mapped, BF16 -> float32) and capture
+it at T = 1024: load time (safetensors mapped, BF16 matrices held in place) and capture
 tokens/s, next to the load time of random:llama-3.2-1b (weights generated in
 memory; its capture rate at T = 1024 is bench_capture.sh's row, the same walk).
 
@@ -130,7 +130,8 @@ def main():
             print("%-34s %6d %8.2f %10.1f %10.0f %10.1f" % (label, n, v["load_s"], v["tokens_per_s"], v["rss_mib"],
                                                           v["wall"]))
             sys.stdout.flush()
-        print("(load_s: model_load alone: the HF row maps the shards and converts BF16 to float32)")
+        print("(load_s: model_load alone: the HF row maps the shards and uses the BF16 matrices in place, "
+              "docs/capture.md)")
     finally:
         shutil.rmtree(tmp)
 

@@ -11,6 +11,7 @@
 
 #include "capture/kvzip.h"
 #include "capture/run.h"
+#include "model/weights16.h"
 #include "core/outfile.h"
 #include "core/progress.h"
 #include "core/rng.h"
@@ -101,17 +102,17 @@ static trace_create_opts trace_wants(const capture_opts *o)
 /* Before a large run (issue #15): its cost in one line on stderr (unless
  * --quiet) when it will likely take over a minute or a GiB. Floating-point
  * operations: 2 per weight per token, plus attention's 4 T^2/2 L H D; memory:
- * the weights and the KV cache (float32); the trace: keys and values, queries,
+ * the weights (wbytes each: 2 for 16-bit matrices) and the KV cache (float32); the trace: keys and values, queries,
  * column sums, log-probabilities (and logits). The minutes assume 50 GFLOP/s,
  * a modest CPU; a GPU is far faster. */
-static void print_cost(const capture_opts *o, const model_config *c, int64_t T)
+static void print_cost(const capture_opts *o, const model_config *c, double wbytes, int64_t T)
 {
     const double L = (double)c->n_layers, H = (double)c->n_heads, K = (double)c->n_kv_heads, D = (double)c->head_dim;
     const double dim = (double)c->dim, V = (double)c->vocab_size, t = (double)T;
     const double weights = L * (dim * (2 * H * D + 2 * K * D) + 3 * dim * (double)c->ffn_dim) + 2 * V * dim;
     const double flops = 2 * weights * t + 2 * L * H * D * t * t;
     const double cache = o->evict.iface ? 2 * L * K * D * (double)(o->budget + o->chunk) : 2 * L * K * D * t;
-    const double memory = 4 * (weights + cache), el = o->dtype == TRACE_F16 ? 2 : 4;
+    const double memory = wbytes * weights + 4 * cache, el = o->dtype == TRACE_F16 ? 2 : 4;
     double file = o->dry_run ? 0 : el * L * D * t * (2 * K + (o->record_queries ? H : 0)) + 4 * t * (1 + V * o->logits);
     if (!o->dry_run && o->attention != ATTN_NONE) file += 8 * L * H * t;
     if (!o->dry_run && o->attention == ATTN_FULL) file += 4 * L * H * t * t;
@@ -139,7 +140,7 @@ static int capture_tokens(const capture_opts *o, const alloc_config *ac, const b
     ro.extra = tmpl ? n_tmpl + T : 0;
     kv_run *r = NULL;
     if (!rc) rc = run_open(&r, &ro, err);
-    if (!rc) print_cost(o, &m->cfg, T);
+    if (!rc) print_cost(o, &m->cfg, (double)weights_size(m->wtype), T);
     double started = kv_now_seconds();
     if (!rc) rc = run_model(o, r, tokens, m->cfg.vocab_size, P, T, err);
     if (!rc && tmpl) rc = kvzip_record(r, &m->cfg, tmpl, n_tmpl, tokens, T, err);
@@ -221,7 +222,7 @@ int capture_loaded(const capture_opts *o, const kv_model *model, const int32_t *
 {
     const backend_iface *be = o->backend ? o->backend : backend_all()[0];
     const backend_request req = {.evict = o->evict.iface != NULL, .attention_full = o->attention == ATTN_FULL,
-                                 .weights = o->weights};
+                                 .weights = o->weights < 0 ? 0 : o->weights};
     void *bctx = NULL;
     int rc = backend_open(be, &req, &bctx, err);
     return rc ? rc : run_loaded(o, bctx, model, ids, n_ids, false, 0.0, err);
@@ -231,7 +232,7 @@ int capture_run(const capture_opts *o, kv_err *err)
 {
     const backend_iface *be = o->backend ? o->backend : backend_all()[0];
     const backend_request req = {.evict = o->evict.iface != NULL, .attention_full = o->attention == ATTN_FULL,
-                                 .weights = o->weights};
+                                 .weights = o->weights < 0 ? 0 : o->weights};
     if (o->threads > 0) openblas_set_num_threads(o->threads);
     void *bctx = NULL;
     const char *inputs[] = {o->model, o->tokenizer, o->prompt.text_file, o->prompt.tokens_file, o->head_scores};
@@ -241,7 +242,11 @@ int capture_run(const capture_opts *o, kv_err *err)
     kv_model model;
     memset(&model, 0, sizeof model);
     double load_started = kv_now_seconds();
-    rc = model_load(o->model, o->tokenizer, &model, err);
+    /* --weights: the host model's type where the kernels widen 16-bit weights
+     * themselves (the CPU; default: the file's); a device mirror converts
+     * a float32 host model (docs/cuda.md) */
+    const model_wtype host_w = be->kernels->matmul16 ? (model_wtype)o->weights : MODEL_W_F32;
+    rc = model_load_as(o->model, o->tokenizer, host_w, &model, err);
     double load_s = kv_now_seconds() - load_started;
     if (!rc) rc = run_loaded(o, bctx, &model, NULL, 0, true, load_s, err);
     else backend_close(be, bctx);

@@ -43,7 +43,8 @@ typedef struct {
     const char *head_scores;  /* --head-scores FILE: per-(layer, kv head) importance (headkv, duo) */
     bool retained;            /* /evict/retained snapshots after every chunk */
     const backend_iface *backend; /* --device NAME (NULL: cpu) */
-    int weights;              /* --weights: type of the weights on the device (0 f32, 1 f16, 2 bf16) */
+    int weights;              /* --weights: type of the weight matrices (0 f32, 1 f16, 2 bf16; -1: the file's
+                                 on the CPU, f32 on a device) */
     bool beyond_context;      /* --allow-beyond-context: past the model's trained context */
     bool kvzip;               /* --kvzip: the reconstruction pass and /attention/kvzip (capture/kvzip.h) */
     bool dry_run;             /* --dry-run: the walk alone, nothing recorded or written (benchmarks) */

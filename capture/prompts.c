@@ -232,7 +232,9 @@ int capture_prompts(const capture_opts *o, kv_err *err)
     memset(&model, 0, sizeof model);
     kv_outfile out;
     bool started = false;
-    rc = model_load(o->model, o->tokenizer, &model, err);
+    const backend_iface *be = o->backend ? o->backend : backend_all()[0]; /* --weights as capture_run's */
+    rc = model_load_as(o->model, o->tokenizer, be->kernels->matmul16 ? (model_wtype)o->weights : MODEL_W_F32, &model,
+                       err);
     if (!rc) rc = prompts_tokenize(&l, o->prompts, &model, err);
     if (!rc && o->prov) rc = capture_provenance(o->prov, o->model, o->tokenizer, &o->prompt, err);
     if (!rc && o->prov) rc = prov_set_text(&o->prov->prompt, "prompts", err);

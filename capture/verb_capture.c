@@ -51,7 +51,8 @@ static const char USAGE[] =
     "  --device cpu|cuda    where the model runs (default cpu). cuda: the same walk on the GPU\n"
     "                       (build/libkvtrace_cuda.so beside kvtrace, or $KVTRACE_CUDA_LIB; exit 1 when\n"
     "                       no usable GPU is found; not with --evict or --attention full; docs/cuda.md)\n"
-    "  --weights f32|f16|bf16  type of the weights on the GPU (default f32; products accumulate in f32)\n"
+    "  --weights f32|f16|bf16  type of the weight matrices in memory (CPU default: the file's, 16-bit\n"
+    "                       stays 16-bit; GPU default f32); products accumulate in f32\n"
     "  --dry-run            run the model but record and write nothing (benchmarks)\n"
     "  --allow-beyond-context  run past the model's trained context (GGUF context_length,\n"
     "                       config.json max_position_embeddings, llama2.c seq_len): those positions'\n"
@@ -262,6 +263,7 @@ static int parse_args(int argc, char **argv, capture_args *a, kv_err *err)
     memset(a, 0, sizeof *a);
     o->chunk = 128, o->record_queries = true, o->attention = ATTN_COLSUM, o->max_attention_gib = 4.0;
     o->backend = backend_all()[0];
+    o->weights = -1; /* the file's type (CPU); f32 on a device */
     int first;
     int rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, err);
     if (rc || a->help) return rc;
@@ -278,8 +280,6 @@ static int parse_args(int argc, char **argv, capture_args *a, kv_err *err)
         return cli_usage(err, v, "--prompts takes the prompts from its file: not with --prompt, --prompt-file, "
                          "--tokens, --dry-run or --print");
     if (!o->output) return cli_usage(err, v, "-o PATH is required");
-    if (o->weights && !o->backend->weight_types)
-        return cli_usage(err, v, "--weights applies to --device cuda (the CPU computes in float32)");
     if (o->kvzip && o->evict.iface)
         return cli_usage(err, v, "--kvzip records attention over the full cache; not with --evict");
     if (o->kvzip && !o->backend->kernels->host_memory)

@@ -8,6 +8,7 @@
 
 #include "model/backend.h"
 #include "model/forward.h"
+#include "model/weights16.h"
 #include "core/attn_causal.h"
 
 static void cpu_matmul(void *ctx, const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out)
@@ -15,6 +16,25 @@ static void cpu_matmul(void *ctx, const float *x, const float *w, float *y, int6
     (void)ctx;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f, x, (int)in,
                 w, (int)in, 0.0f, y, (int)out);
+}
+
+/* 16-bit W: blocks of whole rows, as many as the tile holds and all of
+ * about the same size, widened, then sgemm into y's columns of those rows
+ * (a matrix that fits is one call, exactly cpu_matmul's on the widened W).
+ * Each y element is a dot product of the same float32 values; docs/capture.md
+ * says when the sums match cpu_matmul's bit for bit (test_weights16.py). */
+static void cpu_matmul16(void *ctx, const float *x, const model_mat *w, model_wtype t, float *y, int64_t n,
+                         int64_t in, int64_t out, float *tile, int64_t tile_n)
+{
+    (void)ctx;
+    const int64_t most = tile_n / in, tiles = (out + most - 1) / most; /* most >= 1: FORWARD_WTILE rows fit */
+    const int64_t step = (out + tiles - 1) / tiles; /* tiles of equal size: no small remainder (docs/capture.md) */
+    for (int64_t o0 = 0; o0 < out; o0 += step) {
+        const int64_t rows = out - o0 < step ? out - o0 : step;
+        weights_widen(w, t, (size_t)o0 * (size_t)in, (size_t)(rows * in), tile);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)rows, (int)in, 1.0f, x, (int)in,
+                    tile, (int)in, 0.0f, y + o0, (int)out);
+    }
 }
 
 static void cpu_rmsnorm(void *ctx, float *out, const float *x, const float *w, int64_t n, int64_t dim, double eps)
@@ -126,6 +146,7 @@ static int cpu_sync(void *ctx, kv_err *err)
 
 const forward_kernels FORWARD_CPU = {
     .matmul = cpu_matmul,
+    .matmul16 = cpu_matmul16,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
     .add_bias = cpu_add_bias,

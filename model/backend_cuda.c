@@ -323,6 +323,8 @@ static int cu_prepare(void *ctx, const kv_model *m, int64_t T, int64_t B, bool c
 {
     cuda_backend *b = ctx;
     if (b->prepared) return kv_fail(err, KV_EFAIL, "--device cuda: the backend already holds a model");
+    if (m->wtype != MODEL_W_F32) /* the device mirror converts float32 (capture loads it so) */
+        return kv_fail(err, KV_EUSAGE, "--device cuda: the host model must hold float32 weights");
     b->prepared = true;
     B = B < T ? B : T;
     cuda_budget need;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/weights16.h"
 #include "core/finite.h"
 #include "core/progress.h"
 
@@ -81,6 +82,15 @@ int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernel
                                          !(s->lse = kv_calloc(B * (size_t)c->n_heads, sizeof(double),
                                                               "log-sum-exps", err))))))
         rc = err->code;
+    if (!rc && m->wtype != MODEL_W_F32) { /* 16-bit matrices: widened a tile at a time on the host */
+        const int64_t in = c->dim > c->ffn_dim ? c->dim : c->ffn_dim;
+        s->wtile_n = FORWARD_WTILE * in > FORWARD_WTILE_MIN ? FORWARD_WTILE * in : FORWARD_WTILE_MIN;
+        if (!kern->matmul16 || !kern->host_memory)
+            rc = kv_fail(err, KV_EUSAGE, "forward: these kernels take float32 weights only (the model's are %s)",
+                         weights_name(m->wtype));
+        else if (!(s->wtile = kv_calloc((size_t)s->wtile_n, sizeof(float), "weight tile", err)))
+            rc = err->code;
+    }
     if (!rc) {
         s->logits = kern->host_memory ? s->logits_k
                                       : kv_calloc(B * (size_t)c->vocab_size, sizeof(float), "logits", err);
@@ -98,7 +108,7 @@ void forward_free(forward_state *s)
         for (size_t i = 0; i < sizeof kmem / sizeof kmem[0]; i++) s->kern->release(s->kctx, kmem[i]);
         if (s->logits != s->logits_k) free(s->logits);
     }
-    free(s->cache_len), free(s->cache_pos), free(s->cache_peak), free(s->p), free(s->lse);
+    free(s->cache_len), free(s->cache_pos), free(s->cache_peak), free(s->p), free(s->lse), free(s->wtile);
     memset(s, 0, sizeof *s);
 }
 
@@ -110,15 +120,24 @@ static void settle(const forward_state *s)
     if (!s->kern->host_memory) (void)s->kern->sync(s->kctx, &ignored);
 }
 
-/* The matmul kernel, timed and counted (2 n in out operations). */
-static void timed_matmul(forward_state *s, const float *x, const float *w, float *y, int64_t n, int64_t in,
-                         int64_t out)
+/* The matmul kernel for W of type t (matmul16 for 16 bits), timed and
+ * counted (2 n in out operations). */
+static void timed_matmul_t(forward_state *s, const float *x, const model_mat *w, model_wtype t, float *y, int64_t n,
+                           int64_t in, int64_t out)
 {
     double t0 = kv_now_seconds();
-    s->kern->matmul(s->kctx, x, w, y, n, in, out);
+    if (t == MODEL_W_F32) s->kern->matmul(s->kctx, x, w, y, n, in, out);
+    else s->kern->matmul16(s->kctx, x, w, t, y, n, in, out, s->wtile, s->wtile_n);
     settle(s);
     s->gemm_seconds += kv_now_seconds() - t0;
     s->gemm_flops += 2.0 * (double)n * (double)in * (double)out;
+}
+
+/* The same for one of the model's matrices (of its type). */
+static void timed_matmul(forward_state *s, const float *x, const model_mat *w, float *y, int64_t n, int64_t in,
+                         int64_t out)
+{
+    timed_matmul_t(s, x, w, s->m->wtype, y, n, in, out);
 }
 
 /* Start of kv head g's rows in a cache of layer l: [cap][D]. */
@@ -309,7 +328,7 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
     if (!rc && ev && ev->after_layer) rc = ev->after_layer(ev->ctx, s, l, n, err);
     if (rc) return rc;
     /* x += att . wo^T (through xb: the matmul kernel overwrites its output) */
-    timed_matmul(s, s->att, w->wo, s->xb, n, H * D, c->dim);
+    timed_matmul_t(s, s->att, w->wo, MODEL_W_F32, s->xb, n, H * D, c->dim); /* W_o: float32 always (model.h) */
     s->kern->add(s->kctx, s->x, s->xb, n * c->dim);
     return KV_OK;
 }
@@ -339,7 +358,10 @@ int forward_chunk(forward_state *s, const int32_t *tokens, int64_t n, const forw
         if (tokens[r] < 0 || tokens[r] >= c->vocab_size)
             return kv_fail(err, KV_EINPUT, "token id %d at position %lld is outside the vocabulary [0, %lld)",
                            tokens[r], (long long)(s->len + r), (long long)c->vocab_size);
-    s->kern->embed(s->kctx, s->x, m->tok_embd, tokens, n, c->dim);
+    if (m->wtype == MODEL_W_F32) s->kern->embed(s->kctx, s->x, m->tok_embd, tokens, n, c->dim);
+    else /* host memory (forward_init checked): the rows widened */
+        for (int64_t r = 0; r < n; r++)
+            weights_widen(m->tok_embd, m->wtype, (size_t)tokens[r] * (size_t)c->dim, (size_t)c->dim, s->x + r * c->dim);
     for (int64_t l = 0; l < c->n_layers; l++) {
         int rc = attention_block(s, l, n, obs, err);
         if (rc) return rc;

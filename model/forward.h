@@ -24,6 +24,12 @@
 typedef struct {
     /* y[n][out] = x[n][in] . W[out][in]^T */
     void (*matmul)(void *ctx, const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out);
+    /* The same for W of a 16-bit type t (model/weights16.h), widened to
+     * float32 a block of whole rows at a time into tile [tile_n] floats
+     * (tile_n >= in): each y element is a float32 product of the same
+     * values as matmul's on the widened W. NULL: float32 models only. */
+    void (*matmul16)(void *ctx, const float *x, const model_mat *w, model_wtype t, float *y, int64_t n, int64_t in,
+                     int64_t out, float *tile, int64_t tile_n);
     /* out[n][dim] = x / rms(x) * w, rms with epsilon eps */
     void (*rmsnorm)(void *ctx, float *out, const float *x, const float *w, int64_t n, int64_t dim, double eps);
     /* rotates x[n][heads][D] for positions pos0 .. pos0+n-1 */
@@ -81,6 +87,14 @@ typedef struct {
     /* waits for the kernels enqueued so far; the first failure among them */
     int (*sync)(void *ctx, kv_err *err);
 } forward_kernels;
+
+/* The float32 tile a 16-bit weight matrix is widened into (matmul16):
+ * FORWARD_WTILE rows of the widest input, and at least FORWARD_WTILE_MIN
+ * floats (16 MiB: fewer, larger sgemm calls; 4 MiB tiles ran at 0.6x of
+ * float32 sgemm on 2 loaded cores, 16 MiB at 0.9x, docs/capture.md); each
+ * sgemm call takes as many whole rows as fit. */
+#define FORWARD_WTILE 128
+#define FORWARD_WTILE_MIN ((int64_t)1 << 22)
 
 /* The CPU kernels (OpenBLAS sgemm for every product), host memory; they
  * take no context (pass NULL). */
@@ -159,6 +173,8 @@ typedef struct forward_state {
     float *stats;      /* [2][H][B] softmax statistics of the chunk's rows (on_output), kernels' memory */
     float *logits;     /* [B][V] host memory */
     float *logits_k;   /* [B][V] in the kernels' memory (== logits for host tables) */
+    float *wtile;      /* [wtile_n] a 16-bit model's widened rows (matmul16), else NULL */
+    int64_t wtile_n;   /* max(FORWARD_WTILE x the widest input, FORWARD_WTILE_MIN) */
     /* work done, for benchmarks: matrix products (projections, FFN, logits)
      * and attention, in floating-point operations and seconds */
     double gemm_flops, gemm_seconds, attn_flops, attn_seconds;

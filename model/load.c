@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "model/formats/format.h"
+#include "model/weights16.h"
 
 static const struct {
     const char *name;
@@ -70,10 +71,19 @@ static int load_spec(const char *spec, const char *tokenizer, kv_model *m, kv_er
 
 int model_load(const char *spec, const char *tokenizer, kv_model *m, kv_err *err)
 {
+    return model_load_as(spec, tokenizer, MODEL_W_F32, m, err);
+}
+
+/* A reader that knows 16-bit types (random, hf, gguf) honours m->wtype_want
+ * itself; what any reader left as float32 is rounded here when asked. */
+int model_load_as(const char *spec, const char *tokenizer, model_wtype want, kv_model *m, kv_err *err)
+{
     model_init(m);
+    m->wtype_want = want;
     int rc = spec && spec[0] ? load_spec(spec, tokenizer, m, err)
                              : kv_fail(err, KV_EUSAGE, "no model given");
     if (!rc) rc = model_config_check(&m->cfg, spec, err);
+    if (!rc && m->wtype == MODEL_W_F32 && weights_size(want) == 2) rc = weights_narrow_model(m, want, err);
     if (rc) model_free(m);
     return rc;
 }

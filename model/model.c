@@ -88,6 +88,36 @@ void *model_alloc_raw(kv_model *m, size_t n, size_t size, const char *what, kv_e
     return f;
 }
 
+void model_release(kv_model *m, void *p)
+{
+    for (int i = m->n_owned - 1; p && i >= 0; i--)
+        if (m->owned[i] == p) {
+            free(p);
+            m->owned[i] = m->owned[--m->n_owned];
+            return;
+        }
+}
+
+struct model_keep {
+    void (*close)(void *);
+    void *obj;
+};
+
+int model_keep_file(kv_model *m, void (*close)(void *), void *obj, kv_err *err)
+{
+    if (m->n_kept == m->cap_kept) {
+        int cap = m->cap_kept ? 2 * m->cap_kept : 8;
+        struct model_keep *k = realloc(m->kept, (size_t)cap * sizeof *k);
+        if (!k) {
+            close(obj);
+            return kv_fail(err, KV_EFAIL, "out of memory for the model's file list");
+        }
+        m->kept = k, m->cap_kept = cap;
+    }
+    m->kept[m->n_kept++] = (struct model_keep){close, obj};
+    return KV_OK;
+}
+
 int model_set_llama3_scaling(kv_model *m, double factor, double low, double high,
                              double orig_ctx, const char *where, kv_err *err)
 {
@@ -157,6 +187,8 @@ void model_free(kv_model *m)
     if (!m) return;
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
+    for (int i = 0; i < m->n_kept; i++) m->kept[i].close(m->kept[i].obj);
+    free(m->kept);
     free(m->layers);
     free(m->read_names);
     vocab_free(&m->vocab);

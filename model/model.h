@@ -1,7 +1,10 @@
 /* model: the one in-memory description of a model that every loader fills
  * (GGUF, Hugging Face checkpoint directories, llama2.c, random:NAME) and
- * the forward pass reads. Weights are float32, row-major W[out][in], so that
- * y = W x is cblas_sgemm(RowMajor, NoTrans, Trans) over a chunk of rows. */
+ * the forward pass reads. Weights are row-major W[out][in], so that y = W x
+ * is cblas_sgemm(RowMajor, NoTrans, Trans) over a chunk of rows. Vectors
+ * (norms, biases) and W_o are float32; the other matrices (Q/K/V, the FFN's
+ * three, the embedding and the output) are of the model's one type `wtype`:
+ * float32, or IEEE half / bfloat16 held in 16 bits (issue #24, model/weights16.h). */
 #ifndef KV_MODEL_H
 #define KV_MODEL_H
 
@@ -37,28 +40,37 @@ typedef struct {
     bool qk_norm;            /* q_norm, k_norm */
 } model_config;
 
+/* The type of the weight matrices in memory: the codes of --weights and
+ * backend_request.weights; MODEL_W_KEEP asks a loader for the file's own. */
+typedef enum { MODEL_W_KEEP = -1, MODEL_W_F32 = 0, MODEL_W_F16 = 1, MODEL_W_BF16 = 2 } model_wtype;
+
+/* A matrix of the model's wtype: float32 or 16-bit words (kv_model.wtype). */
+typedef void model_mat;
+
 typedef struct {
     float *attn_norm;  /* [dim] */
-    float *wq;         /* [H*D][dim] */
-    float *wk;         /* [K*D][dim] */
-    float *wv;         /* [K*D][dim] */
+    model_mat *wq;     /* [H*D][dim] */
+    model_mat *wk;     /* [K*D][dim] */
+    model_mat *wv;     /* [K*D][dim] */
     float *bq;         /* [H*D] Q bias (qwen2), or NULL */
     float *bk;         /* [K*D] K bias, or NULL */
     float *bv;         /* [K*D] V bias, or NULL */
     float *q_norm;     /* [D] per-head RMSNorm of q before RoPE (qwen3), or NULL */
     float *k_norm;     /* [D] per-head RMSNorm of k before RoPE, or NULL */
-    float *wo;         /* [dim][H*D] */
+    float *wo;         /* [dim][H*D] float32 always (policies and /wo read it) */
     float *ffn_norm;   /* [dim] */
-    float *w_gate;     /* [ffn_dim][dim]  (w1) */
-    float *w_up;       /* [ffn_dim][dim]  (w3) */
-    float *w_down;     /* [dim][ffn_dim]  (w2) */
+    model_mat *w_gate; /* [ffn_dim][dim]  (w1) */
+    model_mat *w_up;   /* [ffn_dim][dim]  (w3) */
+    model_mat *w_down; /* [dim][ffn_dim]  (w2) */
 } model_layer;
 
 typedef struct {
     model_config cfg;
-    float *tok_embd;       /* [V][dim] */
+    model_mat *tok_embd;   /* [V][dim] */
     float *output_norm;    /* [dim] */
-    float *output;         /* [V][dim] (may equal tok_embd: tied) */
+    model_mat *output;     /* [V][dim] (may equal tok_embd: tied) */
+    model_wtype wtype;     /* type of the model_mat matrices (model_init: float32) */
+    model_wtype wtype_want; /* what the caller asked the loader for (model_load_as) */
     model_layer *layers;   /* [L] */
     double *rope_div;      /* [D/2] RoPE frequency divisors (cfg.rope_scaling), or NULL */
     bool has_vocab;
@@ -66,6 +78,10 @@ typedef struct {
     /* ownership: every weight lives in allocations listed here */
     void **owned;
     int n_owned, cap_owned;
+    /* files whose mapping the weights point into (16-bit tensors used in
+     * place): closed by model_free */
+    struct model_keep *kept;
+    int n_kept, cap_kept;
     /* the tensors the loader read, by the file's own name pointers (valid
      * while its file is open): model_tensors_exact compares them with the
      * file's, then empties the list */
@@ -79,6 +95,12 @@ typedef struct {
  * vocabulary, --tokens only). Errors: KV_EINPUT for a bad file (one line
  * naming file and problem), KV_EUSAGE for a bad spec, KV_EFAIL otherwise. */
 int model_load(const char *spec, const char *tokenizer, kv_model *m, kv_err *err);
+
+/* The same with the weight matrices as `want`: MODEL_W_KEEP keeps the
+ * file's type (16-bit matrices stay 16-bit, mapped where the layout allows;
+ * any other file is float32), a 16-bit type rounds float32 tensors to it
+ * (to nearest even), MODEL_W_F32 widens (model_load's choice). */
+int model_load_as(const char *spec, const char *tokenizer, model_wtype want, kv_model *m, kv_err *err);
 
 /* An empty model: no weights, no vocabulary (special ids -1). */
 void model_init(kv_model *m);
@@ -103,6 +125,13 @@ float *model_alloc(kv_model *m, size_t n, const char *what, kv_err *err);
 
 /* The same for n zeroed elements of `size` bytes. */
 void *model_alloc_raw(kv_model *m, size_t n, size_t size, const char *what, kv_err *err);
+
+/* Frees p, an allocation owned by m (a tensor replaced by its conversion). */
+void model_release(kv_model *m, void *p);
+
+/* Hands obj to m: close(obj) runs in model_free (a file whose mapping
+ * tensors point into). On failure close(obj) runs at once. */
+int model_keep_file(kv_model *m, void (*close)(void *), void *obj, kv_err *err);
 
 /* m->rope_div from Llama 3.x "llama3" scaling (core/rope.h), cfg.rope_scaling
  * naming it. KV_EINPUT naming `where` for parameters out of range. */

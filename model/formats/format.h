@@ -55,9 +55,11 @@ int model_load_gguf(const model_source *s, kv_model *m, kv_err *err);
  * encoder from tokenizer.ggml.merges and tokenizer.ggml.pre. */
 int gguf_read_tokenizer(const char *path, kv_vocab *v, bool *has, kv_err *err);
 
-/* The same from a parsed file (gguf.h), e.g. one parsed from memory. */
+/* The same from a parsed file (gguf.h), e.g. one parsed from memory. With
+ * 16-bit weights asked for (m->wtype_want), tensors already of that type
+ * point into g's data: *in_place says so (g must then outlive m). */
 struct gguf_file;
-int model_from_gguf(const struct gguf_file *g, kv_model *m, kv_err *err);
+int model_from_gguf(const struct gguf_file *g, kv_model *m, bool *in_place, kv_err *err);
 
 /* A llama2.c legacy checkpoint (load_llama2c.c): any other file;
  * s->tokenizer names its tokenizer.bin (NULL: no vocabulary). */

@@ -26,6 +26,7 @@
 #include "model/formats/format.h"
 #include "model/formats/gguf.h"
 #include "model/model.h"
+#include "model/weights16.h"
 #include "model/tokenizer/bpe.h"
 
 #define ABSENT_ID 0xFFFFFFFFu /* a special-token id that is not set */
@@ -67,11 +68,12 @@ static void shape_str(char *buf, size_t cap, const uint64_t *ne, uint32_t n_dims
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
-/* Tensor `name` of ggml shape [ne0] (ne1 == 0) or [ne0, ne1] as float32 owned by m. */
-static int load_tensor(const gguf_file *g, kv_model *m, const char *name, int64_t ne0,
-                       int64_t ne1, float **out, kv_err *err)
+/* Tensor `name` of ggml shape [ne0] (ne1 == 0) or [ne0, ne1], checked and
+ * noted as read (*out: the tensor). */
+static int check_tensor(const gguf_file *g, kv_model *m, const char *name, int64_t ne0, int64_t ne1,
+                        const gguf_tensor **out, kv_err *err)
 {
-    const gguf_tensor *t = gguf_find_tensor(g, name);
+    const gguf_tensor *t = *out = gguf_find_tensor(g, name);
     if (!t) return kv_fail(err, KV_EINPUT, "%s: missing tensor %s", gguf_where(g), name);
     uint64_t want[GGUF_MAX_DIMS] = {(uint64_t)ne0, ne1 ? (uint64_t)ne1 : 1, 1, 1};
     if (memcmp(t->ne, want, sizeof want) != 0) {
@@ -82,12 +84,56 @@ static int load_tensor(const gguf_file *g, kv_model *m, const char *name, int64_
                        "metadata", gguf_where(g), name, got, exp);
     }
     int rc = model_tensor_read(m, t->name, err);
-    if (!rc) rc = gguf_tensor_readable(g, t, err); /* before allocating for it */
+    return rc ? rc : gguf_tensor_readable(g, t, err); /* before allocating for it */
+}
+
+/* Tensor `name` of ggml shape [ne0] (ne1 == 0) or [ne0, ne1] as float32 owned by m. */
+static int load_tensor(const gguf_file *g, kv_model *m, const char *name, int64_t ne0,
+                       int64_t ne1, float **out, kv_err *err)
+{
+    const gguf_tensor *t;
+    int rc = check_tensor(g, m, name, ne0, ne1, &t, err);
     if (rc) return rc;
     float *dst = model_alloc(m, (size_t)t->n_elems, name, err); /* [ne1][ne0] */
     if (!dst) return KV_EFAIL;
     *out = dst;
     return gguf_tensor_read_f32(g, t, dst, t->n_elems, err);
+}
+
+/* gguf_tensor_read_f32 as weights_from_file reads a tensor. */
+static int read_f32(const void *g, const void *t, float *dst, uint64_t n, kv_err *err)
+{
+    return gguf_tensor_read_f32(g, t, dst, n, err);
+}
+
+/* ggml's type id of a 16-bit weight type. */
+static uint32_t ggml_of(model_wtype t)
+{
+    return t == MODEL_W_F16 ? 1u : 30u; /* F16, BF16 */
+}
+
+/* A weight matrix of ggml shape [ne0, ne1] in the model's type (m->wtype):
+ * float32 as load_tensor; 16-bit words in place in g's data where the
+ * tensor is already of that type (GGUF data is contiguous and aligned),
+ * else read and rounded. Non-finite weights are refused either way. */
+static int load_matrix(const gguf_file *g, kv_model *m, const char *name, int64_t ne0, int64_t ne1,
+                       model_mat **out, bool *in_place, kv_err *err)
+{
+    if (m->wtype == MODEL_W_F32) return load_tensor(g, m, name, ne0, ne1, (float **)out, err);
+    const gguf_tensor *t;
+    int rc = check_tensor(g, m, name, ne0, ne1, &t, err);
+    if (rc) return rc;
+    return weights_from_file(m, gguf_where(g), name, t->data, t->type == ggml_of(m->wtype), (size_t)t->n_elems,
+                             read_f32, g, t, out, in_place, err);
+}
+
+/* The type the matrices are held in: the one asked for, or (MODEL_W_KEEP)
+ * the file's, read from blk.0.attn_q.weight: F16 or BF16 stay 16-bit. */
+static model_wtype resolve_type(const gguf_file *g, model_wtype want)
+{
+    const gguf_tensor *t = gguf_find_tensor(g, "blk.0.attn_q.weight");
+    if (want != MODEL_W_KEEP || !t) return want == MODEL_W_KEEP ? MODEL_W_F32 : want;
+    return t->type == ggml_of(MODEL_W_F16) ? MODEL_W_F16 : t->type == ggml_of(MODEL_W_BF16) ? MODEL_W_BF16 : MODEL_W_F32;
 }
 
 /* rope_freqs.weight [D/2]: positive finite divisors into m->rope_div. */
@@ -108,14 +154,15 @@ static int load_rope_freqs(const gguf_file *g, kv_model *m, kv_err *err)
     return rc;
 }
 
-static int load_weights(const gguf_file *g, kv_model *m, kv_err *err)
+static int load_weights(const gguf_file *g, kv_model *m, bool *in_place, kv_err *err)
 {
     const model_config *c = &m->cfg;
-    int rc = load_tensor(g, m, "token_embd.weight", c->dim, c->vocab_size, &m->tok_embd, err);
+    m->wtype = resolve_type(g, m->wtype_want);
+    int rc = load_matrix(g, m, "token_embd.weight", c->dim, c->vocab_size, &m->tok_embd, in_place, err);
     if (!rc) rc = load_tensor(g, m, "output_norm.weight", c->dim, 0, &m->output_norm, err);
     m->output = m->tok_embd; /* tied unless the file has its own */
     if (!rc && gguf_find_tensor(g, "output.weight"))
-        rc = load_tensor(g, m, "output.weight", c->dim, c->vocab_size, &m->output, err);
+        rc = load_matrix(g, m, "output.weight", c->dim, c->vocab_size, &m->output, in_place, err);
     if (!rc && gguf_find_tensor(g, "rope_freqs.weight")) rc = load_rope_freqs(g, m, err);
     if (!rc) rc = model_alloc_layers(m, err);
     for (int64_t l = 0; l < c->n_layers && !rc; l++) {
@@ -123,10 +170,13 @@ static int load_weights(const gguf_file *g, kv_model *m, kv_err *err)
             if (!model_has(c, LAYER_TENSORS[i].need)) continue;
             char name[96];
             snprintf(name, sizeof name, "blk.%" PRId64 ".%s", l, LAYER_TENSORS[i].name);
-            float **slot = (float **)((char *)&m->layers[l] + LAYER_TENSORS[i].field);
-            int ne1 = LAYER_TENSORS[i].ne1;
-            rc = load_tensor(g, m, name, model_dim_size(c, LAYER_TENSORS[i].ne0),
-                             model_dim_size(c, ne1), slot, err);
+            void **slot = (void **)((char *)&m->layers[l] + LAYER_TENSORS[i].field);
+            const int64_t ne0 = model_dim_size(c, LAYER_TENSORS[i].ne0), ne1 = model_dim_size(c, LAYER_TENSORS[i].ne1);
+            /* the matrices of the model's type: every one but W_o (float32, model.h) */
+            if (ne1 && LAYER_TENSORS[i].field != offsetof(model_layer, wo))
+                rc = load_matrix(g, m, name, ne0, ne1, slot, in_place, err);
+            else
+                rc = load_tensor(g, m, name, ne0, ne1, (float **)slot, err);
         }
     }
     return rc;
@@ -448,10 +498,11 @@ static const char *tensor_name(const void *g, int64_t i)
     return gguf_tensor_at(g, i)->name;
 }
 
-int model_from_gguf(const gguf_file *g, kv_model *m, kv_err *err)
+int model_from_gguf(const gguf_file *g, kv_model *m, bool *in_place, kv_err *err)
 {
+    *in_place = false;
     int rc = read_config(g, &m->cfg, err);
-    if (!rc) rc = load_weights(g, m, err);
+    if (!rc) rc = load_weights(g, m, in_place, err);
     if (!rc) { /* no tensor beyond those the metadata implies (e.g. blk.N past block_count) */
         char implies[96];
         snprintf(implies, sizeof implies, "%s.block_count = %lld", m->cfg.architecture, (long long)m->cfg.n_layers);
@@ -459,6 +510,11 @@ int model_from_gguf(const gguf_file *g, kv_model *m, kv_err *err)
     }
     if (!rc) rc = read_vocab(g, m, err);
     return rc;
+}
+
+static void gguf_close_any(void *g)
+{
+    gguf_close(g);
 }
 
 bool model_probe_gguf(const model_source *s)
@@ -471,8 +527,10 @@ bool model_probe_gguf(const model_source *s)
 int model_load_gguf(const model_source *s, kv_model *m, kv_err *err)
 {
     gguf_file *g = NULL;
+    bool in_place = false;
     int rc = gguf_open(s->spec, &g, err);
-    if (!rc) rc = model_from_gguf(g, m, err);
+    if (!rc) rc = model_from_gguf(g, m, &in_place, err);
+    if (!rc && in_place) return model_keep_file(m, gguf_close_any, g, err); /* the weights point into it */
     gguf_close(g);
     return rc;
 }

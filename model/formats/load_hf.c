@@ -31,6 +31,7 @@
 #include "model/formats/hf.h"
 #include "model/formats/safetensors.h"
 #include "model/model.h"
+#include "model/weights16.h"
 
 #define MAX_SHARDS 4096
 #define PATH_CAP 4096
@@ -39,6 +40,7 @@ typedef struct {
     const char *dir;
     json_t *weight_map;  /* the index's name -> shard file, or NULL (one file) */
     st_file **shard;     /* [n_shards] */
+    bool *in_place;      /* [n_shards] the model's 16-bit weights point into its mapping */
     const char **shard_name; /* [n_shards] borrowed from weight_map */
     int n_shards;
 } hf_files;
@@ -50,10 +52,16 @@ static int join(char *buf, const char *dir, const char *name, kv_err *err)
     return KV_OK;
 }
 
+static void st_close_any(void *f)
+{
+    st_close(f);
+}
+
 static void files_close(hf_files *f)
 {
     for (int i = 0; i < f->n_shards; i++) st_close(f->shard[i]);
     free(f->shard);
+    free(f->in_place);
     free(f->shard_name);
     json_decref(f->weight_map);
     memset(f, 0, sizeof *f);
@@ -156,14 +164,15 @@ static int find_tensor(const hf_files *f, const char *name, const st_file **sf,
     return KV_OK;
 }
 
-/* Tensor `name` of shape [rows] (cols == 0) or [rows][cols] as float32 owned
- * by m; absent: an error unless optional (then *out stays NULL). */
-static int load_tensor(const hf_files *f, kv_model *m, const char *name, int64_t rows,
-                       int64_t cols, bool optional, float **out, kv_err *err)
+/* Tensor `name` of shape [rows] (cols == 0) or [rows][cols], checked and
+ * noted as read: *t NULL (and KV_OK) when absent and optional. */
+static int find_checked(const hf_files *f, kv_model *m, const char *name, int64_t rows, int64_t cols,
+                        bool optional, const st_file **out_sf, const st_tensor **out_t, kv_err *err)
 {
     const st_file *sf;
     const st_tensor *t;
     int rc = find_tensor(f, name, &sf, &t, err);
+    *out_sf = sf, *out_t = t;
     if (rc || (!t && optional)) return rc;
     if (!t) return kv_fail(err, KV_EINPUT, "%s: missing tensor %s", f->dir, name);
     int want_dims = cols ? 2 : 1;
@@ -174,10 +183,65 @@ static int load_tensor(const hf_files *f, kv_model *m, const char *name, int64_t
                        t->n_dims > 1 ? t->shape[1] : 0, t->n_dims > 2 ? ", ..." : "", rows,
                        cols ? ", " : "", cols);
     if ((rc = model_tensor_read(m, t->name, err)) || (rc = st_tensor_readable(sf, t, err))) return rc;
+    return KV_OK;
+}
+
+/* Tensor `name` of shape [rows] (cols == 0) or [rows][cols] as float32 owned
+ * by m; absent: an error unless optional (then *out stays NULL). */
+static int load_tensor(const hf_files *f, kv_model *m, const char *name, int64_t rows,
+                       int64_t cols, bool optional, float **out, kv_err *err)
+{
+    const st_file *sf;
+    const st_tensor *t;
+    int rc = find_checked(f, m, name, rows, cols, optional, &sf, &t, err);
+    if (rc || !t) return rc;
     float *dst = model_alloc(m, (size_t)t->n_elems, name, err);
     if (!dst) return KV_EFAIL;
     *out = dst;
     return st_tensor_read_f32(sf, t, dst, t->n_elems, err);
+}
+
+/* st_tensor_read_f32 as weights_from_file reads a tensor. */
+static int read_f32(const void *sf, const void *t, float *dst, uint64_t n, kv_err *err)
+{
+    return st_tensor_read_f32(sf, t, dst, n, err);
+}
+
+/* The file's dtype name of a 16-bit weight type. */
+static const char *st_name_of(model_wtype t)
+{
+    return t == MODEL_W_F16 ? "F16" : "BF16";
+}
+
+/* A weight matrix [rows][cols] of the model's type (m->wtype): float32 as
+ * load_tensor; 16-bit words in place in the file's mapping where the tensor
+ * already is of that type (safetensors data is contiguous; 2-byte aligned
+ * here), else read and rounded. Non-finite weights are refused either way. */
+static int load_matrix(hf_files *f, kv_model *m, const char *name, int64_t rows, int64_t cols, model_mat **out,
+                       kv_err *err)
+{
+    if (m->wtype == MODEL_W_F32) return load_tensor(f, m, name, rows, cols, false, (float **)out, err);
+    const st_file *sf;
+    const st_tensor *t;
+    int rc = find_checked(f, m, name, rows, cols, false, &sf, &t, err);
+    if (rc) return rc;
+    bool in_place = false;
+    rc = weights_from_file(m, st_where(sf), name, t->data, !strcmp(st_dtype_name(t->dtype), st_name_of(m->wtype)),
+                           (size_t)t->n_elems, read_f32, sf, t, out, &in_place, err);
+    for (int i = 0; in_place && i < f->n_shards; i++) f->in_place[i] |= f->shard[i] == sf;
+    return rc;
+}
+
+/* The type the matrices are held in: the one asked for, or (MODEL_W_KEEP)
+ * the file's, read from layer 0's q_proj: F16 or BF16 stay 16-bit. */
+static model_wtype resolve_type(const hf_files *f, model_wtype want, kv_err *err)
+{
+    if (want != MODEL_W_KEEP) return want;
+    const st_file *sf;
+    const st_tensor *t;
+    if (find_tensor(f, "model.layers.0.self_attn.q_proj.weight", &sf, &t, err) || !t) return MODEL_W_F32;
+    const char *d = st_dtype_name(t->dtype);
+    return !strcmp(d, "F16") ? MODEL_W_F16 : !strcmp(d, "BF16") ? MODEL_W_BF16 : MODEL_W_F32;
 }
 
 /* Shapes named by what they measure (model.h), short for the table below. */
@@ -208,26 +272,42 @@ static const struct {
     {"mlp.down_proj.weight", offsetof(model_layer, w_down), S_DIM, S_FFN, NEED_ALWAYS},
 };
 
-static int load_weights(const hf_files *f, const hf_features *ft, kv_model *m, kv_err *err)
+static int load_weights(hf_files *f, const hf_features *ft, kv_model *m, kv_err *err)
 {
     const model_config *c = &m->cfg;
-    int rc = load_tensor(f, m, "model.embed_tokens.weight", c->vocab_size, c->dim, false,
-                         &m->tok_embd, err);
+    m->wtype = resolve_type(f, m->wtype_want, err);
+    if (!(f->in_place = kv_calloc((size_t)f->n_shards, sizeof *f->in_place, "shards", err))) return KV_EFAIL;
+    int rc = load_matrix(f, m, "model.embed_tokens.weight", c->vocab_size, c->dim, &m->tok_embd, err);
     if (!rc) rc = load_tensor(f, m, "model.norm.weight", c->dim, 0, false, &m->output_norm, err);
     m->output = m->tok_embd;
-    if (!rc && !ft->tied)
-        rc = load_tensor(f, m, "lm_head.weight", c->vocab_size, c->dim, false, &m->output, err);
+    if (!rc && !ft->tied) rc = load_matrix(f, m, "lm_head.weight", c->vocab_size, c->dim, &m->output, err);
     if (!rc) rc = model_alloc_layers(m, err);
     for (int64_t l = 0; l < c->n_layers && !rc; l++) {
         for (size_t i = 0; i < sizeof LAYER_TENSORS / sizeof LAYER_TENSORS[0] && !rc; i++) {
             if (!model_has(c, LAYER_TENSORS[i].need)) continue;
             char name[128];
             snprintf(name, sizeof name, "model.layers.%" PRId64 ".%s", l, LAYER_TENSORS[i].name);
-            float **slot = (float **)((char *)&m->layers[l] + LAYER_TENSORS[i].field);
-            rc = load_tensor(f, m, name, model_dim_size(c, LAYER_TENSORS[i].rows),
-                             model_dim_size(c, LAYER_TENSORS[i].cols), false, slot, err);
+            void **slot = (void **)((char *)&m->layers[l] + LAYER_TENSORS[i].field);
+            const int64_t rows = model_dim_size(c, LAYER_TENSORS[i].rows), cols = model_dim_size(c, LAYER_TENSORS[i].cols);
+            /* the matrices of the model's type: every one but W_o (float32, model.h) */
+            if (cols && LAYER_TENSORS[i].field != offsetof(model_layer, wo))
+                rc = load_matrix(f, m, name, rows, cols, slot, err);
+            else
+                rc = load_tensor(f, m, name, rows, cols, false, (float **)slot, err);
         }
     }
+    return rc;
+}
+
+/* The shards the model's weights point into go to the model (closed by model_free). */
+static int keep_mapped(hf_files *f, kv_model *m, kv_err *err)
+{
+    int rc = KV_OK;
+    for (int i = 0; i < f->n_shards && !rc; i++)
+        if (f->in_place[i]) {
+            rc = model_keep_file(m, st_close_any, f->shard[i], err);
+            f->shard[i] = NULL;
+        }
     return rc;
 }
 
@@ -304,6 +384,7 @@ int model_load_hf(const model_source *s, kv_model *m, kv_err *err)
     rc = files_open(&f, dir, err);
     if (!rc) rc = load_weights(&f, &ft, m, err);
     if (!rc) rc = check_exact(&f, m, err);
+    if (!rc) rc = keep_mapped(&f, m, err);
     files_close(&f);
     if (!rc) rc = read_vocab(dir, m, err);
     return rc;

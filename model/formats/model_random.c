@@ -22,6 +22,7 @@
 #include "model/arch.h"
 #include "model/formats/format.h"
 #include "model/model.h"
+#include "model/weights16.h"
 #include "core/model_shapes.h"
 #include "core/parallel.h"
 #include "core/rng.h"
@@ -34,7 +35,8 @@ enum { T_EMBD, T_WQ, T_WK, T_WV, T_WO, T_GATE, T_UP, T_DOWN, T_BQ, T_BK, T_BV };
 #define MAX_PER_LAYER 10 /* random tensors of a layer: 7 matrices, 3 biases */
 
 typedef struct {
-    float *dst;         /* [n] */
+    void *dst;          /* [n] of type t */
+    model_wtype t;
     size_t n;
     double amp;
     uint64_t seed, kind, layer, chunk;
@@ -46,13 +48,20 @@ static void fill_job_run(void *ctx, int item, int thread)
     const fill_job *j = &((const fill_job *)ctx)[item];
     kv_rng r;
     rng_init(&r, j->seed, j->kind, j->layer, j->chunk);
-    for (size_t i = 0; i < j->n; i++) j->dst[i] = (float)((2.0 * rng_uniform(&r) - 1.0) * j->amp);
+    float *f = j->dst;
+    uint16_t *h = j->dst;
+    for (size_t i = 0; i < j->n; i++) {
+        const float x = (float)((2.0 * rng_uniform(&r) - 1.0) * j->amp);
+        if (j->t == MODEL_W_F32) f[i] = x;
+        else weights_narrow(&x, j->t, &h[i], 1); /* the float32 model's value, rounded */
+    }
 }
 
 typedef struct {
-    float *dst;   /* [n] */
+    void *dst;    /* [n] of type t */
     size_t n, fan_in;
     uint64_t kind, layer;
+    model_wtype t;
 } rand_tensor;
 
 /* Fills every tensor in t[n_t], chunk by chunk, on all CPUs. */
@@ -66,8 +75,8 @@ static int fill_tensors(const rand_tensor *t, int n_t, uint64_t seed, kv_err *er
     for (int i = 0; i < n_t; i++)
         for (size_t c = 0; c * CHUNK < t[i].n; c++) {
             size_t len = t[i].n - c * CHUNK < CHUNK ? t[i].n - c * CHUNK : CHUNK;
-            jobs[k++] = (fill_job){t[i].dst + c * CHUNK, len, sqrt(3.0 / (double)t[i].fan_in),
-                                   seed, t[i].kind, t[i].layer, c};
+            jobs[k++] = (fill_job){(char *)t[i].dst + c * CHUNK * weights_size(t[i].t), t[i].t, len,
+                                   sqrt(3.0 / (double)t[i].fan_in), seed, t[i].kind, t[i].layer, c};
         }
     kv_parallel_for((int)n_jobs, kv_cpu_count(), fill_job_run, jobs);
     free(jobs);
@@ -92,9 +101,9 @@ static int alloc_biases(kv_model *m, int64_t l, rand_tensor *t, int *n_t, kv_err
         !(y->bk = model_alloc(m, kvd, "random bias", err)) ||
         !(y->bv = model_alloc(m, kvd, "random bias", err)))
         return KV_EFAIL;
-    t[(*n_t)++] = (rand_tensor){y->bq, qd, dim, T_BQ, (uint64_t)l};
-    t[(*n_t)++] = (rand_tensor){y->bk, kvd, dim, T_BK, (uint64_t)l};
-    t[(*n_t)++] = (rand_tensor){y->bv, kvd, dim, T_BV, (uint64_t)l};
+    t[(*n_t)++] = (rand_tensor){y->bq, qd, dim, T_BQ, (uint64_t)l, MODEL_W_F32};
+    t[(*n_t)++] = (rand_tensor){y->bk, kvd, dim, T_BK, (uint64_t)l, MODEL_W_F32};
+    t[(*n_t)++] = (rand_tensor){y->bv, kvd, dim, T_BV, (uint64_t)l, MODEL_W_F32};
     return KV_OK;
 }
 
@@ -107,22 +116,24 @@ static int alloc_weights(kv_model *m, rand_tensor *t, int *n_t, kv_err *err)
     int rc = model_alloc_layers(m, err);
     if (rc) return rc;
     *n_t = 0;
-    m->tok_embd = model_alloc(m, V * dim, "random token_embd", err); /* [V][dim] */
+    const model_wtype wt = m->wtype;
+    m->tok_embd = model_alloc_raw(m, V * dim, weights_size(wt), "random token_embd", err); /* [V][dim] */
     m->output = m->tok_embd;                                         /* tied */
     m->output_norm = ones(m, dim, "random output_norm", err);        /* [dim] */
     if (!m->tok_embd || !m->output_norm) return KV_EFAIL;
-    t[(*n_t)++] = (rand_tensor){m->tok_embd, V * dim, dim, T_EMBD, 0};
+    t[(*n_t)++] = (rand_tensor){m->tok_embd, V * dim, dim, T_EMBD, 0, wt};
     for (int64_t l = 0; l < c->n_layers; l++) {
         model_layer *y = &m->layers[l];
         const struct {
-            float **slot;
+            void **slot;
             size_t rows, cols;
             uint64_t kind;
+            model_wtype t; /* W_o is float32 always (model.h) */
         } W[] = {
-            {&y->wq, qd, dim, T_WQ},        {&y->wk, kvd, dim, T_WK},
-            {&y->wv, kvd, dim, T_WV},       {&y->wo, dim, qd, T_WO},
-            {&y->w_gate, ffn, dim, T_GATE}, {&y->w_up, ffn, dim, T_UP},
-            {&y->w_down, dim, ffn, T_DOWN},
+            {&y->wq, qd, dim, T_WQ, wt},          {&y->wk, kvd, dim, T_WK, wt},
+            {&y->wv, kvd, dim, T_WV, wt},         {(void **)&y->wo, dim, qd, T_WO, MODEL_W_F32},
+            {&y->w_gate, ffn, dim, T_GATE, wt},   {&y->w_up, ffn, dim, T_UP, wt},
+            {&y->w_down, dim, ffn, T_DOWN, wt},
         };
         y->attn_norm = ones(m, dim, "random attn_norm", err); /* [dim] */
         y->ffn_norm = ones(m, dim, "random ffn_norm", err);   /* [dim] */
@@ -133,24 +144,24 @@ static int alloc_weights(kv_model *m, rand_tensor *t, int *n_t, kv_err *err)
         if (c->qkv_bias && (rc = alloc_biases(m, l, t, n_t, err))) return rc;
         for (size_t i = 0; i < sizeof W / sizeof W[0]; i++) {
             /* [rows][cols] */
-            *W[i].slot = model_alloc(m, W[i].rows * W[i].cols, "random weights", err);
+            *W[i].slot = model_alloc_raw(m, W[i].rows * W[i].cols, weights_size(W[i].t), "random weights", err);
             if (!*W[i].slot) return KV_EFAIL;
             t[(*n_t)++] = (rand_tensor){*W[i].slot, W[i].rows * W[i].cols, W[i].cols, W[i].kind,
-                                        (uint64_t)l};
+                                        (uint64_t)l, W[i].t};
         }
     }
     return KV_OK;
 }
 
-static double weight_bytes(const model_config *c)
+static double weight_bytes(const model_config *c, model_wtype t)
 {
     double dim = (double)c->dim, qd = (double)(c->n_heads * c->head_dim);
     double kvd = (double)(c->n_kv_heads * c->head_dim), ffn = (double)c->ffn_dim;
     double layer = 2 * dim + 2 * dim * qd + 2 * dim * kvd + 3 * dim * ffn; /* biases, norms: tiny */
-    return 4.0 * ((double)c->vocab_size * dim + dim + (double)c->n_layers * layer);
+    return (double)weights_size(t) * ((double)c->vocab_size * dim + dim + (double)c->n_layers * layer);
 }
 
-static int check_size(const char *spec, const model_config *c, kv_err *err)
+static int check_size(const char *spec, const model_config *c, model_wtype t, kv_err *err)
 {
     double max_gib = DEFAULT_MAX_GIB;
     const char *env = getenv(MAX_GIB_ENV);
@@ -162,10 +173,10 @@ static int check_size(const char *spec, const model_config *c, kv_err *err)
             return kv_fail(err, KV_EUSAGE, "%s='%.64s' is not a positive number of GiB",
                            MAX_GIB_ENV, env);
     }
-    double gib = weight_bytes(c) / (1024.0 * 1024.0 * 1024.0);
+    double gib = weight_bytes(c, t) / (1024.0 * 1024.0 * 1024.0);
     if (gib > max_gib)
-        return kv_fail(err, KV_EUSAGE, "%s: %.3g GiB of float32 weights is over the %g GiB limit "
-                       "(set %s to raise it)", spec, gib, max_gib, MAX_GIB_ENV);
+        return kv_fail(err, KV_EUSAGE, "%s: %.3g GiB of %s weights is over the %g GiB limit "
+                       "(set %s to raise it)", spec, gib, t == MODEL_W_F32 ? "float32" : t == MODEL_W_F16 ? "float16" : "bfloat16", max_gib, MAX_GIB_ENV);
     return KV_OK;
 }
 
@@ -219,7 +230,9 @@ int model_load_random(const model_source *s, kv_model *m, kv_err *err)
     KV_ASSERT(a);
     arch_apply(a, c);
     KV_ASSERT(rope_style_parse(sh->rope_style, &c->rope));
-    if ((rc = model_config_check(c, spec, err)) || (rc = check_size(spec, c, err))) return rc;
+    /* a 16-bit type asked for is generated directly (no float32 pass); else float32 */
+    m->wtype = weights_size(m->wtype_want) == 2 ? m->wtype_want : MODEL_W_F32;
+    if ((rc = model_config_check(c, spec, err)) || (rc = check_size(spec, c, m->wtype, err))) return rc;
     if (sh->llama3_factor > 0 &&
         (rc = model_set_llama3_scaling(m, sh->llama3_factor, 1.0, 4.0, 8192.0, spec, err)))
         return rc;

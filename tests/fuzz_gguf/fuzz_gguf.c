@@ -130,7 +130,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         drive_tensor(g, gguf_tensor_at(g, i), data, size);
     kv_model m;
     memset(&m, 0, sizeof m);
-    if ((rc = model_from_gguf(g, &m, &err))) {
+    bool in_place; /* float32 asked for (model_init): never */
+    if ((rc = model_from_gguf(g, &m, &in_place, &err))) {
         check_err(rc, &err, "model_from_gguf");
     } else {
         CHECK(model_config_check(&m.cfg, WHERE, &err) == KV_OK, "loaded a bad config: %s",

@@ -109,7 +109,7 @@ static void reference(const kv_model *m, const int32_t *tok, double *logits, dou
 {
     static double x[T][DIM], xb[DIM], q[T][H * D], k[T][K * D], v[T][K * D], o[H * D], tmp[DIM], g[FFN], u[FFN];
     for (int t = 0; t < T; t++)
-        for (int i = 0; i < DIM; i++) x[t][i] = m->tok_embd[tok[t] * DIM + i];
+        for (int i = 0; i < DIM; i++) x[t][i] = ((const float *)m->tok_embd)[tok[t] * DIM + i];
     for (int l = 0; l < L; l++) {
         const model_layer *w = &m->layers[l];
         for (int t = 0; t < T; t++) {

@@ -72,9 +72,9 @@ static void tiny_layout(void **state)
     size_t at_rms_ffn0 = embd + rms + wq + 2 * wk + wo;
     size_t at_w2_1 = at_rms_ffn0 + rms + w1 + T_DIM * T_HID;
     size_t at_final = at_rms_ffn0 + rms + 3 * w1;
-    assert_true(m.layers[1].wk[0] == tiny_value(at_wk1));
+    assert_true(((const float *)m.layers[1].wk)[0] == tiny_value(at_wk1));
     assert_true(m.layers[0].ffn_norm[0] == tiny_value(at_rms_ffn0));
-    assert_true(m.layers[1].w_down[5] == tiny_value(at_w2_1 + 5));
+    assert_true(((const float *)m.layers[1].w_down)[5] == tiny_value(at_w2_1 + 5));
     assert_true(m.output_norm[0] == tiny_value(at_final));
     assert_true(m.output == m.tok_embd);
     model_free(&m);
@@ -84,7 +84,7 @@ static void tiny_layout(void **state)
     write_ckpt(path, hu, tiny_floats() + T_V * T_DIM);
     assert_int_equal(model_load(path, NULL, &m, &err), KV_OK);
     assert_true(m.output != m.tok_embd && m.cfg.vocab_size == T_V);
-    assert_true(m.output[0] == tiny_value(tiny_floats()));
+    assert_true(((const float *)m.output)[0] == tiny_value(tiny_floats()));
     model_free(&m);
 }
 

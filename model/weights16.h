@@ -1,0 +1,52 @@
+/* weights16: weight matrices held in 16 bits on the host (issue #24).
+ *
+ * A model's matrices (model.h: model_mat) are float32, IEEE half (F16) or
+ * bfloat16 (BF16), one type per model (kv_model.wtype). 16-bit matrices are
+ * widened to float32 a tile at a time inside the products (backend_cpu.c),
+ * never as a whole: memory holds 2 bytes per weight. Rounding float32 to 16
+ * bits is to nearest even (core/half.h). */
+#ifndef KV_WEIGHTS16_H
+#define KV_WEIGHTS16_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/kv_error.h"
+#include "model/model.h"
+
+/* Bytes of one weight of type t (4 or 2). */
+size_t weights_size(model_wtype t);
+
+/* "f32", "f16", "bf16" (the --weights words). */
+const char *weights_name(model_wtype t);
+
+/* Elements [i0, i0 + n) of matrix w (type t) as float32 into dst[n]. */
+void weights_widen(const model_mat *w, model_wtype t, size_t i0, size_t n, float *dst);
+
+/* src[n] rounded to the 16-bit type t into dst[n]. */
+void weights_narrow(const float *src, model_wtype t, uint16_t *dst, size_t n);
+
+/* Index of the first inf or NaN among n 16-bit words of type t; -1 if none. */
+int64_t weights_first_nonfinite(const uint16_t *w, model_wtype t, size_t n);
+
+/* A file's tensor of n values as a 16-bit matrix of m (type m->wtype), for
+ * the loaders: where the file holds it in that type (same_type) at an even
+ * address, the words at `data` in place (*in_place set; the file must then
+ * outlive m), after a check that none is inf or NaN (KV_EINPUT naming
+ * `where` and `name`); else read(file, tensor) as float32 and rounded into
+ * an allocation of m. */
+typedef int (*weights_read_fn)(const void *file, const void *tensor, float *dst, uint64_t n, kv_err *err);
+int weights_from_file(kv_model *m, const char *where, const char *name, const void *data, bool same_type, size_t n,
+                      weights_read_fn read, const void *file, const void *tensor, model_mat **out, bool *in_place,
+                      kv_err *err);
+
+/* Rounds every float32 matrix of m to the 16-bit type t, one tensor at a
+ * time (the float32 copy is released as its 16-bit one is made): for
+ * loaders that read float32. Sets m->wtype. */
+int weights_narrow_model(kv_model *m, model_wtype t, kv_err *err);
+
+/* Bytes of the model's matrices as held (tied output counted once). */
+double weights_bytes(const kv_model *m);
+
+#endif
