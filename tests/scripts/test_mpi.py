@@ -24,7 +24,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
 from test_study import L, write_trace  # noqa: E402
-from tracefile import write_root_attrs  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
@@ -188,18 +187,6 @@ def done_when(tmp):
           "process byte for byte (results, summaries, spans, results.h5)", a.stderr + b.stderr)
 
 
-def write_deep(path, seed, T, L4=4, H=4, K=2, D=8, P=50):
-    """A trace of 4 layers (test_study's have 2): the study finer_units splits by layer."""
-    rng = np.random.default_rng(seed)
-    with h5py.File(path, "w") as f:
-        write_root_attrs(f, "test_mpi", L4, H, K, D, T, P)
-        f.attrs["model_name"] = "brute"
-        f["tokens"] = rng.integers(0, 100, T).astype(np.int32)
-        f["keys"] = (rng.normal(size=D) + 0.6 * rng.normal(size=(L4, K, T, D))).astype(np.float32)
-        f["values"] = rng.normal(size=(L4, K, T, D)).astype(np.float32)
-        f["queries"] = (1.5 * rng.normal(size=(L4, H, T, D))).astype(np.float32)
-
-
 def rank_units(stderr):
     """Each rank's units from its --rank-times line ("sim: rank R of N: U of M units, ..."): {R: (U, M)}."""
     out = {}
@@ -217,7 +204,7 @@ def finer_units(tmp):
     after 2 units, --resume under -n 3 replays exactly the units without a result file."""
     names = [os.path.join(tmp, "d%d.h5" % i) for i in range(2)]
     for i, T in enumerate([80, 64]):
-        write_deep(names[i], 90 + i, T)
+        write_trace(names[i], 90 + i, T_=T, L_=4)   # 4 layers (test_study's default is 2)
     extra = ["--allocators", "uniform,adakv,cake", "--rank-times"]
     one = os.path.join(tmp, "d_one")
     p = sim(names, one, extra=extra)
