@@ -108,7 +108,7 @@ static int run_pass(const trace_job *j, sim_replayer *rp, int64_t l, uint8_t *wa
     memset(want, 0, (size_t)C);
     for (int u = j->u0; u < j->u1; u++) {
         const sim_unit *x = &j->units[u];
-        if (j->owner[u] != j->wd->rank || (l < 0 ? x->nl == 1 : x->nl != 1 || x->l0 != l)) continue;
+        if (j->owner[u] != j->wd->rank || (l < 0 ? !x->lockstep : x->lockstep || x->l0 != l)) continue;
         sim_unit_want(o, x, C, one);
         for (int c = 0; c < C; c++) want[c] |= one[c];
         any = true;
@@ -120,7 +120,7 @@ static int run_pass(const trace_job *j, sim_replayer *rp, int64_t l, uint8_t *wa
     for (int i = 0; i < 5; i++) pass[i] = *times_of(&t->res, i);
     for (int u = j->u0, first = 1; !rc && u < j->u1; u++) {
         const sim_unit *x = &j->units[u];
-        if (j->owner[u] != j->wd->rank || (l < 0 ? x->nl == 1 : x->nl != 1 || x->l0 != l)) continue;
+        if (j->owner[u] != j->wd->rank || (l < 0 ? !x->lockstep : x->lockstep || x->l0 != l)) continue;
         j->wd->own_units++;
         if (!j->opts->work_folder) continue;
         sim_unit_want(o, x, C, one);

@@ -57,7 +57,7 @@ int sim_units_make(const study_set *s, const trace_run *runs, sim_unit **out, in
         for (int a = 0; a < o->n_allocators; a++) {
             const bool model = o->allocators[a].iface->kind == ALLOC_DYNAMIC_MODEL;
             for (int64_t l = 0; l < (model ? 1 : L); l++) {
-                u[k] = (sim_unit){.trace = i, .a = a, .l0 = model ? 0 : l, .nl = model ? L : 1};
+                u[k] = (sim_unit){.trace = i, .a = a, .lockstep = model, .l0 = model ? 0 : l, .nl = model ? L : 1};
                 u[k].cost = unit_cost(o, &runs[i].res, &u[k]), k++;
             }
         }

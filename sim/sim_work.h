@@ -23,6 +23,7 @@ int sim_work_name(sim_work *w, const sim_opts *o, kv_err *err);
  * global); its estimated cost (the balancing). */
 typedef struct {
     int trace, a;
+    bool lockstep;     /* a model-wide allocator's: replayed in the lock-step pass (even when L = 1) */
     int64_t l0, nl, cost;
 } sim_unit;
 

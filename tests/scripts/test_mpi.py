@@ -12,6 +12,7 @@ byte-identical to the one-process run; a work folder of another command is refus
 finer_units: 2 traces of 4 layers under -n 1, 2, 3 with uniform, adakv and cake: 18 units, every rank
 replaying some (--rank-times), byte-identical; killed mid-run, --resume replays exactly the missing units.
 Skipped where the build has no MPI (no mpicc when it was built). TAP."""
+import csv
 import os
 import subprocess
 import sys
@@ -234,6 +235,19 @@ def finer_units(tmp):
           (total - len(kept), sorted(got.items())), r.stderr)
     check(same_data(one, out) and not os.path.exists(out + ".work"),
           "units: --resume: byte-identical to one process, the work folder removed")
+    # one layer: cake's unit (trace x all layers) is still the lock-step pass's, not a per-layer one
+    flat = os.path.join(tmp, "d_flat.h5")
+    write_trace(flat, 97, T_=64, L_=1)
+    extra = ["--allocators", "uniform,cake", "--rank-times"]
+    one, two = os.path.join(tmp, "d1_one"), os.path.join(tmp, "d1_two")
+    a, b = sim([flat], one, extra=extra), sim([flat], two, 2, extra=extra)
+    with open(os.path.join(one, "results.csv")) as f:   # cake replayed: queries counted, rows kept
+        rows = [r for r in csv.DictReader(f) if r["allocator"].startswith("cake")]
+    check(a.returncode == 0 and b.returncode == 0 and same_data(one, two) and rows and
+          all(int(r["n_queries"]) > 0 and int(r["head_budget"]) > 0 for r in rows) and
+          sum(u for u, _ in rank_units(b.stderr).values()) == 2,
+          "units: a one-layer trace with uniform and cake: 2 units over 2 ranks, byte-identical to one process",
+          a.stderr + b.stderr)
 
 
 def fidelity(tmp):
