@@ -39,7 +39,8 @@ def run_ranks(traces, out, ranks):
     if p.returncode != 0:
         sys.exit("mpi: mpirun -n %d failed: %s" % (ranks, p.stderr))
     ranks_seen = {}
-    for m in re.finditer(r"sim: rank (\d+) of \d+: wall ([\d.]+) s, in MPI calls ([\d.]+) s", p.stderr):
+    line = r"sim: rank (\d+) of \d+: \d+ of \d+ units, wall ([\d.]+) s, in MPI calls ([\d.]+) s"
+    for m in re.finditer(line, p.stderr):
         ranks_seen[int(m.group(1))] = [float(m.group(2)), float(m.group(3)), 0]
     for m in re.finditer(r"rss rank=(\d+) (\d+)", p.stderr):
         ranks_seen[int(m.group(1))][2] = int(m.group(2))

@@ -127,21 +127,42 @@ int kv_mpi_bcast(void *buf, size_t bytes, double *spent)
 
 #endif
 
+/* A unit and its cost: sorted the costlier first, the lower index on a tie. */
+typedef struct {
+    int64_t cost;
+    int i;
+} owned;
+
+static int by_cost(const void *a, const void *b)
+{
+    const owned *x = a, *y = b;
+    return x->cost != y->cost ? (x->cost < y->cost ? 1 : -1) : (x->i > y->i) - (x->i < y->i);
+}
+
 void kv_mpi_owners(const int64_t *cost, int n, int size, int *owner)
 {
     int64_t load[1024] = {0};   /* at most 1024 ranks balanced; more share by index */
     const int R = size < 1024 ? size : 1024;
-    for (int i = 0; i < n; i++) owner[i] = -1;
-    for (;;) {
-        int pick = -1;   /* the costliest unassigned unit, the first on a tie */
-        for (int i = 0; i < n; i++)
-            if (owner[i] < 0 && cost[i] >= 0 && (pick < 0 || cost[i] > cost[pick])) pick = i;
-        if (pick < 0) break;
-        int r = 0;
-        for (int x = 1; x < R; x++)
-            if (load[x] < load[r]) r = x;
-        owner[pick] = r, load[r] += cost[pick];
+    owned *order = malloc(sizeof *order * ((size_t)n + 1));
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        owner[i] = -1;
+        if (order && cost[i] >= 0) order[m++] = (owned){cost[i], i};
     }
+    if (!order) {   /* no room to sort: round robin (should another rank differ, a unit it left out is
+                       missing at the merge: an error there, never a wrong result) */
+        for (int i = 0, k = 0; i < n; i++)
+            if (cost[i] >= 0) owner[i] = k++ % R;
+        return;
+    }
+    qsort(order, (size_t)m, sizeof *order, by_cost);
+    for (int x = 0; x < m; x++) {
+        int r = 0;
+        for (int y = 1; y < R; y++)
+            if (load[y] < load[r]) r = y;
+        owner[order[x].i] = r, load[r] += order[x].cost;
+    }
+    free(order);
 }
 
 int kv_mpi_agree_err(int rc, int rank, int size, kv_err *err, double *spent)

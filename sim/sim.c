@@ -151,12 +151,13 @@ static int streaming_item(const alloc_config *ac, sim_item *it, kv_err *err)
  * no streaming heads of its own under duo); under a layer-wide dynamic allocator one
  * joint item (a layer-scope policy is then one stream holding N: the pool
  * of a single stream). Model-wide allocators have their own pass
- * (run_lockstep). */
-static int make_items(const sim_opts *o, int n_cfg, int64_t L, int64_t l, int64_t H, int64_t K, int64_t *caps,
-                      sim_item *items, kv_err *err)
+ * (run_lockstep). Only the configurations c with want[c] (all: want NULL). */
+static int make_items(const sim_opts *o, int n_cfg, const uint8_t *want, int64_t L, int64_t l, int64_t H, int64_t K,
+                      int64_t *caps, sim_item *items, kv_err *err)
 {
     int n = 0;
     for (int c = 0; c < n_cfg; c++) {
+        if (want && !want[c]) continue;   /* another unit's configuration (sim_study.c) */
         const policy_config *pc = sim_cfg_policy(o, c);
         const policy_streams st = policy_streams_of(pc, H, K);
         const alloc_config *ac = sim_cfg_alloc(o, c);
@@ -243,7 +244,8 @@ static int run_items(const sim_opts *o, const sim_layer *ly, sim_results *res, i
     return rc;
 }
 
-static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim_results *res, kv_err *err)
+static int run_layer(const sim_opts *o, trace *tr, int64_t l, const uint8_t *want, layer_bufs *b, sim_results *res,
+                     kv_err *err)
 {
     const trace_meta *m = trace_get_meta(tr);
     sim_reference ref = {0};
@@ -253,7 +255,7 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b, sim
     sim_item *items = rc ? NULL : calloc((size_t)max_items, sizeof *items);
     int64_t *caps = rc ? NULL : calloc((size_t)m->n_kv_heads, sizeof *caps);
     if (!rc && (!items || !caps)) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
-    const int n_items = rc ? 0 : make_items(o, res->n_cfg, m->n_layers, l, m->n_heads, m->n_kv_heads, caps, items, err);
+    const int n_items = rc ? 0 : make_items(o, res->n_cfg, want, m->n_layers, l, m->n_heads, m->n_kv_heads, caps, items, err);
     if (n_items < 0) rc = err->code;
     if (!rc && n_items) rc = run_items(o, &ly, res, l, items, n_items, err);
     free(items), free(caps);
@@ -292,8 +294,8 @@ static void layer_bufs_free(layer_bufs *b)
  * every layer read and its reference computed, kept at once, then one item
  * per configuration replays all L·K streams in lock step (memory about L
  * times one layer's; estimated and refused above --max-memory before any
- * work, sim_lockstep_check). */
-static int run_lockstep(const sim_opts *o, trace *tr, sim_results *res, kv_err *err)
+ * work, sim_lockstep_check). Only the configurations c with want[c] (all: want NULL). */
+static int run_lockstep(const sim_opts *o, trace *tr, const uint8_t *want, sim_results *res, kv_err *err)
 {
     const trace_meta *m = trace_get_meta(tr);
     const int64_t L = m->n_layers;
@@ -304,7 +306,7 @@ static int run_lockstep(const sim_opts *o, trace *tr, sim_results *res, kv_err *
     sim_layer *lys = calloc((size_t)L, sizeof *lys);
     if (!items || !b || !refs || !lys) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
     for (int c = 0; !rc && c < res->n_cfg; c++)
-        if (sim_cfg_alloc(o, c)->iface->kind == ALLOC_DYNAMIC_MODEL)
+        if (sim_cfg_alloc(o, c)->iface->kind == ALLOC_DYNAMIC_MODEL && (!want || want[c]))
             items[n_items++] = (sim_item){.c = c, .g0 = 0, .ng = L * m->n_kv_heads, .cap = sim_cfg_budget(o, c),
                                           .model = true};
     for (int64_t l = 0; !rc && n_items && l < L; l++) {
@@ -433,31 +435,60 @@ int sim_trace_prepare(const sim_opts *opts, trace_run *t, kv_err *err)
     return rc;
 }
 
-int sim_trace_replay(const sim_opts *opts, const char *id, bool study, trace_run *t, kv_err *err)
-{
-    trace *tr = NULL;
-    int rc = trace_open(opts->trace, &tr, err);
-    if (rc) return rc;
-    const sim_opts *o = &t->p->o;
-    const trace_meta *m = trace_get_meta(tr);
-    sim_note_evict(o, m);
-    sim_print_cost(o, m, sim_reference_recorded(tr));
-    kv_blas_single_threaded(); /* tasks run in parallel; BLAS inside each stays serial */
-    layer_bufs b = {0};
-    rc = layer_bufs_alloc(o, m, &b, err);
+/* A trace being replayed: open, one layer's buffers, the progress over its layers. */
+struct sim_replayer {
+    trace *tr;
+    trace_run *t;
+    layer_bufs b;
     kv_progress prog;
-    const double started = kv_now_seconds();
-    snprintf(t->stage, sizeof t->stage, "%s%slayers", study ? id : "", study ? ": " : "");
-    progress_start(&prog, "sim", m->n_layers, o->quiet && !o->progress);
-    progress_stage(&prog, t->stage);
-    for (int64_t l = 0; !rc && l < m->n_layers; l++) {
-        rc = run_layer(o, tr, l, &b, &t->res, err);
-        progress_update(&prog, l + 1);
+};
+
+int sim_trace_begin(const sim_opts *opts, const char *id, bool study, trace_run *t, sim_replayer **out, kv_err *err)
+{
+    sim_replayer *rp = kv_calloc(1, sizeof *rp, "sim", err);
+    if (!rp) return err->code;
+    rp->t = t;
+    int rc = trace_open(opts->trace, &rp->tr, err);
+    if (rc) {
+        free(rp);
+        return rc;
     }
-    if (!rc) rc = run_lockstep(o, tr, &t->res, err);
-    progress_end(&prog);
-    t->res.wall_s = kv_now_seconds() - started;
-    layer_bufs_free(&b);
-    trace_close(tr);
+    const sim_opts *o = &t->p->o;
+    const trace_meta *m = trace_get_meta(rp->tr);
+    sim_note_evict(o, m);
+    sim_print_cost(o, m, sim_reference_recorded(rp->tr));
+    kv_blas_single_threaded(); /* tasks run in parallel; BLAS inside each stays serial */
+    *out = rp;
+    rc = layer_bufs_alloc(o, m, &rp->b, err);
+    snprintf(t->stage, sizeof t->stage, "%s%slayers", study ? id : "", study ? ": " : "");
+    progress_start(&rp->prog, "sim", m->n_layers, o->quiet && !o->progress);
+    progress_stage(&rp->prog, t->stage);
     return rc;
+}
+
+/* Each pass adds its own wall time: a unit's file holds its pass's (sim_study.c). */
+int sim_trace_layer(sim_replayer *rp, int64_t l, const uint8_t *want, kv_err *err)
+{
+    const double t0 = kv_now_seconds();
+    const int rc = run_layer(&rp->t->p->o, rp->tr, l, want, &rp->b, &rp->t->res, err);
+    progress_update(&rp->prog, l + 1);
+    rp->t->res.wall_s += kv_now_seconds() - t0;
+    return rc;
+}
+
+int sim_trace_lockstep(sim_replayer *rp, const uint8_t *want, kv_err *err)
+{
+    const double t0 = kv_now_seconds();
+    const int rc = run_lockstep(&rp->t->p->o, rp->tr, want, &rp->t->res, err);
+    rp->t->res.wall_s += kv_now_seconds() - t0;
+    return rc;
+}
+
+void sim_trace_end(sim_replayer *rp)
+{
+    if (!rp) return;
+    progress_end(&rp->prog);
+    layer_bufs_free(&rp->b);
+    trace_close(rp->tr);
+    free(rp);
 }

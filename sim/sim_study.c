@@ -1,6 +1,6 @@
-/* sim over a study (docs/mpi.md): the traces split across ranks when mpirun started the
- * process, each trace's results kept in the work folder as its replay ends (--resume), rank 0
- * merging them and alone writing the outputs. */
+/* sim over a study (docs/mpi.md): its work units (trace × allocator × layer) split across
+ * ranks when mpirun started the process, each unit's results kept in the work folder as its
+ * replay ends (--resume), rank 0 merging them and alone writing the outputs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +17,10 @@
 #include "sim/sim_work.h"
 #include "study/study.h"
 
-/* This process in the run: its rank, the time it spent in MPI calls, the work folder. */
+/* This process in the run: its rank, the time it spent in MPI calls, the work folder, the
+ * units it replayed. */
 typedef struct {
-    int rank, size;
+    int rank, size, n_units, own_units;
     double mpi_s;
     sim_work w;
 } sim_world;
@@ -30,69 +31,184 @@ static int agree(sim_world *wd, int rc, kv_err *err)
     return kv_mpi_agree_err(rc, wd->rank, wd->size, err, &wd->mpi_s);
 }
 
-/* Rank 0 after the replays: every trace replayed elsewhere read from the work folder. */
-static int merge(const study_set *s, trace_run *runs, const int *owner, sim_world *wd, kv_err *err)
+/* Rank 0 after the replays: every unit replayed elsewhere read from the work folder. */
+static int merge(trace_run *runs, const sim_unit *units, int nu, const int *owner, sim_world *wd, kv_err *err)
 {
-    int rc = KV_OK;
-    for (int i = 0; !rc && wd->rank == 0 && i < s->n; i++)
-        if (owner[i] > 0) rc = sim_work_get(&wd->w, i, &runs[i].res, err);
+    uint8_t *want = wd->rank == 0 ? kv_calloc((size_t)runs[0].res.n_cfg, 1, "sim", err) : NULL;
+    int rc = wd->rank == 0 && !want ? err->code : KV_OK;
+    for (int u = 0; !rc && want && u < nu; u++) {
+        if (owner[u] <= 0) continue;
+        trace_run *t = &runs[units[u].trace];
+        sim_unit_want(sim_trace_opts(t), &units[u], t->res.n_cfg, want);
+        rc = sim_work_get(&wd->w, u, &units[u], want, &t->res, err);
+    }
+    free(want);
     return rc;
 }
 
-/* Replays the traces this rank owns (split by estimated cost L·T², those with a result in the
- * work folder left out), each result written to the folder as its replay ends. */
-static int replay_own(const sim_opts *opts, const study_set *s, trace_run *runs, const uint8_t *done, int *owner,
-                      sim_world *wd, kv_err *err)
+/* A trace's timing sums and times, set aside while a unit's replay adds its own (each unit's
+ * file holds its own part; rank 0 adds them up as one process does). */
+typedef struct {
+    int64_t *calls, *candidates;
+    double *score_ns, times[5];
+} timing;
+
+static double *times_of(sim_results *r, int i)
 {
-    const int n = s->n;
-    int64_t *cost = kv_calloc((size_t)n, sizeof *cost, "sim", err);
+    double *t[5] = {&r->load_s, &r->reference_s, &r->replay_s, &r->metrics_s, &r->wall_s};
+    return t[i];
+}
+
+/* Swaps r's timing with tm's (zeros before a unit): r then counts the unit alone. */
+static void timing_swap(timing *tm, sim_results *r)
+{
+    int64_t *c = r->calls, *d = r->candidates;
+    double *e = r->score_ns;
+    r->calls = tm->calls, r->candidates = tm->candidates, r->score_ns = tm->score_ns;
+    tm->calls = c, tm->candidates = d, tm->score_ns = e;
+    for (int i = 0; i < 5; i++) {
+        const double x = *times_of(r, i);
+        *times_of(r, i) = tm->times[i], tm->times[i] = x;
+    }
+}
+
+/* After the units are written: r's timing is the set-aside one plus the units'; tm zeros again. */
+static void timing_restore(timing *tm, sim_results *r)
+{
+    timing_swap(tm, r);
+    for (size_t i = 0; i < (size_t)r->n_cfg * (size_t)r->K; i++) {
+        r->calls[i] += tm->calls[i], r->candidates[i] += tm->candidates[i], r->score_ns[i] += tm->score_ns[i];
+        tm->calls[i] = tm->candidates[i] = 0, tm->score_ns[i] = 0;
+    }
+    for (int i = 0; i < 5; i++) *times_of(r, i) += tm->times[i], tm->times[i] = 0;
+}
+
+/* The replays of one trace's units that this rank owns, as one process replays a trace: each
+ * layer read and referenced once for all its own per-layer units, then the model-wide units in
+ * one lock-step pass; each unit's result written to the folder as soon as its pass ends. */
+typedef struct {
+    const sim_opts *opts;
+    const study_set *s;
+    trace_run *runs;
+    const sim_unit *units;
+    const int *owner;
+    const uint8_t *done;
+    int u0, u1;        /* the trace's units [u0, u1) */
+    sim_world *wd;
+} trace_job;
+
+/* Runs pass (layer l, or the lock step: l < 0) over the own units of the job matching it. */
+static int run_pass(const trace_job *j, sim_replayer *rp, int64_t l, uint8_t *want, uint8_t *one, timing *tm,
+                    kv_err *err)
+{
+    trace_run *t = &j->runs[j->units[j->u0].trace];
+    const sim_opts *o = sim_trace_opts(t);
+    const int C = t->res.n_cfg;
+    bool any = false;
+    memset(want, 0, (size_t)C);
+    for (int u = j->u0; u < j->u1; u++) {
+        const sim_unit *x = &j->units[u];
+        if (j->owner[u] != j->wd->rank || (l < 0 ? !x->lockstep : x->lockstep || x->l0 != l)) continue;
+        sim_unit_want(o, x, C, one);
+        for (int c = 0; c < C; c++) want[c] |= one[c];
+        any = true;
+    }
+    if (!any) return KV_OK;
+    timing_swap(tm, &t->res);
+    int rc = l < 0 ? sim_trace_lockstep(rp, want, err) : sim_trace_layer(rp, l, want, err);
+    double pass[5];   /* the pass's times: its first unit's file holds them */
+    for (int i = 0; i < 5; i++) pass[i] = *times_of(&t->res, i);
+    for (int u = j->u0, first = 1; !rc && u < j->u1; u++) {
+        const sim_unit *x = &j->units[u];
+        if (j->owner[u] != j->wd->rank || (l < 0 ? !x->lockstep : x->lockstep || x->l0 != l)) continue;
+        j->wd->own_units++;
+        if (!j->opts->work_folder) continue;
+        sim_unit_want(o, x, C, one);
+        for (int i = 0; i < 5; i++) *times_of(&t->res, i) = first ? pass[i] : 0;
+        rc = sim_work_put(&j->wd->w, u, x, one, j->wd->rank, &t->res, err), first = 0;
+        if (!rc) sim_work_fault(j->wd->rank, j->wd->own_units);
+    }
+    for (int i = 0; i < 5; i++) *times_of(&t->res, i) = pass[i];
+    timing_restore(tm, &t->res);
+    return rc;
+}
+
+static int replay_trace(const trace_job *j, kv_err *err)
+{
+    const int i = j->units[j->u0].trace;
+    trace_run *t = &j->runs[i];
+    const size_t C = (size_t)t->res.n_cfg, CK = C * (size_t)t->res.K;
+    uint8_t *want = kv_calloc(2 * C, 1, "sim", err);
+    timing tm = {kv_calloc(CK, sizeof(int64_t), "sim", err), kv_calloc(CK, sizeof(int64_t), "sim", err),
+                 kv_calloc(CK, sizeof(double), "sim", err), {0}};
+    int rc = want && tm.calls && tm.candidates && tm.score_ns ? KV_OK : err->code;
+    sim_opts one = *j->opts;
+    one.trace = j->s->t[i].path, one.quiet = j->opts->quiet || j->wd->rank != 0;
+    sim_replayer *rp = NULL;
+    if (!rc) rc = sim_trace_begin(&one, j->s->t[i].id, j->s->n > 1, t, &rp, err);
+    for (int64_t l = 0; !rc && l < t->res.L; l++) rc = run_pass(j, rp, l, want, want + C, &tm, err);
+    if (!rc) rc = run_pass(j, rp, -1, want, want + C, &tm, err);
+    sim_trace_end(rp);
+    free(want), free(tm.calls), free(tm.candidates), free(tm.score_ns);
+    return rc;
+}
+
+/* Replays the units this rank owns (split by estimated cost, those with a result in the work
+ * folder left out), trace by trace; a trace none of whose units it owns is not opened. */
+static int replay_own(const sim_opts *opts, const study_set *s, trace_run *runs, const sim_unit *units, int nu,
+                      const uint8_t *done, int *owner, sim_world *wd, kv_err *err)
+{
+    int64_t *cost = kv_calloc((size_t)nu + 1, sizeof *cost, "sim", err);
     if (!cost) return err->code;
-    for (int i = 0; i < n; i++) cost[i] = done[i] ? -1 : runs[i].res.L * runs[i].res.T * runs[i].res.T;
-    kv_mpi_owners(cost, n, opts->work_folder ? wd->size : 1, owner);   /* no folder: rank 0 alone */
+    for (int u = 0; u < nu; u++) cost[u] = done[u] ? -1 : units[u].cost;
+    kv_mpi_owners(cost, nu, opts->work_folder ? wd->size : 1, owner);   /* no folder: rank 0 alone */
     free(cost);
     sim_work_fault(wd->rank, -1);
-    int rc = KV_OK, units = 0;
-    for (int i = 0; !rc && i < n; i++) {
-        if (owner[i] != wd->rank) continue;
-        sim_opts one = *opts;
-        one.trace = s->t[i].path, one.quiet = opts->quiet || wd->rank != 0;
-        rc = sim_trace_replay(&one, s->t[i].id, n > 1, &runs[i], err);
-        if (!rc && opts->work_folder) rc = sim_work_put(&wd->w, i, wd->rank, &runs[i].res, err);
-        if (!rc) sim_work_fault(wd->rank, ++units);
+    int rc = KV_OK;
+    for (int u0 = 0, u1; !rc && u0 < nu; u0 = u1) {
+        bool mine = false;
+        for (u1 = u0; u1 < nu && units[u1].trace == units[u0].trace; u1++) mine |= owner[u1] == wd->rank;
+        const trace_job j = {opts, s, runs, units, owner, done, u0, u1, wd};
+        if (mine) rc = replay_trace(&j, err);
     }
     return rc;
 }
 
-/* Every rank plans every trace; rank 0 opens the work folder (under --resume: what is done);
- * the traces left are replayed across ranks; rank 0 merges the results. */
+/* Every rank plans every trace (metadata only) and makes the same units; rank 0 opens the work
+ * folder (under --resume: which units are done); the units left are replayed across ranks;
+ * rank 0 merges the results. */
 static int run_traces(const sim_opts *opts, const study_set *s, trace_run *runs, sim_world *wd, int rc, kv_err *err)
 {
     const int n = s ? s->n : 0;
-    int *owner = rc ? NULL : kv_calloc((size_t)n, sizeof *owner, "sim", err);
-    uint8_t *done = owner ? kv_calloc((size_t)n, 1, "sim", err) : NULL;
-    if (!rc && !done) rc = err->code;
     for (int i = 0; !rc && i < n; i++) {
         sim_opts one = *opts;
         one.trace = s->t[i].path;
         rc = sim_trace_prepare(&one, &runs[i], err);
     }
+    sim_unit *units = NULL;
+    int nu = 0;
+    if (!rc) rc = sim_units_make(s, runs, &units, &nu, err);
+    int *owner = rc ? NULL : kv_calloc((size_t)nu + 1, sizeof *owner, "sim", err);
+    uint8_t *done = owner ? kv_calloc((size_t)nu + 1, 1, "sim", err) : NULL;
+    if (!rc && !done) rc = err->code;
+    wd->n_units = nu;
     rc = agree(wd, rc, err);   /* planned everywhere, or nobody replays */
     if (!rc) {   /* after each agree a failure is every rank's: the later steps are skipped alike */
-        if (wd->rank == 0 && opts->work_folder) rc = sim_work_open(&wd->w, opts, s, runs, done, err);
+        if (wd->rank == 0 && opts->work_folder) rc = sim_work_open(&wd->w, opts, s, runs, units, nu, done, err);
         rc = agree(wd, rc, err);
     }
     if (!rc) {
-        if (kv_mpi_bcast(done, (size_t)n, &wd->mpi_s) != 0) rc = kv_fail(err, KV_EFAIL, "sim: MPI_Bcast failed");
+        if (kv_mpi_bcast(done, (size_t)nu, &wd->mpi_s) != 0) rc = kv_fail(err, KV_EFAIL, "sim: MPI_Bcast failed");
         int found = 0;
-        for (int i = 0; !rc && i < n; i++) found += done[i];
+        for (int u = 0; !rc && u < nu; u++) found += done[u];
         if (!rc && opts->resume && wd->rank == 0)
-            fprintf(stderr, "sim: --resume: %d of %d traces have their results in %s; replaying %d\n", found, n,
-                    wd->w.dir, n - found);
-        if (!rc) rc = replay_own(opts, s, runs, done, owner, wd, err);
+            fprintf(stderr, "sim: --resume: %d of %d units have their results in %s; replaying %d\n", found, nu,
+                    wd->w.dir, nu - found);
+        if (!rc) rc = replay_own(opts, s, runs, units, nu, done, owner, wd, err);
         rc = agree(wd, rc, err);
     }
-    if (!rc) rc = merge(s, runs, owner, wd, err);
-    free(owner), free(done);
+    if (!rc) rc = merge(runs, units, nu, owner, wd, err);
+    free(owner), free(done), free(units);
     return rc;
 }
 
@@ -161,8 +277,8 @@ static int write_outputs(const sim_opts *opts, const study_set *s, trace_run *ru
 /* Each rank's wall time and time in MPI calls (--rank-times), one line per rank on stderr. */
 static void rank_times(const sim_world *wd, double wall)
 {
-    fprintf(stderr, "sim: rank %d of %d: wall %.3f s, in MPI calls %.3f s (%.1f%%)\n", wd->rank, wd->size, wall,
-            wd->mpi_s, wall > 0 ? 100 * wd->mpi_s / wall : 0.0);
+    fprintf(stderr, "sim: rank %d of %d: %d of %d units, wall %.3f s, in MPI calls %.3f s (%.1f%%)\n", wd->rank,
+            wd->size, wd->own_units, wd->n_units, wall, wd->mpi_s, wall > 0 ? 100 * wd->mpi_s / wall : 0.0);
 }
 
 int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)

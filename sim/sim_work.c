@@ -11,7 +11,60 @@
 
 #include "core/tmpname.h"
 
-static const char MAGIC[8] = "KVSIMW1";   /* a result file's first bytes (with the NUL) */
+static const char MAGIC[8] = "KVSIMW2";   /* a result file's first bytes (with the NUL) */
+
+/* The configurations c of allocator a: c = ((p·A + a)·n_chunks + k)·n_budgets + b. */
+static int cfg_alloc_index(const sim_opts *o, int c)
+{
+    return c / o->n_budgets / sim_n_chunks(o) % o->n_allocators;
+}
+
+void sim_unit_want(const sim_opts *o, const sim_unit *u, int n_cfg, uint8_t *want)
+{
+    for (int c = 0; c < n_cfg; c++) want[c] = cfg_alloc_index(o, c) == u->a;
+}
+
+/* A unit's estimated cost (docs/mpi.md): per layer the reference, 2·H·D·T², and per
+ * configuration the metrics over the candidates, 4·H·D·T·min(T/2, N + B); D, one per model,
+ * left out. */
+static int64_t unit_cost(const sim_opts *o, const sim_results *r, const sim_unit *u)
+{
+    const int64_t HDT = r->H * r->T, T = r->T;
+    int64_t per_layer = 2 * HDT * T;
+    for (int c = 0; c < r->n_cfg; c++) {
+        if (cfg_alloc_index(o, c) != u->a) continue;
+        const int64_t nb = sim_cfg_budget(o, c) + sim_cfg_chunk(o, c);
+        per_layer += 4 * HDT * (nb < T / 2 ? nb : T / 2);
+    }
+    return per_layer * u->nl;
+}
+
+int sim_units_make(const study_set *s, const trace_run *runs, sim_unit **out, int *n, kv_err *err)
+{
+    int64_t count = 0;
+    for (int i = 0; i < s->n; i++) {
+        const sim_opts *o = sim_trace_opts(&runs[i]);
+        for (int a = 0; a < o->n_allocators; a++)
+            count += o->allocators[a].iface->kind == ALLOC_DYNAMIC_MODEL ? 1 : runs[i].res.L;
+    }
+    if (count > (1 << 30)) return kv_fail(err, KV_EUSAGE, "sim: %lld work units (at most 2^30)", (long long)count);
+    sim_unit *u = kv_calloc((size_t)count + 1, sizeof *u, "sim", err);
+    if (!u) return err->code;
+    int k = 0;
+    for (int i = 0; i < s->n; i++) {
+        const sim_opts *o = sim_trace_opts(&runs[i]);
+        const int64_t L = runs[i].res.L;
+        for (int a = 0; a < o->n_allocators; a++) {
+            const bool model = o->allocators[a].iface->kind == ALLOC_DYNAMIC_MODEL;
+            for (int64_t l = 0; l < (model ? 1 : L); l++) {
+                u[k] = (sim_unit){.trace = i, .a = a, .lockstep = model, .l0 = model ? 0 : l, .nl = model ? L : 1};
+                u[k].cost = unit_cost(o, &runs[i].res, &u[k]), k++;
+            }
+        }
+    }
+    *out = u, *n = k;
+    return KV_OK;
+}
 
 int sim_work_name(sim_work *w, const sim_opts *o, kv_err *err)
 {
@@ -22,47 +75,6 @@ int sim_work_name(sim_work *w, const sim_opts *o, kv_err *err)
     return KV_OK;
 }
 
-/* The arrays of a trace's results in the order a result file holds them (the retained rows
- * per configuration follow); *n set. */
-typedef struct {
-    void *p;
-    size_t bytes;
-} part;
-
-enum { N_PARTS = 16 };
-
-static void parts_of(const sim_results *r, part *pt)
-{
-    const size_t C = (size_t)r->n_cfg, LK = (size_t)(r->L * r->K), S = (size_t)r->n_spans;
-    const part all[N_PARTS] = {
-        {r->stats, C * (size_t)(r->L * r->H * N_PHASES) * sizeof *r->stats},
-        {r->logdet, C * LK * sizeof *r->logdet},
-        {r->head_budget, C * LK * sizeof *r->head_budget},
-        {r->head_mean, C * LK * sizeof *r->head_mean},
-        {r->step_cand, r->step_cand ? C * LK * (size_t)r->n_steps * sizeof(int32_t) : 0},
-        {r->step_kept, r->step_kept ? C * LK * (size_t)r->n_steps * sizeof(int32_t) : 0},
-        {r->span_ret, r->span_ret ? C * LK * S * sizeof(double) : 0},
-        {r->span_recall, r->span_recall ? C * LK * S * sizeof(double) : 0},
-        {r->calls, C * (size_t)r->K * sizeof *r->calls},
-        {r->candidates, C * (size_t)r->K * sizeof *r->candidates},
-        {r->score_ns, C * (size_t)r->K * sizeof *r->score_ns},
-        {(void *)&r->load_s, sizeof r->load_s}, {(void *)&r->reference_s, sizeof r->reference_s},
-        {(void *)&r->replay_s, sizeof r->replay_s}, {(void *)&r->metrics_s, sizeof r->metrics_s},
-        {(void *)&r->wall_s, sizeof r->wall_s},
-    };
-    memcpy(pt, all, sizeof all);
-}
-
-static size_t payload_bytes(const sim_results *r)
-{
-    part pt[N_PARTS];
-    parts_of(r, pt);
-    size_t n = 0;
-    for (int i = 0; i < N_PARTS; i++) n += pt[i].bytes;
-    for (int c = 0; c < r->n_cfg; c++) n += (size_t)(r->L * r->K * r->width[c]) * sizeof(int64_t);
-    return n;
-}
-
 /* FNV-1a over bytes, continued from h. */
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -71,58 +83,117 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-/* Calls f(ctx, p, bytes) on every array of r in file order. */
-static int each_array(const sim_results *r, int (*f)(void *, void *, size_t), void *ctx)
+/* How a unit file's part goes into a trace's results: copied (its own slots), or added (the
+ * timing sums, shared by the units of a configuration: int64 or double). */
+enum { PART_COPY, PART_ADD_I64, PART_ADD_F64 };
+
+typedef int (*part_fn)(void *ctx, void *p, size_t bytes, int how);
+
+/* Calls f on every part of unit u's slots of r, in file order: per configuration of the unit,
+ * per layer of it, its [c][l] blocks (stats, logdet, head_budget, head_mean, step counts, span
+ * results, retained rows); then per configuration its timing sums [c][K]; then the times. */
+static int each_part(const sim_results *r, const sim_unit *u, const uint8_t *want, part_fn f, void *ctx)
 {
-    part pt[N_PARTS];
-    parts_of(r, pt);
+    const size_t H = (size_t)r->H, K = (size_t)r->K, L = (size_t)r->L, NS = (size_t)r->n_steps;
+    const size_t S = (size_t)r->n_spans;
     int rc = 0;
-    for (int i = 0; !rc && i < N_PARTS; i++)
-        if (pt[i].bytes) rc = f(ctx, pt[i].p, pt[i].bytes);
     for (int c = 0; !rc && c < r->n_cfg; c++)
-        rc = f(ctx, r->retained[c], (size_t)(r->L * r->K * r->width[c]) * sizeof(int64_t));
+        for (int64_t l = u->l0; want[c] && !rc && l < u->l0 + u->nl; l++) {
+            const size_t cl = (size_t)c * L + (size_t)l;
+            rc = f(ctx, r->stats + cl * H * N_PHASES, H * N_PHASES * sizeof *r->stats, PART_COPY);
+            if (!rc) rc = f(ctx, r->logdet + cl * K, K * sizeof *r->logdet, PART_COPY);
+            if (!rc) rc = f(ctx, r->head_budget + cl * K, K * sizeof *r->head_budget, PART_COPY);
+            if (!rc) rc = f(ctx, r->head_mean + cl * K, K * sizeof *r->head_mean, PART_COPY);
+            if (!rc && r->step_cand) rc = f(ctx, r->step_cand + cl * K * NS, K * NS * sizeof(int32_t), PART_COPY);
+            if (!rc && r->step_kept) rc = f(ctx, r->step_kept + cl * K * NS, K * NS * sizeof(int32_t), PART_COPY);
+            if (!rc && r->span_ret) rc = f(ctx, r->span_ret + cl * K * S, K * S * sizeof(double), PART_COPY);
+            if (!rc && r->span_recall) rc = f(ctx, r->span_recall + cl * K * S, K * S * sizeof(double), PART_COPY);
+            const size_t w = (size_t)r->width[c];
+            if (!rc) rc = f(ctx, r->retained[c] + (size_t)l * K * w, K * w * sizeof(int64_t), PART_COPY);
+        }
+    for (int c = 0; !rc && c < r->n_cfg; c++) {
+        if (!want[c]) continue;
+        rc = f(ctx, r->calls + (size_t)c * K, K * sizeof(int64_t), PART_ADD_I64);
+        if (!rc) rc = f(ctx, r->candidates + (size_t)c * K, K * sizeof(int64_t), PART_ADD_I64);
+        if (!rc) rc = f(ctx, r->score_ns + (size_t)c * K, K * sizeof(double), PART_ADD_F64);
+    }
+    double *times[5] = {(double *)&r->load_s, (double *)&r->reference_s, (double *)&r->replay_s,
+                        (double *)&r->metrics_s, (double *)&r->wall_s};
+    for (int i = 0; !rc && i < 5; i++) rc = f(ctx, times[i], sizeof(double), PART_ADD_F64);
     return rc;
 }
 
-static int hash_one(void *ctx, void *p, size_t n)
+static int size_one(void *ctx, void *p, size_t n, int how)
 {
+    (void)p, (void)how;
+    *(size_t *)ctx += n;
+    return 0;
+}
+
+static int hash_one(void *ctx, void *p, size_t n, int how)
+{
+    (void)how;
     *(uint64_t *)ctx = fnv(*(uint64_t *)ctx, p, n);
     return 0;
 }
 
-static int write_one(void *ctx, void *p, size_t n)
+static int write_one(void *ctx, void *p, size_t n, int how)
 {
+    (void)how;
     return fwrite(p, 1, n, ctx) == n ? 0 : -1;
 }
 
-/* Copies the next n bytes of a read payload into p. */
+/* Places the next n bytes of a read payload into p: copied, or added to what p holds. */
 typedef struct {
     const unsigned char *at;
 } cursor;
 
-static int read_one(void *ctx, void *p, size_t n)
+static int read_one(void *ctx, void *p, size_t n, int how)
 {
     cursor *c = ctx;
-    memcpy(p, c->at, n), c->at += n;
+    if (how == PART_COPY) memcpy(p, c->at, n);
+    for (size_t i = 0; how == PART_ADD_I64 && i < n / sizeof(int64_t); i++) {
+        int64_t x;
+        memcpy(&x, c->at + i * sizeof x, sizeof x);
+        ((int64_t *)p)[i] += x;
+    }
+    for (size_t i = 0; how == PART_ADD_F64 && i < n / sizeof(double); i++) {
+        double x;
+        memcpy(&x, c->at + i * sizeof x, sizeof x);
+        ((double *)p)[i] += x;
+    }
+    c->at += n;
     return 0;
 }
 
-static void unit_path(const sim_work *w, int i, const char *tail, char *buf, size_t cap)
+static void unit_path(const sim_work *w, int u, const char *tail, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s/units/t%06d.bin%s", w->dir, i, tail);
+    snprintf(buf, cap, "%s/units/u%07d.bin%s", w->dir, u, tail);
 }
 
-int sim_work_put(const sim_work *w, int i, int rank, const sim_results *r, kv_err *err)
+/* The header of unit u's file: what it is (the unit), its payload's size and checksum. */
+static void unit_head(int u, const sim_unit *x, size_t bytes, uint64_t *head)
+{
+    const uint64_t h[7] = {(uint64_t)u, (uint64_t)x->trace, (uint64_t)x->a, (uint64_t)x->l0, (uint64_t)x->nl,
+                           bytes, 14695981039346656037ull};
+    memcpy(head, h, sizeof h);
+}
+
+int sim_work_put(const sim_work *w, int u, const sim_unit *x, const uint8_t *want, int rank, const sim_results *r,
+                 kv_err *err)
 {
     char tmp[4400], path[4400], tail[32];
     snprintf(tail, sizeof tail, ".tmp.%d", rank);
-    unit_path(w, i, tail, tmp, sizeof tmp);
-    unit_path(w, i, "", path, sizeof path);
-    uint64_t head[3] = {(uint64_t)i, payload_bytes(r), 14695981039346656037ull};
-    each_array(r, hash_one, &head[2]);
+    unit_path(w, u, tail, tmp, sizeof tmp);
+    unit_path(w, u, "", path, sizeof path);
+    size_t bytes = 0;
+    each_part(r, x, want, size_one, &bytes);
+    uint64_t head[7];
+    unit_head(u, x, bytes, head);
+    each_part(r, x, want, hash_one, &head[6]);
     FILE *f = fopen(tmp, "wb");
     int bad = !f || fwrite(MAGIC, 1, sizeof MAGIC, f) != sizeof MAGIC || fwrite(head, sizeof head, 1, f) != 1 ||
-              each_array(r, write_one, f) != 0;
+              each_part(r, x, want, write_one, f) != 0;
     if (f && fclose(f) != 0) bad = 1;
     if (!bad && rename(tmp, path) == 0) return KV_OK;
     const int e = errno;
@@ -130,33 +201,29 @@ int sim_work_put(const sim_work *w, int i, int rank, const sim_results *r, kv_er
     return kv_fail(err, KV_EFAIL, "%s: cannot write a result: %s", path, strerror(e));
 }
 
-/* Reads trace i's result file whole into r when it is whole and of r's shapes: KV_OK;
- * otherwise nonzero with err saying why (r untouched). */
-static int unit_read(const sim_work *w, int i, sim_results *r, kv_err *err)
+int sim_work_get(const sim_work *w, int u, const sim_unit *x, const uint8_t *want, sim_results *r, kv_err *err)
 {
     char path[4400];
-    unit_path(w, i, "", path, sizeof path);
-    const size_t want = payload_bytes(r);
+    unit_path(w, u, "", path, sizeof path);
+    size_t want_bytes = 0;
+    each_part(r, x, want, size_one, &want_bytes);
     char magic[sizeof MAGIC];
-    uint64_t head[3];
-    unsigned char *buf = malloc(want + 1);
+    uint64_t head[7], expect[7];
+    unit_head(u, x, want_bytes, expect);
+    unsigned char *buf = malloc(want_bytes + 1);
     FILE *f = buf ? fopen(path, "rb") : NULL;
     int rc = !buf ? kv_fail(err, KV_EFAIL, "sim: out of memory") :
              !f ? kv_fail(err, KV_EINPUT, "%s: cannot read: %s", path, strerror(errno)) : KV_OK;
     if (!rc && (fread(magic, 1, sizeof magic, f) != sizeof magic || memcmp(magic, MAGIC, sizeof MAGIC) != 0 ||
-                fread(head, sizeof head, 1, f) != 1 || head[0] != (uint64_t)i || head[1] != want ||
-                fread(buf, 1, want + 1, f) != want || fnv(14695981039346656037ull, buf, want) != head[2]))
-        rc = kv_fail(err, KV_EINPUT, "%s: not a whole result of this run's trace %d", path, i);
+                fread(head, sizeof head, 1, f) != 1 || memcmp(head, expect, 6 * sizeof *head) != 0 ||
+                fread(buf, 1, want_bytes + 1, f) != want_bytes ||
+                fnv(14695981039346656037ull, buf, want_bytes) != head[6]))
+        rc = kv_fail(err, KV_EINPUT, "%s: not a whole result of this run's unit %d", path, u);
     if (f) fclose(f);
     cursor c = {buf};
-    if (!rc) each_array(r, read_one, &c);
+    if (!rc) each_part(r, x, want, read_one, &c);
     free(buf);
     return rc;
-}
-
-int sim_work_get(const sim_work *w, int i, sim_results *r, kv_err *err)
-{
-    return unit_read(w, i, r, err);
 }
 
 /* The command's plan: what a result in the folder depends on (malloc'ed text). */
@@ -166,7 +233,7 @@ static char *plan_text(const sim_opts *o, const study_set *s, const trace_run *r
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return NULL;
-    fprintf(f, "kvtrace sim work folder, format 1\n");
+    fprintf(f, "kvtrace sim work folder, format 2 (units: trace x allocator x layer)\n");
     for (int j = 0; o->prov && j < o->prov->n_inputs; j++)
         fprintf(f, "input %s %s %s\n", o->prov->inputs[j].role, o->prov->inputs[j].sha256, o->prov->inputs[j].path);
     for (int i = 0; i < s->n; i++) fprintf(f, "trace %d %s %s\n", i, s->t[i].id, s->t[i].path);
@@ -198,8 +265,8 @@ static int first_difference(const char *a, const char *b, char *la, char *lb, si
 }
 
 /* Under --resume: plan.txt is this command's, every whole result read into runs. */
-static int resume(const sim_work *w, const char *text, const study_set *s, trace_run *runs, uint8_t *done,
-                  kv_err *err)
+static int resume(const sim_work *w, const char *text, trace_run *runs, const sim_unit *units, int n_units,
+                  uint8_t *done, kv_err *err)
 {
     char path[4400], la[256], lb[256];
     snprintf(path, sizeof path, "%s/plan.txt", w->dir);
@@ -215,15 +282,20 @@ static int resume(const sim_work *w, const char *text, const study_set *s, trace
         rc = kv_fail(err, KV_EUSAGE, "%s: made by another command (line %d: '%s', this command's: '%s'); run the "
                      "same command to resume, or remove %s", path, line, la, lb, w->dir);
     free(old);
-    for (int i = 0; !rc && i < s->n; i++) {
+    uint8_t *want = rc ? NULL : malloc((size_t)runs[0].res.n_cfg + 1);
+    if (!rc && !want) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
+    for (int u = 0; !rc && u < n_units; u++) {
         kv_err ignore = {0};   /* a missing or partial result is replayed */
-        done[i] = unit_read(w, i, &runs[i].res, &ignore) == KV_OK;
+        sim_results *r = &runs[units[u].trace].res;
+        sim_unit_want(sim_trace_opts(&runs[units[u].trace]), &units[u], r->n_cfg, want);
+        done[u] = sim_work_get(w, u, &units[u], want, r, &ignore) == KV_OK;
     }
+    free(want);
     return rc;
 }
 
-int sim_work_open(const sim_work *w, const sim_opts *o, const study_set *s, trace_run *runs, uint8_t *done,
-                  kv_err *err)
+int sim_work_open(const sim_work *w, const sim_opts *o, const study_set *s, trace_run *runs, const sim_unit *units,
+                  int n_units, uint8_t *done, kv_err *err)
 {
     struct stat st;
     const bool exists = stat(w->dir, &st) == 0;
@@ -234,16 +306,16 @@ int sim_work_open(const sim_work *w, const sim_opts *o, const study_set *s, trac
     if (!text) return kv_fail(err, KV_EFAIL, "sim: out of memory");
     int rc = KV_OK;
     if (exists && o->resume) {
-        rc = resume(w, text, s, runs, done, err);
+        rc = resume(w, text, runs, units, n_units, done, err);
         free(text);
         return rc;
     }
     if (exists) kv_remove_tree(w->dir);
-    char units[4300], path[4400], tmp[4400];
-    snprintf(units, sizeof units, "%s/units", w->dir);
+    char sub[4300], path[4400], tmp[4400];
+    snprintf(sub, sizeof sub, "%s/units", w->dir);
     snprintf(path, sizeof path, "%s/plan.txt", w->dir);
     snprintf(tmp, sizeof tmp, "%s/plan.txt.tmp", w->dir);
-    if (mkdir(w->dir, 0777) != 0 || mkdir(units, 0777) != 0)
+    if (mkdir(w->dir, 0777) != 0 || mkdir(sub, 0777) != 0)
         rc = kv_fail(err, KV_EFAIL, "%s: cannot create the work folder: %s", w->dir, strerror(errno));
     FILE *f = rc ? NULL : fopen(tmp, "w");
     if (!rc && (!f || fputs(text, f) < 0 || fclose(f) != 0 || rename(tmp, path) != 0))

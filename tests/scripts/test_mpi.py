@@ -1,14 +1,18 @@
 """sim under mpirun (issue #22, docs/mpi.md): a study of three traces replayed by 1, 2 and 3
 ranks equals the one-process run byte for byte in its data files (results.csv, summary.csv,
 summary_by_trace.csv, and every dataset of results.h5; timing.csv and the provenance may
-differ); a trace whose replay fails on rank 1 fails the whole run with exit 3, naming the rank and the cause, and leaves no
-output directory. Faults (each under mpirun -n 2, then --resume without the fault): rank 1 killed by
-SIGKILL after its first trace, rank 1 seeing a bad copy of its trace (a node with another file), rank 1
+differ); a layer whose replay fails on rank 1 fails the whole run with exit 3, naming the rank and the cause, and
+leaves no output directory. The work unit is trace x layer x allocator (trace x all layers under a model-wide
+allocator). Faults (each under mpirun -n 2, then --resume without the fault): rank 1 killed by
+SIGKILL after its first unit, rank 1 seeing a bad copy of a trace (a node with another file), rank 1
 out of memory (its address space limited by a test hook): each exits non-zero naming rank 1 and the cause,
-leaves no output directory, keeps the finished traces' results in OUT.work/, and --resume replays only
-the traces without one (counted from its line and checked by the work folder's files), giving outputs
+leaves no output directory, keeps the finished units' results in OUT.work/, and --resume replays only
+the units without one (counted from its line and checked by the work folder's files), giving outputs
 byte-identical to the one-process run; a work folder of another command is refused with one line.
+finer_units: 2 traces of 4 layers under -n 1, 2, 3 with uniform, adakv and cake: 18 units, every rank
+replaying some (--rank-times), byte-identical; killed mid-run, --resume replays exactly the missing units.
 Skipped where the build has no MPI (no mpicc when it was built). TAP."""
+import csv
 import os
 import subprocess
 import sys
@@ -20,7 +24,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
-from test_study import write_trace  # noqa: E402
+from test_study import L, write_trace  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
@@ -65,21 +69,22 @@ def error_lines(stderr):
 
 
 def fault_then_resume(tmp, one, names, what, p, out, cause):
-    """A failed run (p) names rank 1 and its cause in one line, leaves no output but the finished traces'
-    results; --resume (no fault) replays only the others and equals the one-process run."""
-    kept = units(out)
+    """A failed run (p) names rank 1 and its cause in one line, leaves no output but the finished units'
+    results (a unit: trace x layer, one allocator); --resume (no fault) replays only the others and equals the
+    one-process run."""
+    kept, total = units(out), len(names) * L
     check(p.returncode != 0 and "rank 1" in p.stderr and cause in p.stderr, "%s: exit %d, naming rank 1 and the "
           "cause" % (what, p.returncode), p.stderr)
-    check(not os.path.exists(out) and 0 < len(kept) < len(names), "%s: no output directory; %d of %d traces' "
-          "results kept in the work folder" % (what, len(kept), len(names)), str(kept))
+    check(not os.path.exists(out) and 0 < len(kept) < total, "%s: no output directory; %d of %d units' "
+          "results kept in the work folder" % (what, len(kept), total), str(kept))
     killed = cause == "signal 9"   # then mpirun names the rank and the signal; kvtrace says nothing
     check(len(error_lines(p.stderr)) == (0 if killed else 1), "%s: %s" %
           (what, "no kvtrace error line (mpirun's)" if killed else "one error line"), p.stderr)
     r = sim(names, out, 2, extra=["--resume"], cwd=tmp)
-    line = "--resume: %d of %d traces have their results in %s.work; replaying %d" % (
-        len(kept), len(names), out, len(names) - len(kept))
-    check(r.returncode == 0 and line in r.stderr, "%s: --resume replays only the %d missing traces" %
-          (what, len(names) - len(kept)), r.stderr)
+    line = "--resume: %d of %d units have their results in %s.work; replaying %d" % (
+        len(kept), total, out, total - len(kept))
+    check(r.returncode == 0 and line in r.stderr, "%s: --resume replays only the %d missing units" %
+          (what, total - len(kept)), r.stderr)
     check(same_data(one, out) and not os.path.exists(out + ".work"),
           "%s: --resume: data files byte-identical to one process, the work folder removed" % what)
 
@@ -119,20 +124,23 @@ def main():
             check(os.path.exists(os.path.join(out, "results.h5")) and
                   h5_same(os.path.join(one, "results.h5"), os.path.join(out, "results.h5")),
                   "mpirun -n %d: results.h5 datasets identical to one process" % ranks)
-        # a bad trace: the costliest goes to rank 0, so the second costliest (p0, T = 70) is rank 1's
+        # a bad layer: units (trace x layer) go costliest first to the least-loaded rank, the lower on a tie:
+        # p1 (T = 90) layers 0, 1 to ranks 0, 1, then p0 (T = 70) layers 0, 1 to ranks 0, 1: p0's layer 1 is rank 1's
         with h5py.File(traces[0], "r+") as f:   # finite, but its float32 scores overflow: found in the replay
             for name in ("queries", "keys"):
-                x = f[name][()] * np.float32(1e20)
+                x = f[name][()]
+                x[1] *= np.float32(1e20)
                 del f[name]
                 f[name] = x
         bad = os.path.join(tmp, "bad")
         p = sim(traces, bad, 2)
-        check(p.returncode == 3 and "error: rank 1 of 2: " in p.stderr and "not finite" in p.stderr,
-              "a bad trace on rank 1: exit 3, naming rank 1 and the cause",
+        check(p.returncode == 3 and "error: rank 1 of 2: " in p.stderr and "layer 1, head 0" in p.stderr and
+              "not finite" in p.stderr, "a bad layer on rank 1: exit 3, naming rank 1 and the cause",
               p.stderr)
-        check(not os.path.exists(bad), "a bad trace on rank 1: no output directory")
-        check(len(error_lines(p.stderr)) == 1, "a bad trace on rank 1: one error line", p.stderr)
+        check(not os.path.exists(bad), "a bad layer on rank 1: no output directory")
+        check(len(error_lines(p.stderr)) == 1, "a bad layer on rank 1: one error line", p.stderr)
         faults(tmp)
+        finer_units(tmp)
         fidelity(tmp)
         done_when(tmp)
     return finish()
@@ -180,6 +188,68 @@ def done_when(tmp):
           "process byte for byte (results, summaries, spans, results.h5)", a.stderr + b.stderr)
 
 
+def rank_units(stderr):
+    """Each rank's units from its --rank-times line ("sim: rank R of N: U of M units, ..."): {R: (U, M)}."""
+    out = {}
+    for x in stderr.splitlines():
+        w = x.split()
+        if x.startswith("sim: rank ") and len(w) > 8 and w[8] == "units,":
+            out[int(w[2])] = (int(w[5]), int(w[7]))
+    return out
+
+
+def finer_units(tmp):
+    """2 traces of 4 layers under mpirun -n 3, a per-layer (uniform), a layer-wide (adakv) and a model-wide
+    (cake) allocator: units of trace x layer x allocator (cake: trace x all layers), 2 x (4 + 4 + 1) = 18,
+    more than traces, every rank replaying some; byte-identical to one process for -n 1, 2, 3; rank 1 killed
+    after 2 units, --resume under -n 3 replays exactly the units without a result file."""
+    names = [os.path.join(tmp, "d%d.h5" % i) for i in range(2)]
+    for i, T in enumerate([80, 64]):
+        write_trace(names[i], 90 + i, T_=T, L_=4)   # 4 layers (test_study's default is 2)
+    extra = ["--allocators", "uniform,adakv,cake", "--rank-times"]
+    one = os.path.join(tmp, "d_one")
+    p = sim(names, one, extra=extra)
+    check(p.returncode == 0, "units: one process", p.stderr)
+    total = 2 * (4 + 4 + 1)
+    for ranks in (1, 2, 3):
+        out = os.path.join(tmp, "d_r%d" % ranks)
+        p = sim(names, out, ranks, extra=extra)
+        got = rank_units(p.stderr)
+        check(p.returncode == 0 and same_data(one, out), "units: mpirun -n %d: data files byte-identical to one "
+              "process" % ranks, p.stderr)
+        check(sorted(got) == list(range(ranks)) and all(t == total for _, t in got.values()) and
+              sum(u for u, _ in got.values()) == total and all(u > 0 for u, _ in got.values()),
+              "units: mpirun -n %d: %d units of 2 traces, each rank replays some (%s)" %
+              (ranks, total, sorted(got.items())), p.stderr)
+    out = os.path.join(tmp, "d_kill")
+    p = sim(names, out, 3, extra=extra, env={"KVTRACE_TEST_FAULT": "1:2:kill"})
+    kept = units(out)
+    check(p.returncode != 0 and not os.path.exists(out) and 2 <= len(kept) < total,
+          "units: rank 1 of 3 killed after 2 units: no output, %d of %d units kept" % (len(kept), total), p.stderr)
+    r = sim(names, out, 3, extra=["--resume", *extra])
+    got = rank_units(r.stderr)
+    line = "--resume: %d of %d units have their results in %s.work; replaying %d" % (
+        len(kept), total, out, total - len(kept))
+    check(r.returncode == 0 and line in r.stderr and sum(u for u, _ in got.values()) == total - len(kept),
+          "units: --resume -n 3 replays only the %d missing units (the ranks' counts: %s)" %
+          (total - len(kept), sorted(got.items())), r.stderr)
+    check(same_data(one, out) and not os.path.exists(out + ".work"),
+          "units: --resume: byte-identical to one process, the work folder removed")
+    # one layer: cake's unit (trace x all layers) is still the lock-step pass's, not a per-layer one
+    flat = os.path.join(tmp, "d_flat.h5")
+    write_trace(flat, 97, T_=64, L_=1)
+    extra = ["--allocators", "uniform,cake", "--rank-times"]
+    one, two = os.path.join(tmp, "d1_one"), os.path.join(tmp, "d1_two")
+    a, b = sim([flat], one, extra=extra), sim([flat], two, 2, extra=extra)
+    with open(os.path.join(one, "results.csv")) as f:   # cake replayed: queries counted, rows kept
+        rows = [r for r in csv.DictReader(f) if r["allocator"].startswith("cake")]
+    check(a.returncode == 0 and b.returncode == 0 and same_data(one, two) and rows and
+          all(int(r["n_queries"]) > 0 and int(r["head_budget"]) > 0 for r in rows) and
+          sum(u for u, _ in rank_units(b.stderr).values()) == 2,
+          "units: a one-layer trace with uniform and cake: 2 units over 2 ranks, byte-identical to one process",
+          a.stderr + b.stderr)
+
+
 def fidelity(tmp):
     """fidelity under mpirun: refused in one line over several ranks; -n 1 finishes (MPI shut down)."""
     if not os.path.isdir(os.environ.get("KVTRACE_MODEL_DIR", "")):
@@ -211,7 +281,7 @@ def faults(tmp):
     os.mkdir(other)
     for n in names:
         os.symlink(os.path.join(tmp, n), os.path.join(other, n))
-    os.unlink(os.path.join(other, "f1.h5"))   # f1 (T = 90, the second costliest) is rank 1's first trace
+    os.unlink(os.path.join(other, "f1.h5"))   # f1 (T = 90, the second costliest): its layer 1 is rank 1's
     write_trace(os.path.join(other, "f1.h5"), 61, T_=90)
     with h5py.File(os.path.join(other, "f1.h5"), "r+") as f:   # finite, but the float32 scores overflow
         for name in ("queries", "keys"):
@@ -236,10 +306,11 @@ def faults(tmp):
     out = os.path.join(tmp, "f_single")
     p = sim(names, out, extra=["--resume"], env={"KVTRACE_TEST_FAULT": "0:2:kill"}, cwd=tmp)
     check(p.returncode == -9 and not os.path.exists(out) and len(units(out)) == 2,
-          "one process --resume killed after 2 traces: no output, 2 results kept", str(p.returncode))
+          "one process --resume killed after 2 units: no output, 2 results kept", str(p.returncode))
     p = sim(names, out, extra=["--resume"], cwd=tmp)
-    check(p.returncode == 0 and "--resume: 2 of 6 traces" in p.stderr and same_data(one, out) and
-          not os.path.exists(out + ".work"), "one process --resume: finishes the other 4, byte-identical", p.stderr)
+    check(p.returncode == 0 and "--resume: 2 of %d units" % (len(names) * L) in p.stderr and same_data(one, out) and
+          not os.path.exists(out + ".work"), "one process --resume: finishes the other units, byte-identical",
+          p.stderr)
     # a work folder of another command is refused, in one line
     out = os.path.join(tmp, "f_other")
     p = sim(names, out, 2, env={"KVTRACE_TEST_FAULT": "1:1:kill"}, cwd=tmp)

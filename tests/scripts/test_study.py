@@ -26,15 +26,15 @@ KVTRACE = os.environ["KVTRACE"]
 L, H, K, D, T, P = 2, 4, 2, 8, 70, 50
 
 
-def write_trace(path, seed, T_=T, P_=P, model="brute"):
+def write_trace(path, seed, T_=T, P_=P, model="brute", L_=L):
     rng = np.random.default_rng(seed)
     with h5py.File(path, "w") as f:
-        write_root_attrs(f, "test_study", L, H, K, D, T_, P_)
+        write_root_attrs(f, "test_study", L_, H, K, D, T_, P_)
         f.attrs["model_name"] = model
         f["tokens"] = rng.integers(0, 100, T_).astype(np.int32)
-        f["keys"] = (rng.normal(size=D) + 0.6 * rng.normal(size=(L, K, T_, D))).astype(np.float32)
-        f["values"] = rng.normal(size=(L, K, T_, D)).astype(np.float32)
-        f["queries"] = (1.5 * rng.normal(size=(L, H, T_, D))).astype(np.float32)
+        f["keys"] = (rng.normal(size=D) + 0.6 * rng.normal(size=(L_, K, T_, D))).astype(np.float32)
+        f["values"] = rng.normal(size=(L_, K, T_, D)).astype(np.float32)
+        f["queries"] = (1.5 * rng.normal(size=(L_, H, T_, D))).astype(np.float32)
 
 
 def run(*args):
