@@ -27,7 +27,7 @@ from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
 from test_study import L, write_trace  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
-BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
+BUILD = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("BUILD", "build")   # run_all exports BUILD
 # under mpirun (as root in CI): LeakSanitizer off, for MPI's own allocations (the one-process run keeps it)
 MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
