@@ -3,7 +3,8 @@
 # 24 prompts; features on every prompt (the cache driven by the oracle); a fit on half the prompts
 # (seeded split by prompt) and the held-out sim on the other half against the baselines.
 #   scripts/policy_search_example.sh [OUT]     (default out/policy-search; replaced when it exists)
-# Each step is one kvtrace command; the numbers are in OUT/fit/heldout.md.
+# Each step is one kvtrace command; the numbers are in OUT/fit/heldout.md and, after one on-policy
+# round, OUT/fit2/heldout.md.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-$ROOT/out/policy-search}
@@ -34,3 +35,9 @@ TXT
 "$KV" fit features.h5 --objective rank --seed 1 --study study --split 0.5 --split-seed 23 \
     --budgets 32,64 --chunk 16 -o fit
 cat fit/heldout.md
+# 5. one on-policy round: features again with the cache driven by the fitted policy itself (the
+#    candidates it will really face), the same split, fitted again as `fitted2`
+"$KV" features study --policy fitted --defines fit/policy.defines --budget 32 --chunk 16 -o features2.h5
+"$KV" fit features2.h5 --objective rank --seed 1 --study study --split 0.5 --split-seed 23 --name fitted2 \
+    --budgets 32,64 --chunk 16 -o fit2
+cat fit2/heldout.md
