@@ -11,7 +11,7 @@
 
 #include "core/tmpname.h"
 
-static const char MAGIC[8] = "KVSIMW2";   /* a result file's first bytes (with the NUL) */
+static const char MAGIC[8] = "KVSIMW3";   /* a result file's first bytes (with the NUL) */
 
 /* The configurations c of allocator a: c = ((p·A + a)·n_chunks + k)·n_budgets + b. */
 static int cfg_alloc_index(const sim_opts *o, int c)
@@ -19,9 +19,20 @@ static int cfg_alloc_index(const sim_opts *o, int c)
     return c / o->n_budgets / sim_n_chunks(o) % o->n_allocators;
 }
 
+/* ... and its policy p. */
+static int cfg_policy_index(const sim_opts *o, int c)
+{
+    return c / o->n_budgets / sim_n_chunks(o) / o->n_allocators;
+}
+
+static bool unit_has(const sim_opts *o, const sim_unit *u, int c)
+{
+    return cfg_alloc_index(o, c) == u->a && cfg_policy_index(o, c) == u->p;
+}
+
 void sim_unit_want(const sim_opts *o, const sim_unit *u, int n_cfg, uint8_t *want)
 {
-    for (int c = 0; c < n_cfg; c++) want[c] = cfg_alloc_index(o, c) == u->a;
+    for (int c = 0; c < n_cfg; c++) want[c] = unit_has(o, u, c);
 }
 
 /* A unit's estimated cost (docs/mpi.md): per layer the reference, 2·H·D·T², and per
@@ -32,7 +43,7 @@ static int64_t unit_cost(const sim_opts *o, const sim_results *r, const sim_unit
     const int64_t HDT = r->H * r->T, T = r->T;
     int64_t per_layer = 2 * HDT * T;
     for (int c = 0; c < r->n_cfg; c++) {
-        if (cfg_alloc_index(o, c) != u->a) continue;
+        if (!unit_has(o, u, c)) continue;
         const int64_t nb = sim_cfg_budget(o, c) + sim_cfg_chunk(o, c);
         per_layer += 4 * HDT * (nb < T / 2 ? nb : T / 2);
     }
@@ -45,7 +56,7 @@ int sim_units_make(const study_set *s, const trace_run *runs, sim_unit **out, in
     for (int i = 0; i < s->n; i++) {
         const sim_opts *o = sim_trace_opts(&runs[i]);
         for (int a = 0; a < o->n_allocators; a++)
-            count += o->allocators[a].iface->kind == ALLOC_DYNAMIC_MODEL ? 1 : runs[i].res.L;
+            count += (int64_t)o->n_policies * (o->allocators[a].iface->kind == ALLOC_DYNAMIC_MODEL ? 1 : runs[i].res.L);
     }
     if (count > (1 << 30)) return kv_fail(err, KV_EUSAGE, "sim: %lld work units (at most 2^30)", (long long)count);
     sim_unit *u = kv_calloc((size_t)count + 1, sizeof *u, "sim", err);
@@ -56,10 +67,12 @@ int sim_units_make(const study_set *s, const trace_run *runs, sim_unit **out, in
         const int64_t L = runs[i].res.L;
         for (int a = 0; a < o->n_allocators; a++) {
             const bool model = o->allocators[a].iface->kind == ALLOC_DYNAMIC_MODEL;
-            for (int64_t l = 0; l < (model ? 1 : L); l++) {
-                u[k] = (sim_unit){.trace = i, .a = a, .lockstep = model, .l0 = model ? 0 : l, .nl = model ? L : 1};
-                u[k].cost = unit_cost(o, &runs[i].res, &u[k]), k++;
-            }
+            for (int p = 0; p < o->n_policies; p++)
+                for (int64_t l = 0; l < (model ? 1 : L); l++) {
+                    u[k] = (sim_unit){.trace = i, .a = a, .p = p, .lockstep = model, .l0 = model ? 0 : l,
+                                      .nl = model ? L : 1};
+                    u[k].cost = unit_cost(o, &runs[i].res, &u[k]), k++;
+                }
         }
     }
     *out = u, *n = k;
@@ -174,8 +187,8 @@ static void unit_path(const sim_work *w, int u, const char *tail, char *buf, siz
 /* The header of unit u's file: what it is (the unit), its payload's size and checksum. */
 static void unit_head(int u, const sim_unit *x, size_t bytes, uint64_t *head)
 {
-    const uint64_t h[7] = {(uint64_t)u, (uint64_t)x->trace, (uint64_t)x->a, (uint64_t)x->l0, (uint64_t)x->nl,
-                           bytes, 14695981039346656037ull};
+    const uint64_t h[8] = {(uint64_t)u, (uint64_t)x->trace, (uint64_t)x->a, (uint64_t)x->p, (uint64_t)x->l0,
+                           (uint64_t)x->nl, bytes, 14695981039346656037ull};
     memcpy(head, h, sizeof h);
 }
 
@@ -188,9 +201,9 @@ int sim_work_put(const sim_work *w, int u, const sim_unit *x, const uint8_t *wan
     unit_path(w, u, "", path, sizeof path);
     size_t bytes = 0;
     each_part(r, x, want, size_one, &bytes);
-    uint64_t head[7];
+    uint64_t head[8];
     unit_head(u, x, bytes, head);
-    each_part(r, x, want, hash_one, &head[6]);
+    each_part(r, x, want, hash_one, &head[7]);
     FILE *f = fopen(tmp, "wb");
     int bad = !f || fwrite(MAGIC, 1, sizeof MAGIC, f) != sizeof MAGIC || fwrite(head, sizeof head, 1, f) != 1 ||
               each_part(r, x, want, write_one, f) != 0;
@@ -208,16 +221,16 @@ int sim_work_get(const sim_work *w, int u, const sim_unit *x, const uint8_t *wan
     size_t want_bytes = 0;
     each_part(r, x, want, size_one, &want_bytes);
     char magic[sizeof MAGIC];
-    uint64_t head[7], expect[7];
+    uint64_t head[8], expect[8];
     unit_head(u, x, want_bytes, expect);
     unsigned char *buf = malloc(want_bytes + 1);
     FILE *f = buf ? fopen(path, "rb") : NULL;
     int rc = !buf ? kv_fail(err, KV_EFAIL, "sim: out of memory") :
              !f ? kv_fail(err, KV_EINPUT, "%s: cannot read: %s", path, strerror(errno)) : KV_OK;
     if (!rc && (fread(magic, 1, sizeof magic, f) != sizeof magic || memcmp(magic, MAGIC, sizeof MAGIC) != 0 ||
-                fread(head, sizeof head, 1, f) != 1 || memcmp(head, expect, 6 * sizeof *head) != 0 ||
+                fread(head, sizeof head, 1, f) != 1 || memcmp(head, expect, 7 * sizeof *head) != 0 ||
                 fread(buf, 1, want_bytes + 1, f) != want_bytes ||
-                fnv(14695981039346656037ull, buf, want_bytes) != head[6]))
+                fnv(14695981039346656037ull, buf, want_bytes) != head[7]))
         rc = kv_fail(err, KV_EINPUT, "%s: not a whole result of this run's unit %d", path, u);
     if (f) fclose(f);
     cursor c = {buf};
@@ -233,7 +246,7 @@ static char *plan_text(const sim_opts *o, const study_set *s, const trace_run *r
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return NULL;
-    fprintf(f, "kvtrace sim work folder, format 2 (units: trace x allocator x layer)\n");
+    fprintf(f, "kvtrace sim work folder, format 3 (units: trace x allocator x policy x layer)\n");
     for (int j = 0; o->prov && j < o->prov->n_inputs; j++)
         fprintf(f, "input %s %s %s\n", o->prov->inputs[j].role, o->prov->inputs[j].sha256, o->prov->inputs[j].path);
     for (int i = 0; i < s->n; i++) fprintf(f, "trace %d %s %s\n", i, s->t[i].id, s->t[i].path);

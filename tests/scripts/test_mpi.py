@@ -9,7 +9,7 @@ out of memory (its address space limited by a test hook): each exits non-zero na
 leaves no output directory, keeps the finished units' results in OUT.work/, and --resume replays only
 the units without one (counted from its line and checked by the work folder's files), giving outputs
 byte-identical to the one-process run; a work folder of another command is refused with one line.
-finer_units: 2 traces of 4 layers under -n 1, 2, 3 with uniform, adakv and cake: 18 units, every rank
+finer_units: 2 traces of 4 layers under -n 1, 2, 3 with uniform, adakv and cake: 72 units, every rank
 replaying some (--rank-times), byte-identical; killed mid-run, --resume replays exactly the missing units.
 Skipped where the build has no MPI (no mpicc when it was built). TAP."""
 import csv
@@ -34,6 +34,7 @@ MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CO
 ARGS = ["--policies", "keydiff,tova,snapkv,streaming", "--budgets", "16,24", "--chunks", "8,16",
         "--threads", "1", "--quiet"]
 DATA = ["results.csv", "summary.csv", "summary_by_trace.csv"]
+NP = 4   # ARGS's policies: a unit is trace x layer x allocator x policy
 
 
 def has_mpi():
@@ -70,9 +71,9 @@ def error_lines(stderr):
 
 def fault_then_resume(tmp, one, names, what, p, out, cause):
     """A failed run (p) names rank 1 and its cause in one line, leaves no output but the finished units'
-    results (a unit: trace x layer, one allocator); --resume (no fault) replays only the others and equals the
-    one-process run."""
-    kept, total = units(out), len(names) * L
+    results (a unit: trace x layer x policy, one allocator); --resume (no fault) replays only the others and
+    equals the one-process run."""
+    kept, total = units(out), len(names) * L * NP
     check(p.returncode != 0 and "rank 1" in p.stderr and cause in p.stderr, "%s: exit %d, naming rank 1 and the "
           "cause" % (what, p.returncode), p.stderr)
     check(not os.path.exists(out) and 0 < len(kept) < total, "%s: no output directory; %d of %d units' "
@@ -200,7 +201,8 @@ def rank_units(stderr):
 
 def finer_units(tmp):
     """2 traces of 4 layers under mpirun -n 3, a per-layer (uniform), a layer-wide (adakv) and a model-wide
-    (cake) allocator: units of trace x layer x allocator (cake: trace x all layers), 2 x (4 + 4 + 1) = 18,
+    (cake) allocator: units of trace x layer x allocator x policy (cake: trace x all layers), 2 x 4 x (4 + 4 + 1)
+    = 72,
     more than traces, every rank replaying some; byte-identical to one process for -n 1, 2, 3; rank 1 killed
     after 2 units, --resume under -n 3 replays exactly the units without a result file."""
     names = [os.path.join(tmp, "d%d.h5" % i) for i in range(2)]
@@ -210,7 +212,7 @@ def finer_units(tmp):
     one = os.path.join(tmp, "d_one")
     p = sim(names, one, extra=extra)
     check(p.returncode == 0, "units: one process", p.stderr)
-    total = 2 * (4 + 4 + 1)
+    total = 2 * NP * (4 + 4 + 1)
     for ranks in (1, 2, 3):
         out = os.path.join(tmp, "d_r%d" % ranks)
         p = sim(names, out, ranks, extra=extra)
@@ -245,8 +247,9 @@ def finer_units(tmp):
         rows = [r for r in csv.DictReader(f) if r["allocator"].startswith("cake")]
     check(a.returncode == 0 and b.returncode == 0 and same_data(one, two) and rows and
           all(int(r["n_queries"]) > 0 and int(r["head_budget"]) > 0 for r in rows) and
-          sum(u for u, _ in rank_units(b.stderr).values()) == 2,
-          "units: a one-layer trace with uniform and cake: 2 units over 2 ranks, byte-identical to one process",
+          sum(u for u, _ in rank_units(b.stderr).values()) == 2 * NP,
+          "units: a one-layer trace with uniform and cake: %d units over 2 ranks, byte-identical to one process" %
+          (2 * NP),
           a.stderr + b.stderr)
 
 
@@ -308,7 +311,7 @@ def faults(tmp):
     check(p.returncode == -9 and not os.path.exists(out) and len(units(out)) == 2,
           "one process --resume killed after 2 units: no output, 2 results kept", str(p.returncode))
     p = sim(names, out, extra=["--resume"], cwd=tmp)
-    check(p.returncode == 0 and "--resume: 2 of %d units" % (len(names) * L) in p.stderr and same_data(one, out) and
+    check(p.returncode == 0 and "--resume: 2 of %d units" % (len(names) * L * NP) in p.stderr and same_data(one, out) and
           not os.path.exists(out + ".work"), "one process --resume: finishes the other units, byte-identical",
           p.stderr)
     # a work folder of another command is refused, in one line
