@@ -39,7 +39,7 @@ static int merge(trace_run *runs, const sim_unit *units, int nu, const int *owne
     for (int u = 0; !rc && want && u < nu; u++) {
         if (owner[u] <= 0) continue;
         trace_run *t = &runs[units[u].trace];
-        sim_unit_want(sim_trace_opts(t), &units[u], t->res.n_cfg, want);
+        sim_unit_want(&units[u], t->res.n_cfg, want);
         rc = sim_work_get(&wd->w, u, &units[u], want, &t->res, err);
     }
     free(want);
@@ -102,14 +102,13 @@ static int run_pass(const trace_job *j, sim_replayer *rp, int64_t l, uint8_t *wa
                     kv_err *err)
 {
     trace_run *t = &j->runs[j->units[j->u0].trace];
-    const sim_opts *o = sim_trace_opts(t);
     const int C = t->res.n_cfg;
     bool any = false;
     memset(want, 0, (size_t)C);
     for (int u = j->u0; u < j->u1; u++) {
         const sim_unit *x = &j->units[u];
         if (j->owner[u] != j->wd->rank || (l < 0 ? !x->lockstep : x->lockstep || x->l0 != l)) continue;
-        sim_unit_want(o, x, C, one);
+        sim_unit_want(x, C, one);
         for (int c = 0; c < C; c++) want[c] |= one[c];
         any = true;
     }
@@ -123,7 +122,7 @@ static int run_pass(const trace_job *j, sim_replayer *rp, int64_t l, uint8_t *wa
         if (j->owner[u] != j->wd->rank || (l < 0 ? !x->lockstep : x->lockstep || x->l0 != l)) continue;
         j->wd->own_units++;
         if (!j->opts->work_folder) continue;
-        sim_unit_want(o, x, C, one);
+        sim_unit_want(x, C, one);
         for (int i = 0; i < 5; i++) *times_of(&t->res, i) = first ? pass[i] : 0;
         rc = sim_work_put(&j->wd->w, u, x, one, j->wd->rank, &t->res, err), first = 0;
         if (!rc) sim_work_fault(j->wd->rank, j->wd->own_units);

@@ -19,20 +19,9 @@ static int cfg_alloc_index(const sim_opts *o, int c)
     return c / o->n_budgets / sim_n_chunks(o) % o->n_allocators;
 }
 
-/* ... and its policy p. */
-static int cfg_policy_index(const sim_opts *o, int c)
+void sim_unit_want(const sim_unit *u, int n_cfg, uint8_t *want)
 {
-    return c / o->n_budgets / sim_n_chunks(o) / o->n_allocators;
-}
-
-static bool unit_has(const sim_opts *o, const sim_unit *u, int c)
-{
-    return cfg_alloc_index(o, c) == u->a && cfg_policy_index(o, c) == u->p;
-}
-
-void sim_unit_want(const sim_opts *o, const sim_unit *u, int n_cfg, uint8_t *want)
-{
-    for (int c = 0; c < n_cfg; c++) want[c] = unit_has(o, u, c);
+    for (int c = 0; c < n_cfg; c++) want[c] = c == u->c;
 }
 
 /* A unit's estimated cost (docs/mpi.md): per layer the reference, 2·H·D·T², and per
@@ -41,13 +30,8 @@ void sim_unit_want(const sim_opts *o, const sim_unit *u, int n_cfg, uint8_t *wan
 static int64_t unit_cost(const sim_opts *o, const sim_results *r, const sim_unit *u)
 {
     const int64_t HDT = r->H * r->T, T = r->T;
-    int64_t per_layer = 2 * HDT * T;
-    for (int c = 0; c < r->n_cfg; c++) {
-        if (!unit_has(o, u, c)) continue;
-        const int64_t nb = sim_cfg_budget(o, c) + sim_cfg_chunk(o, c);
-        per_layer += 4 * HDT * (nb < T / 2 ? nb : T / 2);
-    }
-    return per_layer * u->nl;
+    const int64_t nb = sim_cfg_budget(o, u->c) + sim_cfg_chunk(o, u->c);
+    return (2 * HDT * T + 4 * HDT * (nb < T / 2 ? nb : T / 2)) * u->nl;
 }
 
 int sim_units_make(const study_set *s, const trace_run *runs, sim_unit **out, int *n, kv_err *err)
@@ -55,8 +39,8 @@ int sim_units_make(const study_set *s, const trace_run *runs, sim_unit **out, in
     int64_t count = 0;
     for (int i = 0; i < s->n; i++) {
         const sim_opts *o = sim_trace_opts(&runs[i]);
-        for (int a = 0; a < o->n_allocators; a++)
-            count += (int64_t)o->n_policies * (o->allocators[a].iface->kind == ALLOC_DYNAMIC_MODEL ? 1 : runs[i].res.L);
+        for (int c = 0; c < runs[i].res.n_cfg; c++)
+            count += o->allocators[cfg_alloc_index(o, c)].iface->kind == ALLOC_DYNAMIC_MODEL ? 1 : runs[i].res.L;
     }
     if (count > (1 << 30)) return kv_fail(err, KV_EUSAGE, "sim: %lld work units (at most 2^30)", (long long)count);
     sim_unit *u = kv_calloc((size_t)count + 1, sizeof *u, "sim", err);
@@ -65,14 +49,14 @@ int sim_units_make(const study_set *s, const trace_run *runs, sim_unit **out, in
     for (int i = 0; i < s->n; i++) {
         const sim_opts *o = sim_trace_opts(&runs[i]);
         const int64_t L = runs[i].res.L;
-        for (int a = 0; a < o->n_allocators; a++) {
+        for (int c = 0; c < runs[i].res.n_cfg; c++) {
+            const int a = cfg_alloc_index(o, c);
             const bool model = o->allocators[a].iface->kind == ALLOC_DYNAMIC_MODEL;
-            for (int p = 0; p < o->n_policies; p++)
-                for (int64_t l = 0; l < (model ? 1 : L); l++) {
-                    u[k] = (sim_unit){.trace = i, .a = a, .p = p, .lockstep = model, .l0 = model ? 0 : l,
-                                      .nl = model ? L : 1};
-                    u[k].cost = unit_cost(o, &runs[i].res, &u[k]), k++;
-                }
+            for (int64_t l = 0; l < (model ? 1 : L); l++) {
+                u[k] = (sim_unit){.trace = i, .a = a, .c = c, .lockstep = model, .l0 = model ? 0 : l,
+                                  .nl = model ? L : 1};
+                u[k].cost = unit_cost(o, &runs[i].res, &u[k]), k++;
+            }
         }
     }
     *out = u, *n = k;
@@ -187,7 +171,7 @@ static void unit_path(const sim_work *w, int u, const char *tail, char *buf, siz
 /* The header of unit u's file: what it is (the unit), its payload's size and checksum. */
 static void unit_head(int u, const sim_unit *x, size_t bytes, uint64_t *head)
 {
-    const uint64_t h[8] = {(uint64_t)u, (uint64_t)x->trace, (uint64_t)x->a, (uint64_t)x->p, (uint64_t)x->l0,
+    const uint64_t h[8] = {(uint64_t)u, (uint64_t)x->trace, (uint64_t)x->a, (uint64_t)x->c, (uint64_t)x->l0,
                            (uint64_t)x->nl, bytes, 14695981039346656037ull};
     memcpy(head, h, sizeof h);
 }
@@ -246,7 +230,7 @@ static char *plan_text(const sim_opts *o, const study_set *s, const trace_run *r
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return NULL;
-    fprintf(f, "kvtrace sim work folder, format 3 (units: trace x allocator x policy x layer)\n");
+    fprintf(f, "kvtrace sim work folder, format 3 (units: trace x configuration x layer)\n");
     for (int j = 0; o->prov && j < o->prov->n_inputs; j++)
         fprintf(f, "input %s %s %s\n", o->prov->inputs[j].role, o->prov->inputs[j].sha256, o->prov->inputs[j].path);
     for (int i = 0; i < s->n; i++) fprintf(f, "trace %d %s %s\n", i, s->t[i].id, s->t[i].path);
@@ -300,7 +284,7 @@ static int resume(const sim_work *w, const char *text, trace_run *runs, const si
     for (int u = 0; !rc && u < n_units; u++) {
         kv_err ignore = {0};   /* a missing or partial result is replayed */
         sim_results *r = &runs[units[u].trace].res;
-        sim_unit_want(sim_trace_opts(&runs[units[u].trace]), &units[u], r->n_cfg, want);
+        sim_unit_want(&units[u], r->n_cfg, want);
         done[u] = sim_work_get(w, u, &units[u], want, r, &ignore) == KV_OK;
     }
     free(want);

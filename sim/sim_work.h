@@ -18,21 +18,21 @@ typedef struct {
 /* The folder's path for o->output (every rank). */
 int sim_work_name(sim_work *w, const sim_opts *o, kv_err *err);
 
-/* A work unit (docs/mpi.md): trace `trace`'s configurations of policy `p` under allocator `a`
- * (every chunk and budget) over layers [l0, l0 + nl): one layer for a per-layer allocator, every
- * layer for a model-wide one (cake, global); its estimated cost (the balancing). */
+/* A work unit (docs/mpi.md): trace `trace`'s configuration `c` (a policy, allocator `a`, chunk
+ * and budget) over layers [l0, l0 + nl): one layer for a per-layer allocator, every layer for a
+ * model-wide one (cake, global); its estimated cost (the balancing). */
 typedef struct {
-    int trace, a, p;
+    int trace, a, c;
     bool lockstep;     /* a model-wide allocator's: replayed in the lock-step pass (even when L = 1) */
     int64_t l0, nl, cost;
 } sim_unit;
 
-/* The study's units in a fixed order (per trace, per allocator, per policy, per layer): the same on every
+/* The study's units in a fixed order (per trace, per configuration, per layer): the same on every
  * rank and for any number of ranks (--resume may use another). *units malloc'ed. */
 int sim_units_make(const study_set *s, const trace_run *runs, sim_unit **units, int *n, kv_err *err);
 
-/* want[c] = 1 for the configurations of u (its policy's under its allocator), 0 for the others. */
-void sim_unit_want(const sim_opts *o, const sim_unit *u, int n_cfg, uint8_t *want);
+/* want[c] = 1 for u's configuration, 0 for the others. */
+void sim_unit_want(const sim_unit *u, int n_cfg, uint8_t *want);
 
 /* Rank 0, before any replay: creates the folder and its plan.txt (the command's traces with
  * their sha256, every configuration, the options), or under --resume checks that an existing

@@ -9,7 +9,7 @@ out of memory (its address space limited by a test hook): each exits non-zero na
 leaves no output directory, keeps the finished units' results in OUT.work/, and --resume replays only
 the units without one (counted from its line and checked by the work folder's files), giving outputs
 byte-identical to the one-process run; a work folder of another command is refused with one line.
-finer_units: 2 traces of 4 layers under -n 1, 2, 3 with uniform, adakv and cake: 72 units, every rank
+finer_units: 2 traces of 4 layers under -n 1, 2, 3 with uniform, adakv and cake: 288 units, every rank
 replaying some (--rank-times), byte-identical; killed mid-run, --resume replays exactly the missing units.
 Skipped where the build has no MPI (no mpicc when it was built). TAP."""
 import csv
@@ -34,7 +34,7 @@ MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CO
 ARGS = ["--policies", "keydiff,tova,snapkv,streaming", "--budgets", "16,24", "--chunks", "8,16",
         "--threads", "1", "--quiet"]
 DATA = ["results.csv", "summary.csv", "summary_by_trace.csv"]
-NP = 4   # ARGS's policies: a unit is trace x layer x allocator x policy
+NP = 4 * 2 * 2   # ARGS's configurations (policies x budgets x chunks): a unit is trace x layer x configuration
 
 
 def has_mpi():
@@ -71,8 +71,8 @@ def error_lines(stderr):
 
 def fault_then_resume(tmp, one, names, what, p, out, cause):
     """A failed run (p) names rank 1 and its cause in one line, leaves no output but the finished units'
-    results (a unit: trace x layer x policy, one allocator); --resume (no fault) replays only the others and
-    equals the one-process run."""
+    results (a unit: trace x layer x configuration); --resume (no fault) replays only the others and equals
+    the one-process run."""
     kept, total = units(out), len(names) * L * NP
     check(p.returncode != 0 and "rank 1" in p.stderr and cause in p.stderr, "%s: exit %d, naming rank 1 and the "
           "cause" % (what, p.returncode), p.stderr)
@@ -201,8 +201,8 @@ def rank_units(stderr):
 
 def finer_units(tmp):
     """2 traces of 4 layers under mpirun -n 3, a per-layer (uniform), a layer-wide (adakv) and a model-wide
-    (cake) allocator: units of trace x layer x allocator x policy (cake: trace x all layers), 2 x 4 x (4 + 4 + 1)
-    = 72,
+    (cake) allocator: units of trace x layer x configuration (cake's: trace x all layers), 2 x 16 x (4 + 4 + 1)
+    = 288,
     more than traces, every rank replaying some; byte-identical to one process for -n 1, 2, 3; rank 1 killed
     after 2 units, --resume under -n 3 replays exactly the units without a result file."""
     names = [os.path.join(tmp, "d%d.h5" % i) for i in range(2)]
