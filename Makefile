@@ -175,14 +175,17 @@ bench-gpu: all $(GPU_BIN)
 test: deps
 	@$(MAKE) --no-print-directory check
 
+# make test builds on every core unless make was given -j itself (then its jobserver is shared)
+TEST_J = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
+
 check:
-	@$(MAKE) --no-print-directory tests
-	@$(MAKE) --no-print-directory tests BUILD=build-asan SAN=1
-	@$(MAKE) --no-print-directory fuzz-bin
+	@$(MAKE) --no-print-directory $(TEST_J) tests
+	@$(MAKE) --no-print-directory $(TEST_J) tests BUILD=build-asan SAN=1
+	@$(MAKE) --no-print-directory $(TEST_J) fuzz-bin
 	@FUZZERS="$(FUZZERS)" FUZZ_SMOKE_SECONDS=5 SKIP_MODEL_TESTS="$(SKIP_MODEL_TESTS)" tests/run_all.sh build build-asan
 
 test-asan: deps
-	@$(MAKE) --no-print-directory tests BUILD=build-asan SAN=1
+	@$(MAKE) --no-print-directory $(TEST_J) tests BUILD=build-asan SAN=1
 	@SKIP_MODEL_TESTS="$(SKIP_MODEL_TESTS)" tests/run_all.sh build-asan
 
 crosscheck: deps

@@ -6,7 +6,8 @@
 # the unit tests and the scripts with that build's kvtrace (the legs run at the
 # same time when there is more than one core; KVTRACE_TEST_JOBS=1: one after
 # another); then, for each harness named in FUZZERS, a short libFuzzer run
-# (FUZZ_SMOKE_SECONDS, default 5). Each result line ends with its wall time.
+# (FUZZ_SMOKE_SECONDS, default 5; when the legs run at once, right after the
+# first leg, beside the others). Each result line ends with its wall time.
 #
 # The test model: stories260K.gguf, found as the demo finds the default model
 # (tests/lib/find_model.sh: $KVTRACE_MODEL_DIR, a checkout's ../shared/models,
@@ -134,9 +135,27 @@ leg() { # build directory: its unit tests and scripts, run with that build's kvt
     done
 }
 
+fuzz_all() { # a short run of every fuzz harness in FUZZERS (after its regression inputs)
+    secs=${FUZZ_SMOKE_SECONDS:-5}
+    for f in ${FUZZERS:-}; do
+        fuzz_smoke() {
+            if "$ROOT/tests/fuzz_run.sh" "$1" "$secs" "$LOG" >"$LOG/fuzz" 2>&1; then
+                echo "ok 1 - fuzz_$1 ran $secs s clean: $(grep -o 'Done [0-9]* runs' "$LOG/fuzz")"
+            else
+                echo "not ok 1 - fuzz_$1 found a failure"
+                tail -40 "$LOG/fuzz"
+                cat "$LOG"/regressions_*.log 2>/dev/null | tail -20
+            fi
+        }
+        run_one "fuzz_$f smoke ($secs s)" fuzz_smoke "$f"
+    done
+}
+
 # The legs (one per build directory) are independent: with more than one core
 # they run at the same time (KVTRACE_TEST_JOBS=1 runs them one after another).
-# The first prints as it goes; the others print, in order, when they end.
+# The first prints as it goes; the others print, in order, when they end. The
+# fuzz runs follow the first leg (the normal build, the shorter: make test's
+# ASan leg takes longer), so that they overlap the others rather than wait for them.
 jobs=${KVTRACE_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
 if [ $# -gt 1 ] && [ "$jobs" -gt 1 ]; then
     # the reference tokenizers are fetched once, before the legs could race to the same cache
@@ -150,6 +169,7 @@ if [ $# -gt 1 ] && [ "$jobs" -gt 1 ]; then
         (WORK="$LOG/leg$i"; leg "$b" >"$WORK/log" 2>&1; echo "$passed $failed $skipped" >"$WORK/counts") &
     done
     leg "$1"
+    fuzz_all
     wait
     i=0
     for b in "$@"; do
@@ -169,21 +189,7 @@ else
     for b in "$@"; do
         leg "$b"
     done
+    fuzz_all
 fi
-
-# a short run of every fuzz harness (after its regression inputs)
-secs=${FUZZ_SMOKE_SECONDS:-5}
-for f in ${FUZZERS:-}; do
-    fuzz_smoke() {
-        if "$ROOT/tests/fuzz_run.sh" "$1" "$secs" "$LOG" >"$LOG/fuzz" 2>&1; then
-            echo "ok 1 - fuzz_$1 ran $secs s clean: $(grep -o 'Done [0-9]* runs' "$LOG/fuzz")"
-        else
-            echo "not ok 1 - fuzz_$1 found a failure"
-            tail -40 "$LOG/fuzz"
-            cat "$LOG"/regressions_*.log 2>/dev/null | tail -20
-        fi
-    }
-    run_one "fuzz_$f smoke ($secs s)" fuzz_smoke "$f"
-done
 
 summary

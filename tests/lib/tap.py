@@ -29,6 +29,18 @@ def check(ok, what, detail=""):
     return ok
 
 
+def sanitized(kvtrace):
+    """Whether the kvtrace binary at this path is built with AddressSanitizer (make SAN=1): the
+    ASan leg of tests/run_all.sh. Scripts use it to run the costliest repeats of one failure class
+    in the normal leg only (each says which cases and why); never to skip a check altogether."""
+    import mmap
+    try:
+        with open(kvtrace, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return m.find(b"__asan_init") >= 0
+    except (OSError, ValueError):
+        return False
+
+
 NO_MODEL = "no test model: KVTRACE_MODEL_DIR is not set (tests/run_all.sh sets it)"
 
 

@@ -5,7 +5,10 @@ differ); a layer whose replay fails on rank 1 fails the whole run with exit 3, n
 leaves no output directory. The work unit is trace x layer x allocator (trace x all layers under a model-wide
 allocator). Faults (each under mpirun -n 2, then --resume without the fault): rank 1 killed by
 SIGKILL after its first unit, rank 1 seeing a bad copy of a trace (a node with another file), rank 1
-out of memory (its address space limited by a test hook): each exits non-zero naming rank 1 and the cause,
+out of memory (a trace whose layers' queries take 2.3 MiB, and rank 1's address space limited to 2 MiB
+more than it maps before its first unit by a test hook; under ASan, whose shadow memory makes that limit
+meaningless, ASan's allocator told to fail rank 1's allocations over 2 MiB: see oom): each exits non-zero
+naming rank 1 and the cause,
 leaves no output directory, keeps the finished units' results in OUT.work/, and --resume replays only
 the units without one (counted from its line and checked by the work folder's files), giving outputs
 byte-identical to the one-process run; a work folder of another command is refused with one line.
@@ -14,6 +17,7 @@ replaying some (--rank-times), byte-identical; killed mid-run, --resume replays 
 Skipped where the build has no MPI (no mpicc when it was built). TAP."""
 import csv
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,8 +27,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
+from tap import NO_MODEL, check, finish, model_file, sanitized, skip  # noqa: E402
 from test_study import L, write_trace  # noqa: E402
+from tracefile import write_root_attrs  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
 BUILD = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("BUILD", "build")   # run_all exports BUILD
@@ -269,6 +274,50 @@ def fidelity(tmp):
           "mpirun -n 1 fidelity: finishes", p.stderr)
 
 
+def oom_line(p, what):
+    """The out-of-memory error as kv_calloc words it, moved to rank 0: exit 1."""
+    lines = error_lines(p.stderr)
+    check(p.returncode == 1 and len(lines) == 1 and lines[0].startswith("kvtrace: error: rank 1 of 2: ") and
+          re.search(r": out of memory \(\d+ bytes\)$", lines[0]),
+          "%s: exit 1, \"kvtrace: error: rank 1 of 2: WHAT: out of memory (N bytes)\"" % what, p.stderr)
+
+
+def oom(tmp):
+    """Rank 1 out of memory: each unit of this trace reads one layer's queries, H * T * D * 4 =
+    16 * 300 * 128 * 4 = 2.3 MiB in one allocation, more than rank 1 is given: in the normal build
+    its address space is limited to 2 MiB more than it maps before its first unit
+    (KVTRACE_TEST_FAULT=1:oom:2, RLIMIT_AS: the headroom keeps HDF5's 1 MiB buffer, without which the
+    failure was at times HDF5's, reported as a bad /tokens); under ASan, whose shadow memory makes
+    an address-space limit meaningless, a wrapper gives rank 1 alone ASAN_OPTIONS that make every
+    allocation over 2 MiB fail (allocator_may_return_null: malloc returns NULL, as on a full machine;
+    its start-up allocates less, HDF5's largest buffer being 1 MiB + 8 bytes)."""
+    name = "wide.h5"   # L = 2 layers of H = 16 heads (K = 2) of D = 128, T = 300
+    rng = np.random.default_rng(70)
+    Hw, Kw, Dw, Tw = 16, 2, 128, 300
+    with h5py.File(os.path.join(tmp, name), "w") as f:
+        write_root_attrs(f, "test_mpi", L, Hw, Kw, Dw, Tw, 50)
+        f["tokens"] = rng.integers(0, 100, Tw).astype(np.int32)
+        f["keys"] = (rng.normal(size=Dw) + 0.6 * rng.normal(size=(L, Kw, Tw, Dw))).astype(np.float32)
+        f["values"] = rng.normal(size=(L, Kw, Tw, Dw)).astype(np.float32)
+        f["queries"] = (1.5 * rng.normal(size=(L, Hw, Tw, Dw))).astype(np.float32)
+    one = os.path.join(tmp, "w_one")
+    what = "rank 1 out of memory" + (" (ASan)" if sanitized(KVTRACE) else "")
+    check(sim([name], one, cwd=tmp).returncode == 0, "%s: one process" % what)
+    out = os.path.join(tmp, "w_oom")
+    if sanitized(KVTRACE):
+        wrap = os.path.join(tmp, "oom1.sh")
+        with open(wrap, "w") as f:
+            f.write('#!/bin/sh\nif [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then\n'
+                    '    ASAN_OPTIONS="$ASAN_OPTIONS:allocator_may_return_null=1:max_allocation_size_mb=2"\n'
+                    '    export ASAN_OPTIONS\nfi\nexec "$@"\n')
+        os.chmod(wrap, 0o755)
+        p = sim([name], out, 2, wrap=[wrap], cwd=tmp)
+    else:
+        p = sim([name], out, 2, env={"KVTRACE_TEST_FAULT": "1:oom:2"}, cwd=tmp)
+    oom_line(p, what)
+    fault_then_resume(tmp, one, [name], what, p, out, "out of memory")
+
+
 def faults(tmp):
     names = ["f%d.h5" % i for i in range(6)]   # relative: rank 1 may run in another directory
     for i, T in enumerate([70, 90, 60, 80, 50, 100]):
@@ -299,12 +348,7 @@ def faults(tmp):
     p = sim(names, out, 2, wrap=[wrap], cwd=tmp)
     fault_then_resume(tmp, one, names, "a bad trace on rank 1 only", p, out, "not finite")
     # rank 1 out of memory: its address space limited to what it maps before its first replay
-    out = os.path.join(tmp, "f_oom")
-    if "asan" in BUILD:
-        skip("rank 1 out of memory", "AddressSanitizer reserves its shadow memory: no address-space limit")
-    else:
-        p = sim(names, out, 2, env={"KVTRACE_TEST_FAULT": "1:oom:0"}, cwd=tmp)
-        fault_then_resume(tmp, one, names, "rank 1 out of memory", p, out, "out of memory")
+    oom(tmp)
     # one process, no MPI: --resume keeps the work folder too (killed after its second trace)
     out = os.path.join(tmp, "f_single")
     p = sim(names, out, extra=["--resume"], env={"KVTRACE_TEST_FAULT": "0:2:kill"}, cwd=tmp)
