@@ -1,5 +1,7 @@
 #include "h5util.h"
 
+#include <errno.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -231,12 +233,15 @@ bool h5u_slab_io(hid_t dset, int rank, const hsize_t *start, const hsize_t *coun
 {
     hid_t fspace = H5Dget_space(dset);
     hid_t mspace = H5Screate_simple(rank, count, NULL);
+    errno = 0; /* HDF5's own buffers come from malloc: ENOMEM when one was refused */
     bool ok = fspace >= 0 && mspace >= 0 &&
               H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
               (write ? H5Dwrite(dset, mtype, mspace, fspace, H5P_DEFAULT, buf)
                      : H5Dread(dset, mtype, mspace, fspace, H5P_DEFAULT, buf)) >= 0;
+    const int why = errno;
     if (mspace >= 0) H5Sclose(mspace);
     if (fspace >= 0) H5Sclose(fspace);
+    errno = ok ? 0 : why;
     return ok;
 }
 

@@ -43,7 +43,7 @@ int h5u_read_attr_str(hid_t obj, const char *where, const char *name, char *buf,
 
 /* Reads (write = false) or writes the hyperslab [start, start + count) of a
  * dataset of rank `rank` from/to a contiguous buffer in memory type `mtype`.
- * Returns false on any HDF5 failure. */
+ * Returns false on any HDF5 failure, errno then ENOMEM when memory ran out. */
 bool h5u_slab_io(hid_t dset, int rank, const hsize_t *start, const hsize_t *count, hid_t mtype,
                  void *buf, bool write);
 

@@ -298,7 +298,9 @@ static int read_slab(trace *tr, trace_dset d, const hsize_t *start, const hsize_
 {
     const trace_dset_spec *s = trace_spec(d);
     if (!h5u_slab_io(tr->dset[d], s->rank, start, count, mtype, buf, false))
-        return kv_fail(err, KV_EINPUT, "%s: cannot read %s (corrupt or truncated data)", tr->path, s->path);
+        return errno == ENOMEM ? kv_fail(err, KV_EFAIL, "%s: %s: out of memory", tr->path, s->path)
+                               : kv_fail(err, KV_EINPUT, "%s: cannot read %s (corrupt or truncated data)", tr->path,
+                                         s->path);
     return KV_OK;
 }
 

@@ -4,6 +4,7 @@
  * apart from the schema table (like /prompt_text): it has no T axis. Checked
  * on open (a float dataset of that shape), its values when a layer is read
  * (finite), so a policy that never asks reads none of it. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -72,7 +73,9 @@ int trace_wo_read(int64_t file_id, const trace_meta *m, int64_t layer, float *ou
     hid_t d = H5Dopen2((hid_t)file_id, TRACE_WO_PATH, H5P_DEFAULT);
     const hsize_t start[3] = {(hsize_t)layer, 0, 0}, count[3] = {1, (hsize_t)dim, (hsize_t)HD};
     const bool ok = d >= 0 && h5u_slab_io(d, 3, start, count, H5T_NATIVE_FLOAT, out, false);
+    const bool oom = !ok && errno == ENOMEM;
     if (d >= 0) H5Dclose(d);
+    if (oom) return kv_fail(err, KV_EFAIL, "%s: %s layer %lld: out of memory", where, TRACE_WO_PATH, (long long)layer);
     if (!ok) return kv_fail(err, KV_EINPUT, "%s: cannot read %s layer %lld", where, TRACE_WO_PATH, (long long)layer);
     for (int64_t i = 0; i < dim * HD; i++)
         if (!isfinite(out[i]))
