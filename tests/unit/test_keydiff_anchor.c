@@ -14,6 +14,7 @@
 #include "core/progress.h"
 #include "core/rng.h"
 #include "core/anchor.h"
+#include "policies/anchor_step.h"
 #include "policies/policy.h"
 #include "policies/select.h"
 #include "core/vecmath.h"
