@@ -9,7 +9,7 @@
 #include "core/vecmath.h"
 #include "core/vectorize.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) /* GCC and Clang */
 #include <immintrin.h>
 /* unit_rows for D a multiple of 16 in AVX-512 (chosen at run time; the same doubles: the sums are
  * exact): 32 columns of the sum in registers over the rows, each 8 floats widened in one step. */
@@ -86,11 +86,11 @@ static void unit_rows(const float *rows, const int64_t *idx, int64_t cnt, int64_
     }
     d0 = D / 8 * 8;
 #endif
-    for (; d0 < D; d0++)
-        for (int64_t i = 0; i < cnt; i++) {
-            double *u = unit ? unit + urow[i] * D + d0 : NULL;
-            const double v = rows ? ROUND_FRAC((double)rows[(idx ? idx[i] : i) * D + d0] * inv[i]) : *u;
-            sum[d0] += rows ? v : -v;
+    for (int64_t i = 0; d0 < D && i < cnt; i++) /* the columns left, row by row */
+        for (int64_t d = d0; d < D; d++) {
+            double *u = unit ? unit + urow[i] * D + d : NULL;
+            const double v = rows ? ROUND_FRAC((double)rows[(idx ? idx[i] : i) * D + d] * inv[i]) : *u;
+            sum[d] += rows ? v : -v;
             if (rows && u) *u = v;
         }
 }

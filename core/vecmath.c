@@ -7,7 +7,7 @@
 #include "core/kv_error.h"
 #include "core/vectorize.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) /* GCC and Clang */
 #include <immintrin.h>
 /* Four rows' dot products at once (x[r]·y[r], y rows of YT) with VM_DOT16's arithmetic, so the same
  * doubles, in AVX-512 (chosen at run time): the rows' chains interleave and each 8 floats widen in
@@ -39,8 +39,8 @@ VM_DOTS4_512(dots4_ff, float)
 #define VM_HAVE_512() __builtin_cpu_supports("avx512f")
 #else
 #define VM_HAVE_512() 0
-#define dots4_fd(x, y, D, out) (void)0
-#define dots4_ff(x, y, D, out) (void)0
+#define dots4_fd(x, y, D, out) ((void)(x), (void)(y))
+#define dots4_ff(x, y, D, out) ((void)(x), (void)(y))
 #endif
 
 double vm_norm_d(const double *y, int64_t D)
