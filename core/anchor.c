@@ -27,9 +27,8 @@ __attribute__((target("avx512f"))) static void rows_512(const float *rows, const
             const __m512d iv = _mm512_set1_pd(k ? inv[i] : 0.0);
             _Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
                 if (b >= nb) break;
-                __m512d v;
-                if (k) v = _mm512_sub_pd(_mm512_add_pd(_mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(k + 8 * b)), iv), c), c);
-                else v = _mm512_loadu_pd(u + 8 * b);
+                __m512d v = k ? _mm512_cvtps_pd(_mm256_loadu_ps(k + 8 * b)) : _mm512_loadu_pd(u + 8 * b);
+                if (k) v = _mm512_sub_pd(_mm512_add_pd(_mm512_mul_pd(v, iv), c), c); /* ROUND_FRAC */
                 if (k && u) _mm512_storeu_pd(u + 8 * b, v);
                 a[b] = _mm512_add_pd(a[b], v);
             }
@@ -76,7 +75,7 @@ static void unit_rows(const float *rows, const int64_t *idx, int64_t cnt, int64_
             _Pragma("GCC unroll 4") for (int b = 0; b < 4; b++) {
                 if (b >= nb) break;
                 if (!k) memcpy(&v, u + 8 * b, sizeof v);
-                else v = (VM_CVT8(k + 8 * b, float) * inv[i] + 98304.0) - 98304.0;
+                else v = (VM_CVT8(k + 8 * b) * inv[i] + 98304.0) - 98304.0;
                 if (k && u) memcpy(u + 8 * b, &v, sizeof v);
                 a[b] += v;
             }

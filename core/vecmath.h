@@ -7,7 +7,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "core/kv_error.h"
 
@@ -39,12 +38,11 @@ VM_DOT16(vm_dot16_ff, float)
 VM_DOT16(vm_dot16_fd, double)
 
 /* Vectors of 8 doubles (GCC/Clang): a cloned loop (vectorize.h) written in them runs in registers of
- * the clone's width; VM_CVT8 widens 8 floats (or reads 8 doubles) at P. */
+ * the clone's width; VM_CVT8 widens the 8 floats at P. */
 #if defined(__GNUC__)
 typedef double vm_double8 __attribute__((vector_size(64)));
 typedef float vm_float8u __attribute__((vector_size(32), aligned(4), may_alias));
-typedef double vm_double8u __attribute__((vector_size(64), aligned(8), may_alias));
-#define VM_CVT8(P, YT) __builtin_convertvector(*(const vm_##YT##8u *)(P), vm_double8)
+#define VM_CVT8(P) __builtin_convertvector(*(const vm_float8u *)(P), vm_double8)
 #endif
 
 /* Every dot product and norm here sums in 16 double lanes combined in a
