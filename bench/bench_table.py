@@ -5,7 +5,8 @@ to read it). Rows:
              trace (T = 2048, 16 layers) against bench/peer_sim_torch.py on the same trace (its summary
              metrics and kept sets compared: same computation), GFLOP/s counted alike; and against OpenBLAS
              sgemm (1024^3, 2 threads, the better of a run before and one after)
-  keydiff    keydiff's scoring ns per candidate (timing.csv of that run) / reading its N + B keys once
+  keydiff    keydiff's scoring ns per candidate (timing.csv of that run) / reading its N + B keys once into
+             float sums (the goal's baseline) and into double sums (SPEC §4's floor), both ratios shown
   sim-T      `kvtrace sim` wall vs T (keydiff, tova, snapkv; N = 256, B = 64; llama-3.2-1b heads, 2 layers)
              at T = 1024 ... 8192: log-log least-squares exponent
   analyze    bench/bench_analyze.py's exponent (T = 2048 ... 8192)
@@ -169,19 +170,34 @@ def row_sim_rate(tmp):
                   met(rate * psecs / flops if rt.endswith("x") else "", goal_min=2.5))))
 
 
+def keyread(n, D):
+    """bench_keyread: ns per candidate to read n keys of D floats once, into float sums and into double sums."""
+    f = run([KEYREAD, str(n), str(D), "0.4"]).stdout.split()
+    return float(f[4]), float(f[6])
+
+
+def keydiff_entry(meas):
+    """meas: (N, ns per candidate, float read, double read) per budget -> the table row at the worst N. The
+    goal is judged against the float read (the issue's); the double read, the floor for a score SPEC §4
+    accumulates in double, is shown beside it with its ratio."""
+    N, ns, fr, dr = max(meas, key=lambda m: m[1] / m[2])
+    return ("keydiff", ("keydiff scoring per candidate (worst N=%d)" % N, "%.2f ns" % ns,
+                        "key read %.2f ns (float sums) / %.2f ns (double sums)" % (fr, dr),
+                        "%.1fx float / %.1fx double" % (ns / fr, ns / dr), "<= 2x float", met(ns / fr, goal_max=2.0)))
+
+
 def row_keydiff(out, D, B):
-    worst = None
+    meas = []
     with open(os.path.join(out, "timing.csv")) as f:
         for r in csv.DictReader(f):
             if r["policy"] != "keydiff":
                 continue
             N, ns = int(r["budget"]), float(r["score_ns_per_candidate"])
-            read = float(run([KEYREAD, str(N + B), str(D), "0.4"]).stdout.split()[4])
-            print("keydiff: N=%d scoring %.2f ns/candidate, reading its keys once %.2f ns: %.1fx" % (N, ns, read, ns / read))
-            if worst is None or ns / read > worst[2]:
-                worst = (ns, read, ns / read, N)
-    TABLE.append(("keydiff", ("keydiff scoring per candidate (worst N=%d)" % worst[3], "%.2f ns" % worst[0], "key read %.2f ns" % worst[1],
-                  "%.1fx" % worst[2], "<= 2x", met(worst[2], goal_max=2.0))))
+            fr, dr = keyread(N + B, D)
+            print("keydiff: N=%d scoring %.2f ns/candidate; reading its keys once %.2f ns into float sums (%.1fx), "
+                  "%.2f ns into double sums (%.1fx)" % (N, ns, fr, ns / fr, dr, ns / dr))
+            meas.append((N, ns, fr, dr))
+    TABLE.append(keydiff_entry(meas))
 
 
 def row_sim_T(tmp):

@@ -8,28 +8,18 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "core/kv_error.h"
 #define ANCHOR_MAX_N ((int64_t)1 << 16)
 
 /* sum[D] = Σ_j rounded rows_j / norms_j from scratch (a zero row adds nothing); inv: n doubles. */
 void anchor_sum(const float *rows, int64_t n, int64_t D, const double *norms, double *inv, double *sum);
 
-/* The sum kept across steps for one stream (zeroed: empty). anchor_update makes the candidates
- * (positions ascending) the members, norms[n] out, choosing by cost (docs/policies.md): the sum
- * updated by the keys that joined (norm, rounded k̂ kept) and left (their k̂ taken back), or
- * from scratch in one pass of norms and sum, the members then dropped (same doubles either way). */
-typedef struct { int64_t pos, row; double norm; } anchor_member;
-typedef struct {
-    int64_t D, n, cap, n_free, last_pos;
-    double *sum;                /* [D] */
-    anchor_member *m, *next;    /* [cap] the members by position, the next list */
-    double *unit, *inv;         /* [cap][D] each member's rounded k̂, at its row; [cap] scratch */
-    int64_t *free_rows, *idx;   /* [cap] free rows; [2 cap] the rows that leave, or the joiners and their rows */
-    int64_t steps, scratch;     /* updates, and how many were from scratch */
-} anchor_state;
-int anchor_update(anchor_state *a, const float *rows, const int64_t *pos, int64_t n, int64_t D, double *norms,
-                  kv_err *err);
-void anchor_free(anchor_state *a);
+/* The pieces of a step's update (policies/anchor_step.c keeps the members). anchor_join: rows
+ * idx[0..cnt) (all when idx is NULL) join: norms[idx[i]] (vm_norm's values), their rounded k̂ added
+ * to sum and, with unit, kept at rows urow[i] of unit [..][D]; inv: cnt doubles of scratch.
+ * anchor_leave: the kept rows urow[0..cnt) taken off the sum (exactly what joined). */
+void anchor_join(const float *rows, const int64_t *idx, int64_t cnt, int64_t D, double *norms, double *unit,
+                 const int64_t *urow, double *sum, double *inv);
+void anchor_leave(const double *unit, const int64_t *urow, int64_t cnt, int64_t D, double *sum);
 
 /* keydiff's cosine scores from a sum of the normalised rows: out[j] = −cos(k_j, sum/n), or with
  * pairwise −(k_j·sum/‖k_j‖ − 1)/(n−1) (0 with one row or a zero row); mu: D doubles (may be sum). */

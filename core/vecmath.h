@@ -35,6 +35,15 @@ static inline double vm_lanes_sum(const double *a)
         return s;                                                                                   \
     }
 VM_DOT16(vm_dot16_ff, float)
+VM_DOT16(vm_dot16_fd, double)
+
+/* Vectors of 8 doubles (GCC/Clang): a cloned loop (vectorize.h) written in them runs in registers of
+ * the clone's width; VM_CVT8 widens the 8 floats at P. */
+#if defined(__GNUC__)
+typedef double vm_double8 __attribute__((vector_size(64)));
+typedef float vm_float8u __attribute__((vector_size(32), aligned(4), may_alias));
+#define VM_CVT8(P) __builtin_convertvector(*(const vm_float8u *)(P), vm_double8)
+#endif
 
 /* Every dot product and norm here sums in 16 double lanes combined in a
  * fixed order; the single-row and batch forms give the same values. */
@@ -42,12 +51,14 @@ double vm_norm(const float *x, int64_t D);
 double vm_dot(const float *x, const double *y, int64_t D);
 double vm_dot_ff(const float *x, const float *y, int64_t D);
 
-/* Batch forms, vectorised. vm_weighted_mean: mean[D] of the rows, each
+/* Batch forms, vectorised. vm_norms_of: norms[idx[i]] (norms[i] when idx is NULL) = vm_norm of row
+ * idx[i], i < cnt. vm_weighted_mean: mean[D] of the rows, each
  * divided by its norm (norms[j] = vm_norm of row j; zero rows count as zero)
  * or, with norms NULL, as they are; w: n doubles of the caller's scratch.
  * vm_dots: out[j] = x_j · y. */
 void vm_weighted_mean(const float *rows, int64_t n, int64_t D, const double *norms, double *mean, double *w);
 void vm_dots(const float *rows, int64_t n, int64_t D, const double *y, double *out);
+void vm_norms_of(const float *rows, const int64_t *idx, int64_t cnt, int64_t D, double *norms);
 
 /* dots[j] becomes −vm_cos(dots[j], norms[j], ny), for a whole row of candidates. */
 void vm_cos_scores(double *dots, const double *norms, double ny, int64_t n);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/anchor.h"
+#include "policies/anchor_step.h"
 #include "policies/policy.h"
 #include "policies/select.h"
 #include "core/vecmath.h"
@@ -37,10 +38,16 @@ static double l2_dist(const float *k, const double *mu, int64_t D)
     return sqrt(s);
 }
 
+typedef struct {
+    anchor_state a;  /* the exact Σ k̂, step by step */
+    double *buf;     /* [2 D + 2 cap] the scores' scratch, kept across calls */
+    int64_t cap;
+} keydiff_state;
+
 static int keydiff_create(const policy_config *cfg, void **state, kv_err *err)
 {
     (void)cfg;
-    anchor_state *c = kv_calloc(1, sizeof *c, "keydiff state", err); /* the exact Σ k̂, step by step */
+    keydiff_state *c = kv_calloc(1, sizeof *c, "keydiff state", err);
     if (!c) return err->code;
     *state = c;
     return KV_OK;
@@ -48,8 +55,9 @@ static int keydiff_create(const policy_config *cfg, void **state, kv_err *err)
 
 static void keydiff_destroy(void *state)
 {
-    anchor_free(state);
-    free(state);
+    keydiff_state *c = state;
+    anchor_free(&c->a);
+    free(c->buf), free(c);
 }
 
 /* The norms and μ·n: the exact Σ k̂ updated by the keys that joined and left since the last
@@ -74,14 +82,15 @@ static int keydiff_score(const policy_config *cfg, void *state, const policy_vie
 {
     int anchor = policy_choice(cfg, "anchor"), metric = policy_choice(cfg, "metric");
     const int64_t D = v->D, n = v->n;
-    double *sum = kv_calloc((size_t)(2 * D + 2 * n), sizeof(double), "keydiff scores", err); /* [D] [D] [n] [n] */
-    if (!sum) return err->code;
-    double *mu = sum + D, *norms = mu + D, *w = norms + n;
-    int rc = anchor_of(state, v, anchor != ANCHOR_RAW, norms, sum, w, err);
-    if (rc) {
-        free(sum);
-        return rc;
+    keydiff_state *c = state;
+    if (n + D > c->cap) {
+        double *b = realloc(c->buf, sizeof(double) * (size_t)(2 * (n + D)));
+        if (!b) return kv_fail(err, KV_EFAIL, "keydiff: out of memory for %lld candidates", (long long)n);
+        c->buf = b, c->cap = n + D;
     }
+    double *sum = c->buf, *mu = sum + D, *norms = mu + D, *w = norms + n; /* [D] [D] [n] [n] */
+    int rc = anchor_of(&c->a, v, anchor != ANCHOR_RAW, norms, sum, w, err);
+    if (rc) return rc;
     if (anchor == ANCHOR_PAIRWISE || metric == METRIC_COS) {
         anchor_cos_scores(v->keys, n, D, norms, sum, anchor == ANCHOR_PAIRWISE, mu, scores);
     } else {
@@ -89,7 +98,6 @@ static int keydiff_score(const policy_config *cfg, void *state, const policy_vie
         if (metric == METRIC_DOT) vm_dots(v->keys, n, D, mu, scores);
         for (int64_t j = 0; j < n; j++) scores[j] = metric == METRIC_L2 ? l2_dist(v->keys + j * D, mu, D) : -scores[j];
     }
-    free(sum);
     policy_protect_recent(v, policy_recent_count(policy_num(cfg, "window"), v->budget), scores);
     return KV_OK;
 }

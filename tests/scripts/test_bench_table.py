@@ -1,8 +1,9 @@
 """bench/bench_table.py (make bench, issue #24) without its peers (python3-torch is a bench dependency,
 not a test one): a ratio between sides that ran different OpenBLAS kernels is refused in words, never
-printed as a number; the growth exponent is the log-log least-squares slope (closed forms); the
-attention FLOP count equals a brute count; the peer comparison finds a metric or a kept position that
-differs from kvtrace's (a small `kvtrace sim` run, its own numbers as the 'peer', then changed).
+printed as a number; the keydiff row shows both key reads and judges the goal against the float one;
+the growth exponent is the log-log least-squares slope (closed forms); the attention FLOP count
+equals a brute count; the peer comparison finds a metric or a kept position that differs from
+kvtrace's (a small `kvtrace sim` run, its own numbers as the 'peer', then changed).
 
     /usr/bin/python3 tests/scripts/test_bench_table.py build"""
 import math
@@ -38,6 +39,11 @@ def pure():
     brute = sum(4 * D * (i + 1) for i in range(T)) * L * H  # causal reference: every j <= i
     brute += 2 * sum(4 * D * min(i + 1, N + B) for N in budgets for i in range(T)) * L * H
     check(bt.attention_flops(L, H, D, T, budgets, B, 2) == brute, "attention FLOP count equals a brute count")
+    tag, row = bt.keydiff_entry([(128, 20.0, 4.0, 8.0), (256, 12.0, 4.0, 5.0)])
+    check(tag == "keydiff" and row[0].endswith("(worst N=128)") and row[3] == "5.0x float / 2.5x double"
+          and row[4] == "<= 2x float" and row[5] == "no" and "4.00 ns (float sums) / 8.00 ns (double sums)" in row[2]
+          and bt.keydiff_entry([(64, 7.0, 4.0, 6.0)])[1][5] == "yes",
+          "keydiff row: the worst N against the float read, the double read beside it", row)
 
 
 def peer_compare(tmp):

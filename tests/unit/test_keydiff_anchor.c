@@ -5,7 +5,8 @@
  * equal, bit for bit, those computed from scratch at every step (keydiff with
  * a fresh state, and anchor_sum + anchor_cos_scores, the expressions' path), so the kept sets are equal;
  * a candidate list whose positions do not ascend rebuilds the sum and still
- * agrees; anchor=norm and pairwise, window 0 and 0.25. */
+ * agrees; anchor=norm and pairwise, window 0 and 0.25; the batch dot products and norms (AVX-512
+ * where the CPU has it) equal the single-row forms, and joins then leaves give the sum back. */
 #include "testutil.h"
 
 #include <math.h>
@@ -14,6 +15,7 @@
 #include "core/progress.h"
 #include "core/rng.h"
 #include "core/anchor.h"
+#include "policies/anchor_step.h"
 #include "policies/policy.h"
 #include "policies/select.h"
 #include "core/vecmath.h"
@@ -132,11 +134,43 @@ static void anchor_cos_is_keydiffs(void **st)
     free(k), free(norms), free(w), free(a), free(b);
 }
 
+/* The batch forms (AVX-512 where the CPU has it, four rows at once) give the single-row forms'
+ * doubles, and the joins and leaves the from-scratch sum's, for D with and without column tails. */
+static void batch_forms_equal_single_rows(void **st)
+{
+    (void)st;
+    float *k = make_keys(3);
+    enum { n = 23 };
+    const int64_t Ds[] = {64, 80, 36, 8, 3}, idx[] = {5, 0, 9, 22, 13, 7, 1};
+    double y[128], out[n], norms[n], sum[128], ref[128], inv[n], unit[n * 128];
+    for (int d = 0; d < 128; d++) y[d] = 0.3 - 0.01 * d + 1e-3 / (d + 1);
+    for (size_t c = 0; c < sizeof Ds / sizeof *Ds; c++) {
+        const int64_t E = Ds[c];
+        vm_dots(k, n, E, y, out);
+        vm_norms_of(k, NULL, n, E, norms);
+        for (int64_t j = 0; j < n; j++) {
+            const double dot = vm_dot(k + j * E, y, E), nrm = vm_norm(k + j * E, E);
+            assert_memory_equal(&out[j], &dot, sizeof dot);
+            assert_memory_equal(&norms[j], &nrm, sizeof nrm);
+        }
+        anchor_sum(k, n, E, norms, inv, ref);   /* from scratch */
+        memset(sum, 0, sizeof sum);
+        anchor_join(k, NULL, n, E, norms, NULL, NULL, sum, inv);
+        assert_memory_equal(sum, ref, sizeof(double) * (size_t)E);
+        const int64_t rows[] = {3, 1, 0, 6, 2, 5, 4};  /* 7 rows join at unit rows, then leave */
+        anchor_join(k, idx, 7, E, norms, unit, rows, sum, inv);
+        anchor_leave(unit, rows, 7, E, sum);
+        assert_memory_equal(sum, ref, sizeof(double) * (size_t)E);
+    }
+    free(k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(incremental_equals_from_scratch),
         cmocka_unit_test(anchor_cos_is_keydiffs),
+        cmocka_unit_test(batch_forms_equal_single_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
