@@ -117,21 +117,66 @@ else
     echo "# test models: $KVTRACE_MODEL_DIR (made from $MODEL_GGUF)"
 fi
 
-leg() { # build directory: its unit tests and scripts, run with that build's kvtrace
+jobs_of() { # build directory: its tests, one per line "KIND PATH" (unit, sh, py), in run order
+    for t in "$ROOT/$1"/tests/test_*; do
+        [ -x "$t" ] && echo "unit $t"
+    done
+    for s in "$ROOT"/tests/scripts/*.sh; do
+        [ -f "$s" ] && echo "sh $s"
+    done
+    for s in "$ROOT"/tests/scripts/*.py; do
+        [ -f "$s" ] && echo "py $s"
+    done
+}
+
+run_job() { # build directory, kind, path: one test with that build's kvtrace
     BUILD=$1
     KVTRACE="$ROOT/$BUILD/kvtrace"
     export KVTRACE BUILD
-    for t in "$ROOT/$BUILD"/tests/test_*; do
-        [ -x "$t" ] || continue
-        run_one "$BUILD/$(basename "$t")" "$t"
+    case $2 in
+        unit) run_one "$BUILD/$(basename "$3")" "$3" ;;
+        sh) run_one "$BUILD: $(basename "$3")" sh "$3" ;;
+        *) run_one "$BUILD: $(basename "$3")" "$PY" "$3" ;;
+    esac
+}
+
+leg() { # build directory: its unit tests and scripts, run with that build's kvtrace
+    jobs_of "$1" >"$WORK/jobs"
+    while read -r kind path <&3; do # the list on fd 3: a test reading its stdin cannot eat it
+        run_job "$1" "$kind" "$path"
+    done 3<"$WORK/jobs"
+}
+
+claim() { # leg number, line: true for the one worker that takes that test (mkdir is atomic)
+    mkdir "$LOG/claims/$1.$2" 2>/dev/null
+}
+
+worker() { # own leg number, then every build directory: its own leg's tests in order, then
+    # (after the fuzz runs, for the first) the tests no worker has started yet, from the end of the
+    # others' lists: a worker that ends early takes over the tail of a longer leg
+    own=$1
+    shift
+    i=0
+    for b in "$@"; do
+        i=$((i + 1))
+        [ "$i" -eq "$own" ] || continue
+        n=0
+        while read -r kind path <&3; do
+            n=$((n + 1))
+            claim "$i" "$n" && run_job "$b" "$kind" "$path"
+        done 3<"$LOG/jobs$i"
     done
-    for s in "$ROOT"/tests/scripts/*.sh; do
-        [ -f "$s" ] || continue
-        run_one "$BUILD: $(basename "$s")" sh "$s"
-    done
-    for s in "$ROOT"/tests/scripts/*.py; do
-        [ -f "$s" ] || continue
-        run_one "$BUILD: $(basename "$s")" "$PY" "$s"
+    [ "$own" -eq 1 ] && fuzz_all
+    i=0
+    for b in "$@"; do
+        i=$((i + 1))
+        [ "$i" -eq "$own" ] && continue
+        n=$(wc -l <"$LOG/jobs$i")
+        while [ "$n" -gt 0 ]; do
+            line=$(sed -n "${n}p" "$LOG/jobs$i")
+            claim "$i" "$n" && run_job "$b" "${line%% *}" "${line#* }"
+            n=$((n - 1))
+        done
     done
 }
 
@@ -152,24 +197,32 @@ fuzz_all() { # a short run of every fuzz harness in FUZZERS (after its regressio
 }
 
 # The legs (one per build directory) are independent: with more than one core
-# they run at the same time (KVTRACE_TEST_JOBS=1 runs them one after another).
-# The first prints as it goes; the others print, in order, when they end. The
-# fuzz runs follow the first leg (the normal build, the shorter: make test's
-# ASan leg takes longer), so that they overlap the others rather than wait for them.
+# they run at the same time, one worker per leg (KVTRACE_TEST_JOBS=1 runs them
+# one after another). The first worker prints as it goes; the others print, in
+# order, when they end. The fuzz runs follow the first worker's own leg (the
+# normal build, the shorter: make test's ASan leg takes longer); then a worker
+# whose own tests are done takes the tests nobody has started from the end of
+# the other legs' lists, so the legs end together rather than one waiting on
+# the other. Each test runs once, under its own build's kvtrace, whoever runs it.
 jobs=${KVTRACE_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
 if [ $# -gt 1 ] && [ "$jobs" -gt 1 ]; then
     # the reference tokenizers are fetched once, before the legs could race to the same cache
     "$ROOT/tests/lib/fetch_tokenizers.sh" >/dev/null 2>&1 || true
+    mkdir "$LOG/claims"
+    i=0
+    for b in "$@"; do
+        i=$((i + 1))
+        jobs_of "$b" >"$LOG/jobs$i"
+    done
     i=0
     for b in "$@"; do
         i=$((i + 1))
         [ "$i" -eq 1 ] && continue
         mkdir "$LOG/leg$i"
         : >"$LOG/leg$i/skips"
-        (WORK="$LOG/leg$i"; leg "$b" >"$WORK/log" 2>&1; echo "$passed $failed $skipped" >"$WORK/counts") &
+        (WORK="$LOG/leg$i"; worker "$i" "$@" >"$WORK/log" 2>&1; echo "$passed $failed $skipped" >"$WORK/counts") &
     done
-    leg "$1"
-    fuzz_all
+    worker 1 "$@"
     wait
     i=0
     for b in "$@"; do
