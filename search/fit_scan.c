@@ -1,5 +1,6 @@
 /* fit_scan: the rows of the feature files gathered into eviction steps (contiguous rows of one
  * trace, layer, kv_head and step), each standardised as expr's z() and handed to the caller. */
+#include <errno.h>
 #include <hdf5.h>
 #include <math.h>
 #include <stdlib.h>
@@ -91,12 +92,15 @@ typedef struct {
     uint8_t *keep;
 } block;
 
+/* False when the rows cannot be read; errno is then ENOMEM when HDF5 ran out of memory (h5util.h). */
 static bool read_col(hid_t g, const char *name, hsize_t r0, hsize_t n, hsize_t F, hid_t mt, void *buf)
 {
     hid_t ds = H5Dopen(g, name, H5P_DEFAULT);
     const hsize_t start[2] = {r0, 0}, count[2] = {n, F};
     const bool ok = ds >= 0 && h5u_slab_io(ds, F ? 2 : 1, start, count, mt, buf, false);
+    const int why = errno;
     if (ds >= 0) H5Dclose(ds);
+    errno = ok ? 0 : why;
     return ok;
 }
 
@@ -117,8 +121,10 @@ static int h5_trace(stepbuf *b, hid_t g, block *k, kv_err *err)
             !read_col(g, "step", r0, n, 0, H5T_NATIVE_INT32, k->step) ||
             !read_col(g, "future_attn", r0, n, 0, H5T_NATIVE_FLOAT, k->attn) ||
             !read_col(g, "oracle_keep", r0, n, 0, H5T_NATIVE_UINT8, k->keep))
-            return kv_fail(err, KV_EINPUT, "%s: trace %s: rows %llu.. unreadable", b->in->files[b->file], b->trace,
-                           (unsigned long long)r0);
+            return errno == ENOMEM ? kv_fail(err, KV_EFAIL, "%s: trace %s: rows %llu..: out of memory",
+                                             b->in->files[b->file], b->trace, (unsigned long long)r0)
+                                   : kv_fail(err, KV_EINPUT, "%s: trace %s: rows %llu.. unreadable",
+                                             b->in->files[b->file], b->trace, (unsigned long long)r0);
         for (hsize_t j = 0; !rc && j < n; j++) {
             for (int f = 0; f < F; f++) row[f] = k->feat[j * (hsize_t)Ff + (hsize_t)b->in->col[b->file][f]];
             const int64_t r = (int64_t)(r0 + j);

@@ -5,7 +5,12 @@ is limited just before its first replay so that kvtrace's buffers fit and HDF5's
 RLIMIT_AS at what it maps + 3 MiB (KVTRACE_TEST_FAULT 0:oom:3) in the normal leg, ASan's
 allocator refusing any block over 2 MiB in the ASan leg (an address-space limit means nothing under
 ASan). Either way `kvtrace sim` must exit 1 with `FILE: /queries: out of memory` (before the fix it
-said `cannot read /queries (corrupt or truncated data)`, exit 3) and leave no output. TAP."""
+said `cannot read /queries (corrupt or truncated data)`, exit 3) and leave no output.
+`kvtrace fit` reads its feature files through the same HDF5 reads: on a features file whose
+/traces/t/features is one gzip chunk of 1.6 MB it fits as on the original file in both legs, and in
+the ASan leg, with blocks over 1 MiB refused, says `FILE: trace t: rows 0..: out of memory`, exit 1
+(the normal leg has no hook to limit fit's memory after start-up, and an address-space limit from
+the start stops OpenBLAS first). TAP."""
 import os
 import subprocess
 import sys
@@ -20,8 +25,9 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 KVTRACE = os.environ.get("KVTRACE") or os.path.join(ROOT, sys.argv[1] if len(sys.argv) > 1 else "build", "kvtrace")
 
 
-def one_chunk_queries(src, dst):
-    """dst = src with /queries rewritten as a single gzip chunk [L, H, T, D]; everything else copied."""
+def one_chunk(src, dst, path):
+    """dst = src with the dataset at path rewritten as a single gzip chunk; everything else copied.
+    Returns the chunk's size in bytes."""
     with h5py.File(src, "r") as a, h5py.File(dst, "w") as b:
         for k, v in a.attrs.items():
             b.attrs[k] = v
@@ -31,14 +37,46 @@ def one_chunk_queries(src, dst):
                 g = b.require_group(name)
                 for k, v in obj.attrs.items():
                     g.attrs[k] = v
-            elif name != "queries":
+            elif name != path:
                 a.copy(obj, b, name=name)
         a.visititems(copy)
-        q = a["queries"]
-        d = b.create_dataset("queries", data=q[...], chunks=q.shape, compression="gzip")
+        q = a[path]
+        d = b.create_dataset(path, data=q[...], chunks=q.shape, compression="gzip")
         for k, v in q.attrs.items():
             d.attrs[k] = v
-        return d.chunks, q.dtype.itemsize
+        return q.size * q.dtype.itemsize
+
+
+def asan_refusing_over(mb):
+    """The environment of a run whose ASan allocator refuses any block over mb MiB (returns NULL)."""
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = ":".join(x for x in (env.get("ASAN_OPTIONS", ""), "allocator_may_return_null=1",
+                                               "max_allocation_size_mb=%d" % mb) if x)
+    return env
+
+
+def fit_case(tmp, src):
+    feats, big = os.path.join(tmp, "f.h5"), os.path.join(tmp, "fbig.h5")
+    subprocess.run([KVTRACE, "features", src, "--policy", "oracle", "--budget", "32", "--chunk", "16", "--quiet",
+                    "-o", feats], check=True)
+    nbytes = one_chunk(feats, big, "traces/t/features")
+    check(nbytes > 1 << 20, "the features chunk is over 1 MiB", nbytes)
+    fits = [subprocess.run([KVTRACE, "fit", f, "--objective", "ls", "-o", os.path.join(tmp, o)], capture_output=True,
+                           text=True) for f, o in ((feats, "fit_a"), (big, "fit_b"))]
+    def policy(o):  # the definitions, without the comment lines naming the command and the file
+        with open(os.path.join(tmp, o, "policy.defines")) as f:
+            return [x for x in f if not x.startswith("#")]
+    same = all(p.returncode == 0 for p in fits) and policy("fit_a") == policy("fit_b") and policy("fit_a")
+    check(same, "fit on the one-chunk features file: the same policy as on the original", [p.stderr for p in fits])
+    if not sanitized(KVTRACE):
+        return
+    out = os.path.join(tmp, "fit_oom")
+    p = subprocess.run([KVTRACE, "fit", big, "--objective", "ls", "-o", out], capture_output=True, text=True,
+                       env=asan_refusing_over(1), timeout=300)
+    lines = [x for x in p.stderr.splitlines() if x.startswith("kvtrace:")]
+    check(p.returncode == 1 and lines == ["kvtrace: error: %s: trace t: rows 0..: out of memory" % big],
+          "fit, HDF5 out of memory: exit 1, one line: FILE: trace t: rows 0..: out of memory", (p.returncode, p.stderr))
+    check(not os.path.exists(out), "fit out of memory: no output", os.listdir(tmp))
 
 
 def main():
@@ -46,21 +84,13 @@ def main():
         src, big, out = (os.path.join(tmp, n) for n in ("t.h5", "big.h5", "res"))
         subprocess.run([KVTRACE, "synth", "--layers", "8", "--heads", "4", "--kv-heads", "2", "--head-dim", "64",
                         "--tokens", "600", "--seed", "5", "--quiet", "-o", src], check=True)
-        chunks, size = one_chunk_queries(src, big)
-        nbytes = size
-        for c in chunks:
-            nbytes *= c
+        nbytes = one_chunk(src, big, "queries")
         check(nbytes > 4 << 20, "the /queries chunk is over 4 MiB", nbytes)
         ok = subprocess.run([KVTRACE, "sim", big, "--policies", "tova", "--budgets", "64", "--chunk", "32",
                              "--threads", "1", "--quiet", "-o", out], capture_output=True, text=True)
         check(ok.returncode == 0, "the one-chunk trace replays without a limit", ok.stderr)
         os.rename(out, out + ".ok")
-        env = dict(os.environ)
-        if sanitized(KVTRACE):
-            env["ASAN_OPTIONS"] = ":".join(x for x in (env.get("ASAN_OPTIONS", ""), "allocator_may_return_null=1",
-                                                       "max_allocation_size_mb=2") if x)
-        else:
-            env["KVTRACE_TEST_FAULT"] = "0:oom:3"
+        env = asan_refusing_over(2) if sanitized(KVTRACE) else dict(os.environ, KVTRACE_TEST_FAULT="0:oom:3")
         p = subprocess.run([KVTRACE, "sim", big, "--policies", "tova", "--budgets", "64", "--chunk", "32",
                             "--threads", "1", "--quiet", "-o", out], capture_output=True, text=True, env=env,
                            timeout=300)
@@ -70,6 +100,7 @@ def main():
               p.stderr)
         check("corrupt" not in p.stderr, "not reported as a corrupt trace", p.stderr)
         check(not os.path.exists(out) and not os.path.exists(out + ".work"), "no output, no work folder", os.listdir(tmp))
+        fit_case(tmp, src)
     return finish()
 
 
