@@ -82,6 +82,12 @@ BIN      := $(BUILD)/kvtrace
 # --device cuda, built whenever nvcc is found; Hopper sm_90 code plus PTX.
 # It is built once, in build/; other build directories link to it.
 NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+# a toolkit without cuBLAS (nvcc alone, as some machine images ship it) cannot build the backend:
+# it is then left out, as without nvcc
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+ifeq ($(wildcard $(addsuffix /include/cublas_v2.h,$(CUDA_HOME)) $(addsuffix /targets/*/include/cublas_v2.h,$(CUDA_HOME))),)
+  NVCC :=
+endif
 CUDA_SO      := build/libkvtrace_cuda.so
 CUDA_SRC     := $(wildcard model/cuda/*.cu)
 CUDA_OBJ     := $(CUDA_SRC:%.cu=build/cuda/%.o) build/cuda/kv_error.o
