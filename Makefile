@@ -131,6 +131,10 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VEC) $(WARN) -MMD -MP -c $< -o $@
 
+# the CPU kernels split their products over OpenMP threads (model/backend_cpu.c)
+$(BUILD)/obj/model/backend_cpu.o: CFLAGS += -fopenmp
+LDLIBS  += -fopenmp
+
 # pyplug.o is rebuilt when the Python probe's answer changes (e.g. make deps installed libpython3-dev)
 $(BUILD)/obj/python/pyplug.o: CPPFLAGS += $(PY_CFLAGS)
 $(BUILD)/obj/python/pyplug.o: $(BUILD)/obj/python/probe

@@ -3,7 +3,6 @@
  * trace out. --dry-run is decided here, once: the run gets no output. */
 #include "capture/capture.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include "capture/run.h"
 #include "model/weights16.h"
 #include "core/outfile.h"
+#include "core/parallel.h"
 #include "core/progress.h"
 #include "core/rng.h"
 #include "model/model.h"
@@ -218,11 +218,18 @@ static int run_loaded(const capture_opts *o, void *bctx, const kv_model *model, 
     return rc;
 }
 
+/* What the run asks of its backend. */
+static backend_request request_of(const capture_opts *o)
+{
+    return (backend_request){.evict = o->evict.iface != NULL, .attention_full = o->attention == ATTN_FULL,
+                             .weights = o->weights < 0 ? 0 : o->weights,
+                             .threads = o->threads > 0 ? o->threads : kv_cpu_count()};
+}
+
 int capture_loaded(const capture_opts *o, const kv_model *model, const int32_t *ids, int64_t n_ids, kv_err *err)
 {
     const backend_iface *be = o->backend ? o->backend : backend_all()[0];
-    const backend_request req = {.evict = o->evict.iface != NULL, .attention_full = o->attention == ATTN_FULL,
-                                 .weights = o->weights < 0 ? 0 : o->weights};
+    const backend_request req = request_of(o);
     void *bctx = NULL;
     int rc = backend_open(be, &req, &bctx, err);
     return rc ? rc : run_loaded(o, bctx, model, ids, n_ids, false, 0.0, err);
@@ -231,9 +238,7 @@ int capture_loaded(const capture_opts *o, const kv_model *model, const int32_t *
 int capture_run(const capture_opts *o, kv_err *err)
 {
     const backend_iface *be = o->backend ? o->backend : backend_all()[0];
-    const backend_request req = {.evict = o->evict.iface != NULL, .attention_full = o->attention == ATTN_FULL,
-                                 .weights = o->weights < 0 ? 0 : o->weights};
-    if (o->threads > 0) openblas_set_num_threads(o->threads);
+    const backend_request req = request_of(o);
     void *bctx = NULL;
     const char *inputs[] = {o->model, o->tokenizer, o->prompt.text_file, o->prompt.tokens_file, o->head_scores};
     int rc = o->dry_run ? KV_OK : outfile_check_inputs(o->output, inputs, 5, err);

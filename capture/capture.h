@@ -30,7 +30,7 @@ typedef struct {
     double max_attention_gib; /* refuse --attention full above this file size */
     bool logits;
     trace_dtype dtype;
-    int threads;              /* 0: OpenBLAS default */
+    int threads;              /* the CPU kernels' threads; 0: one per CPU (the trace does not depend on it) */
     double temperature;       /* 0: greedy */
     uint64_t seed;
     bool force, quiet;

@@ -2,7 +2,6 @@
  * loaded once, and the study's index.jsonl (docs/study.md). The file is read
  * and checked whole before any work; the directory is written all or
  * nothing (a temporary directory renamed at the end). */
-#include <cblas.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,7 +224,6 @@ int capture_prompts(const capture_opts *o, kv_err *err)
     int rc = outfile_check_inputs(o->output, inputs, 4, err);
     if (!rc) rc = prompts_read(o->prompts, &l, err);
     if (rc) return rc;
-    if (o->threads > 0) openblas_set_num_threads(o->threads);
     int rank, size;
     kv_mpi_world(&rank, &size);
     kv_model model;

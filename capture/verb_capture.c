@@ -47,7 +47,7 @@ static const char USAGE[] =
     "  --dtype f32|f16      storage of keys, values, queries (default f32)\n"
     "  --temperature X      sample with temperature X (default 0: greedy)\n"
     "  --seed S             sampling seed (default 0)\n"
-    "  --threads N          OpenBLAS threads (default: OpenBLAS's own)\n"
+    "  --threads N          CPU threads (default: one per CPU); the trace does not depend on it\n"
     "  --device cpu|cuda    where the model runs (default cpu). cuda: the same walk on the GPU\n"
     "                       (build/libkvtrace_cuda.so beside kvtrace, or $KVTRACE_CUDA_LIB; exit 1 when\n"
     "                       no usable GPU is found; not with --evict or --attention full; docs/cuda.md)\n"

@@ -8,6 +8,7 @@
 #include "core/cli_args.h"
 #include "core/h5util.h"
 #include "core/outfile.h"
+#include "core/parallel.h"
 #include "capture/capture.h"
 #include "core/version.h"
 #include "fidelity/fidelity.h"
@@ -79,6 +80,9 @@ static int run_verb(int argc, char **argv);
 int main(int argc, char **argv)
 {
     H5dont_atexit();
+    /* every OpenBLAS call on one thread, whatever OPENBLAS_NUM_THREADS says: how a product is split
+     * over threads is kvtrace's own, fixed (docs/reproducibility.md) */
+    kv_blas_single_threaded();
     signal(SIGXFSZ, SIG_IGN);
     int rc = run_verb(argc, argv);
     if (rc == 0 || H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL) == 0) H5close();

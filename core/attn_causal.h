@@ -16,6 +16,14 @@
 void attn_causal_rows(const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0, int64_t n,
                       int64_t D, float *p, float *out, int64_t ldo, double *lse);
 
+/* Rows [r0, r0 + rows) of the same n-row block, alone: the arithmetic of
+ * attn_causal_rows(q + r0 ldq, ..., pos0 + r0, rows, ...), written into the
+ * block's arrays (p rows of stride pos0 + n, zero past each row's position).
+ * Blocks of a fixed size, whichever thread runs them, give results that do
+ * not depend on the thread count (model/backend_cpu.c). */
+void attn_causal_row_block(const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0, int64_t n,
+                           int64_t r0, int64_t rows, int64_t D, float *p, float *out, int64_t ldo, double *lse);
+
 /* The same for `groups` query heads sharing these keys (grouped-query
  * attention), stacked so that one pair of sgemms serves them all: q [groups*n][D],
  * row r at position pos0 + r % n; p [groups*n][pos0+n]; out [groups*n][D];

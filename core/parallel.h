@@ -14,7 +14,12 @@ void kv_parallel_for(int n_items, int n_threads, kv_item_fn fn, void *ctx);
 /* Online CPUs (at least 1). */
 int kv_cpu_count(void);
 
-/* Tells OpenBLAS to stay single-threaded inside our own worker threads. */
+/* Tells OpenBLAS to run every call on the calling thread (main() does so
+ * first). Its own threads split a product by the thread count, and some of
+ * its kernels (Haswell's) then sum an element in another order: kvtrace's
+ * threads split work in blocks of a fixed size instead, so results never
+ * depend on --threads, OPENBLAS_NUM_THREADS or MPI ranks
+ * (docs/reproducibility.md). */
 void kv_blas_single_threaded(void);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "capture/capture.h"
 #include "capture/run.h"
+#include "core/parallel.h"
 #include "core/progress.h"
 #include "fidelity/fidelity.h"
 #include "fidelity/kl.h"
@@ -25,6 +26,7 @@ typedef struct {
 typedef struct {
     kv_model own;            /* loaded here unless the caller gave one (fidelity --prompts) */
     const kv_model *m;       /* own, or the caller's */
+    void *cpu;               /* the CPU backend's instance: --threads threads for the model runs */
     int32_t *tokens;         /* [T] */
     char *text;              /* the prompt's text (recorded in the trace), NULL: given as ids or BOS alone */
     int64_t T, P;
@@ -48,6 +50,7 @@ static void state_free(fid_state *s)
     free(s->tokens);
     free(s->text);
     model_free(&s->own);
+    backend_close(&BACKEND_CPU, s->cpu);
 }
 
 /* Whether a configuration reads W_o (criticalkv's wo=model): the full trace then records /wo, so
@@ -66,7 +69,7 @@ static bool reads_wo(const fidelity_opts *o)
 static int open_run(const fidelity_opts *o, fid_state *s, const fid_config *r0, const fid_config *fc,
                     const char *trace_path, kv_run **r, kv_err *err)
 {
-    run_opts ro = {.model = s->m, .model_path = o->seq.model, .tokens = s->tokens, .T = s->T, .P = s->P,
+    run_opts ro = {.model = s->m, .model_path = o->seq.model, .backend_ctx = s->cpu, .tokens = s->tokens, .T = s->T, .P = s->P,
                    .chunk = o->seq.chunk, .evict = fc ? fc->pc : NULL, .budget = fc ? fc->budget : 0,
                    .alloc = fc ? &s->acs[fc - r0] : NULL, .output = trace_path, .verb = "fidelity",
                    .trace = {.storage = TRACE_F32}, .beyond_context = o->seq.beyond_context,
@@ -92,7 +95,9 @@ static int given_sequence(const fid_sequence *q, int32_t **tokens, int64_t *P, i
 static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, fid_results *r, kv_err *err)
 {
     s->m = o->loaded ? o->loaded : &s->own;
-    int rc = o->loaded ? KV_OK : model_load(o->seq.model, o->seq.tokenizer, &s->own, err);
+    const backend_request cpu = {.threads = o->sim_threads > 0 ? o->sim_threads : kv_cpu_count()};
+    int rc = backend_open(&BACKEND_CPU, &cpu, &s->cpu, err);
+    if (!rc && !o->loaded) rc = model_load(o->seq.model, o->seq.tokenizer, &s->own, err);
     if (!rc && o->seq.ids) rc = given_sequence(&o->seq, &s->tokens, &s->P, &s->T, &s->text, err);
     else if (!rc) rc = run_sequence(&o->seq.prompt, s->m, o->seq.model, o->seq.generate, &s->tokens, &s->P, &s->T,
                                 &s->text, err);

@@ -56,7 +56,7 @@ static const char USAGE[] =
     "  --chunk B            prefill chunk (default 32)\n"
     "  --allow-beyond-context  run past the model's trained context (as capture: RoPE angles never\n"
     "                       trained; without it exit 2)\n"
-    "  --threads N          sim's worker threads (default: one per CPU)\n"
+    "  --threads N          threads of the model runs and of sim (default: one per CPU); results do not depend on it\n"
     "  -o, --output DIR     output directory (required): fidelity.csv, positions.csv, summary.csv,\n"
     "                       misordered.csv, fidelity.png (+ .gp, .dat), report.html, full.h5, sim/\n"
     "  --timestamp          record the time in provenance.json (SOURCE_DATE_EPOCH, when set, gives it;\n"

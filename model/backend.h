@@ -33,6 +33,7 @@ typedef struct {
     bool evict;          /* eviction inside the run: every head's weights and cache compaction */
     bool attention_full; /* every head's full weights recorded */
     int weights;         /* type of the weight matrices in the kernels' memory: 0 f32, 1 f16, 2 bf16 */
+    int threads;         /* host threads the kernels may use (at least 1); results do not depend on it */
 } backend_request;
 
 /* Asynchronous staging of the kernels' memory to the host, for recording

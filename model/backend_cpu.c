@@ -1,8 +1,17 @@
 /* The CPU backend: the kernels of the forward pass (OpenBLAS for every
  * product, plain loops vectorised by the compiler for the rest) on host
- * memory, and its row of the backend table. The kernels take no context. */
+ * memory, and its row of the backend table.
+ *
+ * The instance (open) holds the number of threads the kernels may use; a
+ * NULL context (walks made without open: the unit tests) means one. Every
+ * OpenBLAS call runs on one thread (main() says so); the products are split
+ * here, in blocks whose bounds depend only on the shapes (W's rows for a
+ * projection, query rows for attention), and OpenMP runs the blocks on the
+ * threads. Each block is the same call whichever thread runs it, so the
+ * trace is the same for any --threads (docs/reproducibility.md). */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,30 +20,67 @@
 #include "model/weights16.h"
 #include "core/attn_causal.h"
 
-static void cpu_matmul(void *ctx, const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out)
+typedef struct {
+    int threads; /* >= 1 */
+} cpu_instance;
+
+/* A product below this many floating-point operations runs its blocks on the calling thread: starting
+ * the others costs more than it saves (the blocks, hence the results, are the same). */
+#define CPU_PARALLEL_FLOPS 2e6
+
+/* The threads for nb blocks of a product of `flops` operations. */
+static int threads_for(const void *ctx, int64_t nb, double flops)
 {
-    (void)ctx;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f, x, (int)in,
-                w, (int)in, 0.0f, y, (int)out);
+    const int t = ctx ? ((const cpu_instance *)ctx)->threads : 1;
+    return flops < CPU_PARALLEL_FLOPS || nb < 2 ? 1 : nb < t ? (int)nb : t;
 }
 
-/* 16-bit W: blocks of whole rows, as many as the tile holds and all of
- * about the same size, widened, then sgemm into y's columns of those rows
- * (a matrix that fits is one call, exactly cpu_matmul's on the widened W).
- * Each y element is a dot product of the same float32 values; docs/capture.md
- * says when the sums match cpu_matmul's bit for bit (test_weights16.py). */
+/* The fixed split of a length into blocks of equal size, about `most` each:
+ * the block length (the last block may be shorter). */
+static int64_t block_len(int64_t len, int64_t most)
+{
+    const int64_t nb = (len + most - 1) / most;
+    return (len + nb - 1) / nb;
+}
+
+/* y[n][out] = x[n][in] . W[out][in]^T as blocks of about FORWARD_WTILE of W's rows: sgemm into y's
+ * columns of those rows (docs/capture.md). The 16-bit product makes the same calls on the same values. */
+static void cpu_matmul(void *ctx, const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out)
+{
+    const int64_t step = block_len(out, FORWARD_WTILE), nb = (out + step - 1) / step;
+    const int nt = threads_for(ctx, nb, 2.0 * (double)n * (double)in * (double)out);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int64_t b = 0; b < nb; b++) {
+        const int64_t o0 = b * step, rows = out - o0 < step ? out - o0 : step;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)rows, (int)in, 1.0f, x, (int)in,
+                    w + o0 * in, (int)in, 0.0f, y + o0, (int)out);
+    }
+}
+
+/* 16-bit W: cpu_matmul's blocks, each widened (exactly: every F16/BF16
+ * value is a float32) into the running thread's part of the tile, then the
+ * same sgemm call as cpu_matmul's on the widened W: the results are
+ * identical bit for bit (test_weights16.py). The tile holds
+ * forward_kernels.workers parts of FORWARD_WTILE rows of the widest input. */
 static void cpu_matmul16(void *ctx, const float *x, const model_mat *w, model_wtype t, float *y, int64_t n,
                          int64_t in, int64_t out, float *tile, int64_t tile_n)
 {
-    (void)ctx;
-    const int64_t most = tile_n / in, tiles = (out + most - 1) / most; /* most >= 1: FORWARD_WTILE rows fit */
-    const int64_t step = (out + tiles - 1) / tiles; /* tiles of equal size: no small remainder (docs/capture.md) */
-    for (int64_t o0 = 0; o0 < out; o0 += step) {
-        const int64_t rows = out - o0 < step ? out - o0 : step;
-        weights_widen(w, t, (size_t)o0 * (size_t)in, (size_t)(rows * in), tile);
+    const int64_t step = block_len(out, FORWARD_WTILE), nb = (out + step - 1) / step, parts = tile_n / (step * in);
+    int nt = threads_for(ctx, nb, 2.0 * (double)n * (double)in * (double)out);
+    nt = nt < parts ? nt : (int)parts; /* parts >= 1: forward sized the tile */
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int64_t b = 0; b < nb; b++) {
+        const int64_t o0 = b * step, rows = out - o0 < step ? out - o0 : step;
+        float *part = tile + (size_t)omp_get_thread_num() * (size_t)(step * in);
+        weights_widen(w, t, (size_t)o0 * (size_t)in, (size_t)(rows * in), part);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)rows, (int)in, 1.0f, x, (int)in,
-                    tile, (int)in, 0.0f, y + o0, (int)out);
+                    part, (int)in, 0.0f, y + o0, (int)out);
     }
+}
+
+static int cpu_workers(void *ctx)
+{
+    return ctx ? ((const cpu_instance *)ctx)->threads : 1;
 }
 
 static void cpu_rmsnorm(void *ctx, float *out, const float *x, const float *w, int64_t n, int64_t dim, double eps)
@@ -74,11 +120,18 @@ static void cpu_swiglu(void *ctx, float *gate, const float *up, int64_t n)
     }
 }
 
+/* One head's causal attention as blocks of about CPU_ATTN_ROWS query rows (core/attn_causal.h). */
+#define CPU_ATTN_ROWS 16
 static void cpu_attend(void *ctx, const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0, int64_t n,
                        int64_t D, float *p, float *out, int64_t ldo, double *lse)
 {
-    (void)ctx;
-    attn_causal_rows(q, ldq, k, v, pos0, n, D, p, out, ldo, lse);
+    const int64_t step = block_len(n, CPU_ATTN_ROWS), nb = (n + step - 1) / step;
+    const int nt = threads_for(ctx, nb, 4.0 * (double)n * (double)(pos0 + n) * (double)D);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int64_t b = 0; b < nb; b++) {
+        const int64_t r0 = b * step, rows = n - r0 < step ? n - r0 : step;
+        attn_causal_row_block(q, ldq, k, v, pos0, n, r0, rows, D, p, out, ldo, lse);
+    }
 }
 
 static void cpu_compact(void *ctx, float *k, float *v, const int64_t *keep, int64_t n_keep, int64_t D)
@@ -147,6 +200,7 @@ static int cpu_sync(void *ctx, kv_err *err)
 const forward_kernels FORWARD_CPU = {
     .matmul = cpu_matmul,
     .matmul16 = cpu_matmul16,
+    .workers = cpu_workers,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
     .add_bias = cpu_add_bias,
@@ -166,10 +220,26 @@ const forward_kernels FORWARD_CPU = {
     .sync = cpu_sync,
 };
 
+static int cpu_open(const backend_request *req, void **ctx, kv_err *err)
+{
+    cpu_instance *c = kv_calloc(1, sizeof *c, "CPU backend", err);
+    if (!c) return err->code;
+    c->threads = req->threads > 1 ? req->threads : 1;
+    *ctx = c;
+    return KV_OK;
+}
+
+static void cpu_close(void *ctx)
+{
+    free(ctx);
+}
+
 const backend_iface BACKEND_CPU = {
     .name = "cpu",
     .kernels = &FORWARD_CPU,
     .weight_types = false, /* float32: the model as loaded */
-    /* no check, open, prepare: every option, no instance, the host model as it is;
+    .open = cpu_open,
+    .close = cpu_close,
+    /* no check, prepare: every option, the host model as it is;
      * no colsum: the recorder sums the weights the walk hands it; no staging: host memory */
 };

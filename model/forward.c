@@ -84,7 +84,7 @@ int forward_init_cache(forward_state *s, const kv_model *m, const forward_kernel
         rc = err->code;
     if (!rc && m->wtype != MODEL_W_F32) { /* 16-bit matrices: widened a tile at a time on the host */
         const int64_t in = c->dim > c->ffn_dim ? c->dim : c->ffn_dim;
-        s->wtile_n = FORWARD_WTILE * in > FORWARD_WTILE_MIN ? FORWARD_WTILE * in : FORWARD_WTILE_MIN;
+        s->wtile_n = (kern->workers ? kern->workers(kctx) : 1) * FORWARD_WTILE * in;
         if (!kern->matmul16 || !kern->host_memory)
             rc = kv_fail(err, KV_EUSAGE, "forward: these kernels take float32 weights only (the model's are %s)",
                          weights_name(m->wtype));

@@ -30,6 +30,8 @@ typedef struct {
      * values as matmul's on the widened W. NULL: float32 models only. */
     void (*matmul16)(void *ctx, const float *x, const model_mat *w, model_wtype t, float *y, int64_t n, int64_t in,
                      int64_t out, float *tile, int64_t tile_n);
+    /* optional (NULL: one): how many matmul16 blocks may be widened at once (the tile's parts) */
+    int (*workers)(void *ctx);
     /* out[n][dim] = x / rms(x) * w, rms with epsilon eps */
     void (*rmsnorm)(void *ctx, float *out, const float *x, const float *w, int64_t n, int64_t dim, double eps);
     /* rotates x[n][heads][D] for positions pos0 .. pos0+n-1 */
@@ -88,13 +90,12 @@ typedef struct {
     int (*sync)(void *ctx, kv_err *err);
 } forward_kernels;
 
-/* The float32 tile a 16-bit weight matrix is widened into (matmul16):
- * FORWARD_WTILE rows of the widest input, and at least FORWARD_WTILE_MIN
- * floats (16 MiB: fewer, larger sgemm calls; 4 MiB tiles ran at 0.6x of
- * float32 sgemm on 2 loaded cores, 16 MiB at 0.9x, docs/capture.md); each
- * sgemm call takes as many whole rows as fit. */
+/* The rows of W in one block of a product y = x . W^T on the CPU: the
+ * output's rows are split into blocks of equal size, at most FORWARD_WTILE
+ * each, whatever the thread count (docs/capture.md); a 16-bit W is widened
+ * block by block, into one part of the tile per worker (workers x
+ * FORWARD_WTILE rows of the widest input). */
 #define FORWARD_WTILE 128
-#define FORWARD_WTILE_MIN ((int64_t)1 << 22)
 
 /* The CPU kernels (OpenBLAS sgemm for every product), host memory; they
  * take no context (pass NULL). */
@@ -174,7 +175,7 @@ typedef struct forward_state {
     float *logits;     /* [B][V] host memory */
     float *logits_k;   /* [B][V] in the kernels' memory (== logits for host tables) */
     float *wtile;      /* [wtile_n] a 16-bit model's widened rows (matmul16), else NULL */
-    int64_t wtile_n;   /* max(FORWARD_WTILE x the widest input, FORWARD_WTILE_MIN) */
+    int64_t wtile_n;   /* workers x FORWARD_WTILE x the widest input */
     /* work done, for benchmarks: matrix products (projections, FFN, logits)
      * and attention, in floating-point operations and seconds */
     double gemm_flops, gemm_seconds, attn_flops, attn_seconds;

@@ -127,13 +127,18 @@ static void table_of_backends(void **state)
         assert_true(k->alloc && k->release && k->upload && k->download && k->embed && k->add && k->copy_rows && k->sync);
         assert_true(k->host_memory == ((*b)->staging == NULL)); /* host memory, or a way to stage it */
     }
-    /* the CPU: nothing to open, every request taken */
-    const backend_request all_of_it = {.evict = true, .attention_full = true};
-    void *ctx = (void *)1;
+    /* the CPU: every request taken; the instance holds the threads (at least one) */
+    const backend_request all_of_it = {.evict = true, .attention_full = true, .threads = 3};
+    void *ctx = NULL;
     kv_err err = {0};
     assert_int_equal(backend_open(&BACKEND_CPU, &all_of_it, &ctx, &err), KV_OK);
-    assert_null(ctx);
+    assert_non_null(ctx);
+    assert_int_equal(BACKEND_CPU.kernels->workers(ctx), 3);
     backend_close(&BACKEND_CPU, ctx);
+    assert_int_equal(backend_open(&BACKEND_CPU, &(backend_request){.threads = 0}, &ctx, &err), KV_OK);
+    assert_int_equal(BACKEND_CPU.kernels->workers(ctx), 1);
+    backend_close(&BACKEND_CPU, ctx);
+    assert_int_equal(BACKEND_CPU.kernels->workers(NULL), 1); /* walks made without open: one thread */
     assert_false(BACKEND_CPU.weight_types);
     assert_true(BACKEND_CUDA.weight_types);
 }

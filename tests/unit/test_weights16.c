@@ -5,8 +5,10 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "model/forward.h"
+#include "model/backend.h"
 #include "model/weights16.h"
 #include "core/rng.h"
 
@@ -46,17 +48,26 @@ static void every_word(void **state)
     assert_string_equal(weights_name(MODEL_W_F16), "f16");
 }
 
-/* y = x . W^T with W in 16 bits over many tiles (tile of 3 rows) and over
- * one: against a double loop on the widened W, and the one-tile product
- * bit for bit against the float32 kernel on the widened W */
+/* y = x . W^T with W in 16 bits, its 300 rows as blocks of 100 (FORWARD_WTILE 128), on one thread
+ * (no instance) and on an instance of two (the tile in two parts): against a double loop on the
+ * widened W, and bit for bit against the float32 kernel on the widened W and against each other */
 static void tiled_product(void **state)
 {
     (void)state;
-    enum { N = 5, IN = 37, OUT = 50 };
+    enum { N = 16, IN = 256, OUT = 300 };
     kv_rng r;
     rng_init(&r, 24, 5, 0, 0);
-    float x[N * IN], wide[OUT * IN], y[N * OUT], y1[N * OUT], yf[N * OUT], tile[OUT * IN];
-    uint16_t w[OUT * IN];
+    float *x = malloc(sizeof(float) * N * IN), *wide = malloc(sizeof(float) * OUT * IN);
+    float *y = malloc(sizeof(float) * N * OUT), *y2 = malloc(sizeof(float) * N * OUT);
+    float *yf = malloc(sizeof(float) * N * OUT), *yf2 = malloc(sizeof(float) * N * OUT);
+    float *tile = malloc(sizeof(float) * 2 * FORWARD_WTILE * IN);
+    uint16_t *w = malloc(sizeof(uint16_t) * OUT * IN);
+    assert_non_null(x), assert_non_null(wide), assert_non_null(y), assert_non_null(y2), assert_non_null(yf);
+    assert_non_null(yf2), assert_non_null(tile), assert_non_null(w);
+    void *two = NULL;
+    kv_err err = {0};
+    assert_int_equal(backend_open(&BACKEND_CPU, &(backend_request){.threads = 2}, &two, &err), KV_OK);
+    assert_int_equal(FORWARD_CPU.workers(two), 2);
     for (int i = 0; i < N * IN; i++) x[i] = (float)(2 * rng_uniform(&r) - 1);
     for (model_wtype t = MODEL_W_F16; t <= MODEL_W_BF16; t++) {
         for (int i = 0; i < OUT * IN; i++) {
@@ -64,9 +75,10 @@ static void tiled_product(void **state)
             weights_narrow(&v, t, &w[i], 1);
             weights_widen(w, t, (size_t)i, 1, &wide[i]);
         }
-        FORWARD_CPU.matmul16(NULL, x, w, t, y, N, IN, OUT, tile, 3 * IN + 5); /* 17 tiles */
-        FORWARD_CPU.matmul16(NULL, x, w, t, y1, N, IN, OUT, tile, OUT * IN);  /* one */
+        FORWARD_CPU.matmul16(NULL, x, w, t, y, N, IN, OUT, tile, FORWARD_WTILE * IN);
+        FORWARD_CPU.matmul16(two, x, w, t, y2, N, IN, OUT, tile, 2 * FORWARD_WTILE * IN);
         FORWARD_CPU.matmul(NULL, x, wide, yf, N, IN, OUT);
+        FORWARD_CPU.matmul(two, x, wide, yf2, N, IN, OUT);
         for (int n = 0; n < N; n++)
             for (int o = 0; o < OUT; o++) {
                 double ref = 0, mag = 0;
@@ -74,10 +86,14 @@ static void tiled_product(void **state)
                     ref += (double)x[n * IN + i] * (double)wide[o * IN + i];
                     mag += fabs((double)x[n * IN + i] * (double)wide[o * IN + i]);
                 }
-                assert_true(fabs(y[n * OUT + o] - ref) <= 1e-6 * mag + 1e-30);
+                assert_true(fabs(y[n * OUT + o] - ref) <= IN * 0x1p-24 * mag + 1e-30);
             }
-        assert_memory_equal(y1, yf, sizeof y1);
+        assert_memory_equal(y, yf, sizeof(float) * N * OUT);
+        assert_memory_equal(y2, yf, sizeof(float) * N * OUT);
+        assert_memory_equal(yf2, yf, sizeof(float) * N * OUT);
     }
+    backend_close(&BACKEND_CPU, two);
+    free(x), free(wide), free(y), free(y2), free(yf), free(yf2), free(tile), free(w);
 }
 
 int main(void)
