@@ -77,6 +77,26 @@ def close(name, got, ref, abs_tol, rel_tol):
     return check(not bad.any(), name, detail)
 
 
+F32_UNIT = 2.0 ** -24  # float32's unit roundoff
+
+
+def sum_tol(terms):
+    """The relative error a float32 sum of `terms` terms may carry when another computation (another
+    BLAS kernel, block shape or order) forms it: terms x float32's unit roundoff (docs/reproducibility.md)."""
+    return terms * F32_UNIT
+
+
+def scaled_diff(a, b, scale=None):
+    """max |a - b| over max |a| (or over `scale`): the difference relative to the quantity's own
+    scale, never elementwise relative to values near zero."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.size == 0:
+        return 0.0
+    s = float(np.abs(a).max()) if scale is None else scale
+    d = float(np.abs(a - b).max())
+    return d / s if s > 0 else d
+
+
 def finish():
     """Prints the plan; returns the exit status."""
     print("1..%d" % count)

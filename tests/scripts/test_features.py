@@ -21,7 +21,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from tap import check, finish, model_file, skip, NO_MODEL  # noqa: E402
+from tap import check, finish, model_file, scaled_diff, skip, sum_tol, NO_MODEL  # noqa: E402
 
 KV = os.environ.get("KVTRACE", "")
 FEATS = ["knorm", "vnorm", "cos_anchor", "cos_anchor_raw", "cos_pairwise", "attn_last", "attn_window(32)",
@@ -294,8 +294,16 @@ def threads_and_sampling(tmp, trace):
     rf, r1 = rows(full), rows(s1)
     per_step = all(sum(1 for x in rf if x[:3] == k) == sum(1 for x in r1 if x[:3] == k) for k in list(k1)[:20])
     idx = np.array([rf[x] for x in r1])
-    check(per_step and set(r1) <= set(rf) and all(np.array_equal(full[ds][idx], s1[ds]) for ds in DATASETS),
-          "--sample-steps keeps whole steps, their rows identical to the full run's")
+    # future_attn comes from the oracle's sgemm of the queries against the candidates that joined since
+    # it last scored: sampling changes which candidates share a call, and some OpenBLAS kernels (Haswell)
+    # round an element by its place in the call. Equal within a T-term float32 sum's rounding of the
+    # column's scale; every other column is exact (docs/reproducibility.md).
+    fa = scaled_diff(full["future_attn"][idx], s1["future_attn"])
+    print("# --sample-steps: future_attn within %.3g of its scale of the full run's" % fa)
+    check(per_step and set(r1) <= set(rf) and fa <= sum_tol(400) and
+          all(np.array_equal(full[ds][idx], s1[ds]) for ds in DATASETS if ds != "future_attn"),
+          "--sample-steps keeps whole steps, their rows identical to the full run's (future_attn within "
+          "float32 rounding)", "future_attn %.3g of its scale" % fa)
     rc = rows(c1)
     fc = len(rc) / len(rf)
     idx = np.array([rf[x] for x in rc])
