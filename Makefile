@@ -15,7 +15,8 @@
 #                   tokenizer.json, and our CSV reader (FUZZ_SECONDS=60 each)
 #   make demo       set-up, build, and the pipeline as far as it exists (see README)
 #   make bench      capture and sim throughput, peak RSS (flat in T with eviction inside the run),
-#                   GEMM/attention rate vs OpenBLAS sgemm,
+#                   GEMM/attention rate vs OpenBLAS sgemm, the fixed split of the CPU products vs
+#                   OpenBLAS's own threading (bench/bench_split.sh: docs/reproducibility.md),
 #                   load time and capture rate of a BF16 Hugging Face directory (llama-3.2-1b),
 #                   tokenize MB/s on a 10 MB text vs the reference encoders, ids checked identical
 #                   score expressions vs the built-ins they restate, ns per candidate (at most 2x)
@@ -30,7 +31,7 @@
 #   make bench-deps the same plus python3-torch, the PyTorch peers of make bench (not needed by make test)
 #   make test-gpu   the CUDA kernels against their CPU references (skips without a GPU)
 #   make bench-gpu  capture rate and device memory on the GPU (skips without a GPU)
-#   (build/libkvtrace_cuda.so, the CUDA backend, is built by make whenever nvcc is found;
+#   (build/libkvtrace_cuda.so, the CUDA backend, is built by make whenever nvcc and cuBLAS are found;
 #   sim runs under mpirun when OpenMPI's mpicc is found: docs/mpi.md)
 
 CC      ?= cc
@@ -79,7 +80,7 @@ LIB      := $(BUILD)/libkvtrace.a
 BIN      := $(BUILD)/kvtrace
 
 # ---- the CUDA backend (issue #8): a shared object opened with dlopen for
-# --device cuda, built whenever nvcc is found; Hopper sm_90 code plus PTX.
+# --device cuda, built whenever nvcc is found with cuBLAS; Hopper sm_90 code plus PTX.
 # It is built once, in build/; other build directories link to it.
 NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 # a toolkit without cuBLAS (nvcc alone, as some machine images ship it) cannot build the backend:
@@ -133,7 +134,7 @@ $(BUILD)/obj/%.o: %.c
 
 # the CPU kernels split their products over OpenMP threads (model/backend_cpu.c)
 $(BUILD)/obj/model/backend_cpu.o: CFLAGS += -fopenmp
-LDLIBS  += -fopenmp
+LDLIBS  += -fopenmp # (not the fuzz harnesses: they leave backend_cpu.c out, and clang would want libomp)
 
 # pyplug.o is rebuilt when the Python probe's answer changes (e.g. make deps installed libpython3-dev)
 $(BUILD)/obj/python/pyplug.o: CPPFLAGS += $(PY_CFLAGS)
@@ -228,7 +229,7 @@ fuzz-bin: $(FUZZ_BINS)
 .SECONDEXPANSION:
 $(FUZZ_BINS): build-fuzz/fuzz_%: $$(FUZZ_$$*_SRC) $(wildcard core/*.h trace/*.h model/*.h model/*/*.h tests/*.h tests/fuzz*/*.h)
 	@mkdir -p build-fuzz
-	clang $(CPPFLAGS) $(FUZZ_FLAGS) $(sort $(FUZZ_$*_SRC)) $(LDLIBS) -o $@
+	clang $(CPPFLAGS) $(FUZZ_FLAGS) $(sort $(FUZZ_$*_SRC)) $(filter-out -fopenmp,$(LDLIBS)) -o $@
 
 # every harness for FUZZ_SECONDS each; crash inputs are kept in build-fuzz/
 fuzz: deps
@@ -240,7 +241,8 @@ $(BUILD)/bench_%: bench/bench_%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VEC) $(WARN) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 bench: deps bench-deps
-	@$(MAKE) --no-print-directory all $(BUILD)/bench_sgemm $(BUILD)/bench_keyread
+	@$(MAKE) --no-print-directory all $(BUILD)/bench_sgemm $(BUILD)/bench_keyread $(BUILD)/bench_split
+	@bench/bench_split.sh $(BUILD)
 	@bench/bench_capture.sh
 	@bench/bench_evict_rss.sh
 	@/usr/bin/python3 bench/bench_hf.py

@@ -51,7 +51,7 @@ int cuda_lib_load(cuda_lib *b, const char *lib, kv_err *err)
     }
     if (!b->dl)
         return kv_fail(err, KV_EFAIL, "--device cuda: cannot load the CUDA backend %s: %s (it is built by make where "
-                       "nvcc is found; set %s to its path, and put CUDA's lib64 on LD_LIBRARY_PATH)",
+                       "nvcc and cuBLAS are found; set %s to its path, and put CUDA's lib64 on LD_LIBRARY_PATH)",
                        b->path, why, CUDA_LIB_ENV);
     kvcuda_get_api_fn get = NULL;
     *(void **)&get = dlsym(b->dl, "kvcuda_get_api");

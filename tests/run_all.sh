@@ -117,7 +117,13 @@ else
     echo "# test models: $KVTRACE_MODEL_DIR (made from $MODEL_GGUF)"
 fi
 
-jobs_of() { # build directory: its tests, one per line "KIND PATH" (unit, sh, py), in run order
+# The OpenBLAS kernels the scripts tagged blas (a line "# tags: blas") run under once more, each with
+# OPENBLAS_NUM_THREADS 1 and 2, in the first build's leg (the normal build): results must not depend
+# on the kernel OpenBLAS picks (docs/reproducibility.md). SkylakeX needs avx512f.
+BLAS_KERNELS="Haswell SkylakeX Sandybridge"
+FIRST_BUILD=$1
+
+jobs_of() { # build directory: its tests, one per line "KIND PATH" (unit, sh, py, blas:KERNEL:THREADS), in run order
     for t in "$ROOT/$1"/tests/test_*; do
         [ -x "$t" ] && echo "unit $t"
     done
@@ -127,6 +133,20 @@ jobs_of() { # build directory: its tests, one per line "KIND PATH" (unit, sh, py
     for s in "$ROOT"/tests/scripts/*.py; do
         [ -f "$s" ] && echo "py $s"
     done
+    [ "$1" = "$FIRST_BUILD" ] || return 0
+    for k in $BLAS_KERNELS; do
+        for n in 1 2; do
+            grep -l '^# tags:.*\bblas\b' "$ROOT"/tests/scripts/*.py | sed "s|^|blas:$k:$n |"
+        done
+    done
+}
+
+blas_job() { # kernel, threads, script: the script under that kernel, or a skip saying why not
+    if [ "$1" = SkylakeX ] && ! grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+        echo "ok 1 - $(basename "$3") under OPENBLAS_CORETYPE=SkylakeX # SKIP this CPU has no avx512f"
+        return 0
+    fi
+    OPENBLAS_CORETYPE=$1 OPENBLAS_NUM_THREADS=$2 "$PY" "$3"
 }
 
 run_job() { # build directory, kind, path: one test with that build's kvtrace
@@ -136,6 +156,10 @@ run_job() { # build directory, kind, path: one test with that build's kvtrace
     case $2 in
         unit) run_one "$BUILD/$(basename "$3")" "$3" ;;
         sh) run_one "$BUILD: $(basename "$3")" sh "$3" ;;
+        blas:*)
+            k=${2#blas:}
+            run_one "$BUILD: $(basename "$3") [OPENBLAS_CORETYPE=${k%:*} OPENBLAS_NUM_THREADS=${k#*:}]" \
+                blas_job "${k%:*}" "${k#*:}" "$3" ;;
         *) run_one "$BUILD: $(basename "$3")" "$PY" "$3" ;;
     esac
 }

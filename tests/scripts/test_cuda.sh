@@ -19,10 +19,16 @@ check() { # description, command...
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvtrace_cuda.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
 NVCC=$(ls /usr/local/cuda/bin/nvcc 2>/dev/null || command -v nvcc 2>/dev/null || true)
+# the Makefile's rule: the backend needs cuBLAS beside nvcc (some machine images ship nvcc alone)
+CUDA_HOME=$(dirname "$(dirname "$(readlink -f "${NVCC:-/nonexistent}")")")
+CUBLAS=$(ls "$CUDA_HOME"/include/cublas_v2.h "$CUDA_HOME"/targets/*/include/cublas_v2.h 2>/dev/null | head -n 1)
 SO="$ROOT/build/libkvtrace_cuda.so"
 BIN_DIR=$(dirname "$KVTRACE")
 
-if [ -n "$NVCC" ]; then
+if [ -n "$NVCC" ] && [ -z "$CUBLAS" ]; then
+    skip "the CUDA backend library: built, exports, sm_90 code" \
+        "nvcc found ($NVCC) but its toolkit has no cuBLAS (cublas_v2.h): the CUDA backend is not built here"
+elif [ -n "$NVCC" ]; then
     check "nvcc found ($NVCC): $SO built" test -f "$SO"
     check "the backend beside $KVTRACE" test -e "$BIN_DIR/libkvtrace_cuda.so"
     syms=$(nm -D --defined-only "$SO" 2>/dev/null | awk '$2 == "T" { print $3 }' | grep -v '^_' | sort | tr '\n' ' ')

@@ -46,7 +46,10 @@ parity() {
     fi
 }
 parity "prefill in chunks of 5, 30 generated" 1e-5 --prompt "Once upon a time" --generate 30 --chunk 5
-parity "one chunk, f16 storage, no queries" 1e-5 --prompt "Once upon a time there was" --chunk 64 --dtype f16 \
+# f16 storage: the emulation's attention (one call per head) and the CPU's (blocks of query rows) round
+# differently, and a float32 difference of one rounding may move a stored value to the next float16:
+# one float16 step, 2^-10 of the value (docs/reproducibility.md)
+parity "one chunk, f16 storage, no queries" 1e-3 --prompt "Once upon a time there was" --chunk 64 --dtype f16 \
     --record keys,values
 "$KVTRACE" capture --model "$M" --prompt "Once upon a time" --quiet -o "$TMP/a.h5" &&
     "$KVTRACE" capture --model "$M" --prompt "Once upon a time" --device cuda --weights bf16 --quiet -o "$TMP/b.h5" &&

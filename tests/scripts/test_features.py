@@ -10,6 +10,7 @@ position; disagreements only at near-ties). The driven cache is checked against 
 (results.h5 `retained`) for tova and keydiff and step by step against a numpy StreamingLLM. Also:
 --threads 1 and 4 give identical datasets, sampling is seeded, whole-step, of the right fraction and a
 subset of the full rows, --csv holds the h5's rows, and bad input is one line, exit 1/2/3, no file. TAP."""
+# tags: blas
 import csv
 import os
 import subprocess

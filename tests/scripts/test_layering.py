@@ -6,8 +6,7 @@
   only the folders listed below it in LAYERS.
 - No process-wide mutable state in the library: no object of ours holds a
   writable global or static variable (.data/.bss), apart from ALLOWED_STATE.
-- No source folder above FOLDER_MAX_LINES lines of C (tests excluded), apart
-  from model/ with its subfolders.
+(Folders follow concepts: there is no cap on a folder's lines.)
 
     /usr/bin/python3 tests/scripts/test_layering.py   (BUILD selects the build directory)
 """
@@ -52,9 +51,6 @@ LAYERS = {
 # Writable static state that is process-wide by nature: the registry of
 # temporary outputs that the signal handler removes.
 ALLOWED_STATE = {("core/outfile.o", "pending"), ("core/outfile.o", "pending_used")}
-
-FOLDER_MAX_LINES = 3500
-BIG_FOLDER_OK = "model"
 
 
 def folder_of(rel):
@@ -197,11 +193,9 @@ def main():
     check(not bad, "folders call only the layers below them", "\n".join(bad))
 
     bad_inc = []
-    lines = {}
     for src in sources():
         text = open(os.path.join(ROOT, src), encoding="utf-8").read()
         top = folder_of(src)
-        lines[top] = lines.get(top, 0) + text.count("\n")
         for inc in INCLUDE.findall(text):
             if inc != top and inc != PUBLIC and inc not in LAYERS[top]:
                 bad_inc.append("%s includes %s/" % (src, inc))
@@ -216,9 +210,6 @@ def main():
     state = mutable_state(objs)
     check(not state, "no process-wide mutable state in the library", "\n".join(state))
 
-    big = ["%s/: %d lines" % (f, n) for f, n in sorted(lines.items()) if n > FOLDER_MAX_LINES and f != BIG_FOLDER_OK]
-    check(not big, "no source folder over %d lines but %s/ (%s)" % (
-        FOLDER_MAX_LINES, BIG_FOLDER_OK, ", ".join("%s %d" % kv for kv in sorted(lines.items()))), "\n".join(big))
     return finish()
 
 

@@ -12,6 +12,7 @@
 - `kvtrace info` lists them.
 
     KVTRACE=build/kvtrace /usr/bin/python3 tests/scripts/test_reference.py build"""
+# tags: blas
 import csv
 import os
 import shutil

@@ -16,6 +16,7 @@
   while loading);
 - --weights on a bad word: exit 2.
 Run by tests/run_all.sh with KVTRACE and KVTRACE_MODEL_DIR set."""
+# tags: blas
 import os
 import shutil
 import subprocess
