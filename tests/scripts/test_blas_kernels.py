@@ -40,7 +40,9 @@ CFG = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=2
            max_position_embeddings=1024, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
            hidden_act="silu")
 T, CHUNK = 320, 64
-MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+# under mpirun (as root in CI): LeakSanitizer off, for MPI's own allocations (as test_mpi.py)
+MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
 SIM = ["--policies", "keydiff,tova,snapkv", "--budgets", "64,128", "--chunks", "64", "--quiet"]
 
 
