@@ -86,7 +86,7 @@ static void library_table_and_no_device(void **state)
 {
     (void)state;
     char path[4096];
-    if (!built_library(path, sizeof path)) tu_skip("%s not built (no nvcc)", path);
+    if (!built_library(path, sizeof path)) tu_skip("%s not built (no nvcc with cuBLAS here)", path);
     cuda_lib b;
     kv_err err = {0};
     assert_int_equal(cuda_lib_load(&b, path, &err), KV_OK);
