@@ -304,7 +304,7 @@ int capture_main(int argc, char **argv)
         return 0;
     }
     char model_path[4096];
-    if (!rc && !o->model && !(rc = model_default_path(model_path, sizeof model_path, true, &err))) o->model = model_path;
+    if (!rc) rc = model_resolve(o->model, model_path, sizeof model_path, &o->model, &err);
     if (!rc) rc = prov_set_time(&prov, o->timestamp, &err);
     if (!rc) {
         prov_set_seed(&prov, o->seed);

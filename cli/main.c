@@ -11,6 +11,7 @@
 #include "core/parallel.h"
 #include "capture/capture.h"
 #include "core/version.h"
+#include "model/model_fetch.h"
 #include "fidelity/fidelity.h"
 #include "plots/plot.h"
 #include "policies/policy.h"
@@ -41,6 +42,7 @@ static const verb VERBS[] = {
     {"fit", "fit a score expression on feature files; held-out evaluation", verb_fit, NULL, NULL},
     {"policies", "every policy, its parameters and defaults", policies_main, NULL, NULL},
     {"demo", "the whole pipeline on the default model", demo_main, NULL, NULL},
+    {"fetch", "put a model kvtrace knows by name in the user cache, checked", model_fetch_main, NULL, NULL},
 };
 enum { N_VERBS = sizeof VERBS / sizeof VERBS[0] };
 

@@ -267,7 +267,7 @@ int demo_main(int argc, char **argv)
         prov_free(&prov);
         return 0;
     }
-    if (!rc && !o.model && !(rc = model_default_path(model, sizeof model, true, &err))) o.model = model;
+    if (!rc) rc = model_resolve(o.model, model, sizeof model, &o.model, &err);
     if (!rc) rc = prov_set_time(&prov, o.timestamp, &err);
     kv_outfile out;
     const char *inputs[] = {o.model};

@@ -204,8 +204,7 @@ static int needle_run(const needle_opts *o, kv_err *err)
 {
     char model_path[4096];
     const char *model = o->model;
-    int rc = model ? KV_OK : model_default_path(model_path, sizeof model_path, true, err);
-    if (!rc && !model) model = model_path;
+    int rc = model_resolve(o->model, model_path, sizeof model_path, &model, err);
     const char *inputs[] = {o->haystack, model};
     if (!rc) rc = outfile_check_inputs(o->output, inputs, 2, err);
     char *text = NULL;

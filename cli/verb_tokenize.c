@@ -10,6 +10,7 @@
 #include "model/formats/format.h"
 #include "model/formats/hf.h"
 #include "model/model.h"
+#include "model/model_fetch.h"
 #include "model/tokenizer/prompt.h"
 #include "model/tokenizer/token_file.h"
 #include "model/tokenizer/tokenizer.h"
@@ -252,12 +253,14 @@ int verb_tokenize(int argc, char **argv)
     kv_vocab v = {0};
     bool has = false;
     const kv_vocab *use = &v;
+    char path[4096];
     if (o.tokenizer) {
         rc = is_gguf(o.tokenizer) ? gguf_read_tokenizer(o.tokenizer, &v, &has, &err)
                                   : hf_read_tokenizer(o.tokenizer, 0, &v, &has, &err);
         if (!rc && !has) rc = kv_fail(&err, KV_EINPUT, "%s: not a BPE tokenizer kvtrace reads", o.tokenizer);
     } else {
-        rc = model_load(o.model, NULL, &m, &err);
+        rc = model_resolve(o.model, path, sizeof path, &o.model, &err);
+        if (!rc) rc = model_load(o.model, NULL, &m, &err);
         if (!rc && !m.has_vocab) rc = kv_fail(&err, KV_EINPUT, "%s: the model has no tokenizer", o.model);
         use = &m.vocab;
     }

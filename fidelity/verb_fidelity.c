@@ -203,8 +203,7 @@ static int fidelity_verb(int argc, char **argv)
         prov_free(&prov);
         return 0;
     }
-    if (!rc && !o->seq.model && !(rc = model_default_path(a->model_path, sizeof a->model_path, true, &err)))
-        o->seq.model = a->model_path;
+    if (!rc) rc = model_resolve(o->seq.model, a->model_path, sizeof a->model_path, &o->seq.model, &err);
     if (!rc) rc = prov_set_time(&prov, a->timestamp, &err);
     if (!rc) o->prov = &prov, rc = o->prompts ? fidelity_prompts(o, &err) : fidelity_run(o, &err);
     prov_free(&prov);

@@ -1,6 +1,7 @@
 /* ggml_types: ggml's tensor types as GGUF files use them: name, block size,
  * bytes per block, and a converter to float32 where kvtrace reads the type
- * (F32, F16, BF16; Q8_0 dequantised). */
+ * (F32, F16, BF16; Q8_0 and Q4_1 dequantised, bit for bit as the gguf
+ * package's gguf.quants.dequantize: tests/scripts/test_ggml_quants.py). */
 #include "model/formats/ggml_types.h"
 
 #include <stdio.h>
@@ -24,12 +25,30 @@ static void q8_0_to_f32(const uint8_t *src, float *dst, uint64_t n)
     }
 }
 
+/* Q4_1: blocks of 32 values, each an F16 scale d, an F16 minimum m and 16
+ * bytes of 4-bit codes (value j in the low nibble of byte j, value j + 16
+ * in its high nibble): x = d * q + m, the product rounded before the sum. */
+static void q4_1_to_f32(const uint8_t *src, float *dst, uint64_t n)
+{
+    for (uint64_t b = 0; b < n / 32; b++) {
+        const uint8_t *blk = src + 20 * b;
+        const float d = half_to_float((kv_half)(blk[0] | (blk[1] << 8)));
+        const float m = half_to_float((kv_half)(blk[2] | (blk[3] << 8)));
+        float *y = dst + 32 * b;
+        for (int j = 0; j < 16; j++) {
+            const float lo = d * (float)(blk[4 + j] & 0x0F), hi = d * (float)(blk[4 + j] >> 4);
+            y[j] = lo + m;
+            y[j + 16] = hi + m;
+        }
+    }
+}
+
 /* ggml's types: block size in elements, bytes per block, and a converter
  * where kvtrace reads the type. Unnamed ids are ones ggml removed. */
 static const ggml_type_info GGML_TYPES[] = {
     [0] = {"F32", 1, 4, f32_to_f32},
     [1] = {"F16", 1, 2, half_le_bytes_to_float},
-    [2] = {"Q4_0", 32, 18, NULL},      [3] = {"Q4_1", 32, 20, NULL},
+    [2] = {"Q4_0", 32, 18, NULL},      [3] = {"Q4_1", 32, 20, q4_1_to_f32},
     [6] = {"Q5_0", 32, 22, NULL},      [7] = {"Q5_1", 32, 24, NULL},
     [8] = {"Q8_0", 32, 34, q8_0_to_f32},
     [9] = {"Q8_1", 32, 36, NULL},

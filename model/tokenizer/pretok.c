@@ -53,6 +53,7 @@ static const named_pretok NAMED[] = {
     {"deepseek-v3", {"\\p{N}{1,3}", DSV3_CJK, DSV3_REST}, 0},
     {"gpt-4o", {GPT4O}, 0},
     {"olmo", {GPT2}, 0},
+    {"smollm", {"\\p{N}", GPT2}, 0}, /* SmolLM2: every digit its own piece, then GPT-2's split */
     {"mpt", {GPT2}, 0},
 };
 enum { N_NAMED = sizeof NAMED / sizeof NAMED[0] };
