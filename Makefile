@@ -116,6 +116,9 @@ endif
 # only by make test-gpu (they skip, saying why, without a usable GPU)
 GPU_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/gpu/%,$(wildcard tests/gpu/*.c))
 
+# small programs the real-model tests drive (tests/tools/)
+TOOL_BIN := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(wildcard tests/tools/*.c))
+
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -164,7 +167,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-missing-prototypes $< $(LIB) $(LDFLAGS) \
 	    $(shell pkg-config --libs cmocka 2>/dev/null) $(LDLIBS) -o $@
 
-tests: $(BIN) $(TEST_BIN) $(CUDA_TARGETS) $(GPU_BIN) $(BUILD)/emul/libkvcuda_emul.so
+tests: $(BIN) $(TEST_BIN) $(CUDA_TARGETS) $(GPU_BIN) $(TOOL_BIN) $(BUILD)/emul/libkvcuda_emul.so
+
+$(BUILD)/tools/%: tests/tools/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -Wno-missing-prototypes $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 # a host emulation of the CUDA backend's ABI: CI runs the --device cuda path with it
 EMUL_SRC := tests/emul/kvcuda_emul.c $(addprefix core/,attn_causal.c attn_colsum.c softmax.c half.c rope.c kv_error.c)

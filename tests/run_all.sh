@@ -115,6 +115,12 @@ else
     fi
     export KVTRACE_MODEL_DIR
     echo "# test models: $KVTRACE_MODEL_DIR (made from $MODEL_GGUF)"
+    t0=$(date +%s) REAL_SKIP=
+    if real_setup "$1"; then
+        echo "# real-model tests: $REAL_MODEL, $REAL_PY ($(($(date +%s) - t0)) s to set up)"
+    else
+        echo "# real-model tests cannot run: $REAL_WHY"
+    fi
 fi
 
 # The OpenBLAS kernels the scripts tagged blas (a line "# tags: blas") run under once more, each with
@@ -122,6 +128,12 @@ fi
 # on the kernel OpenBLAS picks (docs/reproducibility.md). SkylakeX needs avx512f.
 BLAS_KERNELS="Haswell SkylakeX Sandybridge"
 FIRST_BUILD=$1
+
+# The real-model part (tests/real/: SmolLM2-135M-Instruct against transformers, the gguf package and
+# HF tokenizers), in the first build's leg only, with the test venv's Python (tests/lib/real_setup.sh);
+# offline, each of its scripts fails with one line saying what to put where.
+. "$ROOT/tests/lib/real_setup.sh"
+REAL_PY= REAL_MODEL= REAL_WHY= REAL_SKIP="SKIP_MODEL_TESTS=1: the model tests are skipped"
 
 jobs_of() { # build directory: its tests, one per line "KIND PATH" (unit, sh, py, blas:KERNEL:THREADS), in run order
     for t in "$ROOT/$1"/tests/test_*; do
@@ -134,6 +146,9 @@ jobs_of() { # build directory: its tests, one per line "KIND PATH" (unit, sh, py
         [ -f "$s" ] && echo "py $s"
     done
     [ "$1" = "$FIRST_BUILD" ] || return 0
+    for s in "$ROOT"/tests/real/*.py; do
+        [ -f "$s" ] && echo "real $s"
+    done
     for k in $BLAS_KERNELS; do
         for n in 1 2; do
             grep -l '^# tags:.*\bblas\b' "$ROOT"/tests/scripts/*.py | sed "s|^|blas:$k:$n |"
@@ -156,6 +171,14 @@ run_job() { # build directory, kind, path: one test with that build's kvtrace
     case $2 in
         unit) run_one "$BUILD/$(basename "$3")" "$3" ;;
         sh) run_one "$BUILD: $(basename "$3")" sh "$3" ;;
+        real)
+            if [ -n "$REAL_PY" ]; then
+                run_one "$BUILD: real/$(basename "$3")" env KVTRACE_SMOLLM2="$REAL_MODEL" "$REAL_PY" "$3"
+            elif [ -n "$REAL_SKIP" ]; then
+                run_one "$BUILD: real/$(basename "$3")" echo "ok 1 - $(basename "$3") # SKIP $REAL_SKIP"
+            else
+                run_one "$BUILD: real/$(basename "$3")" echo "not ok 1 - $(basename "$3"): $REAL_WHY"
+            fi ;;
         blas:*)
             k=${2#blas:}
             run_one "$BUILD: $(basename "$3") [OPENBLAS_CORETYPE=${k%:*} OPENBLAS_NUM_THREADS=${k#*:}]" \
