@@ -81,14 +81,38 @@ static int architecture(const cfg_ctx *x, model_config *c, const model_arch **ro
     return KV_OK;
 }
 
-static int rope_scaling(const cfg_ctx *x, hf_features *f)
+/* transformers 5 writes rope_parameters (rope_theta, rope_type and the scaling's fields inside it)
+ * where 4.x wrote a top-level rope_theta and rope_scaling: the object, or NULL without one. */
+static int rope_parameters(const cfg_ctx *x, json_t **rp)
+{
+    *rp = json_object_get(x->root, "rope_parameters");
+    if (*rp && json_is_null(*rp)) *rp = NULL;
+    return !*rp || json_is_object(*rp) ? KV_OK : bad(x, "rope_parameters", "is not an object");
+}
+
+/* rope_theta: the top-level key (4.x), or rope_parameters' (5.x); both given must agree. */
+static int rope_theta(const cfg_ctx *x, json_t *rp, double *theta)
+{
+    double top = 0.0, inner = 0.0;
+    const bool has_top = json_object_get(x->root, "rope_theta") != NULL, has_inner = rp && json_object_get(rp, "rope_theta");
+    int rc = get_num(x, x->root, "rope_theta", false, &top);
+    if (!rc && has_inner) rc = get_num(x, rp, "rope_theta", true, &inner);
+    if (!rc && has_top && has_inner && top != inner)
+        return kv_fail(x->err, KV_EINPUT, "%s: rope_theta %.17g and rope_parameters.rope_theta %.17g disagree", x->path,
+                       top, inner);
+    if (!rc && (has_top || has_inner)) *theta = has_top ? top : inner;
+    return rc;
+}
+
+static int rope_scaling(const cfg_ctx *x, json_t *rp, hf_features *f)
 {
     json_t *rs = json_object_get(x->root, "rope_scaling");
+    if (!rs || json_is_null(rs)) rs = rp; /* 5.x: the scaling's fields sit in rope_parameters */
     if (!rs || json_is_null(rs)) return KV_OK;
     if (!json_is_object(rs)) return bad(x, "rope_scaling", "is not an object");
     json_t *t = json_object_get(rs, "rope_type");
     if (!t) t = json_object_get(rs, "type");
-    const char *type = json_is_string(t) ? json_string_value(t) : "?";
+    const char *type = json_is_string(t) ? json_string_value(t) : rs == rp ? "default" : "?";
     if (strcmp(type, "default") == 0) return KV_OK;
     if (strcmp(type, "llama3") != 0)
         return kv_fail(x->err, KV_EINPUT, "%s: rope_scaling type '%.32s' is not supported "
@@ -159,10 +183,12 @@ static int read_all(const cfg_ctx *x, model_config *c, hf_features *f)
     int rc = architecture(x, c, &a);
     if (!rc) rc = read_shape(x, c);
     c->rope_theta = 10000.0, c->norm_eps = 1e-6;
-    if (!rc) rc = get_num(x, x->root, "rope_theta", false, &c->rope_theta);
+    json_t *rp = NULL;
+    if (!rc) rc = rope_parameters(x, &rp);
+    if (!rc) rc = rope_theta(x, rp, &c->rope_theta);
     if (!rc) rc = get_num(x, x->root, "rms_norm_eps", false, &c->norm_eps);
     if (!rc) rc = get_bool(x, "tie_word_embeddings", &f->tied);
-    if (!rc) rc = rope_scaling(x, f);
+    if (!rc) rc = rope_scaling(x, rp, f);
     if (!rc) rc = sliding_window(x, a, c);
     if (!rc) rc = refuse_unsupported(x, c);
     return rc;

@@ -62,7 +62,7 @@ def kv_capture(tmp, ids, chunk, generate=0):
     with open(toks, "w") as f:
         json.dump(ids, f)
     args = [KVTRACE, "capture", "--model", GGUF, "--tokens", toks, "--chunk", str(chunk), "--attention", "none",
-            "--quiet", "-o", out]
+            "--threads", "1", "--quiet", "-o", out]  # one thread: the test run's other leg has the other core
     args += ["--generate", str(generate)] if generate else ["--logits"]
     subprocess.run(args, check=True, capture_output=True)
     return h5py.File(out, "r")
@@ -95,7 +95,7 @@ def compare(tr, hf_logits, T, what):
 def main():
     hf_logging.set_verbosity_error()
     AttentionInterface.register("kvtrace_capture", capture_attention)
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     d, name = os.path.split(GGUF)
     model = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, dtype=torch.float32,
                                                  attn_implementation="kvtrace_capture").eval()
