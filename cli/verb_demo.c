@@ -42,21 +42,37 @@
 #define DEMO_ALLOC_POLICIES "snapkv,keydiff,tova"
 #define DEMO_ALLOCATORS "uniform,pyramid,adakv,duo,cake"
 #define DEMO_ALLOC_BUDGETS "10%,25%"
-/* the needle study (issue #21 §2): a haystack the demo writes, six prompts, four policies */
-#define DEMO_NEEDLE "The secret code is 4721."
-#define DEMO_QUESTION "What is the secret code?"
-#define DEMO_ANSWER "4721"
+/* the needle study: a haystack the demo writes, six prompts, four policies */
 #define DEMO_NEEDLE_POLICIES "keydiff,snapkv,tova,streaming"
 #define DEMO_STEPS 13
 
-/* TinyStories-like sentences (the default model's own kind of text), written by the demo as the
- * needle study's haystack: nothing is downloaded. */
-static const char DEMO_HAYSTACK[] =
+/* The needle study's task: the haystack the demo writes (nothing is downloaded), the needle, the
+ * question and its answer. */
+typedef struct {
+    const char *haystack, *needle, *question, *answer;
+} demo_task;
+
+/* stories260K (the default): TinyStories-like sentences, the model's own kind of text; it cannot
+ * answer (a 260K-parameter story model), but the study's plumbing runs on it in seconds. */
+static const demo_task STORY_TASK = {
     "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.\n"
     "One day, she saw a big red ball under a tree. She ran to the ball and kicked it very high.\n"
     "Her friend Tom came to play too. They played with the ball all day and laughed a lot.\n"
     "When the sun went down, Lily went home. Her mom gave her a warm bowl of soup.\n"
-    "Lily was happy. She went to bed and dreamed about the big red ball and her friend Tom.\n";
+    "Lily was happy. She went to bed and dreamed about the big red ball and her friend Tom.\n",
+    "The secret code is 4721.", "What is the secret code?", "4721"};
+
+/* Any other model: RULER's pass key in repeated filler, a task SmolLM2-135M-Instruct solves with the
+ * full cache (README, "What the demo finds"). */
+static const demo_task PASSKEY_TASK = {
+    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.\n",
+    "The pass key is 71432. Remember it. 71432 is the pass key.", "What is the pass key? The pass key is", "71432"};
+
+/* The task for the demo's model: the story for the default (no --model, or --model stories260k). */
+static const demo_task *task_of(const char *model_spec)
+{
+    return !model_spec || strcmp(model_spec, "stories260k") == 0 ? &STORY_TASK : &PASSKEY_TASK;
+}
 
 static const char USAGE[] =
     "usage: kvtrace demo [-o DIR] [--model M] [--force] [--quiet] [--all-policies] [--short]\n"
@@ -71,7 +87,8 @@ static const char USAGE[] =
     "  5-7.        the allocator study: sim " DEMO_ALLOC_POLICIES " under " DEMO_ALLOCATORS "\n"
     "              at budgets " DEMO_ALLOC_BUDGETS " of T, then analyze and plot -> allocators/ (its own\n"
     "              report.html: budgets per layer and head, error against memory)\n"
-    "  8-10.       the needle study: prompts needle on a haystack the demo writes (lengths 128,256,\n"
+    "  8-10.       the needle study: prompts needle on a haystack the demo writes (stories260K: a story\n"
+    "              and a secret code; any other model: RULER's pass key in repeated filler; lengths 128,256,\n"
     "              depths 0,0.5,1), capture --prompts, sim " DEMO_NEEDLE_POLICIES " at budgets 32,64,\n"
     "              chunks 16,32 -> needle/ (needle/results/spans_summary.csv: the needle's retention)\n"
     "  11-12.      analyze and plot the needle study -> needle/analysis/, needle/figures/ (its own\n"
@@ -93,6 +110,7 @@ static const char USAGE[] =
 
 typedef struct {
     const char *model, *out;
+    const char *model_spec; /* --model as given (a name or a path; NULL: the default), for the task */
     bool force, quiet, timestamp, all_policies, short_run;
     prov_record *prov;  /* the demo's record: each step's command is added as it starts */
 } demo_opts;
@@ -127,7 +145,10 @@ static int step(const demo_opts *o, int n, const char *what, int (*verb)(int, ch
     if (rc) return cli_report(&err);
     if (!o->quiet) fprintf(stderr, "kvtrace demo: [%d/%d] %s\n", n, DEMO_STEPS, what);
     optind = 1;
-    return verb(argc, (char **)argv);
+    const double t0 = kv_now_seconds();
+    rc = verb(argc, (char **)argv);
+    if (!rc) printf("kvtrace demo: [%d/%d] %s: %.1f s\n", n, DEMO_STEPS, what, kv_now_seconds() - t0);
+    return rc;
 }
 
 /* Moves every entry of dir/sub up into dir, then removes dir/sub: plot writes
@@ -152,10 +173,10 @@ static int hoist(const char *dir, const char *sub, kv_err *err)
 }
 
 /* needle/haystack.txt, the needle study's haystack. */
-static int write_haystack(void)
+static int write_haystack(const demo_task *t)
 {
     FILE *f = mkdir("needle", 0777) == 0 ? fopen("needle/haystack.txt", "w") : NULL;
-    bool ok = f && fputs(DEMO_HAYSTACK, f) >= 0;
+    bool ok = f && fputs(t->haystack, f) >= 0;
     if (f) ok = fclose(f) == 0 && ok;
     if (ok) return 0;
     fprintf(stderr, "kvtrace: error: needle/haystack.txt: cannot write: %s\n", strerror(errno));
@@ -181,8 +202,9 @@ static int run_steps(const demo_opts *o, const char *model)
     const char *aana[] = {"analyze", "trace.h5", "--results", "allocators/results", "-o", "allocators/analysis", q,
                           ts};
     const char *aplt[] = {"plot", "allocators/analysis", "-o", "allocators/figures", q, ts};
-    const char *ngen[] = {"prompts", "needle", "--haystack", "needle/haystack.txt", "--needle", DEMO_NEEDLE,
-                          "--question", DEMO_QUESTION, "--answer", DEMO_ANSWER, "--depths", "0,0.5,1", "--lengths",
+    const demo_task *task = task_of(o->model_spec);
+    const char *ngen[] = {"prompts", "needle", "--haystack", "needle/haystack.txt", "--needle", task->needle,
+                          "--question", task->question, "--answer", task->answer, "--depths", "0,0.5,1", "--lengths",
                           "128,256", "--model", model, "-o", "needle/prompts.jsonl"};
     const char *ncap[] = {"capture", "--prompts", "needle/prompts.jsonl", "--model", model, "--chunk", DEMO_CHUNK,
                           "-o", "needle/study", q, ts};
@@ -206,7 +228,7 @@ static int run_steps(const demo_opts *o, const char *model)
     if (!rc) rc = STEP(6, "analyze: allocators", analyze_main, aana);
     if (!rc) rc = STEP(7, "plot: allocators", plot_main, aplt);
     if (!rc && strncmp(model, "random:", 7) != 0) { /* a random model has no tokenizer */
-        if (!rc) rc = write_haystack();
+        if (!rc) rc = write_haystack(task);
         if (!rc) rc = STEP(8, "prompts: needle", verb_prompts, ngen);
         if (!rc) rc = STEP(9, "capture: needle study", capture_main, ncap);
         if (!rc) rc = STEP(10, "sim: needle study (spans.csv)", sim_main, nsim);
@@ -267,6 +289,7 @@ int demo_main(int argc, char **argv)
         prov_free(&prov);
         return 0;
     }
+    o.model_spec = o.model;
     if (!rc) rc = model_resolve(o.model, model, sizeof model, &o.model, &err);
     if (!rc) rc = prov_set_time(&prov, o.timestamp, &err);
     kv_outfile out;

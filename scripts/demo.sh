@@ -1,7 +1,8 @@
 #!/bin/sh
-# make demo: `kvtrace demo` into out/demo (replacing an earlier one). The
-# default model comes from $KVTRACE_MODEL_DIR, a checkout's ../shared/models,
-# or ~/.cache/kvtrace, where kvtrace downloads it (sha256 checked) if absent.
+# make demo: `kvtrace demo --model smollm2-135m` into out/demo (replacing an earlier one):
+# the whole pipeline on SmolLM2-135M-Instruct (KVTRACE_DEMO_MODEL names another model,
+# stories260k the tests' default). The model comes from $KVTRACE_MODEL_DIR or
+# ~/.cache/kvtrace, where kvtrace fetches it (sha256 checked) if absent (docs/models.md).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-$ROOT/out/demo}
@@ -10,4 +11,4 @@ if [ -z "${KVTRACE_MODEL_DIR:-}" ] && [ -d "$ROOT/../shared/models" ]; then
     export KVTRACE_MODEL_DIR
 fi
 mkdir -p "$(dirname "$OUT")"
-exec "$ROOT/build/kvtrace" demo --force -o "$OUT"
+exec "$ROOT/build/kvtrace" demo --model "${KVTRACE_DEMO_MODEL:-smollm2-135m}" --force -o "$OUT"
