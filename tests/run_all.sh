@@ -117,7 +117,8 @@ else
     echo "# test models: $KVTRACE_MODEL_DIR (made from $MODEL_GGUF)"
     t0=$(date +%s) REAL_SKIP=
     if real_setup "$1"; then
-        echo "# real-model tests: $REAL_MODEL, $REAL_PY ($(($(date +%s) - t0)) s to set up)"
+        llamacpp_setup "$1" || echo "# the llama.cpp test cannot run: $REAL_LLAMACPP_WHY"
+        echo "# real-model tests: $REAL_MODEL, $REAL_PY, llama.cpp in ${REAL_LLAMACPP:-(none)} ($(($(date +%s) - t0)) s to set up)"
     else
         echo "# real-model tests cannot run: $REAL_WHY"
     fi
@@ -133,7 +134,7 @@ FIRST_BUILD=$1
 # HF tokenizers), in the first build's leg only, with the test venv's Python (tests/lib/real_setup.sh);
 # offline, each of its scripts fails with one line saying what to put where.
 . "$ROOT/tests/lib/real_setup.sh"
-REAL_PY= REAL_MODEL= REAL_WHY= REAL_SKIP="SKIP_MODEL_TESTS=1: the model tests are skipped"
+REAL_LLAMACPP= REAL_LLAMACPP_WHY= REAL_PY= REAL_MODEL= REAL_WHY= REAL_SKIP="SKIP_MODEL_TESTS=1: the model tests are skipped"
 
 jobs_of() { # build directory: its tests, one per line "KIND PATH" (unit, sh, py, blas:KERNEL:THREADS), in run order
     for t in "$ROOT/$1"/tests/test_*; do
@@ -172,8 +173,11 @@ run_job() { # build directory, kind, path: one test with that build's kvtrace
         unit) run_one "$BUILD/$(basename "$3")" "$3" ;;
         sh) run_one "$BUILD: $(basename "$3")" sh "$3" ;;
         real)
-            if [ -n "$REAL_PY" ]; then
-                run_one "$BUILD: real/$(basename "$3")" env KVTRACE_SMOLLM2="$REAL_MODEL" "$REAL_PY" "$3"
+            if [ -n "$REAL_PY" ] && [ "$(basename "$3")" = test_smollm2_llamacpp.py ] && [ -z "$REAL_LLAMACPP" ]; then
+                run_one "$BUILD: real/$(basename "$3")" echo "not ok 1 - $(basename "$3"): $REAL_LLAMACPP_WHY"
+            elif [ -n "$REAL_PY" ]; then
+                run_one "$BUILD: real/$(basename "$3")" env KVTRACE_SMOLLM2="$REAL_MODEL" KVTRACE_LLAMACPP="$REAL_LLAMACPP" \
+                    "$REAL_PY" "$3"
             elif [ -n "$REAL_SKIP" ]; then
                 run_one "$BUILD: real/$(basename "$3")" echo "ok 1 - $(basename "$3") # SKIP $REAL_SKIP"
             else

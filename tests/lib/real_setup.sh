@@ -30,3 +30,29 @@ real_setup() {
     fi
     REAL_PY="$venv/bin/python"
 }
+
+# llama.cpp for tests/real/test_smollm2_llamacpp.py: the npm package node-llama-cpp (pinned) with its
+# prebuilt CPU binaries (@node-llama-cpp/linux-x64), installed with --ignore-scripts (no build from
+# source) into BUILD_DIR/llamacpp-VERSION once. Sets REAL_LLAMACPP (its node_modules' parent), or
+# REAL_LLAMACPP_WHY.
+LLAMACPP_VERSION=3.21.1
+llamacpp_setup() {
+    REAL_LLAMACPP= REAL_LLAMACPP_WHY="node-llama-cpp was not set up"
+    dir="$ROOT/$1/llamacpp-$LLAMACPP_VERSION"
+    if [ ! -f "$dir/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/llama-addon.node" ]; then
+        if ! command -v npm >/dev/null 2>&1; then
+            REAL_LLAMACPP_WHY="npm is not installed (make deps installs it): node-llama-cpp@$LLAMACPP_VERSION cannot be had"
+            return 1
+        fi
+        rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+        echo '{"name": "kvtrace-llamacpp", "version": "1.0.0", "private": true}' >"$dir.tmp/package.json"
+        if ! (cd "$dir.tmp" && npm install --ignore-scripts --omit=optional --no-audit --no-fund \
+                "node-llama-cpp@$LLAMACPP_VERSION" "@node-llama-cpp/linux-x64@$LLAMACPP_VERSION") >"$LOG/npm" 2>&1; then
+            REAL_LLAMACPP_WHY="cannot install node-llama-cpp@$LLAMACPP_VERSION from the npm registry ($(tail -n 1 "$LOG/npm")) into $dir"
+            rm -rf "$dir.tmp"
+            return 1
+        fi
+        rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    fi
+    REAL_LLAMACPP=$dir REAL_LLAMACPP_WHY=
+}

@@ -1,0 +1,101 @@
+"""kvtrace capture of SmolLM2-135M-Instruct (the Q4_1 GGUF) against llama.cpp on the same GGUF, TAP: llama.cpp
+through the npm package node-llama-cpp (pinned, its prebuilt CPU binaries, installed with --ignore-scripts;
+float32 KV cache, no flash attention), fed the same token ids (tests/real/llamacpp_logprobs.mjs).
+
+llama.cpp multiplies Q4_1 weights by activations it rounds to 8 bits (Q8_1 blocks), so its logits carry
+that rounding where kvtrace (and transformers) multiply the dequantised float32 weights: the two agree to
+the precision 8-bit activations allow, not to float32's. Checked on prompts of about 150 and 700 tokens (a
+pass key in repeated filler): the next-token log-probability of every prompt token (teacher forced,
+llama.cpp's full distribution) within MEAN_TOL nats on average and MAX_TOL at worst, the next-token
+argmax the same wherever kvtrace's top-2 gap exceeds GAP nats, and the greedy continuation of 32 tokens
+identical (or a first difference where kvtrace's top-2 gap is below GAP).
+Run by tests/run_all.sh with the test venv's Python; KVTRACE, KVTRACE_SMOLLM2, KVTRACE_LLAMACPP set."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from tap import check, finish  # noqa: E402
+
+KVTRACE, GGUF, LLAMACPP = os.environ["KVTRACE"], os.environ["KVTRACE_SMOLLM2"], os.environ["KVTRACE_LLAMACPP"]
+MEAN_TOL, MAX_TOL, GAP = 0.05, 0.5, 0.2
+FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
+
+
+def prompt_ids(n):
+    half = FILLER * (n // 2)
+    text = half + "The pass key is 71432. Remember it. 71432 is the pass key. " + half + \
+        "What is the pass key? The pass key is"
+    r = subprocess.run([KVTRACE, "tokenize", "--model", GGUF, "--no-special", "--text", text], capture_output=True,
+                       text=True, check=True)
+    return json.loads(r.stdout)
+
+
+def llamacpp(tmp, ids, gen):
+    # beside the installed node_modules, where its bare imports resolve
+    script = os.path.join(LLAMACPP, "llamacpp_logprobs.mjs")
+    shutil.copyfile(os.path.join(HERE, "llamacpp_logprobs.mjs"), script)
+    f_ids, f_out = os.path.join(tmp, "ids.json"), os.path.join(tmp, "lc.json")
+    with open(f_ids, "w") as f:
+        json.dump(ids, f)
+    env = dict(os.environ, MODEL=GGUF, IDS=f_ids, OUT=f_out, GEN=str(gen))
+    r = subprocess.run(["node", script], env=env, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr[-2000:])
+    with open(f_out) as f:
+        return json.load(f)
+
+
+def kvtrace(tmp, ids, gen):
+    toks, out = os.path.join(tmp, "t.json"), os.path.join(tmp, "kv%d_%d.h5" % (len(ids), gen))
+    with open(toks, "w") as f:
+        json.dump(ids, f)
+    subprocess.run([KVTRACE, "capture", "--model", GGUF, "--tokens", toks, "--generate", str(gen), "--logits",
+                    "--attention", "none", "--record", "keys,values", "--threads", "1", "--quiet", "-o", out],
+                   check=True, capture_output=True)
+    with h5py.File(out, "r") as f:
+        logits, tokens = f["logits"][()].astype(np.float64), f["tokens"][()].tolist()
+    m = logits.max(1, keepdims=True)
+    return logits - m - np.log(np.exp(logits - m).sum(1, keepdims=True)), tokens[len(ids):]
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (4, 28):
+            ids = prompt_ids(n)
+            lc = llamacpp(tmp, ids, 32)
+            lp, gen = kvtrace(tmp, ids, 32)
+            T = len(ids)
+            ours = np.array([lp[i, ids[i + 1]] for i in range(T - 1)])
+            theirs = np.array(lc["logp_next"], dtype=np.float64)
+            d = np.abs(ours - theirs)
+            top2 = np.sort(lp[:T - 1], axis=1)[:, -2:]
+            clear = (top2[:, 1] - top2[:, 0]) > GAP
+            argmax_same = np.array(lc["top"]) == lp[:T - 1].argmax(1)
+            print("# T %d: |log p(next) kvtrace - llama.cpp|: mean %.4f, p99 %.4f, max %.4f nats; argmax the same at "
+                  "%d of %d positions (%d of the %d with a top-2 gap over %g)" % (
+                      T, d.mean(), np.quantile(d, 0.99), d.max(), argmax_same.sum(), T - 1, argmax_same[clear].sum(),
+                      clear.sum(), GAP))
+            check(d.mean() <= MEAN_TOL and d.max() <= MAX_TOL, "T %d: every prompt token's next-token log-probability "
+                  "as llama.cpp's within %g nats on average, %g at worst" % (T, MEAN_TOL, MAX_TOL),
+                  "mean %.4f max %.4f" % (d.mean(), d.max()))
+            check(argmax_same[clear].all(), "T %d: the same next-token argmax wherever the top-2 gap is over %g nats"
+                  % (T, GAP))
+            want = lc["greedy"]
+            first = next((i for i, (a, b) in enumerate(zip(gen, want)) if a != b), None)
+            print("# T %d: greedy 32 tokens: %s" % (T, "identical" if first is None else "first difference at %d"
+                                                  % first))
+            check(len(gen) == 32 and first is None, "T %d: greedy continuation of 32 tokens identical to llama.cpp's"
+                  % T, "%s vs %s" % (gen, want))
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
