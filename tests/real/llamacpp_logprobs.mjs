@@ -1,12 +1,19 @@
 // llama.cpp's side of tests/real/test_smollm2_llamacpp.py, through node-llama-cpp's prebuilt CPU binaries:
 // the next-token log-probability of every prompt token given those before it (teacher forced, the full
 // distribution: no top-k, top-p or min-p), and the greedy continuation of GEN tokens. float32 KV cache,
-// no flash attention, one thread.
+// no flash attention, one thread. With TEXTS set instead: llama.cpp's token ids of each text.
 //   MODEL=... IDS=... OUT=... GEN=N node DIR/llamacpp_logprobs.mjs   (a copy in DIR, the folder holding
 //   node_modules/node-llama-cpp, where its bare imports resolve)
 import {getLlama} from "node-llama-cpp";
 import fs from "node:fs";
-const {MODEL: model, IDS: idsFile, OUT: outFile, GEN: genN} = process.env;
+const {MODEL: model, IDS: idsFile, OUT: outFile, GEN: genN, TEXTS: textsFile} = process.env;
+if (textsFile) { // TEXTS: a JSON array of strings; OUT gets llama.cpp's ids of each (no BOS, special tokens matched)
+    const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
+    const m = await llama.loadModel({modelPath: model, vocabOnly: true});
+    const texts = JSON.parse(fs.readFileSync(textsFile, "utf8"));
+    fs.writeFileSync(outFile, JSON.stringify(texts.map(t => Array.from(m.tokenize(t, true)))));
+    process.exit(0);
+}
 const ids = JSON.parse(fs.readFileSync(idsFile, "utf8"));
 const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
 const m = await llama.loadModel({modelPath: model});

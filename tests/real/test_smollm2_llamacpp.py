@@ -8,7 +8,8 @@ the precision 8-bit activations allow, not to float32's. Checked on prompts of a
 pass key in repeated filler): the next-token log-probability of every prompt token (teacher forced,
 llama.cpp's full distribution) within MEAN_TOL nats on average and MAX_TOL at worst, the next-token
 argmax the same wherever kvtrace's top-2 gap exceeds GAP nats, and the greedy continuation of 32 tokens
-identical (or a first difference where kvtrace's top-2 gap is below GAP).
+identical (or a first difference where kvtrace's top-2 gap is below GAP). And the tokenizer: llama.cpp's
+ids of the tokenizer corpus and digit-heavy strings (test_smollm2_tokenizer.py's) equal kvtrace's.
 Run by tests/run_all.sh with the test venv's Python; KVTRACE, KVTRACE_SMOLLM2, KVTRACE_LLAMACPP set."""
 import json
 import os
@@ -38,14 +39,41 @@ def prompt_ids(n):
     return json.loads(r.stdout)
 
 
-def llamacpp(tmp, ids, gen):
-    # beside the installed node_modules, where its bare imports resolve
+def llamacpp_env(tmp, **kw):
+    """The node script beside the installed node_modules (where its bare imports resolve), and its env."""
     script = os.path.join(LLAMACPP, "llamacpp_logprobs.mjs")
     shutil.copyfile(os.path.join(HERE, "llamacpp_logprobs.mjs"), script)
-    f_ids, f_out = os.path.join(tmp, "ids.json"), os.path.join(tmp, "lc.json")
+    return script, dict(os.environ, MODEL=GGUF, OUT=os.path.join(tmp, "lc.json"), **kw)
+
+
+def tokenizer_check(tmp):
+    """llama.cpp's ids of the tokenizer corpus and the digit-heavy strings against kvtrace's."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tokenizers"))
+    import corpus
+    from test_smollm2_tokenizer import digit_strings, kvtrace_ids
+    texts = [s for s in corpus.strings() if s] + digit_strings()
+    f = os.path.join(tmp, "texts.json")
+    with open(f, "w") as g:
+        json.dump(texts, g)
+    script, env = llamacpp_env(tmp, TEXTS=f)
+    r = subprocess.run(["node", script], env=env, capture_output=True, text=True, timeout=600)
+    if not check(r.returncode == 0, "llama.cpp tokenizes the corpus", r.stderr[-2000:]):
+        return
+    with open(env["OUT"]) as g:
+        want = json.load(g)
+    got = kvtrace_ids(texts)
+    bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
+    print("# tokenizer: %d texts, %d tokens; %d differ from llama.cpp's" % (len(texts), sum(map(len, want)), len(bad)))
+    check(len(got) == len(want) and not bad, "kvtrace tokenize == llama.cpp's tokenizer on the same GGUF, id for id",
+          "\n".join("%r: %s vs %s" % (texts[i], got[i], want[i]) for i in bad[:5]))
+
+
+def llamacpp(tmp, ids, gen):
+    f_ids = os.path.join(tmp, "ids.json")
     with open(f_ids, "w") as f:
         json.dump(ids, f)
-    env = dict(os.environ, MODEL=GGUF, IDS=f_ids, OUT=f_out, GEN=str(gen))
+    script, env = llamacpp_env(tmp, IDS=f_ids, GEN=str(gen))
+    f_out = env["OUT"]
     r = subprocess.run(["node", script], env=env, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise RuntimeError(r.stderr[-2000:])
@@ -68,6 +96,7 @@ def kvtrace(tmp, ids, gen):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
+        tokenizer_check(tmp)
         for n in (4, 28):
             ids = prompt_ids(n)
             lc = llamacpp(tmp, ids, 32)
