@@ -27,7 +27,7 @@
 #   make install    kvtrace (and the CUDA backend when built) into PREFIX/bin, the plug-in headers
 #                   into PREFIX/include/kvtrace, kvtrace.pc into PREFIX/lib/pkgconfig
 #                   (PREFIX=/usr/local; DESTDIR is honoured; docs/plugins.md)
-#   make deps       install missing Debian packages only
+#   make deps       install missing Debian packages only (and, for nvcc without cuBLAS, cuBLAS from PyPI)
 #   make bench-deps the same plus python3-torch, the PyTorch peers of make bench (not needed by make test)
 #   make test-gpu   the CUDA kernels against their CPU references (skips without a GPU)
 #   make bench-gpu  capture rate and device memory on the GPU (skips without a GPU)
@@ -83,17 +83,25 @@ BIN      := $(BUILD)/kvtrace
 # --device cuda, built whenever nvcc is found with cuBLAS; Hopper sm_90 code plus PTX.
 # It is built once, in build/; other build directories link to it.
 NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
-# a toolkit without cuBLAS (nvcc alone, as some machine images ship it) cannot build the backend:
-# it is then left out, as without nvcc
+# cuBLAS: the toolkit's own, or (an image with nvcc alone) the one make deps took from PyPI into the
+# user cache (scripts/fetch-cublas.sh); with neither the backend is left out, as without nvcc
 CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+CUBLAS_HOME ?= $(firstword $(wildcard $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kvtrace/cublas-13.10.0.20))
+CUBLAS_FLAGS :=
+CUBLAS_LINK  := -lcublas
 ifeq ($(wildcard $(addsuffix /include/cublas_v2.h,$(CUDA_HOME)) $(addsuffix /targets/*/include/cublas_v2.h,$(CUDA_HOME))),)
-  NVCC :=
+  ifneq ($(wildcard $(CUBLAS_HOME)/include/cublas_v2.h),)
+    CUBLAS_FLAGS := -I$(CUBLAS_HOME)/include
+    CUBLAS_LINK  := -L$(CUBLAS_HOME)/lib -l:libcublas.so.13 -Xlinker -rpath=$(CUBLAS_HOME)/lib
+  else
+    NVCC :=
+  endif
 endif
 CUDA_SO      := build/libkvtrace_cuda.so
 CUDA_SRC     := $(wildcard model/cuda/*.cu)
 CUDA_OBJ     := $(CUDA_SRC:%.cu=build/cuda/%.o) build/cuda/kv_error.o
 CUDA_ARCH    ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-NVFLAGS      := -O2 -g -std=c++17 -I. -Iinclude $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra
+NVFLAGS      := -O2 -g -std=c++17 -I. -Iinclude $(CUBLAS_FLAGS) $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra
 CUDA_TARGETS :=
 ifneq ($(NVCC),)
 CUDA_TARGETS := $(BUILD)/libkvtrace_cuda.so
@@ -104,7 +112,7 @@ build/cuda/kv_error.o: core/kv_error.c core/kv_error.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -O2 -g -fPIC -fvisibility=hidden $(WARN) -c $< -o $@
 $(CUDA_SO): $(CUDA_OBJ)
-	$(NVCC) -shared $(CUDA_ARCH) -o $@ $^ -lcublas
+	$(NVCC) -shared $(CUDA_ARCH) -o $@ $^ $(CUBLAS_LINK)
 ifneq ($(BUILD),build)
 $(BUILD)/libkvtrace_cuda.so: $(CUDA_SO)
 	@mkdir -p $(BUILD)
@@ -127,6 +135,7 @@ all: $(BIN) $(CUDA_TARGETS)
 
 deps:
 	@scripts/install-deps.sh
+	@scripts/fetch-cublas.sh
 
 bench-deps:
 	@scripts/install-deps.sh --bench

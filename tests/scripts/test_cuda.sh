@@ -19,9 +19,11 @@ check() { # description, command...
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvtrace_cuda.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
 NVCC=$(ls /usr/local/cuda/bin/nvcc 2>/dev/null || command -v nvcc 2>/dev/null || true)
-# the Makefile's rule: the backend needs cuBLAS beside nvcc (some machine images ship nvcc alone)
+# the Makefile's rule: the backend needs cuBLAS, the toolkit's or the one make deps took from PyPI
+# (scripts/fetch-cublas.sh; some machine images ship nvcc alone)
 CUDA_HOME=$(dirname "$(dirname "$(readlink -f "${NVCC:-/nonexistent}")")")
-CUBLAS=$(ls "$CUDA_HOME"/include/cublas_v2.h "$CUDA_HOME"/targets/*/include/cublas_v2.h 2>/dev/null | head -n 1)
+CUBLAS=$(ls "$CUDA_HOME"/include/cublas_v2.h "$CUDA_HOME"/targets/*/include/cublas_v2.h \
+    "${XDG_CACHE_HOME:-$HOME/.cache}"/kvtrace/cublas-*/include/cublas_v2.h 2>/dev/null | head -n 1)
 SO="$ROOT/build/libkvtrace_cuda.so"
 BIN_DIR=$(dirname "$KVTRACE")
 
