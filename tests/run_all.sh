@@ -41,6 +41,12 @@ passed=0
 failed=0
 skipped=0
 
+# The real-model part (tests/real/: SmolLM2-135M-Instruct against transformers, the gguf package and
+# HF tokenizers), in the first build's leg only, with the test venv's Python (tests/lib/real_setup.sh);
+# offline, each of its scripts fails with one line saying what to put where.
+. "$ROOT/tests/lib/real_setup.sh"
+REAL_LLAMACPP= REAL_LLAMACPP_WHY= REAL_PY= REAL_MODEL= REAL_WHY= REAL_SKIP="SKIP_MODEL_TESTS=1: the model tests are skipped"
+
 WORK=$LOG  # where run_one keeps its output and skip reasons: a leg's own folder when legs run at once
 
 tap_count() { # output file, name: "PASSED FAILED SKIPPED" (tests/lib/tap_count.awk)
@@ -129,12 +135,6 @@ fi
 # on the kernel OpenBLAS picks (docs/reproducibility.md). SkylakeX needs avx512f.
 BLAS_KERNELS="Haswell SkylakeX Sandybridge"
 FIRST_BUILD=$1
-
-# The real-model part (tests/real/: SmolLM2-135M-Instruct against transformers, the gguf package and
-# HF tokenizers), in the first build's leg only, with the test venv's Python (tests/lib/real_setup.sh);
-# offline, each of its scripts fails with one line saying what to put where.
-. "$ROOT/tests/lib/real_setup.sh"
-REAL_LLAMACPP= REAL_LLAMACPP_WHY= REAL_PY= REAL_MODEL= REAL_WHY= REAL_SKIP="SKIP_MODEL_TESTS=1: the model tests are skipped"
 
 jobs_of() { # build directory: its tests, one per line "KIND PATH" (unit, sh, py, blas:KERNEL:THREADS), in run order
     for t in "$ROOT/$1"/tests/test_*; do
