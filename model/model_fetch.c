@@ -120,7 +120,7 @@ static int check_file(const char *tmp, const char *shown, long long bytes, const
                        shown), 1;
     if (model_file_sha256(tmp, hex, err)) return 1;
     if (strcmp(hex, sha256) != 0)
-        return kv_fail(err, KV_EFAIL, "%s: the downloaded file is not the published one (sha256 %s, not %s); nothing "
+        return kv_fail(err, KV_EFAIL, "%s: the downloaded file is not the published one (sha256 differs: %s, not %s); nothing "
                        "kept", shown, hex, sha256), 1;
     return 0;
 }
