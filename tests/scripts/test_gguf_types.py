@@ -241,7 +241,7 @@ def bad_files(tmp, cfg, w):
     blob = G.gguf(meta, [("token_embd.weight", [256, 40], 12, bytes(144 * 40))])
     open(path, "wb").write(blob)
     r = run("capture", "--model", path, "--tokens", toks, "-o", os.path.join(tmp, "bad.h5"))
-    check(r.returncode == 3 and "Q4_K" in r.stderr and "F32, F16, Q8_0 and BF16" in r.stderr,
+    check(r.returncode == 3 and "Q4_K" in r.stderr and "F32, F16, Q4_1, Q8_0 and BF16" in r.stderr,
           "Q4_K: exit 3 naming the type and the types kvtrace reads", r.stderr)
 
 

@@ -385,7 +385,7 @@ static void unsupported_type(void **state)
     assert_int_equal(gguf_tensor_read_f32(g, t, out, 512, &err), KV_EINPUT);
     printf("# %s\n", err.msg);
     assert_string_equal(err.msg, "mem.gguf: tensor blk.0.attn_q.weight has type Q4_K (12), "
-                                 "kvtrace reads F32, F16, Q8_0 and BF16");
+                                 "kvtrace reads F32, F16, Q4_1, Q8_0 and BF16");
     gguf_close(g);
     free(w.b);
 }
