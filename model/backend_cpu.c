@@ -43,39 +43,37 @@ static int64_t block_len(int64_t len, int64_t most)
     return (len + nb - 1) / nb;
 }
 
-/* y[n][out] = x[n][in] . W[out][in]^T as blocks of about FORWARD_WTILE of W's rows: sgemm into y's
- * columns of those rows (docs/capture.md). The 16-bit product makes the same calls on the same values. */
-static void cpu_matmul(void *ctx, const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out)
+/* y[n][out] = x[n][in] . W[out][in]^T as blocks of about FORWARD_WTILE of W's rows, one sgemm into y's
+ * columns of each block's rows (docs/capture.md). W is float32 (w) or of 16-bit type t (w16): a 16-bit
+ * block is first widened, exactly (every F16/BF16 value is a float32), into the running thread's part of
+ * the tile (tile_n floats: forward_kernels.workers parts of FORWARD_WTILE rows of the widest input). Both
+ * make the same calls on the same values, so they are identical bit for bit (test_weights16.py). */
+static void blocked_product(void *ctx, const float *x, const float *w, const model_mat *w16, model_wtype t, float *y,
+                            int64_t n, int64_t in, int64_t out, float *tile, int64_t tile_n)
 {
     const int64_t step = block_len(out, FORWARD_WTILE), nb = (out + step - 1) / step;
-    const int nt = threads_for(ctx, nb, 2.0 * (double)n * (double)in * (double)out);
+    int nt = threads_for(ctx, nb, 2.0 * (double)n * (double)in * (double)out);
+    if (w16 && nt > tile_n / (step * in)) nt = (int)(tile_n / (step * in)); /* >= 1: forward sized the tile */
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (int64_t b = 0; b < nb; b++) {
         const int64_t o0 = b * step, rows = out - o0 < step ? out - o0 : step;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)rows, (int)in, 1.0f, x, (int)in,
-                    w + o0 * in, (int)in, 0.0f, y + o0, (int)out);
+        float *part = w16 ? tile + (size_t)omp_get_thread_num() * (size_t)(step * in) : NULL;
+        if (w16) weights_widen(w16, t, (size_t)o0 * (size_t)in, (size_t)(rows * in), part);
+        const float *wb = w16 ? part : w + o0 * in;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)rows, (int)in, 1.0f, x, (int)in, wb,
+                    (int)in, 0.0f, y + o0, (int)out);
     }
 }
 
-/* 16-bit W: cpu_matmul's blocks, each widened (exactly: every F16/BF16
- * value is a float32) into the running thread's part of the tile, then the
- * same sgemm call as cpu_matmul's on the widened W: the results are
- * identical bit for bit (test_weights16.py). The tile holds
- * forward_kernels.workers parts of FORWARD_WTILE rows of the widest input. */
+static void cpu_matmul(void *ctx, const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out)
+{
+    blocked_product(ctx, x, w, NULL, MODEL_W_F32, y, n, in, out, NULL, 0);
+}
+
 static void cpu_matmul16(void *ctx, const float *x, const model_mat *w, model_wtype t, float *y, int64_t n,
                          int64_t in, int64_t out, float *tile, int64_t tile_n)
 {
-    const int64_t step = block_len(out, FORWARD_WTILE), nb = (out + step - 1) / step, parts = tile_n / (step * in);
-    int nt = threads_for(ctx, nb, 2.0 * (double)n * (double)in * (double)out);
-    nt = nt < parts ? nt : (int)parts; /* parts >= 1: forward sized the tile */
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
-    for (int64_t b = 0; b < nb; b++) {
-        const int64_t o0 = b * step, rows = out - o0 < step ? out - o0 : step;
-        float *part = tile + (size_t)omp_get_thread_num() * (size_t)(step * in);
-        weights_widen(w, t, (size_t)o0 * (size_t)in, (size_t)(rows * in), part);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)rows, (int)in, 1.0f, x, (int)in,
-                    part, (int)in, 0.0f, y + o0, (int)out);
-    }
+    blocked_product(ctx, x, NULL, w, t, y, n, in, out, tile, tile_n);
 }
 
 static int cpu_workers(void *ctx)

@@ -26,8 +26,9 @@ typedef struct {
     void (*matmul)(void *ctx, const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out);
     /* The same for W of a 16-bit type t (model/weights16.h), widened to
      * float32 a block of whole rows at a time into tile [tile_n] floats
-     * (tile_n >= in): each y element is a float32 product of the same
-     * values as matmul's on the widened W. NULL: float32 models only. */
+     * (workers parts of FORWARD_WTILE rows of `in` floats; at least one):
+     * each y element is a float32 product of the same values as matmul's
+     * on the widened W. NULL: float32 models only. */
     void (*matmul16)(void *ctx, const float *x, const model_mat *w, model_wtype t, float *y, int64_t n, int64_t in,
                      int64_t out, float *tile, int64_t tile_n);
     /* optional (NULL: one): how many matmul16 blocks may be widened at once (the tile's parts) */

@@ -1,7 +1,7 @@
 /* ggml_types: ggml's tensor types as GGUF files use them: name, block size,
  * bytes per block, and a converter to float32 where kvtrace reads the type
  * (F32, F16, BF16; Q8_0 and Q4_1 dequantised, bit for bit as the gguf
- * package's gguf.quants.dequantize: tests/scripts/test_ggml_quants.py). */
+ * package's gguf.quants.dequantize: tests/real/test_quants.py). */
 #include "model/formats/ggml_types.h"
 
 #include <stdio.h>
