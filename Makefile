@@ -86,7 +86,7 @@ NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc
 # cuBLAS: the toolkit's own, or (an image with nvcc alone) the one make deps took from PyPI into the
 # user cache (scripts/fetch-cublas.sh); with neither the backend is left out, as without nvcc
 CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
-CUBLAS_HOME ?= $(firstword $(wildcard $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kvtrace/cublas-13.10.0.20))
+CUBLAS_HOME ?= $(shell scripts/fetch-cublas.sh --home)
 CUBLAS_FLAGS :=
 CUBLAS_LINK  := -lcublas
 ifeq ($(wildcard $(addsuffix /include/cublas_v2.h,$(CUDA_HOME)) $(addsuffix /targets/*/include/cublas_v2.h,$(CUDA_HOME))),)

@@ -222,24 +222,32 @@ int model_resolve(const char *spec, char *buf, size_t cap, const char **out, kv_
     return rc;
 }
 
-const char *model_known_names(void)
+/* "stories260k or smollm2-135m": the table's names, for messages. */
+static const char *known_names(char *buf, size_t cap)
 {
-    return "stories260k or smollm2-135m";
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < N_KNOWN && len < cap; i++) {
+        int w = snprintf(buf + len, cap - len, "%s%s", i == 0 ? "" : i + 1 == N_KNOWN ? " or " : ", ", KNOWN[i].name);
+        len += w > 0 ? (size_t)w : 0;
+    }
+    return buf;
 }
 
 int model_fetch_main(int argc, char **argv)
 {
+    char names[256];
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         FILE *f = argc < 2 ? stderr : stdout;
         fprintf(f, "usage: kvtrace fetch NAME...\n\nPuts each named model (%s) in the user cache\n"
                    "(${XDG_CACHE_HOME:-~/.cache}/kvtrace), checked by sha256, unless it is there or in\n"
                    "$KVTRACE_MODEL_DIR already, and prints its path. --model NAME does the same when needed.\n",
-                model_known_names());
+                known_names(names, sizeof names));
         return argc < 2 ? 2 : 0;
     }
     for (int i = 1; i < argc; i++)
         if (!known(argv[i])) {
-            fprintf(stderr, "kvtrace: error: fetch: unknown model '%s' (known: %s)\n", argv[i], model_known_names());
+            fprintf(stderr, "kvtrace: error: fetch: unknown model '%s' (known: %s)\n", argv[i], known_names(names, sizeof names));
             return 2;
         }
     for (int i = 1; i < argc; i++) {

@@ -37,9 +37,6 @@ int model_resolve(const char *spec, char *buf, size_t cap, const char **out, kv_
  * where it already is); its path on stdout. */
 int model_fetch_main(int argc, char **argv);
 
-/* "stories260k or smollm2-135m": the known names, for messages. */
-const char *model_known_names(void);
-
 /* The sha256 of a file as 64 lowercase hex digits (hex: 65 bytes). */
 int model_file_sha256(const char *path, char *hex, kv_err *err);
 

@@ -6,15 +6,17 @@
 # toolkit has cuBLAS, when there is no nvcc, or when it is already there. Offline: one line, exit 0
 # (make then builds without the CUDA backend, and its tests say so).
 #   scripts/fetch-cublas.sh          prints nothing on success
+#   scripts/fetch-cublas.sh --home   prints where it goes (the Makefile and tests/scripts/test_cuda.sh ask)
 set -eu
 VERSION=13.10.0.20
+DEST=${XDG_CACHE_HOME:-$HOME/.cache}/kvtrace/cublas-$VERSION
+if [ "${1:-}" = --home ]; then echo "$DEST"; exit 0; fi
 NVCC=$(ls /usr/local/cuda/bin/nvcc 2>/dev/null || command -v nvcc 2>/dev/null || true)
 [ -n "$NVCC" ] || exit 0
 HOME_CUDA=$(dirname "$(dirname "$(readlink -f "$NVCC")")")
 ls "$HOME_CUDA"/include/cublas_v2.h "$HOME_CUDA"/targets/*/include/cublas_v2.h >/dev/null 2>&1 && exit 0
 major=$("$NVCC" --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
 [ "$major" = 13 ] || { echo "kvtrace: nvcc $major.x has no cuBLAS and only CUDA 13's is pinned (scripts/fetch-cublas.sh): building without the CUDA backend" >&2; exit 0; }
-DEST=${XDG_CACHE_HOME:-$HOME/.cache}/kvtrace/cublas-$VERSION
 [ -f "$DEST/include/cublas_v2.h" ] && [ -f "$DEST/lib/libcublas.so.13" ] && exit 0
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

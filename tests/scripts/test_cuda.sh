@@ -23,7 +23,7 @@ NVCC=$(ls /usr/local/cuda/bin/nvcc 2>/dev/null || command -v nvcc 2>/dev/null ||
 # (scripts/fetch-cublas.sh; some machine images ship nvcc alone)
 CUDA_HOME=$(dirname "$(dirname "$(readlink -f "${NVCC:-/nonexistent}")")")
 CUBLAS=$(ls "$CUDA_HOME"/include/cublas_v2.h "$CUDA_HOME"/targets/*/include/cublas_v2.h \
-    "${XDG_CACHE_HOME:-$HOME/.cache}"/kvtrace/cublas-*/include/cublas_v2.h 2>/dev/null | head -n 1)
+    "$("$ROOT/scripts/fetch-cublas.sh" --home)"/include/cublas_v2.h 2>/dev/null | head -n 1)
 SO="$ROOT/build/libkvtrace_cuda.so"
 BIN_DIR=$(dirname "$KVTRACE")
 
