@@ -86,7 +86,9 @@ NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc
 # cuBLAS: the toolkit's own, or (an image with nvcc alone) the one make deps took from PyPI into the
 # user cache (scripts/fetch-cublas.sh); with neither the backend is left out, as without nvcc
 CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
-CUBLAS_HOME ?= $(shell scripts/fetch-cublas.sh --home)
+ifndef CUBLAS_HOME
+  CUBLAS_HOME := $(shell scripts/fetch-cublas.sh --home)
+endif
 CUBLAS_FLAGS :=
 CUBLAS_LINK  := -lcublas
 ifeq ($(wildcard $(addsuffix /include/cublas_v2.h,$(CUDA_HOME)) $(addsuffix /targets/*/include/cublas_v2.h,$(CUDA_HOME))),)
