@@ -147,7 +147,7 @@ jobs_of() { # build directory: its tests, one per line "KIND PATH" (unit, sh, py
         [ -f "$s" ] && echo "py $s"
     done
     [ "$1" = "$FIRST_BUILD" ] || return 0
-    for s in "$ROOT"/tests/real/*.py; do
+    for s in "$ROOT"/tests/real/test_*.py; do
         [ -f "$s" ] && echo "real $s"
     done
     for k in $BLAS_KERNELS; do

@@ -17,19 +17,17 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 import h5py  # noqa: E402
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from transformers import (AttentionInterface, AutoModelForCausalLM, LlamaConfig, MistralConfig,  # noqa: E402
-                          Qwen2Config, Qwen3Config)
-from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
+from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from tap import check, finish  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_attention import CAPTURED, NAME, first_difference, register  # noqa: E402
+from tap import check, finish, scaled_diff  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
 TOL = 1e-4
-CAPTURED = {}
 SHAPE = dict(hidden_size=128, intermediate_size=344, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
              vocab_size=1000, max_position_embeddings=4096, initializer_range=0.1, tie_word_embeddings=False)
 ARCHS = [
@@ -42,16 +40,6 @@ ARCHS = [
     ("qwen3 (q/k norms)", Qwen3Config, dict(head_dim=32, rope_parameters={"rope_type": "default",
                                                                           "rope_theta": 1000000.0})),
 ]
-
-
-def capture_attention(module, query, key, value, attention_mask, **kw):
-    CAPTURED[module.layer_idx] = (query[0].numpy().copy(), key[0].numpy().copy(), value[0].numpy().copy())
-    return sdpa_attention_forward(module, query, key, value, attention_mask, **kw)
-
-
-def scaled(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.abs(a - b).max() / np.abs(b).max())
 
 
 def kv_capture(tmp, model_dir, ids, chunk, generate=0):
@@ -70,7 +58,7 @@ def kv_capture(tmp, model_dir, ids, chunk, generate=0):
 def one_arch(tmp, what, cls, extra):
     torch.manual_seed(7)
     cfg = cls(**SHAPE, **extra)
-    cfg._attn_implementation = "kvtrace_capture"
+    cfg._attn_implementation = NAME
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
     with torch.no_grad():   # every tensor random (transformers starts biases at zero and norms at one)
         for name, p in model.named_parameters():
@@ -87,9 +75,9 @@ def one_arch(tmp, what, cls, extra):
         with kv_capture(tmp, d, ids, chunk) as tr:
             style = tr.attrs["rope_style"]
             style = style.decode() if isinstance(style, bytes) else str(style)
-            worst = {"logits": scaled(tr["logits"][()], logits)}
+            worst = {"logits": scaled_diff(logits, tr["logits"][()])}
             for name, i in (("queries", 0), ("keys", 1), ("values", 2)):
-                worst[name] = max(scaled(tr[name][l], CAPTURED[l][i]) for l in CAPTURED)
+                worst[name] = max(scaled_diff(CAPTURED[l][i], tr[name][l]) for l in CAPTURED)
         print("# %s, chunk %d (rope_style %s; config: %s): %s" % (what, chunk, style, sorted(
             k for k in saved if "rope" in k), ", ".join("%s %.2e" % kv for kv in worst.items())))
         check(all(v <= TOL for v in worst.values()), "%s, chunk %d: logits, queries, keys, values of every layer "
@@ -100,18 +88,14 @@ def one_arch(tmp, what, cls, extra):
     want = out.sequences[0, 40:].tolist()
     with kv_capture(tmp, d, ids[:40], 16, generate=32) as tr:
         got = tr["tokens"][40:].tolist()
-    first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
-    gap = 0.0
-    if first is not None:
-        top = np.sort(out.logits[first][0].numpy())[::-1]
-        gap = float((top[0] - top[1]) / np.abs(top).max())
+    first, gap = first_difference(got, want, out.logits)
     check(len(got) == 32 and (first is None or gap < TOL), "%s: greedy 32 tokens as transformers' generate" % what,
           "first difference at %s (gap %.2e): %s vs %s" % (first, gap, got, want))
 
 
 def main():
     hf_logging.set_verbosity_error()
-    AttentionInterface.register("kvtrace_capture", capture_attention)
+    register()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         for what, cls, extra in ARCHS:

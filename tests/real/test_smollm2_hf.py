@@ -26,22 +26,17 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from transformers import AttentionInterface, AutoModelForCausalLM  # noqa: E402
-from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from tap import check, finish  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_attention import CAPTURED, NAME, first_difference, register  # noqa: E402
+from tap import check, finish, scaled_diff  # noqa: E402
 
 KVTRACE, GGUF = os.environ["KVTRACE"], os.environ["KVTRACE_SMOLLM2"]
 TOL = 1e-4
 FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
-CAPTURED = {}
-
-
-def capture_attention(module, query, key, value, attention_mask, **kw):
-    CAPTURED[module.layer_idx] = (query[0].numpy().copy(), key[0].numpy().copy(), value[0].numpy().copy())
-    return sdpa_attention_forward(module, query, key, value, attention_mask, **kw)
 
 
 def prompt_text(n_filler):
@@ -73,18 +68,13 @@ def rotate_half(x):
     return np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
 
 
-def scaled(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.abs(a - b).max() / np.abs(b).max())
-
-
 def compare(tr, hf_logits, T, what):
-    worst = {"logits": scaled(tr["logits"][:T], hf_logits[:T])}
+    worst = {"logits": scaled_diff(hf_logits[:T], tr["logits"][:T])}
     for name, idx, perm in (("queries", 0, True), ("keys", 1, True), ("values", 2, False)):
         e = 0.0
         for layer, t in CAPTURED.items():
             got = tr[name][layer][:, :T]
-            e = max(e, scaled(rotate_half(got) if perm else got, t[idx][:, :T]))
+            e = max(e, scaled_diff(t[idx][:, :T], rotate_half(got) if perm else got))
         worst[name] = e
     print("# %s: worst |kvtrace - transformers| / max|transformers| per tensor: %s" % (
         what, ", ".join("%s %.2e" % kv for kv in worst.items())))
@@ -94,11 +84,11 @@ def compare(tr, hf_logits, T, what):
 
 def main():
     hf_logging.set_verbosity_error()
-    AttentionInterface.register("kvtrace_capture", capture_attention)
+    register()
     torch.set_num_threads(1)
     d, name = os.path.split(GGUF)
     model = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, dtype=torch.float32,
-                                                 attn_implementation="kvtrace_capture").eval()
+                                                 attn_implementation=NAME).eval()
     prompts = [ids_of(prompt_text(n)) for n in (4, 28, 82)]
     print("# prompts of %s tokens" % [len(p) for p in prompts])
     with tempfile.TemporaryDirectory() as tmp:
@@ -123,13 +113,9 @@ def main():
         want = out.sequences[0, len(ids):].tolist()
         with kv_capture(tmp, ids, 16, generate=64) as tr:
             got = tr["tokens"][len(ids):].tolist()
-        first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
-        gap = None
-        if first is not None:
-            top = np.sort(out.logits[first][0].numpy())[::-1]
-            gap = float((top[0] - top[1]) / np.abs(top).max())
+        first, gap = first_difference(got, want, out.logits)
         print("# greedy, 64 tokens after %d: %s" % (len(ids), "identical" if first is None and len(got) == 64 else
-                                                  "first difference at step %s (top-2 gap %.2e)" % (first, gap or 0)))
+                                                  "first difference at step %s (top-2 gap %.2e)" % (first, gap)))
         check(len(got) == 64 and (first is None or gap < TOL), "greedy generation of 64 tokens: the same ids as "
               "transformers' generate (or a first difference at a near-tie)", "%s vs %s" % (got, want))
     return finish()
