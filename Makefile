@@ -232,14 +232,14 @@ FUZZ_BPE_SRC    := model/tokenizer/bpe.c model/tokenizer/bpe_encode.c model/toke
                    model/tokenizer/spm_hf.c core/utf8.c
 FUZZ_trace_validate_SRC := $(wildcard tests/fuzz/*.c) $(CORE_SRC)
 FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(wildcard model/formats/*.c) model/model.c model/arch.c model/weights16.c \
-                   model/tokenizer/vocab.c model/tokenizer/vocab_hf.c $(FUZZ_BPE_SRC)
+                   model/tokenizer/vocab.c model/tokenizer/vocab_hf.c model/tokenizer/vocab_hf_chat.c $(FUZZ_BPE_SRC)
 FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c model/tokenizer/vocab.c model/tokenizer/tokenizer.c \
                    model/tokenizer/token_file.c core/kv_error.c core/fileopen.c $(FUZZ_BPE_SRC)
 FUZZ_safetensors_SRC := $(wildcard tests/fuzz_safetensors/*.c) model/formats/safetensors.c core/filemap.c core/fileopen.c \
                    core/half.c core/kv_error.c
 FUZZ_hf_config_SRC := tests/fuzz_hf_config/fuzz_hf_config.c model/formats/hf_config.c model/arch.c model/model.c \
                    model/tokenizer/vocab.c core/rope.c core/kv_error.c core/fileopen.c $(FUZZ_BPE_SRC)
-FUZZ_hf_tokenizer_SRC := tests/fuzz_hf_tokenizer/fuzz_hf_tokenizer.c model/tokenizer/vocab_hf.c \
+FUZZ_hf_tokenizer_SRC := tests/fuzz_hf_tokenizer/fuzz_hf_tokenizer.c model/tokenizer/vocab_hf.c model/tokenizer/vocab_hf_chat.c \
                    model/tokenizer/vocab.c model/tokenizer/tokenizer.c core/kv_error.c core/fileopen.c $(FUZZ_BPE_SRC)
 FUZZ_csv_SRC    := tests/fuzz_csv/fuzz_csv.c core/csv.c core/kv_error.c core/fileopen.c
 

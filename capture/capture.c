@@ -125,14 +125,15 @@ static void print_cost(const capture_opts *o, const model_config *c, double wbyt
 /* The run over tokens [T] of the loaded model, and its outputs (with
  * --kvzip the reconstruction pass after it: kvzip.h). */
 static int capture_tokens(const capture_opts *o, const alloc_config *ac, const backend_iface *be, void *bctx,
-                          const kv_model *m, int32_t *tokens, int64_t P, int64_t T, const char *text, double load_s,
-                          kv_err *err)
+                          const kv_model *m, int32_t *tokens, int64_t P, int64_t T, const char *text, const char *chat,
+                          double load_s, kv_err *err)
 {
     run_opts ro = {.model = m, .model_path = o->model, .backend = be, .backend_ctx = bctx, .tokens = tokens,
                    .T = T, .P = P, .chunk = o->chunk, .evict = &o->evict, .budget = o->budget,
                    .alloc = ac->iface ? ac : NULL,
                    .output = o->dry_run ? NULL : o->output, .verb = "capture", .trace = trace_wants(o),
-                   .beyond_context = o->beyond_context, .prompt_text = text, .record_wo = o->record_wo,
+                   .beyond_context = o->beyond_context, .prompt_text = text, .prompt_chat = chat,
+                   .record_wo = o->record_wo,
                    .spans = o->spans, .n_spans = o->n_spans};
     int32_t *tmpl = NULL;
     int64_t n_tmpl = 0;
@@ -158,9 +159,11 @@ int capture_provenance(prov_record *p, const char *model, const char *tokenizer,
 {
     int rc = prov_add_model(p, model, err);
     if (!rc && tokenizer) rc = prov_add_file(p, "tokenizer", tokenizer, NULL, err);
-    const char *kind = ps->text ? "text" : ps->text_file ? "file" : ps->tokens_file ? "ids" : "bos";
+    const char *kind = ps->text ? "text" : ps->text_file ? "file" : ps->tokens_file ? "ids" : ps->messages_file ? "messages"
+                     : "bos";
     if (!rc) rc = prov_set_text(&p->prompt, kind, err);
     if (!rc && ps->text_file) rc = prov_add_file(p, "prompt_file", ps->text_file, NULL, err);
+    if (!rc && ps->messages_file) rc = prov_add_file(p, "messages", ps->messages_file, NULL, err);
     if (!rc && ps->tokens_file) rc = prov_add_file(p, "tokens", ps->tokens_file, NULL, err);
     return rc;
 }
@@ -194,7 +197,7 @@ static int run_loaded(const capture_opts *o, void *bctx, const kv_model *model, 
 {
     const backend_iface *be = o->backend ? o->backend : backend_all()[0];
     int32_t *tokens = NULL;
-    char *text = NULL;
+    char *text = NULL, *chat = NULL;
     int64_t P = 0, T = 0;
     int rc = KV_OK;
     if (ids) { /* the prompt's ids as given, then room for the generated ones */
@@ -202,7 +205,7 @@ static int run_loaded(const capture_opts *o, void *bctx, const kv_model *model, 
         if (!(tokens = kv_calloc((size_t)T, sizeof *tokens, "tokens", err))) rc = err->code;
         for (int64_t i = 0; !rc && i < n_ids; i++) tokens[i] = ids[i];
     } else {
-        rc = run_sequence(&o->prompt, model, o->model, o->generate, &tokens, &P, &T, &text, err);
+        rc = run_sequence(&o->prompt, model, o->model, o->generate, &tokens, &P, &T, &text, &chat, err);
     }
     if (!rc) rc = check_full_attention(o, &model->cfg, T, err);
     if (!rc && provenance && o->prov && !o->dry_run)
@@ -210,11 +213,11 @@ static int run_loaded(const capture_opts *o, void *bctx, const kv_model *model, 
     alloc_config ac;
     double *scores = NULL;
     if (!rc) rc = capture_alloc(o, &model->cfg, &ac, &scores, err);
-    if (!rc) rc = capture_tokens(o, &ac, be, bctx, model, tokens, P, T, text, load_s, err);
+    if (!rc) rc = capture_tokens(o, &ac, be, bctx, model, tokens, P, T, text, chat, load_s, err);
     free(scores);
     backend_close(be, bctx);
     free(tokens);
-    free(text);
+    free(text), free(chat);
     return rc;
 }
 

@@ -22,7 +22,8 @@ void prompts_free(prompt_list *l)
     for (int i = 0; i < l->n; i++) {
         prompt_item *it = &l->p[i];
         for (int k = 0; k < it->n_spans; k++) free(it->span_text[k]);
-        free(it->text), free(it->ids), free(it->spans), free(it->span_text);
+        free(it->text), free(it->ids), free(it->spans), free(it->span_text), free(it->record);
+        chat_messages_free(it->msgs, it->n_msgs);
     }
     free(l->p);
     memset(l, 0, sizeof *l);
@@ -35,7 +36,7 @@ const trace_span *prompt_answer(const prompt_item *it)
     return NULL;
 }
 
-static const char *const KNOWN[] = {"id", "text", "tokens", "generate", "spans", "answer"};
+static const char *const KNOWN[] = {"id", "text", "messages", "tokens", "generate", "spans", "answer"};
 
 /* The fields: each known. */
 static int check_fields(json_t *o, const char *file, int line, kv_err *err)
@@ -46,19 +47,27 @@ static int check_fields(json_t *o, const char *file, int line, kv_err *err)
         size_t k = 0;
         while (k < sizeof KNOWN / sizeof *KNOWN && strcmp(key, KNOWN[k]) != 0) k++;
         if (k == sizeof KNOWN / sizeof *KNOWN)
-            return kv_fail(err, KV_EINPUT, "%s:%d: unknown field '%.60s' (a prompt has id, text or tokens, and "
-                           "optionally generate, spans, answer)", file, line, key);
+            return kv_fail(err, KV_EINPUT, "%s:%d: unknown field '%.60s' (a prompt has id, text, messages or "
+                           "tokens, and optionally generate, spans, answer)", file, line, key);
     }
     return KV_OK;
 }
 
-/* The text or the token ids of one prompt object into it. */
+/* The text, the messages or the token ids of one prompt object into it. */
 static int prompt_body(json_t *o, prompt_item *it, const char *file, int line, kv_err *err)
 {
     json_t *text = json_object_get(o, "text"), *tokens = json_object_get(o, "tokens");
-    if (!text == !tokens)
+    json_t *msgs = json_object_get(o, "messages");
+    const int given = !!text + !!tokens + !!msgs;
+    if (given != 1)
         return kv_fail(err, KV_EINPUT, "%s:%d: %s", file, line,
-                       text ? "give 'text' or 'tokens', not both" : "missing 'text' (or 'tokens')");
+                       given ? "give one of 'text', 'messages' and 'tokens'" : "missing 'text' (or 'messages', "
+                       "'tokens')");
+    if (msgs) {
+        char where[4200];
+        snprintf(where, sizeof where, "%s:%d", file, line);
+        return chat_messages_from_json(msgs, where, &it->msgs, &it->n_msgs, err);
+    }
     if (text) {
         if (!json_is_string(text) || json_string_length(text) == 0 ||
             strlen(json_string_value(text)) != json_string_length(text))
@@ -131,13 +140,45 @@ int prompts_read(const char *file, prompt_list *l, kv_err *err)
     return rc;
 }
 
-int prompts_tokenize(prompt_list *l, const char *file, const kv_model *m, kv_err *err)
+prompt_source prompt_item_source(const prompt_item *it)
+{
+    return (prompt_source){.text = it->text, .templated = it->msgs != NULL, .record = it->record};
+}
+
+/* A conversation's templated text, the answer's text after it, into it->text; its record into it->record. */
+static int render_messages(prompt_item *it, const char *file, const kv_model *m, const prompt_chat *chat, kv_err *err)
+{
+    char where[4200];
+    snprintf(where, sizeof where, "%s:%d", file, it->line);
+    if (!m->has_vocab) return kv_fail(err, KV_EUSAGE, "%s: the model has no tokenizer, so no chat template", where);
+    const chat_options o = {.date = chat ? chat->date : NULL, .no_thinking = chat && chat->no_thinking};
+    const chat_known *k = NULL;
+    char *t = NULL;
+    int rc = chat_render(&m->vocab, where, it->msgs, it->n_msgs, &o, &t, &k, err);
+    const char *answer = NULL;
+    for (int s = 0; s < it->n_spans; s++)
+        if (strcmp(it->spans[s].name, PROMPTS_ANSWER) == 0) answer = it->span_text[s];
+    const size_t n = t ? strlen(t) : 0, na = answer ? strlen(answer) : 0;
+    char *full = rc ? NULL : malloc(n + na + 1);
+    if (!rc && !full) rc = kv_fail(err, KV_EFAIL, "out of memory");
+    if (!rc) {
+        memcpy(full, t, n), memcpy(full + n, answer ? answer : "", na + 1);
+        free(it->text), free(it->record);
+        it->text = full, it->record = chat_record(k, it->msgs, it->n_msgs, &o);
+        if (!it->record) rc = kv_fail(err, KV_EFAIL, "out of memory");
+    }
+    free(t);
+    return rc;
+}
+
+int prompts_tokenize(prompt_list *l, const char *file, const kv_model *m, const prompt_chat *chat, kv_err *err)
 {
     int rc = KV_OK;
     for (int i = 0; !rc && i < l->n; i++) {
         prompt_item *it = &l->p[i];
-        if (it->text) {
-            const prompt_source src = {.text = it->text};
+        if (it->msgs) rc = render_messages(it, file, m, chat, err);
+        if (!rc && it->text) {
+            const prompt_source src = prompt_item_source(it);
             free(it->ids), it->ids = NULL;
             rc = prompt_tokens(&src, m, file, &it->ids, &it->n_ids, err);
         }
@@ -160,7 +201,7 @@ static int capture_one(const capture_opts *o, const kv_model *m, const prompt_it
     snprintf(path, sizeof path, "%s/%s.h5", dir, it->id);
     capture_opts one = *o;
     one.output = path, one.force = false;
-    one.prompt = (prompt_source){.text = it->text};
+    one.prompt = prompt_item_source(it);
     one.spans = it->n_spans ? it->spans : NULL, one.n_spans = it->n_spans;
     if (it->generate >= 0) one.generate = it->generate;
     if (!o->quiet) fprintf(stderr, "kvtrace: capture: prompt %d/%d: %s\n", i + 1, n, it->id);
@@ -233,7 +274,7 @@ int capture_prompts(const capture_opts *o, kv_err *err)
     const backend_iface *be = o->backend ? o->backend : backend_all()[0]; /* --weights as capture_run's */
     rc = model_load_as(o->model, o->tokenizer, be->kernels->matmul16 ? (model_wtype)o->weights : MODEL_W_F32, &model,
                        err);
-    if (!rc) rc = prompts_tokenize(&l, o->prompts, &model, err);
+    if (!rc) rc = prompts_tokenize(&l, o->prompts, &model, &o->prompt.chat, err);
     if (!rc && o->prov) rc = capture_provenance(o->prov, o->model, o->tokenizer, &o->prompt, err);
     if (!rc && o->prov) rc = prov_set_text(&o->prov->prompt, "prompts", err);
     if (!rc && o->prov) rc = prov_add_file(o->prov, "prompts", o->prompts, NULL, err);

@@ -2,7 +2,11 @@
  * and tokenized: what `capture --prompts` runs, and what `fidelity --prompts`
  * reads (the answer's token range). Public to capture's callers; stable.
  *
- * A line: {"id", "text" | "tokens", optional "generate", "spans", "answer"}.
+ * A line: {"id", "text" | "messages" | "tokens", optional "generate", "spans",
+ * "answer"}. "messages" is a conversation ([{"role", "content"}]) put in the
+ * model's chat template at prompts_tokenize (model/tokenizer/chat.h): the
+ * prompt's text is then the templated text, the answer's text (if any)
+ * appended after the generation prompt, as the model's reply would begin.
  * A span is {"name", "text"} (found in the prompt's text, exactly once) or
  * {"name", "start", "end"} (token positions [start, end) of the prompt's ids,
  * BOS included); "answer" is a text the prompt's text ends with, or
@@ -15,6 +19,8 @@
 
 #include "core/kv_error.h"
 #include "model/model.h"
+#include "model/tokenizer/chat.h"
+#include "model/tokenizer/prompt.h"
 #include "study/study.h"
 #include "trace/trace.h"
 
@@ -22,7 +28,11 @@
 
 typedef struct {
     char id[STUDY_ID_MAX + 1];
-    char *text;            /* the prompt's text; NULL when given as ids */
+    char *text;            /* the prompt's text (with messages: the templated text, after prompts_tokenize); NULL
+                              when given as ids */
+    chat_message *msgs;    /* [n_msgs] the conversation, given as messages; else NULL */
+    int n_msgs;
+    char *record;          /* with messages: the chat record the trace keeps (chat_record), after prompts_tokenize */
     int32_t *ids;          /* [n_ids]: given as tokens, or (prompts_tokenize) the text's ids, BOS first */
     int64_t n_ids;
     int64_t generate;      /* -1: the command's --generate */
@@ -42,11 +52,17 @@ typedef struct {
  * placed. On failure *l is empty. */
 int prompts_read(const char *file, prompt_list *l, kv_err *err);
 
-/* Every text prompt encoded with model m's tokenizer (as `capture --prompt`
- * does) into its ids, token ids checked against the vocabulary, and every
- * span placed and checked (within the prompt, text found exactly once).
- * How text is placed: docs/study.md, "Spans". */
-int prompts_tokenize(prompt_list *l, const char *file, const kv_model *m, kv_err *err);
+/* Every conversation rendered in model m's chat template (chat's date and
+ * thinking options applied; their other fields unused), every text prompt
+ * encoded with m's tokenizer (as `capture --prompt` does; a templated text
+ * without added special tokens) into its ids, token ids checked against the
+ * vocabulary, and every span placed and checked (within the prompt, text
+ * found exactly once). How text is placed: docs/study.md, "Spans". */
+int prompts_tokenize(prompt_list *l, const char *file, const kv_model *m, const prompt_chat *chat, kv_err *err);
+
+/* The prompt as a source for one run of its text (templated, with its chat
+ * record, when it came as messages); ids-only prompts give an empty one. */
+prompt_source prompt_item_source(const prompt_item *it);
 
 /* The prompt's answer span (token range after prompts_tokenize); NULL: none. */
 const trace_span *prompt_answer(const prompt_item *it);

@@ -59,19 +59,30 @@ static int prompt_text(const prompt_source *src, char **text, kv_err *err)
 }
 
 int run_sequence(const prompt_source *src, const kv_model *m, const char *model_path, int64_t generate,
-                 int32_t **tokens, int64_t *P, int64_t *T, char **text, kv_err *err)
+                 int32_t **tokens, int64_t *P, int64_t *T, char **text, char **chat, kv_err *err)
 {
-    char *t = NULL;
-    int rc = prompt_text(src, &t, err);
-    const prompt_source read = {.text = t, .tokens_file = src->tokens_file}; /* the file read once */
+    char *t = NULL, *c = NULL;
+    int rc = src->messages_file ? KV_OK : prompt_text(src, &t, err);
+    if (!rc && prompt_is_chat(src) && !src->templated) { /* the templated text is what the ids encode */
+        char *user = t;
+        rc = prompt_chat_render(src, user, m, model_path, &t, &c, err);
+        free(user);
+    } else if (!rc && src->templated && src->record && !(c = strdup(src->record))) {
+        rc = kv_fail(err, KV_EFAIL, "out of memory");
+    }
+    const prompt_source read = {.text = t, .tokens_file = src->tokens_file, /* the file read once */
+                                .templated = prompt_is_chat(src) || src->templated};
     if (!rc) rc = prompt_tokens(&read, m, model_path, tokens, P, err);
     if (text) *text = rc ? NULL : t;
+    if (chat) *chat = rc ? NULL : c;
     if (!text || rc) free(t);
+    if (!chat || rc) free(c);
     if (rc) return rc;
     *T = *P + generate;
     int32_t *grown = realloc(*tokens, sizeof(int32_t) * (size_t)*T);
     if (!grown) {
         if (text) free(*text), *text = NULL;
+        if (chat) free(*chat), *chat = NULL;
         return kv_fail(err, KV_EFAIL, "out of memory for %lld tokens", (long long)*T);
     }
     *tokens = grown;
@@ -132,7 +143,7 @@ static void fill_meta(const run_opts *o, bool evicting, int64_t width, const flo
     meta->prompt_len = o->P, meta->capture_chunk = o->chunk;
     snprintf(meta->rope_scaling, sizeof meta->rope_scaling, "%s", c->rope_scaling);
     meta->rope_freq_factors = m->rope_div;
-    meta->prompt_text = o->prompt_text;
+    meta->prompt_text = o->prompt_text, meta->prompt_chat = o->prompt_chat;
     meta->spans = o->spans, meta->n_spans = o->n_spans;
     meta->wo = wo, meta->wo_dim = wo ? c->dim : 0;
 }

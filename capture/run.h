@@ -45,6 +45,7 @@ typedef struct {
     int64_t extra;                /* positions after the sequence a later pass walks (run_extra: capture
                                      --kvzip's reconstruction pass); the caches and checks cover T + extra */
     const char *prompt_text;      /* the prompt as text (run_sequence), recorded as /prompt_text; NULL: none */
+    const char *prompt_chat;      /* its chat record (run_sequence), recorded as /prompt_chat; NULL: none */
     bool record_wo;               /* record /wo: each layer's W_o (the host model's) */
     const trace_span *spans;      /* recorded as /spans (trace_meta.spans); NULL: none */
     int64_t n_spans;
@@ -57,9 +58,11 @@ typedef struct {
  * A text prompt (--prompt, or --prompt-file read once, whole) must be valid
  * UTF-8 without NUL bytes (the trace keeps it as text): else KV_EUSAGE for
  * --prompt, KV_EINPUT for the file, naming the byte offset. *text (when text
- * is not NULL): that text, malloc'ed, or NULL for --tokens and BOS alone. */
+ * is not NULL): that text, malloc'ed, or NULL for --tokens and BOS alone;
+ * with a chat prompt (prompt.h) the templated text, and *chat (when chat is
+ * not NULL) the record of the conversation (chat_record), else NULL. */
 int run_sequence(const prompt_source *src, const kv_model *m, const char *model_path, int64_t generate,
-                 int32_t **tokens, int64_t *P, int64_t *T, char **text, kv_err *err);
+                 int32_t **tokens, int64_t *P, int64_t *T, char **text, char **chat, kv_err *err);
 
 /* Checks the sequence against the model (a sliding window shorter than T,
  * or a trained context shorter than T without beyond_context: KV_EUSAGE),

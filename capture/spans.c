@@ -48,7 +48,7 @@ static int parse_one(json_t *o, const char *name, prompt_item *it, const char *f
     if (text && !is_text(text))
         return kv_fail(err, KV_EINPUT, "%s:%d: span '%s': text must be a non-empty string without NUL", file,
                        it->line, name);
-    if (text && !it->text)
+    if (text && !it->text && !it->msgs)
         return kv_fail(err, KV_EINPUT, "%s:%d: span '%s': a prompt given as tokens takes spans as start and end",
                        file, it->line, name);
     if (!text && !(json_is_integer(st) && json_is_integer(en)))
@@ -81,7 +81,7 @@ int prompts_spans_parse(void *json_obj, prompt_item *it, const char *file, kv_er
     if (json_is_string(answer)) {
         if (!is_text(answer))
             return kv_fail(err, KV_EINPUT, "%s:%d: 'answer' must be a non-empty string without NUL", file, it->line);
-        if (!it->text)
+        if (!it->text && !it->msgs)
             return kv_fail(err, KV_EINPUT, "%s:%d: a prompt given as tokens takes 'answer' as start and end", file,
                            it->line);
         return add_span(it, PROMPTS_ANSWER, json_string_value(answer), 0, 0, err);
@@ -104,8 +104,9 @@ static int place_by_prefix(const prompt_item *it, const kv_model *m, size_t bs, 
 {
     int32_t *a = NULL, *b = NULL;
     int64_t na = 0, nb = 0;
-    int rc = tokenizer_encode(&m->vocab, it->text, bs, m->vocab.add_bos, &a, &na, err);
-    if (!rc) rc = tokenizer_encode(&m->vocab, it->text, be, m->vocab.add_bos, &b, &nb, err);
+    const bool special = m->vocab.add_bos && !it->msgs; /* a templated text has its special tokens written */
+    int rc = tokenizer_encode(&m->vocab, it->text, bs, special, &a, &na, err);
+    if (!rc) rc = tokenizer_encode(&m->vocab, it->text, be, special, &b, &nb, err);
     if (!rc) {
         s->start = common(it->ids, it->n_ids, a, na);
         const int64_t k = common(it->ids, it->n_ids, b, nb);
@@ -160,7 +161,7 @@ int prompts_spans_place(prompt_item *it, const char *file, const kv_model *m, kv
             size_t bs = 0, be = 0;
             if (!ids && !off) { /* once per prompt: offsets, where the tokenizer gives them */
                 kv_err quiet = {0};
-                offsets = tokenizer_encode_offsets(&m->vocab, it->text, strlen(it->text), m->vocab.add_bos, &ids,
+                offsets = tokenizer_encode_offsets(&m->vocab, it->text, strlen(it->text), m->vocab.add_bos && !it->msgs, &ids,
                                                    &off, &n, &quiet) == KV_OK &&
                           n == it->n_ids && memcmp(ids, it->ids, sizeof *ids * (size_t)n) == 0;
                 if (!ids) ids = malloc(1);

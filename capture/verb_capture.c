@@ -14,8 +14,9 @@
 #include "policies/policy.h"
 
 static const char USAGE[] =
-    "usage: kvtrace capture [--model M] [--tokenizer F] [--prompt TEXT | --prompt-file F | --tokens F]\n"
-    "                       [--generate N] [--chunk B] [options] -o trace.h5\n"
+    "usage: kvtrace capture [--model M] [--tokenizer F] [--prompt TEXT | --prompt-file F | --tokens F |\n"
+    "                       --messages F.json] [--chat [--system TEXT]] [--generate N] [--chunk B] [options]\n"
+    "                       -o trace.h5\n"
     "\n"
     "Runs a model on the CPU (OpenBLAS) and records a trace: the prompt is processed in\n"
     "chunks of B tokens against the growing KV cache, then N tokens are generated one at\n"
@@ -33,7 +34,11 @@ static const char USAGE[] =
     "                       as the tokenizer does, docs/tokenize.md); the trace keeps it as /prompt_text\n"
     "  --prompt-file F      prompt text from a file, all of it (not UTF-8, or a NUL byte: exit 3)\n"
     "  --tokens F           token ids (whitespace/comma separated, or a JSON array); none of the\n"
-    "                       three: BOS alone\n"
+    "                       four: BOS alone\n"
+    PROMPT_CHAT_HELP
+    "                       (the trace keeps the templated text as /prompt_text, the messages and the\n"
+    "                       template's family and sha256 as /prompt_chat; with --prompts, --chat puts\n"
+    "                       each text prompt in the template)\n"
     "  --prompts FILE.jsonl many prompts, one JSON object a line ({\"id\": ..., \"text\": ...} or \"tokens\":\n"
     "                       [ids], optional \"generate\": N): -o is then a directory that gets one trace per\n"
     "                       prompt, ID.h5, and index.jsonl; the model is loaded once (docs/study.md)\n"
@@ -177,6 +182,7 @@ static const cli_opt OPTIONS[] = {
     {ROW("prompt", CLI_TEXT, prompt.text)},
     {ROW("prompt-file", CLI_TEXT, prompt.text_file)},
     {ROW("tokens", CLI_TEXT, prompt.tokens_file)},
+    PROMPT_CHAT_OPTIONS(capture_args, o.prompt),
     {ROW("prompts", CLI_TEXT, prompts)},
     {ROW("generate", CLI_I64, generate), .lo = 0, .hi = 1 << 30},
     {ROW("chunk", CLI_I64, chunk), .lo = 1, .hi = 1 << 20},
@@ -275,10 +281,11 @@ static int parse_args(int argc, char **argv, capture_args *a, kv_err *err)
         return rc;
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
     if (prompt_sources(&o->prompt) > 1)
-        return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");
+        return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens, --messages");
     if (o->prompts && (prompt_sources(&o->prompt) || o->dry_run || o->print_text))
         return cli_usage(err, v, "--prompts takes the prompts from its file: not with --prompt, --prompt-file, "
-                         "--tokens, --dry-run or --print");
+                         "--tokens, --messages, --dry-run or --print");
+    if ((rc = prompt_chat_check(&o->prompt, v, o->prompts != NULL, err))) return rc;
     if (!o->output) return cli_usage(err, v, "-o PATH is required");
     if (o->kvzip && o->evict.iface)
         return cli_usage(err, v, "--kvzip records attention over the full cache; not with --evict");

@@ -1,4 +1,5 @@
 /* `kvtrace info FILE`: a trace's metadata, datasets, shapes, storage, size. */
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,6 +51,23 @@ static void print_meta(const trace_meta *m, const char *path, long long file_byt
                (long long)m->evict_budget, (long long)m->evict_chunk);
     if (m->evict_definition[0]) printf("definition    %s\n", m->evict_definition);
     printf("storage       %s\n", trace_dtype_name(m->storage));
+}
+
+/* The trace's /prompt_chat: the template's family and sha256, the messages' roles. */
+static void print_prompt_chat(const char *record)
+{
+    json_t *r = record ? json_loads(record, 0, NULL) : NULL, *m;
+    if (!r) return;
+    size_t i;
+    printf("chat          %s template (sha256 %.12s...), messages:", json_string_value(json_object_get(r, "family")),
+           json_string_value(json_object_get(r, "template_sha256")));
+    json_array_foreach(json_object_get(r, "messages"), i, m) printf(" %s", json_string_value(json_object_get(m, "role")));
+    const char *date = json_string_value(json_object_get(r, "date"));
+    if (date) printf("; date %s", date);
+    json_t *think = json_object_get(r, "enable_thinking");
+    if (think) printf("; enable_thinking %s", json_is_true(think) ? "true" : "false");
+    putchar('\n');
+    json_decref(r);
 }
 
 /* The trace's /prompt_text (valid UTF-8, checked on open): its size and its
@@ -173,6 +191,7 @@ int verb_info(int argc, char **argv)
         struct stat st;
         print_meta(trace_get_meta(tr), argv[1], stat(argv[1], &st) == 0 ? (long long)st.st_size : 0);
         print_prompt_text(trace_prompt_text(tr));
+        print_prompt_chat(trace_prompt_chat(tr));
         print_spans(tr);
         rc = print_datasets(tr, &err);
         trace_close(tr);

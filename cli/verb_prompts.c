@@ -20,7 +20,8 @@
 
 static const char USAGE[] =
     "usage: kvtrace prompts needle --haystack FILE --needle TEXT --question TEXT --answer TEXT\n"
-    "                              --depths LIST --lengths LIST [--model M] [--force] -o P.jsonl\n"
+    "                              --depths LIST --lengths LIST [--model M] [--chat [--system TEXT]]\n"
+    "                              [--force] -o P.jsonl\n"
     "\n"
     "Writes needle-in-a-haystack prompts for `kvtrace capture --prompts`: for each length in\n"
     "--lengths (tokens of the model's tokenizer, BOS included, at most its context) and each\n"
@@ -28,12 +29,17 @@ static const char USAGE[] =
     "the haystack's words (white space made single spaces; the file repeated when short)\n"
     "as many as fit, the needle after round(depth * n) of those n words, the question, the\n"
     "answer. Each line marks the needle as the span 'needle' and the answer as its answer.\n"
-    "--model M: the model whose tokenizer counts (default: stories260K.gguf).\n";
+    "--model M: the model whose tokenizer counts (default: stories260K.gguf).\n"
+    "--chat: prompts for an instruct model: each line gives \"messages\" (--system's message, if\n"
+    "given, then a user message: the haystack with the needle, then the question) instead of\n"
+    "\"text\"; capture puts them in the model's chat template and the answer after the assistant's\n"
+    "turn opens. The lengths count the templated text's tokens, the answer's included.\n";
 
 enum { MAX_ITEMS = 64 };
 
 typedef struct {
-    const char *haystack, *needle, *question, *answer, *model, *output;
+    const char *haystack, *needle, *question, *answer, *model, *output, *system;
+    bool chat;
     double depths[MAX_ITEMS];
     int64_t lengths[MAX_ITEMS];
     int n_depths, n_lengths;
@@ -62,6 +68,7 @@ static int parse(int argc, char **argv, needle_opts *o, kv_err *err)
         {"depths", required_argument, 0, 'd'},   {"lengths", required_argument, 0, 'l'},
         {"model", required_argument, 0, 'm'},    {"output", required_argument, 0, 'o'},
         {"force", no_argument, 0, 'f'},          {"help", no_argument, 0, 'h'},
+        {"chat", no_argument, 0, 'c'},           {"system", required_argument, 0, 's'},
         {0, 0, 0, 0}};
     if (argc < 2 || strcmp(argv[1], "needle") != 0) {
         if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) return fputs(USAGE, stdout), -1;
@@ -81,6 +88,8 @@ static int parse(int argc, char **argv, needle_opts *o, kv_err *err)
         case 'm': o->model = optarg; break;
         case 'o': o->output = optarg; break;
         case 'f': o->force = true; break;
+        case 'c': o->chat = true; break;
+        case 's': o->system = optarg; break;
         case 'h': fputs(USAGE, stdout); return -1;
         default: return cli_bad_option(err, "prompts", c, optopt, argv[optind - 1]);
         }
@@ -92,6 +101,7 @@ static int parse(int argc, char **argv, needle_opts *o, kv_err *err)
                          "--lengths and -o");
     if (!*o->needle || !*o->question || !*o->answer)
         return cli_usage(err, "prompts", "--needle, --question and --answer must not be empty");
+    if (o->system && !o->chat) return cli_usage(err, "prompts", "--system goes with --chat");
     return KV_OK;
 }
 
@@ -115,7 +125,8 @@ static int split_words(char *text, words *out, kv_err *err)
     return KV_OK;
 }
 
-/* The prompt of words [0, n) of the (cyclic) haystack, the needle after round(depth * n) of them. */
+/* The prompt of words [0, n) of the (cyclic) haystack, the needle after round(depth * n) of them, then the
+ * question and (but with --chat: it follows the template) the answer. */
 static char *assemble(const needle_opts *o, const words *h, int64_t n, double depth)
 {
     const int64_t at = (int64_t)llround(depth * (double)n);
@@ -127,16 +138,32 @@ static char *assemble(const needle_opts *o, const words *h, int64_t n, double de
         if (i == at) p += sprintf(p, "%s%s", p == s ? "" : " ", o->needle);
         if (i < n) p += sprintf(p, "%s%s", p == s ? "" : " ", h->w[i % h->n]);
     }
-    sprintf(p, " %s %s", o->question, o->answer);
+    if (o->chat) sprintf(p, " %s", o->question);
+    else sprintf(p, " %s %s", o->question, o->answer);
     return s;
 }
 
-static int count_tokens(const kv_model *m, const char *text, int64_t *n, kv_err *err)
+/* With --chat: the user message text in the chat template, then the answer. */
+static int templated(const needle_opts *o, const kv_model *m, const char *text, char **out, kv_err *err)
 {
-    const prompt_source src = {.text = text};
+    const prompt_source src = {.text = text, .chat = {.on = true, .system = o->system}};
+    char *t = NULL;
+    int rc = prompt_chat_render(&src, text, m, o->model ? o->model : "prompts", &t, NULL, err);
+    *out = rc ? NULL : malloc(strlen(t) + strlen(o->answer) + 1);
+    if (!rc && !*out) rc = kv_fail(err, KV_EFAIL, "out of memory");
+    if (!rc) sprintf(*out, "%s%s", t, o->answer);
+    free(t);
+    return rc;
+}
+
+static int count_tokens(const needle_opts *o, const kv_model *m, const char *text, int64_t *n, kv_err *err)
+{
+    char *t = NULL;
+    int rc = o->chat ? templated(o, m, text, &t, err) : KV_OK;
+    const prompt_source src = {.text = t ? t : text, .templated = o->chat};
     int32_t *ids = NULL;
-    int rc = prompt_tokens(&src, m, "prompts", &ids, n, err);
-    free(ids);
+    if (!rc) rc = prompt_tokens(&src, m, "prompts", &ids, n, err);
+    free(ids), free(t);
     return rc;
 }
 
@@ -146,7 +173,7 @@ static int fit(const needle_opts *o, const kv_model *m, const words *h, int64_t 
 {
     int64_t lo = 0, hi = length, n = 0;
     char *s = assemble(o, h, 0, depth);
-    int rc = s ? count_tokens(m, s, &n, err) : kv_fail(err, KV_EFAIL, "out of memory");
+    int rc = s ? count_tokens(o, m, s, &n, err) : kv_fail(err, KV_EFAIL, "out of memory");
     free(s);
     if (!rc && n > length)
         return kv_fail(err, KV_EUSAGE, "prompts: --lengths %lld is too short: the needle, question and answer alone "
@@ -154,7 +181,7 @@ static int fit(const needle_opts *o, const kv_model *m, const words *h, int64_t 
     while (!rc && lo < hi) { /* the answer lies in [lo, hi] */
         const int64_t mid = lo + (hi - lo + 1) / 2;
         if (!(s = assemble(o, h, mid, depth))) return kv_fail(err, KV_EFAIL, "out of memory");
-        rc = count_tokens(m, s, &n, err);
+        rc = count_tokens(o, m, s, &n, err);
         free(s);
         if (!rc && n <= length) lo = mid;
         else hi = mid - 1;
@@ -167,8 +194,13 @@ static int write_line(FILE *f, const needle_opts *o, int64_t length, double dept
 {
     char id[64];
     snprintf(id, sizeof id, "needle-%lld-%g", (long long)length, depth);
-    json_t *line = json_pack("{s:s, s:s, s:[{s:s, s:s}], s:s}", "id", id, "text", text, "spans", "name", "needle",
-                             "text", o->needle, "answer", o->answer);
+    json_t *line = o->chat ? json_pack("{s:s, s:[], s:[{s:s, s:s}], s:s}", "id", id, "messages", "spans", "name",
+                                       "needle", "text", o->needle, "answer", o->answer)
+                           : json_pack("{s:s, s:s, s:[{s:s, s:s}], s:s}", "id", id, "text", text, "spans", "name",
+                                       "needle", "text", o->needle, "answer", o->answer);
+    json_t *msgs = o->chat && line ? json_object_get(line, "messages") : NULL;
+    if (msgs && o->system) json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content", o->system));
+    if (msgs) json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", text));
     char *s = line ? json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(line);
     if (!s) return kv_fail(err, KV_EFAIL, "out of memory");

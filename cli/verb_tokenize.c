@@ -11,14 +11,16 @@
 #include "model/formats/hf.h"
 #include "model/model.h"
 #include "model/model_fetch.h"
+#include "model/tokenizer/chat.h"
 #include "model/tokenizer/prompt.h"
 #include "model/tokenizer/token_file.h"
 #include "model/tokenizer/tokenizer.h"
 #include "verbs.h"
 
 static const char USAGE[] =
-    "usage: kvtrace tokenize (--model M | --tokenizer FILE) (--text T | --file F)\n"
+    "usage: kvtrace tokenize (--model M | --tokenizer FILE) (--text T | --file F | --messages F.json)\n"
     "                        [--no-special] [--pieces] [--offsets] [--decode] [--batch]\n"
+    "                        [--chat [--system TEXT]] [--chat-date TEXT] [--no-thinking] [--rendered]\n"
     "\n"
     "Prints the token ids of the text as one JSON array, as the model's own tokenizer\n"
     "gives them (its post-processor applied: e.g. Llama 3's BOS). --tokenizer FILE is a\n"
@@ -31,11 +33,20 @@ static const char USAGE[] =
     "string (for --decode one JSON array of ids), and each prints one JSON value on its\n"
     "own line (the array; for --decode the text as a JSON string). A bad line is refused\n"
     "naming it, and nothing is printed.\n"
-    "Text that is not valid UTF-8 is refused (exit 3, naming the byte offset).\n";
+    "Text that is not valid UTF-8 is refused (exit 3, naming the byte offset).\n"
+    "--chat: the text is a user message, put in the model's chat template (the GGUF's\n"
+    "tokenizer.chat_template, or tokenizer_config.json / chat_template.jinja beside a\n"
+    "tokenizer.json) with the assistant's turn opened; the ids are those of the templated\n"
+    "text, no special tokens added (the template writes them). With --batch a line may also\n"
+    "be a JSON array of {\"role\", \"content\"}: a whole conversation. --rendered prints the\n"
+    "templated text (a JSON string) instead of its ids.\n"
+    PROMPT_CHAT_HELP
+    "The chat templates kvtrace knows (family, sha256 of the template's text, where it is from):\n";
 
 typedef struct {
     const char *model, *tokenizer, *text, *file;
-    bool no_special, pieces, offsets, decode, batch;
+    bool no_special, pieces, offsets, decode, batch, rendered;
+    prompt_source chat; /* the chat options, and --messages */
 } tok_opts;
 
 static int parse(int argc, char **argv, tok_opts *o, kv_err *err)
@@ -46,6 +57,9 @@ static int parse(int argc, char **argv, tok_opts *o, kv_err *err)
         {"no-special", no_argument, 0, 'n'},  {"pieces", no_argument, 0, 'p'},
         {"offsets", no_argument, 0, 'o'},     {"decode", no_argument, 0, 'd'},
         {"batch", no_argument, 0, 'b'},       {"help", no_argument, 0, 'h'},
+        {"chat", no_argument, 0, 'c'},        {"system", required_argument, 0, 's'},
+        {"messages", required_argument, 0, 'M'}, {"chat-date", required_argument, 0, 'D'},
+        {"no-thinking", no_argument, 0, 'T'}, {"rendered", no_argument, 0, 'r'},
         {0, 0, 0, 0}};
     optind = 1;
     for (int c; (c = getopt_long(argc, argv, ":h", LONG, NULL)) != -1;) {
@@ -59,15 +73,32 @@ static int parse(int argc, char **argv, tok_opts *o, kv_err *err)
         case 'o': o->offsets = true; break;
         case 'd': o->decode = true; break;
         case 'b': o->batch = true; break;
-        case 'h': fputs(USAGE, stdout); return -1;
+        case 'c': o->chat.chat.on = true; break;
+        case 's': o->chat.chat.system = optarg; break;
+        case 'M': o->chat.messages_file = optarg; break;
+        case 'D': o->chat.chat.date = optarg; break;
+        case 'T': o->chat.chat.no_thinking = true; break;
+        case 'r': o->rendered = true; break;
+        case 'h': fputs(USAGE, stdout), chat_print_known(stdout); return -1;
         default: return cli_bad_option(err, "tokenize", c, optopt, argv[optind - 1]);
         }
     }
     if (optind < argc) return cli_usage(err, "tokenize", "unexpected argument '%s'", argv[optind]);
     if (!o->model == !o->tokenizer) return cli_usage(err, "tokenize", "give one of --model and --tokenizer");
-    if (!o->text == !o->file) return cli_usage(err, "tokenize", "give one of --text and --file");
+    if (!!o->text + !!o->file + !!o->chat.messages_file != 1)
+        return cli_usage(err, "tokenize", "give one of --text, --file and --messages");
     if (o->pieces + o->offsets + o->decode > 1)
         return cli_usage(err, "tokenize", "--pieces, --offsets and --decode exclude each other");
+    o->chat.text = o->text, o->chat.text_file = o->file;
+    int rc = prompt_chat_check(&o->chat, "tokenize", false, err);
+    if (rc) return rc;
+    const bool chat = prompt_is_chat(&o->chat);
+    if (chat && (o->decode || o->no_special))
+        return cli_usage(err, "tokenize", "--chat and --messages encode a templated text: not with --decode or "
+                         "--no-special (the template writes the special tokens)");
+    if (o->rendered && !chat) return cli_usage(err, "tokenize", "--rendered goes with --chat or --messages");
+    if (o->chat.messages_file && o->batch) return cli_usage(err, "tokenize", "--messages is one conversation: not "
+                                                            "with --batch (give conversations as --batch lines)");
     return KV_OK;
 }
 
@@ -128,12 +159,45 @@ static void print_result(FILE *out, const tok_opts *o, const kv_vocab *v, const 
     fputs("]\n", out);
 }
 
+/* The chat options' conversation (a user message `text` after --system, or
+ * conv: a JSON array of messages, or --messages' file) rendered in v's
+ * template into *out. */
+static int chat_text(const tok_opts *o, const kv_vocab *v, const char *text, size_t len, json_t *conv, char **out,
+                     kv_err *err)
+{
+    const char *where = o->model ? o->model : o->tokenizer;
+    if (!conv && text && strlen(text) != len)
+        return kv_fail(err, KV_EINPUT, "%s: the message holds a NUL byte", o->file ? o->file : "--text");
+    chat_message *m = NULL;
+    int n = 0;
+    int rc = conv ? chat_messages_from_json(conv, o->file ? o->file : "--text", &m, &n, err)
+                  : prompt_conversation(&o->chat, text, &m, &n, err);
+    const chat_options co = {.date = o->chat.chat.date, .no_thinking = o->chat.chat.no_thinking};
+    const chat_known *k = NULL;
+    if (!rc) rc = chat_render(v, where, m, n, &co, out, &k, err);
+    chat_messages_free(m, n);
+    return rc;
+}
+
 /* Encodes text[0..len) (or, for --decode, decodes the ids) and prints the
- * result: raw text for --decode unless as_json. */
+ * result: raw text for --decode unless as_json. With --chat the text is a
+ * message (conv: a conversation) and the templated text is encoded. */
 static int run_ids(FILE *out, const tok_opts *o, const kv_vocab *v, const char *text, size_t len,
-                   const int32_t *dec_ids, int64_t dec_n, bool as_json, kv_err *err)
+                   const int32_t *dec_ids, int64_t dec_n, bool as_json, json_t *conv, kv_err *err)
 {
     int rc = KV_OK;
+    if (prompt_is_chat(&o->chat)) {
+        char *t = NULL;
+        rc = chat_text(o, v, text, len, conv, &t, err);
+        if (!rc && o->rendered) json_str(out, t, strlen(t)), fputc('\n', out);
+        else if (!rc) {
+            tok_opts plain = *o;
+            plain.chat = (prompt_source){0}, plain.no_special = true;
+            rc = run_ids(out, &plain, v, t, strlen(t), NULL, 0, as_json, NULL, err);
+        }
+        free(t);
+        return rc;
+    }
     if (o->decode) {
         size_t out_len = 0;
         char *s = tokenizer_decode_len(v, dec_ids, dec_n, &out_len);
@@ -155,11 +219,11 @@ static int run_ids(FILE *out, const tok_opts *o, const kv_vocab *v, const char *
 
 static int run(const tok_opts *o, const kv_vocab *v, const char *text, size_t len, kv_err *err)
 {
-    if (!o->decode) return run_ids(stdout, o, v, text, len, NULL, 0, false, err);
+    if (!o->decode) return run_ids(stdout, o, v, text, len, NULL, 0, false, NULL, err);
     int32_t *ids = NULL;
     int64_t n = 0;
     int rc = token_file_parse(o->file ? o->file : "--text", text, len, v->n, &ids, &n, err);
-    if (!rc) rc = run_ids(stdout, o, v, NULL, 0, ids, n, false, err);
+    if (!rc) rc = run_ids(stdout, o, v, NULL, 0, ids, n, false, NULL, err);
     free(ids);
     return rc;
 }
@@ -193,12 +257,15 @@ static int batch_line(FILE *out, const tok_opts *o, const kv_vocab *v, const cha
         int64_t n = 0;
         if (batch_ids(j, v, &ids, &n))
             rc = kv_fail(err, KV_EINPUT, "%s: line %ld: not a JSON array of token ids below %d", name, lineno, v->n);
-        else rc = run_ids(out, o, v, NULL, 0, ids, n, true, err);
+        else rc = run_ids(out, o, v, NULL, 0, ids, n, true, NULL, err);
         free(ids);
-    } else if (!json_is_string(j)) {
-        rc = kv_fail(err, KV_EINPUT, "%s: line %ld: not a JSON string", name, lineno);
+    } else if (!json_is_string(j) && !(json_is_array(j) && prompt_is_chat(&o->chat))) {
+        rc = kv_fail(err, KV_EINPUT, "%s: line %ld: not a JSON string%s", name, lineno,
+                     prompt_is_chat(&o->chat) ? " or an array of messages" : "");
     } else {
-        rc = run_ids(out, o, v, json_string_value(j), json_string_length(j), NULL, 0, false, err);
+        const bool conv = json_is_array(j);
+        rc = run_ids(out, o, v, conv ? NULL : json_string_value(j), conv ? 0 : json_string_length(j), NULL, 0, false,
+                     conv ? j : NULL, err);
         if (rc) {
             char msg[sizeof err->msg];
             snprintf(msg, sizeof msg, "%s", err->msg);
@@ -267,7 +334,8 @@ int verb_tokenize(int argc, char **argv)
     char *text = NULL;
     size_t len = 0;
     if (!rc && o.file) rc = prompt_read_text(o.file, &text, &len, &err);
-    if (!rc) rc = (o.batch ? run_batch : run)(&o, use, text ? text : o.text, text ? len : strlen(o.text), &err);
+    const char *t = text ? text : o.text;
+    if (!rc) rc = (o.batch ? run_batch : run)(&o, use, t, text ? len : t ? strlen(t) : 0, &err);
     free(text);
     vocab_free(&v);
     if (o.model) model_free(&m);

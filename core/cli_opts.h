@@ -49,7 +49,7 @@ typedef struct {
 /* The first fields of a row: --NAME of KIND into field FIELD of struct TYPE. */
 #define CLI_ROW(NAME, KIND, TYPE, FIELD) .name = (NAME), .kind = (KIND), .at = offsetof(TYPE, FIELD)
 
-enum { CLI_MAX_OPTS = 48 };
+enum { CLI_MAX_OPTS = 64 };
 
 /* Reads argv[1..] (argv[0] is the verb) by `table` into `opts`; *help is
  * set by -h/--help, *first is the index of the first positional argument.

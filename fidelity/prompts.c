@@ -242,7 +242,7 @@ static int run_prompt(const fidelity_opts *o, const kv_model *m, fid_study *st, 
     if (mkdir(dir, 0777) != 0) return kv_fail(err, KV_EFAIL, "%s: cannot create", dir);
     fidelity_opts one = *o;
     one.loaded = m, one.prompts = NULL, one.output = shown, one.prov = NULL, one.quiet = true;
-    one.seq.ids = it->ids, one.seq.n_ids = it->n_ids, one.seq.prompt = (prompt_source){.text = it->text};
+    one.seq.ids = it->ids, one.seq.n_ids = it->n_ids, one.seq.prompt = prompt_item_source(it);
     if (it->generate >= 0) one.seq.generate = it->generate;
     const trace_span *a = prompt_answer(it);
     one.seq.answer_start = a ? a->start : 0, one.seq.answer_end = a ? a->end : 0;
@@ -280,7 +280,7 @@ int fidelity_prompts(const fidelity_opts *o, kv_err *err)
     memset(&model, 0, sizeof model);
     fid_study st = {.l = &l};
     rc = model_load(o->seq.model, o->seq.tokenizer, &model, err);
-    if (!rc) rc = prompts_tokenize(&l, o->prompts, &model, err);
+    if (!rc) rc = prompts_tokenize(&l, o->prompts, &model, &o->seq.prompt.chat, err);
     if (!rc && o->prov) rc = capture_provenance(o->prov, o->seq.model, o->seq.tokenizer, &o->seq.prompt, err);
     if (!rc && o->prov) rc = prov_set_text(&o->prov->prompt, "prompts", err);
     if (!rc && o->prov) rc = prov_add_file(o->prov, "prompts", o->prompts, NULL, err);

@@ -29,6 +29,7 @@ typedef struct {
     void *cpu;               /* the CPU backend's instance: --threads threads for the model runs */
     int32_t *tokens;         /* [T] */
     char *text;              /* the prompt's text (recorded in the trace), NULL: given as ids or BOS alone */
+    char *chat;              /* a chat prompt's record (recorded in the trace), else NULL */
     int64_t T, P;
     kv_run *full;            /* on the CPU, full cache, recorded as the trace sim replays */
     evict_run *runs;         /* [n] */
@@ -48,7 +49,7 @@ static void state_free(fid_state *s)
     free(s->head_scores);
     run_free(s->full);
     free(s->tokens);
-    free(s->text);
+    free(s->text), free(s->chat);
     model_free(&s->own);
     backend_close(&BACKEND_CPU, s->cpu);
 }
@@ -73,7 +74,8 @@ static int open_run(const fidelity_opts *o, fid_state *s, const fid_config *r0, 
                    .chunk = o->seq.chunk, .evict = fc ? fc->pc : NULL, .budget = fc ? fc->budget : 0,
                    .alloc = fc ? &s->acs[fc - r0] : NULL, .output = trace_path, .verb = "fidelity",
                    .trace = {.storage = TRACE_F32}, .beyond_context = o->seq.beyond_context,
-                   .prompt_text = trace_path ? s->text : NULL, .record_wo = trace_path && reads_wo(o)};
+                   .prompt_text = trace_path ? s->text : NULL,
+                   .prompt_chat = trace_path ? s->chat : NULL, .record_wo = trace_path && reads_wo(o)};
     ro.trace.want[TRACE_QUERIES] = ro.trace.want[TRACE_LOGPROBS] = trace_path != NULL;
     if (trace_path && o->prov) ro.trace.annotate = prov_write_h5, ro.trace.annotate_ctx = o->prov;
     return run_open(r, &ro, err);
@@ -81,13 +83,16 @@ static int open_run(const fidelity_opts *o, fid_state *s, const fid_config *r0, 
 
 /* The sequence of prompt ids given in memory (fidelity --prompts), room for q->generate more; the
  * prompt's text, when given, is the text these ids encode. */
-static int given_sequence(const fid_sequence *q, int32_t **tokens, int64_t *P, int64_t *T, char **text, kv_err *err)
+static int given_sequence(const fid_sequence *q, int32_t **tokens, int64_t *P, int64_t *T, char **text, char **chat,
+                          kv_err *err)
 {
     *P = q->n_ids, *T = q->n_ids + q->generate;
     if (!(*tokens = kv_calloc((size_t)*T, sizeof(int32_t), "sequence", err))) return err->code;
     memcpy(*tokens, q->ids, sizeof(int32_t) * (size_t)q->n_ids);
     if (q->prompt.text && !(*text = strdup(q->prompt.text))) /* the ids' text, kept in the trace as capture does */
         return kv_fail(err, KV_EFAIL, "out of memory for the prompt's text");
+    if (q->prompt.record && !(*chat = strdup(q->prompt.record)))
+        return kv_fail(err, KV_EFAIL, "out of memory for the prompt's chat record");
     return KV_OK;
 }
 
@@ -98,9 +103,9 @@ static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, f
     const backend_request cpu = {.threads = o->sim_threads > 0 ? o->sim_threads : kv_cpu_count()};
     int rc = backend_open(&BACKEND_CPU, &cpu, &s->cpu, err);
     if (!rc && !o->loaded) rc = model_load(o->seq.model, o->seq.tokenizer, &s->own, err);
-    if (!rc && o->seq.ids) rc = given_sequence(&o->seq, &s->tokens, &s->P, &s->T, &s->text, err);
+    if (!rc && o->seq.ids) rc = given_sequence(&o->seq, &s->tokens, &s->P, &s->T, &s->text, &s->chat, err);
     else if (!rc) rc = run_sequence(&o->seq.prompt, s->m, o->seq.model, o->seq.generate, &s->tokens, &s->P, &s->T,
-                                &s->text, err);
+                                &s->text, &s->chat, err);
     if (!rc && o->prov) rc = capture_provenance(o->prov, o->seq.model, o->seq.tokenizer, &o->seq.prompt, err);
     if (!rc && o->head_scores) rc = capture_head_scores(o->head_scores, &s->m->cfg, &s->head_scores, err);
     if (!rc && o->head_scores && o->prov) rc = prov_add_file(o->prov, "head_scores", o->head_scores, NULL, err);

@@ -26,8 +26,10 @@ static const char USAGE[] =
     "\n"
     "  --model M            as capture (default: stories260K.gguf)\n"
     "  --tokenizer F        llama2.c tokenizer.bin for a .bin checkpoint\n"
-    "  --prompt TEXT, --prompt-file F, --tokens F   the prompt (none: BOS alone); text is encoded with\n"
-    "                       the model's own tokenizer, as capture does, and kept in full.h5 (/prompt_text)\n"
+    "  --prompt TEXT, --prompt-file F, --tokens F, --messages F.json   the prompt (none: BOS alone); text\n"
+    "                       is encoded with the model's own tokenizer, as capture does, and kept in full.h5\n"
+    "                       (/prompt_text)\n"
+    PROMPT_CHAT_HELP
     "  --prompts FILE.jsonl the study over every prompt of a prompts file (as capture --prompts; docs/study.md),\n"
     "                       the model loaded once: each prompt's outputs in DIR/ID/, then in DIR fidelity.csv\n"
     "                       (a trace column), answer.csv (the answer's log-probability, full vs evicting run),\n"
@@ -107,6 +109,7 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("prompt", CLI_TEXT, fid_args, o.seq.prompt.text)},
     {CLI_ROW("prompt-file", CLI_TEXT, fid_args, o.seq.prompt.text_file)},
     {CLI_ROW("tokens", CLI_TEXT, fid_args, o.seq.prompt.tokens_file)},
+    PROMPT_CHAT_OPTIONS(fid_args, o.seq.prompt),
     {CLI_ROW("prompts", CLI_TEXT, fid_args, o.prompts)},
     {CLI_ROW("generate", CLI_I64, fid_args, generate), .lo = 0, .hi = 1 << 24},
     {.name = "policies", .kind = CLI_CUSTOM, .parse = parse_policies},
@@ -169,9 +172,11 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
         return rc;
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
     const int sources = prompt_sources(&o->seq.prompt);
-    if (sources > 1) return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens");
+    if (sources > 1) return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens, --messages");
     if (sources && o->prompts)
-        return cli_usage(err, v, "--prompts takes the prompts from its file: not with --prompt, --prompt-file, --tokens");
+        return cli_usage(err, v, "--prompts takes the prompts from its file: not with --prompt, --prompt-file, "
+                         "--tokens, --messages");
+    if ((rc = prompt_chat_check(&o->seq.prompt, v, o->prompts != NULL, err))) return rc;
     if (!o->output) return cli_usage(err, v, "-o DIR is required");
     o->seq.generate = a->generate >= 0 ? a->generate : sources || o->prompts ? 0 : 511;
     for (int p = 0; p < o->n_policies; p++)

@@ -70,6 +70,10 @@ typedef struct {
      * the pointer (NULL: not written: the prompt came as ids, or BOS alone).
      * Readers leave it NULL: trace_prompt_text reads it. */
     const char *prompt_text;
+    /* A chat prompt's conversation (/prompt_chat, JSON text: the messages,
+     * the template's family and sha256), written from the pointer (NULL:
+     * none); readers leave it NULL: trace_prompt_chat reads it. */
+    const char *prompt_chat;
     /* The attention output projection W_o (/wo, optional: capture --record
      * wo): written from wo[l] ([wo_dim][n_heads*head_dim] floats per layer;
      * NULL: not written). Readers set wo_dim (0: absent) and leave wo NULL:
@@ -130,6 +134,9 @@ bool trace_has(const trace *tr, trace_dset d);
 /* The trace's /prompt_text (checked on open: a scalar string, valid UTF-8),
  * NUL-terminated and owned by the trace; NULL when it has none. */
 const char *trace_prompt_text(const trace *tr);
+
+/* The trace's /prompt_chat (a chat prompt's record, JSON text), NULL when absent. */
+const char *trace_prompt_chat(const trace *tr);
 
 /* Whether `name` can name a span: 1 .. TRACE_SPAN_NAME_MAX of A-Z a-z 0-9 _ . -
  * (it is a CSV field and a label as it is). */

@@ -24,6 +24,7 @@ struct trace {
     int64_t dims[TRACE_NDSETS][4];
     trace_meta meta;
     char *prompt_text;            /* /prompt_text, NULL: absent */
+    char *prompt_chat;            /* /prompt_chat, NULL: absent */
     trace_span *spans;            /* /spans [n_spans], NULL: absent */
     int64_t n_spans;
     double *rope_ff;              /* rope_freq_factors [head_dim/2], NULL: absent */
@@ -215,7 +216,7 @@ void trace_close(trace *tr)
     if (tr->own_file && tr->file >= 0) H5Fclose(tr->file);
     if (tr->half >= 0) H5Tclose(tr->half);
     free(tr->half_buf);
-    free(tr->prompt_text);
+    free(tr->prompt_text), free(tr->prompt_chat);
     free(tr->spans);
     free(tr->rope_ff);
     free(tr);
@@ -238,6 +239,7 @@ static int open_common(hid_t file, bool own, const char *name, trace **out, kv_e
     for (int d = 0; !rc && d < TRACE_NDSETS; d++) rc = open_dset(tr, (trace_dset)d, err);
     if (!rc) rc = check_paired_dsets(tr, err);
     if (!rc) rc = trace_prompt_text_read(tr->file, tr->path, &tr->prompt_text, err);
+    if (!rc) rc = trace_prompt_chat_read(tr->file, tr->path, &tr->prompt_chat, err);
     if (!rc) rc = trace_wo_check(tr->file, &tr->meta, tr->path, &tr->meta.wo_dim, err);
     if (!rc) rc = trace_spans_read(tr->file, &tr->meta, tr->path, &tr->spans, &tr->n_spans, err);
     if (!rc) rc = scan_tokens(tr, NULL, err);
@@ -279,6 +281,7 @@ const trace_meta *trace_get_meta(const trace *tr) { return &tr->meta; }
 const char *trace_path(const trace *tr) { return tr->path; }
 bool trace_has(const trace *tr, trace_dset d) { return tr->dset[d] >= 0; }
 const char *trace_prompt_text(const trace *tr) { return tr->prompt_text; }
+const char *trace_prompt_chat(const trace *tr) { return tr->prompt_chat; }
 
 const trace_span *trace_spans(const trace *tr, int64_t *n)
 {

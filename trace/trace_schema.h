@@ -43,6 +43,10 @@ extern const char TRACE_PROMPT_TEXT_DESCRIPTION[];
 int trace_prompt_text_check(const char *text, const char *where, kv_err *err);
 int trace_prompt_text_write(int64_t file_id, const char *text, const char *where, kv_err *err);
 int trace_prompt_text_read(int64_t file_id, const char *where, char **text, kv_err *err);
+/* /prompt_chat, the same way: the chat record of a templated prompt (NULL when absent). */
+#define TRACE_PROMPT_CHAT_PATH "/prompt_chat"
+int trace_prompt_chat_write(int64_t file_id, const char *record, const char *where, kv_err *err);
+int trace_prompt_chat_read(int64_t file_id, const char *where, char **record, kv_err *err);
 
 /* /wo (trace_wo.c): the optional output projection [L, dim, H*D]. Written at
  * creation from meta.wo (wo_dim rows per layer), checked on open (shape, a

@@ -235,7 +235,7 @@ int trace_create(const char *path, const trace_meta *meta, const trace_create_op
     trace_writer *w = kv_calloc(1, sizeof *w, "trace writer", err);
     if (!w) return err->code;
     w->meta = m;
-    w->meta.prompt_text = NULL; /* written once, at creation: the caller's pointer is not kept */
+    w->meta.prompt_text = w->meta.prompt_chat = NULL; /* written once, at creation: the caller's pointer is not kept */
     w->meta.wo = NULL;          /* the same */
     w->meta.spans = NULL, w->meta.n_spans = 0;
     w->opts = *opts;
@@ -264,6 +264,7 @@ int trace_create(const char *path, const trace_meta *meta, const trace_create_op
     }
     rc = write_root_attrs(w, err);
     if (!rc && m.prompt_text) rc = trace_prompt_text_write(w->file, m.prompt_text, path, err);
+    if (!rc && m.prompt_chat) rc = trace_prompt_chat_write(w->file, m.prompt_chat, path, err);
     if (!rc && m.wo) rc = trace_wo_write(w->file, &m, path, err);
     if (!rc && m.spans) rc = trace_spans_write(w->file, &m, path, err);
     if (!rc && opts->annotate) rc = opts->annotate(w->file, opts->annotate_ctx, err);

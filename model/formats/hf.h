@@ -31,4 +31,10 @@ int hf_read_config(const char *path, model_config *c, hf_features *f, kv_err *er
  * V <= 0: the size the file implies (its largest id + 1). */
 int hf_read_tokenizer(const char *path, int64_t V, kv_vocab *v, bool *has, kv_err *err);
 
+/* The chat template and BOS/EOS texts from the files beside tokenizer.json at
+ * `tokenizer_json` (chat_template.jinja, tokenizer_config.json) into v
+ * (model/tokenizer/vocab_hf_chat.c); absent files leave them NULL. Called by
+ * hf_read_tokenizer. */
+int hf_read_chat(const char *tokenizer_json, kv_vocab *v, kv_err *err);
+
 #endif

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/utf8.h"
 #include "model/arch.h"
 #include "model/formats/format.h"
 #include "model/formats/gguf.h"
@@ -436,6 +437,18 @@ static int gguf_bpe(const gguf_file *g, kv_vocab *v, kv_err *err)
     return KV_OK;
 }
 
+/* tokenizer.chat_template, when the file has one, kept as text (chat.h). */
+static int gguf_chat_template(const gguf_file *g, kv_vocab *v, kv_err *err)
+{
+    const char *t = NULL;
+    int rc = gguf_get_str(g, "tokenizer.chat_template", false, &t, err);
+    if (rc || !t) return rc;
+    if (kv_utf8_invalid(t, strlen(t)) >= 0)
+        return kv_fail(err, KV_EINPUT, "%s: tokenizer.chat_template is not valid UTF-8", gguf_where(g));
+    if (!(v->chat_template = strdup(t))) return kv_fail(err, KV_EFAIL, "out of memory");
+    return KV_OK;
+}
+
 /* The vocabulary from tokenizer.ggml.*: none (*has false) when the file has
  * no tokenizer. n_expect > 0: the number of tokens the weights have. */
 static int gguf_vocab(const gguf_file *g, int64_t n_expect, kv_vocab *v, bool *has, kv_err *err)
@@ -471,7 +484,8 @@ static int gguf_vocab(const gguf_file *g, int64_t n_expect, kv_vocab *v, bool *h
         (rc = gguf_get_bool(g, "tokenizer.ggml.add_bos_token", false, &v->add_bos, err)) ||
         (rc = gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", false, &v->add_space_prefix,
                             err)) ||
-        (rc = vocab_finish(v, w, err)) || (!spm && (rc = gguf_bpe(g, v, err))))
+        (rc = vocab_finish(v, w, err)) || (!spm && (rc = gguf_bpe(g, v, err))) ||
+        (rc = gguf_chat_template(g, v, err)))
         return rc;
     *has = true;
     return KV_OK;

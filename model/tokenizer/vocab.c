@@ -144,6 +144,7 @@ void vocab_free(kv_vocab *v)
     free(v->by_piece);
     bpe_free(v->bpe);
     spm_hf_free(v->hf);
+    free(v->chat_template), free(v->chat_bos), free(v->chat_eos);
     memset(v, 0, sizeof *v);
     v->bos = v->eos = v->unk = -1;
 }

@@ -44,6 +44,8 @@ typedef struct {
     int32_t max_piece_len;   /* bytes (set by vocab_finish) */
     struct bpe_model *bpe;   /* VOCAB_BYTE_BPE: merges, pre-tokenizer, added tokens (owned) */
     struct spm_hf *hf;       /* VOCAB_SPM from a tokenizer.json: merge ranks, text rules (owned), else NULL */
+    char *chat_template;     /* the chat template's text (owned; NULL: none): model/tokenizer/chat.h */
+    char *chat_bos, *chat_eos; /* the BOS/EOS texts tokenizer_config.json names (owned; NULL: the ids' pieces) */
 } kv_vocab;
 
 /* Allocates n empty tokens (kind SPM, bos/eos/unk -1, add_bos and

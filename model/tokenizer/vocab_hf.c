@@ -339,6 +339,7 @@ int hf_read_tokenizer(const char *path, int64_t V, kv_vocab *v, bool *has, kv_er
     if (!rc && V <= 0 && (V = file_size(root)) <= 0) rc = kv_fail(err, KV_EINPUT, "%s: names no tokens", path);
     if (!rc) rc = vocab_init(v, (int32_t)V, err);
     if (!rc) rc = read_tokenizer(&x, root, has);
+    if (!rc && *has) rc = hf_read_chat(path, v, err);
     if (rc || !*has) vocab_free(v);
     json_decref(root);
     return rc;

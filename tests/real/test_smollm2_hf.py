@@ -12,7 +12,9 @@ in chunks of 16 and of 128 (the longest in chunks of 128 only: CI's time), and t
 chunks of 1: logits and every layer's
 queries, keys and values within TOL of each tensor's largest magnitude (measured: see the printed
 figures). Greedy generation of 64 tokens after the short prompt: identical ids, or the first
-difference at a step whose top-2 logit gap is below TOL of the logits' scale.
+difference at a step whose top-2 logit gap is below TOL of the logits' scale. A chat prompt (capture --chat,
+docs/tokenize.md): the ids of transformers' apply_chat_template on the GGUF's template, and greedy generation of 32
+tokens from them, up to the end-of-turn token where transformers stops.
 Run by tests/run_all.sh with the test venv's Python; KVTRACE and KVTRACE_SMOLLM2 set."""
 import json
 import os
@@ -32,6 +34,7 @@ from transformers.utils import logging as hf_logging  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_attention import CAPTURED, NAME, first_difference, register  # noqa: E402
+from smollm2_tokenizer import gguf_chat_template, hf_reference  # noqa: E402
 from tap import check, finish, scaled_diff  # noqa: E402
 
 KVTRACE, GGUF = os.environ["KVTRACE"], os.environ["KVTRACE_SMOLLM2"]
@@ -82,6 +85,42 @@ def compare(tr, hf_logits, T, what):
           "each tensor's largest magnitude" % (what, TOL), str(worst))
 
 
+QUESTION = "What is the capital of France?"
+
+
+def chat_greedy(model, tmp):
+    """capture --chat --generate 32 against transformers' generate on apply_chat_template's ids."""
+    from transformers import PreTrainedTokenizerFast
+    tok = PreTrainedTokenizerFast(tokenizer_object=hf_reference(GGUF), bos_token="<|im_start|>",
+                                  eos_token="<|im_end|>")
+    tok.chat_template = gguf_chat_template(GGUF)
+    ids = tok.apply_chat_template([{"role": "user", "content": QUESTION}], add_generation_prompt=True, tokenize=True)
+    ids = list(ids["input_ids"]) if not isinstance(ids, list) else ids
+    out = os.path.join(tmp, "chat.h5")
+    r = subprocess.run([KVTRACE, "capture", "--model", GGUF, "--chat", "--prompt", QUESTION, "--generate", "32",
+                        "--attention", "none", "--threads", "1", "--quiet", "--print", "-o", out],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "capture --chat --prompt %r --generate 32 --print" % QUESTION, r.stderr)
+    if r.returncode != 0:
+        return
+    with h5py.File(out, "r") as f:
+        P = int(f.attrs["prompt_len"])
+        toks = f["tokens"][()].tolist()
+    check(toks[:P] == ids, "capture --chat: the prompt's ids == apply_chat_template's (%d tokens)" % len(ids),
+          "%s vs %s" % (toks[:P], ids))
+    with torch.no_grad():
+        g = model.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False, output_logits=True,
+                           return_dict_in_generate=True, pad_token_id=2)
+    want = g.sequences[0, len(ids):].tolist()
+    got = toks[P:]
+    first, gap = first_difference(got[:len(want)], want, g.logits)
+    print("# chat greedy: transformers generated %d tokens (stopping at <|im_end|>: %s); kvtrace %s" %
+          (len(want), want[-1:] == [2], "identical" if first is None else "differs at step %s (gap %.2e)" % (first, gap)))
+    print("# capture --chat --print:\n#   " + r.stdout.strip().replace("\n", "\n#   "))
+    check(len(got) == 32 and (first is None or gap < TOL), "capture --chat: greedy ids == transformers' generate from "
+          "apply_chat_template (to its end of turn)", "%s vs %s" % (got, want))
+
+
 def main():
     hf_logging.set_verbosity_error()
     register()
@@ -118,6 +157,7 @@ def main():
                                                   "first difference at step %s (top-2 gap %.2e)" % (first, gap)))
         check(len(got) == 64 and (first is None or gap < TOL), "greedy generation of 64 tokens: the same ids as "
               "transformers' generate (or a first difference at a near-tie)", "%s vs %s" % (got, want))
+        chat_greedy(model, tmp)
     return finish()
 
 

@@ -11,14 +11,13 @@ import subprocess
 import sys
 import tempfile
 
-import gguf
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "tokenizers"))
 import corpus  # noqa: E402
 from tap import check, finish  # noqa: E402
+from smollm2_tokenizer import hf_reference  # noqa: E402
 
 KVTRACE, GGUF = os.environ["KVTRACE"], os.environ["KVTRACE_SMOLLM2"]
 
@@ -31,23 +30,6 @@ def digit_strings():
     out += ["%d" % (7 ** k) for k in range(1, 40)]
     out += [" ".join(str((k * 7919) % 100000) for k in range(j, j + 12)) for j in range(0, 120, 12)]
     return out
-
-
-def hf_reference():
-    """tokenizers' BPE over the GGUF's vocabulary and merges, SmolLM2's pre-tokenizer and decoder."""
-    r = gguf.GGUFReader(GGUF)
-    f = r.fields
-    toks = [bytes(f["tokenizer.ggml.tokens"].parts[i]).decode("utf-8") for i in f["tokenizer.ggml.tokens"].data]
-    merges = [bytes(f["tokenizer.ggml.merges"].parts[i]).decode("utf-8") for i in f["tokenizer.ggml.merges"].data]
-    types = [int(f["tokenizer.ggml.token_type"].parts[i][0]) for i in f["tokenizer.ggml.token_type"].data]
-    vocab = {t: i for i, t in enumerate(toks)}
-    bpe = models.BPE(vocab, [tuple(m.split(" ", 1)) for m in merges], ignore_merges=False)
-    tk = Tokenizer(bpe)
-    tk.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                               pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
-    tk.decoder = decoders.ByteLevel()
-    tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t, ty in zip(toks, types) if ty == 3])
-    return tk
 
 
 def kvtrace_ids(texts):
@@ -75,7 +57,7 @@ def transformers_differs(texts, want):
 
 def main():
     texts = [s for s in corpus.strings() if s] + digit_strings()
-    tk = hf_reference()
+    tk = hf_reference(GGUF)
     want = [tk.encode(t, add_special_tokens=False).ids for t in texts]
     got = kvtrace_ids(texts)
     bad = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
