@@ -191,12 +191,15 @@ static void write_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
     fprintf(f, "CBMAX = %g   # the heat maps' colour scale top: the largest head_budget at B\n", v->top);
     fprintf(f, "set multiplot title sprintf('Budget allocation: rows kept per kv head at N = %%d, and error versus "
                "memory', B) font ',13'\n");
-    fprintf(f, "set origin 0,0.44\nset size 0.5,0.52\n");
-    fprintf(f, "set title sprintf('Rows kept per kv head by layer at N = %%d (mean over heads, policies)', B)\n");
+    /* the two line panels take the left 70%; their keys stand in the column at the right, one above the
+     * other, so no key covers a line (KEY_LINE: one key line at font 8, in screen units of the 900-pixel page) */
+    const double KEY_LINE = 0.0145, key2 = 0.955 - (v->n + 2) * KEY_LINE;
+    fprintf(f, "set origin 0,0.44\nset size 0.35,0.52\n");
+    fprintf(f, "set title sprintf('Rows kept per kv head by layer at N = %%d', B)\n");
     fprintf(f, "set xlabel 'layer'\nset ylabel 'rows kept (head_budget)'\nset xrange [-0.3:%g]\nset yrange [0:*]\n",
             (double)d->meta.L - 0.7);
-    if (d->meta.L <= 40) fprintf(f, "set xtics 1\n");
-    fprintf(f, "set key top right font ',9'\nplot ");
+    if (d->meta.L <= 40) fprintf(f, "set xtics %d\n", d->meta.L <= 16 ? 1 : 2);
+    fprintf(f, "set key at screen 0.995, screen 0.955 top right font ',8'\nplot ");
     for (int a = 0; a < v->n; a++) {
         fprintf(f, "'%s' index %d using 2:($1 == B ? $3 : NaN) with linespoints lw 2 ps 1.1 lc rgb '%s' dt %d pt %d "
                    "title ", a ? "" : files[0], a, plot_alloc_colour(v->names[a]), plot_dash_type(a), plot_point_type(a));
@@ -204,14 +207,14 @@ static void write_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
         fputs(", \\\n     ", f);
     }
     fprintf(f, "B with lines dt 3 lw 1 lc rgb '#888888' title 'N'\n");
-    fprintf(f, "\nset origin 0.5,0.44\nset size 0.5,0.52\nset xtics autofreq\nset yrange [*:*]\n");
+    fprintf(f, "\nset origin 0.35,0.44\nset size 0.35,0.52\nset xtics autofreq\nset yrange [*:*]\n");
     fprintf(f, "set title 'Output error versus total memory'\n");
     plot_gp_budget_axis(f, pts, n);
     fprintf(f, "set xlabel 'memory: rows kept at the end, all layers and kv heads'\n");
     fprintf(f, "set ylabel 'out_rel_err, mean%s'\n", log_y ? " (log scale)" : "");
     if (log_y) fprintf(f, "set logscale y 10\nset format y '%%g'\n");
     else fprintf(f, "set yrange [0:*]\n");
-    fprintf(f, "set key top right font ',8'\n");
+    fprintf(f, "set key at screen 0.995, screen %.4f top right font ',8'\n", key2);
     plot_gp_lines(f, d, files[2], order, blocks, log_y ? "1:($2 > 0 ? $2 : NaN)" : "1:2");
     heat_panels(f, d, v, files[1]);
     fprintf(f, "unset multiplot\n");
