@@ -17,6 +17,7 @@
 #   make bench      capture and sim throughput, peak RSS (flat in T with eviction inside the run),
 #                   GEMM/attention rate vs OpenBLAS sgemm, the fixed split of the CPU products vs
 #                   OpenBLAS's own threading (bench/bench_split.sh: docs/reproducibility.md),
+#                   quantised weights kept against widened on load, per type (bench/bench_quant.sh),
 #                   load time and capture rate of a BF16 Hugging Face directory (llama-3.2-1b),
 #                   tokenize MB/s on a 10 MB text vs the reference encoders, ids checked identical
 #                   score expressions vs the built-ins they restate, ns per candidate (at most 2x)
@@ -261,6 +262,7 @@ $(BUILD)/bench_%: bench/bench_%.c $(LIB)
 bench: deps bench-deps
 	@$(MAKE) --no-print-directory all $(BUILD)/bench_sgemm $(BUILD)/bench_keyread $(BUILD)/bench_split
 	@bench/bench_split.sh $(BUILD)
+	@bench/bench_quant.sh $(BUILD)
 	@bench/bench_capture.sh
 	@bench/bench_evict_rss.sh
 	@/usr/bin/python3 bench/bench_hf.py

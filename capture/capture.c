@@ -99,10 +99,10 @@ static trace_create_opts trace_wants(const capture_opts *o)
     return t;
 }
 
-/* Before a large run (issue #15): its cost in one line on stderr (unless
- * --quiet) when it will likely take over a minute or a GiB. Floating-point
- * operations: 2 per weight per token, plus attention's 4 T^2/2 L H D; memory:
- * the weights (wbytes each: 2 for 16-bit matrices) and the KV cache (float32); the trace: keys and values, queries,
+/* Before a large run: its cost in one line on stderr (unless --quiet) when
+ * it will likely take over a minute or a GiB. Floating-point operations: 2
+ * per weight per token, plus attention's 4 T^2/2 L H D; memory: the weights
+ * as held (wbytes: weights_bytes) and the KV cache (float32); the trace: keys and values, queries,
  * column sums, log-probabilities (and logits). The minutes assume 50 GFLOP/s,
  * a modest CPU; a GPU is far faster. */
 static void print_cost(const capture_opts *o, const model_config *c, double wbytes, int64_t T)
@@ -112,7 +112,7 @@ static void print_cost(const capture_opts *o, const model_config *c, double wbyt
     const double weights = L * (dim * (2 * H * D + 2 * K * D) + 3 * dim * (double)c->ffn_dim) + 2 * V * dim;
     const double flops = 2 * weights * t + 2 * L * H * D * t * t;
     const double cache = o->evict.iface ? 2 * L * K * D * (double)(o->budget + o->chunk) : 2 * L * K * D * t;
-    const double memory = wbytes * weights + 4 * cache, el = o->dtype == TRACE_F16 ? 2 : 4;
+    const double memory = wbytes + 4 * cache, el = o->dtype == TRACE_F16 ? 2 : 4;
     double file = o->dry_run ? 0 : el * L * D * t * (2 * K + (o->record_queries ? H : 0)) + 4 * t * (1 + V * o->logits);
     if (!o->dry_run && o->attention != ATTN_NONE) file += 8 * L * H * t;
     if (!o->dry_run && o->attention == ATTN_FULL) file += 4 * L * H * t * t;
@@ -141,7 +141,7 @@ static int capture_tokens(const capture_opts *o, const alloc_config *ac, const b
     ro.extra = tmpl ? n_tmpl + T : 0;
     kv_run *r = NULL;
     if (!rc) rc = run_open(&r, &ro, err);
-    if (!rc) print_cost(o, &m->cfg, (double)weights_size(m->wtype), T);
+    if (!rc) print_cost(o, &m->cfg, weights_bytes(m), T);
     double started = kv_now_seconds();
     if (!rc) rc = run_model(o, r, tokens, m->cfg.vocab_size, P, T, err);
     if (!rc && tmpl) rc = kvzip_record(r, &m->cfg, tmpl, n_tmpl, tokens, T, err);

@@ -276,12 +276,26 @@ int run_settle(kv_run *r, kv_err *err)
     return rc;
 }
 
+/* This process's peak resident memory in KiB: Linux's VmHWM, the high-water mark of this image alone.
+ * getrusage's ru_maxrss (the fallback) keeps across exec the peak of the process image before it, so a
+ * capture started from a large harness (a Python test) would report the harness's memory. */
+static long peak_rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && kib < 0 && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) kib = strtol(line + 6, NULL, 10);
+    if (f) fclose(f);
+    struct rusage ru;
+    return kib >= 0 ? kib : getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
 void run_print_stats(const kv_run *r, double load_s, double secs)
 {
     const forward_state *f = &r->fw;
     const int64_t T = r->o.T;
-    struct rusage ru;
-    long rss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+    const long rss_kib = peak_rss_kib();
     const uint64_t dev_peak = r->be->peak_bytes ? r->be->peak_bytes(r->o.backend_ctx) : 0;
     fprintf(stderr, "capture-stats: load_s %.3f tokens %lld seconds %.3f tokens_per_s %.1f gemm_gflop %.3f "
                     "gemm_s %.3f gemm_gflops %.2f attn_gflop %.3f attn_s %.3f attn_gflops %.2f "

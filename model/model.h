@@ -4,7 +4,9 @@
  * is cblas_sgemm(RowMajor, NoTrans, Trans) over a chunk of rows. Vectors
  * (norms, biases) and W_o are float32; the other matrices (Q/K/V, the FFN's
  * three, the embedding and the output) are of the model's one type `wtype`:
- * float32, or IEEE half / bfloat16 held in 16 bits (issue #24, model/weights16.h). */
+ * float32, IEEE half / bfloat16 held in 16 bits, or each matrix in its GGUF
+ * file's own ggml type (quantised blocks), decoded a tile at a time inside
+ * the products (model/weights16.h; docs/models.md, "Weights in memory"). */
 #ifndef KV_MODEL_H
 #define KV_MODEL_H
 
@@ -41,10 +43,12 @@ typedef struct {
 } model_config;
 
 /* The type of the weight matrices in memory: the codes of --weights and
- * backend_request.weights; MODEL_W_KEEP asks a loader for the file's own. */
-typedef enum { MODEL_W_KEEP = -1, MODEL_W_F32 = 0, MODEL_W_F16 = 1, MODEL_W_BF16 = 2 } model_wtype;
+ * backend_request.weights; MODEL_W_KEEP asks a loader for the file's own.
+ * MODEL_W_GGML (a GGUF file's quantised matrices, kept): every matrix is a
+ * weights_ggml (weights16.h), its blocks of the file's ggml type. */
+typedef enum { MODEL_W_KEEP = -1, MODEL_W_F32 = 0, MODEL_W_F16 = 1, MODEL_W_BF16 = 2, MODEL_W_GGML = 3 } model_wtype;
 
-/* A matrix of the model's wtype: float32 or 16-bit words (kv_model.wtype). */
+/* A matrix of the model's wtype: float32, 16-bit words, or a weights_ggml (kv_model.wtype). */
 typedef void model_mat;
 
 typedef struct {

@@ -1,10 +1,13 @@
-/* weights16: weight matrices held in 16 bits on the host (issue #24).
+/* weights16: weight matrices held in fewer than 32 bits on the host.
  *
  * A model's matrices (model.h: model_mat) are float32, IEEE half (F16) or
- * bfloat16 (BF16), one type per model (kv_model.wtype). 16-bit matrices are
- * widened to float32 a tile at a time inside the products (backend_cpu.c),
- * never as a whole: memory holds 2 bytes per weight. Rounding float32 to 16
- * bits is to nearest even (core/half.h). */
+ * bfloat16 (BF16), one type per model (kv_model.wtype), or (MODEL_W_GGML)
+ * each in its GGUF file's own ggml type, quantised blocks included
+ * (weights_ggml: Q4_K, Q6_K, Q8_0, ... as model/formats/ggml_types.c
+ * decodes them). They are widened to float32 a tile at a time inside the
+ * products (backend_cpu.c), never as a whole: memory holds 2 bytes per
+ * weight, or the file's bytes. Rounding float32 to 16 bits is to nearest
+ * even (core/half.h). */
 #ifndef KV_WEIGHTS16_H
 #define KV_WEIGHTS16_H
 
@@ -15,13 +18,22 @@
 #include "core/kv_error.h"
 #include "model/model.h"
 
-/* Bytes of one weight of type t (4 or 2). */
+/* A matrix kept in a ggml type (MODEL_W_GGML): its blocks, row-major, each
+ * row a whole number of blocks (GGUF's rule), and the type's ggml id. */
+typedef struct {
+    const uint8_t *data;
+    uint32_t type;
+} weights_ggml;
+
+/* Bytes of one weight of type t (4 or 2; 0 for MODEL_W_GGML, whose bytes
+ * are the matrix's own: weights_bytes). */
 size_t weights_size(model_wtype t);
 
-/* "f32", "f16", "bf16" (the --weights words). */
+/* "f32", "f16", "bf16" (the --weights words), "the file's ggml types". */
 const char *weights_name(model_wtype t);
 
-/* Elements [i0, i0 + n) of matrix w (type t) as float32 into dst[n]. */
+/* Elements [i0, i0 + n) of matrix w (type t) as float32 into dst[n]; for
+ * MODEL_W_GGML i0 and n are whole blocks (whole rows are). */
 void weights_widen(const model_mat *w, model_wtype t, size_t i0, size_t n, float *dst);
 
 /* src[n] rounded to the 16-bit type t into dst[n]. */
@@ -46,7 +58,18 @@ int weights_from_file(kv_model *m, const char *where, const char *name, const vo
  * loaders that read float32. Sets m->wtype. */
 int weights_narrow_model(kv_model *m, model_wtype t, kv_err *err);
 
+/* Every matrix of a MODEL_W_GGML model widened to float32 (the blocks stay
+ * allocated: for models that own them, random:NAME:TYPE). Sets m->wtype. */
+int weights_widen_model(kv_model *m, kv_err *err);
+
 /* Bytes of the model's matrices as held (tied output counted once). */
 double weights_bytes(const kv_model *m);
+
+/* A GGUF tensor of n values (data, ggml type `type`) as a weights_ggml of
+ * m, in place (the file must outlive m): refused (KV_EINPUT naming `where`
+ * and `name`) when kvtrace has no decoder for the type, or when a decoded
+ * value is not finite (checked once, a tile at a time). */
+int weights_ggml_keep(kv_model *m, const char *where, const char *name, const void *data, uint32_t type, size_t n,
+                      model_mat **out, kv_err *err);
 
 #endif

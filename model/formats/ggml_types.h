@@ -17,7 +17,8 @@ typedef struct {
 /* The type with id t, or NULL when ggml has none. */
 const ggml_type_info *ggml_type_get(uint32_t t);
 
-/* "F32, F16, Q8_0 and BF16": the types with a converter, into buf. */
+/* "F32, F16, Q4_0, Q4_1, ..., Q6_K and BF16": the types with a converter, in
+ * id order, into buf. */
 const char *ggml_readable_types(char *buf, size_t cap);
 
 #endif

@@ -25,6 +25,7 @@
 #include "core/utf8.h"
 #include "model/arch.h"
 #include "model/formats/format.h"
+#include "model/formats/ggml_types.h"
 #include "model/formats/gguf.h"
 #include "model/model.h"
 #include "model/weights16.h"
@@ -116,7 +117,8 @@ static uint32_t ggml_of(model_wtype t)
 /* A weight matrix of ggml shape [ne0, ne1] in the model's type (m->wtype):
  * float32 as load_tensor; 16-bit words in place in g's data where the
  * tensor is already of that type (GGUF data is contiguous and aligned),
- * else read and rounded. Non-finite weights are refused either way. */
+ * else read and rounded; with MODEL_W_GGML the file's blocks in place, of
+ * whatever type each matrix has. Non-finite weights are refused always. */
 static int load_matrix(const gguf_file *g, kv_model *m, const char *name, int64_t ne0, int64_t ne1,
                        model_mat **out, bool *in_place, kv_err *err)
 {
@@ -124,17 +126,24 @@ static int load_matrix(const gguf_file *g, kv_model *m, const char *name, int64_
     const gguf_tensor *t;
     int rc = check_tensor(g, m, name, ne0, ne1, &t, err);
     if (rc) return rc;
+    if (m->wtype == MODEL_W_GGML) {
+        *in_place = true;
+        return weights_ggml_keep(m, gguf_where(g), name, t->data, t->type, (size_t)t->n_elems, out, err);
+    }
     return weights_from_file(m, gguf_where(g), name, t->data, t->type == ggml_of(m->wtype), (size_t)t->n_elems,
                              read_f32, g, t, out, in_place, err);
 }
 
 /* The type the matrices are held in: the one asked for, or (MODEL_W_KEEP)
- * the file's, read from blk.0.attn_q.weight: F16 or BF16 stay 16-bit. */
+ * the file's, read from blk.0.attn_q.weight: F16 or BF16 stay 16-bit, a
+ * quantised type keeps every matrix in its own type (MODEL_W_GGML). */
 static model_wtype resolve_type(const gguf_file *g, model_wtype want)
 {
     const gguf_tensor *t = gguf_find_tensor(g, "blk.0.attn_q.weight");
     if (want != MODEL_W_KEEP || !t) return want == MODEL_W_KEEP ? MODEL_W_F32 : want;
-    return t->type == ggml_of(MODEL_W_F16) ? MODEL_W_F16 : t->type == ggml_of(MODEL_W_BF16) ? MODEL_W_BF16 : MODEL_W_F32;
+    if (t->type == ggml_of(MODEL_W_F16)) return MODEL_W_F16;
+    if (t->type == ggml_of(MODEL_W_BF16)) return MODEL_W_BF16;
+    return ggml_type_get(t->type)->blck > 1 ? MODEL_W_GGML : MODEL_W_F32;
 }
 
 /* rope_freqs.weight [D/2]: positive finite divisors into m->rope_div. */

@@ -9,7 +9,7 @@ tiny_f16.gguf   the same in GGUF v2, F16 matrices, alignment 64, tied output, gp
 qwen2_bf16.gguf a qwen2 (QKV biases) with BF16 matrices; qwen3.gguf a qwen3 (q/k norms)
 llama_q8_0_rope_freqs.gguf  a dim-32 llama with Q8_0 matrices and rope_freqs.weight
 kv_types.gguf   no tensors; one key of every value type and an array of every element type
-q4k.gguf        one Q4_K tensor (parses, is not converted)
+q4k.gguf        one Q4_K tensor (parses; decoded)
 """
 import math
 import os

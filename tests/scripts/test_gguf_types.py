@@ -235,14 +235,14 @@ def bad_files(tmp, cfg, w):
     bad("rope-freqs-zero", tiny_meta("llama", cfg), ts + [("rope_freqs.weight", np.zeros(8, np.float32))],
         "not a positive divisor")
     bad("yarn", tiny_meta("llama", cfg, **{"llama.rope.scaling.type": "yarn"}), ts, "'yarn' is not supported")
-    # a Q4_K tensor: parsed, named, not converted
-    path = os.path.join(tmp, "q4k.gguf")
+    # a Q8_K tensor (ggml's dot-product intermediate, never a model's): parsed, named, not converted
+    path = os.path.join(tmp, "q8k.gguf")
     meta = kv_list(tiny_meta("llama", dict(cfg, hidden_size=256)))
-    blob = G.gguf(meta, [("token_embd.weight", [256, 40], 12, bytes(144 * 40))])
+    blob = G.gguf(meta, [("token_embd.weight", [256, 40], 15, bytes(292 * 40))])
     open(path, "wb").write(blob)
     r = run("capture", "--model", path, "--tokens", toks, "-o", os.path.join(tmp, "bad.h5"))
-    check(r.returncode == 3 and "Q4_K" in r.stderr and "F32, F16, Q4_1, Q8_0 and BF16" in r.stderr,
-          "Q4_K: exit 3 naming the type and the types kvtrace reads", r.stderr)
+    check(r.returncode == 3 and "Q8_K" in r.stderr and "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and BF16" in r.stderr,
+          "Q8_K: exit 3 naming the type and the types kvtrace reads", r.stderr)
 
 
 def main():

@@ -97,7 +97,7 @@ static void q8_0_round_trip(void **state)
     }
     printf("# Q8_0: max error %.3g of the block's amax (step 1/127 = %.3g)\n", worst, 1.0 / 127);
     char buf[128];
-    assert_string_equal(ggml_readable_types(buf, sizeof buf), "F32, F16, Q4_1, Q8_0 and BF16");
+    assert_string_equal(ggml_readable_types(buf, sizeof buf), "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and BF16");
 }
 
 /* A safetensors buffer with one tensor of each float dtype. */

@@ -371,21 +371,21 @@ static void unsupported_type(void **state)
     wb_le(&w, 3, 4), wb_le(&w, 1, 8), wb_le(&w, 1, 8);
     wb_str(&w, "general.alignment"), wb_le(&w, GGUF_UINT32, 4), wb_le(&w, 64, 4);
     wb_str(&w, "blk.0.attn_q.weight"), wb_le(&w, 1, 4), wb_le(&w, 512, 8);
-    wb_le(&w, 12, 4), wb_le(&w, 0, 8); /* Q4_K: 2 blocks of 144 bytes */
+    wb_le(&w, 15, 4), wb_le(&w, 0, 8); /* Q8_K (ggml's dot-product intermediate): 2 blocks of 292 bytes */
     while (w.n % 64) wb_le(&w, 0, 1);
     size_t data = w.n;
-    for (int i = 0; i < 288; i++) wb_le(&w, (uint64_t)i, 1);
+    for (int i = 0; i < 584; i++) wb_le(&w, (uint64_t)i, 1);
     gguf_file *g;
     kv_err err = {0};
     assert_int_equal(gguf_parse_buffer(w.b, w.n, "mem.gguf", &g, &err), KV_OK);
     const gguf_tensor *t = gguf_tensor_at(g, 0);
-    assert_true(t->offset == data && t->nbytes == 288 && t->n_elems == 512);
-    assert_string_equal(gguf_ggml_type_name(t->type), "Q4_K");
+    assert_true(t->offset == data && t->nbytes == 584 && t->n_elems == 512);
+    assert_string_equal(gguf_ggml_type_name(t->type), "Q8_K");
     float out[512];
     assert_int_equal(gguf_tensor_read_f32(g, t, out, 512, &err), KV_EINPUT);
     printf("# %s\n", err.msg);
-    assert_string_equal(err.msg, "mem.gguf: tensor blk.0.attn_q.weight has type Q4_K (12), "
-                                 "kvtrace reads F32, F16, Q4_1, Q8_0 and BF16");
+    assert_string_equal(err.msg, "mem.gguf: tensor blk.0.attn_q.weight has type Q8_K (15), "
+                                 "kvtrace reads F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and BF16");
     gguf_close(g);
     free(w.b);
 }

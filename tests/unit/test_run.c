@@ -269,7 +269,7 @@ static void sequence_sources(void **state)
     const prompt_source ids = {.tokens_file = path}, none = {0}, text = {.text = "Once"};
     assert_int_equal(prompt_sources(&ids), 1);
     assert_int_equal(prompt_sources(&none), 0);
-    assert_int_equal(run_sequence(&ids, &M, "random:stories260k:5", 5, &tok, &p, &t, NULL, &err), KV_OK);
+    assert_int_equal(run_sequence(&ids, &M, "random:stories260k:5", 5, &tok, &p, &t, NULL, NULL, &err), KV_OK);
     assert_int_equal(p, 3);
     assert_int_equal(t, 8);
     assert_int_equal(tok[0], 1);
@@ -277,22 +277,22 @@ static void sequence_sources(void **state)
     assert_int_equal(tok[2], 9);
     tok[7] = 3; /* room for the generated tokens */
     free(tok), tok = NULL;
-    assert_int_equal(run_sequence(&none, &M, "random:stories260k:5", 0, &tok, &p, &t, NULL, &err), KV_OK);
+    assert_int_equal(run_sequence(&none, &M, "random:stories260k:5", 0, &tok, &p, &t, NULL, NULL, &err), KV_OK);
     assert_int_equal(p, 1); /* BOS alone: no vocabulary, id 1 */
     assert_int_equal(tok[0], 1);
     free(tok), tok = NULL;
-    assert_int_equal(run_sequence(&text, &M, "random:stories260k:5", 0, &tok, &p, &t, NULL, &err), KV_EUSAGE);
+    assert_int_equal(run_sequence(&text, &M, "random:stories260k:5", 0, &tok, &p, &t, NULL, NULL, &err), KV_EUSAGE);
     assert_string_equal(err.msg, "random:stories260k:5 has no vocabulary to encode a prompt: give --tokens FILE");
     assert_null(tok);
     /* the text comes back only for a text prompt; one that is not UTF-8 is refused naming the offset */
     char *txt = (char *)"unset";
-    assert_int_equal(run_sequence(&ids, &M, "random:stories260k:5", 0, &tok, &p, &t, &txt, &err), KV_OK);
+    assert_int_equal(run_sequence(&ids, &M, "random:stories260k:5", 0, &tok, &p, &t, &txt, NULL, &err), KV_OK);
     assert_null(txt);
     free(tok), tok = NULL;
     const prompt_source bad = {.text = "ab\xC3(c"};
     txt = (char *)"unset";
     err = (kv_err){0};
-    assert_int_equal(run_sequence(&bad, &M, "random:stories260k:5", 0, &tok, &p, &t, &txt, &err), KV_EUSAGE);
+    assert_int_equal(run_sequence(&bad, &M, "random:stories260k:5", 0, &tok, &p, &t, &txt, NULL, &err), KV_EUSAGE);
     assert_string_equal(err.msg, "--prompt: the prompt is not valid UTF-8 at byte offset 2 (byte 0xC3)");
     assert_null(txt);
     assert_null(tok);
