@@ -76,7 +76,9 @@ static int parse(int argc, char **argv, needle_opts *o, kv_err *err)
     }
     int rc = KV_OK;
     optind = 2;
+    unsigned char seen[256] = {0};
     for (int c; !rc && (c = getopt_long(argc, argv, ":ho:", LONG, NULL)) != -1;) {
+        if (cli_once(seen, LONG, c, "prompts", err)) return err->code;
         switch (c) {
         case 'y': o->haystack = optarg; break;
         case 'n': o->needle = optarg; break;

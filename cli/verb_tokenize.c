@@ -62,7 +62,9 @@ static int parse(int argc, char **argv, tok_opts *o, kv_err *err)
         {"no-thinking", no_argument, 0, 'T'}, {"rendered", no_argument, 0, 'r'},
         {0, 0, 0, 0}};
     optind = 1;
+    unsigned char seen[256] = {0};
     for (int c; (c = getopt_long(argc, argv, ":h", LONG, NULL)) != -1;) {
+        if (cli_once(seen, LONG, c, "tokenize", err)) return err->code;
         switch (c) {
         case 'm': o->model = optarg; break;
         case 't': o->tokenizer = optarg; break;

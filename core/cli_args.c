@@ -1,6 +1,7 @@
 #include "cli_args.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,4 +170,14 @@ char *cli_command_line(int argc, char **argv)
     }
     *w = '\0';
     return s;
+}
+
+int cli_once(unsigned char *seen, const void *longs, int c, const char *verb, kv_err *err)
+{
+    if (c <= 0 || c >= 256 || c == '?' || c == ':' || !seen[c]++) return KV_OK;
+    const char *name = NULL;
+    for (const struct option *o = longs; o->name && !name; o++)
+        if (o->val == c) name = o->name;
+    return name ? cli_usage(err, verb, "--%s is given twice: give it once", name)
+                : cli_usage(err, verb, "-%c is given twice: give it once", c);
 }

@@ -53,6 +53,11 @@ int cli_usage(kv_err *err, const char *verb, const char *fmt, ...)
  * error; `arg` is argv[optind - 1]. */
 int cli_bad_option(kv_err *err, const char *verb, int c, int optopt_value, const char *arg);
 
+/* For verbs that read options with getopt_long itself: option c (a short code under 256, seen[256]
+ * counting them) given a second time is a usage error naming its long name from `longs` (a struct
+ * option array). */
+int cli_once(unsigned char *seen, const void *longs, int c, const char *verb, kv_err *err);
+
 /* Prints "kvtrace: error: MSG" for a failed err and returns its code (0 if none). */
 int cli_report(const kv_err *err);
 

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli_args.h"
@@ -66,6 +67,39 @@ static int set_value(const char *verb, const cli_opt *o, const char *arg, void *
     return rc;
 }
 
+/* The comma-joined arguments of CLI_JOIN rows: the option fields point into them, so they live as long as
+ * the process (a list of every one made, reachable to the end). */
+typedef struct joined {
+    struct joined *next;
+    char text[];
+} joined;
+static joined *joined_all;
+
+/* a and b as "a,b", kept; NULL when out of memory. */
+static const char *join(const char *a, const char *b)
+{
+    const size_t na = strlen(a), nb = strlen(b);
+    joined *j = malloc(sizeof *j + na + nb + 2);
+    if (!j) return NULL;
+    memcpy(j->text, a, na), j->text[na] = ',', memcpy(j->text + na + 1, b, nb + 1);
+    j->next = joined_all, joined_all = j;
+    return j->text;
+}
+
+/* One occurrence of row `row`: read now (a first CLI_ONCE, any CLI_EACH), added to the row's list
+ * (CLI_JOIN), or refused (a second CLI_ONCE). */
+static int occurrence(const char *verb, const cli_opt *table, int row, const char *arg, void *opts, int *count,
+                      const char **list, kv_err *err)
+{
+    const cli_opt *o = &table[row];
+    if (count[row]++ && o->many == CLI_ONCE)
+        return cli_usage(err, verb, "--%s is given twice: give it once", o->name);
+    if (o->many != CLI_JOIN) return set_value(verb, o, arg, opts, err);
+    if (!list[row]) list[row] = arg;
+    else if (!(list[row] = join(list[row], arg))) return kv_fail(err, KV_EFAIL, "out of memory");
+    return KV_OK;
+}
+
 int cli_opts_parse(const char *verb, int argc, char **argv, const cli_opt *table, void *opts, bool *help,
                    int *first, kv_err *err)
 {
@@ -83,13 +117,16 @@ int cli_opts_parse(const char *verb, int argc, char **argv, const cli_opt *table
     *help = false;
     optind = 1;
     opterr = 0;
-    int c, rc = KV_OK;
+    int c, rc = KV_OK, count[CLI_MAX_OPTS] = {0};
+    const char *list[CLI_MAX_OPTS] = {0};
     while (!rc && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
         const int row = c == 'o' ? output : c - 256;
         if (c == 'h') *help = true;
-        else if (row >= 0 && row < n) rc = set_value(verb, &table[row], optarg, opts, err);
+        else if (row >= 0 && row < n) rc = occurrence(verb, table, row, optarg, opts, count, list, err);
         else rc = cli_bad_option(err, verb, c, optopt, argv[optind - 1]);
     }
+    for (int r = 0; !rc && r < n; r++)
+        if (list[r]) rc = set_value(verb, &table[r], list[r], opts, err);
     *first = optind;
     return rc;
 }

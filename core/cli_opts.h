@@ -7,7 +7,10 @@
  * CLI_CUSTOM hands the argument to the verb's own function (lists, policies,
  * "LAYER,HEAD", ...). -h/--help is always accepted; -o is the short form of
  * a row named "output". An unknown option or a missing argument is
- * cli_bad_option's usage error.
+ * cli_bad_option's usage error. An option given twice is a usage error
+ * naming it, except a row marked CLI_JOIN (a list: its arguments are read
+ * as one, comma-joined: `--policies a --policies b` is `--policies a,b`) or
+ * CLI_EACH (read at every occurrence: `--define`, `--plugin`, `--alias`).
  *
  *   static const cli_opt OPTS[] = {
  *       {CLI_ROW("chunk", CLI_I64, sim_opts, chunk), .lo = 1, .hi = 1 << 30},
@@ -37,9 +40,17 @@ typedef enum {
     CLI_CUSTOM_AT, /* parse(verb, argument, the field, err): a parser shared by verbs, given its own field */
 } cli_kind;
 
+/* How a row takes a second occurrence of its option. */
+typedef enum {
+    CLI_ONCE = 0, /* refused (exit 2) */
+    CLI_JOIN,     /* a list: every occurrence's argument, comma-joined, read once after the others */
+    CLI_EACH,     /* read at each occurrence */
+} cli_many;
+
 typedef struct {
     const char *name;   /* the long name without "--"; NULL ends the table */
     cli_kind kind;
+    cli_many many;
     size_t at;          /* offsetof the field in the verb's options struct */
     double lo, hi;      /* CLI_I64, CLI_INT, CLI_F64: the accepted range */
     const char *choices;

@@ -6,7 +6,7 @@
  * three, the embedding and the output) are of the model's one type `wtype`:
  * float32, IEEE half / bfloat16 held in 16 bits, or each matrix in its GGUF
  * file's own ggml type (quantised blocks), decoded a tile at a time inside
- * the products (model/weights16.h; docs/models.md, "Weights in memory"). */
+ * the products (model/weights16.h; docs/capture.md). */
 #ifndef KV_MODEL_H
 #define KV_MODEL_H
 

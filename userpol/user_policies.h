@@ -29,10 +29,10 @@ int user_policies_defines(const char *verb, const char *arg, void *user, kv_err 
 
 /* The four rows of a verb's option table, for the user_policies FIELD of struct TYPE. */
 #define USER_POLICY_OPTIONS(TYPE, FIELD)                                                                  \
-    {.name = "alias", .kind = CLI_CUSTOM_AT, .at = offsetof(TYPE, FIELD), .parse = user_policies_alias},  \
-    {.name = "plugin", .kind = CLI_CUSTOM_AT, .at = offsetof(TYPE, FIELD), .parse = user_policies_plugin}, \
-    {.name = "define", .kind = CLI_CUSTOM_AT, .at = offsetof(TYPE, FIELD), .parse = user_policies_define}, \
-    {.name = "defines", .kind = CLI_CUSTOM_AT, .at = offsetof(TYPE, FIELD), .parse = user_policies_defines}
+    {.name = "alias", .kind = CLI_CUSTOM_AT, .many = CLI_EACH, .at = offsetof(TYPE, FIELD), .parse = user_policies_alias},  \
+    {.name = "plugin", .kind = CLI_CUSTOM_AT, .many = CLI_EACH, .at = offsetof(TYPE, FIELD), .parse = user_policies_plugin}, \
+    {.name = "define", .kind = CLI_CUSTOM_AT, .many = CLI_EACH, .at = offsetof(TYPE, FIELD), .parse = user_policies_define}, \
+    {.name = "defines", .kind = CLI_CUSTOM_AT, .many = CLI_EACH, .at = offsetof(TYPE, FIELD), .parse = user_policies_defines}
 
 /* After every option: the expressions become policies by name (a name an alias or a plug-in's
  * policy also has is refused, whichever came first). */

@@ -5,7 +5,7 @@
  * blocks of that ggml type directly, as a GGUF of the type would hold them
  * (MODEL_W_GGML; widened on load when another --weights is asked for):
  * random codes, and scales such that the values span the same [-a, a]
- * (docs/models.md, "Random models").
+ * (docs/capture.md).
  *
  * A matrix W[out][in] is uniform on [-a, a] with a = sqrt(3 / in): variance
  * 1/in, so y = W x keeps O(1) activations (the variance of N(0, 1/sqrt(in))
@@ -294,11 +294,11 @@ static int parse_spec(const char *spec, const model_shape **shape, uint64_t *see
                        model_shape_names());
     *seed = 0, *quant = NULL;
     int k = 1;
-    if (k < n && strspn(parts[k], "0123456789") == strlen(parts[k]) && parts[k][0]) {
+    if (k < n && (!parts[k][0] || strchr("+-0123456789", parts[k][0]))) { /* a seed, or a bad one */
         char *end;
         errno = 0;
         unsigned long long v = strtoull(parts[k], &end, 10);
-        if (*end || errno)
+        if (!parts[k][0] || strspn(parts[k], "0123456789") != strlen(parts[k]) || *end || errno)
             return kv_fail(err, KV_EUSAGE, "%.300s: the seed '%.64s' is not an integer in [0, 2^64)", spec, parts[k]);
         *seed = v, k++;
     }

@@ -11,6 +11,7 @@ type kvtrace does not decode and a NaN scale are refused in one line naming the 
 written); random:NAME:TYPE generates blocks directly (deterministic, refused for a shape whose rows are not
 whole blocks, or an unknown TYPE).
     /usr/bin/python3 tests/scripts/test_quant_weights.py [BUILD]"""
+# tags: blas
 import os
 import subprocess
 import sys
