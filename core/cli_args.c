@@ -7,14 +7,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+static size_t digits(const char *s, size_t n)
+{
+    size_t k = 0;
+    while (k < n && s[k] >= '0' && s[k] <= '9') k++;
+    return k;
+}
+
+size_t kv_number_len(const char *s, size_t n, bool integer)
+{
+    size_t k = n && s[0] == '-';
+    const size_t whole = digits(s + k, n - k);
+    k += whole;
+    if (integer) return whole ? k : 0;
+    size_t frac = 0;
+    if (k < n && s[k] == '.') frac = digits(s + k + 1, n - k - 1), k += 1 + frac;
+    if (!whole && !frac) return 0;
+    if (k < n && (s[k] == 'e' || s[k] == 'E')) {
+        size_t e = k + 1 + (k + 1 < n && (s[k + 1] == '-' || s[k + 1] == '+'));
+        const size_t ed = digits(s + e, n - e);
+        if (ed) k = e + ed;
+    }
+    return k;
+}
+
 /* Whether s is an optional '-' (when `sign`) and one or more decimal digits, nothing else. */
 static bool plain_integer(const char *s, bool sign)
 {
-    if (sign && *s == '-') s++;
-    if (!*s) return false;
-    for (; *s; s++)
-        if (*s < '0' || *s > '9') return false;
-    return true;
+    const size_t n = strlen(s);
+    return (sign || *s != '-') && n && kv_number_len(s, n, true) == n;
 }
 
 int cli_parse_i64(const char *verb, const char *opt, const char *s, int64_t lo, int64_t hi,
@@ -97,8 +118,7 @@ int cli_parse_double(const char *verb, const char *opt, const char *s, double lo
 {
     char *end;
     double v = strtod(s, &end);
-    /* decimal only: no leading space or '+', no hex floats */
-    bool plain = (*s == '-' || *s == '.' || (*s >= '0' && *s <= '9')) && !strpbrk(s, "xX");
+    const bool plain = *s && kv_number_len(s, strlen(s), false) == strlen(s); /* the one number grammar */
     if (!plain || end == s || *end != '\0' || !(v >= lo && v <= hi))
         return cli_usage(err, verb, "%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
     *out = v;

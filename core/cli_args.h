@@ -56,6 +56,12 @@ int cli_bad_option(kv_err *err, const char *verb, int c, int optopt_value, const
 /* For verbs that read options with getopt_long itself: option c (a short code under 256, seen[256]
  * counting them) given a second time is a usage error naming its long name from `longs` (a struct
  * option array). */
+/* The number grammar of the command line, policy and allocator parameters and expressions alike:
+ * an optional '-', decimal digits with an optional fraction ("3", "0.25", ".5", "2."), an optional
+ * exponent ("1e-5"); an integer is the optional '-' and digits alone. No hex, no '+', no inf or
+ * nan, no white space. The length of the longest such prefix of s[0..n), 0 when there is none. */
+size_t kv_number_len(const char *s, size_t n, bool integer);
+
 int cli_once(unsigned char *seen, const void *longs, int c, const char *verb, kv_err *err);
 
 /* Prints "kvtrace: error: MSG" for a failed err and returns its code (0 if none). */

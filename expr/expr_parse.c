@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cli_args.h"
 #include "expr/expr.h"
 
 typedef struct {
@@ -144,9 +145,13 @@ static int parse_cond(parser *ps);
 static int number(parser *ps, double *x)
 {
     skip(ps);
-    char *e = NULL;
-    *x = ps->s < ps->end ? strtod(ps->s, &e) : 0;
-    if (!e || e == ps->s || e > ps->end || !isfinite(*x)) {
+    /* the command line's number grammar (core/cli_args.h): no hex, no inf or nan */
+    const size_t n = ps->s < ps->end ? kv_number_len(ps->s, (size_t)(ps->end - ps->s), false) : 0;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.*s", (int)(n < sizeof buf ? n : 0), ps->s);
+    *x = n && n < sizeof buf ? strtod(buf, NULL) : NAN;
+    const char *e = ps->s + n;
+    if (!isfinite(*x)) {
         char f[32];
         found(ps, f, sizeof f);
         return fail_at(ps, ps->s, "expected a number, found %s%s", f, "");

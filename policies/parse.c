@@ -100,12 +100,12 @@ static int set_param(const param_target *pi, int i, const char *val, kv_err *err
         pi->choice[i] = c;
         return KV_OK;
     }
-    char *end = NULL;
-    double x = strtod(val, &end);
-    if (val[0] == '\0' || isspace((unsigned char)val[0]) || *end != '\0' || !isfinite(x))
+    const size_t len = strlen(val); /* the command line's number grammar (core/cli_args.h) */
+    const double x = len && kv_number_len(val, len, false) == len ? strtod(val, NULL) : NAN;
+    if (!isfinite(x))
         return kv_fail(err, KV_EUSAGE, "%s: %s=%s is not a number (range [%.16g, %.16g])", pi->owner, p->key,
                        val, p->min, p->max);
-    if (p->integer && x != floor(x))
+    if (p->integer && (x != floor(x) || kv_number_len(val, len, true) != len))
         return kv_fail(err, KV_EUSAGE, "%s: %s=%s is not an integer (range [%.16g, %.16g])", pi->owner, p->key,
                        val, p->min, p->max);
     if (x < p->min || x > p->max)
