@@ -168,6 +168,13 @@ static int parse_allocator(const char *verb, const char *arg, void *args, kv_err
     return KV_OK;
 }
 
+/* --budget N: one budget, read as every verb reads budgets (core/cli_args.h). */
+static int parse_budget(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    int n = 0;
+    return cli_parse_budgets(verb, "--budget", arg, 1, &((capture_args *)args)->o.budget, NULL, &n, err);
+}
+
 static int parse_evict(const char *verb, const char *arg, void *args, kv_err *err)
 {
     (void)verb;
@@ -198,7 +205,7 @@ static const cli_opt OPTIONS[] = {
     {.name = "device", .kind = CLI_CUSTOM, .parse = parse_device},
     {.name = "evict", .kind = CLI_CUSTOM, .parse = parse_evict},
     USER_POLICY_OPTIONS(capture_args, user),
-    {ROW("budget", CLI_I64, budget), .lo = 1, .hi = 1 << 30},
+    {.name = "budget", .kind = CLI_CUSTOM, .parse = parse_budget},
     {.name = "allocator", .kind = CLI_CUSTOM, .parse = parse_allocator},
     {ROW("head-scores", CLI_TEXT, head_scores)},
     {ROW("retained", CLI_FLAG, retained)},

@@ -100,8 +100,7 @@ static int check_args(fit_args *a, int n_files, kv_err *err)
         return cli_usage(err, v, "--budgets, --chunk and --baselines are for held-out evaluation (--test or --study)");
     if (!a->baselines) a->baselines = "keydiff,snapkv,tova,h2o,expected_attention,oracle";
     if (a->budget_list)
-        return cli_parse_i64_list(v, "--budgets", a->budget_list, 1, (int64_t)1 << 40, a->budgets, MAX_BUDGETS,
-                                  &a->n_budgets, err);
+        return cli_parse_budgets(v, "--budgets", a->budget_list, MAX_BUDGETS, a->budgets, NULL, &a->n_budgets, err);
     return KV_OK;
 }
 

@@ -1,6 +1,7 @@
 #include "cli_args.h"
 
 #include <errno.h>
+#include <math.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -200,4 +201,42 @@ int cli_once(unsigned char *seen, const void *longs, int c, const char *verb, kv
         if (o->val == c) name = o->name;
     return name ? cli_usage(err, verb, "--%s is given twice: give it once", name)
                 : cli_usage(err, verb, "-%c is given twice: give it once", c);
+}
+
+/* One "F%" item: F in (0, 100] into a fraction. */
+static int parse_percent(const char *verb, const char *opt, const char *item, double *f, kv_err *err)
+{
+    const size_t n = strlen(item);
+    const double x = n > 1 && kv_number_len(item, n - 1, false) == n - 1 ? strtod(item, NULL) : NAN;
+    if (item[n - 1] != '%' || !(x > 0 && x <= 100))
+        return cli_usage(err, verb, "%s: '%s' is not a percentage in (0, 100] (e.g. 10%%)", opt, item);
+    *f = x / 100;
+    return KV_OK;
+}
+
+int cli_parse_budgets(const char *verb, const char *opt, const char *list, int max, int64_t *budgets,
+                      double *fractions, int *n, kv_err *err)
+{
+    cli_list l;
+    int rc = max > 1 ? cli_list_split(verb, opt, list, max, &l, err) : (l.n = 1, l.item[0] = list, KV_OK);
+    *n = 0;
+    for (int i = 0; !rc && i < l.n; i++) {
+        budgets[i] = 0;
+        if (fractions) fractions[i] = NAN;
+        if (strchr(l.item[i], '%') && !fractions)
+            rc = cli_usage(err, verb, "%s: '%s': a percentage of the trace's length is for sim, which replays "
+                           "recorded traces of known length; give a number of rows", opt, l.item[i]);
+        else if (strchr(l.item[i], '%')) rc = parse_percent(verb, opt, l.item[i], &fractions[i], err);
+        else rc = cli_parse_i64(verb, opt, l.item[i], 1, CLI_BUDGET_MAX, &budgets[i], err);
+        for (int j = 0; !rc && j < i; j++) /* a value twice ("16,016", "10%,10.0%"): refused before any work */
+            if (budgets[j] == budgets[i] && (!fractions || fractions[j] == fractions[i] ||
+                                             (isnan(fractions[j]) && isnan(fractions[i])))) {
+                char canon[64];
+                if (!fractions || isnan(fractions[i])) snprintf(canon, sizeof canon, "%lld", (long long)budgets[i]);
+                else snprintf(canon, sizeof canon, "%g%%", fractions[i] * 100);
+                rc = cli_list_repeat(verb, opt, &l, j, i, "the value", canon, err);
+            }
+    }
+    if (!rc) *n = l.n;
+    return rc;
 }

@@ -56,6 +56,16 @@ int cli_bad_option(kv_err *err, const char *verb, int c, int optopt_value, const
 /* For verbs that read options with getopt_long itself: option c (a short code under 256, seen[256]
  * counting them) given a second time is a usage error naming its long name from `longs` (a struct
  * option array). */
+/* The largest cache budget any verb takes (a budget at or over the trace's length keeps every row). */
+#define CLI_BUDGET_MAX ((int64_t)1 << 30)
+
+/* A list of cache budgets ("32,64", each once): integers in [1, CLI_BUDGET_MAX], or with fractions
+ * (not NULL: sim, which knows each trace's length T) also "F%" with F in (0, 100], a fraction of T
+ * (fractions[i] = F / 100, budgets[i] = 0; NAN for an integer). At most `max` items. The one
+ * reader of --budgets (and, max 1, capture's --budget) in every verb. */
+int cli_parse_budgets(const char *verb, const char *opt, const char *list, int max, int64_t *budgets,
+                      double *fractions, int *n, kv_err *err);
+
 /* The number grammar of the command line, policy and allocator parameters and expressions alike:
  * an optional '-', decimal digits with an optional fraction ("3", "0.25", ".5", "2."), an optional
  * exponent ("1e-5"); an integer is the optional '-' and digits alone. No hex, no '+', no inf or

@@ -100,7 +100,7 @@ static int parse_allocators(const char *verb, const char *arg, void *args, kv_er
 static int parse_budgets(const char *verb, const char *arg, void *args, kv_err *err)
 {
     fid_args *a = args;
-    return cli_parse_i64_list(verb, "--budgets", arg, 1, (int64_t)1 << 30, a->budgets, MAX_LIST, &a->o.n_budgets, err);
+    return cli_parse_budgets(verb, "--budgets", arg, MAX_LIST, a->budgets, NULL, &a->o.n_budgets, err);
 }
 
 static const cli_opt OPTIONS[] = {

@@ -88,39 +88,12 @@ static int parse_allocators(const char *verb, const char *arg, void *args, kv_er
     return KV_OK;
 }
 
-/* One "F%" item: F in (0, 100] into a fraction. */
-static int parse_percent(const char *verb, const char *item, double *f, kv_err *err)
-{
-    char *end = NULL;
-    const double x = strtod(item, &end);
-    if (end == item || strcmp(end, "%") != 0 || !(x > 0 && x <= 100))
-        return cli_usage(err, verb, "--budgets: '%s' is not a percentage in (0, 100] (e.g. 10%%)", item);
-    *f = x / 100;
-    return KV_OK;
-}
-
 /* N >= 1, or F% of T (resolved by sim_run once the trace is open). */
 static int parse_budgets(const char *verb, const char *arg, void *args, kv_err *err)
 {
     sim_args *a = args;
-    cli_list l;
-    int rc = cli_list_split(verb, "--budgets", arg, MAX_LIST, &l, err);
-    a->o.budgets = a->budgets, a->o.budget_fractions = a->fractions, a->o.n_budgets = 0;
-    for (int i = 0; !rc && i < l.n; i++) {
-        a->fractions[i] = NAN, a->budgets[i] = 0;
-        if (strchr(l.item[i], '%')) rc = parse_percent(verb, l.item[i], &a->fractions[i], err);
-        else rc = cli_parse_i64(verb, "--budgets", l.item[i], 1, (int64_t)1 << 40, &a->budgets[i], err);
-        for (int j = 0; !rc && j < i; j++)   /* a value twice ("16,016", "10%,10.0%"): refused before any work */
-            if (a->budgets[j] == a->budgets[i] && (a->fractions[j] == a->fractions[i] ||
-                                                   (isnan(a->fractions[j]) && isnan(a->fractions[i])))) {
-                char canon[64];
-                if (isnan(a->fractions[i])) snprintf(canon, sizeof canon, "%lld", (long long)a->budgets[i]);
-                else snprintf(canon, sizeof canon, "%g%%", a->fractions[i] * 100);
-                rc = cli_list_repeat(verb, "--budgets", &l, j, i, "the value", canon, err);
-            }
-    }
-    if (!rc) a->o.n_budgets = l.n;
-    return rc;
+    a->o.budgets = a->budgets, a->o.budget_fractions = a->fractions;
+    return cli_parse_budgets(verb, "--budgets", arg, MAX_LIST, a->budgets, a->fractions, &a->o.n_budgets, err);
 }
 
 /* --chunks LIST: prefill chunks swept like budgets, each once. */
