@@ -156,3 +156,15 @@ int alloc_stream_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_
     free(head);
     return rc;
 }
+
+int alloc_default(alloc_config *out, kv_err *err)
+{
+    return alloc_parse("uniform", out, err);
+}
+
+int alloc_streaming_policy(const alloc_config *ac, policy_config *out, kv_err *err)
+{
+    char spec[64];
+    snprintf(spec, sizeof spec, "streaming:sinks=%lld", (long long)alloc_num(ac, "sinks"));
+    return policy_parse(spec, out, err);
+}

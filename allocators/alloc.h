@@ -46,6 +46,11 @@ int alloc_parse_in(const alloc_iface *const *user, const char *spec, alloc_confi
 int alloc_parse_list_in(const alloc_iface *const *user, const char *verb, const char *list, alloc_config *out,
                         int max, int *n, kv_err *err);
 double alloc_num(const alloc_config *ac, const char *key);
+/* The allocator every verb uses when none is given (uniform: N for every head). */
+int alloc_default(alloc_config *out, kv_err *err);
+/* The policy an allocator's streaming heads run (ac->iface->streaming: duo's), whatever the run's:
+ * StreamingLLM keeping the allocator's own sinks= first positions. */
+int alloc_streaming_policy(const alloc_config *ac, policy_config *out, kv_err *err);
 /* "uniform", or "pyramid:beta=20:window=32" (the label of results' allocator column). */
 void alloc_label(const alloc_config *ac, char *buf, size_t cap);
 /* Whether the configuration is the uniform allocator (today's behaviour). */

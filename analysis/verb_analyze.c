@@ -88,7 +88,7 @@ static int parse_detail(const char *verb, const char *s, void *opts, kv_err *err
 }
 
 static const cli_opt OPTIONS[] = {
-    {.name = "results", .kind = CLI_CUSTOM, .parse = parse_results},
+    {.name = "results", .kind = CLI_CUSTOM, .many = CLI_EACH, .parse = parse_results},
     {.name = "detail", .kind = CLI_CUSTOM, .parse = parse_detail},
     {CLI_ROW("threads", CLI_INT, analyze_args, o.threads), .lo = 1, .hi = 256},
     {CLI_ROW("sinks", CLI_I64, analyze_args, o.sinks), .lo = 0, .hi = 1 << 28},

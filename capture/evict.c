@@ -234,9 +234,7 @@ static int fill_caps(evict_engine *e, kv_err *err)
     }
     free(cap);
     if (rc || !e->ac.iface->streaming || e->kv_per_stream != 1 || e->pc.iface->never_evicts) return rc;
-    char spec[64];
-    snprintf(spec, sizeof spec, "streaming:sinks=%lld", (long long)alloc_num(&e->ac, "sinks"));
-    if ((rc = policy_parse(spec, &e->spc, err))) return rc;
+    if ((rc = alloc_streaming_policy(&e->ac, &e->spc, err))) return rc;
     if (!(e->own = kv_calloc((size_t)(e->L * e->streams), sizeof *e->own, "allocator", err))) return err->code;
     for (int64_t i = 0; i < e->L * e->streams; i++)
         e->own[i] = e->ac.iface->streaming(&e->ac, e->budget, e->L, e->K, i / e->streams, i % e->streams);
@@ -247,12 +245,10 @@ int evict_init_alloc(evict_engine *e, const policy_config *pc, const alloc_confi
                      const model_config *cfg, int64_t B, int64_t cap, kv_err *err)
 {
     memset(e, 0, sizeof *e);
-    if (policy_offline_only(pc))
-        return kv_fail(err, KV_EUSAGE, "%s reads what a model run does not keep (the future, or every past "
-                       "query): it is "
-                       "offline only (kvtrace sim), not an in-model policy", pc->iface->name);
+    int rc0 = policy_check_online(pc, "in-model eviction", "policy", err);
+    if (rc0) return rc0;
     if (budget < 1) return kv_fail(err, KV_EUSAGE, "eviction budget must be at least 1, got %lld", (long long)budget);
-    int rc = ac ? KV_OK : alloc_parse("uniform", &e->ac, err);
+    int rc = ac ? KV_OK : alloc_default(&e->ac, err);
     if (rc) return rc;
     if (ac) e->ac = *ac;
     int64_t rows;

@@ -254,11 +254,7 @@ static int check_evict(capture_opts *o, bool attention_given, kv_err *err)
     int rc = check_head_scores(o, err);
     if (rc) return rc;
     if (o->budget < 1) return cli_usage(err, v, "--evict needs --budget N");
-    if (policy_offline_only(&o->evict))
-        return cli_usage(err, v, "--evict %s: it reads what a model run does not keep (the future, or every "
-                         "past query), "
-                         "so it is offline only (use kvtrace sim)",
-                         o->evict.iface->name);
+    if ((rc = policy_check_online(&o->evict, v, "--evict", err))) return rc;
     if (o->retained && o->evict.iface->never_evicts)
         return cli_usage(err, v, "--retained: %s never evicts, its cache does not fit N = %lld", o->evict.iface->name,
                          (long long)o->budget);

@@ -50,6 +50,7 @@ typedef struct {
     uint64_t seed, split_seed;
     bool scores, force, help, mixed_models;
     int64_t chunk, budgets[MAX_BUDGETS];
+    cli_join_space join; /* --budgets given more than once, joined */
     int n_budgets;
 } fit_args;
 
@@ -70,7 +71,7 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("split", CLI_F64, fit_args, split), .lo = 1e-9, .hi = 1 - 1e-9},
     {CLI_ROW("split-seed", CLI_U64, fit_args, split_seed)},
     {CLI_ROW("baselines", CLI_TEXT, fit_args, baselines)},
-    {CLI_ROW("budgets", CLI_TEXT, fit_args, budget_list), .many = CLI_JOIN},
+    {CLI_ROW("budgets", CLI_TEXT, fit_args, budget_list), CLI_JOINED(fit_args, join)},
     {CLI_ROW("chunk", CLI_I64, fit_args, chunk), .lo = 1, .hi = 1 << 30},
     {CLI_ROW("threads", CLI_INT, fit_args, threads), .lo = 1, .hi = 256},
     {CLI_ROW("mixed-models", CLI_FLAG, fit_args, mixed_models)},

@@ -4,7 +4,6 @@
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli_args.h"
@@ -67,23 +66,15 @@ static int set_value(const char *verb, const cli_opt *o, const char *arg, void *
     return rc;
 }
 
-/* The comma-joined arguments of CLI_JOIN rows: the option fields point into them, so they live as long as
- * the process (a list of every one made, reachable to the end). */
-typedef struct joined {
-    struct joined *next;
-    char text[];
-} joined;
-static joined *joined_all;
-
-/* a and b as "a,b", kept; NULL when out of memory. */
-static const char *join(const char *a, const char *b)
+/* a and b as "a,b" in the options' join space; NULL when it is full. */
+static const char *join(cli_join_space *sp, const char *a, const char *b)
 {
     const size_t na = strlen(a), nb = strlen(b);
-    joined *j = malloc(sizeof *j + na + nb + 2);
-    if (!j) return NULL;
-    memcpy(j->text, a, na), j->text[na] = ',', memcpy(j->text + na + 1, b, nb + 1);
-    j->next = joined_all, joined_all = j;
-    return j->text;
+    if (sp->used + na + nb + 2 > sizeof sp->text) return NULL;
+    char *t = sp->text + sp->used;
+    memcpy(t, a, na), t[na] = ',', memcpy(t + na + 1, b, nb + 1);
+    sp->used += na + nb + 2;
+    return t;
 }
 
 /* One occurrence of row `row`: read now (a first CLI_ONCE, any CLI_EACH), added to the row's list
@@ -96,7 +87,9 @@ static int occurrence(const char *verb, const cli_opt *table, int row, const cha
         return cli_usage(err, verb, "--%s is given twice: give it once", o->name);
     if (o->many != CLI_JOIN) return set_value(verb, o, arg, opts, err);
     if (!list[row]) list[row] = arg;
-    else if (!(list[row] = join(list[row], arg))) return kv_fail(err, KV_EFAIL, "out of memory");
+    else if (!(list[row] = join((cli_join_space *)((char *)opts + o->join_at), list[row], arg)))
+        return cli_usage(err, verb, "--%s: the lists given are longer than %d bytes together", o->name,
+                         CLI_JOIN_SPACE);
     return KV_OK;
 }
 

@@ -47,10 +47,19 @@ typedef enum {
     CLI_EACH,     /* read at each occurrence */
 } cli_many;
 
+/* Where a table's CLI_JOIN rows write their comma-joined arguments: a field of the verb's options
+ * struct (so the text lives as long as the options, and the parser keeps no state). */
+enum { CLI_JOIN_SPACE = 16384 };
+typedef struct {
+    char text[CLI_JOIN_SPACE];
+    size_t used;
+} cli_join_space;
+
 typedef struct {
     const char *name;   /* the long name without "--"; NULL ends the table */
     cli_kind kind;
     cli_many many;
+    size_t join_at;     /* CLI_JOIN: offsetof the cli_join_space in the options struct */
     size_t at;          /* offsetof the field in the verb's options struct */
     double lo, hi;      /* CLI_I64, CLI_INT, CLI_F64: the accepted range */
     const char *choices;
@@ -59,6 +68,9 @@ typedef struct {
 
 /* The first fields of a row: --NAME of KIND into field FIELD of struct TYPE. */
 #define CLI_ROW(NAME, KIND, TYPE, FIELD) .name = (NAME), .kind = (KIND), .at = offsetof(TYPE, FIELD)
+
+/* A list row's repeats joined into the cli_join_space SPACE of struct TYPE. */
+#define CLI_JOINED(TYPE, SPACE) .many = CLI_JOIN, .join_at = offsetof(TYPE, SPACE)
 
 enum { CLI_MAX_OPTS = 64 };
 

@@ -90,13 +90,9 @@ static void print_summary(const fid_results *r)
 /* Policies that cannot run inside the model are refused before anything runs. */
 int fid_check_online(const fidelity_opts *o, kv_err *err)
 {
-    for (int p = 0; p < o->n_policies; p++)
-        if (policy_offline_only(&o->policies[p]))
-            return kv_fail(err, KV_EUSAGE, "fidelity: %s reads what a model run does not keep (the future, or every "
-                           "past query), "
-                           "so it is offline only and cannot run "
-                           "inside the model", o->policies[p].iface->name);
-    return KV_OK;
+    int rc = KV_OK;
+    for (int p = 0; !rc && p < o->n_policies; p++) rc = policy_check_online(&o->policies[p], "fidelity", "policy", err);
+    return rc;
 }
 
 int fidelity_one(const fidelity_opts *o, const char *dir, fid_results *r, kv_err *err)

@@ -59,8 +59,7 @@ static void state_free(fid_state *s)
 static bool reads_wo(const fidelity_opts *o)
 {
     for (int p = 0; p < o->n_policies; p++)
-        if (policy_param_index(o->policies[p].iface, "wo", 2) >= 0 && policy_choice(&o->policies[p], "wo") == 0)
-            return true;
+        if (policy_reads_wo(&o->policies[p])) return true;
     return false;
 }
 

@@ -77,6 +77,7 @@ typedef struct {
     int64_t budgets[MAX_LIST];
     char model_path[4096];
     user_policies user;           /* --alias, --plugin, --define, --defines (userpol/) */
+    cli_join_space join;          /* the repeated list options' joined text */
     const char *policies;     /* --policies, parsed once every --alias is known */
     const char *allocators;   /* --allocators, parsed once every --plugin is loaded */
 } fid_args;
@@ -112,10 +113,10 @@ static const cli_opt OPTIONS[] = {
     PROMPT_CHAT_OPTIONS(fid_args, o.seq.prompt),
     {CLI_ROW("prompts", CLI_TEXT, fid_args, o.prompts)},
     {CLI_ROW("generate", CLI_I64, fid_args, generate), .lo = 0, .hi = 1 << 24},
-    {.name = "policies", .kind = CLI_CUSTOM, .many = CLI_JOIN, .parse = parse_policies},
+    {.name = "policies", .kind = CLI_CUSTOM, CLI_JOINED(fid_args, join), .parse = parse_policies},
     USER_POLICY_OPTIONS(fid_args, user),
-    {.name = "allocators", .kind = CLI_CUSTOM, .many = CLI_JOIN, .parse = parse_allocators},
-    {.name = "budgets", .kind = CLI_CUSTOM, .many = CLI_JOIN, .parse = parse_budgets},
+    {.name = "allocators", .kind = CLI_CUSTOM, CLI_JOINED(fid_args, join), .parse = parse_allocators},
+    {.name = "budgets", .kind = CLI_CUSTOM, CLI_JOINED(fid_args, join), .parse = parse_budgets},
     {CLI_ROW("chunk", CLI_I64, fid_args, o.seq.chunk), .lo = 1, .hi = 1 << 20},
     {CLI_ROW("head-scores", CLI_TEXT, fid_args, o.head_scores)},
     {CLI_ROW("allow-beyond-context", CLI_FLAG, fid_args, o.seq.beyond_context)},
@@ -180,13 +181,10 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
     if (!o->output) return cli_usage(err, v, "-o DIR is required");
     o->seq.generate = a->generate >= 0 ? a->generate : sources || o->prompts ? 0 : 511;
     for (int p = 0; p < o->n_policies; p++)
-        if (policy_offline_only(&a->cfgs[p]))
-            return cli_usage(err, v, "--policies: %s reads what a model run does not keep (the future, or every past "
-                             "query), so it is offline only (kvtrace sim)",
-                             a->cfgs[p].iface->name);
+        if ((rc = policy_check_online(&a->cfgs[p], v, "--policies", err))) return rc;
     if (!o->n_policies) default_policies(o, a->cfgs);
     if (!o->n_budgets) a->budgets[0] = 32, a->budgets[1] = 64, a->budgets[2] = 128, o->n_budgets = 3;
-    rc = o->n_allocators ? KV_OK : alloc_parse("uniform", &a->allocs[0], err);
+    rc = o->n_allocators ? KV_OK : alloc_default(&a->allocs[0], err);
     if (!o->n_allocators) o->n_allocators = 1;
     o->policies = a->cfgs, o->allocators = a->allocs, o->budgets = a->budgets;
     return rc ? rc : check_head_scores(o, err);

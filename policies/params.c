@@ -50,6 +50,26 @@ bool policy_offline_only(const policy_config *cfg)
     return cfg->iface->offline_only || (cfg->iface->offline_for && cfg->iface->offline_for(cfg));
 }
 
+int policy_check_online(const policy_config *cfg, const char *verb, const char *where, kv_err *err)
+{
+    if (!policy_offline_only(cfg)) return KV_OK;
+    return kv_fail(err, KV_EUSAGE, "%s: %s %s is offline only: it reads what a model run does not keep (the future, "
+                   "or every past query); replay it with kvtrace sim", verb, where, cfg->iface->name);
+}
+
+#define WO_PARAM "wo" /* the declaration (policy_reads_wo): a choice "model|absent" */
+
+bool policy_reads_wo(const policy_config *cfg)
+{
+    return policy_param_index(cfg->iface, WO_PARAM, strlen(WO_PARAM)) >= 0 && policy_choice(cfg, WO_PARAM) == 0;
+}
+
+int policy_without_wo(policy_config *cfg, bool *changed, kv_err *err)
+{
+    *changed = policy_reads_wo(cfg);
+    return *changed ? policy_config_set(cfg, WO_PARAM, "absent", err) : KV_OK;
+}
+
 void policy_defaults(const policy_iface *pi, policy_config *out)
 {
     memset(out, 0, sizeof *out);

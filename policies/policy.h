@@ -117,6 +117,15 @@ int policy_wrapper_create(const policy_config *cfg, const policy_iface *const *b
 int policy_wrapper_observe(const policy_config *cfg, void *state, const policy_view *v, kv_err *err);
 /* True when the configuration reads the future: offline_only or offline_for. */
 bool policy_offline_only(const policy_config *cfg);
+/* KV_OK for a configuration that can run inside a model; else the one refusal every in-model verb
+ * gives (KV_EUSAGE, naming `where`: "--evict", "--policies", ...). */
+int policy_check_online(const policy_config *cfg, const char *verb, const char *where, kv_err *err);
 int policy_choice(const policy_config *cfg, const char *key);
+
+/* W_o, the attention output projection, is read by a policy that declares it with a choice
+ * parameter `wo` whose first choice, `model`, reads the model's (criticalkv): whether cfg reads
+ * it, and cfg turned to its `absent` choice for a trace that holds none (*changed: it was set). */
+bool policy_reads_wo(const policy_config *cfg);
+int policy_without_wo(policy_config *cfg, bool *changed, kv_err *err);
 
 #endif

@@ -31,8 +31,7 @@ typedef struct {
 static bool wants_wo(const sim_opts *o)
 {
     for (int c = 0; c < o->n_policies; c++)
-        if (policy_param_index(o->policies[c].iface, "wo", 2) >= 0 && policy_choice(&o->policies[c], "wo") == 0)
-            return true;
+        if (policy_reads_wo(&o->policies[c])) return true;
     return false;
 }
 
@@ -136,13 +135,11 @@ static void run_task(void *ctx_, int item, int thread)
     free(retained);
 }
 
-/* A duo streaming head's policy: streaming:sinks=S, whatever the run's. */
+/* A streaming head's policy (the allocator's: alloc_streaming_policy), whatever the run's. */
 static int streaming_item(const alloc_config *ac, sim_item *it, kv_err *err)
 {
-    char spec[64];
-    snprintf(spec, sizeof spec, "streaming:sinks=%lld", (long long)alloc_num(ac, "sinks"));
     it->use_own = true;
-    return policy_parse(spec, &it->own, err);
+    return alloc_streaming_policy(ac, &it->own, err);
 }
 
 /* The work items of layer l, in a fixed order: per configuration, one
@@ -356,11 +353,12 @@ static int relabel_wo(const trace_meta *m, sim_plan *p, kv_err *err)
     p->o.policies = p->policies;
     for (int c = 0; m->wo_dim == 0 && c < p->o.n_policies; c++) {
         policy_config *pc = &p->policies[c];
-        if (policy_param_index(pc->iface, "wo", 2) < 0 || policy_choice(pc, "wo") != 0) continue;
         char before[sizeof pc->canonical];
         snprintf(before, sizeof before, "%s", pc->canonical);
-        int rc = policy_config_set(pc, "wo", "absent", err);
+        bool changed = false;
+        int rc = policy_without_wo(pc, &changed, err);
         if (rc) return rc;
+        if (!changed) continue;
         for (int d = 0; d < p->o.n_policies; d++)
             if (d != c && p->policies[d].iface == pc->iface && strcmp(p->policies[d].canonical, pc->canonical) == 0)
                 return cli_usage(err, "sim", "--policies: %s:%s is %s:%s on this trace (it has no /wo: capture "
@@ -376,7 +374,7 @@ static int plan(const sim_opts *o, trace *tr, sim_plan *p, kv_err *err)
     int rc0 = relabel_wo(m, p, err);
     if (rc0) return rc0;
     if (!o->n_allocators) {
-        int rc = alloc_parse("uniform", &p->uniform, err);
+        int rc = alloc_default(&p->uniform, err);
         if (rc) return rc;
         p->o.allocators = &p->uniform, p->o.n_allocators = 1;
     }

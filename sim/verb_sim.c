@@ -64,6 +64,7 @@ typedef struct {
     bool help, timestamp;
     policy_config cfgs[MAX_LIST];
     user_policies user;           /* --alias, --plugin, --define, --defines (userpol/) */
+    cli_join_space join;          /* the repeated list options' joined text */
     const char *policies;         /* --policies, parsed once every --alias is known */
     alloc_config allocs[MAX_LIST];
     const char *allocators;       /* --allocators, parsed once every --plugin is loaded */
@@ -116,11 +117,11 @@ static int parse_chunks(const char *verb, const char *arg, void *args, kv_err *e
 }
 
 static const cli_opt OPTIONS[] = {
-    {.name = "policies", .kind = CLI_CUSTOM, .many = CLI_JOIN, .parse = parse_policies},
+    {.name = "policies", .kind = CLI_CUSTOM, CLI_JOINED(sim_args, join), .parse = parse_policies},
     USER_POLICY_OPTIONS(sim_args, user),
-    {.name = "budgets", .kind = CLI_CUSTOM, .many = CLI_JOIN, .parse = parse_budgets},
-    {.name = "allocators", .kind = CLI_CUSTOM, .many = CLI_JOIN, .parse = parse_allocators},
-    {.name = "chunks", .kind = CLI_CUSTOM, .many = CLI_JOIN, .parse = parse_chunks},
+    {.name = "budgets", .kind = CLI_CUSTOM, CLI_JOINED(sim_args, join), .parse = parse_budgets},
+    {.name = "allocators", .kind = CLI_CUSTOM, CLI_JOINED(sim_args, join), .parse = parse_allocators},
+    {.name = "chunks", .kind = CLI_CUSTOM, CLI_JOINED(sim_args, join), .parse = parse_chunks},
     {CLI_ROW("step-counts", CLI_FLAG, sim_args, o.step_counts)},
     {CLI_ROW("head-scores", CLI_TEXT, sim_args, o.head_scores)},
     {CLI_ROW("max-memory", CLI_F64, sim_args, o.max_memory_gib), .lo = 1e-6, .hi = 1e6},

@@ -146,7 +146,7 @@ def first_eviction_is_sims(tmp, ids, long_tok):
             if alloc == "global" and not policy.startswith(COMPARABLE):
                 continue
             path, stats = capture(tmp, "ev.h5", long_tok, "--evict", policy, "--budget", str(N), "--allocator",
-                                  alloc, "--retained", "--stats", "--logits", *ranked(alloc))
+                                  alloc, "--retained", "--stats", *ranked(alloc))
             with h5py.File(path, "r") as e:
                 L, K = int(e.attrs["n_layers"]), int(e.attrs["n_kv_heads"])
                 label = e.attrs["evict_allocator"]

@@ -49,7 +49,7 @@ static void defaults_and_canonical_names(void **state)
     parses_to("full", "full", "");
     parses_to("knorm", "knorm", "");
     parses_to("streaming", "streaming", "sinks=4");
-    parses_to("streaming:sinks=16.0", "streaming", "sinks=16");
+    parses_to("streaming:sinks=016", "streaming", "sinks=16");
     parses_to("random", "random", "seed=0");
     parses_to("random:seed=12345678", "random", "seed=12345678");
     parses_to("primekv", "primekv", "key=anchor:value=dev");
@@ -110,6 +110,10 @@ static void bad_specs_say_what_is_valid(void **state)
     fails_with("keydiff::window=0.2", (const char *[]){"keydiff: empty parameter", NULL});
     fails_with("keydiff:", (const char *[]){"keydiff: empty parameter", NULL});
     fails_with("streaming:sinks=2.5", (const char *[]){"streaming: sinks=2.5 is not an integer", NULL});
+    /* one number grammar (core/cli_args.h): an integer parameter is written as an integer, no hex */
+    fails_with("streaming:sinks=16.0", (const char *[]){"streaming: sinks=16.0 is not an integer", NULL});
+    fails_with("streaming:sinks=1e1", (const char *[]){"streaming: sinks=1e1 is not an integer", NULL});
+    fails_with("streaming:sinks=0x10", (const char *[]){"streaming: sinks=0x10 is not a number", NULL});
     fails_with("streaming:sinks=-1", (const char *[]){"streaming: sinks=-1 is out of range [0, ", NULL});
     fails_with("random:seed=1.5", (const char *[]){"random: seed=1.5 is not an integer", NULL});
     fails_with("knorm:x=1", (const char *[]){"knorm: unknown parameter 'x' (knorm takes no parameters)", NULL});
