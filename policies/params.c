@@ -57,19 +57,6 @@ int policy_check_online(const policy_config *cfg, const char *verb, const char *
                    "or every past query); replay it with kvtrace sim", verb, where, cfg->iface->name);
 }
 
-#define WO_PARAM "wo" /* the declaration (policy_reads_wo): a choice "model|absent" */
-
-bool policy_reads_wo(const policy_config *cfg)
-{
-    return policy_param_index(cfg->iface, WO_PARAM, strlen(WO_PARAM)) >= 0 && policy_choice(cfg, WO_PARAM) == 0;
-}
-
-int policy_without_wo(policy_config *cfg, bool *changed, kv_err *err)
-{
-    *changed = policy_reads_wo(cfg);
-    return *changed ? policy_config_set(cfg, WO_PARAM, "absent", err) : KV_OK;
-}
-
 void policy_defaults(const policy_iface *pi, policy_config *out)
 {
     memset(out, 0, sizeof *out);

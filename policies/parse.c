@@ -379,3 +379,16 @@ int policy_parse_list_in(const policy_aliases *t, const char *verb, const char *
     if (!rc) *n = l.n;
     return rc;
 }
+
+#define WO_PARAM "wo" /* the declaration (policy_reads_wo): a choice "model|absent" */
+
+bool policy_reads_wo(const policy_config *cfg)
+{
+    return policy_param_index(cfg->iface, WO_PARAM, strlen(WO_PARAM)) >= 0 && policy_choice(cfg, WO_PARAM) == 0;
+}
+
+int policy_without_wo(policy_config *cfg, bool *changed, kv_err *err)
+{
+    *changed = policy_reads_wo(cfg);
+    return *changed ? policy_config_set(cfg, WO_PARAM, "absent", err) : KV_OK;
+}

@@ -292,8 +292,8 @@ def capture_prompts(tmp):
     for q in PROMPTS:
         one = os.path.join(tmp, "one-%s.h5" % q["id"])
         src = ["--prompt", q["text"]] if "text" in q else ["--tokens", ids]
-        gen = ["--generate", str(q["generate"])] if "generate" in q else []
-        r = run("capture", *src, "-o", one, *base, *gen)
+        gen = ["--generate", str(q.get("generate", 6))]  # the prompt's own, else --prompts' --generate 6
+        r = run("capture", *src, "-o", one, *[x for x in base if x not in ("--generate", "6")], *gen)
         with h5py.File(one, "r") as a, h5py.File(os.path.join(out, q["id"] + ".h5"), "r") as b:
             same = r.returncode == 0 and all(np.array_equal(a[k][()], b[k][()], equal_nan=k == "logprobs")
                                              for k in ("tokens", "keys", "values", "queries", "logprobs"))
