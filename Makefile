@@ -22,7 +22,7 @@
 #                   tokenize MB/s on a 10 MB text vs the reference encoders, ids checked identical
 #                   score expressions vs the built-ins they restate, ns per candidate (at most 2x)
 #                   Python policies vs the same policies in C: overhead per call and per candidate
-#                   issue #24's table: every row against its baseline (sgemm, a key read, the PyTorch
+#                   the baseline table: every row against its baseline (sgemm, a key read, the PyTorch
 #                   peers of sim and capture) and the growth exponents, one markdown table at the end
 #                   (bench/bench_simT.py, run alone: sim with the recorded reference against recomputing it)
 #   make install    kvtrace (and the CUDA backend when built) into PREFIX/bin, the plug-in headers
@@ -80,7 +80,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libkvtrace.a
 BIN      := $(BUILD)/kvtrace
 
-# ---- the CUDA backend (issue #8): a shared object opened with dlopen for
+# ---- the CUDA backend (docs/cuda.md): a shared object opened with dlopen for
 # --device cuda, built whenever nvcc is found with cuBLAS; Hopper sm_90 code plus PTX.
 # It is built once, in build/; other build directories link to it.
 NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))

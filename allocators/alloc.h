@@ -1,4 +1,4 @@
-/* alloc: budget allocators (issue #17). A policy scores candidates; an
+/* alloc: budget allocators. A policy scores candidates; an
  * allocator decides how many of them each stream (layer, kv head) keeps,
  * given the total L·K·N that `--budgets N` stands for (N is the average per
  * stream). docs/allocators.md has the formulas, papers and choices.

@@ -1,7 +1,8 @@
-/* alloc_step: the eviction step of a dynamic allocator's scope (alloc.h),
- * for both engines: steps 3 and 4 of SPEC §4 over S streams at once, the
- * one-stream rule of policy_step otherwise unchanged (the same observe, the
- * same scores, the same selection within a stream). */
+/* alloc_step: the eviction step of a dynamic allocator's scope (alloc.h), for
+ * both engines: steps 3 and 4 of docs/sim.md#the-eviction-step-step-by-step
+ * over S streams at once, the one-stream rule of policy_step otherwise
+ * unchanged (the same observe, the same scores, the same selection within a
+ * stream). */
 #include "allocators/alloc.h"
 
 #include "core/progress.h"

@@ -1,6 +1,7 @@
 /* uniform: every (layer, kv head) keeps N, the behaviour before allocators
- * existed (SPEC §4). Static, so the streams stay independent and the replay
- * is exactly today's (no joint step, no extra work). No parameters. */
+ * existed (docs/sim.md#the-eviction-step-step-by-step). Static, so the streams
+ * stay independent and the replay is exactly today's (no joint step, no extra
+ * work). No parameters. */
 #include "allocators/alloc.h"
 
 static int uniform_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t layer, int64_t *cap,

@@ -1,6 +1,7 @@
-/* analyze: `kvtrace analyze trace.h5 [--results DIR] -o OUTDIR` (SPEC §7, §8):
+/* analyze: `kvtrace analyze trace.h5 [--results DIR] -o OUTDIR` (docs/analyze.md):
  * Spearman ρ, log-det, PCA and the detail matrices, written as the analysis
- * directory of docs/analysis_dir.md that `kvtrace plot` reads.
+ * directory of docs/analysis_dir.md that `kvtrace plot` reads (every column:
+ * docs/outputs.md#kvtrace-analyze--o-dir-an-analysis-directory).
  *
  * The trace is read one layer at a time on the calling thread (all HDF5 I/O
  * there); the layer's kv heads are independent work items on threads, each

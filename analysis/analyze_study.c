@@ -1,4 +1,4 @@
-/* analyze_study: `kvtrace analyze` over a study (issue #21; docs/analyze.md).
+/* analyze_study: `kvtrace analyze` over a study (docs/analyze.md#a-study-several-traces-or-several-chunk-sizes).
  * The traces are named as sim takes them (study/); the results directory
  * holds their runs, each with @trace and @chunk. Every (trace, chunk) gets
  * the analysis of one trace, in OUT/traces/ID/chunkB/, through analyze.c;

@@ -1,4 +1,5 @@
-/* detail: figure 1's matrices for one (layer, query head) (SPEC §7): the
+/* detail: figure 1's matrices for one (layer, query head)
+ * (docs/analyze.md#detailcsv--rowcolcosattn): the
  * cosine of the first n = min(64, T) keys of its kv head with each other, and
  * the causal attention of its first n queries, softmax(q_i·k_j/√D) over
  * j ≤ i in double (exactly the full-cache weights: a query i < n sees only

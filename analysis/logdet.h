@@ -1,5 +1,6 @@
-/* logdet: the log-det volume of a set of keys (SPEC §6, §7), one owner for
- * sim's final_logdet and the analysis:
+/* logdet: the log-det volume of a set of keys, one owner for sim's
+ * final_logdet (docs/sim.md#metrics) and the analysis's logdet.csv
+ * (docs/analyze.md#logdetcsv--configpolicyparamsbudgetallocatorbudget_fractionlayerkv_headlogdet):
  *   log det(K̂ᵀK̂ / n + 1e-6 I),  K̂ the row-normalised keys [n][D], natural log,
  * by Cholesky (LAPACKE_dpotrf) in double. */
 #ifndef KV_LOGDET_H

@@ -1,5 +1,5 @@
-/* pca: the two principal axes of one (layer, kv head)'s keys (SPEC §7), for
- * the kept-vs-evicted scatter of figure 3.
+/* pca: the two principal axes of one (layer, kv head)'s keys, for the
+ * kept-vs-evicted scatter of figure 3 (docs/analyze.md#pcacsv-pca_keptcsv-pca_varcsv).
  *
  * Covariance C = Xcᵀ Xc / (T − 1) of the centred keys Xc (T = 1: divided by 1),
  * in double (BLAS dsyrk); its top two eigenvectors by LAPACKE_dsyevr. Sign

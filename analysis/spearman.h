@@ -1,5 +1,6 @@
 /* spearman: how well key distinctiveness ranks the attention a key receives
- * (SPEC §7, the KeyDiff paper's measurement), per (layer, query head):
+ * (the KeyDiff paper's measurement), per (layer, query head)
+ * (docs/analyze.md#spearmancsv--layerq_headkv_headrho_pairwiserho_anchor):
  *
  *   x_j = −mean_{m≠j} cos(k_j, k_m)      (rho_pairwise; keys of the head's kv head)
  *   x_j = −cos(k_j, μ)                   (rho_anchor; μ the mean of the raw keys)

@@ -16,7 +16,7 @@ static const char USAGE[] =
     "usage: kvtrace analyze trace.h5 [--results DIR] [--detail LAYER,HEAD] [options] -o OUTDIR\n"
     "       kvtrace analyze TRACES --results DIR [options] -o OUTDIR\n"
     "\n"
-    "Measures what the KeyDiff and PrimeKV papers measure (SPEC §7) and writes the analysis\n"
+    "Measures what the KeyDiff and PrimeKV papers measure and writes the analysis\n"
     "directory `kvtrace plot` reads (every column: docs/outputs.md; formulas: docs/analyze.md):\n"
     "  spearman.csv  rho between key distinctiveness and attention per (layer, query head)\n"
     "                (needs /attention/colsum: without it only the header, and a warning)\n"

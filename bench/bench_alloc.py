@@ -1,4 +1,4 @@
-"""make bench (allocators, issue #17): what a budget allocator costs in `kvtrace sim`, against the
+"""make bench (allocators, docs/allocators.md): what a budget allocator costs in `kvtrace sim`, against the
 `uniform` allocator on the same trace, policies and budget in the same run (these machines are
 shared, so only the ratio means anything). A synthetic llama-3.2-1b trace (T = 1024, all 16
 layers), snapkv and tova at N = 128, B = 64, 2 threads; each allocator alone, best of 2 wall

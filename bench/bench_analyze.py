@@ -1,4 +1,4 @@
-"""make bench (analyze, issue #24): how `kvtrace analyze` time grows with T. Synthetic traces of
+"""make bench (analyze): how `kvtrace analyze` time grows with T. Synthetic traces of
 llama-3.2-1b's head shape (2 layers, H = 32, K = 8, D = 64) at T = 2048, 4096, 8192, 2 threads,
 best of 2 runs each. Two rows: the trace without /queries (distinctiveness, log-det, PCA: the
 O(T·D) part, goal exponent <= 1.1) and with them (head importance is attention, T²·D per query
@@ -66,7 +66,7 @@ def main():
         e = row("keys + colsum (no /queries)", plain)
         if with_q:
             row("with /queries (importance)", full)
-        print("  (target, issue #24: exponent <= 1.1 without /queries: %s)" % ("met" if e <= 1.1 else "missed"))
+        print("  (target: exponent <= 1.1 without /queries: %s)" % ("met" if e <= 1.1 else "missed"))
     return 0
 
 

@@ -28,7 +28,7 @@ bench_one() { # label model T dim kv_bytes_per_token [weights]
             rss / 1024, v["gemm_gflops"], sg, v["gemm_gflops"] / sg, v["attn_gflops"], kvtok * T / 1048576,
             v["load_s"] }' | tee -a "$TMP/rows"
 }
-# 16-bit weights (issue #24): the bf16 row of label/T against its f32 row, as ratios
+# 16-bit weights (docs/capture.md): the bf16 row of label/T against its f32 row, as ratios
 ratio16() { # label T
     awk -v a="$1" -v b="$1/bf16" -v T="$2" '$2 == T && $1 == a { f = $3; r = $4; l = $10 }
         $2 == T && $1 == b { printf "%-22s %6d bf16/f32: tokens/s %.2fx, peak RSS %.2fx, load %.2fx\n", b, T,

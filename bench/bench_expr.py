@@ -1,8 +1,8 @@
-"""make bench (score expressions, issue #19): what an expression costs against the built-in policy it
+"""make bench (score expressions, docs/expressions.md): what an expression costs against the built-in policy it
 restates, per candidate, in the same `kvtrace sim` run (these machines are shared, so only the ratio
 means anything). A synthetic llama-3.2-1b trace (T = 1024, all 16 layers), N = 128, B = 64, one
 thread; each policy's scoring ns per candidate from timing.csv, best of 3 runs on each side. The
-issue's target: at most 2x; a row over it prints `over 2x` (the run still exits 0: tova's side is under 1 ns
+target: at most 2x; a row over it prints `over 2x` (the run still exits 0: tova's side is under 1 ns
 per candidate, where one cache miss per call moves the ratio, so a loaded machine can cross it). Run by `make bench`
 with Debian's python3; `/usr/bin/python3 bench/bench_expr.py [BUILD_DIR]` alone."""
 import csv
@@ -50,7 +50,7 @@ def main():
         ratio = e / b if b > 0 else float("inf")
         over += ratio > TARGET
         print("  %-10s %-34s %9.2f %9.2f %6.2fx%s" % (feat, expr, b, e, ratio, "  over 2x" if ratio > TARGET else ""))
-    print("(target, issue #19: an expression costs at most %gx the built-in it restates)" % TARGET)
+    print("(target: an expression costs at most %gx the built-in it restates)" % TARGET)
     if over:
         print("(%d row(s) over 2x: rerun on a quiet machine before reading them as a regression)" % over)
     return 0

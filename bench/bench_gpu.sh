@@ -1,5 +1,5 @@
 #!/bin/sh
-# make bench-gpu: capture on the GPU (issue #8). random:llama-3.1-8b with BF16
+# make bench-gpu: capture on the GPU (docs/cuda.md). random:llama-3.1-8b with BF16
 # weights at T = 8192 (every dataset: keys, values, queries, column sums) and
 # T = 32768 (--dtype f16 --record keys,values), each with recording on and
 # off (--dry-run: the same walk, nothing copied back or written), and the

@@ -2,8 +2,9 @@
  * them (one contiguous [n][D] block): the floor for a policy's scoring cost
  * per candidate, measured in the same run as the policies. Two floors: a sum
  * in float lanes (the bare read), and a sum in double lanes (the read plus the
- * widening SPEC §4 asks of every score's accumulation). Both loops are
- * vectorised and cloned for the CPU exactly as the policies' loops are.
+ * widening every score's accumulation takes,
+ * docs/sim.md#the-eviction-step-step-by-step). Both loops are vectorised
+ * and cloned for the CPU exactly as the policies' loops are.
  *   bench_keyread N D [seconds]  ->  "keyread N D ns_per_candidate X double Y" */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-"""make bench (MPI, issue #22): strong scaling of `kvtrace sim` over a study on this machine's
+"""make bench (MPI, docs/mpi.md): strong scaling of `kvtrace sim` over a study on this machine's
 cores: the same study (8 synthetic traces, 4 layers, 8 heads, 4 kv heads, D = 64, T = 768) and
 configurations (keydiff, snapkv, tova, streaming x budgets 64, 128, chunk 32) replayed by
 `mpirun -n 1` and `mpirun -n 2`, one thread per rank. Prints each run's wall time, the speedup

@@ -1,4 +1,4 @@
-"""make bench (Python policies, issue #20): what a policy written in Python costs against the same policy in C,
+"""make bench (Python policies, docs/python-policies.md): what a policy written in Python costs against the same policy in C,
 in the same `kvtrace sim` run (these machines are shared, so compare the rows of one run). A synthetic
 llama-3.2-1b trace (T = 1024, all 16 layers, D = 64), N = 128, B = 64, one thread. From timing.csv: each
 configuration's scoring ns per candidate and, times its candidates over its calls, per call; the overhead is

@@ -2,9 +2,9 @@
 layers): keydiff, streaming, tova and snapkv x budgets {128, 256} at B = 64 with 2 threads. It
 reports wall time, peak RSS, and the achieved GFLOP/s of the
 attention work as a fraction of OpenBLAS sgemm measured in the same run (2 threads, 1024^3),
-and each policy's scoring ns per candidate. FLOP count (issue #5): the full-cache reference
+and each policy's scoring ns per candidate. FLOP count: the full-cache reference
 T(T+1)/2 * 4D per (layer, query head) once, plus per configuration sum_i min(i+1, N+B) * 4D per
-(layer, query head). A second run on the same trace times the policies of issue #18 (capkv,
+(layer, query head). A second run on the same trace times the later policies of docs/policies.md (capkv,
 chunkkv, compactor, criticalkv: with a random /wo of llama-3.2-1b's width 2048). Run by `make bench` with Debian's python3."""
 import csv
 import os
@@ -95,7 +95,7 @@ def bench(tmp, like, T, layers_note, policies, budgets, B=64, threads=2, synth_a
 
 
 def keydiff_rows(tmp):
-    """Issue #24: keydiff's scoring against one read of its keys, one thread, best of 3, at the
+    """keydiff's scoring against one read of its keys, one thread, best of 3, at the
     bench's chunks of 64 (a third of the candidates change per step at N = 128) and at chunks of 16
     with N = 1024 (a sixty-fifth): its anchor is updated by the keys that join and leave."""
     trace = os.path.join(tmp, "llama-3.2-1b-2048.h5")
@@ -121,14 +121,14 @@ def main():
                                                                "h2o", "h2o:normalize=age", "scissorhands", "kvzip"],
               [128, 256])
         keydiff_rows(tmp)
-        # issue #18's policies: their scoring ns per candidate beside the ones above
+        # the later policies of docs/policies.md: their scoring ns per candidate beside the ones above
         bench(tmp, "llama-3.2-1b", 2048, "all 16 layers", ["expected_attention", "lagkv", "cur", "qfilter", "capkv", "chunkkv", "compactor",
                                                               "criticalkv"], [128, 256], wo_dim=2048)
         if os.environ.get("BENCH_LARGE", "1") != "0":  # for the record: llama-3.2-3b shape, 4 layers, T = 8192
             bench(tmp, "llama-3.2-3b", 8192, "4 of its 28 layers", ["keydiff", "streaming", "tova", "snapkv"],
                   [128, 256], synth_args=["--layers", "4", "--heads", "24", "--kv-heads", "8", "--head-dim", "128",
                                           "--rope-theta", "500000", "--rope-style", "neox"])
-    print("(targets, issue #5: >= 60% of sgemm; keydiff scoring within 2x of reading its keys once)")
+    print("(targets: >= 60% of sgemm; keydiff scoring within 2x of reading its keys once)")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""make bench (sim wall vs T, issue #24): how `kvtrace sim` time grows with T, with the full-cache
+"""make bench (sim wall vs T): how `kvtrace sim` time grows with T, with the full-cache
 reference read from the trace (/attention/out, /attention/lse, which synth and capture record) and
 recomputed (KVTRACE_SIM_REFERENCE=recompute: O(T²·D) per query head). Synthetic traces of
 llama-3.2-1b's head shape (H = 32, K = 8, D = 64, rope_theta 500000; 2 layers, BENCH_SIMT_LAYERS
@@ -94,7 +94,7 @@ def main():
         for label, ys in rows:
             print("  exponent %-44s %.2f (last doubling %.2f)" % (label, slope(ys), last(ys)))
         e = slope([a[0] for a in rec])
-        print("  (target, issue #24: the whole sim grows like the replay, exponent <= 1.2: %s)" %
+        print("  (target: the whole sim grows like the replay, exponent <= 1.2: %s)" %
               ("met" if e <= 1.2 else "missed"))
     for T, (total, ref) in zip(TS, sizes):
         print("  trace size T=%d: %.1f MiB, of which /attention/out + /attention/lse %.1f MiB (+%.0f%% over the "

@@ -1,4 +1,4 @@
-"""make bench (issue #24's table): every row of the issue's table measured against its baseline in the
+"""make bench (the baseline table, bench/README.md): every row measured against its baseline in the
 same run, then one markdown table `what | now | baseline | ratio | goal | met?` (bench/README.md says how
 to read it). Rows:
   sim-rate   `kvtrace sim` (tova, keydiff; N = 128, 256; B = 64; 2 threads) on a synthetic llama-3.2-1b
@@ -6,7 +6,7 @@ to read it). Rows:
              metrics and kept sets compared: same computation), GFLOP/s counted alike; and against OpenBLAS
              sgemm (1024^3, 2 threads, the better of a run before and one after)
   keydiff    keydiff's scoring ns per candidate (timing.csv of that run) / reading its N + B keys once into
-             float sums (the goal's baseline) and into double sums (SPEC §4's floor), both ratios shown
+             float sums (the goal's baseline) and into double sums (the floor for a score in double), both ratios shown
   sim-T      `kvtrace sim` wall vs T (keydiff, tova, snapkv; N = 256, B = 64; llama-3.2-1b heads, 2 layers)
              at T = 1024 ... 8192: log-log least-squares exponent
   analyze    bench/bench_analyze.py's exponent (T = 2048 ... 8192)
@@ -40,7 +40,7 @@ ROWS = os.environ.get("BENCH_ROWS", "sim-rate,sim-T,analyze,capture,sweep").spli
 SWEEP_POLICIES = "keydiff,knorm,streaming,tova,snapkv,h2o,random,oracle,primekv,scissorhands"
 SWEEP_BUDGETS = "64,128,256,512"
 WEIGHTS = ("f32", "bf16")  # kvtrace capture's weights in memory (the peer: f32)
-TABLE = []  # (tag, (what, now, baseline, ratio, goal, met)), printed in the issue's order
+TABLE = []  # (tag, (what, now, baseline, ratio, goal, met)), printed in ORDER
 ORDER = ("sim-peer", "sim-sgemm", "sim-T", "analyze", "keydiff", "capture", "sweep")
 
 
@@ -178,8 +178,8 @@ def keyread(n, D):
 
 def keydiff_entry(meas):
     """meas: (N, ns per candidate, float read, double read) per budget -> the table row at the worst N. The
-    goal is judged against the float read (the issue's); the double read, the floor for a score SPEC §4
-    accumulates in double, is shown beside it with its ratio."""
+    goal is judged against the float read; the double read, the floor for a score accumulated in double
+    (docs/sim.md#the-eviction-step-step-by-step), is shown beside it with its ratio."""
     N, ns, fr, dr = max(meas, key=lambda m: m[1] / m[2])
     return ("keydiff", ("keydiff scoring per candidate (worst N=%d)" % N, "%.2f ns" % ns,
                         "key read %.2f ns (float sums) / %.2f ns (double sums)" % (fr, dr),
@@ -326,7 +326,7 @@ def row_sweep(tmp, T, mine):
 
 
 def print_table():
-    print("\n## issue #24: kvtrace against its baselines (this run; %d threads%s)\n" %
+    print("\n## kvtrace against its baselines (this run; %d threads%s)\n" %
           (THREADS, "" if FULL else "; quick: BENCH_FULL=1 adds capture T=4096 and the sweep at T=8192"))
     print("| what | now | baseline | ratio | goal | met? |")
     print("|---|---|---|---|---|---|")

@@ -1,4 +1,4 @@
-"""make bench (tokenizer, #16): `kvtrace tokenize` MB/s on a 10 MB text against the reference
+"""make bench (tokenizer, docs/tokenize.md): `kvtrace tokenize` MB/s on a 10 MB text against the reference
 encoders of the tests, in the same run, with the ids checked to be identical.
 
 The text: the corpus strings of tests/tokenizers/fixtures/corpus.json.gz (2,429 strings: prose,

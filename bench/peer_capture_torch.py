@@ -1,4 +1,4 @@
-"""The PyTorch peer of `kvtrace capture` (issue #24): an eager forward of a random llama-3.2-1b (the
+"""The PyTorch peer of `kvtrace capture`: an eager forward of a random llama-3.2-1b (the
 config of `random:llama-3.2-1b`: 16 layers, dim 2048, H = 32, K = 8, D = 64, FFN 8192, vocabulary
 128,256 with tied embeddings, RoPE neox with llama3 scaling; float32 weights, uniform on [-a, a],
 a = sqrt(3 / fan_in), norms ones) over the same token ids in prefill chunks of B, with the same

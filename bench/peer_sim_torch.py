@@ -1,9 +1,9 @@
-"""The PyTorch peer of `kvtrace sim` (issue #24): the same replay, vectorised over the kv heads of a
+"""The PyTorch peer of `kvtrace sim`: the same replay, vectorised over the kv heads of a
 layer, for `tova` (scope=layer: one kept set per layer) and `keydiff` (anchor=norm, metric=cos: one set
 per kv head). Per layer: the full-cache reference (o_full and the log-sum-exp of every query head,
-blockwise, causal); then per (policy, budget) the chunks of B over the trace (SPEC §4: candidates
+blockwise, causal); then per (policy, budget) the chunks of B over the trace (docs/sim.md#the-eviction-step-step-by-step: candidates
 C = S ∪ chunk; the chunk's queries attend to the visible candidates and are measured; if |C| > N the
-policy keeps N, higher score kept, exact ties to the later position). Metrics as SPEC §6 over the
+policy keeps N, higher score kept, exact ties to the later position). Metrics as docs/sim.md#metrics over the
 queries i >= N: out_rel_err mean and p95 (linear), attn_recall mean and min, per (layer, query head),
 then the mean over layers and heads (summary.csv's phase `all` when prompt_len = T).
 

@@ -1,5 +1,5 @@
 /* capture: run a model over a prompt (chunked prefill) and a generated
- * continuation, recording a trace (SPEC §2, §3). The run itself (walk,
+ * continuation, recording a trace (docs/trace.md). The run itself (walk,
  * eviction, recording) is run.h's; this is the verb's driver. */
 #ifndef KV_CAPTURE_H
 #define KV_CAPTURE_H

@@ -1,5 +1,6 @@
-/* The in-model eviction engine (see evict.h): SPEC §4's steps 2-4 on the
- * model's caches, through policy_step as sim/replay.c calls it. */
+/* The in-model eviction engine (see evict.h): steps 2-4 of the eviction step
+ * (docs/sim.md#the-eviction-step-step-by-step) on the model's caches, through
+ * policy_step as sim/replay.c calls it. */
 #include "capture/evict.h"
 
 #include <stdio.h>
@@ -106,9 +107,10 @@ static void on_attention(void *ctx, int64_t l, int64_t h, int64_t n_cached, int6
     policy_attn_add(e->attn + x * e->B * e->cap, p, n * (n_cached + n), h % e->heads_per_stream == 0);
 }
 
-/* The policy's view of stream x of layer l after a chunk of n (SPEC §4 step
- * 2's candidates), its host copies in slot `slot`; the budget is the
- * stream's capacity (N under uniform and dynamic allocators), as sim's. */
+/* The policy's view of stream x of layer l after a chunk of n (the candidates
+ * of step 2, docs/sim.md#the-eviction-step-step-by-step), its host copies in
+ * slot `slot`; the budget is the stream's capacity (N under uniform and dynamic
+ * allocators), as sim's. */
 static policy_view view_of(evict_engine *e, const forward_state *s, int64_t l, int64_t x, int64_t n, int64_t slot)
 {
     const int64_t g0 = x * e->kv_per_stream, lg = l * e->K + g0, cols = s->cache_len[lg];

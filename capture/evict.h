@@ -1,35 +1,37 @@
-/* evict: eviction inside the model run (issue #9, SPEC §3 capture_mode=evict).
+/* evict: eviction inside the model run (docs/fidelity.md), which writes a
+ * capture_mode=evict trace (docs/trace.md#root-attributes).
  *
- * The same replay semantics as sim (SPEC §4), applied to the model's own
- * caches: after every chunk, per layer and kv head (one stream per layer for
- * a layer-scope policy, e.g. tova:scope=layer), the candidates are the cache
- * rows (the old kept set plus the chunk, ascending positions), the policy
- * observes the chunk's attention (mean over the stream's query heads, as sim
- * forms it), and when there are more than N it scores them and policy_select
- * keeps exactly N; the walk's kernel table compacts the cache to them. The
- * policies are policies/'s, called through the same policy_view as sim's, so
- * the first eviction of a run is the one sim makes on the full-cache trace.
+ * The same replay semantics as sim
+ * (docs/sim.md#the-eviction-step-step-by-step), applied to the model's own
+ * caches: after every chunk, per layer and kv head (one stream per layer for a
+ * layer-scope policy, e.g. tova:scope=layer), the candidates are the cache rows
+ * (the old kept set plus the chunk, ascending positions), the policy observes
+ * the chunk's attention (mean over the stream's query heads, as sim forms it),
+ * and when there are more than N it scores them and policy_select keeps exactly
+ * N; the walk's kernel table compacts the cache to them. The policies are
+ * policies/'s, called through the same policy_view as sim's, so the first
+ * eviction of a run is the one sim makes on the full-cache trace.
  *
  * Memory: the caches hold at most N + B rows (forward_init_cache with
  * evict_cache_rows), the engine O(streams·B·(N+B)) floats plus, for policies
  * that read past queries (snapkv), the latest query_window() queries per
  * layer and head. Nothing grows with T.
  *
- * Allocators (issue #17, allocators/alloc.h; evict_init_alloc): a static one
- * gives each stream its own capacity (the stream evicts when its candidates
- * exceed it, through policy_step with that capacity as the view's budget,
- * as sim_replay does; duo's streaming heads run streaming:sinks=S instead of
- * the policy, as sim's do); a dynamic one with layer scope (adakv) evicts a
- * layer's K streams together through alloc_scope_step, as sim_replay_scope
- * does, once the walk has attended the layer; one with the whole model as
- * its scope (cake, global) defers every layer's eviction to the chunk's end
- * (after the walk attended the last layer: a layer's eviction only affects
- * later chunks, so the result is the one of evicting it right away) and
+ * Allocators (docs/allocators.md, allocators/alloc.h; evict_init_alloc): a
+ * static one gives each stream its own capacity (the stream evicts when its
+ * candidates exceed it, through policy_step with that capacity as the view's
+ * budget, as sim_replay does; duo's streaming heads run streaming:sinks=S
+ * instead of the policy, as sim's do); a dynamic one with layer scope (adakv)
+ * evicts a layer's K streams together through alloc_scope_step, as
+ * sim_replay_scope does, once the walk has attended the layer; one with the
+ * whole model as its scope (cake, global) defers every layer's eviction to the
+ * chunk's end (after the walk attended the last layer: a layer's eviction only
+ * affects later chunks, so the result is the one of evicting it right away) and
  * then evicts the L·K streams together, as sim_replay_scope does; its views
- * (host copies, attention) are then L× one layer's. Every cache is allocated
- * at the most rows any stream can hold plus B (evict_alloc_rows), at most
- * T; the rows in use (forward_state.rows) stay at most L·K·N + L·K·B (the
- * whole-model scope reaches it: every layer holds its chunk at once). */
+ * (host copies, attention) are then L× one layer's. Every cache is allocated at
+ * the most rows any stream can hold plus B (evict_alloc_rows), at most T; the
+ * rows in use (forward_state.rows) stay at most L·K·N + L·K·B (the whole-model
+ * scope reaches it: every layer holds its chunk at once). */
 #ifndef KV_CAPTURE_EVICT_H
 #define KV_CAPTURE_EVICT_H
 

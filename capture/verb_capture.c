@@ -260,7 +260,7 @@ static int check_evict(capture_opts *o, bool attention_given, kv_err *err)
                          (long long)o->budget);
     if (attention_given && o->attention != ATTN_NONE)
         return cli_usage(err, v, "--attention %s: attention column sums and weights are recorded for "
-                         "full-cache runs only (SPEC §3); an evicting run's weights cover its cache, not every position",
+                         "full-cache runs only (docs/trace.md); an evicting run's weights cover its cache, not every position",
                          o->attention == ATTN_FULL ? "full" : "colsum");
     o->attention = ATTN_NONE;
     return KV_OK;

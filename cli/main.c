@@ -1,4 +1,4 @@
-/* kvtrace: one program, many verbs (SPEC §2). main() owns exiting: verbs
+/* kvtrace: one program, many verbs (README.md#using-it). main() owns exiting: verbs
  * return an exit status (0 ok, 1 failure, 2 usage, 3 bad input file). */
 #include <signal.h>
 #include <stdio.h>

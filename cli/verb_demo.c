@@ -1,4 +1,4 @@
-/* `kvtrace demo`: the whole pipeline on the default model (README, issue #6):
+/* `kvtrace demo`: the whole pipeline on the default model (README.md#what-the-demo-finds):
  * capture a ~500-token stories260K run (prompt plus greedy continuation),
  * replay every policy at several budgets, analyze, plot, and leave
  * report.html beside the figures. Each step is the verb a user would run, with
@@ -38,7 +38,7 @@
  * 30 us a candidate): it joins with --all-policies, which keeps the demo under 10 s without it */
 #define DEMO_ALL_POLICIES DEMO_POLICIES ",compactor"
 #define DEMO_BUDGETS "32,64,128,256"
-/* the allocator study (issue #17): three policies under each allocator that runs on any policy */
+/* the allocator study (docs/allocators.md): three policies under each allocator that runs on any policy */
 #define DEMO_ALLOC_POLICIES "snapkv,keydiff,tova"
 #define DEMO_ALLOCATORS "uniform,pyramid,adakv,duo,cake"
 #define DEMO_ALLOC_BUDGETS "10%,25%"

@@ -1,8 +1,9 @@
-/* finite: where a float array first holds a non-finite value (inf or NaN),
- * for the checks that stop a run whose finite inputs overflowed float32
- * (issue #15: the model walk once per chunk and layer, the replay once per
- * layer and head). The test is on the exponent bits, an integer OR that
- * compilers vectorise, so the common case (all finite) costs one pass. */
+/* finite: where a float array first holds a non-finite value (inf or NaN), for
+ * the checks that stop a run whose finite inputs overflowed float32 (the model
+ * walk once per chunk and layer, the replay once per layer and head:
+ * docs/reliability.md#numbers-that-overflow-finite-inputs-non-finite-arithmetic).
+ * The test is on the exponent bits, an integer OR that compilers vectorise, so
+ * the common case (all finite) costs one pass. */
 #ifndef KV_FINITE_H
 #define KV_FINITE_H
 

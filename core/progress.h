@@ -1,4 +1,4 @@
-/* progress: how long work reports on stderr (SPEC §2, docs/progress.md).
+/* progress: how long work reports on stderr (docs/progress.md).
  *
  * On a terminal: one self-overwriting line (\r), at most ~10 a second,
  * cleared at the end. Not on a terminal (nohup, a batch scheduler, 2>log):

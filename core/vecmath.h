@@ -1,7 +1,8 @@
 /* vecmath: the double-precision vector pieces the key/value policies share
  * (policies/ and expr/). Inputs are the stored float rows; every sum is
- * accumulated in double (SPEC §4). Shapes: rows [n][D]. Nothing here
- * allocates but the norm cache, which reports out of memory in err. */
+ * accumulated in double (docs/sim.md#the-eviction-step-step-by-step). Shapes:
+ * rows [n][D]. Nothing here allocates but the norm cache, which reports out of
+ * memory in err. */
 #ifndef KV_CORE_VECMATH_H
 #define KV_CORE_VECMATH_H
 

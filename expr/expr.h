@@ -1,4 +1,4 @@
-/* expr: score expressions (issue #19 §1, docs/expressions.md). A definition
+/* expr: score expressions (docs/expressions.md). A definition
  * "NAME = EXPR [; protect = ITEM, ...]" is parsed once (expr_parse.c) into a
  * small stack program over whole vectors, one double per candidate, and run
  * by a policy_iface of its own (expr_eval.c) that the caller's table holds:

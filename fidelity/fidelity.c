@@ -1,4 +1,4 @@
-/* The fidelity driver (SPEC §11): model runs, sim on the full-cache trace,
+/* The fidelity driver (docs/fidelity.md#kvtrace-fidelity): model runs, sim on the full-cache trace,
  * the comparison, all into a temporary directory renamed at the end. */
 #include "fidelity/fidelity.h"
 

@@ -1,4 +1,4 @@
-/* fidelity: in-model eviction versus offline replay (SPEC §11).
+/* fidelity: in-model eviction versus offline replay (docs/fidelity.md#kvtrace-fidelity).
  *
  * One teacher-forced token sequence (the prompt, plus the full model's
  * greedy continuation with --generate), one full-cache run and one run with

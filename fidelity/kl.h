@@ -1,5 +1,6 @@
 /* kl: what fidelity measures at one position from two next-token
- * distributions given as logits (SPEC §11): KL(p_full || p_evict), whether
+ * distributions given as logits (docs/fidelity.md#what-is-measured-and-the-choices-made):
+ * KL(p_full || p_evict), whether
  * their greedy tokens agree, and the log-probability each gives the token
  * that follows. One row at a time (streaming: no run's logits are kept). */
 #ifndef KV_FIDELITY_KL_H

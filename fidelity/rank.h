@@ -1,5 +1,5 @@
 /* rank: how well offline replay ranks the configurations against the
- * model (SPEC §11): Spearman ρ between sim's error and the online KL, and
+ * model (docs/fidelity.md#what-is-measured-and-the-choices-made): Spearman ρ between sim's error and the online KL, and
  * the same-budget pairs offline replay orders the other way round. What
  * summary.csv, misordered.csv, the figure, the report and the table on
  * stdout show. */
@@ -31,7 +31,7 @@ bool fid_misordered(const fid_config *a, const fid_config *b);
 /* ρ and pair counts over the configurations of `budget` (0: all budgets). */
 void fid_rank_stats(const fid_results *r, int64_t budget, fid_rank *out);
 
-/* The headline (issue #14 §4): ρ within each budget. Pooled over budgets, ρ
+/* The headline: ρ within each budget. Pooled over budgets, ρ
  * is inflated by the budget effect (a larger N lowers both the offline error
  * and the online KL, so the budget alone ranks most pairs of configurations
  * across budgets); within one budget only the policies are compared, which is

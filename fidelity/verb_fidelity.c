@@ -16,7 +16,7 @@ static const char USAGE[] =
     "                        [--generate N]\n"
     "                        [--policies LIST] [--allocators LIST] [--budgets LIST] [--chunk B] [options] -o DIR\n"
     "\n"
-    "Eviction inside the model versus offline replay (SPEC §11). On one teacher-forced sequence\n"
+    "Eviction inside the model versus offline replay (docs/fidelity.md). On one teacher-forced sequence\n"
     "(the prompt, plus the full model's greedy continuation with --generate) it runs the model\n"
     "once with the full cache and once per (policy x allocator x budget) with the policy evicting\n"
     "inside the run (prompt in chunks of B, then one token per step; caches of N + B rows under\n"

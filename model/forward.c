@@ -183,7 +183,8 @@ static int64_t cache_append(forward_state *s, int64_t l, int64_t g, int64_t pos0
     return c0;
 }
 
-/* ---- overflow checks (issue #15) -----------------------------------------
+/* ---- overflow checks ----------------------------------------------------
+ * (docs/reliability.md#numbers-that-overflow-finite-inputs-non-finite-arithmetic)
  * Finite weights can still overflow float32 (huge weights, huge products):
  * the walk stops with KV_EINPUT naming where, before any observer records a
  * non-finite value. Host tables check q/k/v after each layer's projections,

@@ -1,12 +1,12 @@
 /* forward: one model walk over a chunk of tokens against a growing KV cache.
  *
- * The walk (embedding, per layer: RMSNorm, Q/K/V projections with optional
- * bias (qwen2), optional per-head q/k RMSNorm (qwen3), RoPE (optionally
- * frequency-scaled: llama3), grouped-
- * query attention with exact softmax, output projection, RMSNorm, SwiGLU
- * FFN; final norm and logits) is written once; the arithmetic goes through a
- * table of kernels, so a CUDA backend (issue #8) swaps the table, not the walk.
- * What a capture records is handed to an observer as the walk computes it. */
+ * The walk (embedding, per layer: RMSNorm, Q/K/V projections with optional bias
+ * (qwen2), optional per-head q/k RMSNorm (qwen3), RoPE (optionally
+ * frequency-scaled: llama3), grouped-query attention with exact softmax,
+ * output projection, RMSNorm, SwiGLU FFN; final norm and logits) is written
+ * once; the arithmetic goes through a table of kernels, so the CUDA backend
+ * (docs/cuda.md) swaps the table, not the walk. What a capture records is
+ * handed to an observer as the walk computes it. */
 #ifndef KV_FORWARD_H
 #define KV_FORWARD_H
 
@@ -48,16 +48,16 @@ typedef struct {
      * diagonal); lse (NULL: not wanted) [n] log Σ_j exp(q.k_j / sqrt(D)). */
     void (*attend)(void *ctx, const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0, int64_t n,
                    int64_t D, float *p, float *out, int64_t ldo, double *lse);
-    /* In-model eviction (issue #9). Keeps rows keep[0..n_keep) of one (layer,
-     * kv head) cache k, v [cap][D] as its rows 0..n_keep-1, in order; keep is
-     * a host array, ascending, keep[i] >= i. */
+    /* In-model eviction (docs/fidelity.md). Keeps rows keep[0..n_keep) of one
+     * (layer, kv head) cache k, v [cap][D] as its rows 0..n_keep-1, in order;
+     * keep is a host array, ascending, keep[i] >= i. */
     void (*compact)(void *ctx, float *k, float *v, const int64_t *keep, int64_t n_keep, int64_t D);
     /* Rows [0, n) of a cache readable on the host (the policies score them):
      * the cache itself where it is host memory (CPU), else a copy into
      * host [n][D], returned. */
     const float *(*host_rows)(void *ctx, const float *cache, int64_t n, int64_t D, float *host);
 
-    /* ---- memory and device work (issue #8) ------------------------------
+    /* ---- memory and device work (docs/cuda.md) ---------------------------
      * The CPU table's versions are trivial: its memory is the host's
      * (calloc, memcpy), the loops are the plain ones. A device table
      * (model/backend_cuda.c) sets host_memory false: the walk then keeps
@@ -129,9 +129,9 @@ typedef struct {
 
 struct forward_state;
 
-/* In-model eviction (issue #9, capture/evict.h): hooks the walk calls so that
- * an eviction engine can watch a layer's chunk and then shrink its caches.
- * Any hook may be NULL. */
+/* In-model eviction (docs/fidelity.md, capture/evict.h): hooks the walk calls
+ * so that an eviction engine can watch a layer's chunk and then shrink its
+ * caches. Any hook may be NULL. */
 typedef struct {
     void *ctx;
     /* after RoPE: the chunk's queries q [n][H*D] of `layer`, positions pos0.. */

@@ -142,15 +142,16 @@ int model_keep_file(kv_model *m, void (*close)(void *), void *obj, kv_err *err);
 int model_set_llama3_scaling(kv_model *m, double factor, double low, double high,
                              double orig_ctx, const char *where, kv_err *err);
 
-/* One metadata, one model (issue #15): every loader notes each tensor it
- * reads (model_tensor_read, with the name pointer its file owns, so two
- * tensors never compare equal by accident), and once it has read every
- * tensor its metadata implies (a missing one is already its error), checks
- * that the file holds no other: each of the file's n tensors (name_at(file,
- * i)) must have been read. KV_EINPUT naming `where`, the first extra tensor
- * and `implies` (what the metadata says, e.g. "block_count = 4"). Tensors a
- * format's files carry without meaning weights are noted as read by their
- * loader (e.g. transformers' rotary_emb.inv_freq buffers). */
+/* One metadata, one model
+ * (docs/reliability.md#model-metadata-that-disagrees-with-the-tensors): every
+ * loader notes each tensor it reads (model_tensor_read, with the name pointer
+ * its file owns, so two tensors never compare equal by accident), and once it
+ * has read every tensor its metadata implies (a missing one is already its
+ * error), checks that the file holds no other: each of the file's n tensors
+ * (name_at(file, i)) must have been read. KV_EINPUT naming `where`, the first
+ * extra tensor and `implies` (what the metadata says, e.g. "block_count = 4").
+ * Tensors a format's files carry without meaning weights are noted as read by
+ * their loader (e.g. transformers' rotary_emb.inv_freq buffers). */
 int model_tensor_read(kv_model *m, const char *file_name, kv_err *err);
 int model_tensors_exact(kv_model *m, const char *where, const char *implies, int64_t n,
                         const char *(*name_at)(const void *file, int64_t i), const void *file, kv_err *err);

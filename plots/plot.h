@@ -1,4 +1,4 @@
-/* plot: `kvtrace plot DIR [-o FIGDIR] [--format png|svg|pdf]` (SPEC §9).
+/* plot: `kvtrace plot DIR [-o FIGDIR] [--format png|svg|pdf]` (docs/plot.md).
  * Reads an analysis directory (analysis_dir.md), writes eight gnuplot figures
  * (script + data + rendered image each) and report.html into FIGDIR, all at
  * once or not at all. */

@@ -1,5 +1,5 @@
-/* Figure 9: output error versus the prefill chunk B (sim --chunks, issue
- * #21). During a chunk the cache holds N + B rows, so B is an axis of its
+/* Figure 9: output error versus the prefill chunk B (sim --chunks,
+ * docs/sim.md#chunk-sizes---chunks-list). During a chunk the cache holds N + B rows, so B is an axis of its
  * own: one panel per budget (the first PLOT_MAX_DATA budgets of
  * summary.csv), one line per policy configuration, x the chunk; a study's
  * 95% intervals over traces as bands. summary.csv, phase = all. */

@@ -1,4 +1,4 @@
-/* Figure 10: span retention (issue #21 §2): for each span name (the first
+/* Figure 10: span retention (docs/sim.md#spans-what-a-task-cares-about): for each span name (the first
  * PLOT_MAX_DATA of spans_summary.csv, one column of panels each) the three
  * statistics sim measures per span, retention_mean, retention_final and
  * attn_recall (one row of panels each), versus the cache budget, one line per

@@ -1,6 +1,6 @@
 /* Figure 2: Spearman ρ between key distinctiveness and attention, per layer:
  * each query head a point, the layer mean a line, for rho_pairwise and
- * rho_anchor (SPEC §7). */
+ * rho_anchor (docs/analyze.md#spearmancsv--layerq_headkv_headrho_pairwiserho_anchor). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* The figures in report order (see plot_figures.h): the six of SPEC §9 and
- * the per-layer error (issue #14), the allocations (issue #17), error versus chunk and span retention (issue #21); what they share is in plot_fig_util.c. */
+/* The figures in report order (see plot_figures.h; each is described in
+ * docs/plot.md#the-figures): figures 1-6, the per-layer error, the allocations, error versus chunk and span retention; what they share is in plot_fig_util.c. */
 #include "plot_figures.h"
 
 const plot_figure PLOT_FIGURES[] = {

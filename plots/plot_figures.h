@@ -1,4 +1,4 @@
-/* plot_figures: the six figures of SPEC §9, the per-layer error (7) and the allocations (8). Each figure writes its gnuplot
+/* plot_figures: figures 1-6, the per-layer error (7), the allocations (8), error versus chunk (9) and span retention (10) (docs/plot.md#the-figures). Each figure writes its gnuplot
  * script NAME.gp and data file(s) into the figure directory, and says in
  * `out` what it shows (the caption) or why it was skipped. The table in
  * plot_figures.c lists them in report order; the helpers they share are in

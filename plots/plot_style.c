@@ -15,7 +15,7 @@ static const struct {
     {"full", "#000000"},    {"full_cache", "#000000"}, {"keydiff", "#d62728"}, {"knorm", "#ff7f0e"},
     {"streaming", "#1f77b4"}, {"random", "#8c564b"},   {"primekv", "#9467bd"}, {"h2o", "#2ca02c"},
     {"tova", "#17becf"},    {"snapkv", "#e377c2"},     {"oracle", "#bcbd22"},
-    /* issue #18's ten: the darker Tableau-20c shades, apart from the ten above */
+    /* the ten policies after the first ten (docs/policies.md): the darker Tableau-20c shades, apart from the ten above */
     {"expected_attention", "#393b79"}, {"lagkv", "#637939"},     {"cur", "#8c6d31"},
     {"qfilter", "#843c39"},            {"capkv", "#7b4173"},     {"chunkkv", "#3182bd"},
     {"compactor", "#e6550d"},          {"criticalkv", "#31a354"}, {"scissorhands", "#756bb1"},

@@ -13,7 +13,7 @@
 static const char USAGE[] =
     "usage: kvtrace plot DIR [-o FIGDIR] [--format png|svg|pdf] [--pca-policies LIST] [--force] [--quiet]\n"
     "\n"
-    "Draws the figures of SPEC §9 from an analysis directory written by kvtrace analyze, with\n"
+    "Draws the figures from an analysis directory written by kvtrace analyze, with\n"
     "gnuplot, and writes report.html beside them (one offline page with every figure, captions,\n"
     "the trace's metadata, the commands, the summary table and, with spans, the span table). Each\n"
     "figure is a gnuplot script figN_NAME.gp plus its data file(s): cd FIGDIR && gnuplot fig5_error.gp\n"

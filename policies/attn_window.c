@@ -25,7 +25,7 @@ int attn_window_sums(const policy_view *v, int64_t window, double *sum, int64_t 
             float *row = s + r * n;
             while (vis < n && v->pos[vis] <= i0 + r) vis++; /* candidates ascending: visible = a prefix */
             if (vis == 0) continue;                        /* this query sees no candidate */
-            /* the weights in float (SPEC §4 allows it), their sum in double */
+            /* the weights in float, their sum in double (docs/sim.md#the-eviction-step-step-by-step) */
             double z = softmax_row_exp(row, vis, softmax_row_max(row, vis));
             softmax_accumulate(sum, row, 1.0 / (z * (double)v->q_heads), vis);
         }

@@ -1,6 +1,7 @@
-/* full: the reference cache that never evicts (SPEC §5). It runs per budget
- * like the others so every results row has its unevicted twin; the engine
- * sees never_evicts and never asks it to select. score() gives 0 to all.
+/* full: the reference cache that never evicts
+ * (docs/policies.md#the-first-ten-policies). It runs per budget like the others
+ * so every results row has its unevicted twin; the engine sees never_evicts and
+ * never asks it to select. score() gives 0 to all.
  * Parameters: none. */
 #include "policies/policy.h"
 

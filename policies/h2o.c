@@ -1,12 +1,13 @@
 /* h2o: Heavy-Hitter Oracle (Zhang et al., "H2O: Heavy-Hitter Oracle for
  * Efficient Generative Inference of Large Language Models", NeurIPS 2023).
  * s_j = the attention candidate j has received since it entered the cache,
- * summed over every query of every chunk (observed at step 3 of SPEC §4),
- * averaged over the query heads of the kv group; the most recent
- * ⌊recent·N⌋ candidates are protected (SPEC §5). normalize=age divides
- * each sum by the number of queries that saw the candidate, now − pos + 1
- * (every query from its own position on: NVIDIA kvpress
- * ObservedAttentionPress divides by the same count, k_len − j, over a prompt).
+ * summed over every query of every chunk (observed at step 3 of
+ * docs/sim.md#the-eviction-step-step-by-step), averaged over the query heads
+ * of the kv group; the most recent ⌊recent·N⌋ candidates are protected
+ * (docs/policies.md#the-first-ten-policies). normalize=age divides each sum by
+ * the number of queries that saw the candidate, now − pos + 1 (every query
+ * from its own position on: NVIDIA kvpress ObservedAttentionPress divides by
+ * the same count, k_len − j, over a prompt).
  * Parameters: normalize (none|age, default none), recent (0..1, default 0.5). */
 #include <math.h>
 

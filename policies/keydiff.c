@@ -1,4 +1,5 @@
-/* keydiff: keep the geometrically distinctive keys (SPEC §5).
+/* keydiff: keep the geometrically distinctive keys
+ * (docs/policies.md#the-first-ten-policies).
  * From Park et al., "KeyDiff: Key Similarity-Based KV Cache Eviction for
  * Long-Context LLM Inference in Resource-Constrained Environments" (NeurIPS
  * 2025, arXiv:2504.15364): the score S = topk(−CosSim(μ(K̂), k̂_i), N) with

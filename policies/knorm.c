@@ -1,4 +1,5 @@
-/* knorm: keep the keys with the smallest L2 norm, s_j = −‖k_j‖ (SPEC §5).
+/* knorm: keep the keys with the smallest L2 norm, s_j = −‖k_j‖
+ * (docs/policies.md#the-first-ten-policies).
  * From Devoto et al., "A Simple and Effective L2 Norm-Based Strategy for KV
  * Cache Compression" (EMNLP 2024): low-norm keys draw high attention.
  * Parameters: none. */

@@ -1,4 +1,5 @@
-/* oracle: keeps the keys with the most future attention (SPEC §5). s_j =
+/* oracle: keeps the keys with the most future attention
+ * (docs/policies.md#the-first-ten-policies). s_j =
  * Σ_{i > now} a^full_ij, the full-cache attention every future query will
  * give candidate j, averaged over the kv group's heads; a^full_ij =
  * exp(q_i.k_j/sqrt(D) − lse_i) with lse_i the full-cache log-sum-exp.

@@ -1,7 +1,8 @@
-/* parse: "name:key=value:..." into a policy_config with every default
- * filled in, and its canonical name (sorted by key, SPEC §2). The names come
- * from the registry, the keys from each policy's parameter list; nothing here
- * knows any particular policy. */
+/* parse: "name:key=value:..." into a policy_config with every default filled
+ * in, and its canonical name (sorted by key,
+ * docs/outputs.md#conventions-of-every-csv). The names come from the registry,
+ * the keys from each policy's parameter list; nothing here knows any particular
+ * policy. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>

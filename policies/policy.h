@@ -1,17 +1,19 @@
-/* policy: the one interface every eviction policy implements (SPEC §5).
+/* policy: the one interface every eviction policy implements
+ * (docs/policies.md).
  *
- * The engine owns the cache. At each eviction step (policy_step, step.h:
- * sim's replay and the in-model eviction of issue #9 run the same one) the
+ * The engine owns the cache. At each eviction step (policy_step, step.h: sim's
+ * replay and the in-model eviction, docs/fidelity.md, run the same one) the
  * policy gets the candidates C = cache ∪ chunk as plain arrays (no trace
  * handles) and gives one score per candidate; higher = keep, +INFINITY =
  * protected. The step then keeps exactly N (policy_select, select.h): the
- * highest scores, ties broken towards the later position (so with more than
- * N protected, the newest N stay). Scores are doubles, accumulated in double
- * from the stored values.
+ * highest scores, ties broken towards the later position (so with more than N
+ * protected, the newest N stay). Scores are doubles, accumulated in double from
+ * the stored values.
  *
  * A policy may keep state between steps (per layer and kv head: the engine
  * creates one instance per replayed (layer, kv head) stream) and may observe
- * what the engine computed (issue #5: attention of the chunk's queries).
+ * what the engine computed (the attention of the chunk's queries:
+ * docs/sim.md#attention-for-the-policies).
  * Nothing in a policy aborts: score/observe report a failure (out of memory)
  * in a kv_err, and the engines pass it up. */
 #ifndef KV_POLICY_H

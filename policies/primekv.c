@@ -1,4 +1,5 @@
-/* primekv: a RECONSTRUCTION of PrimeKV (SPEC §5 note), not the paper's formula.
+/* primekv: a RECONSTRUCTION of PrimeKV (docs/policies.md#the-first-ten-policies),
+ * not the paper's formula.
  * PrimeKV ("PrimeKV: Preserving Critical KV Cache Without Attention Scores for
  * Long-Context Inference", Neurocomputing) keeps the pairs whose removal would
  * perturb the output most, estimated without attention from key-side

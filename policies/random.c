@@ -1,6 +1,7 @@
-/* random: uniform scores, the floor any policy must beat (SPEC §5). The
- * generator is seeded by (seed, layer, kv head, step), so a run is the same
- * whatever the thread count or the order the streams are replayed in.
+/* random: uniform scores, the floor any policy must beat
+ * (docs/policies.md#the-first-ten-policies). The generator is seeded by (seed,
+ * layer, kv head, step), so a run is the same whatever the thread count or the
+ * order the streams are replayed in.
  * Parameters: seed (integer >= 0, default 0). */
 #include "core/rng.h"
 #include "policies/policy.h"

@@ -1,6 +1,7 @@
-/* select: the engine's selection rule (SPEC §4): the `budget` best scores
- * by a bounded heap, ties to the later position, then position order; and
- * the recent-window helpers the policies share. */
+/* select: the engine's selection rule
+ * (docs/sim.md#the-eviction-step-step-by-step): the `budget` best scores by a
+ * bounded heap, ties to the later position, then position order; and the
+ * recent-window helpers the policies share. */
 #include "policies/select.h"
 
 #include <math.h>

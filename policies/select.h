@@ -1,4 +1,5 @@
-/* select: the engine's selection rule (SPEC §4) and the recency helpers the
+/* select: the engine's selection rule
+ * (docs/sim.md#the-eviction-step-step-by-step) and the recency helpers the
  * policies share. Plain arrays; nothing here knows any particular policy. */
 #ifndef KV_POLICY_SELECT_H
 #define KV_POLICY_SELECT_H

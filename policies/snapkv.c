@@ -1,14 +1,14 @@
-/* snapkv: SnapKV (Li et al., "SnapKV: LLM Knows What You are Looking for
- * Before Generation", 2024). The observation window is the queries of the
- * last `window` positions up to now, taken from the trace whether they are
- * cached or not; s_j = Σ_{i in window} a_ij, each window query's softmax over
- * the candidates it can see (j <= i), averaged over the kv group's heads, then
- * an average pool of width `kernel` over the candidates in position order
- * (cache neighbours, not absolute positions; zero padded, divided by kernel:
- * offsets -floor(kernel/2) .. kernel-1-floor(kernel/2)); candidates inside
- * the window are protected (SPEC §5). pool=max takes the largest of the
- * kernel's sums instead (the SnapKV repository's max_pool1d; its padding
- * never wins, every window holding the candidate itself).
+/* snapkv: SnapKV (Li et al., "SnapKV: LLM Knows What You are Looking for Before
+ * Generation", 2024). The observation window is the queries of the last
+ * `window` positions up to now, taken from the trace whether they are cached or
+ * not; s_j = Σ_{i in window} a_ij, each window query's softmax over the
+ * candidates it can see (j <= i), averaged over the kv group's heads, then an
+ * average pool of width `kernel` over the candidates in position order (cache
+ * neighbours, not absolute positions; zero padded, divided by kernel: offsets
+ * -floor(kernel/2) .. kernel-1-floor(kernel/2)); candidates inside the window
+ * are protected (docs/policies.md#the-first-ten-policies). pool=max takes the
+ * largest of the kernel's sums instead (the SnapKV repository's max_pool1d; its
+ * padding never wins, every window holding the candidate itself).
  * Parameters: window (integer >= 1, default 32), kernel (integer >= 1,
  * default 5), pool (avg|max, default avg). Presets (docs/policies.md):
  * paper = window=32:kernel=7:pool=max (the SnapKV paper's setting),

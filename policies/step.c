@@ -1,4 +1,5 @@
-/* step: SPEC §4's eviction step for both engines (see step.h). */
+/* step: the eviction step for both engines (see step.h;
+ * docs/sim.md#the-eviction-step-step-by-step). */
 #include "policies/step.h"
 
 #include <stdlib.h>

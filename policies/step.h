@@ -1,5 +1,6 @@
-/* step: SPEC §4's eviction step on one stream, written once for both
- * engines: sim's replay (sim/replay.c) and eviction inside the model run
+/* step: the eviction step on one stream
+ * (docs/sim.md#the-eviction-step-step-by-step), written once for both engines:
+ * sim's replay (sim/replay.c) and eviction inside the model run
  * (capture/evict.c).
  *
  * The engine owns the cache. After each chunk it hands the step the stream's

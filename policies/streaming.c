@@ -1,7 +1,8 @@
 /* streaming: StreamingLLM's attention sinks + recent window (Xiao et al.,
  * "Efficient Streaming Language Models with Attention Sinks", ICLR 2024;
- * SPEC §5). Candidates at absolute positions < sinks are protected (+∞), the
- * rest score their position, so the most recent stay.
+ * docs/policies.md#the-first-ten-policies). Candidates at absolute positions <
+ * sinks are protected (+∞), the rest score their position, so the most recent
+ * stay.
  * Parameters: sinks (integer >= 0, default 4). */
 #include <math.h>
 

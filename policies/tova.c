@@ -1,8 +1,8 @@
 /* tova: Token Omission Via Attention (Oren et al., "Transformers are
  * Multi-State RNNs", 2024). s_j = the attention the chunk's last query gives
  * candidate j, averaged over all H query heads of the layer (scope=layer: one
- * kept set for every kv head of the layer, as the paper) or over the kv
- * group (scope=group) (SPEC §5). No protected window.
+ * kept set for every kv head of the layer, as the paper) or over the kv group
+ * (scope=group) (docs/policies.md#the-first-ten-policies). No protected window.
  * Parameters: scope (layer|group, default layer). */
 #include "policies/policy.h"
 

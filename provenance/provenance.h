@@ -1,5 +1,5 @@
-/* provenance: the one record of where an output came from (issue #14 §2,
- * docs/provenance.md). Every verb that writes something builds one record:
+/* provenance: the one record of where an output came from (docs/provenance.md).
+ * Every verb that writes something builds one record:
  * the command line as typed, kvtrace's version, each input file's path, size
  * and sha256, the seed, temperature and kind of prompt where the verb has
  * them, the commands that made its inputs (steps), and the time only when

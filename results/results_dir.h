@@ -1,5 +1,5 @@
 /* results_dir: the directory `kvtrace sim -o DIR` writes and `kvtrace
- * analyze --results DIR` reads (SPEC §8, docs/sim.md): its file names and
+ * analyze --results DIR` reads (docs/outputs.md#kvtrace-sim--o-dir-a-results-directory): its file names and
  * the byte copies analyze makes of its CSVs. Its provenance.json (the command
  * and the trace that made it) is provenance/'s. results.h5 is
  * results_h5.h's; the rows of the three CSVs are sim's (sim/results.c), the

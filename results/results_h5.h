@@ -1,5 +1,5 @@
 /* results_h5: results.h5, the file of a `kvtrace sim` results directory that
- * `analyze` reads (SPEC §8). Its one layout, written and read here:
+ * `analyze` reads (docs/outputs.md#resultsh5--the-final-caches). Its one layout, written and read here:
  *
  *   /runs/runNNNN         one group per (policy, budget) run, in sim's order
  *                         (policy-major, budgets as given), numbered from 1
@@ -19,7 +19,7 @@
  *                                      ascending, then RESULTS_PAD up to N', the
  *                                      most any (layer, kv head) kept (ragged by
  *                                      allocator: -1 padding to the largest)
- *     final_logdet   f64 [L, K]        the log-det of those keys (SPEC §6)
+ *     final_logdet   f64 [L, K]        the log-det of those keys (docs/sim.md#metrics)
  *     head_budget    int32 [L, K]      rows each kept at the end (the positions before the padding)
  *     head_budget_mean f64 [L, K]      rows kept after each evicting step, averaged (NaN: never evicted)
  *     step_candidates, step_kept  int32 [L, K, S]  with sim --step-counts only: at each of

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The worked example of docs/policy-search.md (issue #23): on the default model, a needle study of
+# The worked example of docs/policy-search.md#worked-example-scriptspolicy_search_examplesh: on the default model, a needle study of
 # 24 prompts; features on every prompt (the cache driven by the oracle); a fit on half the prompts
 # (seeded split by prompt) and the held-out sim on the other half against the baselines.
 #   scripts/policy_search_example.sh [OUT]     (default out/policy-search; replaced when it exists)

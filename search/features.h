@@ -1,4 +1,4 @@
-/* features: `kvtrace features` (issue #23, docs/features.md). Replays traces
+/* features: `kvtrace features` (docs/features.md). Replays traces
  * like sim at one budget and chunk with the cache driven by one policy, and
  * writes, at every eviction step, each candidate's feature vector (the
  * expression language's features, computed by expr_feature_values) and its

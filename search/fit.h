@@ -1,4 +1,4 @@
-/* fit: learn a score expression from feature files (issue #23, docs/policy-search.md).
+/* fit: learn a score expression from feature files (docs/policy-search.md).
  *
  * Feature files (`kvtrace features`: HDF5 format "kvtrace-features" or its --csv form) hold, per
  * eviction step and candidate, the expression language's features and the oracle's targets. The

@@ -1,5 +1,5 @@
-/* heldout: the fitted policy measured on traces it was not fitted on (issue #23; docs/policy-search.md,
- * "Held-out evaluation"): sim in-process over the test traces with the fitted expression and the
+/* heldout: the fitted policy measured on traces it was not fitted on (docs/policy-search.md#held-out-evaluation):
+ * sim in-process over the test traces with the fitted expression and the
  * baselines, then per policy x budget the mean out_rel_err and attn_recall over the test traces with
  * sim's 95% percentile bootstrap intervals (study/), as heldout.csv, heldout.md and a figure. */
 #ifndef KV_SEARCH_HELDOUT_H

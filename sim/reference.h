@@ -1,5 +1,5 @@
 /* reference: the full-cache attention every configuration is measured
- * against, computed once per layer and shared by all of them (SPEC §6):
+ * against, computed once per layer and shared by all of them (docs/sim.md#metrics):
  * per query head h and position i, the output o_full(i) = Σ_{j<=i} a_ij v_j
  * and the softmax normaliser (row max m_i, log-sum-exp lse_i) so that any
  * subset's attention mass a^full over it can be summed later. Queries are

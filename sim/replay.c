@@ -1,7 +1,8 @@
-/* The replay engine of SPEC §4: the engine owns the cache; per chunk it
- * forms the candidates C = S ∪ chunk, measures the chunk's queries against
- * the visible candidates (step 2), and hands them to policy_step (steps 3
- * and 4: observe, and if |C| > N score, keep exactly N, compact here). */
+/* The replay engine (docs/sim.md#the-eviction-step-step-by-step): the engine
+ * owns the cache; per chunk it forms the candidates C = S ∪ chunk, measures the
+ * chunk's queries against the visible candidates (step 2), and hands them to
+ * policy_step (steps 3 and 4: observe, and if |C| > N score, keep exactly N,
+ * compact here). */
 #include "sim/replay.h"
 
 #include <cblas.h>

@@ -1,5 +1,6 @@
 /* replay: one (policy, budget) configuration over one (layer, kv head)
- * stream of a trace (SPEC §4), with its metrics (SPEC §6). */
+ * stream of a trace (docs/sim.md#the-eviction-step-step-by-step), with its
+ * metrics (docs/sim.md#metrics). */
 #ifndef KV_SIM_REPLAY_H
 #define KV_SIM_REPLAY_H
 

@@ -171,7 +171,7 @@ static int write_results_csv(const sim_trace_out *t, int n_traces, const char *d
     if (!f) return err->code;
     for (int i = 0; i < n_traces; i++) {
         const sim_results *r = t[i].r;
-        const int64_t G = r->H / r->K; /* query head h uses kv head h / G (SPEC §3) */
+        const int64_t G = r->H / r->K; /* query head h uses kv head h / G (docs/trace.md#conventions) */
         char pre[1400];
         for (int c = 0; c < r->n_cfg; c++) {
             sim_cfg_prefix(t[i].o, c, pre, sizeof pre);

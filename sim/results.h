@@ -1,4 +1,4 @@
-/* results: what a sim run produced, in memory, and its outputs (SPEC §8). */
+/* results: what a sim run produced, in memory, and its outputs (docs/outputs.md). */
 #ifndef KV_SIM_RESULTS_H
 #define KV_SIM_RESULTS_H
 

@@ -1,8 +1,9 @@
 /* sim: replay eviction under many (policy x budget) configurations over one
- * trace (SPEC §4-§6, §8). Each layer is loaded once (all HDF5 I/O on this
- * thread), its full-cache reference computed once, then the configurations
- * run as independent tasks on threads, each writing its own result slot: the
- * outputs are byte-identical whatever the thread count (timing.csv aside). */
+ * trace (docs/sim.md; the outputs: docs/outputs.md). Each layer is loaded once
+ * (all HDF5 I/O on this thread), its full-cache reference computed once, then
+ * the configurations run as independent tasks on threads, each writing its own
+ * result slot: the outputs are byte-identical whatever the thread count
+ * (timing.csv aside). */
 #ifndef KV_SIM_H
 #define KV_SIM_H
 

@@ -154,15 +154,16 @@ void sim_note_evict(const sim_opts *o, const trace_meta *m)
             o->trace, m->evict_policy, m->evict_params[0] ? ":" : "", m->evict_params, (long long)m->evict_budget);
 }
 
-/* Before a large replay (issue #15): its cost in one line on stderr (unless
- * --quiet) when it will likely take over a minute or a GiB. Floating-point
- * operations: the full-cache reference, 4 D per (query head, query, visible
- * key), i.e. 2 L H D T^2; each configuration's metrics, 4 D per (query head,
- * query, candidate) with at most N + B candidates (more for `full`); policy
- * scoring is left out (it is usually smaller; pairwise keydiff adds O(N^2 D)
- * per step). Memory: one layer's queries, keys and values plus the per-query
- * statistics; results.h5: the final caches. Minutes assume 50 GFLOP/s per
- * thread, a modest CPU core. */
+/* Before a large replay
+ * (docs/reliability.md#context-length-and-the-cost-of-a-run): its cost in one
+ * line on stderr (unless --quiet) when it will likely take over a minute or a
+ * GiB. Floating-point operations: the full-cache reference, 4 D per (query
+ * head, query, visible key), i.e. 2 L H D T^2; each configuration's metrics, 4
+ * D per (query head, query, candidate) with at most N + B candidates (more for
+ * `full`); policy scoring is left out (it is usually smaller; pairwise keydiff
+ * adds O(N^2 D) per step). Memory: one layer's queries, keys and values plus
+ * the per-query statistics; results.h5: the final caches. Minutes assume 50
+ * GFLOP/s per thread, a modest CPU core. */
 void sim_print_cost(const sim_opts *o, const trace_meta *m, bool recorded)
 {
     const double L = (double)m->n_layers, H = (double)m->n_heads, K = (double)m->n_kv_heads;

@@ -1,4 +1,4 @@
-/* Spans in sim (issue #21 §2; docs/sim.md, "Spans"): the full-cache weight
+/* Spans in sim (docs/sim.md, "Spans"): the full-cache weight
  * each query puts on a span (once per layer, for every configuration), the
  * result arrays, and spans.csv / spans_summary.csv. The replay's share
  * (retention and cached weight per chunk) is sim/replay.c's. */

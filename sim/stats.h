@@ -1,6 +1,6 @@
-/* stats: the per-head summary of SPEC §6 over the evaluated queries of one
- * phase: mean and p95 (linear interpolation between order statistics) of the
- * output error, mean and min of the recall. */
+/* stats: the per-head summary (docs/sim.md#metrics) over the evaluated queries
+ * of one phase: mean and p95 (linear interpolation between order statistics) of
+ * the output error, mean and min of the recall. */
 #ifndef KV_SIM_STATS_H
 #define KV_SIM_STATS_H
 

@@ -18,7 +18,7 @@ static const char USAGE[] =
     "\n"
     "TRACES: one trace.h5, several (a study: one per prompt), a directory holding index.jsonl\n"
     "(kvtrace capture --prompts writes one), or the index file itself (docs/study.md).\n"
-    "Replays chunked eviction over a trace for every (policy x budget) (SPEC §4): per layer and\n"
+    "Replays chunked eviction over a trace for every (policy x budget) (docs/sim.md): per layer and\n"
     "kv head, the prompt arrives in chunks of B and the rest in chunks of --decode-chunk; the\n"
     "chunk's queries attend to the cache plus the chunk (measured against the full cache), then\n"
     "the policy keeps N. Writes results.csv, summary.csv, timing.csv and results.h5 to DIR.\n"

@@ -1,4 +1,4 @@
-/* study: a set of traces, one per prompt (issue #21). The index
+/* study: a set of traces, one per prompt. The index
  * (index.jsonl, written by `capture --prompts`, read by sim) and the
  * statistics over traces (the percentile bootstrap of summary.csv).
  * docs/study.md describes both. */

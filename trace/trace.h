@@ -1,4 +1,4 @@
-/* trace: the one owner of kvtrace's HDF5 trace format, schema 1.0 (SPEC §3).
+/* trace: the one owner of kvtrace's HDF5 trace format, schema 1.0 (docs/trace.md).
  *
  * A trace holds one captured model run: per layer and head the keys, values and
  * (optionally) queries, plus token ids, attention column sums and logits.

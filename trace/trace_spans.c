@@ -1,8 +1,9 @@
-/* /spans: named token ranges of the prompt (capture --prompts, issue #21
- * §2): a group holding `names` (variable-length UTF-8 strings [n]), `starts`
- * and `ends` (int64 [n]), span i being the positions [starts[i], ends[i]) of
- * /tokens. Optional, apart from the schema table like /prompt_text. Checked on
- * open: 1 .. TRACE_MAX_SPANS spans, names 1 .. TRACE_SPAN_NAME_MAX bytes and
+/* /spans: named token ranges of the prompt (capture --prompts,
+ * docs/study.md#spans; the format: docs/trace.md#datasets): a group holding
+ * `names` (variable-length UTF-8 strings [n]), `starts` and `ends` (int64
+ * [n]), span i being the positions [starts[i], ends[i]) of /tokens. Optional,
+ * apart from the schema table like /prompt_text. Checked on open:
+ * 1 .. TRACE_MAX_SPANS spans, names 1 .. TRACE_SPAN_NAME_MAX bytes and
  * distinct, 0 <= start < end <= prompt_len. */
 #include <stdlib.h>
 #include <string.h>

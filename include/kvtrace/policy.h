@@ -125,15 +125,15 @@ typedef struct policy_iface {
     policy_param params[POLICY_MAX_PARAMS];   /* sorted by key; the first without a key ends them */
     policy_preset presets[POLICY_MAX_PRESETS]; /* optional; the first without a name ends them */
     bool never_evicts;       /* full */
-    bool needs_attention;    /* issue #5 */
+    bool needs_attention;    /* v->attn: the chunk's attention (docs/sim.md#attention-for-the-policies) */
     /* optional: per-stream state; NULL create means stateless */
     int (*create)(const policy_config *cfg, void **state, kv_err *err);
     void (*destroy)(void *state);
     /* scores[n] for the candidates of v; higher keeps, +INFINITY protected.
      * KV_OK, or an error in err (out of memory): the engine stops the run */
     int (*score)(const policy_config *cfg, void *state, const policy_view *v, double *scores, kv_err *err);
-    /* optional, step 3 of SPEC §4: called for every chunk (evicting or not)
-     * after the chunk's queries attended; with needs_attention, v->attn holds
+    /* optional, step 3 of docs/sim.md#the-eviction-step-step-by-step: called for every chunk
+     * (evicting or not) after the chunk's queries attended; with needs_attention, v->attn holds
      * their weights over the candidates (mean over the kv group). Errors as score's */
     int (*observe)(const policy_config *cfg, void *state, const policy_view *v, kv_err *err);
     /* optional: true when this configuration keeps one set for all kv heads of

@@ -1,4 +1,4 @@
-/* token_file: the prompt as token ids (`capture --tokens FILE`, SPEC §2).
+/* token_file: the prompt as token ids (`capture --tokens FILE`).
  *
  * Two forms:
  *   - ids separated by whitespace and/or commas: "1 403 407", "1,403,407",

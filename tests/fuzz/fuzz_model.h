@@ -6,7 +6,7 @@
  *   fuzz_input.c          what the input bytes mean: the header that picks a
  *                         valid trace, then one mutation per group of bytes;
  *   fuzz_write.c          the model written as an in-memory HDF5 file;
- *   fuzz_oracle.c         whether the model is a valid trace (SPEC §3), and
+ *   fuzz_oracle.c         whether the model is a valid trace (docs/trace.md), and
  *                         what its attributes say;
  *   fuzz_trace_validate.c the entry point: open the file with core/, and
  *                         check what it accepts, refuses and reads.
@@ -66,7 +66,7 @@ typedef enum {
     ET_COUNT
 } etype;
 
-/* What SPEC §3 calls each: any integer (<= 64 bits), IEEE f16/f32/f64, else other. */
+/* What docs/trace.md#conventions accepts for each: any integer (<= 64 bits), IEEE f16/f32/f64, else other. */
 typedef enum { K_INT, K_F16, K_F32, K_F64, K_OTHER, K_STRING } okind;
 
 okind fz_kind_of(etype e);
@@ -190,7 +190,7 @@ typedef struct {
 /* Why the oracle decided as it did, for the failure report. */
 extern char fz_oracle_ctx[4096];
 
-/* Whether the model is a valid trace (SPEC §3, trace.h); fills `e` when it is. */
+/* Whether the model is a valid trace (docs/trace.md, trace.h); fills `e` when it is. */
 bool fz_oracle(const model *m, expect *e);
 
 #endif

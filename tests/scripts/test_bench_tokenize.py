@@ -1,4 +1,4 @@
-"""bench/bench_tokenize.py (make bench, #16) on a small text: it reports a row per encoder with
+"""bench/bench_tokenize.py (make bench) on a small text: it reports a row per encoder with
 the same token count, exits 0 when the ids agree, and when kvtrace's ids differ from the
 reference's it prints a MISMATCH line and exits 1 (a fast but wrong tokenizer must not pass).
 Like the reference tests, it fails (not skips) when the tokenizer files or node cannot be had.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The command-line contract of SPEC section 2 on bad input and bad command lines:
+# The command-line contract (README.md#using-it, docs/reliability.md) on bad input and bad command lines:
 # exit codes (0 ok, 1 failure, 2 usage, 3 invalid input file), one error line on
 # stderr starting 'kvtrace: error:' that names the problem, outputs refused
 # without --force and never left half-written (no output, no .NAME.tmp.* file,

@@ -1,4 +1,4 @@
-"""The cost line (issue #15 class 7, docs/reliability.md): before a replay that will likely take
+"""The cost line (class 7, docs/reliability.md#context-length-and-the-cost-of-a-run): before a replay that will likely take
 over a minute, sim prints one line with its estimated TFLOP, minutes, memory and results size;
 a short replay prints none. The long trace is written with h5py (a 131072-token, one-head trace:
 the reference alone is 2 L H D T^2 = 2.7e11 operations), and the run is stopped as soon as the

@@ -81,7 +81,7 @@ expect "--evict with --device cuda: exit 2" 2 'evict runs on the CPU only' \
     "$KVTRACE" capture --model "$M" --device cuda --evict keydiff --budget 8 -o "$TMP/x.h5"
 expect "--attention full with --device cuda: exit 2" 2 'attention full is not available with --device cuda' \
     "$KVTRACE" capture --model "$M" --device cuda --attention full -o "$TMP/x.h5"
-# issue #24: the CPU holds 16-bit weights too (docs/capture.md; tests/scripts/test_weights16.py)
+# the CPU holds 16-bit weights too (docs/capture.md; tests/scripts/test_weights16.py)
 if "$KVTRACE" capture --quiet --model "$M" --weights bf16 -o "$TMP/cpu16.h5" 2>"$TMP/err"; then
     pass "--weights bf16 without --device cuda: the CPU runs it"
 else

@@ -1,4 +1,4 @@
-"""In-model eviction (capture --evict, issue #9) on stories260K: with N >= T the
+"""In-model eviction (capture --evict, docs/fidelity.md) on stories260K: with N >= T the
 evicting run equals the full run exactly (logits, log-probabilities, keys,
 values, queries); the set kept at the first eviction equals what `sim` keeps
 on the full-cache trace for the same policy, N and B, for every policy allowed

@@ -1,4 +1,4 @@
-"""Score expressions (issue #19 §1, docs/expressions.md): (1) equivalence: expressions restating knorm, keydiff
+"""Score expressions (docs/expressions.md): (1) equivalence: expressions restating knorm, keydiff
 (norm, raw, pairwise, with a window), tova (scope=group), h2o (and normalize=age), streaming and snapkv keep
 exactly the built-ins' sets in sim on synthetic traces (two shapes, prefill and decode chunks), in capture --evict
 on the test model (whose trace records the definition), and in fidelity (in-model and offline rows equal); (2)
@@ -252,7 +252,7 @@ def normalisers(tmp):
               f"{got} vs {want}")
 
 
-# every feature the issue names, with a piece of its formula; the language's functions and protect items
+# every feature of docs/expressions.md#features-kvtrace-policies---features, with a piece of its formula; the language's functions and protect items
 FEATURES = {"knorm": "|k_j|", "vnorm": "|v_j|", "cos_anchor": "cos(k_j, mean_m k_m/|k_m|)",
             "cos_anchor_raw": "cos(k_j, mean_m k_m)", "cos_pairwise": "mean_{m!=j} cos(k_j, k_m)",
             "attn_last": "last query", "attn_window(W)": "last W queries", "attn_pooled(W, K)": "attn_window(W)",

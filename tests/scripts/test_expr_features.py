@@ -1,4 +1,4 @@
-"""Score-expression features and language against numpy (issue #19 §1, docs/expressions.md), each computed
+"""Score-expression features and language against numpy (docs/expressions.md), each computed
 here from the trace's keys, values and queries without the C: a definition `e = EXPR` replayed in one chunk
 that holds the whole trace scores every position once, so its final cache is the top N of EXPR (ties towards
 the later position, NaN as -inf); the test compares it to numpy's top N of the same formula for every (layer,

@@ -1,4 +1,4 @@
-"""`kvtrace features` (issue #23 part 1, docs/features.md) against numpy, written apart from the C.
+"""`kvtrace features` (docs/features.md) against numpy, written apart from the C.
 
 On a synthetic trace (kvtrace synth) and a trace of the default model, every stream is replayed here
 chunk by chunk from the file's own rows: the candidates of each eviction step must be the previous

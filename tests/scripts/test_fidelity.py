@@ -1,4 +1,4 @@
-"""kvtrace fidelity on stories260K (SPEC §11): the outputs and their columns;
+"""kvtrace fidelity on stories260K (docs/fidelity.md#kvtrace-fidelity): the outputs and their columns;
 `full` and N >= T give KL 0, agreement 1 and the full perplexity; the
 per-position KL equals numpy's KL between the logits of a full capture and of
 `capture --evict` on the same tokens (so the lockstep runs are the standalone

@@ -1,4 +1,5 @@
-"""`kvtrace fidelity --prompts FILE.jsonl` on stories260K (issue #21): one fidelity study per
+"""`kvtrace fidelity --prompts FILE.jsonl` on stories260K
+(docs/fidelity.md#many-prompts-fidelity---prompts-filejsonl): one fidelity study per
 prompt in DIR/ID/, each the same as `fidelity --tokens` of that prompt alone; DIR/fidelity.csv is
 their rows with a trace column; answer.csv's answer log-probability under the full run equals the
 sum of the full trace's /logprobs over the answer's tokens and numpy's log-softmax of a `capture

@@ -1,4 +1,4 @@
-"""`kvtrace fit` (issue #23, docs/policy-search.md) on synthetic feature files written here with h5py in the
+"""`kvtrace fit` (docs/policy-search.md) on synthetic feature files written here with h5py in the
 format `kvtrace features` writes: (1) least squares recovers known coefficients and equals numpy's lstsq on
 the per-step z-scores (computed here); (2) ridge equals numpy's closed form (intercept unpenalised) and
 shrinks as lambda grows; (3) logistic equals a numpy IRLS written here; (4) rank recovers the direction of

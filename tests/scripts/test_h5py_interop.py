@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""h5py interoperability of the trace format (SPEC section 3), both ways.
+"""h5py interoperability of the trace format (docs/trace.md), both ways.
 
 Run as: /usr/bin/python3 tests/scripts/test_h5py_interop.py
 (tests/run_all.sh sets KVTRACE to the kvtrace binary and ROOT to the repo root.)
@@ -437,7 +437,7 @@ def part_c(tmp):
             problems.append("message does not name the file")
         check(not problems, "info refuses h5py trace (exit 3, one line naming it): %s" % desc,
               lambda: "; ".join(problems) + "\n" + show(rc, out, err))
-    # NaN in /keys: info reads metadata only (SPEC: values are checked when read), so not tested here.
+    # NaN in /keys: info reads metadata only (docs/trace.md#validation: values are checked when read), so not tested here.
 
 
 def main():

@@ -276,7 +276,7 @@ def tokenizers(tmp, w):
     hfmodel.write_hf_dir(d2, cfg, hfmodel.random_weights(cfg, 2, bias=True))
     json.dump(bl, open(os.path.join(d2, "tokenizer.json"), "w"))
     r = run("capture", "--quiet", "--model", d2, "--prompt", "abc d", "-o", os.path.join(tmp, "bl0.h5"))
-    check(r.returncode == 0, "byte-level BPE tokenizer.json: --prompt encodes (issue #16)", r.stderr)
+    check(r.returncode == 0, "byte-level BPE tokenizer.json: --prompt encodes", r.stderr)
     r = run("capture", "--model", d2, "--prompt", "xyz", "-o", os.path.join(tmp, "bl2.h5"))
     check(r.returncode == 3 and "byte 0x78" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
           "byte-level BPE: a byte the vocabulary has no token for is refused, one line", r.stderr)

@@ -1,4 +1,4 @@
-"""Hostile inputs of issue #15, classes 5 and 6 (tests/lib/hostile.py):
+"""Hostile inputs of classes 5 and 6 (docs/reliability.md#the-failure-classes; tests/lib/hostile.py):
 
   strict-lists   list options (--policies, --budgets, --record, --detail,
                  --pca-policies) refused up front, the same way in every verb:

@@ -1,4 +1,4 @@
-"""Issue #15, classes 1, 2, 8, 9, 10: files and outputs, tried as a hostile user would.
+"""Classes 1, 2, 8, 9, 10 (docs/reliability.md#the-failure-classes): files and outputs, tried as a hostile user would.
 
   full-disk          a write that fails (a file-size limit, EFBIG; a 2 MB tmpfs where mount works):
                      exit 1, one line, no crash at exit, nothing partial

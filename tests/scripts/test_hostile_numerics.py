@@ -1,4 +1,5 @@
-"""Hostile inputs of issue #15's classes 3, 4 and 7 (TAP; tests/lib/hostile.py tallies them):
+"""Hostile inputs of classes 3, 4 and 7 (docs/reliability.md#the-failure-classes; TAP;
+tests/lib/hostile.py tallies them):
 
 - numbers-overflow: finite inputs whose float32 arithmetic overflows (GGUFs with huge but
   finite weights, traces with huge keys, queries or values): capture, fidelity and sim stop

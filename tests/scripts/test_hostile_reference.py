@@ -1,4 +1,4 @@
-"""Hostile traces for the recorded full-cache reference (/attention/out, /attention/lse; issue #24), class
+"""Hostile traces for the recorded full-cache reference (/attention/out, /attention/lse; docs/trace.md), class
 `reference-datasets` (tests/lib/hostile.py): a synth trace edited with h5py so that the two datasets have
 the wrong shape, rank or element type, hold NaN or inf, come one without the other, or sit in an
 evict-mode trace. `kvtrace info` and `kvtrace sim` must refuse each with exit 3 and one line naming the

@@ -1,4 +1,4 @@
-"""Issue #16: hostile tokenizer.json files and hostile `tokenize` input, tried as an attacker would.
+"""Hostile tokenizer.json files and hostile `tokenize` input, tried as an attacker would (docs/tokenize.md#how-it-is-checked).
 
   tokjson-structure  JSON damage: truncated, not an object, the wrong type for every field the reader
                      uses (model.vocab, ids, merges in both spellings, added_tokens, normalizer,

@@ -4,7 +4,7 @@ steps per stream), budgets 64 and 200, anchor norm and pairwise, window 0 and 0.
 D = 36 (odd column tails). Keys around a shared mean with zero keys and exact repeats (exact
 ties, broken by position). numpy computes each step from scratch: each key's norm in the
 documented order (16 double lanes, halves added, then the tail), k/‖k‖ as k·(1/‖k‖) rounded to a
-multiple of 2^-36 (ties to even), the sum of all candidates, the scores, the SPEC §4 selection.
+multiple of 2^-36 (ties to even), the sum of all candidates, the scores, the selection of docs/sim.md#the-eviction-step-step-by-step.
 sim's final kept sets must equal numpy's; steps where two numpy scores at the cut differ by less
 than 1e-12 relative without being equal (near-ties, where the dot products' order could decide)
 are counted and must be none. TAP."""

@@ -1,4 +1,4 @@
-"""Issue #18 item 10: KVzip. `capture --kvzip` on the default model against a float64
+"""KVzip (docs/policies.md#kvzip). `capture --kvzip` on the default model against a float64
 numpy forward (tests/lib/hfmodel.py) over the sequence, the reconstruction template
 (tokenised here with `kvtrace tokenize --no-special`, as kvpress's kvzip_press.py
 encodes its prompt and suffix) and the sequence again: the largest softmax weight each

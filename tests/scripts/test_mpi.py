@@ -1,4 +1,4 @@
-"""sim under mpirun (issue #22, docs/mpi.md): a study of three traces replayed by 1, 2 and 3
+"""sim under mpirun (docs/mpi.md): a study of three traces replayed by 1, 2 and 3
 ranks equals the one-process run byte for byte in its data files (results.csv, summary.csv,
 summary_by_trace.csv, and every dataset of results.h5; timing.csv and the provenance may
 differ); a layer whose replay fails on rank 1 fails the whole run with exit 3, naming the rank and the cause, and
@@ -153,7 +153,7 @@ def main():
 
 
 def done_when(tmp):
-    """Issue #22's done-when: a needle study of the default model (6 prompts) replayed by
+    """The end-to-end check: a needle study of the default model (6 prompts) replayed by
     mpirun -n 2 equals the one-process run byte for byte; capture --prompts under mpirun -n 2 (the
     prompts split across the ranks, one model each) writes the same traces and index.jsonl, byte for byte."""
     model = model_file()

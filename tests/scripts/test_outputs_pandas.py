@@ -1,5 +1,5 @@
 """Every CSV that sim, analyze and fidelity write, loaded as a notebook would:
-pandas.read_csv(path) with its defaults (docs/outputs.md, issue #14 §3).
+pandas.read_csv(path) with its defaults (docs/outputs.md#conventions-of-every-csv).
 A small pipeline (a trace of stories260K, or a synth trace without the
 model; sim with full, knorm, oracle, keydiff, ... at two budgets; analyze;
 fidelity on a few configurations when the model is there), then for each

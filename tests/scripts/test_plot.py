@@ -1,4 +1,4 @@
-"""kvtrace plot (SPEC §9) on a fixture analysis directory (tests/lib/plot_fixture.py):
+"""kvtrace plot (docs/plot.md) on a fixture analysis directory (tests/lib/plot_fixture.py):
 every figure rendered as a valid, non-trivial PNG (signature, IHDR size, IDAT
 decoded with zlib and unfiltered: more than one colour), svg and pdf, the
 scripts re-runnable from the figure directory, report.html (links only to

@@ -1,4 +1,4 @@
-"""C plug-ins (issue #19 §2), TAP: (1) `make install PREFIX=tmp` installs kvtrace, kvtrace/*.h and kvtrace.pc;
+"""C plug-ins (docs/plugins.md), TAP: (1) `make install PREFIX=tmp` installs kvtrace, kvtrace/*.h and kvtrace.pc;
 (2) examples/plugin/, copied out of the tree, builds against the installed header through pkg-config
 (for an ASan build of kvtrace, with the same sanitizer flags); (3) the installed kvtrace's sim, given the example
 (mypolicy, TOVA restated) and tests/plugins/knorm_plugin.c (plugknorm, knorm restated), keeps exactly the

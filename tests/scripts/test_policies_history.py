@@ -1,4 +1,4 @@
-"""Issue #18 (helper W): scissorhands, h2o:normalize=age and snapkv's presets
+"""scissorhands, h2o:normalize=age and snapkv's presets
 against numpy written here from the sources (KVCache-Factory
 pyramidkv/scissorhands.py, kvpress ObservedAttentionPress, the SnapKV
 paper / kvpress SnapKVPress): kept sets of a chunked replay with decode

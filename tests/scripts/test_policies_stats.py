@@ -1,4 +1,4 @@
-"""The #18 policies that score from key, value and query statistics (cur, lagkv,
+"""The policies that score from key, value and query statistics (cur, lagkv,
 qfilter, expected_attention) against numpy written here from their sources
 (kvpress's presses and the papers), not from the C: (1) one chunk holding the
 whole prompt, no decode: sim keeps what the source's scoring keeps (top N,

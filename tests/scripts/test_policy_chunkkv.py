@@ -32,7 +32,7 @@ def base_scores(base, q, k, C, now, G):
     kc = k[C]
     if base == "knorm":
         return -np.linalg.norm(kc, axis=1)
-    if base == "keydiff":  # anchor=norm, metric=cos (SPEC §5)
+    if base == "keydiff":  # anchor=norm, metric=cos (docs/policies.md)
         kn = kc / np.linalg.norm(kc, axis=1, keepdims=True)
         mu = kn.mean(0)
         return -(kn @ mu) / np.linalg.norm(mu)

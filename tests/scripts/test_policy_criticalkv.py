@@ -1,6 +1,6 @@
 """criticalkv against numpy written from kvpress's criticalkv_press.py (not from policies/criticalkv.c):
 (1) one chunk holding the whole prompt, no decode: sim keeps what CriticalKVPress keeps over a base (knorm,
-keydiff: SPEC §5's scores; snapkv: test_sim.py's numpy), with the trace's /wo; (2) a trace without /wo:
+keydiff: docs/policies.md's scores; snapkv: test_sim.py's numpy), with the trace's /wo; (2) a trace without /wo:
 the fallback ‖v‖₁, labelled wo=absent in results.csv; (3) chunked replay with decode against numpy's replay,
 and 1 and 2 threads agree; (4) refusals: a /wo of the wrong shape (exit 3), a configuration given twice once
 relabelled (exit 2); (5) capture --record wo on stories260K writes the model's attn_output weights, and
@@ -41,7 +41,7 @@ def write_trace(path, T, P, seed, wo=True):
 
 
 def base_scores(base, q, k, C, now):
-    """The bases' scores: test_policy_chunkkv's numpy (SPEC §5's knorm and keydiff, test_sim's snapkv)."""
+    """The bases' scores: test_policy_chunkkv's numpy (docs/policies.md's knorm and keydiff, test_sim's snapkv)."""
     return ck.base_scores(base, q, k, C, now, len(q))
 
 

@@ -1,4 +1,4 @@
-"""Progress when stderr is not a terminal (issue #14 §5, docs/progress.md): every
+"""Progress when stderr is not a terminal (docs/progress.md): every
 long verb (synth, capture, sim, analyze, plot, fidelity, demo) run with stderr
 to a file and the test-only interval KVTRACE_PROGRESS_INTERVAL=0 prints plain
 progress lines (no carriage return) with its stage, the fraction done and the

@@ -1,4 +1,5 @@
-"""Prompts as text in capture and fidelity for every tokenizer, and the trace's /prompt_text (#16).
+"""Prompts as text in capture and fidelity for every tokenizer, and the trace's /prompt_text
+(docs/tokenize.md#in-capture-and-fidelity).
 
 - Qwen3- and Llama3-shaped Hugging Face directories (tiny random weights, the real vocabulary
   sizes 151936 and 128256, the real tokenizer.json fetched by tests/lib/fetch_tokenizers.sh:

@@ -1,4 +1,4 @@
-"""Python policies, --plugin FILE.py (issue #20), TAP: (1) knorm, tova and h2o restated in Python
+"""Python policies, --plugin FILE.py (docs/python-policies.md), TAP: (1) knorm, tova and h2o restated in Python
 (tests/plugins/knorm_plugin.py, tova_plugin.py, h2o_plugin.py: per-stream state from create, observe at every
 chunk) keep exactly the built-ins' sets, tova at both scopes, h2o with and without its recent window, on the
 demo trace (stories260K captured as `kvtrace demo` does) and on a synthetic trace with D = 40 (the 16-lane
@@ -9,7 +9,7 @@ byte-identical results for a stateful policy (keydiff_variant:anchor=ema); with 
 KVTRACE_POLICIES, no score, a built-in's name, a failing import; a wrong length, a wrong dtype, a list, a NaN,
 an exception in score or create, a write into the read-only view) are refused with one line naming the file,
 exit 2 at load and exit 3 at a step (with the policy, layer, kv head, step and the exception's last line), no
-output; (5) the issue's done-when command with analyze and plot: the report shows keydiff_variant and keydiff;
+output; (5) docs/python-policies.md's first command with analyze and plot: the report shows keydiff_variant and keydiff;
 the learned-weights example runs; (6) capture --evict pytova runs the model as --evict tova does and fidelity
 gives pytova tova's row. Under ASan, tests/asan/python.supp suppresses the interpreter's own allocations."""
 import csv
@@ -189,7 +189,7 @@ def done_when(trace, tmp):
         ok = r.returncode == 0
     html = open(os.path.join(tmp, "fig", "report.html")).read() if ok else ""
     check(ok and "keydiff_variant" in html and "keydiff" in html.replace("keydiff_variant", ""),
-          "the issue's command: sim --plugin examples/python/keydiff_variant.py --policies keydiff_variant,keydiff, "
+          "the documented command: sim --plugin examples/python/keydiff_variant.py --policies keydiff_variant,keydiff, "
           "then analyze and plot: the report shows both", r.stderr)
     r = sim(trace, os.path.join(tmp, "learned"), "--plugin", os.path.join(EX, "learned_weights.py"), "--policies",
             "learned,learned:scale=0")

@@ -1,4 +1,4 @@
-"""The recorded full-cache reference (/attention/out, /attention/lse; issue #24 item 1), TAP:
+"""The recorded full-cache reference (/attention/out, /attention/lse; docs/sim.md#the-recorded-reference), TAP:
 
 - synth and capture (the default model; CPU, and --device cuda on the host emulation) write them, float32, [L, H, T, D] and [L, H, T], chunked
   like the other per-head datasets; they equal a numpy recomputation (float64) from the trace's own

@@ -1,5 +1,5 @@
-"""Span retention in the analysis and the report (issue #21 §2, done-when: "the report shows span
-retention with confidence intervals per policy and budget"). Synthetic traces with /spans (two of
+"""Span retention in the analysis and the report (docs/plot.md#the-figures, figure 10): the report
+shows span retention with confidence intervals per policy and budget. Synthetic traces with /spans (two of
 three hold the span 'tail') are simulated with --chunks; `analyze` copies sim's spans.csv and
 spans_summary.csv after checking them against their schemas (a damaged one: exit 3, one line,
 nothing written), and `plot` draws figure 10 (fig10_spans_S.dat: one file per span name, one

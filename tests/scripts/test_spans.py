@@ -1,4 +1,4 @@
-"""Spans of a prompt (issue #21 §2). `capture --prompts` with spans and answer: /spans holds the
+"""Spans of a prompt (docs/study.md#spans). `capture --prompts` with spans and answer: /spans holds the
 token ranges, checked against an independent placement (the GGUF's pieces concatenated in Python
 for stories260K's SentencePiece tokenizer, where kvtrace encodes prefixes; ids worked out by hand
 for a byte-level tokenizer.json, where kvtrace uses offsets); token ranges as given; bad spans

@@ -1,4 +1,4 @@
-"""Studies (issue #21): `sim --chunks` sweeps prefill chunks in one run, each chunk's rows
+"""Studies (docs/study.md): `sim --chunks` sweeps prefill chunks in one run, each chunk's rows
 and summary equal to a separate `sim --chunk B` run's; usage errors of the sweep. `sim` over
 several traces (files, a directory holding index.jsonl, the index): each trace's rows equal its
 own run's, summary.csv's means and 95% percentile bootstrap intervals against numpy (the

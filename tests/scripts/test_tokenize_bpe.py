@@ -1,5 +1,5 @@
-"""kvtrace tokenize on a tiny hand-made byte-level BPE tokenizer.json (issue
-#16): GPT-2's byte map, merges applied by rank, the Llama 3 split regex, an
+"""kvtrace tokenize on a tiny hand-made byte-level BPE tokenizer.json
+(docs/tokenize.md): GPT-2's byte map, merges applied by rank, the Llama 3 split regex, an
 added special token matched before splitting, the BOS template, offsets,
 pieces, decode, refusal of invalid UTF-8 and of malformed tokenizer.json
 files. Every expected id below is worked out by hand in the comments.

@@ -1,4 +1,5 @@
-"""`kvtrace tokenize --tokenizer FILE.gguf` for byte-level (gpt2) GGUF tokenizers (#16): a GGUF
+"""`kvtrace tokenize --tokenizer FILE.gguf` for byte-level (gpt2) GGUF tokenizers
+(docs/tokenize.md#gguf-files-tokenizerggmlmodel--gpt2): a GGUF
 written here (tests/lib/ggufio.py) with the tokens, token types and merges of a real
 tokenizer.json (Llama 3.1: tokenizer.ggml.pre llama-bpe, add_bos_token; Qwen 3: qwen2, no BOS)
 must give the reference fixture ids (tests/tokenizers/fixtures/) on the whole corpus, with

@@ -1,4 +1,4 @@
-"""Byte-level BPE under an NFC normaliser (#16): added tokens with `normalized: true` are matched
+"""Byte-level BPE under an NFC normaliser (docs/tokenize.md): added tokens with `normalized: true` are matched
 on the normalised text, and --offsets map each token back through NFC to its bytes in the text
 as given.
 

@@ -1,4 +1,4 @@
-"""`kvtrace tokenize` against the reference encoders (#16): for every string of the corpus
+"""`kvtrace tokenize` against the reference encoders (docs/tokenize.md#how-it-is-checked): for every string of the corpus
 (tests/tokenizers/corpus.py, 2,429 strings) and each real tokenizer.json (Llama 3.1, Qwen 3,
 DeepSeek V3, GPT-4o, and the SentencePiece-style Mistral 7B, also in its Metaspace form;
 tests/tokenizers/SOURCES.md), the ids with and without special tokens,
@@ -60,7 +60,7 @@ def verb_help():
         return None, "no kvtrace binary at %s" % KVTRACE
     r = subprocess.run([KVTRACE, "tokenize", "--help"], capture_output=True, text=True)
     if "unknown verb" in r.stderr:
-        return None, "kvtrace has no tokenize verb yet (#16): %s" % r.stderr.strip()
+        return None, "kvtrace has no tokenize verb yet: %s" % r.stderr.strip()
     return r.stdout + r.stderr, None
 
 

@@ -1,5 +1,5 @@
 """kvtrace tokenize on a tiny hand-made SentencePiece-style tokenizer.json (BPE with
-byte_fallback, "▁" for spaces; issue #16): merges go by the pair's rank as in the
+byte_fallback, "▁" for spaces; docs/tokenize.md): merges go by the pair's rank as in the
 `tokenizers` library (a piece no merge makes is never formed), added tokens are matched
 before the normaliser and the text between them is normalised on its own, Metaspace's
 prepend_scheme and split, the template, byte fallback, the decoder's rules, and the refusal

@@ -1,4 +1,4 @@
-"""16-bit weights in memory on the CPU (issue #24 item 5; docs/capture.md "Weights in 16 bits"). TAP output.
+"""16-bit weights in memory on the CPU (docs/capture.md#where-the-16-bits-come-from). TAP output.
 
 - a 16-bit model (stories260K's weights in an HF directory and in a GGUF, BF16 and F16,
   written here with numpy; and a dim-512 model whose products take many tiles) captured with its matrices

@@ -1,4 +1,4 @@
-// The expected ids of #16's tokenizer tests, made once with the reference encoders and kept
+// The expected ids of the tokenizer tests (docs/tokenize.md#how-it-is-checked), made once with the reference encoders and kept
 // as fixtures (tests/tokenizers/fixtures/), so the tests need neither node nor the network
 // for the ids (they still fetch the tokenizer.json files kvtrace reads, see SOURCES.md).
 //

@@ -1,7 +1,8 @@
 /* Spearman ρ (analysis/spearman.c) against closed forms: monotone and
  * reversed orderings, a hand-worked example with ties, constant inputs; the
  * blocked-sgemm pairwise x against a brute-force double computation; and
- * SPEC §7's identity: with the normalised mean as anchor, −cos(k_j, μ) ranks
+ * the identity of docs/analyze.md#spearmancsv--layerq_headkv_headrho_pairwiserho_anchor:
+ * with the normalised mean as anchor, −cos(k_j, μ) ranks
  * the keys exactly as −mean_{m≠j} cos(k_j, k_m). */
 #include "testutil.h"
 

@@ -1,4 +1,5 @@
-/* keydiff's exact incremental anchor (policies/anchor.c, issue #24): over long
+/* keydiff's exact incremental anchor (policies/anchor.c;
+ * docs/policies.md#keydiffs-exact-anchor): over long
  * runs (T = 4096 synthetic keys, D = 64, chunks of 1, 16 and 64, budgets 16 to
  * 1024: hundreds to thousands of steps; N = 16 with chunks of 64 takes the from-scratch
  * pass at every step, the others the update) the scores of the step-by-step anchor

@@ -1,10 +1,10 @@
-/* oracle's incremental form (policies/oracle.c, issue #24 item 4) against the rescanning form that
+/* oracle's incremental form (policies/oracle.c; docs/policies.md#oracles-incremental-form) against the rescanning form that
  * sums every future query at every step: over long replays (T = 1024 synthetic keys and queries,
  * D = 32, two query heads, lse from the full-cache softmax computed here in double; chunks of 1, 16
  * and 64, budgets 64 to 512) the scores agree to 1e-6 relative (float weights: the q·k come from
  * sgemm calls of other shapes) and the kept sets are identical except near-ties (a kept score
  * within 1e-6 relative of the cut), which are counted and printed;
- * after the last query every score is 0 in both (the SPEC's tie rule keeps the newest). A
+ * after the last query every score is 0 in both (the selection rule's ties keep the newest: docs/sim.md#the-eviction-step-step-by-step). A
  * candidate list whose positions do not ascend falls back to the rescan and still agrees. */
 #include "testutil.h"
 

@@ -1,4 +1,4 @@
-/* Policies (SPEC §5): each one on small candidate sets whose right kept set
+/* Policies (docs/policies.md): each one on small candidate sets whose right kept set
  * is known by construction, then invariants every registered policy must
  * hold on random candidate sets (new policies are covered automatically). */
 #include "testutil.h"
@@ -219,7 +219,7 @@ static void random_is_deterministic_per_stream(void **state)
     for (int j = 0; j < 50; j++) assert_true(c.scores[j] >= 0 && c.scores[j] < 1);
 }
 
-/* ---- scores against the SPEC §5 formulas, written the slow obvious way -- */
+/* ---- scores against docs/policies.md's formulas, written the slow obvious way -- */
 
 static double dotr(const float *a, const float *b, int64_t D)
 {

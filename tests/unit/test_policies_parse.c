@@ -1,4 +1,5 @@
-/* The registry and "name:key=value" parsing (SPEC §2, §5): defaults filled,
+/* The registry and "name:key=value" parsing (docs/policies.md; labels:
+ * docs/outputs.md#conventions-of-every-csv): defaults filled,
  * canonical names sorted by key, and every bad spec a KV_EUSAGE error that
  * says what is valid. */
 #include "testutil.h"
@@ -58,7 +59,7 @@ static void defaults_and_canonical_names(void **state)
     parses_to("lagkv", "lagkv", "lag=128:scoring=rank:sinks=4");
     parses_to("qfilter", "qfilter", "calib=stream");
     parses_to("expected_attention", "expected_attention", "epsilon=0.01:n_future=512:sinks=4");
-    /* issue #18: presets expand to their values (the spec's own keys win); new defaults filled */
+    /* presets expand to their values, the spec's own keys winning (docs/policies.md#snapkv-presets-and-pool); new defaults filled */
     parses_to("snapkv", "snapkv", "kernel=5:pool=avg:window=32");
     parses_to("snapkv:preset=paper", "snapkv", "kernel=7:pool=max:window=32");
     parses_to("snapkv:preset=kvpress", "snapkv", "kernel=5:pool=avg:window=64");
@@ -154,7 +155,7 @@ static void registry_is_well_formed(void **state)
     }
     assert_true(count >= 6);
     assert_null(policy_find("nope"));
-    char summary[256];   /* docs must label primekv a reconstruction (SPEC §5) */
+    char summary[256];   /* docs must label primekv a reconstruction (docs/policies.md) */
     snprintf(summary, sizeof summary, "%s", policy_find("primekv")->summary);
     for (char *c = summary; *c; c++) *c = (char)tolower((unsigned char)*c);
     assert_non_null(strstr(summary, "reconstruct"));

@@ -1,4 +1,5 @@
-/* policy_select, the engine's selection rule (SPEC §4): the budget highest
+/* policy_select, the engine's selection rule
+ * (docs/sim.md#the-eviction-step-step-by-step): the budget highest
  * scores, ties towards the later position, +INFINITY protected (the newest N
  * when more than N are), NaN treated as -INFINITY; output in position order.
  * Checked on hand cases and against a brute-force O(n²) reference. */

@@ -1,4 +1,5 @@
-/* policy_step, the one eviction step of sim and the in-model run (SPEC §4):
+/* policy_step, the one eviction step of sim and the in-model run
+ * (docs/sim.md#the-eviction-step-step-by-step):
  * observe every chunk, and with more than N candidates score, keep exactly
  * the N a brute-force ranking keeps, and compact through the engine's
  * callback; the attention mean's one definition; the stream geometry. Then
