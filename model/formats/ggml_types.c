@@ -170,14 +170,14 @@ static void scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
     }
 }
 
-/* Q4_K: blocks of 256 values in 8 groups of 32: F16 d, F16 dmin, scales[12]
- * (6-bit scale sc and minimum m per group, scale_min_k4), qs[128] (group g's
- * value l in nibble g % 2 of qs[32 (g / 2) + l]):
- * x = (d * sc) * q - (dmin * m), each product rounded. */
-static void q4_k_to_f32(const uint8_t *src, float *dst, uint64_t n)
+/* Q4_K and Q5_K: blocks of `size` bytes holding 256 values in 8 groups of 32: F16 d, F16 dmin,
+ * scales[12] (scale_min_k4), then (Q5_K: qh_at >= 0) qh[32] giving each value's fifth bit, then
+ * qs[128]: x = (d * sc) * q - (dmin * m), each product rounded. */
+static void k_groups_to_f32(const uint8_t *src, uint32_t size, int qh_at, float *dst, uint64_t n)
 {
     for (uint64_t b = 0; b < n / 256; b++) {
-        const uint8_t *blk = src + 144 * b, *scales = blk + 4, *qs = blk + 16;
+        const uint8_t *blk = src + (uint64_t)size * b, *scales = blk + 4;
+        const uint8_t *qh = qh_at >= 0 ? blk + qh_at : NULL, *qs = blk + (qh ? 48 : 16);
         const float d = f16_at(blk), dmin = f16_at(blk + 2);
         float *y = dst + 256 * b;
         for (int g = 0; g < 8; g++) {
@@ -187,11 +187,21 @@ static void q4_k_to_f32(const uint8_t *src, float *dst, uint64_t n)
             const uint8_t *q = qs + 32 * (g / 2);
             const int shift = 4 * (g % 2);
             for (int l = 0; l < 32; l++) {
-                const float p = d1 * (float)((q[l] >> shift) & 0x0F);
+                const int v = ((q[l] >> shift) & 0x0F) | (qh ? ((qh[l] >> g) & 1) << 4 : 0);
+                const float p = d1 * (float)v;
                 y[32 * g + l] = p - m1;
             }
         }
     }
+}
+
+/* Q4_K: blocks of 256 values in 8 groups of 32: F16 d, F16 dmin, scales[12]
+ * (6-bit scale sc and minimum m per group, scale_min_k4), qs[128] (group g's
+ * value l in nibble g % 2 of qs[32 (g / 2) + l]):
+ * x = (d * sc) * q - (dmin * m), each product rounded. */
+static void q4_k_to_f32(const uint8_t *src, float *dst, uint64_t n)
+{
+    k_groups_to_f32(src, 144, -1, dst, n);
 }
 
 /* Q5_K: blocks of 256 values in 8 groups of 32: F16 d, F16 dmin, scales[12]
@@ -199,23 +209,7 @@ static void q4_k_to_f32(const uint8_t *src, float *dst, uint64_t n)
  * qs[128] as Q4_K's: x = (d * sc) * q - (dmin * m), each product rounded. */
 static void q5_k_to_f32(const uint8_t *src, float *dst, uint64_t n)
 {
-    for (uint64_t b = 0; b < n / 256; b++) {
-        const uint8_t *blk = src + 176 * b, *scales = blk + 4, *qh = blk + 16, *qs = blk + 48;
-        const float d = f16_at(blk), dmin = f16_at(blk + 2);
-        float *y = dst + 256 * b;
-        for (int g = 0; g < 8; g++) {
-            int sc, m;
-            scale_min_k4(g, scales, &sc, &m);
-            const float d1 = d * (float)sc, m1 = dmin * (float)m;
-            const uint8_t *q = qs + 32 * (g / 2);
-            const int shift = 4 * (g % 2);
-            for (int l = 0; l < 32; l++) {
-                const int v = ((q[l] >> shift) & 0x0F) | ((qh[l] >> g) & 1) << 4;
-                const float p = d1 * (float)v;
-                y[32 * g + l] = p - m1;
-            }
-        }
-    }
+    k_groups_to_f32(src, 176, 16, dst, n);
 }
 
 /* Q6_K: blocks of 256 values in 16 groups of 16: ql[128] (low 4 bits: value

@@ -74,24 +74,23 @@ static void put_trimmed(chat_out *o, const char *s)
     chat_putn(o, s + b, e - b);
 }
 
+/* One ChatML block: <|im_start|>ROLE\nCONTENT<|im_end|>\n. */
+static void chatml_block(chat_out *o, const char *role, const char *content)
+{
+    chat_put(o, "<|im_start|>");
+    chat_put(o, role);
+    chat_put(o, "\n");
+    chat_put(o, content);
+    chat_put(o, "<|im_end|>\n");
+}
+
 /* ChatML (SmolLM2, Qwen 2.5): the template's default system block when the
- * first message is not a system one, then every message as
- * <|im_start|>ROLE\nCONTENT<|im_end|>\n. */
+ * first message is not a system one, then every message as a block. */
 int chat_render_chatml(const chat_ctx *c, chat_out *o, kv_err *err)
 {
     (void)err;
-    if (!is_role(&c->m[0], "system")) {
-        chat_put(o, "<|im_start|>system\n");
-        chat_put(o, c->default_system);
-        chat_put(o, "<|im_end|>\n");
-    }
-    for (int i = 0; i < c->n; i++) {
-        chat_put(o, "<|im_start|>");
-        chat_put(o, c->m[i].role);
-        chat_put(o, "\n");
-        chat_put(o, c->m[i].content);
-        chat_put(o, "<|im_end|>\n");
-    }
+    if (!is_role(&c->m[0], "system")) chatml_block(o, "system", c->default_system);
+    for (int i = 0; i < c->n; i++) chatml_block(o, c->m[i].role, c->m[i].content);
     chat_put(o, "<|im_start|>assistant\n");
     return KV_OK;
 }
@@ -158,11 +157,7 @@ static void qwen3_assistant(const chat_ctx *c, int i, int last_query, chat_out *
 int chat_render_qwen3(const chat_ctx *c, chat_out *o, kv_err *err)
 {
     (void)err;
-    if (is_role(&c->m[0], "system")) {
-        chat_put(o, "<|im_start|>system\n");
-        chat_put(o, c->m[0].content);
-        chat_put(o, "<|im_end|>\n");
-    }
+    if (is_role(&c->m[0], "system")) chatml_block(o, "system", c->m[0].content);
     int last_query = c->n - 1;
     for (int i = c->n - 1; i >= 0; i--)
         if (is_role(&c->m[i], "user") &&
@@ -174,11 +169,7 @@ int chat_render_qwen3(const chat_ctx *c, chat_out *o, kv_err *err)
         if (is_role(&c->m[i], "assistant")) {
             qwen3_assistant(c, i, last_query, o);
         } else if (is_role(&c->m[i], "user") || i > 0) {
-            chat_put(o, "<|im_start|>");
-            chat_put(o, c->m[i].role);
-            chat_put(o, "\n");
-            chat_put(o, c->m[i].content);
-            chat_put(o, "<|im_end|>\n");
+            chatml_block(o, c->m[i].role, c->m[i].content);
         }
     }
     chat_put(o, "<|im_start|>assistant\n");
