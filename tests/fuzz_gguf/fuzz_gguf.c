@@ -103,8 +103,11 @@ static void drive_tensor(const gguf_file *g, const gguf_tensor *t, const uint8_t
         check_err(rc, &err, "tensor_readable");
         return;
     }
-    CHECK(t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16 ||
-          t->type == GGML_TYPE_Q8_0, "reads type %u", t->type);
+    /* the types kvtrace decodes (docs/capture.md): F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, BF16 */
+    static const uint32_t DECODED[] = {0, 1, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 30};
+    bool known = false;
+    for (size_t k = 0; k < sizeof DECODED / sizeof *DECODED; k++) known = known || t->type == DECODED[k];
+    CHECK(known, "reads type %u", t->type);
     const ggml_type_info *ti = ggml_type_get(t->type);
     CHECK(n % ti->blck == 0 && t->nbytes == n / ti->blck * ti->size, "nbytes %llu for %llu elements",
           (unsigned long long)t->nbytes, (unsigned long long)n);
