@@ -234,7 +234,7 @@ def refusals(tmp, q25, src):
             f.write(body)
         refused("--messages holding %s" % what, 3, *cap, "--model", q25, "--messages", mf, must=must)
     refused("--messages with --chat", 2, *cap, "--model", q25, "--messages", mf, "--chat")
-    odd = model_dir(os.path.join(tmp, "odd"), src)
+    odd = shutil.copytree(q25, os.path.join(tmp, "odd"))
     cfgp = os.path.join(odd, "tokenizer_config.json")
     with open(cfgp, encoding="utf-8") as f:
         cfg = json.load(f)
@@ -243,7 +243,8 @@ def refusals(tmp, q25, src):
         json.dump(cfg, f)
     refused("a template not in the table", 3, *cap, "--model", odd, "--chat", "--prompt", "hi",
             must=hashlib.sha256(cfg["chat_template"].encode()).hexdigest())
-    bare = model_dir(os.path.join(tmp, "bare"), src, config=False)
+    bare = shutil.copytree(q25, os.path.join(tmp, "bare"))
+    os.unlink(os.path.join(bare, "tokenizer_config.json"))
     refused("a model without a chat template", 2, *cap, "--model", bare, "--chat", "--prompt", "hi",
             must="no chat template")
     r = run(*cap, "--model", bare, "--prompt", "hi")
