@@ -145,7 +145,7 @@ int prompt_tokens(const prompt_source *p, const kv_model *m, const char *model_p
             rc = kv_fail(err, KV_EINPUT, "%s: the prompt holds a NUL byte", p->text_file);
         if (!rc) rc = prompt_chat_render(p, t, m, model_path, &chat, NULL, err);
         t = chat, len = chat ? strlen(chat) : 0;
-    } else if (!text) {
+    } else if (!rc && !text) { /* a file that could not be read has no text to measure */
         len = strlen(t);
     }
     const bool special = m->vocab.add_bos && !prompt_is_chat(p) && !p->templated;
