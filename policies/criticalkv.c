@@ -31,6 +31,10 @@ typedef struct {
     policy_base base;   /* first (policy_wrapper_create) */
     double *w;          /* [G][dim][D] the group's W_o columns in double, read at the first score */
     int64_t w_heads;
+    /* the projected norm of each position's value, by position (NaN: not yet computed): a value
+     * never changes, so each is projected once, when it first becomes a candidate */
+    double *pn_at;
+    int64_t pn_cap;
 } criticalkv_state;
 
 static int criticalkv_create(const policy_config *cfg, void **state, kv_err *err)
@@ -43,10 +47,11 @@ static void criticalkv_destroy(void *state)
     criticalkv_state *s = state;
     if (!s) return;
     policy_base_close(&s->base);
-    free(s->w), free(s);
+    free(s->w), free(s->pn_at), free(s);
 }
 
-/* pn[n] = mean over the group's query heads of ‖W_o,h v_i‖₁ (one dgemm per head), or ‖v_i‖₁ without W_o. */
+/* pn[n] = mean over the group's query heads of ‖W_o,h v_i‖₁ (one dgemm per head over the candidates not
+ * projected at an earlier step, the others from pn_at), or ‖v_i‖₁ without W_o. */
 static int projected_norm(const policy_config *cfg, criticalkv_state *s, const policy_view *v, double *pn,
                           kv_err *err)
 {
@@ -67,21 +72,38 @@ static int projected_norm(const policy_config *cfg, criticalkv_state *s, const p
                     s->w[(h * dim + r) * D + d] = v->wo[r * v->wo_ld + (v->q_head0 + h) * D + d];
         s->w_heads = G;
     }
-    double *V = kv_calloc((size_t)(n * D + n * dim), sizeof(double), "criticalkv projections", err);
-    if (!V) return err->code;
-    double *P = V + n * D;
-    for (int64_t i = 0; i < n * D; i++) V[i] = v->values[i];
-    memset(pn, 0, sizeof(double) * (size_t)n);
-    for (int64_t h = 0; h < s->w_heads; h++) {
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)dim, (int)D, 1.0, V, (int)D,
-                    s->w + h * dim * D, (int)D, 0.0, P, (int)dim);
-        for (int64_t i = 0; i < n; i++) {
-            double a = 0.0;
-            for (int64_t r = 0; r < dim; r++) a += fabs(P[i * dim + r]);
-            pn[i] += a / (double)s->w_heads;
-        }
+    if (v->now >= s->pn_cap) { /* positions up to now, NaN until projected */
+        const int64_t cap = v->now + 1 > 2 * s->pn_cap ? v->now + 1 : 2 * s->pn_cap;
+        double *grown = realloc(s->pn_at, sizeof(double) * (size_t)cap);
+        if (!grown) return kv_fail(err, KV_EFAIL, "criticalkv: out of memory for the projected norms");
+        for (int64_t p = s->pn_cap; p < cap; p++) grown[p] = NAN;
+        s->pn_at = grown, s->pn_cap = cap;
     }
-    free(V);
+    int64_t m = 0; /* the candidates not projected yet */
+    for (int64_t i = 0; i < n; i++) m += isnan(s->pn_at[v->pos[i]]);
+    if (m > 0) {
+        double *V = kv_calloc((size_t)(m * D + m * dim + m), sizeof(double), "criticalkv projections", err);
+        if (!V) return err->code;
+        double *P = V + m * D, *acc = P + m * dim;
+        for (int64_t i = 0, j = 0; i < n; i++) {
+            if (!isnan(s->pn_at[v->pos[i]])) continue;
+            for (int64_t d = 0; d < D; d++) V[j * D + d] = v->values[i * D + d];
+            j++;
+        }
+        for (int64_t h = 0; h < s->w_heads; h++) {
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)dim, (int)D, 1.0, V, (int)D,
+                        s->w + h * dim * D, (int)D, 0.0, P, (int)dim);
+            for (int64_t j = 0; j < m; j++) {
+                double a = 0.0;
+                for (int64_t r = 0; r < dim; r++) a += fabs(P[j * dim + r]);
+                acc[j] += a / (double)s->w_heads;
+            }
+        }
+        for (int64_t i = 0, j = 0; i < n; i++)
+            if (isnan(s->pn_at[v->pos[i]])) s->pn_at[v->pos[i]] = acc[j++];
+        free(V);
+    }
+    for (int64_t i = 0; i < n; i++) pn[i] = s->pn_at[v->pos[i]];
     return KV_OK;
 }
 
@@ -119,6 +141,12 @@ static int criticalkv_score(const policy_config *cfg, void *state, const policy_
     return rc;
 }
 
+/* wo=model reads the model's W_o; wo=absent does not */
+static bool criticalkv_needs_wo(const policy_config *cfg)
+{
+    return policy_choice(cfg, "wo") == 0;
+}
+
 static int64_t criticalkv_query_window(const policy_config *cfg)
 {
     return policy_base_query_window(cfg, BASES);
@@ -146,4 +174,7 @@ const policy_iface policy_criticalkv = {
     .query_window = criticalkv_query_window,
     /* the projected norms scale with each head's values and W_o columns */
     .scores_comparable = false,
+    .needs_wo = true,
+    .needs_wo_for = criticalkv_needs_wo,
+    .without_wo = "wo=absent",
 };
