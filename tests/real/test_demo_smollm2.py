@@ -1,8 +1,11 @@
-"""make demo's pipeline on SmolLM2-135M-Instruct (`kvtrace demo --model smollm2-135m`), once, in the normal
-leg, TAP: every step runs (its time printed: where the demo's time goes), the reports are written, and
-the needle study's task, RULER's pass key in repeated filler, is one the full-cache model solves: each
-of its six prompts, without its answer, greedily continued for 8 tokens; the continuation, leading
-white space stripped, starts with the pass key (how often is printed, and must be most of the time).
+"""make demo's pipeline on SmolLM2-135M-Instruct (`kvtrace demo --model smollm2-135m --short`: capture, sim,
+analyze and plot of the one trace; the demo's other steps, the same code on any model, run in full on
+stories260K in test_demo.py), once, in the normal leg, TAP: every step runs (its time printed: where the
+demo's time goes), the report is written, and the needle study's task for this model, RULER's pass key
+in repeated filler (the prompts the demo's needle study makes: `prompts needle`, lengths 128 and 256,
+depths 0, 0.5, 1), is one the full-cache model solves: each of its six prompts, without its answer,
+greedily continued for 8 tokens; the continuation, leading white space stripped, starts with the pass
+key (how often is printed, and must be most of the time).
 Run by tests/run_all.sh with the test venv's Python; KVTRACE and KVTRACE_SMOLLM2 set."""
 import json
 import os
@@ -19,10 +22,27 @@ from tap import check, finish  # noqa: E402
 KVTRACE, GGUF = os.environ["KVTRACE"], os.environ["KVTRACE_SMOLLM2"]
 
 
-def passkey_success(tmp, demo):
+# the demo's needle task for any model but stories260K (cli/verb_demo.c, PASSKEY_TASK), as RULER writes it
+HAYSTACK = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.\n"
+NEEDLE, QUESTION, ANSWER = ("The pass key is 71432. Remember it. 71432 is the pass key.",
+                            "What is the pass key? The pass key is", "71432")
+
+
+def needle_prompts(tmp):
+    """The needle prompts as the demo's step 8 makes them (prompts needle)."""
+    hay, out = os.path.join(tmp, "haystack.txt"), os.path.join(tmp, "prompts.jsonl")
+    with open(hay, "w") as f:
+        f.write(HAYSTACK)
+    subprocess.run([KVTRACE, "prompts", "needle", "--haystack", hay, "--needle", NEEDLE, "--question", QUESTION,
+                    "--answer", ANSWER, "--depths", "0,0.5,1", "--lengths", "128,256", "--model", GGUF, "-o", out],
+                   check=True, capture_output=True, text=True)
+    return out
+
+
+def passkey_success(tmp):
     """The full-cache model on each needle prompt, its answer removed: (successes, prompts, continuations)."""
     prompts, answers = os.path.join(tmp, "ask.jsonl"), []
-    with open(os.path.join(demo, "needle", "prompts.jsonl")) as f, open(prompts, "w") as g:
+    with open(needle_prompts(tmp)) as f, open(prompts, "w") as g:
         for line in f:
             p = json.loads(line)
             a = p["answer"]["text"] if isinstance(p.get("answer"), dict) else p["answer"]
@@ -54,17 +74,18 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         demo = os.path.join(tmp, "demo")
         t0 = time.time()
-        r = subprocess.run([KVTRACE, "demo", "--model", GGUF, "--quiet", "-o", demo], capture_output=True, text=True)
+        r = subprocess.run([KVTRACE, "demo", "--model", GGUF, "--short", "--quiet", "-o", demo], capture_output=True,
+                           text=True)
         took = time.time() - t0
         for line in r.stdout.splitlines():
             print("# " + line)
         print("# the SmolLM2 demo took %.0f s" % took)
-        if not check(r.returncode == 0, "kvtrace demo --model smollm2-135m runs every step", r.stderr[-2000:]):
+        if not check(r.returncode == 0, "kvtrace demo --model smollm2-135m --short runs every step", r.stderr[-2000:]):
             return finish()
-        check(all(os.path.exists(os.path.join(demo, p)) for p in (
-            "report.html", "allocators/figures/report.html", "needle/figures/report.html",
-            "needle/fidelity/summary.csv")), "the three reports and the needle study's fidelity summary are written")
-        ok, n, said = passkey_success(tmp, demo)
+        check(all(os.path.exists(os.path.join(demo, p)) for p in ("report.html", "results/summary.csv",
+                                                                  "analysis/spearman.csv")),
+              "the report, sim's summary and analyze's Spearman table are written")
+        ok, n, said = passkey_success(tmp)
         print("# pass key, full cache, greedy: %d of %d prompts answered (%s)" % (ok, n, "; ".join(said)))
         check(ok * 2 > n, "the needle study's task is one the full-cache model solves (%d of %d prompts)" % (ok, n),
               "; ".join(said))
