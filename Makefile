@@ -74,7 +74,7 @@ ifeq ($(SAN),1)
   LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_DIRS := core trace provenance model model/formats model/tokenizer synth results study capture sim policies allocators expr python userpol analysis plots fidelity search
+LIB_DIRS := core trace provenance model model/formats model/tokenizer synth results study capture sim policies allocators plan expr python userpol analysis plots fidelity search
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)) $(filter-out cli/main.c,$(wildcard cli/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libkvtrace.a

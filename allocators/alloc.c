@@ -45,11 +45,6 @@ void alloc_label(const alloc_config *ac, char *buf, size_t cap)
     snprintf(buf, cap, "%s%s%s", ac->iface->name, ac->canonical[0] ? ":" : "", ac->canonical);
 }
 
-int alloc_parse_list(const char *verb, const char *list, alloc_config *out, int max, int *n, kv_err *err)
-{
-    return alloc_parse_list_in(NULL, verb, list, out, max, n, err);
-}
-
 int alloc_parse_list_in(const alloc_iface *const *user, const char *verb, const char *list, alloc_config *out,
                         int max, int *n, kv_err *err)
 {

@@ -38,11 +38,10 @@ const alloc_iface *const *alloc_all(void);
 
 /* "name[:key=value...]"; unknown names or parameters are KV_EUSAGE naming what is valid. */
 int alloc_parse(const char *spec, alloc_config *out, kv_err *err);
-/* A comma-separated list (as policy_parse_list): a configuration twice is refused. */
-int alloc_parse_list(const char *verb, const char *list, alloc_config *out, int max, int *n, kv_err *err);
 /* The same with allocators beside the registry (a plug-in's, alloc_plugin.h: a NULL-terminated
  * table the caller owns; NULL: none), found by name after the registry's. */
 int alloc_parse_in(const alloc_iface *const *user, const char *spec, alloc_config *out, kv_err *err);
+/* A comma-separated list of them (as policy_parse_list): one configuration twice is refused. */
 int alloc_parse_list_in(const alloc_iface *const *user, const char *verb, const char *list, alloc_config *out,
                         int max, int *n, kv_err *err);
 double alloc_num(const alloc_config *ac, const char *key);
@@ -51,6 +50,8 @@ int alloc_default(alloc_config *out, kv_err *err);
 /* The policy an allocator's streaming heads run (ac->iface->streaming: duo's), whatever the run's:
  * StreamingLLM keeping the allocator's own sinks= first positions. */
 int alloc_streaming_policy(const alloc_config *ac, policy_config *out, kv_err *err);
+/* What `kvtrace policies` prints of an allocator (alloc_describe.c). */
+void alloc_describe(FILE *f, const alloc_iface *ai);
 /* "uniform", or "pyramid:beta=20:window=32" (the label of results' allocator column). */
 void alloc_label(const alloc_config *ac, char *buf, size_t cap);
 /* Whether the configuration is the uniform allocator (today's behaviour). */

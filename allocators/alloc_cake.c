@@ -109,6 +109,11 @@ static int cake_shares(const alloc_config *ac, const alloc_scope *s, alloc_buf *
     return KV_OK;
 }
 
+static int64_t cake_query_window(const alloc_config *ac)
+{
+    return (int64_t)alloc_num(ac, "window");
+}
+
 const alloc_iface alloc_cake = {
     .name = "cake",
     .summary = "CAKE: layer shares of L*K*N proportional to entropy^(1/tau1) * variance^(1/tau2) of the "
@@ -124,4 +129,5 @@ const alloc_iface alloc_cake = {
     .kind = ALLOC_DYNAMIC_MODEL,
     .needs_queries = true,
     .shares = cake_shares,
+    .query_window = cake_query_window,
 };

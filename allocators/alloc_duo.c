@@ -67,6 +67,25 @@ static int duo_capacities(const alloc_config *ac, int64_t N, int64_t L, int64_t 
     return KV_OK;
 }
 
+/* The ranking without --head-scores, from /attention/colsum [L][H][T]: per kv head, the share of
+ * its query heads' attention landing on keys that are neither sinks (j <
+ * sinks) nor among the trace's last W positions (W = recent, or 64 when
+ * recent is automatic), i.e. Σ_h Σ_{sinks <= j < T-W} colsum[l][h][j] / (G·T). */
+static void duo_rank_from_colsum(const alloc_config *ac, const float *colsum, int64_t L, int64_t H, int64_t K,
+                                 int64_t T, double *out)
+{
+    const int64_t G = H / K;
+    const int64_t sinks = (int64_t)alloc_num(ac, "sinks"), r = (int64_t)alloc_num(ac, "recent");
+    const int64_t end = T - (r >= 0 ? r : 64);
+    for (int64_t l = 0; l < L; l++)
+        for (int64_t g = 0; g < K; g++) {
+            double s = 0;
+            for (int64_t h = g * G; h < (g + 1) * G; h++)
+                for (int64_t j = sinks; j < end; j++) s += colsum[(l * H + h) * T + j];
+            out[l * K + g] = s / (double)(G * T);
+        }
+}
+
 const alloc_iface alloc_duo = {
     .name = "duo",
     .summary = "DuoAttention: the ratio of heads least attending outside sinks+recent keep sinks+recent; the rest "
@@ -84,4 +103,5 @@ const alloc_iface alloc_duo = {
     .per_head = true,
     .streaming = duo_streaming,
     .capacities = duo_capacities,
+    .rank_from_colsum = duo_rank_from_colsum,
 };

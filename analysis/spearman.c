@@ -98,7 +98,8 @@ void spearman_ranks(const double *v, int64_t n, double *rank, int64_t *idx)
     }
 }
 
-double spearman_pearson(const double *a, const double *b, int64_t n)
+/* Pearson correlation of a [n] and b [n] in double; NaN if either is constant. */
+static double spearman_pearson(const double *a, const double *b, int64_t n)
 {
     if (n < 2) return NAN;
     double ma = 0.0, mb = 0.0;

@@ -34,8 +34,6 @@ void spearman_y(const float *colsum, int64_t T, double *y);
 /* Average ranks (1-based) of v [n] into rank [n]; idx: n scratch indices. */
 void spearman_ranks(const double *v, int64_t n, double *rank, int64_t *idx);
 
-/* Pearson correlation of a [n] and b [n] in double; NaN if either is constant. */
-double spearman_pearson(const double *a, const double *b, int64_t n);
 
 /* ρ of x [n] and y [n]; scratch: 2n doubles and n indices. */
 double spearman_rho(const double *x, const double *y, int64_t n, double *scratch, int64_t *idx);

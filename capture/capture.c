@@ -195,7 +195,7 @@ static int capture_alloc(const capture_opts *o, const model_config *c, alloc_con
 static int run_loaded(const capture_opts *o, void *bctx, const kv_model *model, const int32_t *ids, int64_t n_ids,
                       bool provenance, double load_s, kv_err *err)
 {
-    const backend_iface *be = o->backend ? o->backend : backend_all()[0];
+    const backend_iface *be = backend_or_default(o->backend);
     int32_t *tokens = NULL;
     char *text = NULL, *chat = NULL;
     int64_t P = 0, T = 0;
@@ -231,7 +231,7 @@ static backend_request request_of(const capture_opts *o)
 
 int capture_loaded(const capture_opts *o, const kv_model *model, const int32_t *ids, int64_t n_ids, kv_err *err)
 {
-    const backend_iface *be = o->backend ? o->backend : backend_all()[0];
+    const backend_iface *be = backend_or_default(o->backend);
     const backend_request req = request_of(o);
     void *bctx = NULL;
     int rc = backend_open(be, &req, &bctx, err);
@@ -240,7 +240,7 @@ int capture_loaded(const capture_opts *o, const kv_model *model, const int32_t *
 
 int capture_run(const capture_opts *o, kv_err *err)
 {
-    const backend_iface *be = o->backend ? o->backend : backend_all()[0];
+    const backend_iface *be = backend_or_default(o->backend);
     const backend_request req = request_of(o);
     void *bctx = NULL;
     const char *inputs[] = {o->model, o->tokenizer, o->prompt.text_file, o->prompt.tokens_file, o->head_scores};

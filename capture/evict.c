@@ -7,55 +7,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/plan.h"
+
 int64_t evict_cache_rows(const policy_config *pc, int64_t budget, int64_t B, int64_t T)
 {
-    if (pc->iface->never_evicts || budget + B > T) return T;
-    return budget + B;
-}
-
-/* The streams of one layer: K, or 1 for a layer-scope policy. */
-static policy_streams streams_of(const policy_config *pc, const model_config *cfg)
-{
-    return policy_streams_of(pc, cfg->n_heads, cfg->n_kv_heads);
-}
-
-/* What the walk cannot pair: global with a policy whose scores do not
- * compare across layers and heads (sim refuses the same pairs). */
-static int check_pair(const policy_config *pc, const alloc_config *ac, kv_err *err)
-{
-    if (!ac->iface->needs_comparable || pc->iface->never_evicts || pc->iface->scores_comparable) return KV_OK;
-    return kv_fail(err, KV_EUSAGE, "%s: %s's scores do not compare across layers and heads (kvtrace policies says "
-                   "which do); use it with adakv or a static allocator", ac->iface->name, pc->iface->name);
-}
-
-/* The most rows one stream of a static allocator can keep: its largest capacity (>= N). */
-static int static_max(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t *M, kv_err *err)
-{
-    int64_t *cap = kv_calloc((size_t)K, sizeof *cap, "allocator", err);
-    int rc = cap ? KV_OK : err->code;
-    for (int64_t l = 0; !rc && l < L; l++) {
-        rc = alloc_capacities(ac, N, L, K, l, cap, err);
-        for (int64_t g = 0; !rc && g < K; g++) *M = cap[g] > *M ? cap[g] : *M;
-    }
-    free(cap);
-    return rc;
+    return plan_cache_rows(pc, budget, B, T);
 }
 
 int evict_alloc_rows(const policy_config *pc, const alloc_config *ac, int64_t budget, const model_config *cfg,
                      int64_t B, int64_t T, int64_t *rows, int64_t *width, kv_err *err)
 {
-    const int64_t L = cfg->n_layers, K = cfg->n_kv_heads, per = streams_of(pc, cfg).per_layer;
+    const int64_t L = cfg->n_layers, H = cfg->n_heads, K = cfg->n_kv_heads;
     int64_t M = budget;
-    int rc = ac ? check_pair(pc, ac, err) : KV_OK;
+    int rc = ac ? plan_check_pair(pc, ac, NULL, err) : KV_OK;
     if (!rc && ac) rc = alloc_check(ac, budget, L, K, err);
-    if (!rc && ac && ac->iface->kind == ALLOC_DYNAMIC_LAYER && per == K)
-        M = K * budget - (K - 1); /* every other head keeps at least one */
-    else if (!rc && ac && ac->iface->kind == ALLOC_DYNAMIC_MODEL)
-        M = L * per * budget - (L * per - 1); /* every other stream of the model keeps at least one */
-    else if (!rc && ac && ac->iface->kind == ALLOC_STATIC) rc = static_max(ac, budget, L, K, &M, err);
+    if (!rc && ac) rc = plan_stream_most(pc, ac, budget, L, H, K, &M, err);
     if (rc) return rc;
     *width = M;
-    *rows = pc->iface->never_evicts || M + B > T ? T : M + B;
+    *rows = plan_cache_rows(pc, M, B, T);
     return KV_OK;
 }
 
@@ -102,7 +71,7 @@ static void on_queries(void *ctx, int64_t l, int64_t pos0, int64_t n, const floa
 static void on_attention(void *ctx, int64_t l, int64_t h, int64_t n_cached, int64_t n, const float *p)
 {
     evict_engine *e = ctx;
-    if (!e->pc.iface->needs_attention) return;
+    if (!e->attention) return;
     const int64_t x = (e->model ? l * e->streams : 0) + h / e->heads_per_stream; /* model: every layer's kept */
     policy_attn_add(e->attn + x * e->B * e->cap, p, n * (n_cached + n), h % e->heads_per_stream == 0);
 }
@@ -126,7 +95,7 @@ static policy_view view_of(evict_engine *e, const forward_state *s, int64_t l, i
         v.queries = e->qbuf + (l * e->H + g0 * e->G) * e->qrows * e->D;
         v.T = e->qrows, v.q0 = e->q_end[l] - e->q_count[l];
     }
-    if (e->pc.iface->needs_attention) {
+    if (e->attention) {
         float *acc = e->attn + ((e->model ? l * e->streams : 0) + x) * e->B * e->cap;
         policy_attn_divide(acc, n * cols, e->heads_per_stream);
         v.attn = acc, v.n_queries = n;
@@ -213,7 +182,7 @@ static int alloc_buffers(evict_engine *e, kv_err *err)
         !(e->q_end = kv_calloc((size_t)e->L, sizeof(int64_t), "query window", err)) ||
         !(e->q_count = kv_calloc((size_t)e->L, sizeof(int64_t), "query window", err)))
         return err->code;
-    if (e->pc.iface->needs_attention &&
+    if (e->attention &&
         !(e->attn = kv_calloc((size_t)(e->n_attn * e->B) * cap, sizeof(float), "attention", err)))
         return err->code;
     if (e->qwin > 0 &&
@@ -222,35 +191,38 @@ static int alloc_buffers(evict_engine *e, kv_err *err)
     return KV_OK;
 }
 
-/* Each stream's capacity: the static allocator's (a layer-scope stream: the
- * mean of its kv heads', alloc_stream_capacities, as sim's), or N; and
- * duo's streaming heads (per-kv-head streams of an evicting policy), which
- * run streaming:sinks=S, as sim's. */
+/* Each stream's capacity and policy as the plan lays them out (plan_layer_streams: a layer-scope
+ * stream gets the mean of its kv heads' capacities, an allocator's streaming heads run their own
+ * policy), as sim's replay has them. */
 static int fill_caps(evict_engine *e, kv_err *err)
 {
-    int64_t *cap = kv_calloc((size_t)e->K, sizeof *cap, "allocator", err);
-    int rc = cap ? KV_OK : err->code;
+    plan_stream *st = kv_calloc((size_t)e->K, sizeof *st, "allocator", err);
+    int rc = st ? KV_OK : err->code;
     for (int64_t l = 0; !rc && l < e->L; l++) {
-        rc = alloc_stream_capacities(&e->ac, e->budget, e->L, e->K, e->kv_per_stream, l, cap, err);
-        for (int64_t x = 0; !rc && x < e->streams; x++) e->caps[l * e->streams + x] = cap[x];
+        int64_t n;
+        rc = plan_layer_streams(&e->pc, &e->ac, e->budget, e->L, e->H, e->K, l, st, &n, err);
+        for (int64_t x = 0; !rc && x < n; x++) {
+            e->caps[l * e->streams + x] = st[x].cap;
+            if (!st[x].own_policy) continue;
+            if (!e->own && !(e->own = kv_calloc((size_t)(e->L * e->streams), sizeof *e->own, "allocator", err))) {
+                rc = err->code;
+                break;
+            }
+            e->own[l * e->streams + x] = true, e->spc = st[x].own;
+        }
     }
-    free(cap);
-    if (rc || !e->ac.iface->streaming || e->kv_per_stream != 1 || e->pc.iface->never_evicts) return rc;
-    if ((rc = alloc_streaming_policy(&e->ac, &e->spc, err))) return rc;
-    if (!(e->own = kv_calloc((size_t)(e->L * e->streams), sizeof *e->own, "allocator", err))) return err->code;
-    for (int64_t i = 0; i < e->L * e->streams; i++)
-        e->own[i] = e->ac.iface->streaming(&e->ac, e->budget, e->L, e->K, i / e->streams, i % e->streams);
-    return KV_OK;
+    free(st);
+    return rc;
 }
 
 int evict_init_alloc(evict_engine *e, const policy_config *pc, const alloc_config *ac, int64_t budget,
                      const model_config *cfg, int64_t B, int64_t cap, kv_err *err)
 {
     memset(e, 0, sizeof *e);
-    int rc0 = policy_check_online(pc, "in-model eviction", "policy", err);
+    int rc0 = plan_check_online(pc, "in-model eviction", "policy", err);
     if (rc0) return rc0;
     if (budget < 1) return kv_fail(err, KV_EUSAGE, "eviction budget must be at least 1, got %lld", (long long)budget);
-    int rc = ac ? KV_OK : alloc_default(&e->ac, err);
+    int rc = ac ? KV_OK : plan_default_allocator(&e->ac, err);
     if (rc) return rc;
     if (ac) e->ac = *ac;
     int64_t rows;
@@ -259,15 +231,13 @@ int evict_init_alloc(evict_engine *e, const policy_config *pc, const alloc_confi
     e->L = cfg->n_layers, e->H = cfg->n_heads, e->K = cfg->n_kv_heads, e->D = cfg->head_dim, e->G = e->H / e->K;
     const policy_streams ps = policy_streams_of(pc, e->H, e->K);
     e->streams = ps.per_layer, e->kv_per_stream = ps.kv_heads, e->heads_per_stream = ps.q_heads;
-    e->model = e->ac.iface->kind == ALLOC_DYNAMIC_MODEL;
-    e->joint = e->model || (e->ac.iface->kind == ALLOC_DYNAMIC_LAYER && e->streams == e->K);
+    const plan_scope scope = plan_scope_of(pc, &e->ac, e->H, e->K);
+    e->model = scope == PLAN_JOINT_MODEL;
+    e->joint = scope != PLAN_STREAMS;
     e->n_bufs = e->model ? e->L * e->streams : e->joint ? e->streams : 1;
     e->n_attn = e->model ? e->L * e->streams : e->streams;
-    e->qwin = pc->iface->query_window ? pc->iface->query_window(pc) : 0;
-    if (e->ac.iface->needs_queries) { /* cake's window attention: the latest `window` queries */
-        const int64_t w = (int64_t)alloc_num(&e->ac, "window");
-        e->qwin = w > e->qwin ? w : e->qwin;
-    }
+    const plan_inputs in = plan_run_inputs(pc, 1, &e->ac, 1);
+    e->attention = in.attention, e->qwin = in.query_window;
     e->qrows = e->qwin + B;
     rc = alloc_buffers(e, err);
     if (!rc) rc = fill_caps(e, err);

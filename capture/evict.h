@@ -59,9 +59,10 @@ typedef struct {
     void **state;            /* [L][streams] policy states (NULL: stateless) */
     int64_t *caps;           /* [L][streams] each stream's capacity: the allocator's (static), N (dynamic) */
     bool joint;              /* a layer's streams evict together (a dynamic allocator, per kv head streams) */
-    bool model;              /* every layer's streams evict together at the chunk's end (cake, global) */
-    policy_config spc;       /* duo's streaming heads' policy (streaming:sinks=S) */
-    bool *own;               /* [L][streams] the stream runs spc (duo's streaming heads); NULL: none does */
+    bool model;              /* every layer's streams evict together at the chunk's end (a model-wide allocator) */
+    bool attention;          /* the policy reads the chunk's attention (the plan's inputs) */
+    policy_config spc;       /* an allocator's streaming heads' policy (plan_layer_streams) */
+    bool *own;               /* [L][streams] the stream runs spc (a streaming head); NULL: none does */
     int64_t width;           /* the most rows a (layer, kv head) keeps: the snapshot's width */
     int64_t n_bufs;          /* streams whose views live at once: L·streams (model), streams (joint), else 1 */
     int64_t n_attn;          /* streams whose attention lives at once: L·streams (model), else streams */
@@ -74,7 +75,7 @@ typedef struct {
     void **ctx;              /* [n_bufs] -> cc[x] */
     alloc_buf ab;            /* joint: the allocator's scratch, streams·cap */
     int64_t *counts, *kept;  /* [n_bufs] */
-    int64_t qwin, qrows;     /* query positions the policy (or cake's window) reads; rows per head of qbuf (qwin + B) */
+    int64_t qwin, qrows;     /* query positions the policy or the allocator reads; rows per head of qbuf (qwin + B) */
     float *qbuf;             /* [L][H][qrows][D] the latest queries, oldest first */
     int64_t *q_end, *q_count;/* [L] the buffer holds positions q_end - q_count .. q_end - 1 */
     int64_t evictions;       /* policy_select calls that dropped something */

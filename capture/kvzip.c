@@ -53,7 +53,7 @@ int kvzip_record(kv_run *r, const model_config *c, const int32_t *tmpl, int64_t 
                  int64_t T, kv_err *err)
 {
     const int64_t L = c->n_layers, H = c->n_heads, R = n_template + T;
-    kvzip_acc acc = {.H = H, .T = T, .best = kv_calloc((size_t)(L * H * T), sizeof(float), "kvzip", err)};
+    kvzip_acc acc = {.H = H, .T = T, .best = kv_calloc((size_t)(L * H * T), sizeof(float), "KVzip rows", err)};
     int32_t *ids = kv_calloc((size_t)R, sizeof(int32_t), "kvzip prompt", err);
     int rc = acc.best && ids ? KV_OK : err->code;
     if (!rc) {

@@ -271,7 +271,7 @@ int capture_prompts(const capture_opts *o, kv_err *err)
     memset(&model, 0, sizeof model);
     kv_outfile out;
     bool started = false;
-    const backend_iface *be = o->backend ? o->backend : backend_all()[0]; /* --weights as capture_run's */
+    const backend_iface *be = backend_or_default(o->backend); /* --weights as capture_run's */
     rc = model_load_as(o->model, o->tokenizer, be->kernels->matmul16 ? (model_wtype)o->weights : MODEL_W_F32, &model,
                        err);
     if (!rc) rc = prompts_tokenize(&l, o->prompts, &model, &o->prompt.chat, err);

@@ -199,7 +199,7 @@ int run_open(kv_run **out, const run_opts *o, kv_err *err)
     kv_run *r = *out = kv_calloc(1, sizeof *r, "model run", err);
     if (!r) return err->code;
     r->o = *o;
-    r->be = o->backend ? o->backend : backend_all()[0];
+    r->be = backend_or_default(o->backend);
     r->evicting = o->evict && o->evict->iface;
     r->o.trace.expected_tokens = o->T;
     int rc = check_window(o, err);

@@ -11,6 +11,7 @@
 #include "core/cli_opts.h"
 #include "userpol/user_policies.h"
 #include "expr/expr.h"
+#include "plan/plan.h"
 #include "policies/policy.h"
 
 static const char USAGE[] =
@@ -223,23 +224,12 @@ static const cli_opt OPTIONS[] = {
 };
 #undef ROW
 
-/* --head-scores goes with an allocator that reads it (headkv, duo), and they
- * need it: capture has no full-cache column sums before the run to rank
- * duo's heads by (sim takes them from the trace). */
+/* --head-scores goes with an allocator that reads it, and one that needs it gets it: capture has no
+ * full-cache column sums before the run to rank the heads by (sim takes them from the trace). */
 static int check_head_scores(const capture_opts *o, kv_err *err)
 {
-    const alloc_scores_from from = o->alloc.iface ? o->alloc.iface->scores_from : ALLOC_SCORES_NONE;
-    if (o->head_scores && from == ALLOC_SCORES_NONE)
-        return cli_usage(err, "capture", "--head-scores is read only by the headkv and duo allocators (--allocator "
-                         "%s does not)", o->alloc.iface ? o->alloc.iface->name : "uniform");
-    if (!o->head_scores && from == ALLOC_SCORES_FILE_OR_TRACE)
-        return cli_usage(err, "capture", "--allocator %s ranks heads by full-cache attention, which capture does not "
-                         "have before the run: give --head-scores FILE (e.g. kvtrace analyze's head_importance.csv)",
-                         o->alloc.iface->name);
-    if (!o->head_scores && from == ALLOC_SCORES_FILE)
-        return cli_usage(err, "capture", "--allocator %s needs --head-scores FILE (a CSV layer,kv_head,score, e.g. "
-                         "kvtrace analyze's head_importance.csv)", o->alloc.iface->name);
-    return KV_OK;
+    return plan_check_head_scores(&o->alloc, o->alloc.iface ? 1 : 0, o->head_scores != NULL, false, "capture",
+                                  "--allocator", err);
 }
 
 /* --evict, --budget and --retained together, and what an evicting run cannot record. */
@@ -254,8 +244,8 @@ static int check_evict(capture_opts *o, bool attention_given, kv_err *err)
     int rc = check_head_scores(o, err);
     if (rc) return rc;
     if (o->budget < 1) return cli_usage(err, v, "--evict needs --budget N");
-    if ((rc = policy_check_online(&o->evict, v, "--evict", err))) return rc;
-    if (o->retained && o->evict.iface->never_evicts)
+    if ((rc = plan_check_online(&o->evict, v, "--evict", err))) return rc;
+    if (o->retained && !plan_evicts(&o->evict))
         return cli_usage(err, v, "--retained: %s never evicts, its cache does not fit N = %lld", o->evict.iface->name,
                          (long long)o->budget);
     if (attention_given && o->attention != ATTN_NONE)
@@ -272,7 +262,7 @@ static int parse_args(int argc, char **argv, capture_args *a, kv_err *err)
     capture_opts *o = &a->o;
     memset(a, 0, sizeof *a);
     o->chunk = 128, o->record_queries = true, o->attention = ATTN_COLSUM, o->max_attention_gib = 4.0;
-    o->backend = backend_all()[0];
+    o->backend = backend_or_default(NULL);
     o->weights = -1; /* the file's type (CPU); f32 on a device */
     int first;
     int rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, err);

@@ -14,6 +14,8 @@
 #include "model/model_fetch.h"
 #include "fidelity/fidelity.h"
 #include "plots/plot.h"
+#include "search/features.h"
+#include "search/fit.h"
 #include "policies/policy.h"
 #include "sim/sim.h"
 #include "synth/synth.h"
@@ -22,27 +24,24 @@
 typedef struct {
     const char *name;
     const char *summary;
-    int (*run)(int argc, char **argv);  /* NULL: not implemented yet */
-    const char *synopsis;               /* for verbs without their own --help yet */
-    const char *planned;                /* where the work is tracked */
+    int (*run)(int argc, char **argv);  /* each verb prints its own --help */
 } verb;
 
 static const verb VERBS[] = {
-    {"capture", "run a model and write a trace", capture_main, NULL, NULL},
-    {"info", "a trace's metadata, datasets, shapes, storage type and size", verb_info, NULL, NULL},
-    {"synth", "a synthetic trace of a real model's shape", synth_main, NULL, NULL},
-    {"sim", "replay eviction under many policies and budgets", sim_main, NULL, NULL},
-    {"analyze", "Spearman, log-det, PCA and the data every figure needs", analyze_main, NULL, NULL},
-    {"plot", "gnuplot figures and report.html from an analysis directory", plot_main, NULL, NULL},
-    {"fidelity", "in-model eviction versus offline replay", fidelity_main, NULL, NULL},
-    {"tokenize", "text to token ids (and back) with a model's tokenizer", verb_tokenize, NULL, NULL},
-    {"prompts", "prompt sets for capture --prompts: needle in a haystack", verb_prompts, NULL, NULL},
-    {"features", "per-candidate features and targets at every eviction step (policy search)", features_main, NULL,
-     NULL},
-    {"fit", "fit a score expression on feature files; held-out evaluation", verb_fit, NULL, NULL},
-    {"policies", "every policy, its parameters and defaults", policies_main, NULL, NULL},
-    {"demo", "the whole pipeline on the default model", demo_main, NULL, NULL},
-    {"fetch", "put a model kvtrace knows by name in the user cache, checked", model_fetch_main, NULL, NULL},
+    {"capture", "run a model and write a trace", capture_main},
+    {"info", "a trace's metadata, datasets, shapes, storage type and size", info_main},
+    {"synth", "a synthetic trace of a real model's shape", synth_main},
+    {"sim", "replay eviction under many policies and budgets", sim_main},
+    {"analyze", "Spearman, log-det, PCA and the data every figure needs", analyze_main},
+    {"plot", "gnuplot figures and report.html from an analysis directory", plot_main},
+    {"fidelity", "in-model eviction versus offline replay", fidelity_main},
+    {"tokenize", "text to token ids (and back) with a model's tokenizer", tokenize_main},
+    {"prompts", "prompt sets for capture --prompts: needle in a haystack", prompts_main},
+    {"features", "per-candidate features and targets at every eviction step (policy search)", features_main},
+    {"fit", "fit a score expression on feature files; held-out evaluation", fit_main},
+    {"policies", "every policy, its parameters and defaults", policies_main},
+    {"demo", "the whole pipeline on the default model", demo_main},
+    {"fetch", "put a model kvtrace knows by name in the user cache, checked", model_fetch_main},
 };
 enum { N_VERBS = sizeof VERBS / sizeof VERBS[0] };
 
@@ -52,22 +51,9 @@ static void print_usage(FILE *f)
                "A KV-cache eviction lab: capture a model run into an HDF5 trace once, then\n"
                "replay eviction policies and budgets offline and measure what they cost.\n\nverbs:\n");
     for (int i = 0; i < N_VERBS; i++)
-        fprintf(f, "  %-9s %s%s\n", VERBS[i].name, VERBS[i].summary,
-                VERBS[i].run ? "" : " (not implemented yet)");
+        fprintf(f, "  %-9s %s\n", VERBS[i].name, VERBS[i].summary);
     fprintf(f, "\nexit codes: 0 success, 1 failure, 2 usage error, 3 invalid or corrupt input file\n"
                "options: -h, --help   --version\n");
-}
-
-static int not_implemented(const verb *v, int argc, char **argv)
-{
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        printf("usage: %s\n\n%s.\nNot implemented yet in kvtrace %s: planned in %s.\n", v->synopsis,
-               v->summary, KVTRACE_VERSION, v->planned);
-        return 0;
-    }
-    fprintf(stderr, "kvtrace: error: '%s' is not implemented yet in kvtrace %s (planned: %s)\n",
-            v->name, KVTRACE_VERSION, v->planned);
-    return 1;
 }
 
 static int run_verb(int argc, char **argv);
@@ -110,7 +96,6 @@ static int run_verb(int argc, char **argv)
     }
     for (int i = 0; i < N_VERBS; i++) {
         if (strcmp(name, VERBS[i].name) != 0) continue;
-        if (!VERBS[i].run) return not_implemented(&VERBS[i], argc - 1, argv + 1);
         return VERBS[i].run(argc - 1, argv + 1);
     }
     kv_err err = {0};

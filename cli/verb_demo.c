@@ -23,7 +23,9 @@
 #include "core/cli_opts.h"
 #include "core/outfile.h"
 #include "core/progress.h"
+#include "allocators/alloc_sets.h"
 #include "plots/plot.h"
+#include "policies/sets.h"
 #include "provenance/provenance.h"
 #include "sim/sim.h"
 #include "verbs.h"
@@ -31,19 +33,15 @@
 #define DEMO_PROMPT "Once upon a time"
 #define DEMO_GENERATE "495"   /* T = 5 prompt tokens + 495 = 500, within the 512 it was trained on */
 #define DEMO_CHUNK "32"
-#define DEMO_POLICIES                                                                                  \
-    "full,keydiff,keydiff:window=0.2,knorm,streaming,tova,snapkv,h2o,random,oracle,primekv,"            \
-    "expected_attention,lagkv,cur,qfilter,capkv,chunkkv,criticalkv,scissorhands,kvzip"
-/* compactor's sketched leverage costs more than all the others together on this trace (about
- * 30 us a candidate): it joins with --all-policies, which keeps the demo under 10 s without it */
-#define DEMO_ALL_POLICIES DEMO_POLICIES ",compactor"
+/* the sweeps: the registries' named sets (policies/sets.h, allocators/alloc_sets.h) */
+#define DEMO_POLICIES POLICY_SET_DEMO
+#define DEMO_ALL_POLICIES POLICY_SET_DEMO_ALL   /* --all-policies: the demo stays under 10 s without it */
 #define DEMO_BUDGETS "32,64,128,256"
-/* the allocator study (docs/allocators.md): three policies under each allocator that runs on any policy */
-#define DEMO_ALLOC_POLICIES "snapkv,keydiff,tova"
-#define DEMO_ALLOCATORS "uniform,pyramid,adakv,duo,cake"
+#define DEMO_ALLOC_POLICIES POLICY_SET_DEMO_ALLOC
+#define DEMO_ALLOCATORS ALLOC_SET_DEMO
 #define DEMO_ALLOC_BUDGETS "10%,25%"
-/* the needle study: a haystack the demo writes, six prompts, four policies */
-#define DEMO_NEEDLE_POLICIES "keydiff,snapkv,tova,streaming"
+/* the needle study: a haystack the demo writes, six prompts */
+#define DEMO_NEEDLE_POLICIES POLICY_SET_DEMO_NEEDLE
 #define DEMO_STEPS 13
 
 /* The needle study's task: the haystack the demo writes (nothing is downloaded), the needle, the
@@ -229,7 +227,7 @@ static int run_steps(const demo_opts *o, const char *model)
     if (!rc) rc = STEP(7, "plot: allocators", plot_main, aplt);
     if (!rc && strncmp(model, "random:", 7) != 0) { /* a random model has no tokenizer */
         if (!rc) rc = write_haystack(task);
-        if (!rc) rc = STEP(8, "prompts: needle", verb_prompts, ngen);
+        if (!rc) rc = STEP(8, "prompts: needle", prompts_main, ngen);
         if (!rc) rc = STEP(9, "capture: needle study", capture_main, ncap);
         if (!rc) rc = STEP(10, "sim: needle study (spans.csv)", sim_main, nsim);
         if (!rc) rc = STEP(11, "analyze: needle study", analyze_main, nana);

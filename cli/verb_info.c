@@ -168,7 +168,7 @@ static int print_results(const char *path, kv_err *err)
     return rc ? rc : print_provenance(path, err);
 }
 
-int verb_info(int argc, char **argv)
+int info_main(int argc, char **argv)
 {
     kv_err err = {0};
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {

@@ -13,6 +13,7 @@
 #include "core/cli_args.h"
 #include "expr/expr.h"
 #include "policies/policy.h"
+#include "policies/sets.h"
 #include "python/pyplug.h"
 
 static const char USAGE[] =
@@ -27,8 +28,16 @@ static const char USAGE[] =
     "\n"
     "  --plugin FILE.so  also list the policies and allocators of a plug-in (docs/plugins.md),\n"
     "               each marked with its file; repeat for more\n"
+    "  --sets       the named sets of policies the verbs take their defaults from\n"
     "  --features   the features, functions and protect items of score expressions\n"
     "               (sim/capture/fidelity --define 'NAME = EXPR [; protect = ...]', docs/expressions.md)\n";
+
+/* `--sets`: the named lists the verbs take their defaults from (policies/sets.h). */
+static void print_sets(void)
+{
+    printf("Named sets of policies (the verbs' defaults):\n\n");
+    for (const policy_set *s = policy_sets(); s->name; s++) printf("  %-14s %s\n  %-14s %s\n", s->name, s->doc, "", s->list);
+}
 
 /* `--features`: what a score expression may read and do. */
 static int print_features(void)
@@ -47,66 +56,6 @@ static int print_features(void)
            "Protect (after ';'): protect = sinks(k), recent(fraction of N), recent_n(k)\n"
            "Higher keeps; a NaN score counts as -inf.\n");
     return 0;
-}
-
-static void print_param(const policy_param *p)
-{
-    char allowed[160];
-    if (p->kind == PARAM_CHOICE)
-        snprintf(allowed, sizeof allowed, "one of %s", p->choices);
-    else if (p->max >= 9007199254740992.0)   /* 2^53: no practical upper bound */
-        snprintf(allowed, sizeof allowed, "%s >= %.16g", p->integer ? "integer" : "number", p->min);
-    else
-        snprintf(allowed, sizeof allowed, "%s in [%.16g, %.16g]", p->integer ? "integer" : "number", p->min,
-                 p->max);
-    printf("    %-8s default %-7s %s\n", p->key, p->def, allowed);
-    printf("             %s\n", p->doc);
-}
-
-static void print_params(const policy_param *params)
-{
-    const int n = policy_params_count(params);
-    if (n == 0) printf("    (no parameters)\n");
-    for (int i = 0; i < n; i++) print_param(&params[i]);
-}
-
-static void print_policy(const policy_iface *pi)
-{
-    printf("%-10s %s\n", pi->name, pi->summary);
-    if (!pi->never_evicts)   /* what adakv does with its scores (docs/allocators.md) */
-        printf("    scores comparable across kv heads and layers: %s\n", pi->scores_comparable ? "yes (adakv and "
-               "global rank them directly)" : "no (adakv ranks each head's by its z-score in the head; global "
-               "refuses it)");
-    print_params(pi->params);
-    for (int i = 0; i < POLICY_MAX_PRESETS && pi->presets[i].name; i++)   /* name:preset=NAME */
-        printf("    preset=%s = %s\n             %s\n", pi->presets[i].name, pi->presets[i].params, pi->presets[i].doc);
-}
-
-static void print_alloc(const alloc_iface *ai)
-{
-    static const char *const KIND[] = {
-        "static: a fixed capacity per (layer, kv head), summing to L*K*N",
-        "dynamic: the kv heads of a layer share K*N, recomputed at every step from the scores",
-        "dynamic: every (layer, kv head) of the model shares L*K*N, recomputed at every step; sim replays all "
-        "layers in lock step (about L x one layer's memory, refused above --max-memory); in the model every "
-        "layer evicts together at each chunk's end",
-    };
-    printf("%-10s %s\n    %s\n", ai->name, ai->summary, KIND[ai->kind]);
-    if (ai->scores_from == ALLOC_SCORES_FILE)
-        printf("    head importance: --head-scores FILE (CSV layer,kv_head,score; kvtrace analyze writes one)\n");
-    if (ai->scores_from == ALLOC_SCORES_FILE_OR_TRACE)
-        printf("    head ranking: --head-scores FILE, or else the trace's full-cache column sums "
-               "(/attention/colsum; sim only): offline knowledge of the whole run, as DuoAttention calibrates "
-               "offline\n");
-    if (ai->streaming)
-        printf("    streaming heads keep their sinks and most recent rows whatever the policy scores\n");
-    if (ai->needs_comparable) printf("    only with policies whose scores compare across layers and heads\n");
-    if (ai->needs_queries)
-        printf("    reads the attention of the last `window` queries (the trace's, cached or not) over the candidates\n");
-    if (ai->per_head)
-        printf("    a layer-scope policy (tova:scope=layer, one set per layer) gets the mean of its heads' "
-               "capacities\n");
-    print_params(ai->params);
 }
 
 /* What the command line gives: the names to show and the plug-ins loaded (--plugin FILE.so). */
@@ -158,6 +107,7 @@ static int parse_args(int argc, char **argv, policies_args *pa, kv_err *err)
         const char *arg = argv[a];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) return 1;
         if (strcmp(arg, "--features") == 0 && argc == 2) return -1;
+        if (strcmp(arg, "--sets") == 0 && argc == 2) return -2;
         const char *file = strncmp(arg, "--plugin=", 9) == 0 ? arg + 9 : NULL;
         if (strcmp(arg, "--plugin") == 0) {
             if (a + 1 >= argc) return cli_usage(err, "policies", "--plugin needs a FILE.so or FILE.py");
@@ -184,7 +134,7 @@ static void print_all(const policies_args *pa)
             if (!shown(pa, (*p)->name)) continue;
             if (!first) putchar('\n');
             first = 0;
-            print_policy(*p);
+            policy_describe(stdout, *p);
             if (pass) printf("    from the plug-in %s\n", ((const policy_plugin_entry *)*p)->file);
         }
     bool heading = false;
@@ -195,7 +145,7 @@ static void print_all(const policies_args *pa)
                                  "kv head)):\n\n", first ? "" : "\n");
             else putchar('\n');
             heading = true, first = 0;
-            print_alloc(*a);
+            alloc_describe(stdout, *a);
             if (pass) printf("    from the plug-in %s\n", ((const alloc_plugin_entry *)*a)->file);
         }
 }
@@ -207,8 +157,9 @@ int policies_main(int argc, char **argv)
     int rc = pa ? parse_args(argc, argv, pa, &err) : err.code;
     if (rc == 1) fputs(USAGE, stdout);
     else if (rc == -1) print_features();
+    else if (rc == -2) print_sets();
     else if (rc == KV_OK) print_all(pa);
     if (pa) policy_plugins_close(&pa->plugins);
     free(pa);
-    return rc == 1 || rc == -1 ? 0 : rc ? cli_report(&err) : 0;
+    return rc == 1 || rc < 0 ? 0 : rc ? cli_report(&err) : 0;
 }

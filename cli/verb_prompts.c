@@ -266,7 +266,7 @@ static int needle_run(const needle_opts *o, kv_err *err)
     return rc;
 }
 
-int verb_prompts(int argc, char **argv)
+int prompts_main(int argc, char **argv)
 {
     needle_opts o = {0};
     kv_err err = {0};

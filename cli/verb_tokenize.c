@@ -312,7 +312,7 @@ static bool is_gguf(const char *path)
     return n == 4 && memcmp(head, "GGUF", 4) == 0;
 }
 
-int verb_tokenize(int argc, char **argv)
+int tokenize_main(int argc, char **argv)
 {
     kv_err err = {0};
     tok_opts o = {0};

@@ -47,7 +47,9 @@ static int world_size(void)
     return size;
 }
 
-int kv_mpi_agree(int rc, int *who, double *spent)
+/* Every rank's rc combined: KV_OK when all are, else the first nonzero rc in
+ * rank order, with *who its rank (a collective call: every rank calls it). */
+static int kv_mpi_agree(int rc, int *who, double *spent)
 {
     const int size = world_size();
     *who = 0;

@@ -20,9 +20,6 @@ void kv_mpi_finalize(void);
 /* The collective calls below add the seconds they spent (MPI_Wtime around the call) to
  * *spent when it is not NULL: the run's time in MPI communication (--rank-times). */
 
-/* Every rank's rc combined: KV_OK when all are, else the first nonzero rc in
- * rank order, with *who its rank (a collective call: every rank calls it). */
-int kv_mpi_agree(int rc, int *who, double *spent);
 
 /* kv_mpi_agree, and a failure named on rank 0: its err becomes the first failed rank's own
  * error prefixed "rank R of N: " (the others keep theirs and print nothing: rank 0 says it once).

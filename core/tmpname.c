@@ -64,7 +64,9 @@ static bool parse_num(const char *s, unsigned long long *v)
     return true;
 }
 
-bool tmpname_is_stale(const char *entry, const char *base)
+/* Whether the temporary name `entry` (a directory entry's name) belongs to
+ * output BASE and its writer is certainly gone. */
+static bool tmpname_is_stale(const char *entry, const char *base)
 {
     size_t bl = strlen(base);
     if (entry[0] != '.' || strncmp(entry + 1, base, bl) != 0 || strncmp(entry + 1 + bl, ".tmp.", 5) != 0)

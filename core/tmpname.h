@@ -23,9 +23,6 @@ bool tmpname_make(char *buf, size_t cap, const char *dir, size_t dir_len, const 
  * cannot be removed stays. */
 void tmpname_sweep(const char *dir, size_t dir_len, const char *base, const char *final_path);
 
-/* Whether the temporary name `entry` (a directory entry's name) belongs to
- * output BASE and its writer is certainly gone (exposed for the tests). */
-bool tmpname_is_stale(const char *entry, const char *base);
 
 /* Removes a file, or a directory and everything in it (symbolic links are
  * removed, never followed). Errors are ignored. */

@@ -99,8 +99,6 @@ int expr_defs_attach(const expr_defs *t, policy_aliases *a, kv_err *err);
 /* The definition text when pi is an expression's policy, else NULL. */
 const char *expr_definition(const policy_iface *pi);
 
-/* The program over v's candidates into scores[v->n] (expr_eval.c); state from expr_state_*. */
-int expr_run(const expr_prog *p, void *state, const policy_view *v, double *scores, kv_err *err);
 
 /* What the features keep per stream (in the policy's state): hist, the accumulated attention
  * (attn_acc), NULL when the program reads none; oracle, future_attn's state; norms, the key norms

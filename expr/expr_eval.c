@@ -162,7 +162,8 @@ static bool stateless(const expr_prog *p)
     return p->n_feats == 1 && p->direct == 0 && p->n_ins == 1 && EXPR_FEATURES[p->feat[0].id].view_only;
 }
 
-int expr_run(const expr_prog *p, void *state, const policy_view *v, double *scores, kv_err *err)
+/* The program over v's candidates into scores[v->n]; state from expr_state_*. */
+static int expr_run(const expr_prog *p, void *state, const policy_view *v, double *scores, kv_err *err)
 {
     expr_state *st = state;
     const int64_t n = v->n;

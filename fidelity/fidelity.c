@@ -11,6 +11,7 @@
 #include "fidelity/rank.h"
 #include "fidelity/report.h"
 #include "sim/sim.h"
+#include "plan/plan.h"
 
 static int make_configs(const fidelity_opts *o, fid_results *r, kv_err *err)
 {
@@ -91,7 +92,7 @@ static void print_summary(const fid_results *r)
 int fid_check_online(const fidelity_opts *o, kv_err *err)
 {
     int rc = KV_OK;
-    for (int p = 0; !rc && p < o->n_policies; p++) rc = policy_check_online(&o->policies[p], "fidelity", "policy", err);
+    for (int p = 0; !rc && p < o->n_policies; p++) rc = plan_check_online(&o->policies[p], "fidelity", "policy", err);
     return rc;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fidelity/kl.h"
+#include "plan/plan.h"
 
 bool fid_same_series(const fid_config *a, const fid_config *b)
 {
@@ -16,7 +17,7 @@ bool fid_same_series(const fid_config *a, const fid_config *b)
 
 bool fid_ranked(const fid_config *c)
 {
-    return !c->pc->iface->never_evicts;
+    return plan_evicts(c->pc);
 }
 
 /* Is (a, b) a pair offline replay orders wrongly? Both evict, same budget,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/plan.h"
 #include "capture/capture.h"
 #include "capture/run.h"
 #include "core/parallel.h"
@@ -54,13 +55,11 @@ static void state_free(fid_state *s)
     backend_close(&BACKEND_CPU, s->cpu);
 }
 
-/* Whether a configuration reads W_o (criticalkv's wo=model): the full trace then records /wo, so
- * that the offline replay projects with the same W_o as the model run. */
+/* Whether a configuration reads W_o (the plan's inputs): the full trace then records /wo, so that
+ * the offline replay projects with the same W_o as the model run. */
 static bool reads_wo(const fidelity_opts *o)
 {
-    for (int p = 0; p < o->n_policies; p++)
-        if (policy_reads_wo(&o->policies[p])) return true;
-    return false;
+    return plan_run_inputs(o->policies, o->n_policies, NULL, 0).wo;
 }
 
 /* A run of the sequence on the CPU: the full one recorded into trace_path
@@ -118,7 +117,7 @@ static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, f
     for (int i = 0; !rc && i < s->n; i++) {
         fid_config *fc = &r->c[i];
         s->acs[i] = *fc->ac;
-        if (fc->ac->iface->scores_from != ALLOC_SCORES_NONE) s->acs[i].head_scores = s->head_scores;
+        if (plan_reads_head_scores(fc->ac)) s->acs[i].head_scores = s->head_scores;
         rc = open_run(o, s, r->c, fc, NULL, &s->runs[i].run, err);
         if (!rc && (!(fc->kl = kv_calloc((size_t)s->T, sizeof(double), "per-position KL", err)) ||
                     !(fc->agree = kv_calloc((size_t)s->T, sizeof(uint8_t), "per-position agreement", err))))

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/plan.h"
 #include "model/model_fetch.h"
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
@@ -134,27 +135,17 @@ static void default_policies(fidelity_opts *o, policy_config *cfgs)
     kv_err err = {0};
     o->n_policies = 0;
     for (const policy_iface *const *p = policy_all(); *p; p++)
-        if (!(*p)->offline_only && !(*p)->never_evicts && policy_parse((*p)->name, &cfgs[o->n_policies], &err) == KV_OK)
+        if (policy_parse((*p)->name, &cfgs[o->n_policies], &err) == KV_OK && plan_evicts(&cfgs[o->n_policies]) &&
+            !plan_policy_inputs(&cfgs[o->n_policies]).future)
             o->n_policies++;
 }
 
-/* --head-scores goes with an allocator that reads it, and headkv and duo
- * need it: the in-model runs go along with the full run, so its column
- * sums come too late to rank duo's heads (sim could, from full.h5). */
+/* --head-scores goes with an allocator that reads it, and one that needs it gets it: the in-model
+ * runs go along with the full run, so there is no full-cache ranking before them. */
 static int check_head_scores(const fidelity_opts *o, kv_err *err)
 {
-    bool reads = false;
-    for (int a = 0; a < o->n_allocators; a++) {
-        const alloc_iface *ai = o->allocators[a].iface;
-        reads |= ai->scores_from != ALLOC_SCORES_NONE;
-        if (ai->scores_from != ALLOC_SCORES_NONE && !o->head_scores)
-            return cli_usage(err, "fidelity", "--allocators %s needs --head-scores FILE (a CSV layer,kv_head,score, "
-                             "e.g. kvtrace analyze's head_importance.csv): the in-model runs go along with the "
-                             "full run, so there is no full-cache ranking before them", ai->name);
-    }
-    if (o->head_scores && !reads)
-        return cli_usage(err, "fidelity", "--head-scores is read only by the headkv and duo allocators (none is listed)");
-    return KV_OK;
+    return plan_check_head_scores(o->allocators, o->n_allocators, o->head_scores != NULL, false, "fidelity",
+                                  "--allocators", err);
 }
 
 static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
@@ -181,10 +172,10 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
     if (!o->output) return cli_usage(err, v, "-o DIR is required");
     o->seq.generate = a->generate >= 0 ? a->generate : sources || o->prompts ? 0 : 511;
     for (int p = 0; p < o->n_policies; p++)
-        if ((rc = policy_check_online(&a->cfgs[p], v, "--policies", err))) return rc;
+        if ((rc = plan_check_online(&a->cfgs[p], v, "--policies", err))) return rc;
     if (!o->n_policies) default_policies(o, a->cfgs);
     if (!o->n_budgets) a->budgets[0] = 32, a->budgets[1] = 64, a->budgets[2] = 128, o->n_budgets = 3;
-    rc = o->n_allocators ? KV_OK : alloc_default(&a->allocs[0], err);
+    rc = o->n_allocators ? KV_OK : plan_default_allocator(&a->allocs[0], err);
     if (!o->n_allocators) o->n_allocators = 1;
     o->policies = a->cfgs, o->allocators = a->allocs, o->budgets = a->budgets;
     return rc ? rc : check_head_scores(o, err);

@@ -11,6 +11,11 @@ const backend_iface *const *backend_all(void)
     return ALL;
 }
 
+const backend_iface *backend_or_default(const backend_iface *be)
+{
+    return be ? be : backend_all()[0];
+}
+
 const backend_iface *backend_find(const char *name)
 {
     for (const backend_iface *const *b = ALL; *b; b++)

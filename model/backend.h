@@ -88,6 +88,8 @@ const backend_iface *const *backend_all(void);
 
 /* The backend called `name`; NULL if none is. */
 const backend_iface *backend_find(const char *name);
+/* be, or the default backend (the table's first: cpu) when be is NULL: the one fallback. */
+const backend_iface *backend_or_default(const backend_iface *be);
 
 /* "cpu or cuda": the names for a message. */
 void backend_names(char *buf, size_t cap);

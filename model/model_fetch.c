@@ -206,11 +206,6 @@ static int known_path(const known_model *k, char *buf, size_t cap, bool download
     return download(k, cache, buf, cap, err);
 }
 
-int model_default_path(char *buf, size_t cap, bool download_ok, kv_err *err)
-{
-    return known_path(&KNOWN[0], buf, cap, download_ok, err);
-}
-
 int model_resolve(const char *spec, char *buf, size_t cap, const char **out, kv_err *err)
 {
     struct stat st;

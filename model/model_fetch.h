@@ -24,9 +24,6 @@
 #define MODEL_DEFAULT_SHA256 "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d"
 #define MODEL_DEFAULT_BYTES 1185376L
 
-/* Fills buf with the default model's path; downloads it when absent and
- * `download` (a KV_EFAIL error saying where to put the file when that fails). */
-int model_default_path(char *buf, size_t cap, bool download, kv_err *err);
 
 /* The model a --model value names: NULL, the default (stories260k); a known
  * name (stories260k, smollm2-135m) that is not an existing path, that model's

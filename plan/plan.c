@@ -59,7 +59,8 @@ bool plan_evicts(const policy_config *pc)
     return !pc->iface->never_evicts;
 }
 
-bool plan_scores_comparable(const policy_config *pc)
+/* Whether the policy's scores can be ranked against another head's (docs/allocators.md). */
+static bool plan_scores_comparable(const policy_config *pc)
 {
     return pc->iface->scores_comparable;
 }

@@ -43,8 +43,6 @@ void plan_rank_heads(const alloc_config *ac, const float *colsum, int64_t L, int
 bool plan_layer_scope(const policy_config *pc);
 /* Whether the policy ever evicts (full never does: its cache holds every position). */
 bool plan_evicts(const policy_config *pc);
-/* Whether the policy's scores can be ranked against another head's (docs/allocators.md). */
-bool plan_scores_comparable(const policy_config *pc);
 
 /* ---- how its streams are laid out ---- */
 typedef enum {

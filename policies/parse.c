@@ -381,15 +381,21 @@ int policy_parse_list_in(const policy_aliases *t, const char *verb, const char *
     return rc;
 }
 
-#define WO_PARAM "wo" /* the declaration (policy_reads_wo): a choice "model|absent" */
-
 bool policy_reads_wo(const policy_config *cfg)
 {
-    return policy_param_index(cfg->iface, WO_PARAM, strlen(WO_PARAM)) >= 0 && policy_choice(cfg, WO_PARAM) == 0;
+    const policy_iface *pi = cfg->iface;
+    return pi->needs_wo && (!pi->needs_wo_for || pi->needs_wo_for(cfg));
 }
 
 int policy_without_wo(policy_config *cfg, bool *changed, kv_err *err)
 {
-    *changed = policy_reads_wo(cfg);
-    return *changed ? policy_config_set(cfg, WO_PARAM, "absent", err) : KV_OK;
+    const char *set = cfg->iface->without_wo;
+    *changed = policy_reads_wo(cfg) && set;
+    if (!*changed) return KV_OK;
+    char key[64];
+    const char *eq = strchr(set, '=');
+    if (!eq || (size_t)(eq - set) >= sizeof key) return kv_fail(err, KV_EUSAGE, "%s: its without_wo \"%s\" is not "
+                                                               "key=value", cfg->iface->name, set);
+    snprintf(key, sizeof key, "%.*s", (int)(eq - set), set);
+    return policy_config_set(cfg, key, eq + 1, err);
 }

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/kv_error.h"
 #include "core/rope.h"
@@ -106,10 +107,7 @@ typedef struct {
     policy_config cfg;
     void *state;
 } policy_base;
-void policy_base_config(const policy_config *cfg, const policy_iface *const *bases, policy_config *out);
-int policy_base_open(const policy_config *cfg, const policy_iface *const *bases, policy_base *b, kv_err *err);
 void policy_base_close(policy_base *b);
-int policy_base_observe(policy_base *b, const policy_view *v, kv_err *err);
 int policy_base_score(policy_base *b, const policy_view *v, double *scores, kv_err *err);
 int64_t policy_base_query_window(const policy_config *cfg, const policy_iface *const *bases);
 /* A wrapper's state of `size` bytes that starts with its policy_base, opened (create), and the
@@ -124,9 +122,14 @@ bool policy_offline_only(const policy_config *cfg);
 int policy_check_online(const policy_config *cfg, const char *verb, const char *where, kv_err *err);
 int policy_choice(const policy_config *cfg, const char *key);
 
-/* W_o, the attention output projection, is read by a policy that declares it with a choice
- * parameter `wo` whose first choice, `model`, reads the model's (criticalkv): whether cfg reads
- * it, and cfg turned to its `absent` choice for a trace that holds none (*changed: it was set). */
+/* What `kvtrace policies` prints of a policy (describe.c): its summary, what it reads, its
+ * parameters and presets; and of a parameter list alone (an allocator's). */
+void policy_describe(FILE *f, const policy_iface *pi);
+void policy_params_describe(FILE *f, const policy_param *params);
+
+/* W_o, the attention output projection, is read by a policy that declares it (needs_wo,
+ * needs_wo_for: criticalkv's wo=model): whether cfg reads it, and cfg turned to its declared
+ * without_wo setting for a trace that holds none (*changed: it was set). */
 bool policy_reads_wo(const policy_config *cfg);
 int policy_without_wo(policy_config *cfg, bool *changed, kv_err *err);
 

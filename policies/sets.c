@@ -20,13 +20,6 @@ const policy_set *policy_sets(void)
     return SETS;
 }
 
-const char *policy_set_list(const char *name)
-{
-    for (const policy_set *s = SETS; s->name; s++)
-        if (strcmp(s->name, name) == 0) return s->list;
-    return NULL;
-}
-
 bool policy_name_offline(const char *name)
 {
     const policy_iface *pi = policy_find(name);

@@ -29,8 +29,6 @@ typedef struct {
 
 /* Every named set, NULL-name-terminated. */
 const policy_set *policy_sets(void);
-/* A set's list by name, NULL for none. */
-const char *policy_set_list(const char *name);
 /* Whether the policy called `name` (the registry's) reads the future: a comparison of what runs in a
  * model leaves it aside (fit's best baseline). False for a name the registry does not have. */
 bool policy_name_offline(const char *name);

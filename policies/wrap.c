@@ -6,13 +6,13 @@
 
 #include "policies/policy.h"
 
-void policy_base_config(const policy_config *cfg, const policy_iface *const *bases, policy_config *out)
+static void policy_base_config(const policy_config *cfg, const policy_iface *const *bases, policy_config *out)
 {
     if (cfg->base) *out = *cfg->base;
     else policy_defaults(bases[policy_choice(cfg, "base")], out);
 }
 
-int policy_base_open(const policy_config *cfg, const policy_iface *const *bases, policy_base *b, kv_err *err)
+static int policy_base_open(const policy_config *cfg, const policy_iface *const *bases, policy_base *b, kv_err *err)
 {
     policy_base_config(cfg, bases, &b->cfg);
     b->state = NULL;
@@ -36,15 +36,15 @@ int policy_wrapper_create(const policy_config *cfg, const policy_iface *const *b
     return rc;
 }
 
+static int policy_base_observe(policy_base *b, const policy_view *v, kv_err *err)
+{
+    return b->cfg.iface->observe ? b->cfg.iface->observe(&b->cfg, b->state, v, err) : KV_OK;
+}
+
 int policy_wrapper_observe(const policy_config *cfg, void *state, const policy_view *v, kv_err *err)
 {
     (void)cfg;
     return policy_base_observe(state, v, err);
-}
-
-int policy_base_observe(policy_base *b, const policy_view *v, kv_err *err)
-{
-    return b->cfg.iface->observe ? b->cfg.iface->observe(&b->cfg, b->state, v, err) : KV_OK;
 }
 
 int policy_base_score(policy_base *b, const policy_view *v, double *scores, kv_err *err)

@@ -90,7 +90,6 @@ int prov_add_step(prov_record *p, const char *verb, const char *command, kv_err 
  * /provenance, or DIR/provenance.json. An input without a record adds
  * nothing; one whose record cannot be read adds nothing either (it is not
  * data; `kvtrace info` says what is wrong with it). */
-int prov_add_upstream_h5(prov_record *p, const char *path, kv_err *err);
 int prov_add_upstream_dir(prov_record *p, const char *dir, kv_err *err);
 
 /* A trace a verb reads (sim, analyze): hashed as input `trace`, then its own

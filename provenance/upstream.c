@@ -29,7 +29,7 @@ static int add_from(prov_record *p, int (*reader)(const char *, prov_record *, b
     return rc;
 }
 
-int prov_add_upstream_h5(prov_record *p, const char *path, kv_err *err)
+static int prov_add_upstream_h5(prov_record *p, const char *path, kv_err *err)
 {
     return add_from(p, prov_read_h5, path, err);
 }

@@ -11,7 +11,8 @@
 
 #include "python/pyplug.h"
 
-bool pyplug_file(const char *path)
+/* path names a Python file (ends in .py) */
+static bool pyplug_file(const char *path)
 {
     size_t n = strlen(path);
     return n > 3 && strcmp(path + n - 3, ".py") == 0;

@@ -16,8 +16,6 @@
 
 #include "policies/plugin.h"
 
-/* path names a Python file (ends in .py) */
-bool pyplug_file(const char *path);
 
 /* `--plugin FILE`: a FILE.py through the interpreter (started on first use), anything else through
  * policy_plugin_load. For FILE.py, KV_EUSAGE with one line naming the file: it raises while it runs

@@ -113,7 +113,8 @@ const results_schema RESULTS_SCHEMA_DETAIL = {"detail.csv", COLS_DETAIL, N(COLS_
 
 static const char *const PHASES[] = {"prefill", "decode", "all"};
 
-void results_schema_header(const results_schema *s, char *buf, size_t cap)
+/* "a,b,c": the header row (without the newline) into buf. */
+static void results_schema_header(const results_schema *s, char *buf, size_t cap)
 {
     size_t used = 0;
     buf[0] = '\0';

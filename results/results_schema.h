@@ -79,8 +79,6 @@ extern const results_schema RESULTS_SCHEMA_META, RESULTS_SCHEMA_SPEARMAN, RESULT
     RESULTS_SCHEMA_PCA, RESULTS_SCHEMA_PCA_KEPT, RESULTS_SCHEMA_PCA_VAR, RESULTS_SCHEMA_DETAIL,
     RESULTS_SCHEMA_BUDGETS, RESULTS_SCHEMA_HEAD_IMPORTANCE;
 
-/* "a,b,c": the header row (without the newline) into buf. */
-void results_schema_header(const results_schema *s, char *buf, size_t cap);
 
 /* Creates DIR/s->file with s's header row (csv_create). */
 FILE *results_schema_create(const char *dir, const results_schema *s, kv_err *err);

@@ -71,6 +71,7 @@ typedef struct {
 typedef struct {
     policy_iface iface;
     const policy_iface *inner;
+    const policy_iface *future;     /* future_attn's policy (policies/sets.h's POLICY_SET_FUTURE) */
     const feat_cols *cols;
     feat_sink *sink;                /* the current trace's */
     uint64_t seed, trace_key;       /* trace_key: the trace id's hash (sampling) */
@@ -85,7 +86,6 @@ void feat_sink_free(feat_sink *s);
 /* The spools in (layer, kv_head) order. */
 void feat_sink_sort(feat_sink *s);
 /* A uniform in [0, 1) from a seed and a tuple: the sampling's draws (thread-independent). */
-double feat_draw(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, uint64_t d);
 uint64_t feat_key(const char *text);
 
 typedef struct {
@@ -114,5 +114,9 @@ int feat_out_trace(feat_out *out, const study_trace *t, const char *model, const
                    kv_err *err);
 int feat_out_close(feat_out *out, kv_err *err);   /* closes; an error leaves the file to be removed */
 void feat_out_abort(feat_out *out);
+
+/* `kvtrace features TRACES -o FILE.h5`: per-candidate features and targets at every eviction step
+ * (verb_features.c, docs/features.md). */
+int features_main(int argc, char **argv);
 
 #endif

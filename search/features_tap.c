@@ -11,11 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/plan.h"
 #include "policies/attn_hist.h"
 #include "policies/select.h"
+#include "policies/sets.h"
 #include "search/features.h"
 
-extern const policy_iface policy_oracle;
+
+/* A uniform draw in [0, 1) from the seed and four integers (the sampling of steps and candidates). */
+static double feat_draw(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, uint64_t d);
 
 typedef struct {
     const feat_tap *tap;
@@ -49,7 +53,7 @@ static void tap_destroy(void *state)
     tap_state *st = state;
     if (!st) return;
     if (st->inner && st->tap->inner->destroy) st->tap->inner->destroy(st->inner);
-    if (st->oracle) policy_oracle.destroy(st->oracle);
+    if (st->oracle) st->tap->future->destroy(st->oracle);
     attn_hist_free(&st->hist);
     vm_norm_cache_free(&st->norms);
     free(st->vals), free(st->keep), free(st->scratch), free(st->okeep), free(st->rec), free(st);
@@ -64,7 +68,7 @@ static int tap_create(const policy_config *cfg, void **state, kv_err *err)
     const int F = st->tap->cols->n;
     int rc = KV_OK;
     if (st->tap->inner->create) rc = st->tap->inner->create(&st->inner_cfg, &st->inner, err);
-    if (!rc) rc = policy_oracle.create(&st->inner_cfg, &st->oracle, err);
+    if (!rc) rc = st->tap->future->create(&st->inner_cfg, &st->oracle, err);
     if (!rc && !(st->rec = kv_calloc(sizeof(feat_row) + sizeof(float) * (size_t)F, 1, "features: row", err)))
         rc = err->code;
     if (rc) tap_destroy(st);
@@ -193,7 +197,7 @@ static int tap_score(const policy_config *cfg, void *state, const policy_view *v
 static bool tap_layer_scope(const policy_config *cfg)
 {
     const policy_config c = inner_config(cfg);
-    return c.iface->layer_scope ? c.iface->layer_scope(&c) : false;
+    return plan_layer_scope(&c);
 }
 
 /* The inner policy's window, or the widest attn_window/attn_pooled column's. */
@@ -201,7 +205,7 @@ static int64_t tap_query_window(const policy_config *cfg)
 {
     const policy_config c = inner_config(cfg);
     const feat_cols *cols = tap_of(cfg)->cols;
-    int64_t w = c.iface->query_window ? c.iface->query_window(&c) : 0;
+    int64_t w = plan_policy_inputs(&c).query_window;
     for (int i = 0; i < cols->n; i++)
         if (EXPR_FEATURES[cols->use[i].id].queries && (int64_t)cols->use[i].a > w) w = (int64_t)cols->use[i].a;
     return w;
@@ -210,15 +214,16 @@ static int64_t tap_query_window(const policy_config *cfg)
 int feat_tap_init(feat_tap *t, const policy_config *driver, const feat_cols *cols, policy_config *out, kv_err *err)
 {
     const policy_iface *in = driver->iface;
-    if (in->never_evicts)
+    if (!plan_evicts(driver))
         return kv_fail(err, KV_EUSAGE, "features: --policy %s never evicts: there are no eviction steps to record",
                        in->name);
-    t->inner = in, t->cols = cols;
+    t->inner = in, t->cols = cols, t->future = policy_find(POLICY_SET_FUTURE);
+    if (!t->future) return kv_fail(err, KV_EFAIL, "features: the future attention's policy is not registered");
     t->iface = *in;   /* the name, parameters and presets: sim reads the configuration through them */
     t->iface.needs_attention = true;   /* attn_last, attn_acc */
     t->iface.create = tap_create, t->iface.destroy = tap_destroy, t->iface.score = tap_score;
     t->iface.observe = tap_observe, t->iface.query_window = tap_query_window;
-    t->iface.layer_scope = in->layer_scope ? tap_layer_scope : NULL;
+    t->iface.layer_scope = tap_layer_scope;   /* the driver's scope (false when it has none) */
     t->iface.offline_only = true, t->iface.offline_for = NULL;   /* future_attn reads the future */
     *out = *driver;
     out->iface = &t->iface;
@@ -260,7 +265,7 @@ static uint64_t mix(uint64_t x)   /* splitmix64's finaliser */
     return x ^ (x >> 31);
 }
 
-double feat_draw(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, uint64_t d)
+static double feat_draw(uint64_t seed, uint64_t a, uint64_t b, uint64_t c, uint64_t d)
 {
     uint64_t h = mix(seed);
     h = mix(h ^ a), h = mix(h ^ b), h = mix(h ^ c), h = mix(h ^ d);

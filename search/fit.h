@@ -104,4 +104,8 @@ int fit_write(const char *dir, const fit_input *in, const fit_result *r, const f
 int fit_write_scores(const char *dir, const fit_input *in, const fit_result *r, kv_err *err);
 const char *fit_objective_name(fit_objective o);
 
+/* `kvtrace fit FEATURES... -o DIR`: a score expression fitted on feature files, and its held-out
+ * evaluation (verb_fit.c, docs/policy-search.md). */
+int fit_main(int argc, char **argv);
+
 #endif

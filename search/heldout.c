@@ -10,6 +10,7 @@
 #include "core/rng.h"
 #include "expr/expr.h"
 #include "plots/plot_gnuplot.h"
+#include "policies/sets.h"
 #include "plots/plot_style.h"
 #include "search/heldout.h"
 #include "sim/sim.h"
@@ -140,7 +141,7 @@ static int verdict(FILE *f, FILE *v, const heldout_opts *o, const char *dir, con
     for (int i = 0; i < n; i++) {
         if (r[i].budget != budget) continue;
         if (strcmp(r[i].policy, o->name) == 0) fit = &r[i];
-        else if (strcmp(r[i].policy, "oracle") != 0 && (!best || r[i].err[0] < best->err[0])) best = &r[i];
+        else if (!policy_name_offline(r[i].policy) && (!best || r[i].err[0] < best->err[0])) best = &r[i];
     }
     if (!fit || !best) return KV_OK;
     double d[3];

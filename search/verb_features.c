@@ -6,10 +6,10 @@
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "expr/expr.h"
+#include "policies/sets.h"
 #include "provenance/provenance.h"
 #include "userpol/user_policies.h"
 #include "search/features.h"
-#include "verbs.h"
 
 static const char USAGE[] =
     "usage: kvtrace features TRACES -o FILE.h5 [options]\n"
@@ -69,11 +69,11 @@ static const cli_opt OPTIONS[] = {
 static int driver(feat_args *a, kv_err *err)
 {
     int rc = user_policies_ready(&a->user, err);
-    if (!rc) rc = policy_parse_in(&a->user.aliases, a->policy ? a->policy : "oracle", &a->driver, err);
+    if (!rc) rc = policy_parse_in(&a->user.aliases, a->policy ? a->policy : POLICY_SET_FUTURE, &a->driver, err);
     if (rc) return rc;
     const char *def = expr_definition(a->driver.iface);
     a->o.driver = &a->driver;
-    a->o.driver_text = def ? def : a->policy ? a->policy : "oracle";
+    a->o.driver_text = def ? def : a->policy ? a->policy : POLICY_SET_FUTURE;
     return KV_OK;
 }
 

@@ -9,9 +9,9 @@
 #include "core/cli_args.h"
 #include "core/cli_opts.h"
 #include "core/outfile.h"
+#include "policies/sets.h"
 #include "search/fit.h"
 #include "search/heldout.h"
-#include "verbs.h"
 
 static const char USAGE[] =
     "usage: kvtrace fit FEATURES.h5|FEATURES.csv... -o DIR [--objective ls|ridge|logistic|rank]\n"
@@ -37,7 +37,7 @@ static const char USAGE[] =
     "  --study S --split F  split study S by prompt (seeded by --split-seed, default 0): a share F\n"
     "                     of its prompts trains (only the FEATURES rows of those prompts' ids are\n"
     "                     fitted), the rest tests; DIR/split.json lists both\n"
-    "  --baselines LIST   default keydiff,snapkv,tova,h2o,expected_attention,oracle\n"
+    "  --baselines LIST   default " POLICY_SET_FIT_BASELINES "\n"
     "  --budgets LIST, --chunk C  as sim's\n"
     "Writes DIR/heldout/ (sim's results), DIR/heldout.csv, DIR/heldout.md, DIR/heldout.svg.\n";
 
@@ -99,7 +99,7 @@ static int check_args(fit_args *a, int n_files, kv_err *err)
     if (held && !a->chunk) return cli_usage(err, v, "held-out evaluation needs --chunk C");
     if (!held && (a->budget_list || a->chunk || a->baselines))
         return cli_usage(err, v, "--budgets, --chunk and --baselines are for held-out evaluation (--test or --study)");
-    if (!a->baselines) a->baselines = "keydiff,snapkv,tova,h2o,expected_attention,oracle";
+    if (!a->baselines) a->baselines = POLICY_SET_FIT_BASELINES;
     if (a->budget_list)
         return cli_parse_budgets(v, "--budgets", a->budget_list, MAX_BUDGETS, a->budgets, NULL, &a->n_budgets, err);
     return KV_OK;
@@ -204,7 +204,7 @@ static int fit_and_write(fit_args *a, const char *const *files, int n, const cha
     return rc;
 }
 
-int verb_fit(int argc, char **argv)
+int fit_main(int argc, char **argv)
 {
     fit_args a = {.target = -1, .lambda = NAN, .split = NAN, .pairs = 64, .max_iter = 50};
     kv_err err = {0};

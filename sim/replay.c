@@ -15,6 +15,7 @@
 #include "core/progress.h"
 #include "core/softmax.h"
 #include "core/vectorize.h"
+#include "plan/plan.h"
 #include "policies/step.h"
 #include "sim/stats.h"
 
@@ -241,8 +242,9 @@ static policy_view view_of(const replay_buf *b, const sim_layer *ly, const polic
                      .queries = ly->q + b->g0 * G * ly->T * ly->D, .lse = ly->ref->lse + b->g0 * G * ly->T,
                      .q_heads = G, .T = ly->T, .rope = ly->rope, .prompt_len = ly->prompt_len,
                      .wo = ly->wo, .wo_dim = ly->wo_dim, .wo_ld = ly->H * ly->D, .q_head0 = b->g0 * G};
-    if (pc->iface->needs_attention) v.attn = b->attn_mean, v.n_queries = p1 - p0;
-    if (pc->iface->needs_kvzip && ly->kvzip) v.kvzip = ly->kvzip + b->g0 * G * ly->T;
+    const plan_inputs in = plan_policy_inputs(pc);
+    if (in.attention) v.attn = b->attn_mean, v.n_queries = p1 - p0;
+    if (in.kvzip && ly->kvzip) v.kvzip = ly->kvzip + b->g0 * G * ly->T;
     return v;
 }
 
@@ -352,7 +354,7 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
                int64_t g0, int64_t ng, sim_result *out, kv_err *err)
 {
     const int64_t B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
-    const int64_t cap = pc->iface->never_evicts || capacity + B > ly->T ? ly->T : capacity + B;
+    const int64_t cap = plan_cache_rows(pc, capacity, B, ly->T);
     const int64_t from = budget < capacity ? budget : capacity;
     replay_buf b;
     int rc = buf_alloc(&b, ly, g0, ng, cap, err);
@@ -370,12 +372,12 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
         const int64_t p1 = chunk_end(ly, p0);
         add_chunk(&b, ly, p0, p1);
         double t0 = kv_now_seconds();
-        measure(&b, ly, from, p0, p1, pc->iface->needs_attention);
+        measure(&b, ly, from, p0, p1, plan_policy_inputs(pc).attention);
         out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
         policy_view view = view_of(&b, ly, pc, capacity, layer, step, p0, p1);
         int64_t kept = view.n;
         rc = policy_step(pc, state, &view, &b.step, compact, &b, &kept, err); /* steps 3 and 4 */
-        const bool evicted = !pc->iface->never_evicts && view.n > capacity;
+        const bool evicted = plan_evicts(pc) && view.n > capacity;
         for (int64_t x = 0; !rc && x < ng; x++) note_step(out, x, step, view.n, kept, evicted);
         n_evicting += evicted;
         p0 = p1;
@@ -462,7 +464,7 @@ static void scope_chunk(scope_bufs *l, const sim_layer *lys, const policy_config
     for (int64_t x = 0; x < l->S; x++) {
         const sim_layer *ly = &lys[x / l->per];
         add_chunk(&l->b[x], ly, p0, p1);
-        measure(&l->b[x], ly, budget, p0, p1, pc->iface->needs_attention);
+        measure(&l->b[x], ly, budget, p0, p1, plan_policy_inputs(pc).attention);
         l->views[x] = view_of(&l->b[x], ly, pc, budget, layer0 + x / l->per, step, p0, p1);
     }
 }
@@ -475,7 +477,7 @@ int sim_replay_scope(const sim_layer *lys, int64_t n_layers, const policy_config
     scope_bufs l;
     int rc = scope_alloc(&l, lys, n_layers, pc, err);
     const int64_t S = l.S, ng = l.ng;
-    const int64_t cap = pc->iface->never_evicts || S * budget + B > ly->T ? ly->T : S * budget + B;
+    const int64_t cap = plan_cache_rows(pc, S * budget, B, ly->T);
     if (!rc) rc = scope_streams(&l, lys, pc, cap, err);
     const alloc_scope_args args = {.pc = pc, .ac = ac, .n_streams = S, .states = l.states, .views = l.views,
                                    .bufs = l.bufs, .compact = compact, .ctx = l.ctx, .budget = budget,

@@ -14,6 +14,7 @@
 #include "expr/expr.h"
 #include "results/results_dir.h"
 #include "results/results_h5.h"
+#include "plan/plan.h"
 #include "results/results_schema.h"
 
 static const char *const PHASE_NAMES[N_PHASES] = {"prefill", "decode", "all"};
@@ -43,7 +44,7 @@ int64_t sim_cfg_budget(const sim_opts *o, int c)
     return o->budgets[c % o->n_budgets];
 }
 
-double sim_cfg_fraction(const sim_opts *o, int c)
+static double sim_cfg_fraction(const sim_opts *o, int c)
 {
     return o->budget_fractions ? o->budget_fractions[c % o->n_budgets] : NAN;
 }
@@ -73,18 +74,10 @@ static int check_unique(const sim_opts *o, kv_err *err)
     return KV_OK;
 }
 
-/* The most rows one (layer, kv head) of configuration c can keep (width). */
+/* The most rows one (layer, kv head) of configuration c can keep (width: plan_results_width). */
 static int64_t width_of(const sim_opts *o, int c, int64_t L, int64_t K, int64_t T, int64_t *caps, kv_err *err)
 {
-    const alloc_config *ac = sim_cfg_alloc(o, c);
-    const int64_t N = sim_cfg_budget(o, c);
-    if (sim_cfg_policy(o, c)->iface->never_evicts) return T;
-    int64_t w = ac->iface->kind == ALLOC_DYNAMIC_LAYER ? K * N : ac->iface->kind == ALLOC_DYNAMIC_MODEL ? L * K * N : 0;
-    for (int64_t l = 0; ac->iface->kind == ALLOC_STATIC && l < L; l++) {
-        if (alloc_capacities(ac, N, L, K, l, caps, err)) return -1;
-        for (int64_t g = 0; g < K; g++) w = caps[g] > w ? caps[g] : w;
-    }
-    return w > T ? T : w;
+    return plan_results_width(sim_cfg_policy(o, c), sim_cfg_alloc(o, c), sim_cfg_budget(o, c), L, K, T, caps, err);
 }
 
 int sim_results_alloc(sim_results *r, const sim_opts *o, int64_t L, int64_t H, int64_t K, int64_t T, int64_t n_steps,

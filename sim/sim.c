@@ -10,7 +10,7 @@
 #include "core/parallel.h"
 #include "core/progress.h"
 #include "trace/trace.h"
-#include "policies/step.h"
+#include "plan/plan.h"
 #include "results/results_h5.h"
 #include "sim/reference.h"
 #include "sim/replay.h"
@@ -26,13 +26,10 @@ typedef struct {
     double *span_full;     /* [n_spans][H][T] the full cache's weight on each span (sim_spans_full), NULL: none */
 } layer_bufs;
 
-/* Whether a configuration reads W_o: a `wo` parameter left at `model` (relabel_wo turned it to
- * absent when the trace has none). */
-static bool wants_wo(const sim_opts *o)
+/* What the run's configurations read (the plan: W_o unless relabel_wo turned it off, the kvzip rows). */
+static plan_inputs run_inputs(const sim_opts *o)
 {
-    for (int c = 0; c < o->n_policies; c++)
-        if (policy_reads_wo(&o->policies[c])) return true;
-    return false;
+    return plan_run_inputs(o->policies, o->n_policies, o->allocators, o->n_allocators);
 }
 
 /* Reads one layer's queries, keys and values, its kvzip rows and W_o when asked
@@ -60,8 +57,8 @@ static int load_layer(trace *tr, int64_t l, layer_bufs *b, kv_err *err)
 typedef struct {
     int c;
     int64_t g0, ng, cap;
-    bool joint, model, use_own;
-    policy_config own;
+    bool joint, model;
+    plan_stream stream;    /* its stream's layout (own_policy: an allocator's streaming head) */
 } sim_item;
 
 typedef struct {
@@ -116,8 +113,8 @@ static void run_task(void *ctx_, int item, int thread)
     const alloc_config *ac = sim_cfg_alloc(t->o, c);
     if (it->model) t->rc[item] = sim_replay_scope(ly, r->L, pc, ac, budget, 0, &out, &t->errs[item]);
     else if (it->joint) t->rc[item] = sim_replay_scope(ly, 1, pc, ac, budget, l, &out, &t->errs[item]);
-    else t->rc[item] = sim_replay(ly, it->use_own ? &it->own : pc, budget, it->cap, l, it->g0, it->ng, &out,
-                                  &t->errs[item]);
+    else t->rc[item] = sim_replay(ly, it->stream.own_policy ? &it->stream.own : pc, budget, it->cap, l, it->g0,
+                                  it->ng, &out, &t->errs[item]);
     free(ly);
     if (!t->rc[item]) {
         for (int64_t x = 0; x < it->ng; x++) {
@@ -135,44 +132,31 @@ static void run_task(void *ctx_, int item, int thread)
     free(retained);
 }
 
-/* A streaming head's policy (the allocator's: alloc_streaming_policy), whatever the run's. */
-static int streaming_item(const alloc_config *ac, sim_item *it, kv_err *err)
-{
-    it->use_own = true;
-    return alloc_streaming_policy(ac, &it->own, err);
-}
-
-/* The work items of layer l, in a fixed order: per configuration, one
- * stream per kv head (with its capacity), or one for the whole layer when
- * the policy has layer scope (with the mean of its heads' capacities, and
- * no streaming heads of its own under duo); under a layer-wide dynamic allocator one
- * joint item (a layer-scope policy is then one stream holding N: the pool
- * of a single stream). Model-wide allocators have their own pass
- * (run_lockstep). Only the configurations c with want[c] (all: want NULL). */
+/* The work items of layer l, in a fixed order: per configuration, its streams as the plan lays
+ * them out (plan_layer_streams: one per kv head, or one for the layer under a layer-scope policy,
+ * with an allocator's streaming heads), or one joint item for the layer under a layer-wide dynamic
+ * allocator. Model-wide scopes have their own pass (run_lockstep). Only the configurations c with
+ * want[c] (all: want NULL). */
 static int make_items(const sim_opts *o, int n_cfg, const uint8_t *want, int64_t L, int64_t l, int64_t H, int64_t K,
-                      int64_t *caps, sim_item *items, kv_err *err)
+                      plan_stream *streams, sim_item *items, kv_err *err)
 {
     int n = 0;
     for (int c = 0; c < n_cfg; c++) {
         if (want && !want[c]) continue;   /* another unit's configuration (sim_study.c) */
         const policy_config *pc = sim_cfg_policy(o, c);
-        const policy_streams st = policy_streams_of(pc, H, K);
         const alloc_config *ac = sim_cfg_alloc(o, c);
         const int64_t N = sim_cfg_budget(o, c);
-        if (ac->iface->kind == ALLOC_DYNAMIC_MODEL) continue;
-        if (ac->iface->kind == ALLOC_DYNAMIC_LAYER && st.per_layer == K) {
+        const plan_scope scope = plan_scope_of(pc, ac, H, K);
+        if (scope == PLAN_JOINT_MODEL) continue;
+        if (scope == PLAN_JOINT_LAYER) {
             items[n++] = (sim_item){.c = c, .g0 = 0, .ng = K, .cap = N, .joint = true};
             continue;
         }
-        int rc = alloc_stream_capacities(ac, N, L, K, st.kv_heads, l, caps, err);
-        if (rc) return -1;
-        for (int64_t x = 0; x < st.per_layer; x++) {
-            sim_item *it = &items[n++];
-            *it = (sim_item){.c = c, .g0 = x * st.kv_heads, .ng = st.kv_heads, .cap = caps[x]};
-            if (ac->iface->streaming && st.kv_heads == 1 && !pc->iface->never_evicts &&
-                ac->iface->streaming(ac, N, L, K, l, x) && streaming_item(ac, it, err))
-                return -1;
-        }
+        int64_t ns;
+        if (plan_layer_streams(pc, ac, N, L, H, K, l, streams, &ns, err)) return -1;
+        for (int64_t x = 0; x < ns; x++)
+            items[n++] = (sim_item){.c = c, .g0 = streams[x].g0, .ng = streams[x].ng, .cap = streams[x].cap,
+                                    .stream = streams[x]};
     }
     return n;
 }
@@ -250,22 +234,15 @@ static int run_layer(const sim_opts *o, trace *tr, int64_t l, const uint8_t *wan
     int rc = prepare_layer(o, tr, l, b, &ref, &ly, res, err);
     const int max_items = res->n_cfg * (int)m->n_kv_heads;
     sim_item *items = rc ? NULL : calloc((size_t)max_items, sizeof *items);
-    int64_t *caps = rc ? NULL : calloc((size_t)m->n_kv_heads, sizeof *caps);
-    if (!rc && (!items || !caps)) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
-    const int n_items = rc ? 0 : make_items(o, res->n_cfg, want, m->n_layers, l, m->n_heads, m->n_kv_heads, caps, items, err);
+    plan_stream *streams = rc ? NULL : calloc((size_t)m->n_kv_heads, sizeof *streams);
+    if (!rc && (!items || !streams)) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
+    const int n_items =
+        rc ? 0 : make_items(o, res->n_cfg, want, m->n_layers, l, m->n_heads, m->n_kv_heads, streams, items, err);
     if (n_items < 0) rc = err->code;
     if (!rc && n_items) rc = run_items(o, &ly, res, l, items, n_items, err);
-    free(items), free(caps);
+    free(items), free(streams);
     sim_reference_free(&ref);
     return rc;
-}
-
-/* Whether a policy of the run reads /attention/kvzip. */
-static bool wants_kvzip(const sim_opts *o)
-{
-    for (int p = 0; p < o->n_policies; p++)
-        if (o->policies[p].iface->needs_kvzip) return true;
-    return false;
 }
 
 /* One layer's buffers for the run: queries, keys, values, and the kvzip rows and W_o when a
@@ -273,11 +250,12 @@ static bool wants_kvzip(const sim_opts *o)
 static int layer_bufs_alloc(const sim_opts *o, const trace_meta *m, layer_bufs *b, kv_err *err)
 {
     const int64_t H = m->n_heads, K = m->n_kv_heads, T = m->n_tokens, D = m->head_dim;
+    const plan_inputs in = run_inputs(o);
     if (!(b->q = kv_calloc((size_t)(H * T * D), sizeof(float), "queries", err)) ||
         !(b->k = kv_calloc((size_t)(K * T * D), sizeof(float), "keys", err)) ||
         !(b->v = kv_calloc((size_t)(K * T * D), sizeof(float), "values", err)) ||
-        (wants_kvzip(o) && !(b->kvzip = kv_calloc((size_t)(H * T), sizeof(float), "kvzip", err))) ||
-        (m->wo_dim > 0 && wants_wo(o) && !(b->wo = kv_calloc((size_t)(m->wo_dim * H * D), sizeof(float), "W_o", err))))
+        (in.kvzip && !(b->kvzip = kv_calloc((size_t)(H * T), sizeof(float), "KVzip rows", err))) ||
+        (m->wo_dim > 0 && in.wo && !(b->wo = kv_calloc((size_t)(m->wo_dim * H * D), sizeof(float), "W_o", err))))
         return err->code;
     return KV_OK;
 }
@@ -303,7 +281,8 @@ static int run_lockstep(const sim_opts *o, trace *tr, const uint8_t *want, sim_r
     sim_layer *lys = calloc((size_t)L, sizeof *lys);
     if (!items || !b || !refs || !lys) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
     for (int c = 0; !rc && c < res->n_cfg; c++)
-        if (sim_cfg_alloc(o, c)->iface->kind == ALLOC_DYNAMIC_MODEL && (!want || want[c]))
+        if (plan_scope_of(sim_cfg_policy(o, c), sim_cfg_alloc(o, c), m->n_heads, m->n_kv_heads) == PLAN_JOINT_MODEL &&
+            (!want || want[c]))
             items[n_items++] = (sim_item){.c = c, .g0 = 0, .ng = L * m->n_kv_heads, .cap = sim_cfg_budget(o, c),
                                           .model = true};
     for (int64_t l = 0; !rc && n_items && l < L; l++) {
@@ -323,29 +302,28 @@ static int check_trace(const sim_opts *o, trace *tr, kv_err *err)
     if (!trace_has(tr, TRACE_QUERIES))
         return kv_fail(err, KV_EINPUT, "%s: has no /queries dataset; sim needs the queries (capture with "
                        "--record keys,values,queries)", o->trace);
-    if (wants_kvzip(o) && !trace_has(tr, TRACE_KVZIP))
-        return kv_fail(err, KV_EINPUT, "%s: has no /attention/kvzip dataset; the kvzip policy ranks by it "
-                       "(capture with --kvzip)", o->trace);
+    int rc = plan_check_trace(o->policies, o->n_policies, trace_has(tr, TRACE_KVZIP), o->trace, err);
+    if (rc) return rc;
     if (m->head_dim > 4096 || m->n_tokens > ((int64_t)1 << 28))
         return kv_fail(err, KV_EINPUT, "%s: T = %lld, D = %lld is beyond what sim handles", o->trace,
                        (long long)m->n_tokens, (long long)m->head_dim);
     return KV_OK;
 }
 
-/* The run's own copy of the options: uniform when no allocator was given,
+/* The run's own copy of the options: the default allocator when none was given,
  * budgets given as fractions of T turned into N = ⌊f·T⌋ (at least 1 row is
  * refused below that), and every allocator's check of every budget. */
 struct sim_plan {
     sim_opts o;
-    alloc_config uniform;
+    alloc_config default_alloc;
     int64_t budgets[256];
     sim_alloc_plan ap;     /* the allocators with their head scores */
     policy_config policies[CLI_LIST_MAX]; /* the run's copy, relabelled (relabel_wo) */
 };
 
-/* A policy reading W_o (a `wo` parameter at `model`) on a trace without /wo falls back to ‖v‖₁:
- * its configuration is relabelled wo=absent, so results.csv says which runs had no W_o; two
- * configurations that become the same run are refused. */
+/* A configuration reading W_o on a trace without /wo runs as its policy declares (plan_without_wo:
+ * criticalkv's wo=absent, ‖v‖₁ alone), relabelled so that results.csv says which runs had no W_o;
+ * two configurations that become the same run are refused. */
 static int relabel_wo(const trace_meta *m, sim_plan *p, kv_err *err)
 {
     if (p->o.n_policies > CLI_LIST_MAX) return KV_OK; /* not from the command line: no relabelling */
@@ -356,7 +334,7 @@ static int relabel_wo(const trace_meta *m, sim_plan *p, kv_err *err)
         char before[sizeof pc->canonical];
         snprintf(before, sizeof before, "%s", pc->canonical);
         bool changed = false;
-        int rc = policy_without_wo(pc, &changed, err);
+        int rc = plan_without_wo(pc, &changed, err);
         if (rc) return rc;
         if (!changed) continue;
         for (int d = 0; d < p->o.n_policies; d++)
@@ -374,9 +352,9 @@ static int plan(const sim_opts *o, trace *tr, sim_plan *p, kv_err *err)
     int rc0 = relabel_wo(m, p, err);
     if (rc0) return rc0;
     if (!o->n_allocators) {
-        int rc = alloc_default(&p->uniform, err);
+        int rc = plan_default_allocator(&p->default_alloc, err);
         if (rc) return rc;
-        p->o.allocators = &p->uniform, p->o.n_allocators = 1;
+        p->o.allocators = &p->default_alloc, p->o.n_allocators = 1;
     }
     if (o->n_budgets > 256) return cli_usage(err, "sim", "--budgets lists %d budgets (at most 256)", o->n_budgets);
     for (int b = 0; b < o->n_budgets; b++) {

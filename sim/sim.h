@@ -55,7 +55,6 @@ const policy_config *sim_cfg_policy(const sim_opts *o, int c);
 const alloc_config *sim_cfg_alloc(const sim_opts *o, int c);
 int64_t sim_cfg_chunk(const sim_opts *o, int c);
 int64_t sim_cfg_budget(const sim_opts *o, int c);
-double sim_cfg_fraction(const sim_opts *o, int c);   /* NaN: N was given */
 
 /* Runs every configuration over every trace and writes the results
  * directory o->output (one directory for the study, docs/study.md).

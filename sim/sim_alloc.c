@@ -13,32 +13,16 @@
 
 #include "core/cli_args.h"
 #include "core/parallel.h"
+#include "plan/plan.h"
 
-/* duo's ranking from /attention/colsum [L][H][T]: per kv head, the share of
- * its query heads' attention landing on keys that are neither sinks (j <
- * sinks) nor among the trace's last W positions (W = recent, or 64 when
- * recent is automatic), i.e. Σ_h Σ_{sinks <= j < T-W} colsum[l][h][j] / (G·T). */
-static void colsum_scores(const float *colsum, const trace_meta *m, const alloc_config *ac, double *out)
-{
-    const int64_t L = m->n_layers, H = m->n_heads, K = m->n_kv_heads, T = m->n_tokens, G = H / K;
-    const int64_t sinks = (int64_t)alloc_num(ac, "sinks"), r = (int64_t)alloc_num(ac, "recent");
-    const int64_t end = T - (r >= 0 ? r : 64);
-    for (int64_t l = 0; l < L; l++)
-        for (int64_t g = 0; g < K; g++) {
-            double s = 0;
-            for (int64_t h = g * G; h < (g + 1) * G; h++)
-                for (int64_t j = sinks; j < end; j++) s += colsum[(l * H + h) * T + j];
-            out[l * K + g] = s / (double)(G * T);
-        }
-}
-
-static int read_colsum(const sim_opts *o, trace *tr, float **colsum, kv_err *err)
+static int read_colsum(const sim_opts *o, trace *tr, const alloc_config *ac, float **colsum, kv_err *err)
 {
     const trace_meta *m = trace_get_meta(tr);
     const int64_t L = m->n_layers, H = m->n_heads, T = m->n_tokens;
     if (!trace_has(tr, TRACE_COLSUM))
-        return kv_fail(err, KV_EINPUT, "%s: has no /attention/colsum to rank duo's heads by: give --head-scores "
-                       "FILE (kvtrace analyze writes one), or capture with --attention colsum", o->trace);
+        return kv_fail(err, KV_EINPUT, "%s: has no /attention/colsum to rank %s's heads by: give --head-scores "
+                       "FILE (kvtrace analyze writes one), or capture with --attention colsum", o->trace,
+                       ac->iface->name);
     if (!(*colsum = kv_calloc((size_t)(L * H * T), sizeof(float), "column sums", err))) return err->code;
     int rc = KV_OK;
     for (int64_t l = 0; !rc && l < L; l++)
@@ -46,17 +30,12 @@ static int read_colsum(const sim_opts *o, trace *tr, float **colsum, kv_err *err
     return rc;
 }
 
-/* The policies an allocator cannot pair with, refused with one line. */
+/* The policies an allocator cannot pair with, refused with one line (plan_check_pair). */
 static int check_pairs(const sim_opts *o, const alloc_config *ac, kv_err *err)
 {
-    for (int p = 0; p < o->n_policies; p++) {
-        const policy_config *pc = &o->policies[p];
-        if (ac->iface->needs_comparable && !pc->iface->never_evicts && !pc->iface->scores_comparable)
-            return cli_usage(err, "sim", "%s: %s's scores do not compare across layers and heads (kvtrace policies "
-                             "says which do); use it with adakv or a static allocator", ac->iface->name,
-                             pc->iface->name);
-    }
-    return KV_OK;
+    int rc = KV_OK;
+    for (int p = 0; !rc && p < o->n_policies; p++) rc = plan_check_pair(&o->policies[p], ac, "sim", err);
+    return rc;
 }
 
 int sim_alloc_prepare(sim_alloc_plan *ap, sim_opts *o, trace *tr, kv_err *err)
@@ -66,28 +45,29 @@ int sim_alloc_prepare(sim_alloc_plan *ap, sim_opts *o, trace *tr, kv_err *err)
     memset(ap, 0, sizeof *ap);
     if (o->n_allocators > SIM_MAX_ALLOCATORS)
         return cli_usage(err, "sim", "--allocators lists %d (at most %d)", o->n_allocators, SIM_MAX_ALLOCATORS);
-    bool reads_file = false;
     float *colsum = NULL;
-    int rc = KV_OK;
+    /* without a file sim ranks the heads from the trace (read_colsum says when it cannot) */
+    int rc = plan_check_head_scores(o->allocators, o->n_allocators, o->head_scores != NULL, true, "sim",
+                                    "--allocators", err);
     for (int a = 0; !rc && a < o->n_allocators; a++) {
         ap->allocs[a] = o->allocators[a];
         alloc_config *ac = &ap->allocs[a];
         rc = check_pairs(o, ac, err);
-        if (rc || ac->iface->scores_from == ALLOC_SCORES_NONE) continue;
-        reads_file = true;
+        if (rc || !plan_reads_head_scores(ac)) continue;
         if (o->head_scores && !ap->file) {
             if (!(ap->file = kv_calloc((size_t)LK, sizeof(double), "head scores", err))) rc = err->code;
             if (!rc) rc = alloc_head_scores_read(o->head_scores, m->n_layers, m->n_kv_heads, ap->file, err);
         }
         if (!rc && ap->file) ac->head_scores = ap->file;
-        if (rc || ap->file || ac->iface->scores_from != ALLOC_SCORES_FILE_OR_TRACE) continue;
-        if (!colsum) rc = read_colsum(o, tr, &colsum, err);
+        if (rc || ap->file || !plan_ranks_from_trace(ac)) continue;
+        if (!colsum) rc = read_colsum(o, tr, ac, &colsum, err);
         if (!rc && !(ap->scores[a] = kv_calloc((size_t)LK, sizeof(double), "head scores", err))) rc = err->code;
-        if (!rc) colsum_scores(colsum, m, ac, ap->scores[a]), ac->head_scores = ap->scores[a];
+        if (!rc) {
+            plan_rank_heads(ac, colsum, m->n_layers, m->n_heads, m->n_kv_heads, m->n_tokens, ap->scores[a]);
+            ac->head_scores = ap->scores[a];
+        }
     }
     free(colsum);
-    if (!rc && o->head_scores && !reads_file)
-        rc = cli_usage(err, "sim", "--head-scores is read only by the headkv and duo allocators (none is listed)");
     if (!rc) o->allocators = ap->allocs;
     return rc;
 }
@@ -98,7 +78,7 @@ void sim_alloc_plan_free(sim_alloc_plan *ap)
     free(ap->file);
 }
 
-double sim_lockstep_bytes(const sim_opts *o, const trace_meta *m, int *n_model)
+static double sim_lockstep_bytes(const sim_opts *o, const trace_meta *m, int *n_model)
 {
     const double L = (double)m->n_layers, H = (double)m->n_heads, K = (double)m->n_kv_heads;
     const double T = (double)m->n_tokens, D = (double)m->head_dim, G = H / K;
@@ -109,7 +89,7 @@ double sim_lockstep_bytes(const sim_opts *o, const trace_meta *m, int *n_model)
     double per_cfg = 0;
     *n_model = 0;
     for (int a = 0; a < o->n_allocators; a++) {
-        if (o->allocators[a].iface->kind != ALLOC_DYNAMIC_MODEL) continue;
+        if (!plan_model_wide(&o->allocators[a])) continue;
         for (int p = 0; p < o->n_policies; p++)
             for (int b = 0; b < o->n_budgets; b++) {
                 const double cap = fmin(T, S * (double)o->budgets[b] + B);

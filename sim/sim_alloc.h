@@ -26,7 +26,6 @@ void sim_alloc_plan_free(sim_alloc_plan *ap);
 /* The estimated peak bytes of the lock-step replay of o's model-wide
  * configurations (0 when none; *n_model of them), and the refusal above
  * --max-memory (KV_EUSAGE, with the numbers). */
-double sim_lockstep_bytes(const sim_opts *o, const trace_meta *m, int *n_model);
 int sim_lockstep_check(const sim_opts *o, const trace_meta *m, kv_err *err);
 
 /* Before a trace's replay, on stderr: a note when it was captured with eviction inside the

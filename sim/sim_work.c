@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/tmpname.h"
+#include "plan/plan.h"
 
 static const char MAGIC[8] = "KVSIMW3";   /* a result file's first bytes (with the NUL) */
 
@@ -40,7 +41,7 @@ int sim_units_make(const study_set *s, const trace_run *runs, sim_unit **out, in
     for (int i = 0; i < s->n; i++) {
         const sim_opts *o = sim_trace_opts(&runs[i]);
         for (int c = 0; c < runs[i].res.n_cfg; c++)
-            count += o->allocators[cfg_alloc_index(o, c)].iface->kind == ALLOC_DYNAMIC_MODEL ? 1 : runs[i].res.L;
+            count += plan_model_wide(&o->allocators[cfg_alloc_index(o, c)]) ? 1 : runs[i].res.L;
     }
     if (count > (1 << 30)) return kv_fail(err, KV_EUSAGE, "sim: %lld work units (at most 2^30)", (long long)count);
     sim_unit *u = kv_calloc((size_t)count + 1, sizeof *u, "sim", err);
@@ -51,7 +52,7 @@ int sim_units_make(const study_set *s, const trace_run *runs, sim_unit **out, in
         const int64_t L = runs[i].res.L;
         for (int c = 0; c < runs[i].res.n_cfg; c++) {
             const int a = cfg_alloc_index(o, c);
-            const bool model = o->allocators[a].iface->kind == ALLOC_DYNAMIC_MODEL;
+            const bool model = plan_model_wide(&o->allocators[a]);
             for (int64_t l = 0; l < (model ? 1 : L); l++) {
                 u[k] = (sim_unit){.trace = i, .a = a, .c = c, .lockstep = model, .l0 = model ? 0 : l,
                                   .nl = model ? L : 1};

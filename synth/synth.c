@@ -143,7 +143,8 @@ void synth_unit(const synth_config *cfg, const float *rope_tab, int64_t layer, i
     free(u);
 }
 
-void synth_tokens(const synth_config *cfg, int32_t *tokens)
+/* Token ids [T]: BOS (id 1, or 0 for a vocabulary of one) then uniform ids. */
+static void synth_tokens(const synth_config *cfg, int32_t *tokens)
 {
     kv_rng r;
     rng_init(&r, cfg->seed, 0x70c3u, 0, 0);

@@ -42,8 +42,6 @@ typedef struct {
 void synth_unit(const synth_config *cfg, const float *rope_tab, int64_t layer, int64_t kv_head,
                 float *keys, float *values, float *queries);
 
-/* Token ids [T]: BOS (id 1, or 0 for a vocabulary of one) then uniform ids. */
-void synth_tokens(const synth_config *cfg, int32_t *tokens);
 
 /* Writes the whole trace: tokens, keys, values, queries and exact
  * /attention/colsum, one (layer, kv head) at a time. */

@@ -28,11 +28,6 @@ static int text_check(const char *text, const char *path, const char *where, kv_
     return KV_OK;
 }
 
-int trace_prompt_text_check(const char *text, const char *where, kv_err *err)
-{
-    return text_check(text, TRACE_PROMPT_TEXT_PATH, where, err);
-}
-
 int64_t trace_text_type(void)
 {
     hid_t t = H5Tcopy(H5T_C_S1);

@@ -40,7 +40,6 @@ int64_t trace_row_width(const trace_meta *m, trace_dset d, int64_t T);
 /* The variable-length UTF-8 string type (caller closes it; -1 on failure): /prompt_text, /spans/names. */
 int64_t trace_text_type(void);
 extern const char TRACE_PROMPT_TEXT_DESCRIPTION[];
-int trace_prompt_text_check(const char *text, const char *where, kv_err *err);
 int trace_prompt_text_write(int64_t file_id, const char *text, const char *where, kv_err *err);
 int trace_prompt_text_read(int64_t file_id, const char *where, char **text, kv_err *err);
 /* /prompt_chat, the same way: the chat record of a templated prompt (NULL when absent). */
@@ -62,7 +61,6 @@ int trace_wo_read(int64_t file_id, const trace_meta *m, int64_t layer, float *ou
  * when absent); trace_spans_check: count, names, ranges within prompt_len. */
 #define TRACE_SPANS_PATH "/spans"
 extern const char TRACE_SPANS_DESCRIPTION[];
-int trace_spans_check(const trace_span *s, int64_t n, int64_t prompt_len, const char *where, kv_err *err);
 int trace_spans_write(int64_t file_id, const trace_meta *m, const char *where, kv_err *err);
 int trace_spans_read(int64_t file_id, const trace_meta *m, const char *where, trace_span **spans, int64_t *n,
                      kv_err *err);

@@ -22,7 +22,7 @@ bool trace_span_name_ok(const char *name)
            strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") == len;
 }
 
-int trace_spans_check(const trace_span *s, int64_t n, int64_t prompt_len, const char *where, kv_err *err)
+static int trace_spans_check(const trace_span *s, int64_t n, int64_t prompt_len, const char *where, kv_err *err)
 {
     if (n < 1 || n > TRACE_MAX_SPANS)
         return kv_fail(err, KV_EINPUT, "%s: %s holds %lld spans (1 .. %d)", where, TRACE_SPANS_PATH, (long long)n,

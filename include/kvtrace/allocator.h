@@ -104,6 +104,14 @@ struct alloc_iface {
      * counts[x] by the selection rule (highest scores, ties to the later
      * position). KV_OK, or an error in err (out of memory): the run stops */
     int (*shares)(const alloc_config *ac, const alloc_scope *s, alloc_buf *b, int64_t *counts, kv_err *err);
+    /* with needs_queries: how many of the latest query positions the shares read (cake's window);
+     * an in-model engine keeps that many. NULL: none */
+    int64_t (*query_window)(const alloc_config *ac);
+    /* with scores_from ALLOC_SCORES_FILE_OR_TRACE: the heads' scores out[L*K] from the full cache's
+     * column sums colsum[L][H][T] (/attention/colsum: duo's share of attention away from its sinks
+     * and recent window). NULL: only a file gives them */
+    void (*rank_from_colsum)(const alloc_config *ac, const float *colsum, int64_t L, int64_t H, int64_t K, int64_t T,
+                             double *out);
 };
 
 /* Both plug-in symbols for NULL-terminated lists of policies and allocators

@@ -155,6 +155,12 @@ typedef struct policy_iface {
      * different heads against each other directly; otherwise it ranks each
      * head's by their z-score within the head, and global refuses it (docs/allocators.md) */
     bool scores_comparable;
+    /* reads v->wo, the layer's output projection (criticalkv): for every configuration, or only
+     * those needs_wo_for says (NULL: every one); without_wo is the "key=value" that runs it
+     * without W_o (a trace without /wo: sim relabels the configuration so), NULL: none */
+    bool needs_wo;
+    bool (*needs_wo_for)(const policy_config *cfg);
+    const char *without_wo;
 } policy_iface;
 
 /* ---- plug-ins ---- */

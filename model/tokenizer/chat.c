@@ -38,11 +38,6 @@ static const chat_known KNOWN[] = {
 };
 enum { N_KNOWN = sizeof KNOWN / sizeof *KNOWN };
 
-const char *chat_family(const chat_known *k) { return k->family; }
-const char *chat_sha256(const chat_known *k) { return k->sha256; }
-const char *chat_origin(const chat_known *k) { return k->origin; }
-const char *chat_default_date(const chat_known *k) { return k->default_date; }
-
 static void sha256_hex(const char *text, char hex[65])
 {
     unsigned char md[32];
@@ -52,7 +47,7 @@ static void sha256_hex(const char *text, char hex[65])
     for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
 }
 
-const chat_known *chat_find(const char *text, const char *where, kv_err *err)
+static const chat_known *chat_find(const char *text, const char *where, kv_err *err)
 {
     char hex[65];
     sha256_hex(text, hex);

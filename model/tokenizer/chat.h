@@ -32,15 +32,6 @@ typedef struct {
 
 typedef struct chat_known chat_known;
 
-/* The known template whose sha256 is that of `text`; NULL with one line
- * naming the sha256 and the known families when there is none. `where`
- * names the file the template came from. */
-const chat_known *chat_find(const char *text, const char *where, kv_err *err);
-
-const char *chat_family(const chat_known *k);   /* e.g. "chatml", "llama3.2" */
-const char *chat_sha256(const chat_known *k);   /* 64 hex digits */
-const char *chat_origin(const chat_known *k);   /* the model(s) it is known from */
-const char *chat_default_date(const chat_known *k); /* NULL: the template reads no date */
 
 /* The n messages rendered with vocabulary v's template (v->chat_template)
  * into *text (malloc'ed, NUL-terminated), the generation prompt appended.

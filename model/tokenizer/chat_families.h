@@ -17,7 +17,6 @@ typedef struct {
 } chat_out;
 
 void chat_put(chat_out *o, const char *s);
-void chat_putn(chat_out *o, const char *s, size_t n);
 
 /* What a family's rendering reads. */
 typedef struct {

@@ -8,7 +8,7 @@
 
 #include "model/tokenizer/chat_families.h"
 
-void chat_putn(chat_out *o, const char *s, size_t n)
+static void chat_putn(chat_out *o, const char *s, size_t n)
 {
     if (o->oom) return;
     if (o->n + n + 1 > o->cap) {

@@ -4,6 +4,8 @@
   symbol B's object defines (nm); no set of two or more files reaches itself.
 - One way down between folders: a folder may use (by symbol or by #include)
   only the folders listed below it in LAYERS.
+- The README's layer table (folder, what it holds, what it uses) lists for each folder exactly
+  the layers LAYERS allows it.
 - No process-wide mutable state in the library: no object of ours holds a
   writable global or static variable (.data/.bss), apart from ALLOWED_STATE.
 (Folders follow concepts: there is no cap on a folder's lines.)
@@ -30,6 +32,7 @@ LAYERS = {
     "provenance": ["core"],
     "policies": ["core"],
     "allocators": ["core", "policies"],
+    "plan": ["core", "policies", "allocators"],  # the run plan from the policies' and allocators' declarations
     "expr": ["core", "policies"],
     "python": ["core", "policies"],
     "userpol": ["core", "policies", "allocators", "expr", "python"],  # --alias, --plugin, --define(s): one table per command  # --plugin FILE.py: the embedded interpreter, beside policies/plugin.c
@@ -38,13 +41,13 @@ LAYERS = {
     "results": ["core", "provenance"],
     "study": ["core"],  # a study's traces (index.jsonl) and its statistics over traces
     "analysis": ["core", "trace", "provenance", "results", "study"],
-    "sim": ["core", "trace", "provenance", "policies", "allocators", "expr", "python", "userpol", "analysis", "results", "study"],
-    "capture": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python", "userpol", "study"],
+    "sim": ["core", "trace", "provenance", "policies", "allocators", "plan", "expr", "python", "userpol", "analysis", "results", "study"],
+    "capture": ["core", "trace", "provenance", "model", "policies", "allocators", "plan", "expr", "python", "userpol", "study"],
     "plots": ["core", "provenance", "results"],  # results/results_schema.h: the columns analyze writes
-    "fidelity": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python", "userpol", "capture", "sim", "analysis", "results", "plots",
+    "fidelity": ["core", "trace", "provenance", "model", "policies", "allocators", "plan", "expr", "python", "userpol", "capture", "sim", "analysis", "results", "plots",
                  "study"],
-    "search": ["core", "trace", "provenance", "policies", "allocators", "expr", "python", "userpol", "analysis", "sim", "results", "study", "plots"],
-    "cli": ["core", "trace", "provenance", "model", "policies", "allocators", "expr", "python", "userpol", "synth", "results", "analysis", "sim", "capture", "plots",
+    "search": ["core", "trace", "provenance", "policies", "allocators", "plan", "expr", "python", "userpol", "analysis", "sim", "results", "study", "plots"],
+    "cli": ["core", "trace", "provenance", "model", "policies", "allocators", "plan", "expr", "python", "userpol", "synth", "results", "analysis", "sim", "capture", "plots",
             "fidelity", "study", "search"],
 }
 
@@ -206,6 +209,14 @@ def main():
         text = open(os.path.join(ROOT, PUBLIC_DIR, f), encoding="utf-8").read()
         bad_pub += ["%s/%s includes %s/" % (PUBLIC_DIR, f, inc) for inc in INCLUDE.findall(text) if inc != PUBLIC]
     check(not bad_pub, "the public headers (%s) include only each other" % PUBLIC_DIR, "\n".join(bad_pub))
+
+    # the README's layer table says the same: each folder's row lists exactly the layers it may use
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    rows = {m.group(1): set(re.findall(r"`([a-z]+)/`", m.group(2))) for m in
+            re.finditer(r"^\| `([a-z]+)/` \| .* \| ([^|]*) \|$", readme, re.M) if m.group(1) in LAYERS}
+    wrong = ["%s: README says %s, the layers %s" % (f, sorted(rows.get(f, {"(no row)"})), sorted(LAYERS[f]))
+             for f in LAYERS if rows.get(f) != set(LAYERS[f])]
+    check(not wrong, "the README's layer table lists what each folder may use", "\n".join(wrong))
 
     state = mutable_state(objs)
     check(not state, "no process-wide mutable state in the library", "\n".join(state))
