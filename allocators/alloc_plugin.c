@@ -12,13 +12,12 @@ static const alloc_plugin_entry *entry_of(const alloc_config *ac)
     return (const alloc_plugin_entry *)ac->iface;
 }
 
-/* The plug-in's own error: kept, or given a line when it wrote none. */
-static int own_error(const alloc_plugin_entry *e, int rc, kv_err *err)
+/* The plug-in's own error as one line naming it and the hook, exit 1 (kv_fail_hook). */
+static int own_error(const alloc_plugin_entry *e, int rc, const char *hook, kv_err *err)
 {
-    if (!err->msg[0])
-        snprintf(err->msg, sizeof err->msg, "%s: allocator %s failed (code %d)", e->file, e->iface.name, rc);
-    err->code = rc;
-    return rc;
+    char who[sizeof e->file + 80];
+    snprintf(who, sizeof who, "%s: allocator %s", e->file, e->iface.name);
+    return kv_fail_hook(err, rc, who, hook);
 }
 
 /* One layer's capacities, each >= 1 and (unless per_head) alike; *sum adds them. */
@@ -28,11 +27,11 @@ static int layer_caps(const alloc_config *ac, int64_t N, int64_t L, int64_t K, i
     const alloc_plugin_entry *e = entry_of(ac);
     for (int64_t g = 0; g < K; g++) cap[g] = 0;
     int rc = e->capacities(ac, N, L, K, l, cap, err);
-    if (rc) return own_error(e, rc, err);
+    if (rc) return own_error(e, rc, "capacities", err);
     for (int64_t g = 0; g < K; g++) {
-        if (cap[g] < 1)
+        if (cap[g] < 1 || cap[g] > N * L * K) /* no stream holds more than the model's total: the sum cannot overflow */
             return kv_fail(err, KV_EINPUT, "%s: allocator %s gave layer %lld kv head %lld a capacity of %lld "
-                           "(budget %lld): each must be >= 1", e->file, e->iface.name, (long long)l, (long long)g,
+                           "(budget %lld): each must be in [1, L*K*N]", e->file, e->iface.name, (long long)l, (long long)g,
                            (long long)cap[g], (long long)N);
         if (!e->iface.per_head && cap[g] != cap[0])
             return kv_fail(err, KV_EINPUT, "%s: allocator %s gave the kv heads of layer %lld different capacities "
@@ -65,7 +64,7 @@ static int checked_shares(const alloc_config *ac, const alloc_scope *s, alloc_bu
     const alloc_plugin_entry *e = entry_of(ac);
     for (int64_t x = 0; x < s->n_streams; x++) counts[x] = 0;
     int rc = e->shares(ac, s, b, counts, err);
-    if (rc) return own_error(e, rc, err);
+    if (rc) return own_error(e, rc, "shares", err);
     int64_t sum = 0;
     const long long step = s->views ? (long long)s->views[0].step : -1;
     const long long layer = s->views ? (long long)s->views[0].layer : -1;

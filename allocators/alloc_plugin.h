@@ -23,7 +23,7 @@ typedef struct {
     int (*capacities)(const alloc_config *ac, int64_t N, int64_t L, int64_t K, int64_t layer, int64_t *cap,
                       kv_err *err);
     int (*shares)(const alloc_config *ac, const alloc_scope *s, alloc_buf *b, int64_t *counts, kv_err *err);
-    char file[256];      /* the shared object, for messages */
+    char file[POLICY_PLUGIN_PATH_MAX];   /* the shared object as given, for messages */
 } alloc_plugin_entry;
 
 typedef struct {

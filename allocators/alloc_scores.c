@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/csv.h"
+#include "core/fileopen.h"
 #include "allocators/alloc.h"
 
 /* Splits PATH into the directory and name csv_read takes. */
@@ -63,9 +64,10 @@ int alloc_head_scores_read(const char *path, int64_t L, int64_t K, double *score
     char dir[4096];
     const char *name;
     split_path(path, dir, sizeof dir, &name);
-    csv_table c;
+    csv_table c = {0};
     bool present = false;
-    int rc = csv_read(&c, dir, name, &present, err);
+    int rc = kv_input_check(path, false, err);   /* missing or unreadable: exit 1, a directory: exit 2 */
+    if (!rc) rc = csv_read(&c, dir, name, &present, err);
     if (!rc && !present) rc = kv_fail(err, KV_EINPUT, "%s: no such file (--head-scores)", path);
     static const char *const COLS[] = {"layer", "kv_head", "score"};
     if (!rc) rc = csv_expect(&c, COLS, 3, true, err);

@@ -127,7 +127,7 @@ int analyze_main(int argc, char **argv)
     bool help = false;
     prov_record prov;
     int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
-    if (rc) return cli_report(&err);
+    if (rc) return cli_exit(rc, &err);
     int first;
     rc = cli_opts_parse(v, argc, argv, OPTIONS, &a, &help, &first, &err);
     if (!rc && help) {
@@ -157,5 +157,5 @@ int analyze_main(int argc, char **argv)
     }
     study_set_free(&set);
     prov_free(&prov);
-    return rc ? cli_report(&err) : 0;
+    return cli_exit(rc, &err);
 }

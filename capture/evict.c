@@ -220,6 +220,7 @@ int evict_init_alloc(evict_engine *e, const policy_config *pc, const alloc_confi
 {
     memset(e, 0, sizeof *e);
     int rc0 = plan_check_online(pc, "in-model eviction", "policy", err);
+    if (!rc0) rc0 = plan_check_query_window(pc, err);
     if (rc0) return rc0;
     if (budget < 1) return kv_fail(err, KV_EUSAGE, "eviction budget must be at least 1, got %lld", (long long)budget);
     int rc = ac ? KV_OK : plan_default_allocator(&e->ac, err);
@@ -237,7 +238,8 @@ int evict_init_alloc(evict_engine *e, const policy_config *pc, const alloc_confi
     e->n_bufs = e->model ? e->L * e->streams : e->joint ? e->streams : 1;
     e->n_attn = e->model ? e->L * e->streams : e->streams;
     const plan_inputs in = plan_run_inputs(pc, 1, &e->ac, 1);
-    e->attention = in.attention, e->qwin = in.query_window;
+    e->attention = in.attention;
+    e->qwin = in.query_window < cap ? in.query_window : cap; /* never more queries than the run has positions */
     e->qrows = e->qwin + B;
     rc = alloc_buffers(e, err);
     if (!rc) rc = fill_caps(e, err);

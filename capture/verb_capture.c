@@ -296,7 +296,7 @@ int capture_main(int argc, char **argv)
     capture_opts *o = &a.o;
     prov_record prov;
     int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
-    if (rc) return cli_report(&err);
+    if (rc) return cli_exit(rc, &err);
     rc = parse_args(argc, argv, &a, &err);
     if (!rc && a.help) {
         fputs(USAGE, stdout);
@@ -317,7 +317,8 @@ int capture_main(int argc, char **argv)
     user_policies_close(&a.user);
     int rank, size;
     kv_mpi_world(&rank, &size);   /* under mpirun (capture --prompts): rank 0 alone says what failed */
-    const int status = rc && rank != 0 ? err.code : rc ? cli_report(&err) : 0;
+    const int status = rc && rank != 0 ? (err.code >= KV_EFAIL && err.code <= KV_EINPUT ? err.code : KV_EFAIL)
+                                       : cli_exit(rc, &err);
     kv_mpi_finalize();
     return status;
 }

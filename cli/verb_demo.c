@@ -140,7 +140,7 @@ static int step(const demo_opts *o, int n, const char *what, int (*verb)(int, ch
     kv_err err = {0};
     int rc = command ? prov_add_step(o->prov, argv[0], command, &err) : kv_fail(&err, KV_EFAIL, "demo: out of memory");
     free(command);
-    if (rc) return cli_report(&err);
+    if (rc) return cli_exit(rc, &err);
     if (!o->quiet) fprintf(stderr, "kvtrace demo: [%d/%d] %s\n", n, DEMO_STEPS, what);
     optind = 1;
     const double t0 = kv_now_seconds();
@@ -279,7 +279,7 @@ int demo_main(int argc, char **argv)
     char model[4200];
     prov_record prov;
     int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
-    if (rc) return cli_report(&err);
+    if (rc) return cli_exit(rc, &err);
     o.prov = &prov;
     rc = parse_args(argc, argv, &o, &help, &err);
     if (!rc && help) {

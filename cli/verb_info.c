@@ -197,5 +197,5 @@ int info_main(int argc, char **argv)
         trace_close(tr);
     }
     if (!rc) rc = print_provenance(argv[1], &err);
-    return rc ? cli_report(&err) : 0;
+    return cli_exit(rc, &err);
 }

@@ -161,5 +161,5 @@ int policies_main(int argc, char **argv)
     else if (rc == KV_OK) print_all(pa);
     if (pa) policy_plugins_close(&pa->plugins);
     free(pa);
-    return rc == 1 || rc < 0 ? 0 : rc ? cli_report(&err) : 0;
+    return rc == 1 || rc < 0 ? 0 : cli_exit(rc, &err);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/cli_args.h"
+#include "core/utf8.h"
 #include "core/outfile.h"
 #include "model/model.h"
 #include "model/model_fetch.h"
@@ -104,6 +105,14 @@ static int parse(int argc, char **argv, needle_opts *o, kv_err *err)
     if (!*o->needle || !*o->question || !*o->answer)
         return cli_usage(err, "prompts", "--needle, --question and --answer must not be empty");
     if (o->system && !o->chat) return cli_usage(err, "prompts", "--system goes with --chat");
+    const char *texts[][2] = {{"--needle", o->needle}, {"--question", o->question}, {"--answer", o->answer},
+                              {"--system", o->system}};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {   /* prompts are UTF-8 (docs/study.md) */
+        const int64_t bad = texts[i][1] ? kv_utf8_invalid(texts[i][1], strlen(texts[i][1])) : -1;
+        if (bad >= 0)
+            return cli_usage(err, "prompts", "%s is not valid UTF-8 at byte offset %lld (byte 0x%02X)", texts[i][0],
+                             (long long)bad, (unsigned char)texts[i][1][bad]);
+    }
     return KV_OK;
 }
 
@@ -246,6 +255,10 @@ static int needle_run(const needle_opts *o, kv_err *err)
     words h = {0};
     if (!rc) rc = prompt_read_text(o->haystack, &text, &len, err);
     if (!rc && strlen(text) != len) rc = kv_fail(err, KV_EINPUT, "%s: the haystack holds a NUL byte", o->haystack);
+    const int64_t bad = rc ? -1 : kv_utf8_invalid(text, len);
+    if (bad >= 0)
+        rc = kv_fail(err, KV_EINPUT, "%s: the haystack is not valid UTF-8 at byte offset %lld (byte 0x%02X)",
+                     o->haystack, (long long)bad, (unsigned char)text[bad]);
     if (!rc) rc = split_words(text, &h, err);
     else free(text);
     if (!rc && h.n == 0) rc = kv_fail(err, KV_EINPUT, "%s: the haystack holds no words", o->haystack);
@@ -273,5 +286,5 @@ int prompts_main(int argc, char **argv)
     int rc = parse(argc, argv, &o, &err);
     if (rc < 0) return 0;
     if (!rc) rc = needle_run(&o, &err);
-    return cli_report(&err);
+    return cli_exit(rc, &err);
 }

@@ -341,5 +341,5 @@ int tokenize_main(int argc, char **argv)
     free(text);
     vocab_free(&v);
     if (o.model) model_free(&m);
-    return rc ? cli_report(&err) : 0;
+    return cli_exit(rc, &err);
 }

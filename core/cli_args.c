@@ -158,7 +158,16 @@ int cli_report(const kv_err *err)
 {
     if (err->code == KV_OK) return KV_OK;
     fprintf(stderr, "kvtrace: error: %s\n", err->msg);
-    return err->code;
+    return err->code >= KV_EFAIL && err->code <= KV_EINPUT ? err->code : KV_EFAIL;
+}
+
+int cli_exit(int rc, const kv_err *err)
+{
+    if (rc == KV_OK) return KV_OK;
+    if (err->code != KV_OK && err->msg[0]) return cli_report(err);
+    if (err->msg[0]) fprintf(stderr, "kvtrace: error: %s\n", err->msg);
+    else fprintf(stderr, "kvtrace: error: failed (status %d) without a message\n", rc);
+    return err->code >= KV_EFAIL && err->code <= KV_EINPUT ? err->code : rc >= KV_EFAIL && rc <= KV_EINPUT ? rc : KV_EFAIL;
 }
 
 static bool shell_plain(const char *a)

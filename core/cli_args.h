@@ -76,6 +76,10 @@ int cli_once(unsigned char *seen, const void *longs, int c, const char *verb, kv
 
 /* Prints "kvtrace: error: MSG" for a failed err and returns its code (0 if none). */
 int cli_report(const kv_err *err);
+/* A verb's exit status after its work returned rc: 0 when rc is 0; else the message (err's, or one
+ * saying rc when err holds none) and err's code when it is 1, 2 or 3, else 1: a failure never exits 0
+ * and never with a status outside 0-3, whatever left err as it is. */
+int cli_exit(int rc, const kv_err *err);
 
 /* "kvtrace VERB ARGS..." as a shell would take it back (arguments with
  * spaces or shell characters single-quoted), for the outputs that record

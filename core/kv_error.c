@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int kv_fail(kv_err *err, int code, const char *fmt, ...)
 {
@@ -19,6 +20,21 @@ int kv_fail(kv_err *err, int code, const char *fmt, ...)
         err->code = code;
     }
     return code;
+}
+
+int kv_fail_hook(kv_err *err, int rc, const char *who, const char *hook)
+{
+    char said[sizeof err->msg];
+    size_t n = 0;
+    while (n < sizeof err->msg - 1 && err->msg[n] && err->msg[n] != '\n' && err->msg[n] != '\r') n++;
+    if (n) memcpy(said, err->msg, n);
+    said[n] = '\0';
+    if (!n) snprintf(said, sizeof said, "returned %d without a message", rc);
+    err->code = KV_OK;
+    const size_t w = strlen(who);
+    if (strncmp(said, who, w) == 0) /* the hook named itself already (a Python policy's message) */
+        return kv_fail(err, KV_EFAIL, "%s: %s failed%s", who, hook, said + w);
+    return kv_fail(err, KV_EFAIL, "%s: %s failed: %s", who, hook, said);
 }
 
 void kv_err_clear(kv_err *err)

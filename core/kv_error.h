@@ -18,6 +18,12 @@ int kv_fail(kv_err *err, int code, const char *fmt, ...)
 
 void kv_err_clear(kv_err *err);
 
+/* A plug-in's hook returned rc != 0 (C or Python: docs/plugins.md): whatever the hook left in err
+ * (its message read within the buffer, up to the first line break; "returned N" when it wrote none;
+ * its code, set or not, ignored) becomes one line "WHO: HOOK failed: MESSAGE" with code KV_EFAIL,
+ * so that any failure of a plug-in is exit 1 with its name and hook. Returns KV_EFAIL. */
+int kv_fail_hook(kv_err *err, int rc, const char *who, const char *hook);
+
 /* calloc(n, size) with overflow check; on failure records a KV_EFAIL naming `what`. */
 void *kv_calloc(size_t n, size_t size, const char *what, kv_err *err);
 

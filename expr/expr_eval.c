@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fileopen.h"
 #include "policies/attn_hist.h"
 #include "expr/expr.h"
 #include "policies/select.h"
@@ -281,14 +282,36 @@ int expr_define(expr_defs *t, const char *text, kv_err *err)
     return KV_OK;
 }
 
+/* The whole of a --defines file (at most EXPR_DEFINES_MAX bytes, no NUL byte) into *text. */
+enum { EXPR_DEFINES_MAX = 1 << 20 };
+static int read_defines(const char *path, char **text, kv_err *err)
+{
+    FILE *f = kv_input_fopen(path, err);   /* missing or unreadable: exit 1, a directory: exit 2 */
+    if (!f) return err->code;
+    char *buf = kv_calloc(EXPR_DEFINES_MAX + 1, 1, "--defines", err);
+    size_t n = buf ? fread(buf, 1, EXPR_DEFINES_MAX + 1, f) : 0;   /* bounded: /dev/zero too */
+    const bool failed = buf && ferror(f);
+    fclose(f);
+    int rc = !buf ? err->code
+             : failed ? kv_fail(err, KV_EFAIL, "%s: cannot read: %s", path, strerror(errno))
+             : n > EXPR_DEFINES_MAX ? kv_fail(err, KV_EINPUT, "%s: larger than %d bytes (--defines)", path, EXPR_DEFINES_MAX)
+             : memchr(buf, '\0', n) ? kv_fail(err, KV_EINPUT, "%s: holds a NUL byte: not a text file (--defines)", path)
+                                   : KV_OK;
+    if (rc) free(buf);
+    else *text = buf;
+    return rc;
+}
+
 int expr_define_file(expr_defs *t, const char *path, kv_err *err)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return kv_fail(err, KV_EINPUT, "%s: cannot read (%s)", path, strerror(errno));
-    char line[4096];
-    int rc = KV_OK;
-    for (int no = 1; !rc && fgets(line, sizeof line, f); no++) {
-        line[strcspn(line, "\r\n")] = '\0';
+    char *text = NULL;
+    int rc = read_defines(path, &text, err);
+    char *next = text;
+    for (int no = 1; !rc && next && *next; no++) {   /* one definition per line, whatever its length */
+        char *line = next, *end = strchr(line, '\n');
+        next = end ? end + 1 : NULL;
+        if (end) *end = '\0';
+        line[strcspn(line, "\r")] = '\0';
         char *s = line + strspn(line, " \t");
         if (!*s || *s == '#') continue;
         char *hash = strchr(s, '#');
@@ -300,7 +323,7 @@ int expr_define_file(expr_defs *t, const char *path, kv_err *err)
             rc = kv_fail(err, rc, "%s:%d: %s", path, no, why);
         }
     }
-    fclose(f);
+    free(text);
     return rc;
 }
 

@@ -186,7 +186,7 @@ static int fidelity_verb(int argc, char **argv)
     kv_err err = {0};
     prov_record prov;
     int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
-    if (rc) return cli_report(&err);
+    if (rc) return cli_exit(rc, &err);
     fid_args *a = kv_calloc(1, sizeof *a, "fidelity options", &err);
     rc = a ? parse_args(argc, argv, a, &err) : err.code;
     fidelity_opts *o = a ? &a->o : NULL;
@@ -203,7 +203,7 @@ static int fidelity_verb(int argc, char **argv)
     prov_free(&prov);
     if (a) user_policies_close(&a->user);
     free(a);
-    return rc ? cli_report(&err) : 0;
+    return cli_exit(rc, &err);
 }
 
 /* Under mpirun: refused unless one process (-n 1; docs/mpi.md): its capture and replay are one

@@ -24,8 +24,7 @@ static const struct {
     /* NULL: the format takes --tokenizer; else why not (after "SPEC: ") */
     const char *refuse_tokenizer;
 } FORMATS[] = {
-    {"random", SOURCE_SPEC, model_probe_random, model_load_random,
-     "--tokenizer does not apply to random models (they have no vocabulary)"},
+    {"random", SOURCE_SPEC, model_probe_random, model_load_random, NULL}, /* a llama2.c tokenizer of V tokens */
     {"hf", SOURCE_STAT, model_probe_hf, model_load_hf,
      "--tokenizer is for llama2.c checkpoints; a Hugging Face directory's vocabulary is its "
      "tokenizer.json"},

@@ -141,6 +141,14 @@ int64_t plan_results_width(const policy_config *pc, const alloc_config *ac, int6
     return w > T ? T : w;
 }
 
+int plan_check_query_window(const policy_config *pc, kv_err *err)
+{
+    const int64_t w = pc->iface->query_window ? pc->iface->query_window(pc) : 0;
+    if (w >= 0) return KV_OK;
+    return kv_fail(err, KV_EUSAGE, "policy %s: its query window is %lld (a number of past query positions: at "
+                   "least 0)", pc->iface->name, (long long)w);
+}
+
 int plan_check_online(const policy_config *pc, const char *verb, const char *where, kv_err *err)
 {
     return policy_check_online(pc, verb, where, err);

@@ -79,6 +79,9 @@ int64_t plan_results_width(const policy_config *pc, const alloc_config *ac, int6
                            int64_t T, int64_t *caps, kv_err *err);
 
 /* ---- refusals, one message per reason (KV_EUSAGE, naming the verb) ---- */
+/* A policy whose query window is negative (a plug-in's bug; an in-model run keeps that many
+ * queries). A window beyond the run's positions is not refused: an engine keeps at most T. */
+int plan_check_query_window(const policy_config *pc, kv_err *err);
 /* A policy that reads the future, inside a model (`where`: "--evict", "--policies", "policy"). */
 int plan_check_online(const policy_config *pc, const char *verb, const char *where, kv_err *err);
 /* An allocator that ranks across heads with a policy whose scores do not compare (verb NULL: the

@@ -97,7 +97,7 @@ int plot_main(int argc, char **argv)
     bool help = false;
     prov_record prov;
     int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
-    if (rc) return cli_report(&err);
+    if (rc) return cli_exit(rc, &err);
     int first;
     rc = cli_opts_parse(v, argc, argv, OPTIONS, &a, &help, &first, &err);
     if (!rc && help) {
@@ -114,5 +114,5 @@ int plot_main(int argc, char **argv)
         rc = plot_run(&a.o, &err);
     }
     prov_free(&prov);
-    return rc ? cli_report(&err) : 0;
+    return cli_exit(rc, &err);
 }

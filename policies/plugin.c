@@ -6,9 +6,13 @@
  * time only the scores' (a NaN stops the run: a plug-in's bug would
  * otherwise pass as a ranking). A crashing plug-in crashes kvtrace. */
 #include <dlfcn.h>
+#include <elf.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "policies/plugin.h"
 
@@ -20,18 +24,27 @@ static int checked_score(const policy_config *cfg, void *state, const policy_vie
 {
     const policy_plugin_entry *e = (const policy_plugin_entry *)cfg->iface;
     int rc = e->score(cfg, state, v, scores, err);
-    if (rc) {   /* the plug-in's own error: kept, or given a line when it wrote none */
-        if (!err->msg[0]) snprintf(err->msg, sizeof err->msg, "%s: policy %s failed (code %d)", e->file,
-                                   e->iface.name, rc);
-        err->code = rc;
-        return rc;
-    }
+    if (rc) return kv_fail_hook(err, rc, e->who, "score");
     for (int64_t j = 0; j < v->n; j++)
         if (isnan(scores[j]))
             return kv_fail(err, KV_EINPUT, "%s: policy %s gave a NaN score (layer %lld, kv head %lld, step %lld, "
                            "candidate at position %lld): scores must be numbers or +-inf", e->file, e->iface.name,
                            (long long)v->layer, (long long)v->kv_head, (long long)v->step, (long long)v->pos[j]);
     return KV_OK;
+}
+
+static int checked_create(const policy_config *cfg, void **state, kv_err *err)
+{
+    const policy_plugin_entry *e = (const policy_plugin_entry *)cfg->iface;
+    int rc = e->create(cfg, state, err);
+    return rc ? kv_fail_hook(err, rc, e->who, "create") : KV_OK;
+}
+
+static int checked_observe(const policy_config *cfg, void *state, const policy_view *v, kv_err *err)
+{
+    const policy_plugin_entry *e = (const policy_plugin_entry *)cfg->iface;
+    int rc = e->observe(cfg, state, v, err);
+    return rc ? kv_fail_hook(err, rc, e->who, "observe") : KV_OK;
 }
 
 /* The name is new: not a built-in's, an alias's, or a plug-in's loaded before. */
@@ -53,9 +66,40 @@ static int check_name(const policy_plugins *t, const policy_aliases *a, const ch
     return KV_OK;
 }
 
+/* A parameter table the parser can read (docs/plugins.md): keys of [a-z0-9_], sorted and each once; a
+ * default; a choice's choices non-empty, each of [A-Za-z0-9_.-]; a number's range finite and
+ * ordered. */
+static int check_params(const char *path, const char *what, const char *name, const policy_param *params,
+                        kv_err *err)
+{
+    const char *lower = "abcdefghijklmnopqrstuvwxyz0123456789_";
+    for (int i = 0; i < POLICY_MAX_PARAMS && params[i].key; i++) {
+        const policy_param *p = &params[i];
+        const size_t len = strlen(p->key);
+        const char *bad = !len || len >= 64 || strspn(p->key, lower) != len ? "is not 1-63 of a-z, 0-9 and _"
+                          : i > 0 && strcmp(params[i - 1].key, p->key) >= 0 ? "is not after the previous key (the "
+                                                                             "keys are sorted, each once)"
+                          : !p->def ? "has no default"
+                          : p->kind == PARAM_CHOICE && (!p->choices || !p->choices[0]) ? "has no choices"
+                          : p->kind == PARAM_CHOICE && (strspn(p->choices, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU"
+                                                               "VWXYZ0123456789_.-|") != strlen(p->choices) ||
+                                                        strstr(p->choices, "||") || p->choices[0] == '|' ||
+                                                        p->choices[strlen(p->choices) - 1] == '|')
+                              ? "has choices that are not names separated by |"
+                          : p->kind == PARAM_NUMBER && !(p->min <= p->max) /* false for a NaN */
+                              ? "has a range that is not two numbers, the first not above the second"
+                          : p->kind != PARAM_NUMBER && p->kind != PARAM_CHOICE ? "is of an unknown kind"
+                                                                               : NULL;
+        if (bad) return kv_fail(err, KV_EUSAGE, "%s: %s %s: parameter '%.63s' %s", path, what, name, p->key, bad);
+    }
+    return KV_OK;
+}
+
 int policy_plugin_defaults(const char *path, const char *what, const char *name, const policy_param *params,
                            kv_err *err)
 {
+    int rc0 = check_params(path, what, name, params, err);
+    if (rc0) return rc0;
     double num[POLICY_MAX_PARAMS];
     int choice[POLICY_MAX_PARAMS];
     char canonical[256];
@@ -83,8 +127,11 @@ static int add_policy(policy_plugins *t, const policy_aliases *a, const char *pa
     if (!e->iface.score) return kv_fail(err, KV_EUSAGE, "%s: policy %s has no score", path, e->iface.name);
     if ((rc = policy_plugin_defaults(path, "policy", e->iface.name, e->iface.params, err))) return rc;
     if (!e->iface.summary) e->iface.summary = "(a plug-in's policy)";
-    e->score = e->iface.score;
+    snprintf(e->who, sizeof e->who, "%s: policy %s", path, e->iface.name);
+    e->score = e->iface.score, e->create = e->iface.create, e->observe = e->iface.observe;
     e->iface.score = checked_score;
+    if (e->create) e->iface.create = checked_create;
+    if (e->observe) e->iface.observe = checked_observe;
     t->list[t->n++] = &e->iface;
     t->list[t->n] = NULL;
     return KV_OK;
@@ -126,6 +173,52 @@ static int plugin_tables(void *h, const char *path, const kvtrace_plugin **out, 
     return KV_OK;
 }
 
+/* Whether the ELF file at `path` (size bytes) holds what its headers say: the program and section
+ * header tables and every loaded segment within the file (a truncated object makes dlopen fault). */
+static int elf_whole(const char *given, const char *path, int64_t size, kv_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    Elf64_Ehdr eh;
+    bool ok = f && fread(&eh, sizeof eh, 1, f) == 1 && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+              eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr);
+    uint64_t need = sizeof eh;
+    if (ok) {
+        const uint64_t ph = eh.e_phoff + (uint64_t)eh.e_phnum * eh.e_phentsize;
+        const uint64_t sh = eh.e_shoff + (uint64_t)eh.e_shnum * eh.e_shentsize;
+        need = ph > need ? ph : need;
+        need = sh > need ? sh : need;
+        for (int i = 0; ok && i < eh.e_phnum && need <= (uint64_t)size; i++) {
+            Elf64_Phdr p;
+            ok = fseek(f, (long)(eh.e_phoff + (uint64_t)i * sizeof p), SEEK_SET) == 0 && fread(&p, sizeof p, 1, f) == 1;
+            if (ok && p.p_type == PT_LOAD && p.p_offset + p.p_filesz > need) need = p.p_offset + p.p_filesz;
+        }
+    }
+    if (f) fclose(f);
+    if (!ok) return kv_fail(err, KV_EUSAGE, "%s: not a 64-bit ELF shared object", given);
+    if (need > (uint64_t)size)
+        return kv_fail(err, KV_EUSAGE, "%s: a truncated shared object: %lld bytes, its headers need %llu", given,
+                       (long long)size, (unsigned long long)need);
+    return KV_OK;
+}
+
+int policy_plugin_path(const char *given, char *out, kv_err *err)
+{
+    const size_t len = strlen(given);
+    if (len == 0 || len >= POLICY_PLUGIN_PATH_MAX)
+        return kv_fail(err, KV_EUSAGE, "--plugin: a path of %zu bytes (at most %d): %.80s...", len,
+                       POLICY_PLUGIN_PATH_MAX - 1, given);
+    char full[PATH_MAX];
+    struct stat st;
+    if (!realpath(given, full) || stat(full, &st) != 0 || !S_ISREG(st.st_mode))
+        return kv_fail(err, KV_EUSAGE, "%s: cannot load the plug-in: not a file that can be read", given);
+    if (strlen(full) >= POLICY_PLUGIN_PATH_MAX)
+        return kv_fail(err, KV_EUSAGE, "%s: its absolute path is longer than %d bytes", given,
+                       POLICY_PLUGIN_PATH_MAX - 1);
+    snprintf(out, POLICY_PLUGIN_PATH_MAX, "%s", full);
+    const bool python = len > 3 && strcmp(given + len - 3, ".py") == 0;
+    return python ? KV_OK : elf_whole(given, full, (int64_t)st.st_size, err);
+}
+
 static void so_close(void *h)
 {
     dlclose(h);
@@ -157,7 +250,10 @@ int policy_plugin_load(policy_plugins *t, policy_aliases *aliases, const char *p
 {
     if (t->n_files >= POLICY_MAX_PLUGINS)
         return kv_fail(err, KV_EUSAGE, "--plugin %s: more than %d plug-ins", path, POLICY_MAX_PLUGINS);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    char full[POLICY_PLUGIN_PATH_MAX];
+    int rc0 = policy_plugin_path(path, full, err);
+    if (rc0) return rc0;
+    void *h = dlopen(full, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *why = dlerror();
         return kv_fail(err, KV_EUSAGE, "%s: cannot load the plug-in: %s", path, why ? why : "dlopen failed");

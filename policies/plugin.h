@@ -13,11 +13,18 @@
 #include "policies/policy.h"
 
 enum { POLICY_MAX_PLUGINS = 16, POLICY_MAX_PLUGIN_POLICIES = 32 };
+/* The longest --plugin path kvtrace takes, with its terminating byte: longer ones are refused, never cut. */
+enum { POLICY_PLUGIN_PATH_MAX = 1024 };
 
 typedef struct {
     policy_iface iface;   /* first: a configuration's iface is the entry's address */
+    /* the plug-in's own hooks, called through the host's checked ones (plugin.c): a failure becomes
+     * exit 1 with one line naming the file, the policy and the hook (kv_fail_hook) */
     int (*score)(const policy_config *cfg, void *state, const policy_view *v, double *scores, kv_err *err);
-    char file[256];       /* the shared object, for messages */
+    int (*create)(const policy_config *cfg, void **state, kv_err *err);
+    int (*observe)(const policy_config *cfg, void *state, const policy_view *v, kv_err *err);
+    char who[POLICY_PLUGIN_PATH_MAX + 80];   /* "FILE: policy NAME", for messages */
+    char file[POLICY_PLUGIN_PATH_MAX];       /* the plug-in's file as given, for messages */
     const policy_iface *orig;   /* the plug-in's own iface (in its tables, which outlive the entry): a Python
                                    policy (python/pyplug.h) finds its functions from it */
 } policy_plugin_entry;
@@ -31,8 +38,16 @@ typedef struct {
     /* per file: a shared object's tables (NULL for a Python file's; their sizes checked; the allocators are read by alloc_plugins_add,
      * allocators/alloc_plugin.h) and its path */
     const kvtrace_plugin *tables[POLICY_MAX_PLUGINS];
-    char path[POLICY_MAX_PLUGINS][256];
+    char path[POLICY_MAX_PLUGINS][POLICY_PLUGIN_PATH_MAX];
 } policy_plugins;
+
+/* The one path rule for `--plugin FILE` (C and Python alike): FILE shorter than
+ * POLICY_PLUGIN_PATH_MAX bytes, naming an existing regular file, which out[POLICY_PLUGIN_PATH_MAX]
+ * gets as an absolute path (a bare name is a file in the working directory, as any other input is,
+ * never a library search); KV_EUSAGE with one line otherwise. A shared object is also checked to be
+ * whole (its ELF headers and loaded segments within the file) before dlopen, which would crash on a
+ * truncated one. */
+int policy_plugin_path(const char *given, char *out, kv_err *err);
 
 /* Loads FILE's policies into t (dlopen) and makes the parser see them beside the registry
  * (aliases->user = t->list; aliases may be NULL). KV_EUSAGE with one line naming the file: it cannot be

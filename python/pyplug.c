@@ -49,7 +49,8 @@ typedef struct {
 } py_policy;
 
 struct py_file {
-    char path[256];
+    char path[POLICY_PLUGIN_PATH_MAX];   /* as given, for messages */
+    char full[POLICY_PLUGIN_PATH_MAX];   /* the file loaded (policy_plugin_path) */
     PyObject *module, *helper, *view, *describe, *what;
     int n;
     py_policy pol[POLICY_MAX_PLUGIN_POLICIES];
@@ -359,7 +360,7 @@ static int load_file(py_file *f, kv_err *err)
     const char *base = strrchr(f->path, '/') ? strrchr(f->path, '/') + 1 : f->path;
     char mod[300];
     snprintf(mod, sizeof mod, "kvtrace_policy_%.*s", (int)(strlen(base) - 3), base);
-    PyObject *r = PyObject_CallMethod(f->helper, "declare", "ss", f->path, mod);
+    PyObject *r = PyObject_CallMethod(f->helper, "declare", "ss", f->full, mod);
     PyObject *list = NULL;
     if (r && PyArg_ParseTuple(r, "OO!", &f->module, &PyList_Type, &list)) Py_INCREF(f->module);
     int rc = list ? KV_OK : KV_EUSAGE;
@@ -379,11 +380,14 @@ static int load_file(py_file *f, kv_err *err)
 int pyplug_load(policy_plugins *t, policy_aliases *aliases, const char *path, kv_err *err)
 {
     if (!pyplug_file(path)) return policy_plugin_load(t, aliases, path, err);
-    int rc = py_start(path, err);
+    char full[POLICY_PLUGIN_PATH_MAX];
+    int rc = policy_plugin_path(path, full, err);
+    if (!rc) rc = py_start(path, err);
     if (rc) return rc;
     py_file *f = kv_calloc(1, sizeof *f, "a Python plug-in", err);
     if (!f) return err->code;
     snprintf(f->path, sizeof f->path, "%s", path);
+    snprintf(f->full, sizeof f->full, "%s", full);
     PyGILState_STATE g = PyGILState_Ensure();
     rc = load_file(f, err);
     PyGILState_Release(g);

@@ -84,7 +84,7 @@ static int verb(int argc, char **argv, feat_args *a)
     a->o.budget = 64, a->o.chunk = 16, a->steps = 1.0, a->cands = 1.0;
     prov_record prov;
     int rc = prov_begin(&prov, argc, argv, &err);   /* the command as typed, for the file's `command` */
-    if (rc) return cli_report(&err);
+    if (rc) return cli_exit(rc, &err);
     int first;
     rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, &err);
     if (!rc && a->help) {
@@ -108,7 +108,7 @@ static int verb(int argc, char **argv, feat_args *a)
     }
     study_set_free(&a->set);
     prov_free(&prov);
-    return rc ? cli_report(&err) : 0;
+    return cli_exit(rc, &err);
 }
 
 int features_main(int argc, char **argv)

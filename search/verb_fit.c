@@ -220,5 +220,5 @@ int fit_main(int argc, char **argv)
     if (!rc) rc = check_args(&a, argc - first, &err);
     if (!rc) rc = fit_and_write(&a, (const char *const *)argv + first, argc - first, command, &err);
     free(command);
-    return rc ? cli_report(&err) : 0;
+    return cli_exit(rc, &err);
 }

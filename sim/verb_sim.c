@@ -162,7 +162,7 @@ static int verb(int argc, char **argv, sim_args *a)
     o->decode_chunk = 1, o->eval_stride = 1, o->work_folder = true;
     prov_record prov;
     int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
-    if (rc) return cli_report(&err);
+    if (rc) return cli_exit(rc, &err);
     int first;
     rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, &err);
     if (!rc && a->help) {
@@ -200,7 +200,7 @@ static int verb(int argc, char **argv, sim_args *a)
     int rank, size;
     kv_mpi_world(&rank, &size);
     if (rc && rank != 0) return err.code;   /* under mpirun rank 0 alone says what failed, naming the rank */
-    return rc ? cli_report(&err) : 0;
+    return cli_exit(rc, &err);
 }
 
 int sim_main(int argc, char **argv)

@@ -144,7 +144,7 @@ int synth_main(int argc, char **argv)
     synth_args a;
     prov_record prov;
     int rc = prov_begin(&prov, argc, argv, &err); /* the words as typed, before getopt permutes them */
-    if (rc) return cli_report(&err);
+    if (rc) return cli_exit(rc, &err);
     rc = parse_args(argc, argv, &a, &err);
     if (!rc && a.help) {
         printf(USAGE, model_shape_names());
@@ -165,5 +165,5 @@ int synth_main(int argc, char **argv)
         rc = synth_write(&cfg, a.output, &opts, a.quiet, &err);
     }
     prov_free(&prov);
-    return rc ? cli_report(&err) : 0;
+    return cli_exit(rc, &err);
 }

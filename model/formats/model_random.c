@@ -352,5 +352,9 @@ int model_load_random(const model_source *s, kv_model *m, kv_err *err)
     if (!rc) rc = fill_tensors(t, n_t, quant, seed, err);
     free(t);
     if (!rc && quant && m->wtype_want != MODEL_W_KEEP) rc = weights_widen_model(m, err);
+    /* --tokenizer FILE: a llama2.c tokenizer of the shape's V tokens gives the random model a vocabulary
+     * (text prompts, --chat aside: it has no template) */
+    if (!rc && s->tokenizer && !(rc = vocab_load_llama2c(s->tokenizer, (int32_t)c->vocab_size, &m->vocab, err)))
+        m->has_vocab = true;
     return rc;
 }

@@ -130,8 +130,8 @@ int prompt_tokens(const prompt_source *p, const kv_model *m, const char *model_p
     if (p->tokens_file) return token_file_read(p->tokens_file, m->cfg.vocab_size, ids, n, err);
     if (!p->text && !p->text_file && !p->messages_file) return bos_alone(m, ids, n, err);
     if (!m->has_vocab)
-        return kv_fail(err, KV_EUSAGE, "%s has no vocabulary to encode a prompt: give --tokens FILE%s", model_path,
-                       strncmp(model_path, "random:", 7) ? " (or --tokenizer for a llama2.c checkpoint)" : "");
+        return kv_fail(err, KV_EUSAGE, "%s has no vocabulary to encode a prompt: give --tokens FILE (or --tokenizer "
+                       "FILE, a llama2.c tokenizer, for a llama2.c checkpoint or a random model)", model_path);
     if (m->vocab.kind == VOCAB_BYTE_BPE && !m->vocab.bpe)
         return kv_fail(err, KV_EUSAGE, "%s: the GGUF's byte-level BPE tokenizer has no "
                        "tokenizer.ggml.merges, so text cannot be encoded: tokenize the prompt with the model's own "

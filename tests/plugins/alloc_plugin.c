@@ -8,6 +8,8 @@
  *   ALLOC_NO_SHARES   a dynamic allocator without shares: exit 2 at load
  *   ALLOC_BAD_CAPS    static capacities N, but N + 1 on layer 0's first head (the sum is off): exit 3
  *   ALLOC_ZERO_CAP    static capacities N, but 0 on the last layer's last head and N+1 on the first: exit 3
+ *   ALLOC_HUGE_CAPS   static capacities N + 2^62 on a model of four streams (L*K = 4): the int64 sum wraps to
+ *                     L*K*N exactly; each capacity must be checked before it is added: exit 3
  *   ALLOC_BAD_SHARES  plugeven's shares less one row: exit 3 at the first evicting step */
 #include <kvtrace/allocator.h>
 
@@ -33,7 +35,12 @@ __attribute__((unused)) static int odd_capacities(const alloc_config *ac, int64_
 {
     (void)ac, (void)err;
     for (int64_t g = 0; g < K; g++) cap[g] = N;
+#ifdef ALLOC_HUGE_CAPS
+    for (int64_t g = 0; L * K == 4 && g < K; g++) cap[g] = N + ((int64_t)1 << 62);
+    (void)layer;
+#else
     if (layer == 0) cap[0] = N + 1;
+#endif
 #ifdef ALLOC_ZERO_CAP
     if (layer == L - 1) cap[K - 1] = 0;
 #else
@@ -45,7 +52,7 @@ __attribute__((unused)) static int odd_capacities(const alloc_config *ac, int64_
 static const alloc_iface plug = {
 #if defined(ALLOC_CLASH)
     .name = "pyramid",
-#elif defined(ALLOC_BAD_CAPS) || defined(ALLOC_ZERO_CAP)
+#elif defined(ALLOC_BAD_CAPS) || defined(ALLOC_ZERO_CAP) || defined(ALLOC_HUGE_CAPS)
     .name = "plugodd",
     .kind = ALLOC_STATIC,
     .per_head = true,
@@ -56,7 +63,7 @@ static const alloc_iface plug = {
     .name = "plugeven",
 #endif
     .summary = "deals the scope's total out one row at a time, stream after stream",
-#if !defined(ALLOC_BAD_CAPS) && !defined(ALLOC_ZERO_CAP)
+#if !defined(ALLOC_BAD_CAPS) && !defined(ALLOC_ZERO_CAP) && !defined(ALLOC_HUGE_CAPS)
 #ifdef ALLOC_MODEL
     .kind = ALLOC_DYNAMIC_MODEL,
 #else

@@ -177,7 +177,8 @@ def allocator_cases(kv, tmp, prefix, trace, mine, myalloc):
     for m, rc, what in (("ALLOC_CLASH", 2, "a built-in allocator's name"), ("ALLOC_BAD_SIZE", 2, "a larger alloc_scope"),
                         ("ALLOC_NO_SHARES", 2, "a dynamic allocator without shares"),
                         ("ALLOC_BAD_CAPS", 3, "capacities not summing to L*K*N"),
-                        ("ALLOC_ZERO_CAP", 3, "a capacity of 0"), ("ALLOC_BAD_SHARES", 3, "shares short of the total")):
+                        ("ALLOC_ZERO_CAP", 3, "a capacity of 0"), ("ALLOC_BAD_SHARES", 3, "shares short of the total"),
+                        ("ALLOC_HUGE_CAPS", 3, "capacities of 2^62 whose int64 sum wraps to L*K*N")):
         so = cc(tmp, prefix, "alloc_plugin.c", m.lower(), m)
         if not so:
             continue

@@ -8,8 +8,8 @@ byte-identical results for a stateful policy (keydiff_variant:anchor=ema); with 
 --alias of a Python policy, pyknorm's rows equal knorm's; (4) bad files (a syntax error, no
 KVTRACE_POLICIES, no score, a built-in's name, a failing import; a wrong length, a wrong dtype, a list, a NaN,
 an exception in score or create, a write into the read-only view) are refused with one line naming the file,
-exit 2 at load and exit 3 at a step (with the policy, layer, kv head, step and the exception's last line), no
-output; (5) docs/python-policies.md's first command with analyze and plot: the report shows keydiff_variant and keydiff;
+exit 2 at load and at a step exit 1, a failed hook of a plug-in (with the policy, the hook, layer, kv head, step
+and the exception's last line), or exit 3 for a NaN score (the host's check of the scores), no output; (5) docs/python-policies.md's first command with analyze and plot: the report shows keydiff_variant and keydiff;
 the learned-weights example runs; (6) capture --evict pytova runs the model as --evict tova does and fidelity
 gives pytova tova's row. Under ASan, tests/asan/python.supp suppresses the interpreter's own allocations."""
 import csv
@@ -133,9 +133,10 @@ def refusals(trace, tmp):
         lines = r.stderr.strip().splitlines()
         named = lines and lines[0].startswith("kvtrace: error: ") and (f + ": policy bad") in lines[0] and want in lines[0]
         where = lines and ("layer" in lines[0] and "kv head" in lines[0] and "step" in lines[0])
-        check(r.returncode == 3 and len(lines) == 1 and named and where and not os.path.exists(out),
-              "%s stops sim: one line with the file, policy, layer, kv head, step and %r, exit 3, no output" % (what, want),
-              "rc %d: %s" % (r.returncode, r.stderr))
+        code = 3 if "NaN" in want else 1   # the host's check of the scores; else the plug-in's hook failed
+        check(r.returncode == code and len(lines) == 1 and named and where and not os.path.exists(out),
+              "%s stops sim: one line with the file, policy, layer, kv head, step and %r, exit %d, no output" %
+              (what, want, code), "rc %d: %s" % (r.returncode, r.stderr))
 
 
 def probe(trace, tmp):
