@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cli_args.h"
 #include "core/csv.h"
 #include "core/h5util.h"
+#include "expr/expr.h"
 #include "search/fit.h"
 
 enum { BLOCK_ROWS = 16384, MAX_FILE_F = 256 };
@@ -196,6 +198,45 @@ static int h5_header(const fit_input *in, const char *path, char names[][FIT_NAM
     return rc;
 }
 
+/* Whether `name` is one feature of the expression language as `kvtrace policies --features` lists them:
+ * NAME, or NAME(ARGS) with as many plain numbers as it takes. Only such a column can become a term
+ * z(NAME) of the written policy (anything else could be an expression of its own). */
+static bool feature_name(const char *name)
+{
+    for (int i = 0; i < EF_COUNT; i++) {
+        const expr_feature *f = &EXPR_FEATURES[i];
+        const size_t n = strlen(f->name);
+        if (strncmp(name, f->name, n) != 0) continue;
+        const char *a = name + n;
+        if (!*a) return true;
+        if (*a != '(' || f->n_args == 0) continue;
+        int args = 0;
+        for (a++;;) {
+            const size_t len = kv_number_len(a, strlen(a), false);
+            if (!len) break;
+            a += len, args++;
+            if (*a != ',') break;
+            a += a[1] == ' ' ? 2 : 1;
+        }
+        if (a[0] == ')' && !a[1] && args >= 1 && args <= f->n_args) return true;
+    }
+    return false;
+}
+
+/* A file's columns: each a feature of the language, each once (exit 3 naming the file). */
+static int check_names(const char *path, char names[][FIT_NAME_MAX], int F, kv_err *err)
+{
+    for (int f = 0; f < F; f++) {
+        if (!feature_name(names[f]))
+            return kv_fail(err, KV_EINPUT, "%s: the feature column '%.80s' is not a feature kvtrace policies "
+                           "--features lists", path, names[f]);
+        for (int g = 0; g < f; g++)
+            if (strcmp(names[g], names[f]) == 0)
+                return kv_fail(err, KV_EINPUT, "%s: the feature column '%.80s' is there twice", path, names[f]);
+    }
+    return KV_OK;
+}
+
 static int find_name(char names[][FIT_NAME_MAX], int F, const char *name)
 {
     for (int f = 0; f < F; f++)
@@ -247,6 +288,7 @@ int fit_input_open(fit_input *in, const char *const *files, int n_files, const c
         int64_t rows = 0;
         in->csv[i] = is_csv(files[i]);
         rc = in->csv[i] ? csv_names(files[i], nm, &F, &rows, err) : h5_header(in, files[i], nm, &F, &rows, in->model[i], err);
+        if (!rc) rc = check_names(files[i], nm, F, err);
         if (!rc && i == 0) rc = choose(in, subset, nm, F, err);
         for (int f = 0; !rc && f < in->F; f++)
             if ((in->col[i][f] = find_name(nm, F, in->names[f])) < 0)

@@ -111,6 +111,11 @@ static int index_line(study_set *s, const char *dir, const char *text, int line,
         if (!rc && (stat(t->path, &st) != 0 || !S_ISREG(st.st_mode)))
             rc = kv_fail(err, KV_EINPUT, "%s:%d: trace %s %s", s->index, line, t->path,
                          errno == ENOENT ? "does not exist" : "is not a readable file");
+        if (!rc) t->dev = (uint64_t)st.st_dev, t->ino = (uint64_t)st.st_ino;
+        for (int i = 0; !rc && i < s->n - 1; i++)   /* the same file under two ids would count one prompt twice */
+            if (s->t[i].dev == t->dev && s->t[i].ino == t->ino)
+                rc = kv_fail(err, KV_EINPUT, "%s:%d: trace %s is the file of line %d too (id '%s'): each prompt "
+                             "has its own trace", s->index, line, t->path, s->t[i].line, s->t[i].id);
     }
     json_decref(o);
     return rc;

@@ -23,6 +23,7 @@ typedef struct {
     int64_t tokens;        /* the index's `tokens`, -1 when not from an index */
     char sha256[65];       /* the index's sha256, "" when not from an index */
     int line;              /* its line in the index, 0 when not from an index */
+    uint64_t dev, ino;     /* the file's identity (stat): one trace is one prompt, listed once */
 } study_trace;
 
 typedef struct {

@@ -141,6 +141,17 @@ def test_ls_ridge(tmp, rng):
     p = fit([csvp], o)
     if check(p.returncode == 0, "fit reads the --csv form", p.stderr):
         close("the --csv form fits the same weights as the HDF5 file", fitted(o)[0], fitted(out)[0], 1e-12, 1e-9)
+    # a column name is written into policy.defines as z(NAME): only the features the language lists, once each
+    for what, names in (("an injected expression", ["knorm)*0 + 1e9*pos + (knorm", "vnorm", "attn_window(8)", "pos"]),
+                        ("a column twice", ["knorm", "knorm", "attn_window(8)", "pos"]),
+                        ("a feature with too many arguments", ["knorm", "vnorm", "attn_window(8,3)", "pos"])):
+        bad = os.path.join(tmp, "bad_names.csv")
+        write_csv(bad, steps, attn, keep, names=names)
+        o = os.path.join(tmp, "bad_names")
+        p = fit([bad], o)
+        check(p.returncode == 3 and len(p.stderr.strip().splitlines()) == 1 and "feature column" in p.stderr
+              and not os.path.exists(o), "a feature file with %s in its columns: exit 3, one line, nothing written" % what,
+              "rc %d: %s" % (p.returncode, p.stderr))
 
 
 def check_expression(out, path, steps):

@@ -6,7 +6,8 @@ missing is exit 1 ("cannot open"), as for every input the operating system refus
 --needle, --question or --answer that is not UTF-8 is exit 2 naming the option and the byte offset, a haystack
 file that is not is exit 3 naming the file (it once said "out of memory"). A random model takes `--tokenizer
 FILE` (a llama2.c tokenizer of its V tokens), as the README says: a text prompt is encoded and recorded; a
-tokenizer of another size is exit 3 naming it. Each refusal one line, no output.
+tokenizer of another size is exit 3 naming it. A study index that lists one trace file under two ids is exit 3
+naming both lines (it counted one prompt twice). Each refusal one line, no output.
     /usr/bin/python3 tests/scripts/test_hostile_files_r3.py [BUILD]"""
 import os
 import subprocess
@@ -99,6 +100,17 @@ def main():
             g.write(f.read()[:3000])
     refused("a random model with a tokenizer cut short", run("capture", "--model", "random:stories260k", "--tokenizer",
             cut, "--prompt", "Once", "--quiet", "-o", out + ".h5"), 3, cut + ":", out + ".h5")
+    import hashlib
+    import json
+    study = os.path.join(tmp, "study")
+    os.makedirs(study)
+    os.link(trace, os.path.join(study, "a.h5"))
+    sha = hashlib.sha256(open(trace, "rb").read()).hexdigest()
+    with open(os.path.join(study, "index.jsonl"), "w") as f:
+        for pid in ("p1", "p2"):
+            f.write(json.dumps({"id": pid, "file": "a.h5", "tokens": 48, "sha256": sha}) + "\n")
+    refused("a study index with one trace under two ids", run("sim", study, "--policies", "knorm", "--budgets", "8",
+            "--chunk", "4", "--quiet", "-o", out), 3, "is the file of line 1 too", out)
     return finish()
 
 
