@@ -432,15 +432,16 @@ def padded_results_accepted(tmp, trace, res):
 
 
 def other_trace_warns(tmp, res):
-    """Results simulated on another trace of the same shape: analyzed, with one warning."""
+    """Results simulated on another trace of the same shape: refused (exit 3, one line), nothing written."""
     other = os.path.join(tmp, "other.h5")
     r = run("synth", "--layers", 2, "--heads", 4, "--kv-heads", 2, "--head-dim", 16, "--tokens", 300, "--seed", 4,
             "--quiet", "-o", other)
     out = os.path.join(tmp, "an_other")
     r = run("analyze", other, "--results", res, "--quiet", "-o", out)
     lines = r.stderr.strip().splitlines()
-    check(r.returncode == 0 and len(lines) == 1 and lines[0].startswith("kvtrace: warning:")
-          and "another trace" in lines[0], "results of another trace: exit 0, one warning line", r.stderr)
+    check(r.returncode == 3 and len(lines) == 1 and lines[0].startswith("kvtrace: error:")
+          and "another trace" in lines[0] and not os.path.exists(out),
+          "results of another trace: exit 3, one error line, nothing written", r.stderr)
 
 
 def bad_args(tmp, trace, res, good_out):
