@@ -82,6 +82,7 @@ static int run_model(const capture_opts *o, kv_run *r, int32_t *tokens, int64_t 
     return rc;
 }
 
+
 /* What the trace records (and the run computes). */
 static trace_create_opts trace_wants(const capture_opts *o)
 {
@@ -102,9 +103,9 @@ static trace_create_opts trace_wants(const capture_opts *o)
 /* Before a large run: its cost in one line on stderr (unless --quiet) when
  * it will likely take over a minute or a GiB. Floating-point operations: 2
  * per weight per token, plus attention's 4 T^2/2 L H D; memory: the weights
- * as held (wbytes: weights_bytes) and the KV cache (float32); the trace: keys and values, queries,
- * column sums, log-probabilities (and logits). The minutes assume 50 GFLOP/s,
- * a modest CPU; a GPU is far faster. */
+ * as held (wbytes: weights_bytes) and the KV cache (float32); the trace: what its writer will
+ * allocate for every dataset the run records (trace_create_bytes: whole chunks), and W_o. The
+ * minutes assume 50 GFLOP/s, a modest CPU; a GPU is far faster. */
 static void print_cost(const capture_opts *o, const model_config *c, double wbytes, int64_t T)
 {
     const double L = (double)c->n_layers, H = (double)c->n_heads, K = (double)c->n_kv_heads, D = (double)c->head_dim;
@@ -112,14 +113,17 @@ static void print_cost(const capture_opts *o, const model_config *c, double wbyt
     const double weights = L * (dim * (2 * H * D + 2 * K * D) + 3 * dim * (double)c->ffn_dim) + 2 * V * dim;
     const double flops = 2 * weights * t + 2 * L * H * D * t * t;
     const double cache = o->evict.iface ? 2 * L * K * D * (double)(o->budget + o->chunk) : 2 * L * K * D * t;
-    const double memory = wbytes + 4 * cache, el = o->dtype == TRACE_F16 ? 2 : 4;
-    double file = o->dry_run ? 0 : el * L * D * t * (2 * K + (o->record_queries ? H : 0)) + 4 * t * (1 + V * o->logits);
-    if (!o->dry_run && o->attention != ATTN_NONE) file += 8 * L * H * t;
-    if (!o->dry_run && o->attention == ATTN_FULL) file += 4 * L * H * t * t;
+    const double memory = wbytes + 4 * cache;
+    const trace_meta tm = {.n_layers = c->n_layers, .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads,
+                           .head_dim = c->head_dim, .n_tokens = T, .prompt_len = T, .vocab_size = c->vocab_size,
+                           .storage = o->dtype};
+    trace_create_opts topts = trace_wants(o);
+    topts.expected_tokens = T;
+    double file = o->dry_run ? 0 : trace_create_bytes(&tm, &topts, T) + (o->record_wo ? 4 * L * dim * H * D : 0);
     const double gib = 1024.0 * 1024.0 * 1024.0, minutes = flops / 50e9 / 60;
-    if (o->quiet || (minutes < 1 && memory < gib && file < gib)) return;
+    if (!o->stats && (o->quiet || (minutes < 1 && memory < gib && file < gib))) return; /* --stats: always */
     fprintf(stderr, "kvtrace: capture: %lld positions: about %.3g TFLOP (~%.0f min at 50 GFLOP/s), peak memory "
-            "~%.2f GiB, trace ~%.2f GiB\n", (long long)T, flops / 1e12, minutes, memory / gib, file / gib);
+            "~%.2f GiB, trace ~%.4g MiB\n", (long long)T, flops / 1e12, minutes, memory / gib, file / (1024.0 * 1024.0));
 }
 
 /* The run over tokens [T] of the loaded model, and its outputs (with

@@ -93,7 +93,7 @@ static const char USAGE[] =
     "                       needs T + R positions (R = the template's ids + T) within the model's context;\n"
     "                       CPU only, not with --evict (docs/trace.md)\n"
     "  --print              print the decoded text of all tokens to stdout\n"
-    "  --stats              print throughput and GEMM/attention GFLOP/s to stderr\n"
+    "  --stats              print the up-front cost (always) and throughput and GEMM/attention GFLOP/s to stderr\n"
     "  -o, --output PATH    output trace (required)\n"
     "  --timestamp          record the time in the trace's /provenance (SOURCE_DATE_EPOCH, when set,\n"
     "                       gives it; otherwise no time is recorded, docs/provenance.md)\n"

@@ -198,6 +198,10 @@ typedef struct trace_writer trace_writer;
 /* Creates `path` atomically: data goes to a temporary name in the same
  * directory, renamed by trace_finish. meta.n_tokens is ignored (T is what
  * was written); everything else is checked and stored as attributes. */
+/* The bytes trace_create's datasets will hold for T positions (the optional ones opts wants), whole
+ * chunks as HDF5 allocates them; eviction snapshots and the small attributes left out. */
+double trace_create_bytes(const trace_meta *meta, const trace_create_opts *opts, int64_t T);
+
 int trace_create(const char *path, const trace_meta *meta, const trace_create_opts *opts,
                  trace_writer **out, kv_err *err);
 

@@ -40,15 +40,14 @@ static hid_t file_type_for(const trace_writer *w, trace_dset d)
 }
 
 /* Chunk shape: one (layer, head) reads contiguously, ~256 rows per chunk. */
-static hsize_t chunk_len(const trace_writer *w, int64_t len)
+static hsize_t chunk_len(const trace_create_opts *o, int64_t len)
 {
-    int64_t hint = w->opts.expected_tokens;
+    int64_t hint = o->expected_tokens;
     return (hsize_t)(hint > 0 && hint < len ? hint : len);
 }
 
-static void chunk_dims(const trace_writer *w, trace_dset d, hsize_t *chunk)
+static void chunk_shape(const trace_meta *m, const trace_create_opts *w, trace_dset d, hsize_t *chunk)
 {
-    const trace_meta *m = &w->meta;
     switch (d) {
     case TRACE_KEYS:
     case TRACE_VALUES:
@@ -70,6 +69,33 @@ static void chunk_dims(const trace_writer *w, trace_dset d, hsize_t *chunk)
     }
     default: chunk[0] = chunk_len(w, COLSUM_CHUNK_T); break;
     }
+}
+
+static void chunk_dims(const trace_writer *w, trace_dset d, hsize_t *chunk)
+{
+    chunk_shape(&w->meta, &w->opts, d, chunk);
+}
+
+double trace_create_bytes(const trace_meta *m, const trace_create_opts *opts, int64_t T)
+{
+    trace_create_opts o = *opts;
+    if (o.expected_tokens <= 0) o.expected_tokens = T;
+    double bytes = 0;
+    for (int d = 0; d < TRACE_NDSETS; d++) {
+        const trace_dset_spec *s = trace_spec((trace_dset)d);
+        const bool evict = d == TRACE_EVICT_RETAINED || d == TRACE_EVICT_STEP_END;
+        if (evict || (!s->required && !o.want[d])) continue;   /* the snapshots' count is not known before */
+        int64_t dims[4];
+        hsize_t chunk[4];
+        trace_expected_dims(m, (trace_dset)d, T, dims);
+        chunk_shape(m, &o, (trace_dset)d, chunk);
+        double n = 1;   /* the allocated chunks hold whole chunks: each axis rounded up */
+        for (int a = 0; a < s->rank; a++)
+            n *= (double)((dims[a] + (int64_t)chunk[a] - 1) / (int64_t)chunk[a]) * (double)chunk[a];
+        const double el = s->elem == ELEM_STORAGE && o.storage == TRACE_F16 ? 2 : 4;
+        bytes += n * el;
+    }
+    return bytes;
 }
 
 /* W of /evict/retained: the most rows a (layer, kv head) keeps (N under uniform). */

@@ -7,7 +7,9 @@ missing is exit 1 ("cannot open"), as for every input the operating system refus
 file that is not is exit 3 naming the file (it once said "out of memory"). A random model takes `--tokenizer
 FILE` (a llama2.c tokenizer of its V tokens), as the README says: a text prompt is encoded and recorded; a
 tokenizer of another size is exit 3 naming it. A study index that lists one trace file under two ids is exit 3
-naming both lines (it counted one prompt twice). Each refusal one line, no output.
+naming both lines (it counted one prompt twice). capture's up-front size of the trace (printed with --stats) is
+within 2x of the file written, whatever it records (it said 0.07 GiB for a 161.7 MiB file). Each refusal one
+line, no output.
     /usr/bin/python3 tests/scripts/test_hostile_files_r3.py [BUILD]"""
 import os
 import subprocess
@@ -100,6 +102,18 @@ def main():
             g.write(f.read()[:3000])
     refused("a random model with a tokenizer cut short", run("capture", "--model", "random:stories260k", "--tokenizer",
             cut, "--prompt", "Once", "--quiet", "-o", out + ".h5"), 3, cut + ":", out + ".h5")
+    import re
+    gguf = os.path.join(os.environ.get("KVTRACE_MODEL_DIR", ""), "stories260K.gguf")
+    for extra in ([], ["--dtype", "f16"], ["--record", "keys,values", "--attention", "none"], ["--logits"],
+                  ["--attention", "full"]):
+        t = os.path.join(tmp, "est.h5")
+        r = run("capture", "--model", gguf, "--prompt", "Once upon a time", "--generate", "300", "--stats", "--quiet",
+                "--force", "-o", t, *extra)
+        m = re.search(r"trace ~([0-9.e+]+) MiB", r.stderr)
+        size = os.path.getsize(t) / 2**20 if r.returncode == 0 else 0
+        ok = r.returncode == 0 and m and 0.5 <= float(m.group(1)) / size <= 2
+        check(ok, "capture %s: the up-front trace size %s MiB is within 2x of the file's %.3g MiB" %
+              (" ".join(extra) or "(defaults)", m.group(1) if m else "?", size), r.stderr[-300:])
     import hashlib
     import json
     study = os.path.join(tmp, "study")
