@@ -102,7 +102,12 @@ static void add_chunk(replay_buf *b, const sim_layer *ly, int64_t p0, int64_t p1
  * returns the recall Σ_c exp(s_c − lse_full) = exp(lse_visible − lse_full). */
 static double softmax_visible(float *row, int64_t vis, int64_t cols, double lse)
 {
-    return exp(softmax_row(row, vis, cols) - lse);
+    /* The kept share of a query's attention, exp(lse_kept - lse_full) <= 1 in exact arithmetic. The
+     * two log-sum-exps come from different float32 products of the same scores (this chunk's, the
+     * reference's blocks), so with almost every key kept rounding can put lse_kept above lse_full:
+     * the kept share is capped at the whole (docs/sim.md#metrics), by at most that rounding. */
+    const double r = exp(softmax_row(row, vis, cols) - lse);
+    return r < 1.0 ? r : 1.0;
 }
 
 /* ‖o − f‖ / ‖f‖ in double (0 when f = 0), four partial sums in a fixed order. */
@@ -170,7 +175,11 @@ static void span_weights(replay_buf *b, const sim_layer *ly, const float *row, i
         span_rows(b, &ly->spans[s], &lo, &hi);
         double w = 0.0;
         for (int64_t c = lo; c < hi; c++) w += exp((double)row[c] - lse);
-        b->span_num[sj * ly->n_spans + s] += w;
+        /* the kept part of the span's weight cannot exceed the whole span's, the full cache's weight
+         * from other float32 products (sim_spans_full): capped per query, so that the sums over the
+         * queries, taken in one order, keep num <= den and the recall in [0, 1] */
+        const double whole = ly->span_full[((size_t)s * (size_t)ly->H + (size_t)h) * (size_t)ly->T + (size_t)i];
+        b->span_num[sj * ly->n_spans + s] += w < whole ? w : whole;
     }
 }
 
@@ -277,10 +286,11 @@ static void span_finish(const replay_buf *b, const sim_layer *ly, int64_t x, dou
         const int64_t after = T - ly->spans[s].end;
         ret[s] = after > 0 ? b->span_ret[s] / (double)after : NAN;
         double num = 0.0, den = 0.0;
-        for (int64_t j = 0; j < G; j++) {
+        for (int64_t j = 0; j < G; j++) { /* per head, then over the heads: num and den summed alike (num <= den) */
             const double *full = ly->span_full + (s * ly->H + (b->g0 + x) * G + j) * T;
-            num += b->span_num[(x * G + j) * ly->n_spans + s];
-            for (int64_t i = ly->spans[s].end; i < T; i++) den += full[i];
+            double dj = 0.0;
+            for (int64_t i = ly->spans[s].end; i < T; i++) dj += full[i];
+            num += b->span_num[(x * G + j) * ly->n_spans + s], den += dj;
         }
         recall[s] = den > 0 ? num / den : NAN;
     }
