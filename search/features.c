@@ -93,8 +93,10 @@ int feat_cols_parse(const char *list, feat_cols *c, kv_err *err)
 }
 
 /* The trace's sha256 (from the record, else hashed here; checked against its study's index) and
- * model name. */
-static int trace_facts(const feat_opts *o, int i, char sha[65], char *model, size_t cap, kv_err *err)
+ * model name; its T against the index's `tokens`, and its model and shape against the first
+ * trace's (*first, filled from trace 0) unless --mixed-models, as sim checks a study. */
+static int trace_facts(const feat_opts *o, int i, char sha[65], char *model, size_t cap, trace_meta *first,
+                       kv_err *err)
 {
     const study_set *set = o->set;
     trace *tr = NULL;
@@ -109,6 +111,8 @@ static int trace_facts(const feat_opts *o, int i, char sha[65], char *model, siz
     prov_free(&p);
     if (!rc) rc = study_check_sha256(set, i, sha, err);
     if (!rc) snprintf(model, cap, "%s", trace_get_meta(tr)->model_name);
+    if (!rc && i == 0) *first = *trace_get_meta(tr);
+    if (!rc) rc = sim_study_trace_check(set, i, trace_get_meta(tr), first, o->mixed_models, err);
     trace_close(tr);
     return rc;
 }
@@ -148,8 +152,9 @@ int feat_run(const feat_opts *o, kv_err *err)
     for (int i = 0; !rc && i < o->set->n; i++) inputs[i] = o->set->t[i].path;
     if (!rc) rc = outfile_check_inputs(o->output, inputs, o->set->n, err);
     free(inputs);
+    trace_meta first = {0};
     for (int i = 0; !rc && i < o->set->n; i++)   /* every trace readable before any work */
-        rc = trace_facts(o, i, facts[i].sha, facts[i].model, sizeof facts[i].model, err);
+        rc = trace_facts(o, i, facts[i].sha, facts[i].model, sizeof facts[i].model, &first, err);
     const char *tmp = getenv("TMPDIR");
     char dir[4096], scratch[4200];
     snprintf(dir, sizeof dir, "%s/kvtrace-features.XXXXXX", tmp && *tmp ? tmp : "/tmp");

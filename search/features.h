@@ -92,6 +92,7 @@ typedef struct {
     const study_set *set;
     const char *output;
     bool csv, force, quiet;
+    bool mixed_models;              /* traces of different models or shapes in one file (refused otherwise, as sim) */
     const policy_config *driver;
     const char *driver_text;        /* the driver's name or definition text */
     feat_cols cols;

@@ -32,6 +32,7 @@ static const char USAGE[] =
     "  --sample-candidates F   keep a seeded fraction F in (0, 1] of each step's candidates\n"
     "  --seed S                the sampling's seed (default 0)\n"
     "  --csv                   write FILE as CSV (small runs: pandas reads it directly)\n"
+    "  --mixed-models          the traces may be of different models or shapes (refused otherwise, as in sim)\n"
     "  --threads K             worker threads (default: one per CPU); the file does not depend on it\n"
     "  --alias NAME=SPEC, --define 'NAME = EXPR', --defines FILE, --plugin FILE.so|FILE.py\n"
     "                          as in sim\n"
@@ -58,6 +59,7 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("sample-candidates", CLI_F64, feat_args, cands), .lo = 1e-12, .hi = 1},
     {CLI_ROW("seed", CLI_U64, feat_args, o.seed)},
     {CLI_ROW("csv", CLI_FLAG, feat_args, o.csv)},
+    {CLI_ROW("mixed-models", CLI_FLAG, feat_args, o.mixed_models)},
     {CLI_ROW("threads", CLI_INT, feat_args, o.threads), .lo = 1, .hi = 256},
     {CLI_ROW("output", CLI_TEXT, feat_args, o.output)},
     {CLI_ROW("force", CLI_FLAG, feat_args, o.force)},

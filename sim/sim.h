@@ -67,4 +67,9 @@ int sim_run(const sim_opts *o, sim_stats *summary, kv_err *err);
 /* `kvtrace sim` */
 int sim_main(int argc, char **argv);
 
+/* One trace of a study against its index line and the study's first trace (sim_study.c): T as the
+ * index's `tokens` says, and the same model and shape unless mixed_models (KV_EINPUT, one line). */
+int sim_study_trace_check(const study_set *s, int i, const trace_meta *m, const trace_meta *first, bool mixed_models,
+                          kv_err *err);
+
 #endif

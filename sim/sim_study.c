@@ -211,6 +211,24 @@ static int run_traces(const sim_opts *opts, const study_set *s, trace_run *runs,
     return rc;
 }
 
+int sim_study_trace_check(const study_set *s, int i, const trace_meta *m, const trace_meta *first, bool mixed_models,
+                          kv_err *err)
+{
+    if (s->t[i].tokens >= 0 && s->t[i].tokens != m->n_tokens)
+        return kv_fail(err, KV_EINPUT, "%s:%d: %s has T = %lld, the index says tokens = %lld", s->index, s->t[i].line,
+                       s->t[i].path, (long long)m->n_tokens, (long long)s->t[i].tokens);
+    const bool same = strcmp(m->model_name, first->model_name) == 0 && m->n_layers == first->n_layers &&
+                      m->n_heads == first->n_heads && m->n_kv_heads == first->n_kv_heads &&
+                      m->head_dim == first->head_dim;
+    if (same || mixed_models) return KV_OK;
+    return kv_fail(err, KV_EINPUT, "%s: a trace of model '%s' (L=%lld, H=%lld, K=%lld, D=%lld), but %s is of '%s' "
+                   "(L=%lld, H=%lld, K=%lld, D=%lld); a study compares one model's traces (--mixed-models allows "
+                   "it)", s->t[i].path, m->model_name, (long long)m->n_layers, (long long)m->n_heads,
+                   (long long)m->n_kv_heads, (long long)m->head_dim, s->t[0].path, first->model_name,
+                   (long long)first->n_layers, (long long)first->n_heads, (long long)first->n_kv_heads,
+                   (long long)first->head_dim);
+}
+
 /* Before any work: every trace opens, its sha256 (hashed into the record by
  * the command line, when it has one) is the index's, and all are of one
  * model unless --mixed-models; budgets given as fractions of T need traces
@@ -230,19 +248,7 @@ static int check_study(const sim_opts *o, const study_set *s, kv_err *err)
         if (rc) break;
         const trace_meta *m = trace_get_meta(tr);
         if (i == 0) first = *m;
-        if (s->t[i].tokens >= 0 && s->t[i].tokens != m->n_tokens)
-            rc = kv_fail(err, KV_EINPUT, "%s:%d: %s has T = %lld, the index says tokens = %lld", s->index,
-                         s->t[i].line, s->t[i].path, (long long)m->n_tokens, (long long)s->t[i].tokens);
-        const bool same = strcmp(m->model_name, first.model_name) == 0 && m->n_layers == first.n_layers &&
-                          m->n_heads == first.n_heads && m->n_kv_heads == first.n_kv_heads &&
-                          m->head_dim == first.head_dim;
-        if (!rc && !same && !o->mixed_models)
-            rc = kv_fail(err, KV_EINPUT, "%s: a trace of model '%s' (L=%lld, H=%lld, K=%lld, D=%lld), but %s is of "
-                         "'%s' (L=%lld, H=%lld, K=%lld, D=%lld); a study compares one model's traces "
-                         "(--mixed-models allows it)", s->t[i].path, m->model_name, (long long)m->n_layers,
-                         (long long)m->n_heads, (long long)m->n_kv_heads, (long long)m->head_dim, s->t[0].path,
-                         first.model_name, (long long)first.n_layers, (long long)first.n_heads,
-                         (long long)first.n_kv_heads, (long long)first.head_dim);
+        rc = sim_study_trace_check(s, i, m, &first, o->mixed_models, err);
         for (int b = 0; !rc && o->budget_fractions && b < o->n_budgets; b++)
             if (!isnan(o->budget_fractions[b]) && m->n_tokens != first.n_tokens)
                 rc = cli_usage(err, "sim", "--budgets %g%%: %s has T = %lld but %s T = %lld; a budget given as a "

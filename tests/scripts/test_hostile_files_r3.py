@@ -7,7 +7,8 @@ missing is exit 1 ("cannot open"), as for every input the operating system refus
 file that is not is exit 3 naming the file (it once said "out of memory"). A random model takes `--tokenizer
 FILE` (a llama2.c tokenizer of its V tokens), as the README says: a text prompt is encoded and recorded; a
 tokenizer of another size is exit 3 naming it. A study index that lists one trace file under two ids is exit 3
-naming both lines (it counted one prompt twice). capture's up-front size of the trace (printed with --stats) is
+naming both lines (it counted one prompt twice); `features` refuses traces of two models or shapes as sim does
+(exit 3; --mixed-models allows them). capture's up-front size of the trace (printed with --stats) is
 within 2x of the file written, whatever it records (it said 0.07 GiB for a 161.7 MiB file). Each refusal one
 line, no output.
     /usr/bin/python3 tests/scripts/test_hostile_files_r3.py [BUILD]"""
@@ -114,6 +115,13 @@ def main():
         ok = r.returncode == 0 and m and 0.5 <= float(m.group(1)) / size <= 2
         check(ok, "capture %s: the up-front trace size %s MiB is within 2x of the file's %.3g MiB" %
               (" ".join(extra) or "(defaults)", m.group(1) if m else "?", size), r.stderr[-300:])
+    other = os.path.join(tmp, "other.h5")
+    r = run("synth", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--head-dim", "16", "--tokens", "48",
+            "-o", other)
+    feats = ["features", trace, other, "--budget", "8", "--chunk", "4", "--quiet"]
+    refused("features over traces of two models", run(*feats, "-o", out + ".f.h5"), 3, "a trace of model", out + ".f.h5")
+    r = run(*feats, "--mixed-models", "-o", os.path.join(tmp, "mixed.h5"))
+    check(r.returncode == 0, "features --mixed-models: the two models' traces in one file", r.stderr)
     import hashlib
     import json
     study = os.path.join(tmp, "study")
