@@ -255,7 +255,7 @@ static void spec_errors(void **state)
     expect_code("random:nope", NULL, KV_EUSAGE, "unknown model shape");
     expect_code("random:stories260k:-1", NULL, KV_EUSAGE, "seed '-1'");
     expect_code("random:stories260k:99999999999999999999", NULL, KV_EUSAGE, "seed");
-    expect_code("random:stories260k:7", "tok.bin", KV_EUSAGE, "--tokenizer");
+    expect_code("random:stories260k:7", "tok.bin", KV_EFAIL, "tok.bin: cannot open"); /* a random model reads --tokenizer */
     expect_code("random:llama-3.1-8b", NULL, KV_EUSAGE, "GiB of float32 weights is over the 8 GiB");
     setenv("KVTRACE_RANDOM_MAX_GB", "0.0001", 1);
     expect_code("random:stories260k", NULL, KV_EUSAGE, "over the 0.0001 GiB limit");

@@ -282,7 +282,8 @@ static void sequence_sources(void **state)
     assert_int_equal(tok[0], 1);
     free(tok), tok = NULL;
     assert_int_equal(run_sequence(&text, &M, "random:stories260k:5", 0, &tok, &p, &t, NULL, NULL, &err), KV_EUSAGE);
-    assert_string_equal(err.msg, "random:stories260k:5 has no vocabulary to encode a prompt: give --tokens FILE");
+    assert_string_equal(err.msg, "random:stories260k:5 has no vocabulary to encode a prompt: give --tokens FILE (or "
+                                 "--tokenizer FILE, a llama2.c tokenizer, for a llama2.c checkpoint or a random model)");
     assert_null(tok);
     /* the text comes back only for a text prompt; one that is not UTF-8 is refused naming the offset */
     char *txt = (char *)"unset";
