@@ -309,6 +309,7 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
     sim_opts run = *opts;   /* the work folder: always under mpirun (the merge reads it), else with --resume */
     run.work_folder = opts->work_folder && (wd.size > 1 || opts->resume);
     if (!rc) rc = sim_work_name(&wd.w, opts, err);
+    if (!rc && wd.rank == 0 && run.work_folder) rc = sim_work_lock(&wd.w, err);   /* one writer per work folder */
     kv_outfile out;
     bool dir_started = false;   /* an existing DIR refused before any work */
     if (!rc && wd.rank == 0) rc = outdir_begin(&out, opts->output, opts->force, err), dir_started = rc == KV_OK;
@@ -318,6 +319,7 @@ int sim_run(const sim_opts *opts, sim_stats *summary, kv_err *err)
     if (!rc && wd.rank == 0) rc = write_outputs(&run, s, runs, &out, err);   /* commits, or aborts on a failure */
     else if (dir_started) outdir_abort(&out);
     if (!rc && wd.rank == 0 && run.work_folder) sim_work_remove(&wd.w);
+    if (wd.rank == 0) sim_work_unlock(&wd.w);   /* held or not, the run is over (a failed one's folder stays for --resume) */
     for (int c = 0; !rc && wd.rank == 0 && summary && c < runs[0].res.n_cfg; c++) { /* the first trace's (fidelity) */
         double logdet_mean;
         sim_results_summarize(&runs[0].res, c, PHASE_ALL, &summary[c], &logdet_mean);

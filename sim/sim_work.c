@@ -1,6 +1,7 @@
 #include "sim/sim_work.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,6 +326,77 @@ int sim_work_open(const sim_work *w, const sim_opts *o, const study_set *s, trac
 void sim_work_remove(const sim_work *w)
 {
     kv_remove_tree(w->dir);
+}
+
+/* Whether the lock's owner (its "pid host" line) may still run: alive here, or on another host. */
+static bool owner_alive(const char *path, char *who, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    long pid = 0;
+    char host[256] = "", me[256] = "";
+    const int n = f ? fscanf(f, "%ld %255s", &pid, host) : 0;
+    if (f) fclose(f);
+    snprintf(who, cap, "pid %ld on %s", pid, host[0] ? host : "?");
+    if (n != 2 || pid <= 0) return false;   /* gone meanwhile (free), or not a lock kvtrace wrote (a leftover) */
+    gethostname(me, sizeof me - 1);
+    if (strcmp(host, me) != 0) return true;  /* cannot tell: another host's process is taken as alive */
+    if (kill((pid_t)pid, 0) != 0 && errno != EPERM) return false;
+    char stat_path[64], state = 0;   /* a zombie (killed, not yet reaped) is gone */
+    snprintf(stat_path, sizeof stat_path, "/proc/%ld/stat", pid);
+    FILE *st = fopen(stat_path, "r");
+    const bool zombie = st && fscanf(st, "%*d %*s %c", &state) == 1 && (state == 'Z' || state == 'X');
+    if (st) fclose(st);
+    return !zombie;
+}
+
+int sim_work_lock(sim_work *w, kv_err *err)
+{
+    char path[4300], tmp[4400], me[256] = "";
+    snprintf(path, sizeof path, "%s.lock", w->dir);
+    snprintf(tmp, sizeof tmp, "%s.lock.%ld", w->dir, (long)getpid());
+    gethostname(me, sizeof me - 1);
+    /* the lock's content first, in a file of this process's own, then linked to the lock's name: the
+     * lock appears whole (a reader never sees it empty) or not at all (link refuses an existing name) */
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%ld %s\n", (long)getpid(), me[0] ? me : "localhost") < 0 || fclose(f) != 0) {
+        if (f) fclose(f);
+        unlink(tmp);
+        return kv_fail(err, KV_EFAIL, "%s: cannot write: %s", tmp, strerror(errno));
+    }
+    int rc = KV_OK;
+    for (int attempt = 0;; attempt++) {
+        if (link(tmp, path) == 0) {
+            w->locked = true;
+            break;
+        }
+        if (errno != EEXIST || attempt == 2) {
+            rc = kv_fail(err, KV_EFAIL, "%s: cannot create: %s", path, strerror(errno));
+            break;
+        }
+        char who[320];
+        bool alive = owner_alive(path, who, sizeof who);
+        for (int wait = 0; alive && wait < 40; wait++) {   /* a run killed a moment ago may still be exiting */
+            usleep(50 * 1000);
+            alive = access(path, F_OK) == 0 && owner_alive(path, who, sizeof who);
+        }
+        if (alive) {
+            rc = kv_fail(err, KV_EUSAGE, "%s: another kvtrace sim (%s) is writing this output; wait for it to end "
+                         "(or remove %s if that process is gone)", w->dir, who, path);
+            break;
+        }
+        if (access(path, F_OK) == 0) unlink(path);   /* its writer is gone: take the folder over */
+    }
+    unlink(tmp);
+    return rc;
+}
+
+void sim_work_unlock(sim_work *w)
+{
+    if (!w->locked) return;
+    char path[4300];
+    snprintf(path, sizeof path, "%s.lock", w->dir);
+    unlink(path);
+    w->locked = false;
 }
 
 /* The address space this process maps now, bytes (0: unknown). */

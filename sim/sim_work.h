@@ -13,6 +13,7 @@
 
 typedef struct {
     char dir[4200];    /* OUTPUT.work (OUTPUT without its trailing '/') */
+    bool locked;       /* this process holds OUTPUT.work.lock (sim_work_lock) */
 } sim_work;
 
 /* The folder's path for o->output (every rank). */
@@ -54,6 +55,13 @@ int sim_work_get(const sim_work *w, int u, const sim_unit *x, const uint8_t *wan
 
 /* The folder and everything in it (after the outputs are committed). */
 void sim_work_remove(const sim_work *w);
+
+/* One writer per work folder (docs/mpi.md): OUTPUT.work.lock, made exclusively, names the process
+ * (pid and host) that owns the folder for the run. A second run while that process lives is refused
+ * (KV_EUSAGE, one line naming it; --force does not take a live run's folder); a lock whose process is
+ * gone (killed) is taken over. sim_work_unlock removes it when this process holds it. */
+int sim_work_lock(sim_work *w, kv_err *err);
+void sim_work_unlock(sim_work *w);
 
 /* Test-only faults, from KVTRACE_TEST_FAULT (tests/scripts/test_mpi.py): "R:K:kill" kills
  * rank R by SIGKILL once it has written K units' results; "R:oom:MB" limits rank R's address space

@@ -108,6 +108,28 @@ def h5_same(a, b):
                    np.asarray(fa[n][()]).tobytes() == np.asarray(fb[n][()]).tobytes() for n in names)
 
 
+def concurrent(tmp, traces, one):
+    """Two mpirun ... sim --force into one output at once: each succeeds or is refused cleanly (exit 2, one
+    line naming the other run); one succeeds; the output is the one-process result; no work folder or
+    lock is left (the second once deleted OUT.work/ under the first)."""
+    out = os.path.join(tmp, "together")
+    for attempt in range(3):
+        cmd = ["mpirun", "-n", "2", "--oversubscribe", KVTRACE, "sim", *traces, *ARGS, "--force", "-o", out]
+        procs = []
+        for k in range(2):   # each mpirun its own session folder (two starting at once race in OpenMPI's own)
+            base = os.path.join(tmp, "ompi%d" % k)
+            os.makedirs(base, exist_ok=True)
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                          env=dict(MPI_ENV, OMPI_MCA_orte_tmpdir_base=base, TMPDIR=base)))
+        res = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+        clean = all(rc == 0 or (rc == 2 and len(error_lines(err)) == 1 and "another kvtrace sim" in err)
+                    for rc, err in res)
+        check(clean and any(rc == 0 for rc, _ in res) and same_data(one, out) and not os.path.exists(out + ".work")
+              and not os.path.exists(out + ".work.lock"),
+              "two concurrent mpirun sim --force into one output (try %d): each succeeds or is refused cleanly, "
+              "the output is whole, nothing left behind" % (attempt + 1), repr(res))
+
+
 def main():
     if not has_mpi():
         skip("sim under mpirun", "this build has no MPI (mpicc was not found when it was built)")
@@ -130,6 +152,7 @@ def main():
             check(os.path.exists(os.path.join(out, "results.h5")) and
                   h5_same(os.path.join(one, "results.h5"), os.path.join(out, "results.h5")),
                   "mpirun -n %d: results.h5 datasets identical to one process" % ranks)
+        concurrent(tmp, traces, one)
         # a bad layer: units (trace x layer) go costliest first to the least-loaded rank, the lower on a tie:
         # p1 (T = 90) layers 0, 1 to ranks 0, 1, then p0 (T = 70) layers 0, 1 to ranks 0, 1: p0's layer 1 is rank 1's
         with h5py.File(traces[0], "r+") as f:   # finite, but its float32 scores overflow: found in the replay
