@@ -98,6 +98,7 @@ static int analyze_all(study_ctx *s, analyze_opts *sub, kv_err *err)
             a->o = &sub[c], a->no_warnings = c > 0;
             snprintf(path, sizeof path, "%s/traces/%s/chunk%lld", s->outdir, s->set.t[t].id, (long long)s->chunks[c]);
             rc = analyze_into(a, path, err);
+            if (!rc && a->tr) rc = study_check_tokens(&s->set, t, trace_get_meta(a->tr)->n_tokens, err);
             if (!rc) rc = check_same_runs(s, t, c, err);
             if (a->tr) trace_close(a->tr), a->tr = NULL;   /* the numbers stay, the file need not */
         }

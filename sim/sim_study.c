@@ -214,9 +214,8 @@ static int run_traces(const sim_opts *opts, const study_set *s, trace_run *runs,
 int sim_study_trace_check(const study_set *s, int i, const trace_meta *m, const trace_meta *first, bool mixed_models,
                           kv_err *err)
 {
-    if (s->t[i].tokens >= 0 && s->t[i].tokens != m->n_tokens)
-        return kv_fail(err, KV_EINPUT, "%s:%d: %s has T = %lld, the index says tokens = %lld", s->index, s->t[i].line,
-                       s->t[i].path, (long long)m->n_tokens, (long long)s->t[i].tokens);
+    int rc = study_check_tokens(s, i, m->n_tokens, err);
+    if (rc) return rc;
     const bool same = strcmp(m->model_name, first->model_name) == 0 && m->n_layers == first->n_layers &&
                       m->n_heads == first->n_heads && m->n_kv_heads == first->n_kv_heads &&
                       m->head_dim == first->head_dim;

@@ -207,6 +207,14 @@ int study_set_resolve(const char *verb, char **words, int argc, study_set *s, kv
     return rc;
 }
 
+int study_check_tokens(const study_set *s, int i, int64_t T, kv_err *err)
+{
+    const study_trace *t = &s->t[i];
+    if (t->tokens < 0 || t->tokens == T) return KV_OK;
+    return kv_fail(err, KV_EINPUT, "%s:%d: %s has T = %lld, the index says tokens = %lld", s->index, t->line, t->path,
+                   (long long)T, (long long)t->tokens);
+}
+
 int study_check_sha256(const study_set *s, int i, const char *got, kv_err *err)
 {
     const study_trace *t = &s->t[i];

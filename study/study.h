@@ -45,6 +45,9 @@ bool study_id_ok(const char *id);
 int study_set_resolve(const char *verb, char **words, int argc, study_set *s, kv_err *err);
 void study_set_free(study_set *s);
 
+/* Trace i's length T against its index line's `tokens` (KV_EINPUT naming the line; KV_OK when the
+ * trace did not come from an index). */
+int study_check_tokens(const study_set *s, int i, int64_t T, kv_err *err);
 /* KV_EINPUT "INDEX:LINE: TRACE's sha256 is X, the index says Y" unless the
  * trace's hash `got` matches (traces not from an index always pass). */
 int study_check_sha256(const study_set *s, int i, const char *got, kv_err *err);

@@ -13,6 +13,7 @@ within 2x of the file written, whatever it records (it said 0.07 GiB for a 161.7
 line, no output.
     /usr/bin/python3 tests/scripts/test_hostile_files_r3.py [BUILD]"""
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -131,6 +132,23 @@ def main():
     with open(os.path.join(study, "index.jsonl"), "w") as f:
         for pid in ("p1", "p2"):
             f.write(json.dumps({"id": pid, "file": "a.h5", "tokens": 48, "sha256": sha}) + "\n")
+    study2 = os.path.join(tmp, "study2")
+    os.makedirs(study2)
+    os.link(trace, os.path.join(study2, "a.h5"))
+    def index(tokens):
+        with open(os.path.join(study2, "index.jsonl"), "w") as f:
+            for pid, name in (("p1", "a.h5"), ("p2", "b.h5")):
+                f.write(json.dumps({"id": pid, "file": name, "tokens": tokens, "sha256": sha}) + "\n")
+    shutil.copy(trace, os.path.join(study2, "b.h5"))
+    index(48)
+    res2 = os.path.join(tmp, "res2")
+    r = run("sim", study2, "--policies", "knorm", "--budgets", "8", "--chunk", "4", "--quiet", "-o", res2)
+    check(r.returncode == 0, "sim of a two-trace study", r.stderr)
+    index(47)
+    refused("sim of a study whose index says another T", run("sim", study2, "--policies", "knorm", "--budgets", "8",
+            "--chunk", "4", "--quiet", "-o", out), 3, "the index says tokens = 47", out)
+    refused("analyze of a study whose index says another T", run("analyze", study2, "--results", res2, "--quiet",
+            "-o", out), 3, "the index says tokens = 47", out)
     refused("a study index with one trace under two ids", run("sim", study, "--policies", "knorm", "--budgets", "8",
             "--chunk", "4", "--quiet", "-o", out), 3, "is the file of line 1 too", out)
     return finish()
