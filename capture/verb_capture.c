@@ -317,8 +317,7 @@ int capture_main(int argc, char **argv)
     user_policies_close(&a.user);
     int rank, size;
     kv_mpi_world(&rank, &size);   /* under mpirun (capture --prompts): rank 0 alone says what failed */
-    const int status = rc && rank != 0 ? (err.code >= KV_EFAIL && err.code <= KV_EINPUT ? err.code : KV_EFAIL)
-                                       : cli_exit(rc, &err);
+    const int status = rc && rank != 0 ? cli_status(rc, &err) : cli_exit(rc, &err);
     kv_mpi_finalize();
     return status;
 }

@@ -161,13 +161,19 @@ int cli_report(const kv_err *err)
     return err->code >= KV_EFAIL && err->code <= KV_EINPUT ? err->code : KV_EFAIL;
 }
 
+int cli_status(int rc, const kv_err *err)
+{
+    if (rc == KV_OK) return KV_OK;
+    return err->code >= KV_EFAIL && err->code <= KV_EINPUT ? err->code : rc >= KV_EFAIL && rc <= KV_EINPUT ? rc : KV_EFAIL;
+}
+
 int cli_exit(int rc, const kv_err *err)
 {
     if (rc == KV_OK) return KV_OK;
     if (err->code != KV_OK && err->msg[0]) return cli_report(err);
     if (err->msg[0]) fprintf(stderr, "kvtrace: error: %s\n", err->msg);
     else fprintf(stderr, "kvtrace: error: failed (status %d) without a message\n", rc);
-    return err->code >= KV_EFAIL && err->code <= KV_EINPUT ? err->code : rc >= KV_EFAIL && rc <= KV_EINPUT ? rc : KV_EFAIL;
+    return cli_status(rc, err);
 }
 
 static bool shell_plain(const char *a)

@@ -80,6 +80,8 @@ int cli_report(const kv_err *err);
  * saying rc when err holds none) and err's code when it is 1, 2 or 3, else 1: a failure never exits 0
  * and never with a status outside 0-3, whatever left err as it is. */
 int cli_exit(int rc, const kv_err *err);
+/* The same status without printing (an MPI rank other than 0, whose error rank 0 reports). */
+int cli_status(int rc, const kv_err *err);
 
 /* "kvtrace VERB ARGS..." as a shell would take it back (arguments with
  * spaces or shell characters single-quoted), for the outputs that record

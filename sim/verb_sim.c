@@ -199,7 +199,7 @@ static int verb(int argc, char **argv, sim_args *a)
     prov_free(&prov);
     int rank, size;
     kv_mpi_world(&rank, &size);
-    if (rc && rank != 0) return err.code;   /* under mpirun rank 0 alone says what failed, naming the rank */
+    if (rc && rank != 0) return cli_status(rc, &err);   /* under mpirun rank 0 alone says what failed, naming the rank */
     return cli_exit(rc, &err);
 }
 
