@@ -133,7 +133,7 @@ TOOL_BIN := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(wildcard tests/tools/*
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: FORCE all deps bench-deps test check tests test-asan crosscheck fuzz fuzz-bin demo bench clean test-gpu bench-gpu install
+.PHONY: FORCE all deps bench-deps docs test check tests test-asan crosscheck fuzz fuzz-bin demo bench clean test-gpu bench-gpu install
 all: $(BIN) $(CUDA_TARGETS)
 
 deps:
@@ -258,6 +258,10 @@ fuzz: deps
 
 $(BUILD)/bench_%: bench/bench_%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VEC) $(WARN) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+# docs/trace.md's dataset table, rewritten from trace/trace_schema.c (scripts/doc_tables.py; a test checks it)
+docs: all
+	@scripts/doc_tables.py $(BUILD)/kvtrace --write
 
 bench: deps bench-deps
 	@$(MAKE) --no-print-directory all $(BUILD)/bench_sgemm $(BUILD)/bench_keyread $(BUILD)/bench_split

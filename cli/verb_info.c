@@ -9,16 +9,34 @@
 #include "core/h5util.h"
 #include "trace/trace.h"
 #include "provenance/provenance.h"
+#include "results/results_schema.h"
 #include "verbs.h"
 
 static const char USAGE[] =
     "usage: kvtrace info FILE\n"
+    "       kvtrace info --schema | --columns\n"
     "\n"
     "Validates a trace and prints its schema version, model, dimensions, token count,\n"
     "capture mode, every dataset with its shape, element type, filters and size on disk,\n"
     "and its provenance (the command that made it, its inputs' sha256; docs/provenance.md).\n"
     "On a sim results.h5: the trace and command that made it, its runs, its provenance.\n"
-    "Exit 3 (with one line saying what is wrong) if the file is neither.\n";
+    "Exit 3 (with one line saying what is wrong) if the file is neither.\n"
+    "\n"
+    "  --schema    the trace schema: every dataset with its type, shape, when it is present and\n"
+    "              its description attribute, as a markdown table (docs/trace.md#datasets)\n"
+    "  --columns   the columns of every CSV that sim and analyze write, one line per file\n"
+    "              (docs/outputs.md)\n";
+
+/* One line per CSV: "FILE: col,col,..." in the order the writers write them. */
+static void print_columns(void)
+{
+    for (int i = 0; i < RESULTS_N_SCHEMAS; i++) {
+        const results_schema *s = RESULTS_SCHEMAS[i];
+        printf("%s:", s->file);
+        for (int c = 0; c < s->n_cols; c++) printf("%s%s", c ? "," : " ", s->cols[c].name);
+        putchar('\n');
+    }
+}
 
 static void human_bytes(uint64_t b, char *buf, size_t cap)
 {
@@ -173,6 +191,14 @@ int info_main(int argc, char **argv)
     kv_err err = {0};
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         fputs(USAGE, stdout);
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "--schema") == 0) {
+        trace_schema_markdown(stdout);
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "--columns") == 0) {
+        print_columns();
         return 0;
     }
     if (argc == 2 && argv[1][0] == '-' && argv[1][1] != '\0') {

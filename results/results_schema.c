@@ -111,6 +111,14 @@ const results_schema RESULTS_SCHEMA_HEAD_IMPORTANCE = {"head_importance.csv", CO
                                                        N(COLS_HEAD_IMPORTANCE), SR_GRID_OR_0};
 const results_schema RESULTS_SCHEMA_DETAIL = {"detail.csv", COLS_DETAIL, N(COLS_DETAIL), SR_GRID_OR_0};
 
+const results_schema *const RESULTS_SCHEMAS[] = {
+    &RESULTS_SCHEMA_RESULTS, &RESULTS_SCHEMA_SUMMARY_BY_TRACE, &RESULTS_SCHEMA_SUMMARY, &RESULTS_SCHEMA_SPANS,
+    &RESULTS_SCHEMA_SPANS_SUMMARY, &RESULTS_SCHEMA_TIMING, &RESULTS_SCHEMA_META, &RESULTS_SCHEMA_SPEARMAN,
+    &RESULTS_SCHEMA_LOGDET, &RESULTS_SCHEMA_PCA, &RESULTS_SCHEMA_PCA_KEPT, &RESULTS_SCHEMA_PCA_VAR,
+    &RESULTS_SCHEMA_BUDGETS, &RESULTS_SCHEMA_HEAD_IMPORTANCE, &RESULTS_SCHEMA_DETAIL,
+};
+const int RESULTS_N_SCHEMAS = N(RESULTS_SCHEMAS);
+
 static const char *const PHASES[] = {"prefill", "decode", "all"};
 
 /* "a,b,c": the header row (without the newline) into buf. */

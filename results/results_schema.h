@@ -79,6 +79,10 @@ extern const results_schema RESULTS_SCHEMA_META, RESULTS_SCHEMA_SPEARMAN, RESULT
     RESULTS_SCHEMA_PCA, RESULTS_SCHEMA_PCA_KEPT, RESULTS_SCHEMA_PCA_VAR, RESULTS_SCHEMA_DETAIL,
     RESULTS_SCHEMA_BUDGETS, RESULTS_SCHEMA_HEAD_IMPORTANCE;
 
+/* Every table above, results directory first (`kvtrace info --columns` lists them; docs/outputs.md is
+ * checked against it). */
+extern const results_schema *const RESULTS_SCHEMAS[];
+extern const int RESULTS_N_SCHEMAS;
 
 /* Creates DIR/s->file with s's header row (csv_create). */
 FILE *results_schema_create(const char *dir, const results_schema *s, kv_err *err);

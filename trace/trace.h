@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/dtype.h"
 #include "core/kv_error.h"
@@ -103,8 +104,10 @@ typedef struct {
 } trace_meta;
 
 const char *trace_dset_path(trace_dset d);
-/* The dataset's one-line meaning and units, its `description` attribute. */
-const char *trace_dset_description(trace_dset d);
+/* docs/trace.md's table of datasets, in markdown: each dataset's path, type and
+ * shape, when it is present and its `description` attribute as written
+ * (`kvtrace info --schema`). */
+void trace_schema_markdown(FILE *f);
 
 /* Checks a meta's values on their own (ranges, enumerations, H % K == 0, ...).
  * `where` names the file in the message. Does not look at n_tokens when

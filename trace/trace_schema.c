@@ -4,43 +4,125 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The descriptions are written on every dataset (docs/trace.md repeats them). */
+/* The descriptions are written on every dataset; docs/trace.md's table is
+ * printed from these rows (trace_schema_markdown), so the two say the same. */
 static const trace_dset_spec SPECS[TRACE_NDSETS] = {
     [TRACE_TOKENS] = {"/tokens", 1, ELEM_TOKEN, true, false, false, 0, -1,
-                      "token ids [T]: the prompt's as its tokenizer gave them (special tokens such as BOS included where the "
-                      "tokenizer adds them), positions below prompt_len; then the generated ones"},
+                      "token ids [T]: the prompt's (positions below prompt_len) as its tokenizer gave them, special "
+                      "tokens included where the tokenizer adds them (Llama's BOS first; Qwen adds none), then the "
+                      "generated ones",
+                      "int32 [T]", "always"},
     [TRACE_KEYS] = {"/keys", 4, ELEM_STORAGE, true, false, false, 2, -1,
-                    "keys after RoPE (and any k-norm), as cached; [L, K, T, D], one row per kv head and position"},
+                    "keys after RoPE (and after any k-norm, as qwen3's), as cached; [L, K, T, D], one row per kv head "
+                    "and position",
+                    "storage [L, K, T, D]", "always"},
     [TRACE_VALUES] = {"/values", 4, ELEM_STORAGE, true, false, false, 2, -1,
-                      "values as cached; [L, K, T, D], one row per kv head and position"},
+                      "values as cached; [L, K, T, D], one row per kv head and position", "storage [L, K, T, D]",
+                      "always"},
     [TRACE_QUERIES] = {"/queries", 4, ELEM_STORAGE, false, false, false, 2, -1,
-                       "queries after RoPE (and any q-norm); [L, H, T, D]; query head h uses kv head h / (H/K)"},
+                       "queries after RoPE (and after any q-norm); [L, H, T, D]; query head h uses kv head h / (H/K); "
+                       "sim needs them",
+                       "storage [L, H, T, D]", "optional (capture --record; synth always)"},
     [TRACE_COLSUM] = {"/attention/colsum", 3, ELEM_FLOAT, false, true, false, 2, -1,
                       "attention key j received: sum over queries i >= j of the causal softmax weight a[i][j] "
-                      "(scale 1/sqrt(D)), summed in double; [L, H, T], unitless, between 0 and T - j"},
+                      "(scale 1/sqrt(D)), summed in double; [L, H, T], unitless, between 0 and T - j",
+                      "float32 [L, H, T]", "optional, full mode only"},
     [TRACE_ATTN_FULL] = {"/attention/full", 4, ELEM_FLOAT, false, false, false, 2, 3,
                          "causal softmax weights a[i][j] of query i on key j; [L, H, T, T], rows sum to 1, "
-                         "zero above the diagonal"},
+                         "zero above the diagonal",
+                         "float32 [L, H, T, T]", "optional (capture --attention full)"},
     [TRACE_LOGITS] = {"/logits", 2, ELEM_FLOAT, false, false, false, 0, -1,
-                      "logits[t] are the model's next-token logits at position t (before softmax); [T, V]"},
+                      "logits[t] are the model's next-token logits at position t (before softmax); [T, V]",
+                      "float32 [T, V]", "optional (capture --logits)"},
     [TRACE_LOGPROBS] = {"/logprobs", 1, ELEM_FLOAT, false, false, false, 0, -1,
-                        "logprobs[t] is the log-probability (natural log, temperature 1) of token t+1 given tokens 0..t; "
-                        "[T], the last is NaN"},
+                        "logprobs[t] is the log-probability (natural log, temperature 1, whatever the sampling) of "
+                        "token t+1 given tokens 0..t; [T], the last is NaN",
+                        "float32 [T]", "optional (capture always)"},
     [TRACE_EVICT_RETAINED] = {"/evict/retained", 4, ELEM_TOKEN, false, false, true, -1, -1,
-                              "cache positions kept after eviction step s; [S, L, K, N], ascending, -1 padded"},
+                              "cache positions kept after eviction step s; [S, L, K, W], ascending, -1 padded; W = N "
+                              "under the uniform allocator, else the most rows one (layer, kv head) can keep",
+                              "int32 [S, L, K, W]", "optional, evict mode (capture --retained)"},
     [TRACE_EVICT_STEP_END] = {"/evict/step_end", 1, ELEM_TOKEN, false, false, true, -1, -1,
-                              "step_end[s] is the last position processed before snapshot s; [S]"},
+                              "step_end[s] is the last position processed before snapshot s; [S]", "int32 [S]",
+                              "with /evict/retained"},
     [TRACE_KVZIP] = {"/attention/kvzip", 3, ELEM_FLOAT, false, true, false, 2, -1,
                      "KVzip (capture --kvzip): the largest causal softmax weight (scale 1/sqrt(D)) key j received "
-                     "from any query of the reconstruction pass that followed the sequence; [L, H, T], in [0, 1]"},
+                     "from any query of the reconstruction pass that followed the sequence; [L, H, T], in [0, 1]",
+                     "float32 [L, H, T]", "optional (capture --kvzip), full mode only"},
     [TRACE_ATTN_OUT] = {"/attention/out", 4, ELEM_FLOAT, false, true, false, 2, -1,
                         "full-cache attention output o[i] = sum over j <= i of a[i][j] v[j], a the causal softmax "
                         "of q.k/sqrt(D) (the unrounded keys, queries and values of f16 traces); [L, H, T, D], "
-                        "query head h with kv head h / (H/K)"},
+                        "query head h with kv head h / (H/K)",
+                        "float32 [L, H, T, D]",
+                        "optional, full mode only, with /attention/lse (capture records it whenever it records "
+                        "/queries without --evict; synth always)"},
     [TRACE_ATTN_LSE] = {"/attention/lse", 3, ELEM_FLOAT, false, true, false, 2, -1,
                         "log-sum-exp of query i's scaled scores: log of the sum over j <= i of exp(q_i.k_j/sqrt(D)) "
-                        "(natural log, unitless); [L, H, T], beside /attention/out"},
+                        "(natural log, unitless), so a[i][j] = exp(s_ij - lse_i); [L, H, T], beside /attention/out",
+                        "float32 [L, H, T]", "with /attention/out"},
 };
+
+/* The table's rows: the SPECS datasets and the ones their own files write, in docs/trace.md's order. */
+static trace_schema_row spec_row(trace_dset d)
+{
+    return (trace_schema_row){SPECS[d].path, SPECS[d].shape, SPECS[d].present, SPECS[d].description};
+}
+
+const trace_schema_row *trace_schema_rows(int *n)
+{
+    static trace_schema_row rows[TRACE_NDSETS + 4];
+    static int count;
+    if (!count) {
+        static const trace_dset ORDER[] = {TRACE_TOKENS, TRACE_KEYS, TRACE_VALUES, TRACE_QUERIES, TRACE_COLSUM,
+                                           TRACE_KVZIP, TRACE_ATTN_OUT, TRACE_ATTN_LSE, TRACE_ATTN_FULL,
+                                           TRACE_LOGITS, TRACE_LOGPROBS, TRACE_EVICT_RETAINED, TRACE_EVICT_STEP_END};
+        int k = 0;
+        rows[k++] = spec_row(TRACE_TOKENS);
+        rows[k++] = (trace_schema_row){TRACE_PROMPT_TEXT_PATH, "UTF-8 string, scalar",
+                                       "when the prompt came as text (--prompt, --prompt-file)",
+                                       TRACE_PROMPT_TEXT_DESCRIPTION};
+        rows[k++] = (trace_schema_row){TRACE_PROMPT_CHAT_PATH, "UTF-8 string, scalar",
+                                       "when the prompt was put in the model's chat template (--chat, --messages, "
+                                       "a study line's messages)",
+                                       TRACE_PROMPT_CHAT_DESCRIPTION};
+        for (size_t i = 1; i < sizeof ORDER / sizeof ORDER[0]; i++) rows[k++] = spec_row(ORDER[i]);
+        rows[k++] = (trace_schema_row){TRACE_WO_PATH, "float32 [L, dim, H*D]",
+                                       "optional (capture --record ...,wo; fidelity's full.h5 when a configuration "
+                                       "reads it)",
+                                       TRACE_WO_DESCRIPTION};
+        rows[k++] = (trace_schema_row){TRACE_SPANS_PATH,
+                                       "group: names UTF-8 string [n] (variable-length), starts, ends int64 [n]",
+                                       "optional (capture --prompts with spans or answer)", TRACE_SPANS_DESCRIPTION};
+        count = k;
+    }
+    *n = count;
+    return rows;
+}
+
+/* Text for a markdown table cell: '|' and '*' escaped so that it renders as written. */
+static void markdown_cell(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|' || *s == '*' || *s == '\\' || *s == '<') fputc('\\', f);
+        fputc(*s, f);
+    }
+}
+
+void trace_schema_markdown(FILE *f)
+{
+    int n = 0;
+    const trace_schema_row *r = trace_schema_rows(&n);
+    fputs("| dataset | type, shape | present | description |\n| --- | --- | --- | --- |\n", f);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "| `%s` | ", r[i].path);
+        markdown_cell(f, r[i].shape);
+        fputs(" | ", f);
+        markdown_cell(f, r[i].present);
+        fputs(" | ", f);
+        markdown_cell(f, r[i].description);
+        fputs(" |\n", f);
+    }
+}
 
 const trace_dset_spec *trace_spec(trace_dset d)
 {
@@ -53,10 +135,6 @@ const char *trace_dset_path(trace_dset d)
     return trace_spec(d)->path;
 }
 
-const char *trace_dset_description(trace_dset d)
-{
-    return trace_spec(d)->description;
-}
 
 void trace_expected_dims(const trace_meta *m, trace_dset d, int64_t T, int64_t dims[4])
 {

@@ -21,9 +21,20 @@ typedef struct {
     int t_axis;            /* the axis that grows with T (-1: none) */
     int t_axis2;           /* a second T axis (full attention), else -1 */
     const char *description; /* the dataset's `description` attribute (units, meaning) */
+    const char *shape;       /* docs/trace.md's "type, shape": "float32 [L, H, T]" */
+    const char *present;     /* docs/trace.md's "present": when a writer writes it */
 } trace_dset_spec;
 
 const trace_dset_spec *trace_spec(trace_dset d);
+
+/* One dataset or group of schema 1.0 as docs/trace.md's table lists it: every
+ * one that carries a `description` attribute, the attribute's text itself. */
+typedef struct {
+    const char *path, *shape, *present, *description;
+} trace_schema_row;
+/* The rows in the table's order (*n of them); `kvtrace info --schema` prints
+ * them (trace_schema_markdown) and a test compares docs/trace.md with it. */
+const trace_schema_row *trace_schema_rows(int *n);
 
 /* Expected shape of dataset d for meta m and T tokens. Axes that the
  * attributes do not fix (S, N of the eviction snapshots) are set to -1. */
@@ -39,7 +50,7 @@ int64_t trace_row_width(const trace_meta *m, trace_dset d, int64_t T);
 #define TRACE_PROMPT_TEXT_PATH "/prompt_text"
 /* The variable-length UTF-8 string type (caller closes it; -1 on failure): /prompt_text, /spans/names. */
 int64_t trace_text_type(void);
-extern const char TRACE_PROMPT_TEXT_DESCRIPTION[];
+extern const char TRACE_PROMPT_TEXT_DESCRIPTION[], TRACE_PROMPT_CHAT_DESCRIPTION[];
 int trace_prompt_text_write(int64_t file_id, const char *text, const char *where, kv_err *err);
 int trace_prompt_text_read(int64_t file_id, const char *where, char **text, kv_err *err);
 /* /prompt_chat, the same way: the chat record of a templated prompt (NULL when absent). */
