@@ -1,6 +1,6 @@
 /* analyze_out: the CSV files of the analysis directory (docs/outputs.md;
  * their columns are results/results_schema.c's tables, which plot checks),
- * numbers as %.9g, NaN as "nan". Every row that names a configuration leads
+ * every row written through results_row against them, numbers as %.9g, NaN as "nan". Every row that names a configuration leads
  * with its `config` label (results_config_label), then policy and params;
  * heads are `q_head` (query head) and `kv_head`. */
 #include <math.h>
@@ -10,15 +10,16 @@
 #include "analysis/analyze_ctx.h"
 #include "core/csv.h"
 #include "core/version.h"
+#include "results/results_row.h"
 #include "results/results_schema.h"
 
 /* key,value; a value with a comma or a quote is written quoted (RFC 4180),
  * line breaks become spaces. */
 static void meta_row(FILE *f, const char *key, const char *value)
 {
-    fprintf(f, "%s,", key);
-    csv_field(f, value, true);
-    fputc('\n', f);
+    results_row w = results_row_begin(f, &RESULTS_SCHEMA_META);
+    results_row_text(&w, key), results_row_quoted(&w, value);
+    results_row_end(&w);
 }
 
 static void meta_int(FILE *f, const char *key, int64_t v)
@@ -57,18 +58,26 @@ int aout_spearman(const analyze_ctx *c, kv_err *err)
     FILE *f = results_schema_create(c->outdir, &RESULTS_SCHEMA_SPEARMAN, err);
     if (!f) return err->code;
     const int64_t G = c->H / c->K;
-    for (int64_t i = 0; c->has_colsum && i < c->L * c->H; i++)
-        fprintf(f, "%lld,%lld,%lld,%.9g,%.9g\n", (long long)(i / c->H), (long long)(i % c->H),
-                (long long)(i % c->H / G), c->rho_pair[i], c->rho_anchor[i]);
+    for (int64_t i = 0; c->has_colsum && i < c->L * c->H; i++) {
+        results_row w = results_row_begin(f, &RESULTS_SCHEMA_SPEARMAN);
+        results_row_int(&w, i / c->H), results_row_int(&w, i % c->H), results_row_int(&w, i % c->H / G);
+        results_row_real(&w, c->rho_pair[i]), results_row_real(&w, c->rho_anchor[i]);
+        results_row_end(&w);
+    }
     return csv_close(f, "spearman.csv", err);
 }
 
-/* "config,policy,params,budget,allocator,budget_fraction" of run r: the
- * columns that name a run in every analysis CSV, as in sim's files. */
-static void run_key(FILE *f, const results_run *run)
+/* A row of s for run r, its first columns written: config, policy, params,
+ * budget, allocator, budget_fraction, the columns that name a run in every
+ * analysis CSV, as in sim's files; then (layer, kv_head) of cache i. */
+static results_row run_row(FILE *f, const results_schema *s, const results_run *run, int64_t i, int64_t K)
 {
-    fprintf(f, "%s,%s,%s,%lld,%s,", run->config, run->policy, run->params, (long long)run->budget, run->allocator);
-    if (!isnan(run->budget_fraction)) fprintf(f, "%.9g", run->budget_fraction);
+    results_row w = results_row_begin(f, s);
+    results_row_text(&w, run->config), results_row_text(&w, run->policy), results_row_text(&w, run->params);
+    results_row_int(&w, run->budget), results_row_text(&w, run->allocator);
+    results_row_fraction(&w, run->budget_fraction);
+    results_row_int(&w, i / K), results_row_int(&w, i % K);
+    return w;
 }
 
 int aout_logdet(const analyze_ctx *c, kv_err *err)
@@ -76,17 +85,20 @@ int aout_logdet(const analyze_ctx *c, kv_err *err)
     FILE *f = results_schema_create(c->outdir, &RESULTS_SCHEMA_LOGDET, err);
     if (!f) return err->code;
     const int64_t LK = c->L * c->K;
-    for (int64_t i = 0; i < LK; i++) /* the whole trace's keys: config and policy "full_cache", budget T */
-        fprintf(f, "full_cache,full_cache,,%lld,uniform,,%lld,%lld,%.9g\n", (long long)c->T, (long long)(i / c->K),
-                (long long)(i % c->K), c->logdet_full[i]);
-    for (int r = 0; r < c->rs.n_runs; r++) {
-        const results_run *run = &c->rs.runs[r];
-        for (int64_t i = 0; i < LK; i++) {
-            run_key(f, run);
-            fprintf(f, ",%lld,%lld,%.9g\n", (long long)(i / c->K), (long long)(i % c->K),
-                    c->logdet_runs[(size_t)r * (size_t)LK + (size_t)i]);
-        }
+    /* the whole trace's keys: config and policy "full_cache", budget T */
+    const results_run whole = {.config = "full_cache", .policy = "full_cache", .params = "", .budget = c->T,
+                               .allocator = "uniform", .budget_fraction = NAN};
+    for (int64_t i = 0; i < LK; i++) {
+        results_row w = run_row(f, &RESULTS_SCHEMA_LOGDET, &whole, i, c->K);
+        results_row_real(&w, c->logdet_full[i]);
+        results_row_end(&w);
     }
+    for (int r = 0; r < c->rs.n_runs; r++)
+        for (int64_t i = 0; i < LK; i++) {
+            results_row w = run_row(f, &RESULTS_SCHEMA_LOGDET, &c->rs.runs[r], i, c->K);
+            results_row_real(&w, c->logdet_runs[(size_t)r * (size_t)LK + (size_t)i]);
+            results_row_end(&w);
+        }
     return csv_close(f, "logdet.csv", err);
 }
 
@@ -94,9 +106,13 @@ int aout_pca_var(const analyze_ctx *c, kv_err *err)
 {
     FILE *f = results_schema_create(c->outdir, &RESULTS_SCHEMA_PCA_VAR, err);
     if (!f) return err->code;
-    for (int64_t i = 0; i < c->L * c->K; i++)
-        fprintf(f, "%lld,%lld,%.9g,%.9g,%.9g\n", (long long)(i / c->K), (long long)(i % c->K), c->pca[i].var[0],
-                c->pca[i].var[1], c->pca[i].var_total);
+    for (int64_t i = 0; i < c->L * c->K; i++) {
+        results_row w = results_row_begin(f, &RESULTS_SCHEMA_PCA_VAR);
+        results_row_int(&w, i / c->K), results_row_int(&w, i % c->K);
+        results_row_real(&w, c->pca[i].var[0]), results_row_real(&w, c->pca[i].var[1]);
+        results_row_real(&w, c->pca[i].var_total);
+        results_row_end(&w);
+    }
     return csv_close(f, "pca_var.csv", err);
 }
 
@@ -110,9 +126,9 @@ int aout_pca_kept(const analyze_ctx *c, kv_err *err)
         const results_run *run = &c->rs.runs[r];
         for (int64_t i = 0; i < c->L * c->K; i++)
             for (int64_t k = 0; k < run->n_kept[i]; k++) {
-                run_key(f, run);
-                fprintf(f, ",%lld,%lld,%d\n", (long long)(i / c->K), (long long)(i % c->K),
-                        (int)run->retained[i * run->width + k]);
+                results_row w = run_row(f, &RESULTS_SCHEMA_PCA_KEPT, run, i, c->K);
+                results_row_int(&w, run->retained[i * run->width + k]);
+                results_row_end(&w);
             }
     }
     return csv_close(f, "pca_kept.csv", err);
@@ -127,9 +143,9 @@ int aout_budgets(const analyze_ctx *c, kv_err *err)
     for (int r = 0; r < c->rs.n_runs; r++) {
         const results_run *run = &c->rs.runs[r];
         for (int64_t i = 0; i < c->L * c->K; i++) {
-            run_key(f, run);
-            fprintf(f, ",%lld,%lld,%lld,%.9g\n", (long long)(i / c->K), (long long)(i % c->K),
-                    (long long)run->n_kept[i], run->head_mean[i]);
+            results_row w = run_row(f, &RESULTS_SCHEMA_BUDGETS, run, i, c->K);
+            results_row_int(&w, run->n_kept[i]), results_row_real(&w, run->head_mean[i]);
+            results_row_end(&w);
         }
     }
     return csv_close(f, "budgets.csv", err);
@@ -142,9 +158,12 @@ int aout_head_importance(const analyze_ctx *c, kv_err *err)
 {
     FILE *f = results_schema_create(c->outdir, &RESULTS_SCHEMA_HEAD_IMPORTANCE, err);
     if (!f) return err->code;
-    for (int64_t i = 0; c->has_queries && i < c->L * c->K; i++)
-        fprintf(f, "%lld,%lld,%.9g,%.9g\n", (long long)(i / c->K), (long long)(i % c->K), c->importance[i].score,
-                c->importance[i].concentration);
+    for (int64_t i = 0; c->has_queries && i < c->L * c->K; i++) {
+        results_row w = results_row_begin(f, &RESULTS_SCHEMA_HEAD_IMPORTANCE);
+        results_row_int(&w, i / c->K), results_row_int(&w, i % c->K);
+        results_row_real(&w, c->importance[i].score), results_row_real(&w, c->importance[i].concentration);
+        results_row_end(&w);
+    }
     return csv_close(f, "head_importance.csv", err);
 }
 
@@ -156,7 +175,10 @@ FILE *aout_pca_begin(const analyze_ctx *c, kv_err *err)
 void aout_pca_layer(const analyze_ctx *c, FILE *f, int64_t l, const double *pc)
 {
     for (int64_t g = 0; g < c->K; g++)
-        for (int64_t j = 0; j < c->T; j++)
-            fprintf(f, "%lld,%lld,%lld,%.9g,%.9g\n", (long long)l, (long long)g, (long long)j,
-                    pc[(g * c->T + j) * 2], pc[(g * c->T + j) * 2 + 1]);
+        for (int64_t j = 0; j < c->T; j++) {
+            results_row w = results_row_begin(f, &RESULTS_SCHEMA_PCA);
+            results_row_int(&w, l), results_row_int(&w, g), results_row_int(&w, j);
+            results_row_real(&w, pc[(g * c->T + j) * 2]), results_row_real(&w, pc[(g * c->T + j) * 2 + 1]);
+            results_row_end(&w);
+        }
 }

@@ -17,6 +17,7 @@
 #include "core/csv.h"
 #include "core/outfile.h"
 #include "results/results_dir.h"
+#include "results/results_row.h"
 #include "results/results_schema.h"
 #include "study/study.h"
 
@@ -122,8 +123,7 @@ static double get_logdet_run(const analyze_ctx *a, size_t i) { return a->logdet_
 /* study_spearman.csv: ρ per (layer, query head), the mean over traces (it does not depend on the chunk). */
 static int write_spearman(const study_ctx *s, double *x, kv_err *err)
 {
-    FILE *f = csv_create(s->outdir, "study_spearman.csv", "layer,q_head,kv_head,rho_pairwise,rho_anchor,n_traces,"
-                         "rho_pairwise_ci_lo,rho_pairwise_ci_hi,rho_anchor_ci_lo,rho_anchor_ci_hi", err);
+    FILE *f = results_schema_create(s->outdir, &RESULTS_SCHEMA_STUDY_SPEARMAN, err);
     if (!f) return err->code;
     const analyze_ctx *z = &s->a[0];
     bool colsum = true;
@@ -132,26 +132,38 @@ static int write_spearman(const study_ctx *s, double *x, kv_err *err)
         double p[3], q[3];
         mean_ci(s, 0, get_rho_pair, (size_t)i, x, p);
         mean_ci(s, 0, get_rho_anchor, (size_t)i, x, q);
-        fprintf(f, "%lld,%lld,%lld,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%.9g\n", (long long)(i / z->H), (long long)(i % z->H),
-                (long long)(i % z->H / (z->H / z->K)), p[0], q[0], s->set.n, p[1], p[2], q[1], q[2]);
+        results_row w = results_row_begin(f, &RESULTS_SCHEMA_STUDY_SPEARMAN);
+        results_row_int(&w, i / z->H), results_row_int(&w, i % z->H), results_row_int(&w, i % z->H / (z->H / z->K));
+        results_row_real(&w, p[0]), results_row_real(&w, q[0]), results_row_int(&w, s->set.n);
+        results_row_real(&w, p[1]), results_row_real(&w, p[2]), results_row_real(&w, q[1]), results_row_real(&w, q[2]);
+        results_row_end(&w);
     }
     return csv_close(f, "study_spearman.csv", err);
+}
+
+/* study_logdet.csv's cells after the run's: layer, kv_head, the mean, n_traces, the interval; the row's end. */
+static void logdet_cells(results_row *w, const study_ctx *s, int64_t layer, int64_t kv_head, const double m[3])
+{
+    results_row_int(w, layer), results_row_int(w, kv_head), results_row_real(w, m[0]);
+    results_row_int(w, s->set.n), results_row_real(w, m[1]), results_row_real(w, m[2]);
+    results_row_end(w);
 }
 
 /* study_logdet.csv: the full cache's log-det per (layer, kv head) (budget and
  * chunk empty: T differs between traces), then each run's per chunk. */
 static int write_logdet(const study_ctx *s, double *x, kv_err *err)
 {
-    FILE *f = csv_create(s->outdir, "study_logdet.csv", "config,policy,params,budget,allocator,budget_fraction,"
-                         "chunk,layer,kv_head,logdet,n_traces,logdet_ci_lo,logdet_ci_hi", err);
+    FILE *f = results_schema_create(s->outdir, &RESULTS_SCHEMA_STUDY_LOGDET, err);
     if (!f) return err->code;
     const analyze_ctx *z = &s->a[0];
     const int64_t LK = z->L * z->K;
     double m[3];
     for (int64_t i = 0; i < LK; i++) {
         mean_ci(s, 0, get_logdet_full, (size_t)i, x, m);
-        fprintf(f, "full_cache,full_cache,,,uniform,,,%lld,%lld,%.9g,%d,%.9g,%.9g\n", (long long)(i / z->K),
-                (long long)(i % z->K), m[0], s->set.n, m[1], m[2]);
+        results_row w = results_row_begin(f, &RESULTS_SCHEMA_STUDY_LOGDET);
+        results_row_text(&w, "full_cache"), results_row_text(&w, "full_cache"), results_row_text(&w, "");
+        results_row_none(&w), results_row_text(&w, "uniform"), results_row_fraction(&w, NAN), results_row_none(&w);
+        logdet_cells(&w, s, i / z->K, i % z->K, m);
     }
     for (int c = 0; c < s->n_chunks; c++) {
         const analyze_ctx *zc = &s->a[c];
@@ -159,11 +171,12 @@ static int write_logdet(const study_ctx *s, double *x, kv_err *err)
             const results_run *run = &zc->rs.runs[r];
             for (int64_t i = 0; i < LK; i++) {
                 mean_ci(s, c, get_logdet_run, (size_t)r * (size_t)LK + (size_t)i, x, m);
-                fprintf(f, "%s,%s,%s,%lld,%s,", run->config, run->policy, run->params, (long long)run->budget,
-                        run->allocator);
-                if (!isnan(run->budget_fraction)) fprintf(f, "%.9g", run->budget_fraction);
-                fprintf(f, ",%lld,%lld,%lld,%.9g,%d,%.9g,%.9g\n", (long long)s->chunks[c], (long long)(i / z->K),
-                        (long long)(i % z->K), m[0], s->set.n, m[1], m[2]);
+                results_row w = results_row_begin(f, &RESULTS_SCHEMA_STUDY_LOGDET);
+                results_row_text(&w, run->config), results_row_text(&w, run->policy);
+                results_row_text(&w, run->params), results_row_int(&w, run->budget);
+                results_row_text(&w, run->allocator), results_row_fraction(&w, run->budget_fraction);
+                results_row_int(&w, s->chunks[c]);
+                logdet_cells(&w, s, i / z->K, i % z->K, m);
             }
         }
     }

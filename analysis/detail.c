@@ -10,6 +10,7 @@
 
 #include "analysis/analyze_ctx.h"
 #include "core/csv.h"
+#include "results/results_row.h"
 #include "results/results_schema.h"
 
 enum { DETAIL_N = 64 };
@@ -88,9 +89,12 @@ int detail_write(const analyze_ctx *c, kv_err *err)
         cosines(k, n, D, cos);
         if (c->has_queries) attention(k + n * D, k, n, D, attn);
         for (int64_t i = 0; i < n; i++)
-            for (int64_t j = 0; j < n; j++)
-                fprintf(f, "%lld,%lld,%.9g,%.9g\n", (long long)i, (long long)j, cos[i * n + j],
-                        c->has_queries ? attn[i * n + j] : NAN);
+            for (int64_t j = 0; j < n; j++) {
+                results_row w = results_row_begin(f, &RESULTS_SCHEMA_DETAIL);
+                results_row_int(&w, i), results_row_int(&w, j), results_row_real(&w, cos[i * n + j]);
+                results_row_real(&w, c->has_queries ? attn[i * n + j] : NAN);
+                results_row_end(&w);
+            }
         rc = csv_close(f, "detail.csv", err);
     } else if (!rc) {
         rc = err->code;

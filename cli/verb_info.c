@@ -9,6 +9,7 @@
 #include "core/h5util.h"
 #include "trace/trace.h"
 #include "provenance/provenance.h"
+#include "fidelity/fidelity_schema.h"
 #include "results/results_schema.h"
 #include "verbs.h"
 
@@ -24,18 +25,22 @@ static const char USAGE[] =
     "\n"
     "  --schema    the trace schema: every dataset with its type, shape, when it is present and\n"
     "              its description attribute, as a markdown table (docs/trace.md#datasets)\n"
-    "  --columns   the columns of every CSV that sim and analyze write, one line per file\n"
+    "  --columns   the columns of every CSV that sim, analyze and fidelity write, one line per\n"
+    "              file: [VERB] FILE: COLUMN,...\n"
     "              (docs/outputs.md)\n";
 
-/* One line per CSV: "FILE: col,col,..." in the order the writers write them. */
+/* One line per CSV: "[VERB] FILE: col,col,..." in the order the writers write them. */
 static void print_columns(void)
 {
-    for (int i = 0; i < RESULTS_N_SCHEMAS; i++) {
-        const results_schema *s = RESULTS_SCHEMAS[i];
-        printf("%s:", s->file);
-        for (int c = 0; c < s->n_cols; c++) printf("%s%s", c ? "," : " ", s->cols[c].name);
-        putchar('\n');
-    }
+    const results_schema *const *lists[] = {RESULTS_SCHEMAS, FID_SCHEMAS};
+    const int counts[] = {RESULTS_N_SCHEMAS, FID_N_SCHEMAS};
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < counts[l]; i++) {
+            const results_schema *s = lists[l][i];
+            printf("[%s] %s:", s->maker, s->file);
+            for (int c = 0; c < s->n_cols; c++) printf("%s%s", c ? "," : " ", s->cols[c].name);
+            putchar('\n');
+        }
 }
 
 static void human_bytes(uint64_t b, char *buf, size_t cap)

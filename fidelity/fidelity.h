@@ -23,6 +23,7 @@
 #include "allocators/alloc.h"
 #include "policies/policy.h"
 #include "provenance/provenance.h"
+#include "results/results_row.h"
 #include "sim/sim.h"
 
 /* The one sequence every run of a fidelity study walks. */
@@ -107,8 +108,10 @@ int fid_take_sim(const sim_stats *summary, fid_results *r, kv_err *err);
 /* Outputs (output.c): CSVs, the figure and report.html into dir. */
 int fid_write_outputs(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err);
 
-/* "config,policy,params,budget,allocator" of a configuration, CSV fields (output.c). */
-void fid_config_key(FILE *f, const fid_config *c);
+/* The cells "config,policy,params,budget,allocator" of a configuration (output.c), and fidelity.csv's
+ * measures after them, "chunk ... rows_peak" (fidelity_schema.c lists both). */
+void fid_config_key(results_row *w, const fid_config *c);
+void fid_config_measures(results_row *w, const fidelity_opts *o, const fid_results *r, const fid_config *c);
 
 void fid_results_free(fid_results *r);
 

@@ -9,7 +9,9 @@
 #include "fidelity/fidelity.h"
 #include "fidelity/rank.h"
 #include "fidelity/report.h"
+#include "fidelity/fidelity_schema.h"
 #include "results/results_dir.h"
+#include "results/results_row.h"
 
 /* Closes DIR/NAME, naming it whole in a write error. */
 static int close_out(FILE *f, const char *dir, const char *name, kv_err *err)
@@ -19,86 +21,94 @@ static int close_out(FILE *f, const char *dir, const char *name, kv_err *err)
     return csv_close(f, what, err);
 }
 
-/* "config,policy,params" of a configuration (config: results_config_label). */
-static void config_names(FILE *f, const fid_config *c)
+/* "config,policy,params" of a configuration (config: results_config_label), and with `alloc` its allocator. */
+static void config_names(results_row *w, const fid_config *c, bool alloc)
 {
     char config[600];
     results_config_label(c->pc->iface->name, c->pc->canonical, config, sizeof config);
-    csv_field(f, config, false);
-    fputc(',', f);
-    csv_field(f, c->pc->iface->name, false);
-    fputc(',', f);
-    csv_field(f, c->pc->canonical, false);
+    results_row_text(w, config), results_row_text(w, c->pc->iface->name), results_row_text(w, c->pc->canonical);
+    if (alloc) results_row_text(w, c->alloc);
 }
 
-/* "config,policy,params,budget,allocator": a configuration's key, as sim's results.csv starts its rows. */
-void fid_config_key(FILE *f, const fid_config *c)
+void fid_config_key(results_row *w, const fid_config *c)
 {
-    config_names(f, c);
-    fprintf(f, ",%lld,", (long long)c->budget);
-    csv_field(f, c->alloc, false);
+    config_names(w, c, false);
+    results_row_int(w, c->budget), results_row_text(w, c->alloc);
+}
+
+void fid_config_measures(results_row *w, const fidelity_opts *o, const fid_results *r, const fid_config *c)
+{
+    results_row_int(w, o->seq.chunk), results_row_int(w, c->n_positions);
+    results_row_real(w, c->kl_mean), results_row_real(w, c->kl_p95), results_row_real(w, c->kl_max);
+    results_row_real(w, c->greedy_agree), results_row_real(w, r->ppl_full), results_row_real(w, c->ppl_evict);
+    results_row_real(w, c->out_rel_err_mean), results_row_real(w, c->out_rel_err_p95);
+    results_row_real(w, c->attn_recall_mean), results_row_int(w, c->cache_peak), results_row_int(w, c->rows_peak);
 }
 
 static int write_configs(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, "fidelity.csv", "config,policy,params,budget,allocator,chunk,n_positions,kl_mean,kl_p95,"
-                         "kl_max,greedy_agree,ppl_full,ppl_evict,out_rel_err_mean,out_rel_err_p95,attn_recall_mean,"
-                         "cache_peak_rows,rows_peak", err);
+    FILE *f = results_schema_create(dir, &FID_SCHEMA_CONFIGS, err);
     if (!f) return err->code;
     for (int i = 0; i < r->n; i++) {
-        const fid_config *c = &r->c[i];
-        fid_config_key(f, c);
-        fprintf(f, ",%lld,%lld,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%lld\n", (long long)o->seq.chunk,
-                (long long)c->n_positions, c->kl_mean, c->kl_p95, c->kl_max, c->greedy_agree, r->ppl_full,
-                c->ppl_evict, c->out_rel_err_mean, c->out_rel_err_p95, c->attn_recall_mean, (long long)c->cache_peak,
-                (long long)c->rows_peak);
+        results_row w = results_row_begin(f, &FID_SCHEMA_CONFIGS);
+        fid_config_key(&w, &r->c[i]);
+        fid_config_measures(&w, o, r, &r->c[i]);
+        results_row_end(&w);
     }
     return close_out(f, dir, "fidelity.csv", err);
 }
 
 static int write_positions(const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, "positions.csv", "config,policy,params,budget,allocator,position,kl,greedy_agree", err);
+    FILE *f = results_schema_create(dir, &FID_SCHEMA_POSITIONS, err);
     if (!f) return err->code;
     for (int i = 0; i < r->n; i++) {
         const fid_config *c = &r->c[i];
         for (int64_t j = 0; j < c->n_positions; j++) {
-            fid_config_key(f, c);
-            fprintf(f, ",%lld,%.9g,%d\n", (long long)(r->T - c->n_positions + j), c->kl[j], c->agree[j]);
+            results_row w = results_row_begin(f, &FID_SCHEMA_POSITIONS);
+            fid_config_key(&w, c);
+            results_row_int(&w, r->T - c->n_positions + j), results_row_real(&w, c->kl[j]);
+            results_row_int(&w, c->agree[j]);
+            results_row_end(&w);
         }
     }
     return close_out(f, dir, "positions.csv", err);
 }
 
+/* The pooled row first (scope "all", no budget), then one per budget (scope "budget"). */
 static int write_summary(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, "summary.csv", "budget,n_configs,rho_out_rel_err_kl,rho_attn_loss_kl,n_pairs,"
-                         "n_misordered,n_tokens,prompt_len,chunk,ppl_full", err);
+    FILE *f = results_schema_create(dir, &FID_SCHEMA_SUMMARY, err);
     if (!f) return err->code;
     for (int b = -1; b < o->n_budgets; b++) {
         fid_rank k;
         fid_rank_stats(r, b < 0 ? 0 : o->budgets[b], &k);
-        if (b < 0) fputs("all", f);
-        else fprintf(f, "%lld", (long long)o->budgets[b]);
-        fprintf(f, ",%lld,%.6g,%.6g,%lld,%lld,%lld,%lld,%lld,%.9g\n", (long long)k.n_configs, k.rho_err,
-                k.rho_recall, (long long)k.pairs, (long long)k.misordered, (long long)r->T, (long long)r->prompt_len,
-                (long long)o->seq.chunk, r->ppl_full);
+        results_row w = results_row_begin(f, &FID_SCHEMA_SUMMARY);
+        results_row_text(&w, b < 0 ? "all" : "budget");
+        if (b < 0) results_row_none(&w);
+        else results_row_int(&w, o->budgets[b]);
+        results_row_int(&w, k.n_configs), results_row_real(&w, k.rho_err), results_row_real(&w, k.rho_recall);
+        results_row_int(&w, k.pairs), results_row_int(&w, k.misordered), results_row_int(&w, r->T);
+        results_row_int(&w, r->prompt_len), results_row_int(&w, o->seq.chunk), results_row_real(&w, r->ppl_full);
+        results_row_end(&w);
     }
     return close_out(f, dir, "summary.csv", err);
 }
 
 static int write_misordered(const fid_results *r, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, "misordered.csv", "config_a,policy_a,params_a,allocator_a,config_b,policy_b,params_b,"
-                         "allocator_b,budget,out_rel_err_a,out_rel_err_b,kl_mean_a,kl_mean_b", err);
+    FILE *f = results_schema_create(dir, &FID_SCHEMA_MISORDERED, err);
     if (!f) return err->code;
     for (int i = 0; i < r->n; i++)
         for (int j = 0; j < r->n; j++) {
             const fid_config *a = &r->c[i], *b = &r->c[j];
             if (!fid_misordered(a, b)) continue;
-            config_names(f, a), fputc(',', f), csv_field(f, a->alloc, false), fputc(',', f);
-            config_names(f, b), fputc(',', f), csv_field(f, b->alloc, false);
-            fprintf(f, ",%lld,%.9g,%.9g,%.9g,%.9g\n", (long long)a->budget, a->out_rel_err_mean, b->out_rel_err_mean, a->kl_mean, b->kl_mean);
+            results_row w = results_row_begin(f, &FID_SCHEMA_MISORDERED);
+            config_names(&w, a, true), config_names(&w, b, true);
+            results_row_int(&w, a->budget);
+            results_row_real(&w, a->out_rel_err_mean), results_row_real(&w, b->out_rel_err_mean);
+            results_row_real(&w, a->kl_mean), results_row_real(&w, b->kl_mean);
+            results_row_end(&w);
         }
     return close_out(f, dir, "misordered.csv", err);
 }

@@ -17,6 +17,7 @@
 #include "core/csv.h"
 #include "core/outfile.h"
 #include "fidelity/fidelity.h"
+#include "fidelity/fidelity_schema.h"
 #include "plots/plot_html.h"
 #include "study/study.h"
 
@@ -60,20 +61,16 @@ typedef struct {
 /* DIR/fidelity.csv: every prompt's fidelity.csv rows, the prompt id first. */
 static int write_rows(const fidelity_opts *o, const fid_study *st, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, "fidelity.csv", "trace,config,policy,params,budget,allocator,chunk,n_positions,kl_mean,"
-                         "kl_p95,kl_max,greedy_agree,ppl_full,ppl_evict,out_rel_err_mean,out_rel_err_p95,"
-                         "attn_recall_mean,cache_peak_rows,rows_peak,n_tokens,prompt_len", err);
+    FILE *f = results_schema_create(dir, &FID_SCHEMA_PROMPT_ROWS, err);
     if (!f) return err->code;
     for (int k = 0; k < st->l->n; k++)
         for (int i = 0; i < st->r[k].n; i++) {
             const fid_results *r = &st->r[k];
             const fid_config *c = &r->c[i];
-            csv_field(f, st->l->p[k].id, false), fputc(',', f), fid_config_key(f, c);
-            fprintf(f, ",%lld,%lld,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%lld,%lld,%lld\n",
-                    (long long)o->seq.chunk, (long long)c->n_positions, c->kl_mean, c->kl_p95, c->kl_max,
-                    c->greedy_agree, r->ppl_full, c->ppl_evict, c->out_rel_err_mean, c->out_rel_err_p95,
-                    c->attn_recall_mean, (long long)c->cache_peak, (long long)c->rows_peak, (long long)r->T,
-                    (long long)r->prompt_len);
+            results_row w = results_row_begin(f, &FID_SCHEMA_PROMPT_ROWS);
+            results_row_text(&w, st->l->p[k].id), fid_config_key(&w, c), fid_config_measures(&w, o, r, c);
+            results_row_int(&w, r->T), results_row_int(&w, r->prompt_len);
+            results_row_end(&w);
         }
     char what[4400];
     snprintf(what, sizeof what, "%s/fidelity.csv", dir);
@@ -83,17 +80,18 @@ static int write_rows(const fidelity_opts *o, const fid_study *st, const char *d
 /* DIR/answer.csv: per prompt with an answer and configuration, the answer's log-probability. */
 static int write_answers(const fid_study *st, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, "answer.csv", "trace,config,policy,params,budget,allocator,answer_start,answer_tokens,"
-                         "answer_logprob_full,answer_logprob_evict,answer_logprob_delta", err);
+    FILE *f = results_schema_create(dir, &FID_SCHEMA_ANSWERS, err);
     if (!f) return err->code;
     for (int k = 0; k < st->l->n; k++) {
         const fid_results *r = &st->r[k];
         if (!r->answer_tokens) continue;
         for (int i = 0; i < r->n; i++) {
-            csv_field(f, st->l->p[k].id, false), fputc(',', f), fid_config_key(f, &r->c[i]);
-            fprintf(f, ",%lld,%lld,%.9g,%.9g,%.9g\n", (long long)prompt_answer(&st->l->p[k])->start,
-                    (long long)r->answer_tokens, r->answer_logprob_full, r->c[i].answer_logprob,
-                    r->c[i].answer_logprob - r->answer_logprob_full);
+            results_row w = results_row_begin(f, &FID_SCHEMA_ANSWERS);
+            results_row_text(&w, st->l->p[k].id), fid_config_key(&w, &r->c[i]);
+            results_row_int(&w, prompt_answer(&st->l->p[k])->start), results_row_int(&w, r->answer_tokens);
+            results_row_real(&w, r->answer_logprob_full), results_row_real(&w, r->c[i].answer_logprob);
+            results_row_real(&w, r->c[i].answer_logprob - r->answer_logprob_full);
+            results_row_end(&w);
         }
     }
     char what[4400];
@@ -127,28 +125,21 @@ static int write_summary(const fid_study *st, const char *dir, kv_err *err)
     const int n = st->l->n;
     int32_t *idx_all = study_resamples(n, err), *idx_ans = idx_all ? study_resamples(st->n_answers, err) : NULL;
     double *x = idx_ans ? kv_calloc((size_t)n, sizeof *x, "summary", err) : NULL;
-    char header[2048] = "config,policy,params,budget,allocator,n_traces,n_answers";
-    for (int j = 0; j < N_METRICS; j++) {
-        const size_t used = strlen(header);
-        snprintf(header + used, sizeof header - used, ",%s,%s_ci_lo,%s_ci_hi", METRICS[j].name, METRICS[j].name,
-                 METRICS[j].name);
-    }
-    FILE *f = x ? csv_create(dir, "summary.csv", header, err) : NULL;
+    FILE *f = x ? results_schema_create(dir, &FID_SCHEMA_PROMPT_SUMMARY, err) : NULL;
     if (!f) {
         free(idx_all), free(idx_ans), free(x);
         return err->code;
     }
     for (int i = 0; i < st->r[0].n; i++) {
-        fid_config_key(f, &st->r[0].c[i]);
-        fprintf(f, ",%d,%d", n, st->n_answers);
+        results_row w = results_row_begin(f, &FID_SCHEMA_PROMPT_SUMMARY);
+        fid_config_key(&w, &st->r[0].c[i]);
+        results_row_int(&w, n), results_row_int(&w, st->n_answers);
         for (int j = 0; j < N_METRICS; j++) {
             double v[3];
             metric_ci(st, &METRICS[j], i, x, idx_all, idx_ans, v);
-            for (int q = 0; q < 3; q++)
-                if (isnan(v[q])) fputc(',', f);
-                else fprintf(f, ",%.9g", v[q]);
+            for (int q = 0; q < 3; q++) results_row_real(&w, v[q]);
         }
-        fputc('\n', f);
+        results_row_end(&w);
     }
     free(idx_all), free(idx_ans), free(x);
     char what[4400];

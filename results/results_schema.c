@@ -13,6 +13,9 @@
 #define RUN_COLS {"config", SC_CONFIG, false, true}, {"policy", SC_POLICY, false, false}, \
                  {"params", SC_PARAMS, false, false}, {"budget", SC_BUDGET, false, true}
 
+#define RUN_COLS_OPEN_BUDGET {"config", SC_CONFIG, false, true}, {"policy", SC_POLICY, false, false}, \
+                 {"params", SC_PARAMS, false, false}, {"budget", SC_BUDGET, true, true}
+
 /* sim's CSVs: the run's allocator (part of its key) and the budget's fraction of T */
 #define SIM_RUN_COLS RUN_COLS, {"allocator", SC_ALLOC, false, true}, {"budget_fraction", SC_FRACTION, false, false}
 
@@ -87,35 +90,55 @@ static const results_col COLS_HEAD_IMPORTANCE[] = {
     {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true}, {"score", SC_UNIT, false, false},
     {"concentration", SC_UNIT, false, false},
 };
+/* a study's analysis (analyze over several traces or chunks): means over traces and their intervals */
+static const results_col COLS_STUDY_SPEARMAN[] = {
+    {"layer", SC_LAYER, false, true}, {"q_head", SC_QHEAD, false, true}, {"kv_head", SC_KVHEAD, false, false},
+    {"rho_pairwise", SC_CORR, true, false}, {"rho_anchor", SC_CORR, true, false}, {"n_traces", SC_COUNT, false, false},
+    {"rho_pairwise_ci_lo", SC_CORR, true, false}, {"rho_pairwise_ci_hi", SC_CORR, true, false},
+    {"rho_anchor_ci_lo", SC_CORR, true, false}, {"rho_anchor_ci_hi", SC_CORR, true, false},
+};
+/* the full_cache rows have no budget and no chunk (T differs between traces) */
+static const results_col COLS_STUDY_LOGDET[] = {
+    RUN_COLS_OPEN_BUDGET, {"allocator", SC_ALLOC, false, true}, {"budget_fraction", SC_FRACTION, false, false},
+    {"chunk", SC_BUDGET, true, true}, {"layer", SC_LAYER, false, true}, {"kv_head", SC_KVHEAD, false, true},
+    {"logdet", SC_REAL, true, false}, {"n_traces", SC_COUNT, false, false}, {"logdet_ci_lo", SC_REAL, true, false},
+    {"logdet_ci_hi", SC_REAL, true, false},
+};
 static const results_col COLS_DETAIL[] = {
     {"row", SC_DETAIL, false, true}, {"col", SC_DETAIL, false, true}, {"cos", SC_CORR, false, false},
     {"attn", SC_UNIT, true, false},
 };
 
-const results_schema RESULTS_SCHEMA_RESULTS = {RESULTS_FILE_CSV, COLS_RESULTS, N(COLS_RESULTS), SR_GRID};
-const results_schema RESULTS_SCHEMA_SUMMARY = {RESULTS_FILE_SUMMARY, COLS_SUMMARY, N(COLS_SUMMARY), SR_GRID};
+const results_schema RESULTS_SCHEMA_RESULTS = {RESULTS_FILE_CSV, COLS_RESULTS, N(COLS_RESULTS), SR_GRID, "sim"};
+const results_schema RESULTS_SCHEMA_SUMMARY = {RESULTS_FILE_SUMMARY, COLS_SUMMARY, N(COLS_SUMMARY), SR_GRID, "sim"};
 const results_schema RESULTS_SCHEMA_SUMMARY_BY_TRACE = {RESULTS_FILE_SUMMARY_BY_TRACE, COLS_SUMMARY_BY_TRACE,
-                                                       N(COLS_SUMMARY_BY_TRACE), SR_GRID};
-const results_schema RESULTS_SCHEMA_TIMING = {RESULTS_FILE_TIMING, COLS_TIMING, N(COLS_TIMING), SR_GRID};
-const results_schema RESULTS_SCHEMA_SPANS = {RESULTS_FILE_SPANS, COLS_SPANS, N(COLS_SPANS), SR_GRID};
+                                                       N(COLS_SUMMARY_BY_TRACE), SR_GRID, "sim"};
+const results_schema RESULTS_SCHEMA_TIMING = {RESULTS_FILE_TIMING, COLS_TIMING, N(COLS_TIMING), SR_GRID, "sim"};
+const results_schema RESULTS_SCHEMA_SPANS = {RESULTS_FILE_SPANS, COLS_SPANS, N(COLS_SPANS), SR_GRID, "sim"};
 const results_schema RESULTS_SCHEMA_SPANS_SUMMARY = {RESULTS_FILE_SPANS_SUMMARY, COLS_SPANS_SUMMARY,
-                                                    N(COLS_SPANS_SUMMARY), SR_GRID};
-const results_schema RESULTS_SCHEMA_META = {"meta.csv", COLS_META, N(COLS_META), SR_FREE};
-const results_schema RESULTS_SCHEMA_SPEARMAN = {"spearman.csv", COLS_SPEARMAN, N(COLS_SPEARMAN), SR_GRID_OR_0};
-const results_schema RESULTS_SCHEMA_LOGDET = {"logdet.csv", COLS_LOGDET, N(COLS_LOGDET), SR_GRID};
-const results_schema RESULTS_SCHEMA_PCA = {"pca.csv", COLS_PCA, N(COLS_PCA), SR_GRID};
-const results_schema RESULTS_SCHEMA_PCA_KEPT = {"pca_kept.csv", COLS_PCA_KEPT, N(COLS_PCA_KEPT), SR_SUBSET};
-const results_schema RESULTS_SCHEMA_PCA_VAR = {"pca_var.csv", COLS_PCA_VAR, N(COLS_PCA_VAR), SR_GRID};
-const results_schema RESULTS_SCHEMA_BUDGETS = {"budgets.csv", COLS_BUDGETS, N(COLS_BUDGETS), SR_GRID};
+                                                    N(COLS_SPANS_SUMMARY), SR_GRID, "sim"};
+const results_schema RESULTS_SCHEMA_META = {"meta.csv", COLS_META, N(COLS_META), SR_FREE, "analyze"};
+const results_schema RESULTS_SCHEMA_SPEARMAN = {"spearman.csv", COLS_SPEARMAN, N(COLS_SPEARMAN), SR_GRID_OR_0, "analyze"};
+const results_schema RESULTS_SCHEMA_LOGDET = {"logdet.csv", COLS_LOGDET, N(COLS_LOGDET), SR_GRID, "analyze"};
+const results_schema RESULTS_SCHEMA_PCA = {"pca.csv", COLS_PCA, N(COLS_PCA), SR_GRID, "analyze"};
+const results_schema RESULTS_SCHEMA_PCA_KEPT = {"pca_kept.csv", COLS_PCA_KEPT, N(COLS_PCA_KEPT), SR_SUBSET, "analyze"};
+const results_schema RESULTS_SCHEMA_PCA_VAR = {"pca_var.csv", COLS_PCA_VAR, N(COLS_PCA_VAR), SR_GRID, "analyze"};
+const results_schema RESULTS_SCHEMA_BUDGETS = {"budgets.csv", COLS_BUDGETS, N(COLS_BUDGETS), SR_GRID, "analyze"};
 const results_schema RESULTS_SCHEMA_HEAD_IMPORTANCE = {"head_importance.csv", COLS_HEAD_IMPORTANCE,
-                                                       N(COLS_HEAD_IMPORTANCE), SR_GRID_OR_0};
-const results_schema RESULTS_SCHEMA_DETAIL = {"detail.csv", COLS_DETAIL, N(COLS_DETAIL), SR_GRID_OR_0};
+                                                       N(COLS_HEAD_IMPORTANCE), SR_GRID_OR_0, "analyze"};
+const results_schema RESULTS_SCHEMA_DETAIL = {"detail.csv", COLS_DETAIL, N(COLS_DETAIL), SR_GRID_OR_0, "analyze"};
+
+const results_schema RESULTS_SCHEMA_STUDY_SPEARMAN = {"study_spearman.csv", COLS_STUDY_SPEARMAN,
+                                                      N(COLS_STUDY_SPEARMAN), SR_FREE, "analyze"};
+const results_schema RESULTS_SCHEMA_STUDY_LOGDET = {"study_logdet.csv", COLS_STUDY_LOGDET, N(COLS_STUDY_LOGDET),
+                                                    SR_FREE, "analyze"};
 
 const results_schema *const RESULTS_SCHEMAS[] = {
     &RESULTS_SCHEMA_RESULTS, &RESULTS_SCHEMA_SUMMARY_BY_TRACE, &RESULTS_SCHEMA_SUMMARY, &RESULTS_SCHEMA_SPANS,
     &RESULTS_SCHEMA_SPANS_SUMMARY, &RESULTS_SCHEMA_TIMING, &RESULTS_SCHEMA_META, &RESULTS_SCHEMA_SPEARMAN,
     &RESULTS_SCHEMA_LOGDET, &RESULTS_SCHEMA_PCA, &RESULTS_SCHEMA_PCA_KEPT, &RESULTS_SCHEMA_PCA_VAR,
-    &RESULTS_SCHEMA_BUDGETS, &RESULTS_SCHEMA_HEAD_IMPORTANCE, &RESULTS_SCHEMA_DETAIL,
+    &RESULTS_SCHEMA_BUDGETS, &RESULTS_SCHEMA_HEAD_IMPORTANCE, &RESULTS_SCHEMA_DETAIL, &RESULTS_SCHEMA_STUDY_SPEARMAN,
+    &RESULTS_SCHEMA_STUDY_LOGDET,
 };
 const int RESULTS_N_SCHEMAS = N(RESULTS_SCHEMAS);
 

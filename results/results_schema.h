@@ -65,6 +65,8 @@ typedef struct {
     const results_col *cols;
     int n_cols;
     results_rows rows;
+    const char *maker;   /* the verb whose output directory holds the file: "sim", "analyze", "fidelity",
+                            "fidelity --prompts" (docs/outputs.md's section) */
 } results_schema;
 
 /* The results directory's CSVs (sim/results.c writes them; analyze copies them). */
@@ -78,6 +80,8 @@ extern const results_schema RESULTS_SCHEMA_SPANS, RESULTS_SCHEMA_SPANS_SUMMARY;
 extern const results_schema RESULTS_SCHEMA_META, RESULTS_SCHEMA_SPEARMAN, RESULTS_SCHEMA_LOGDET,
     RESULTS_SCHEMA_PCA, RESULTS_SCHEMA_PCA_KEPT, RESULTS_SCHEMA_PCA_VAR, RESULTS_SCHEMA_DETAIL,
     RESULTS_SCHEMA_BUDGETS, RESULTS_SCHEMA_HEAD_IMPORTANCE;
+/* A study's analysis directory: the means over traces (analysis/analyze_study.c writes them). */
+extern const results_schema RESULTS_SCHEMA_STUDY_SPEARMAN, RESULTS_SCHEMA_STUDY_LOGDET;
 
 /* Every table above, results directory first (`kvtrace info --columns` lists them; docs/outputs.md is
  * checked against it). */

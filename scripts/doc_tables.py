@@ -3,9 +3,10 @@
 
 docs/trace.md's dataset table is printed by `kvtrace info --schema` (from
 trace/trace_schema.c) between two marker lines; docs/outputs.md describes each
-CSV's columns in a section per file, and the set of column names its table
-names must be the schema's (`kvtrace info --columns`, from
-results/results_schema.c), every column described, none that is not written.
+CSV's columns in a section per file under the part of the verb that writes it,
+and the set of column names its table names must be the schema's (`kvtrace
+info --columns`, from results/results_schema.c and fidelity/fidelity_schema.c),
+every column described, none that is not written.
 
     scripts/doc_tables.py KVTRACE --write   rewrite docs/trace.md's table (make docs)
     scripts/doc_tables.py KVTRACE           check both; one line per difference, exit 1 on any
@@ -63,8 +64,24 @@ def check_trace(exe, write):
     return []
 
 
+# the heading of each verb's part of docs/outputs.md
+VERB_SECTIONS = {"sim": "## `kvtrace sim -o DIR`", "analyze": "## `kvtrace analyze -o DIR`",
+                 "fidelity": "## `kvtrace fidelity -o DIR`", "fidelity --prompts": "## `kvtrace fidelity --prompts FILE -o DIR`"}
+
+
+def verb_part(text, verb):
+    """The text of docs/outputs.md's part for `verb` (from its heading to the next one of its level)."""
+    head = VERB_SECTIONS.get(verb)
+    m = re.search(r"^%s( .*)?$" % re.escape(head), text, re.M) if head else None
+    if not m:
+        return None
+    rest = text[m.end():]
+    nxt = re.search(r"^## ", rest, re.M)
+    return rest[:nxt.start()] if nxt else rest
+
+
 def doc_columns(text, file):
-    """The column names docs/outputs.md's section for `file` names in its table's first column."""
+    """The column names the section for `file` in `text` names in its table's first column."""
     m = re.search(r"^###+ `%s`.*$" % re.escape(file), text, re.M)
     if not m:
         return None
@@ -85,11 +102,17 @@ def check_outputs(exe):
         text = f.read()
     problems = []
     for line in kvtrace(exe, "--columns").splitlines():
-        file, cols = line.split(": ", 1)
+        m = re.match(r"^\[([^]]+)\] (\S+): (.*)$", line)
+        if not m:
+            problems.append("kvtrace info --columns: cannot read the line %r" % line)
+            continue
+        verb, file, cols = m.groups()
         if file in NOT_COLUMN_TABLES:
             continue
         want = set(cols.split(","))
-        got = doc_columns(text, file)
+        part = verb_part(text, verb)
+        got = doc_columns(part, file) if part is not None else None
+        file = "%s (kvtrace %s)" % (file, verb)
         if got is None:
             problems.append("docs/outputs.md: no section for %s" % file)
             continue

@@ -125,32 +125,31 @@ void sim_results_free(sim_results *r)
     memset(r, 0, sizeof *r);
 }
 
-/* "f" of a budget given as a fraction of T, "" for one given as N. */
-static void fraction_text(const sim_opts *o, int c, char *buf, size_t cap)
-{
-    const double f = sim_cfg_fraction(o, c);
-    if (isnan(f)) buf[0] = '\0';
-    else snprintf(buf, cap, "%.9g", f);
-}
-
-/* "config,policy,params,budget,allocator,budget_fraction,chunk" of configuration c (docs/outputs.md). */
-static void cfg_key(const sim_opts *o, int c, char *buf, size_t cap)
+void sim_cfg_cols_of(const sim_opts *o, int c, sim_cfg_cols *k)
 {
     const policy_config *pc = sim_cfg_policy(o, c);
-    char config[512], alloc[300], frac[32];
-    results_config_label(pc->iface->name, pc->canonical, config, sizeof config);
-    alloc_label(sim_cfg_alloc(o, c), alloc, sizeof alloc);
-    fraction_text(o, c, frac, sizeof frac);
-    snprintf(buf, cap, "%s,%s,%s,%lld,%s,%s,%lld", config, pc->iface->name, pc->canonical,
-             (long long)sim_cfg_budget(o, c), alloc, frac, (long long)sim_cfg_chunk(o, c));
+    results_config_label(pc->iface->name, pc->canonical, k->config, sizeof k->config);
+    alloc_label(sim_cfg_alloc(o, c), k->alloc, sizeof k->alloc);
+    k->policy = pc->iface->name, k->params = pc->canonical;
+    k->budget = sim_cfg_budget(o, c), k->chunk = sim_cfg_chunk(o, c), k->fraction = sim_cfg_fraction(o, c);
 }
 
-/* cfg_key, then ",decode_chunk,eval_stride": the prefix of results.csv and summary.csv rows. */
+void sim_row_run(results_row *w, const sim_opts *o, const sim_cfg_cols *k, bool strides)
+{
+    results_row_text(w, k->config), results_row_text(w, k->policy), results_row_text(w, k->params);
+    results_row_int(w, k->budget), results_row_text(w, k->alloc), results_row_fraction(w, k->fraction);
+    results_row_int(w, k->chunk);
+    if (strides) results_row_int(w, o->decode_chunk), results_row_int(w, o->eval_stride);
+}
+
 void sim_cfg_prefix(const sim_opts *o, int c, char *buf, size_t cap)
 {
-    char key[1200];
-    cfg_key(o, c, key, sizeof key);
-    snprintf(buf, cap, "%s,%lld,%lld", key, (long long)o->decode_chunk, (long long)o->eval_stride);
+    sim_cfg_cols k;
+    sim_cfg_cols_of(o, c, &k);
+    char frac[32] = "";
+    if (!isnan(k.fraction)) snprintf(frac, sizeof frac, "%.9g", k.fraction);
+    snprintf(buf, cap, "%s,%s,%s,%lld,%s,%s,%lld,%lld,%lld", k.config, k.policy, k.params, (long long)k.budget,
+             k.alloc, frac, (long long)k.chunk, (long long)o->decode_chunk, (long long)o->eval_stride);
 }
 
 static const sim_stats *stat_at(const sim_results *r, int c, int64_t l, int64_t h, int p)
@@ -165,18 +164,23 @@ static int write_results_csv(const sim_trace_out *t, int n_traces, const char *d
     for (int i = 0; i < n_traces; i++) {
         const sim_results *r = t[i].r;
         const int64_t G = r->H / r->K; /* query head h uses kv head h / G (docs/trace.md#conventions) */
-        char pre[1400];
+        sim_cfg_cols k;
         for (int c = 0; c < r->n_cfg; c++) {
-            sim_cfg_prefix(t[i].o, c, pre, sizeof pre);
+            sim_cfg_cols_of(t[i].o, c, &k);
             for (int64_t l = 0; l < r->L; l++)
                 for (int64_t h = 0; h < r->H; h++)
                     for (int p = 0; p < N_PHASES; p++) {
                         const sim_stats *s = stat_at(r, c, l, h, p);
                         const size_t at = ((size_t)c * (size_t)r->L + (size_t)l) * (size_t)r->K + (size_t)(h / G);
-                        fprintf(f, "%s,%lld,%lld,%lld,%s,%lld,%.9g,%.9g,%.9g,%.9g,%lld,%.9g,%s\n", pre, (long long)l,
-                                (long long)h, (long long)(h / G), PHASE_NAMES[p], (long long)s->n, s->err_mean,
-                                s->err_p95, s->recall_mean, s->recall_min, (long long)r->head_budget[at],
-                                r->head_mean[at], t[i].id);
+                        results_row w = results_row_begin(f, &RESULTS_SCHEMA_RESULTS);
+                        sim_row_run(&w, t[i].o, &k, true);
+                        results_row_int(&w, l), results_row_int(&w, h), results_row_int(&w, h / G);
+                        results_row_text(&w, PHASE_NAMES[p]), results_row_int(&w, s->n);
+                        results_row_real(&w, s->err_mean), results_row_real(&w, s->err_p95);
+                        results_row_real(&w, s->recall_mean), results_row_real(&w, s->recall_min);
+                        results_row_int(&w, r->head_budget[at]), results_row_real(&w, r->head_mean[at]);
+                        results_row_text(&w, t[i].id);
+                        results_row_end(&w);
                     }
         }
     }
@@ -204,19 +208,22 @@ static int write_timing_csv(const sim_trace_out *t, int n_traces, const char *di
 {
     FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_TIMING, err);
     if (!f) return err->code;
-    char key[1200];
+    sim_cfg_cols k;
     for (int i = 0; i < n_traces; i++) {
         const sim_results *r = t[i].r;
         for (int c = 0; c < r->n_cfg; c++) {
-            cfg_key(t[i].o, c, key, sizeof key);
+            sim_cfg_cols_of(t[i].o, c, &k);
             int64_t calls = 0, cands = 0;
             double ns = 0.0;
             for (int64_t g = 0; g < r->K; g++) {
                 size_t x = (size_t)c * (size_t)r->K + (size_t)g;
                 calls += r->calls[x], cands += r->candidates[x], ns += r->score_ns[x];
             }
-            fprintf(f, "%s,%lld,%lld,%.3f,%s\n", key, (long long)calls, (long long)cands,
-                    cands ? ns / (double)cands : 0.0, t[i].id);
+            results_row w = results_row_begin(f, &RESULTS_SCHEMA_TIMING);
+            sim_row_run(&w, t[i].o, &k, false);
+            results_row_int(&w, calls), results_row_int(&w, cands);
+            results_row_real(&w, cands ? ns / (double)cands : 0.0), results_row_text(&w, t[i].id);
+            results_row_end(&w);
         }
     }
     return csv_close(f, RESULTS_FILE_TIMING, err);

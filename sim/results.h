@@ -2,6 +2,7 @@
 #ifndef KV_SIM_RESULTS_H
 #define KV_SIM_RESULTS_H
 
+#include "results/results_row.h"
 #include "sim/replay.h"
 #include "sim/sim.h"
 
@@ -43,8 +44,21 @@ typedef struct {
     const sim_results *r;
 } sim_trace_out;
 
-/* "config,...,chunk,decode_chunk,eval_stride" of configuration c: the prefix of results.csv and summary rows. */
+/* "config,...,chunk,decode_chunk,eval_stride" of configuration c, one string: what names a configuration
+ * in the work folder and when the traces of a study are compared. */
 void sim_cfg_prefix(const sim_opts *o, int c, char *buf, size_t cap);
+
+/* Configuration c's labels, as every sim CSV writes them (docs/outputs.md). */
+typedef struct {
+    char config[512], alloc[300];
+    const char *policy, *params;
+    int64_t budget, chunk;
+    double fraction;   /* NaN: the budget was given as N */
+} sim_cfg_cols;
+void sim_cfg_cols_of(const sim_opts *o, int c, sim_cfg_cols *k);
+/* The run columns results.csv, summary.csv and timing.csv start with: config, policy, params, budget,
+ * allocator, budget_fraction, chunk, and (strides) decode_chunk, eval_stride. */
+void sim_row_run(results_row *w, const sim_opts *o, const sim_cfg_cols *k, bool strides);
 
 /* results.csv, timing.csv, results.h5 and provenance.json into `dir` for
  * traces t[0..n) (one or a study); a one-trace run's table on stdout. The

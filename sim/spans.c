@@ -11,6 +11,7 @@
 #include "core/csv.h"
 #include "results/results_dir.h"
 #include "results/results_h5.h"
+#include "results/results_schema.h"
 #include "sim/results.h"
 #include "study/study.h"
 
@@ -72,32 +73,26 @@ static double retention_final(const sim_results *r, int c, int64_t lk, const tra
     return (double)n / (double)(s->end - s->start);
 }
 
-/* "config,budget,chunk" and the allocator of configuration c. */
-static void cfg_cols(const sim_opts *o, int c, char *buf, size_t cap, char *alloc, size_t acap)
-{
-    const policy_config *pc = sim_cfg_policy(o, c);
-    char config[512];
-    results_config_label(pc->iface->name, pc->canonical, config, sizeof config);
-    snprintf(buf, cap, "%s,%lld,%lld", config, (long long)sim_cfg_budget(o, c), (long long)sim_cfg_chunk(o, c));
-    alloc_label(sim_cfg_alloc(o, c), alloc, acap);
-}
-
 static int write_rows(const sim_trace_out *t, int n, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, RESULTS_FILE_SPANS, "trace,span,config,budget,chunk,layer,kv_head,retention_mean,"
-                         "retention_final,attn_recall,allocator", err);
+    FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_SPANS, err);
     if (!f) return err->code;
-    char cols[700], alloc[300];
+    sim_cfg_cols k;
     for (int i = 0; i < n; i++) {
         const sim_results *r = t[i].r;
         for (int64_t s = 0; s < r->n_spans; s++)
             for (int c = 0; c < r->n_cfg; c++) {
-                cfg_cols(t[i].o, c, cols, sizeof cols, alloc, sizeof alloc);
+                sim_cfg_cols_of(t[i].o, c, &k);
                 for (int64_t lk = 0; lk < r->L * r->K; lk++) {
                     const size_t at = ((size_t)c * (size_t)(r->L * r->K) + (size_t)lk) * (size_t)r->n_spans + (size_t)s;
-                    fprintf(f, "%s,%s,%s,%lld,%lld,%.9g,%.9g,%.9g,%s\n", t[i].id, r->spans[s].name, cols,
-                            (long long)(lk / r->K), (long long)(lk % r->K), r->span_ret[at],
-                            retention_final(r, c, lk, &r->spans[s]), r->span_recall[at], alloc);
+                    results_row w = results_row_begin(f, &RESULTS_SCHEMA_SPANS);
+                    results_row_text(&w, t[i].id), results_row_text(&w, r->spans[s].name);
+                    results_row_text(&w, k.config), results_row_int(&w, k.budget), results_row_int(&w, k.chunk);
+                    results_row_int(&w, lk / r->K), results_row_int(&w, lk % r->K);
+                    results_row_real(&w, r->span_ret[at]);
+                    results_row_real(&w, retention_final(r, c, lk, &r->spans[s]));
+                    results_row_real(&w, r->span_recall[at]), results_row_text(&w, k.alloc);
+                    results_row_end(&w);
                 }
             }
     }
@@ -133,21 +128,23 @@ static int summary_rows(FILE *f, const sim_trace_out *t, const char *name, const
         free(idx);
         return err->code;
     }
-    char cols[700], alloc[300];
+    sim_cfg_cols k;
     for (int c = 0; c < t[0].r->n_cfg; c++) {
-        cfg_cols(t[0].o, c, cols, sizeof cols, alloc, sizeof alloc);
+        sim_cfg_cols_of(t[0].o, c, &k);
         for (int j = 0; j < m; j++) {
             double v[3];
             trace_means(t[who[j]].r, at[j], c, v);
-            for (int k = 0; k < 3; k++) x[k * m + j] = v[k];
+            for (int q = 0; q < 3; q++) x[q * m + j] = v[q];
         }
-        fprintf(f, "%s,%s,%s,%d", name, cols, alloc, m);
-        for (int k = 0; k < 3; k++) {
+        results_row w = results_row_begin(f, &RESULTS_SCHEMA_SPANS_SUMMARY);
+        results_row_text(&w, name), results_row_text(&w, k.config), results_row_int(&w, k.budget);
+        results_row_int(&w, k.chunk), results_row_text(&w, k.alloc), results_row_int(&w, m);
+        for (int s = 0; s < 3; s++) {
             double mean, lo, hi;
-            study_mean_ci(x + k * m, m, idx, &mean, &lo, &hi);
-            fprintf(f, ",%.9g,%.9g,%.9g", mean, lo, hi);
+            study_mean_ci(x + s * m, m, idx, &mean, &lo, &hi);
+            results_row_real(&w, mean), results_row_real(&w, lo), results_row_real(&w, hi);
         }
-        fputc('\n', f);
+        results_row_end(&w);
     }
     free(idx), free(x);
     return KV_OK;
@@ -155,10 +152,7 @@ static int summary_rows(FILE *f, const sim_trace_out *t, const char *name, const
 
 static int write_summary(const sim_trace_out *t, int n, const char *dir, kv_err *err)
 {
-    FILE *f = csv_create(dir, RESULTS_FILE_SPANS_SUMMARY, "span,config,budget,chunk,allocator,n_traces,"
-                         "retention_mean,retention_mean_ci_lo,retention_mean_ci_hi,retention_final,"
-                         "retention_final_ci_lo,retention_final_ci_hi,attn_recall,attn_recall_ci_lo,attn_recall_ci_hi",
-                         err);
+    FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_SPANS_SUMMARY, err);
     int *who = f ? kv_calloc((size_t)n, sizeof *who, "summary", err) : NULL;
     int64_t *at = who ? kv_calloc((size_t)n, sizeof *at, "summary", err) : NULL;
     int rc = at ? KV_OK : err->code;

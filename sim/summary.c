@@ -51,15 +51,19 @@ static int write_by_trace(const sim_trace_out *t, int n, const char *dir, kv_err
 {
     FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_SUMMARY_BY_TRACE, err);
     if (!f) return err->code;
-    char pre[1400];
+    sim_cfg_cols k;
     for (int i = 0; i < n; i++)
         for (int c = 0; c < t[i].r->n_cfg; c++) {
-            sim_cfg_prefix(t[i].o, c, pre, sizeof pre);
+            sim_cfg_cols_of(t[i].o, c, &k);
             for (int p = 0; p < N_PHASES; p++) {
                 double m[N_METRICS];
                 const int64_t q = metrics_of(t[i].r, c, p, m);
-                fprintf(f, "%s,%s,%lld,%.9g,%.9g,%.9g,%.9g,%.9g,%s\n", pre, PHASE_NAMES[p], (long long)q, m[0], m[1],
-                        m[2], m[3], m[4], t[i].id);
+                results_row w = results_row_begin(f, &RESULTS_SCHEMA_SUMMARY_BY_TRACE);
+                sim_row_run(&w, t[i].o, &k, true);
+                results_row_text(&w, PHASE_NAMES[p]), results_row_int(&w, q);
+                for (int x = 0; x < N_METRICS; x++) results_row_real(&w, m[x]);
+                results_row_text(&w, t[i].id);
+                results_row_end(&w);
             }
         }
     return csv_close(f, RESULTS_FILE_SUMMARY_BY_TRACE, err);
@@ -91,16 +95,19 @@ static int write_over_traces(const sim_trace_out *t, int n, const char *dir, kv_
         free(idx), free(x);
         return err->code;
     }
-    char pre[1400];
+    sim_cfg_cols k;
     for (int c = 0; c < t[0].r->n_cfg; c++) {
-        sim_cfg_prefix(t[0].o, c, pre, sizeof pre);
+        sim_cfg_cols_of(t[0].o, c, &k);
         for (int p = 0; p < N_PHASES; p++) {
             double mean[N_METRICS], lo[N_METRICS], hi[N_METRICS];
             const int64_t q = over_traces(t, n, c, p, idx, x, mean, lo, hi);
-            fprintf(f, "%s,%s,%lld,%.9g,%.9g,%.9g,%.9g,%.9g,%d", pre, PHASE_NAMES[p], (long long)q, mean[0], mean[1],
-                    mean[2], mean[3], mean[4], n);
-            for (int k = 0; k < N_METRICS; k++) fprintf(f, ",%.9g,%.9g", lo[k], hi[k]);
-            fputc('\n', f);
+            results_row w = results_row_begin(f, &RESULTS_SCHEMA_SUMMARY);
+            sim_row_run(&w, t[0].o, &k, true);
+            results_row_text(&w, PHASE_NAMES[p]), results_row_int(&w, q);
+            for (int m = 0; m < N_METRICS; m++) results_row_real(&w, mean[m]);
+            results_row_int(&w, n);
+            for (int m = 0; m < N_METRICS; m++) results_row_real(&w, lo[m]), results_row_real(&w, hi[m]);
+            results_row_end(&w);
         }
     }
     free(idx), free(x);

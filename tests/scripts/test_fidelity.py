@@ -168,7 +168,9 @@ def main():
         ranked = [c for c in cfg if c["policy"] != "full"]
         rho = spearman([float(c["out_rel_err_mean"]) for c in ranked], [float(c["kl_mean"]) for c in ranked])
         summ = rows(os.path.join(out, "summary.csv"))
-        check(summ[0]["budget"] == "all" and abs(float(summ[0]["rho_out_rel_err_kl"]) - rho) < 1e-5,
+        check(summ[0]["scope"] == "all" and summ[0]["budget"] == "" and all(s["scope"] == "budget" and s["budget"].isdigit()
+                                                                           for s in summ[1:])
+              and abs(float(summ[0]["rho_out_rel_err_kl"]) - rho) < 1e-5,
               "summary rho equals numpy's Spearman over the evicting configurations",
               "%s vs %.6f" % (summ[0], rho))
         want_pairs = set()
