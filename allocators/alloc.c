@@ -35,7 +35,8 @@ int alloc_parse_in(const alloc_iface *const *user, const char *spec, alloc_confi
                                out->canonical, sizeof out->canonical, err);
 }
 
-int alloc_parse(const char *spec, alloc_config *out, kv_err *err)
+/* "name[:key=value...]"; unknown names or parameters are KV_EUSAGE naming what is valid. */
+static int alloc_parse(const char *spec, alloc_config *out, kv_err *err)
 {
     return alloc_parse_in(NULL, spec, out, err);
 }

@@ -36,8 +36,6 @@
 /* The registry (alloc_registry.c), NULL-terminated, in listing order. */
 const alloc_iface *const *alloc_all(void);
 
-/* "name[:key=value...]"; unknown names or parameters are KV_EUSAGE naming what is valid. */
-int alloc_parse(const char *spec, alloc_config *out, kv_err *err);
 /* The same with allocators beside the registry (a plug-in's, alloc_plugin.h: a NULL-terminated
  * table the caller owns; NULL: none), found by name after the registry's. */
 int alloc_parse_in(const alloc_iface *const *user, const char *spec, alloc_config *out, kv_err *err);

@@ -22,7 +22,7 @@ int policy_params_index(const policy_param *params, const char *key, size_t len)
 
 int policy_n_params(const policy_iface *pi) { return policy_params_count(pi->params); }
 
-int policy_param_index(const policy_iface *pi, const char *key, size_t len)
+static int policy_param_index(const policy_iface *pi, const char *key, size_t len)
 {
     return policy_params_index(pi->params, key, len);
 }

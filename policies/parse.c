@@ -274,7 +274,10 @@ int policy_params_parse(const char *owner, const policy_param *params, const cha
     return params_parse(&t, spec, rest, canonical, cap, err);
 }
 
-int policy_config_set(policy_config *cfg, const char *key, const char *value, kv_err *err)
+/* Sets one parameter of a parsed configuration (checked as the parser checks
+ * it) and rebuilds its canonical name: policy_without_wo's relabel (criticalkv
+ * wo=absent on a trace without /wo). */
+static int policy_config_set(policy_config *cfg, const char *key, const char *value, kv_err *err)
 {
     const param_target t = {cfg->iface->name, cfg->iface->params, cfg->n, cfg->num, cfg->choice, NULL, &cfg->base};
     const int i = policy_params_index(t.params, key, strlen(key));

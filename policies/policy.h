@@ -65,11 +65,6 @@ int policy_parse_in(const policy_aliases *t, const char *spec, policy_config *ou
  * configuration is bad, or it names an alias). Base= may name an alias defined before. */
 int policy_alias_add(policy_aliases *t, const char *def, kv_err *err);
 
-/* Sets one parameter of a parsed configuration (checked as the parser checks
- * it) and rebuilds its canonical name: sim relabels criticalkv wo=absent on a
- * trace without /wo. */
-int policy_config_set(policy_config *cfg, const char *key, const char *value, kv_err *err);
-
 /* A comma-separated list of policies into out[0..max): *n of them, split
  * by cli_list_split (no empty item, no space). Errors are usage errors:
  * policy_parse's, or of `verb` for a loose list or one configuration given
@@ -83,7 +78,6 @@ int policy_parse_list_in(const policy_aliases *t, const char *verb, const char *
  * how many a policy has (its params[] up to the first without a key), the
  * index of `key` (len bytes) or -1, and a configuration's value of `key`. */
 int policy_n_params(const policy_iface *pi);
-int policy_param_index(const policy_iface *pi, const char *key, size_t len);
 /* The same on a bare parameter list (an allocator's, allocators/alloc.h). */
 int policy_params_count(const policy_param *params);
 int policy_params_index(const policy_param *params, const char *key, size_t len);

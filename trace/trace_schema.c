@@ -68,7 +68,9 @@ static trace_schema_row spec_row(trace_dset d)
     return (trace_schema_row){SPECS[d].path, SPECS[d].shape, SPECS[d].present, SPECS[d].description};
 }
 
-const trace_schema_row *trace_schema_rows(int *n)
+/* The rows in the table's order (*n of them); `kvtrace info --schema` prints
+ * them (trace_schema_markdown) and a test compares docs/trace.md with it. */
+static const trace_schema_row *trace_schema_rows(int *n)
 {
     static trace_schema_row rows[TRACE_NDSETS + 4];
     static int count;

@@ -32,9 +32,6 @@ const trace_dset_spec *trace_spec(trace_dset d);
 typedef struct {
     const char *path, *shape, *present, *description;
 } trace_schema_row;
-/* The rows in the table's order (*n of them); `kvtrace info --schema` prints
- * them (trace_schema_markdown) and a test compares docs/trace.md with it. */
-const trace_schema_row *trace_schema_rows(int *n);
 
 /* Expected shape of dataset d for meta m and T tokens. Axes that the
  * attributes do not fix (S, N of the eviction snapshots) are set to -1. */

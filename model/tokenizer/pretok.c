@@ -66,7 +66,8 @@ void pretok_free(pretok *p)
     free(p);
 }
 
-int pretok_append(pretok **p, const char *pattern, const char *where, kv_err *err)
+/* Appends one pattern to *p (created when NULL): a Sequence of Splits. */
+static int pretok_append(pretok **p, const char *pattern, const char *where, kv_err *err)
 {
     return pretok_append_mode(p, pattern, PRETOK_ISOLATED, where, err);
 }
@@ -155,7 +156,9 @@ int pretok_append_bytelevel(pretok **p, const char *where, kv_err *err)
     return pretok_append(p, GPT2, where, err);
 }
 
-int pretok_compile(pretok **p, const char *const *patterns, int n, const char *where, kv_err *err)
+/* Compiles n patterns (PCRE2 syntax); `where` names the source in messages.
+ * A pattern PCRE2 rejects is KV_EINPUT naming the pattern and the offset. */
+static int pretok_compile(pretok **p, const char *const *patterns, int n, const char *where, kv_err *err)
 {
     *p = NULL;
     for (int i = 0; i < n; i++) {

@@ -19,10 +19,6 @@
 
 typedef struct pretok pretok;
 
-/* Compiles n patterns (PCRE2 syntax); `where` names the source in messages.
- * A pattern PCRE2 rejects is KV_EINPUT naming the pattern and the offset. */
-int pretok_compile(pretok **p, const char *const *patterns, int n, const char *where, kv_err *err);
-
 /* What the Hugging Face tokenizer a GGUF pre-tokenizer name stands for also
  * does, which GGUF does not store: Qwen 2's NFC normaliser, Llama 3's
  * ignore_merges (a piece that is itself a token is that token). */
@@ -38,9 +34,6 @@ typedef enum {
     PRETOK_KEEP_MATCHES, /* the matches only (Split Removed with invert) */
     PRETOK_KEEP_GAPS,    /* the gaps only (Split Removed) */
 } pretok_mode;
-
-/* Appends one pattern to *p (created when NULL): a Sequence of Splits. */
-int pretok_append(pretok **p, const char *pattern, const char *where, kv_err *err);
 
 /* The same, keeping what mode says. */
 int pretok_append_mode(pretok **p, const char *pattern, pretok_mode mode, const char *where, kv_err *err);

@@ -67,18 +67,9 @@ int prompt_conversation(const prompt_source *p, const char *text, chat_message *
     return *m ? KV_OK : kv_fail(err, KV_EFAIL, "out of memory");
 }
 
-int prompt_chat_render(const prompt_source *p, const char *text, const kv_model *m, const char *model_path,
-                       char **templated, char **record, kv_err *err)
-{
-    *templated = NULL;
-    if (record) *record = NULL;
-    if (!m->has_vocab)
-        return kv_fail(err, KV_EUSAGE, "%s has no tokenizer, so no chat template", model_path);
-    return prompt_chat_render_vocab(p, text, &m->vocab, model_path, templated, record, err);
-}
-
-int prompt_chat_render_vocab(const prompt_source *p, const char *text, const kv_vocab *v, const char *where,
-                             char **templated, char **record, kv_err *err)
+/* prompt_chat_render with a vocabulary v (where names it). */
+static int prompt_chat_render_vocab(const prompt_source *p, const char *text, const kv_vocab *v, const char *where,
+                                    char **templated, char **record, kv_err *err)
 {
     *templated = NULL;
     if (record) *record = NULL;
@@ -93,6 +84,17 @@ int prompt_chat_render_vocab(const prompt_source *p, const char *text, const kv_
     chat_messages_free(msgs, n);
     return rc;
 }
+
+int prompt_chat_render(const prompt_source *p, const char *text, const kv_model *m, const char *model_path,
+                       char **templated, char **record, kv_err *err)
+{
+    *templated = NULL;
+    if (record) *record = NULL;
+    if (!m->has_vocab)
+        return kv_fail(err, KV_EUSAGE, "%s has no tokenizer, so no chat template", model_path);
+    return prompt_chat_render_vocab(p, text, &m->vocab, model_path, templated, record, err);
+}
+
 
 int prompt_read_text(const char *path, char **text, size_t *len, kv_err *err)
 {

@@ -79,10 +79,6 @@ int prompt_sources(const prompt_source *p);
 int prompt_chat_render(const prompt_source *p, const char *text, const kv_model *m, const char *model_path,
                        char **templated, char **record, kv_err *err);
 
-/* The same with a vocabulary v (where names it). */
-int prompt_chat_render_vocab(const prompt_source *p, const char *text, const kv_vocab *v, const char *where,
-                             char **templated, char **record, kv_err *err);
-
 /* The conversation of p: --messages' file read (chat_messages_from_json), or
  * with --chat the --system message (if any) and `text` as the user's.
  * *m: chat_messages_free it. */
