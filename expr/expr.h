@@ -88,6 +88,12 @@ typedef struct {
  * "--define NAME: col C: what (did you mean X?)", C counted from 1 in text. */
 int expr_parse(const char *text, char *name, expr_prog *prog, kv_err *err);
 
+/* The program p over n candidates whose features are given: cols[i][n] the values of p->feat[i]
+ * (whatever computed them: fit's feature files), scores[n] out, computed exactly as a replay
+ * computes them. p has no protect items (they need positions: a fitted expression has none).
+ * Out of memory is KV_EFAIL. */
+int expr_eval_columns(const expr_prog *p, const double *const *cols, int64_t n, double *scores, kv_err *err);
+
 /* Adds one definition to t (its name not a policy's, not defined before). */
 int expr_define(expr_defs *t, const char *text, kv_err *err);
 /* Every line of path (blank lines and '#' comments skipped): exit 3 (KV_EINPUT) when it cannot be

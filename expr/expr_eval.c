@@ -187,6 +187,23 @@ static int expr_run(const expr_prog *p, void *state, const policy_view *v, doubl
     return KV_OK;
 }
 
+int expr_eval_columns(const expr_prog *p, const double *const *cols, int64_t n, double *scores, kv_err *err)
+{
+    KV_ASSERT(p->n_protect == 0);
+    double *buf = kv_calloc((size_t)(p->depth + 2) * (size_t)(n > 0 ? n : 1), sizeof(double), "expression scores", err);
+    if (!buf) return err->code;
+    double *feat[EXPR_MAX_FEATS], *scr[EXPR_MAX_DEPTH + 1], *stk[EXPR_MAX_DEPTH + 1];
+    for (int i = 0; i < p->n_feats; i++) feat[i] = (double *)cols[i];   /* only read: EO_FEAT pushes, ops write scr */
+    scr[0] = scores;
+    for (int k = 1; k <= p->depth; k++) scr[k] = buf + (size_t)(k - 1) * (size_t)n;
+    ranked *tmp = (ranked *)(buf + (size_t)p->depth * (size_t)n);
+    int sp = 0;
+    for (int i = 0; i < p->n_ins; i++) run_ins(&p->ins[i], stk, &sp, scr, feat, n, tmp);
+    if (stk[0] != scores) memcpy(scores, stk[0], sizeof(double) * (size_t)n);
+    free(buf);
+    return KV_OK;
+}
+
 /* ---- the policy of one definition ---- */
 
 static const expr_def *def_of(const policy_config *cfg)

@@ -40,11 +40,13 @@ typedef struct {
 /* Whether the trace `id` is fitted on (in->only). */
 bool fit_trace_used(const fit_input *in, const char *id);
 
-/* One eviction step: n candidates, their standardised features z[n·F] (row-major). */
+/* One eviction step: n candidates, their standardised features z[n·F] (row-major) and the
+ * features as the file holds them, raw[n·F]. */
 typedef struct {
     int64_t n;
     int F;
     const double *z;
+    const double *raw;
     const double *attn;      /* future_attn [n] */
     const uint8_t *keep;     /* oracle_keep [n] */
     int file;                /* index into fit_input.files */
@@ -98,6 +100,7 @@ int fit_expression(const fit_input *in, const fit_result *r, const char *name, c
 typedef struct {
     const char *name, *command;
     const fit_opts *opts;
+    double reproduced;       /* set by fit_write: the check's largest relative difference (fit.json) */
 } fit_out;
 int fit_write(const char *dir, const fit_input *in, const fit_result *r, const fit_out *out, kv_err *err);
 /* DIR/scores.csv: file,trace,row,score (every row, %.17g), for checking the expression. */

@@ -20,7 +20,8 @@ typedef struct {
     char trace[256];
     int64_t n, cap, row0, ordinal;
     int32_t key[3];
-    double *x, *attn;
+    double *x, *raw, *attn;   /* x: standardised in place at the step's end; raw: its copy before */
+    int64_t raw_cap;
     uint8_t *keep;
 } stepbuf;
 
@@ -41,8 +42,14 @@ static int flush(stepbuf *b, kv_err *err)
 {
     if (!b->n) return KV_OK;
     const int F = b->in->F;
+    if (b->raw_cap < b->cap) {
+        double *raw = realloc(b->raw, (size_t)b->cap * (size_t)F * sizeof *raw);
+        if (!raw) return kv_fail(err, KV_EFAIL, "out of memory (a step of %lld candidates)", (long long)b->n);
+        b->raw = raw, b->raw_cap = b->cap;
+    }
+    memcpy(b->raw, b->x, (size_t)b->n * (size_t)F * sizeof *b->raw);
     standardise(b->x, b->n, F);
-    fit_step s = {.n = b->n, .F = F, .z = b->x, .attn = b->attn, .keep = b->keep, .file = b->file,
+    fit_step s = {.n = b->n, .F = F, .z = b->x, .raw = b->raw, .attn = b->attn, .keep = b->keep, .file = b->file,
                   .trace = b->trace, .row0 = b->row0, .ordinal = b->ordinal};
     int rc = b->fn(b->ctx, &s, err);
     b->n = 0, b->ordinal++;
@@ -197,6 +204,6 @@ int fit_scan(const fit_input *in, fit_step_fn fn, void *ctx, kv_err *err)
         b.file = i, b.n = 0;
         rc = in->csv[i] ? csv_file(&b, in->files[i], err) : h5_file(&b, in->files[i], err);
     }
-    free(b.x), free(b.attn), free(b.keep);
+    free(b.x), free(b.raw), free(b.attn), free(b.keep);
     return rc;
 }

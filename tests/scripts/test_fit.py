@@ -179,6 +179,13 @@ def check_expression(out, path, steps):
     with open(os.path.join(out, "scores.csv")) as fh:
         got = np.array([float(r["score"]) for r in csv.DictReader(fh)])
     close("the emitted expression reproduces fit's scores (numpy evaluation)", score, got, 1e-9, 0)
+    with open(os.path.join(out, "fit.json")) as fh:
+        rep = json.load(fh).get("reproduced_max_rel_diff")
+    with open(os.path.join(out, "policy.defines")) as fh:
+        said = [l for l in fh if "expression engine" in l]
+    check(isinstance(rep, float) and 0 <= rep <= 1e-12 and len(said) == 1,
+          "fit checked, before writing, that the expression engine reproduces the fitted scores to 1e-12 "
+          "(fit.json reproduced_max_rel_diff %r, and a # line)" % rep, said)
 
 
 def irls(X, y, lam, pen_mask, iters=100):
