@@ -62,7 +62,7 @@ static int run_model(const capture_opts *o, kv_run *r, int32_t *tokens, int64_t 
     rng_init(&rng, o->seed, 0x5a3b1e, 0, 0);
     kv_progress prog;
     progress_start(&prog, "capture", T, o->quiet);
-    progress_stage(&prog, "prefill");
+    progress_stage_until(&prog, "prefill", P);   /* generation, one token per step, goes at its own rate */
     int rc = KV_OK;
     int64_t last_rows = 0; /* rows of the step whose logits run_logits holds */
     for (int64_t p0 = 0; !rc && p0 < P; p0 += o->chunk) {

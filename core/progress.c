@@ -31,7 +31,8 @@ void progress_env_default(progress_env *env)
 void progress_start_env(kv_progress *p, const char *label, int64_t total, bool quiet, const progress_env *env)
 {
     *p = (kv_progress){.on = !quiet, .env = *env, .label = label, .total = total > 0 ? total : 1};
-    p->started = p->env.clock(p->env.clock_ctx);
+    p->started = p->stage_started = p->env.clock(p->env.clock_ctx);
+    p->stage_end = p->total;
     p->last_print = p->env.tty ? p->started - 1.0 : p->started;
 }
 
@@ -42,7 +43,15 @@ void progress_start(kv_progress *p, const char *label, int64_t total, bool quiet
     progress_start_env(p, label, total, quiet, &env);
 }
 
-void progress_stage(kv_progress *p, const char *stage) { p->stage = stage; }
+void progress_stage_until(kv_progress *p, const char *stage, int64_t end)
+{
+    p->stage = stage;
+    p->stage_started = p->env.clock(p->env.clock_ctx);
+    p->stage_done0 = p->last_done;
+    p->stage_end = end > p->last_done && end < p->total ? end : p->total;
+}
+
+void progress_stage(kv_progress *p, const char *stage) { progress_stage_until(p, stage, p->total); }
 
 double progress_eta(double elapsed, double frac)
 {
@@ -59,20 +68,35 @@ static void duration(char *buf, size_t n, double s)
     else snprintf(buf, n, "%.1f h", s / 3600);
 }
 
+/* The time left in the current stage at its own rate; until the stage has taken any time (its
+ * first update), at the run's rate so far (< 0: unknown, nothing done at all). */
+static double stage_left(const kv_progress *p, double now, int64_t done)
+{
+    const int64_t end = p->stage_end, in = (done < end ? done : end) - p->stage_done0, span = end - p->stage_done0;
+    if (span <= 0 || in >= span) return 0.0;
+    if (in > 0 && now > p->stage_started) return progress_eta(now - p->stage_started, (double)in / (double)span);
+    const double frac = (double)(done < end ? done : end) / (double)end;
+    return progress_eta(now - p->started, frac);
+}
+
 void progress_update(kv_progress *p, int64_t done)
 {
     if (!p->on) return;
+    p->last_done = done;
     const double now = p->env.clock(p->env.clock_ctx);
     const double gap = p->env.tty ? 0.1 : p->env.interval;
     if (now - p->last_print < gap && !(p->env.tty && done >= p->total)) return;
     p->last_print = now;
     const double frac = (double)(done < p->total ? done : p->total) / (double)p->total;
-    char el[32], left[32];
+    char el[32], left[32], after[96] = "";
     duration(el, sizeof el, now - p->started);
-    duration(left, sizeof left, progress_eta(now - p->started, frac));
-    const int len = fprintf(p->env.out, "%skvtrace %s%s%s: %3.0f%% (%lld/%lld), %s elapsed, about %s left%s", p->env.tty ? "\r" : "",
-            p->label, p->stage ? " " : "", p->stage ? p->stage : "", 100.0 * frac, (long long)done,
-            (long long)p->total, el, left, p->env.tty ? "   " : "\n");
+    duration(left, sizeof left, stage_left(p, now, done));
+    if (p->stage_end < p->total)
+        snprintf(after, sizeof after, " in %s, then %lld more", p->stage ? p->stage : "this stage",
+                 (long long)(p->total - p->stage_end));
+    const int len = fprintf(p->env.out, "%skvtrace %s%s%s: %3.0f%% (%lld/%lld), %s elapsed, about %s left%s%s",
+            p->env.tty ? "\r" : "", p->label, p->stage ? " " : "", p->stage ? p->stage : "", 100.0 * frac,
+            (long long)done, (long long)p->total, el, left, after, p->env.tty ? "   " : "\n");
     fflush(p->env.out);
     p->shown = p->env.tty ? (len > 1 ? len - 1 : 1) : 0;
 }

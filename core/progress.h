@@ -36,7 +36,9 @@ typedef struct {
     const char *label;           /* the verb ("capture") */
     const char *stage;           /* its current stage ("prefill"), or NULL */
     int64_t total;
-    double started, last_print;
+    int64_t stage_done0, stage_end; /* the units done when the stage began, the count at which it ends */
+    int64_t last_done;           /* the last update's */
+    double started, stage_started, last_print;
     int shown;                   /* width of the terminal line on screen, 0: none */
 } kv_progress;
 
@@ -45,8 +47,16 @@ void progress_env_default(progress_env *env);
 
 void progress_start_env(kv_progress *p, const char *label, int64_t total, bool quiet, const progress_env *env);
 void progress_start(kv_progress *p, const char *label, int64_t total, bool quiet);
-/* Names the stage the next updates belong to (a string that outlives p). */
+/* Names the stage the next updates belong to (a string that outlives p), which
+ * runs to the end. The time left is estimated from the current stage's own
+ * rate (units since it began over the time since it began), so a stage that
+ * goes slower than the ones before it (capture's generation after a batched
+ * prefill) is not estimated at their pace. */
 void progress_stage(kv_progress *p, const char *stage);
+/* The same for a stage that ends when `end` units are done, later stages of
+ * unknown rate following it: the line gives the time left in this stage and
+ * the units after it ("about 3 s left in prefill, then 17 more"). */
+void progress_stage_until(kv_progress *p, const char *stage, int64_t end);
 void progress_update(kv_progress *p, int64_t done);
 void progress_end(kv_progress *p);   /* clears a terminal line; prints nothing else */
 

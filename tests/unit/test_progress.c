@@ -146,6 +146,54 @@ static void eta_arithmetic(void **state)
     free(out);
 }
 
+/* A capture-like run (random:llama-3.2-1b, 347 tokens: the report that found it): a batched
+ * prefill of 330 positions in 20 s, then 17 generated tokens at 1.1 s each. In the prefill the
+ * line gives the prefill's own time left and the 17 after it; in the generation the time left is
+ * the generation's rate times what is left, within 2x of the truth at every line (the run-wide
+ * rate said "about 1 s left" at 23 s of a 39 s run). */
+static void stages_at_their_own_rate(void **state)
+{
+    (void)state;
+    fake f;
+    fake_open(&f, false);
+    f.env.interval = 0.0;   /* a line at every update */
+    kv_progress p;
+    const int P = 330, T = 347;
+    const double prefill_s = 20.0, token_s = 1.1;
+    progress_start_env(&p, "capture", T, false, &f.env);
+    progress_stage_until(&p, "prefill", P);
+    for (int p0 = 30; p0 <= P; p0 += 30) {
+        f.t = prefill_s * p0 / P;
+        progress_update(&p, p0);
+    }
+    progress_stage(&p, "generate");
+    for (int t = P + 1; t <= T; t++) {
+        f.t = prefill_s + token_s * (t - P);
+        progress_update(&p, t);
+    }
+    char *out = fake_close(&f);
+    show(out);
+    int prefill = 0, generate = 0;
+    for (char *line = out; *line; line = strchr(line, '\n') + 1) {
+        double pct, done, total, el, left, more;
+        if (sscanf(line, "kvtrace capture prefill: %lf%% (%lf/%lf), %lf s elapsed, about %lf s left in prefill, then "
+                   "%lf more", &pct, &done, &total, &el, &left, &more) == 6) {
+            assert_true(fabs(left - prefill_s * (P - done) / P) < 0.51 && more == T - P);
+            prefill++;
+        } else if (sscanf(line, "kvtrace capture generate: %lf%% (%lf/%lf), %lf s elapsed, about %lf s left", &pct,
+                          &done, &total, &el, &left) == 5) {
+            const double truth = token_s * (T - done);
+            assert_true(truth == 0 ? left == 0 : left >= truth / 2 && left <= truth * 2);
+            generate++;
+        } else {
+            fail_msg("an unexpected line: %.120s", line);
+        }
+    }
+    assert_int_equal(prefill, 11);
+    assert_int_equal(generate, T - P);
+    free(out);
+}
+
 /* --quiet: nothing, on a terminal or not, however long the run; on a
  * terminal: \r lines from the start, at most ~10 a second, cleared at the end. */
 static void quiet_and_terminal(void **state)
@@ -192,6 +240,7 @@ int main(void)
         cmocka_unit_test(short_runs_are_silent),
         cmocka_unit_test(plain_lines_at_most_every_interval),
         cmocka_unit_test(eta_arithmetic),
+        cmocka_unit_test(stages_at_their_own_rate),
         cmocka_unit_test(quiet_and_terminal),
         cmocka_unit_test(interval_from_the_environment),
     };
