@@ -110,6 +110,35 @@ int policy_plugin_defaults(const char *path, const char *what, const char *name,
     return kv_fail(err, KV_EUSAGE, "%s: the defaults of %s %s: %s", path, what, name, why);
 }
 
+/* A policy's presets: each named as a key is, once, with a doc, and its values ones its own
+ * parameters take (so that name:preset=NAME can never fail or crash later). */
+static int check_presets(const char *path, const policy_iface *pi, kv_err *err)
+{
+    for (int i = 0; i < POLICY_MAX_PRESETS && pi->presets[i].name; i++) {
+        const policy_preset *q = &pi->presets[i];
+        const size_t len = strlen(q->name);
+        bool twice = false;
+        for (int j = 0; j < i; j++) twice = twice || strcmp(pi->presets[j].name, q->name) == 0;
+        const char *bad = !len || len >= 64 || strspn(q->name, "abcdefghijklmnopqrstuvwxyz0123456789_") != len
+                              ? "is not 1-63 of a-z, 0-9 and _"
+                          : twice ? "is there twice" : !q->params ? "has no values" : !q->doc ? "has no doc" : NULL;
+        if (bad) return kv_fail(err, KV_EUSAGE, "%s: policy %s: preset '%.63s' %s", path, pi->name, q->name, bad);
+        double num[POLICY_MAX_PARAMS];
+        int choice[POLICY_MAX_PARAMS];
+        char canonical[256], spec[600];
+        const int at = snprintf(spec, sizeof spec, "%.63s", pi->name);
+        snprintf(spec + at, sizeof spec - (size_t)at, ":%.500s", q->params);
+        if (policy_params_parse(pi->name, pi->params, spec, spec + at, num, choice, canonical, sizeof canonical,
+                                err)) {
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            err->code = KV_OK;   /* replaced by the same line, the file and the preset named */
+            return kv_fail(err, KV_EUSAGE, "%s: policy %s: preset '%s': %s", path, pi->name, q->name, why);
+        }
+    }
+    return KV_OK;
+}
+
 /* One policy of the plug-in into the next entry: its iface read up to size bytes. */
 static int add_policy(policy_plugins *t, const policy_aliases *a, const char *path, const policy_iface *pi,
                       uint32_t size, kv_err *err)
@@ -126,6 +155,7 @@ static int add_policy(policy_plugins *t, const policy_aliases *a, const char *pa
     if (rc) return rc;
     if (!e->iface.score) return kv_fail(err, KV_EUSAGE, "%s: policy %s has no score", path, e->iface.name);
     if ((rc = policy_plugin_defaults(path, "policy", e->iface.name, e->iface.params, err))) return rc;
+    if ((rc = check_presets(path, &e->iface, err))) return rc;
     if (!e->iface.summary) e->iface.summary = "(a plug-in's policy)";
     snprintf(e->who, sizeof e->who, "%s: policy %s", path, e->iface.name);
     e->score = e->iface.score, e->create = e->iface.create, e->observe = e->iface.observe;

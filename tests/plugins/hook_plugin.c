@@ -9,7 +9,9 @@
  *   NEG_QWIN      query_window -5
  *   NULL_DEF      a parameter without a default        NULL_CHOICES  a choice parameter without choices
  *   BAD_KEY       a parameter key "a=b:c"              DUP_KEYS      two parameters with the key "a"
- *   NAN_RANGE     a number parameter with the range [NaN, 1]  EMPTY_CHOICES  choices "" */
+ *   NAN_RANGE     a number parameter with the range [NaN, 1]  EMPTY_CHOICES  choices ""
+ *   UNSORTED      the keys "b" then "a"                BAD_PRESET    a preset setting a key the policy lacks
+ *   NULL_PRESET   a preset without values              DUP_PRESET    two presets named "p" */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -82,6 +84,18 @@ static const policy_iface hook = {
                {.key = "a", .kind = PARAM_NUMBER, .def = "0", .min = 0, .max = 1, .doc = "x"}},
 #elif defined(NAN_RANGE)
     .params = {{.key = "a", .kind = PARAM_NUMBER, .def = "0", .min = NAN, .max = 1, .doc = "x"}},
+#elif defined(UNSORTED)
+    .params = {{.key = "b", .kind = PARAM_NUMBER, .def = "0", .min = 0, .max = 1, .doc = "x"},
+               {.key = "a", .kind = PARAM_NUMBER, .def = "0", .min = 0, .max = 1, .doc = "x"}},
+#elif defined(BAD_PRESET) || defined(NULL_PRESET) || defined(DUP_PRESET)
+    .params = {{.key = "a", .kind = PARAM_NUMBER, .def = "0", .min = 0, .max = 1, .doc = "x"}},
+#if defined(BAD_PRESET)
+    .presets = {{.name = "p", .params = "nosuch=1", .doc = "x"}},
+#elif defined(NULL_PRESET)
+    .presets = {{.name = "p", .params = NULL, .doc = "x"}},
+#else
+    .presets = {{.name = "p", .params = "a=1", .doc = "x"}, {.name = "p", .params = "a=0", .doc = "x"}},
+#endif
 #endif
 };
 

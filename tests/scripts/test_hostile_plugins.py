@@ -74,7 +74,8 @@ def main():
         check(r.returncode == 2 and len(lines) == 1 and "query window is -5" in lines[0] and
               not os.path.exists(args[-1]), "%s: a negative query window is refused, one line, exit 2" % what,
               "rc %d: %s" % (r.returncode, r.stderr))
-    for macro in ("NULL_DEF", "NULL_CHOICES", "EMPTY_CHOICES", "BAD_KEY", "DUP_KEYS", "NAN_RANGE"):
+    for macro in ("NULL_DEF", "NULL_CHOICES", "EMPTY_CHOICES", "BAD_KEY", "DUP_KEYS", "NAN_RANGE", "UNSORTED",
+                  "BAD_PRESET", "NULL_PRESET", "DUP_PRESET"):
         so = build(tmp, macro)
         if not so:
             continue
