@@ -1,8 +1,9 @@
 /* `kvtrace prompts needle`: needle-in-a-haystack prompt sets for capture
  * --prompts (docs/study.md, "Needle prompts"). For each length (tokens of
  * the model's tokenizer, BOS included) and depth: as many of the haystack's
- * words as fit, the needle after round(depth * n) of those n words, then the
- * question and the answer; the needle and the answer marked as spans. */
+ * whole sentences as fit (n words), the needle at the sentence boundary
+ * nearest round(depth * n), then the question and the answer; the needle and
+ * the answer marked as spans. */
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -28,8 +29,8 @@ static const char USAGE[] =
     "--lengths (tokens of the model's tokenizer, BOS included, at most its context) and each\n"
     "depth in --depths (0: the needle first, 1: right before the question), one prompt:\n"
     "the haystack's words (white space made single spaces; the file repeated when short)\n"
-    "as many as fit, the needle after round(depth * n) of those n words, the question, the\n"
-    "answer. Each line marks the needle as the span 'needle' and the answer as its answer.\n"
+    "up to the last whole sentence that fits (n words), the needle at the sentence boundary\n"
+    "nearest round(depth * n), the question, the answer. Each line marks the needle as the span 'needle' and the answer as its answer.\n"
     "--model M: the model whose tokenizer counts (default: stories260K.gguf).\n"
     "--chat: prompts for an instruct model: each line gives \"messages\" (--system's message, if\n"
     "given, then a user message: the haystack with the needle, then the question) instead of\n"
@@ -136,11 +137,40 @@ static int split_words(char *text, words *out, kv_err *err)
     return KV_OK;
 }
 
-/* The prompt of words [0, n) of the (cyclic) haystack, the needle after round(depth * n) of them, then the
- * question and (but with --chat: it follows the template) the answer. */
+/* Whether word w ends a sentence: its last character, after closing quotes and brackets, is . ! or ?
+ * (or the ellipsis); the haystack's last word (the file's end) counts as one too. */
+static bool ends_sentence(const words *h, int64_t i)
+{
+    if (i % h->n == h->n - 1) return true;
+    const char *w = h->w[i % h->n];
+    size_t len = strlen(w);
+    static const char *const CLOSERS[] = {"\"", "'", ")", "]", "}", "\xE2\x80\x9D", "\xE2\x80\x99", "\xC2\xBB"};
+    for (bool cut = true; cut && len;) {   /* strip trailing closers (ASCII and the UTF-8 quotes) */
+        cut = false;
+        for (size_t k = 0; k < sizeof CLOSERS / sizeof CLOSERS[0]; k++) {
+            const size_t c = strlen(CLOSERS[k]);
+            if (len >= c && memcmp(w + len - c, CLOSERS[k], c) == 0) len -= c, cut = true;
+        }
+    }
+    if (len >= 3 && memcmp(w + len - 3, "\xE2\x80\xA6", 3) == 0) return true;
+    return len && strchr(".!?", w[len - 1]);
+}
+
+/* The sentence boundary of words [0, n) nearest to word m (0, n, and after every sentence's last
+ * word; ties: the earlier), so the needle never splits a sentence of the haystack. */
+static int64_t needle_at(const words *h, int64_t n, int64_t m)
+{
+    int64_t best = 0;
+    for (int64_t k = 1; k <= n; k++)
+        if ((k == n || ends_sentence(h, k - 1)) && llabs(k - m) < llabs(best - m)) best = k;
+    return best;
+}
+
+/* The prompt of words [0, n) of the (cyclic) haystack, the needle at the sentence boundary nearest
+ * round(depth * n) of them, then the question and (but with --chat: it follows the template) the answer. */
 static char *assemble(const needle_opts *o, const words *h, int64_t n, double depth)
 {
-    const int64_t at = (int64_t)llround(depth * (double)n);
+    const int64_t at = needle_at(h, n, (int64_t)llround(depth * (double)n));
     size_t len = strlen(o->needle) + strlen(o->question) + strlen(o->answer) + 4;
     for (int64_t i = 0; i < n; i++) len += strlen(h->w[i % h->n]) + 1;
     char *s = malloc(len), *p = s;
@@ -178,7 +208,9 @@ static int count_tokens(const needle_opts *o, const kv_model *m, const char *tex
     return rc;
 }
 
-/* The most words whose prompt has at most `length` tokens (binary search; counts grow with words). */
+/* The most words whose prompt has at most `length` tokens (binary search; counts grow with words),
+ * then cut back to the last whole sentence among them (when there is one), so that the haystack
+ * never stops mid-sentence before the question. */
 static int fit(const needle_opts *o, const kv_model *m, const words *h, int64_t length, double depth, char **text,
                kv_err *err)
 {
@@ -197,7 +229,17 @@ static int fit(const needle_opts *o, const kv_model *m, const words *h, int64_t 
         if (!rc && n <= length) lo = mid;
         else hi = mid - 1;
     }
-    if (!rc && !(*text = assemble(o, h, lo, depth))) rc = kv_fail(err, KV_EFAIL, "out of memory");
+    int64_t cut = lo;
+    while (cut > 0 && !ends_sentence(h, cut - 1)) cut--;
+    if (cut == 0) cut = lo;   /* no sentence ends among them: as many words as fit */
+    while (!rc) {   /* fewer words have fewer tokens, but check: a merge at the cut could differ */
+        if (!(*text = assemble(o, h, cut, depth))) return kv_fail(err, KV_EFAIL, "out of memory");
+        rc = count_tokens(o, m, *text, &n, err);
+        if (rc || n <= length || cut == 0) break;
+        free(*text), *text = NULL;
+        for (cut--; cut > 0 && !ends_sentence(h, cut - 1);) cut--;
+    }
+    if (rc) free(*text), *text = NULL;
     return rc;
 }
 

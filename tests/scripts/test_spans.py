@@ -322,19 +322,29 @@ def needle(tmp, model):
         return
     lines = [json.loads(x) for x in open(out)]
     ok = [x["id"] for x in lines] == ["needle-%d-%g" % (L, d) for L in (60, 100) for d in (0, 0.25, 1)]
+
+    def ends(i):   # word i (of the repeated haystack) ends a sentence; so does the file's last word
+        w = words[i % len(words)].rstrip("\"')]}\u201d\u2019\u00bb")
+        return i % len(words) == len(words) - 1 or w.endswith((".", "!", "?", "\u2026"))
     for x in lines:
         L, d = int(x["id"].split("-")[1]), float(x["id"].split("-")[2])
 
         def build(n):
             hw = [words[i % len(words)] for i in range(n)]
-            at = int(np.floor(d * n + 0.5))
+            m = int(np.floor(d * n + 0.5))
+            bounds = [0] + [k for k in range(1, n + 1) if k == n or ends(k - 1)]
+            at = min(bounds, key=lambda k: (abs(k - m), k))
             return " ".join(hw[:at] + [nd] + hw[at:] + [qu, an])
         n = len(x["text"].split()) - len((nd + " " + qu + " " + an).split())
+        nxt = next(k for k in range(n + 1, n + 10 * len(words)) if ends(k - 1))
         ok = ok and x["text"] == build(n) and sorted(x) == ["answer", "id", "spans", "text"] and \
-            x["spans"] == [{"name": "needle", "text": nd}] and x["answer"] == an
-        ok = ok and n_tokens(model, build(n)) <= L < n_tokens(model, build(n + 1))
-    check(ok, "each prompt: the haystack's words (repeated, single spaces), the needle after round(depth*n) of "
-          "them, question, answer; as many words as fit in the length (one more would not)", lines[:1])
+            x["spans"] == [{"name": "needle", "text": nd}] and x["answer"] == an and (n == 0 or ends(n - 1))
+        ok = ok and n_tokens(model, build(n)) <= L < n_tokens(model, build(nxt))
+        before = x["text"].split(nd)[0].split()
+        ok = ok and (not before or before[-1].endswith("."))
+    check(ok, "each prompt: the haystack's words (repeated, single spaces) up to the last whole sentence that fits "
+          "(the next would not), the needle at the sentence boundary nearest round(depth*n), question, answer",
+          lines[:1])
     st = os.path.join(tmp, "needle_st")
     r = run("capture", "--prompts", out, "--model", model, "--quiet", "-o", st)
     idx = [json.loads(x) for x in open(os.path.join(st, "index.jsonl"))] if r.returncode == 0 else []
