@@ -1,11 +1,10 @@
 /* `kvtrace demo`: the whole pipeline on the default model (README.md#what-the-demo-finds):
  * capture a ~500-token stories260K run (prompt plus greedy continuation),
  * replay every policy at several budgets, analyze, plot, and leave
- * report.html beside the figures. Each step is the verb a user would run, with
+ * report.html in figures/ (where the plot command it lists writes it). Each step is the verb a user would run, with
  * the same arguments; the demo only chooses them. Everything is written into a
  * temporary directory beside DIR and renamed into place at the end, so DIR is
  * whole or absent. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -81,7 +80,7 @@ static const char USAGE[] =
     "  2. sim      " DEMO_POLICIES "\n"
     "              at budgets " DEMO_BUDGETS ", chunk " DEMO_CHUNK " -> results/\n"
     "  3. analyze  Spearman, log-det, PCA, detail matrices -> analysis/\n"
-    "  4. plot     the eight figures and report.html, beside them in DIR\n"
+    "  4. plot     the figures and report.html -> figures/ (as the command the report lists says)\n"
     "  5-7.        the allocator study: sim " DEMO_ALLOC_POLICIES " under " DEMO_ALLOCATORS "\n"
     "              at budgets " DEMO_ALLOC_BUDGETS " of T, then analyze and plot -> allocators/ (its own\n"
     "              report.html: budgets per layer and head, error against memory)\n"
@@ -146,27 +145,6 @@ static int step(const demo_opts *o, int n, const char *what, int (*verb)(int, ch
     const double t0 = kv_now_seconds();
     rc = verb(argc, (char **)argv);
     if (!rc) printf("kvtrace demo: [%d/%d] %s: %.1f s\n", n, DEMO_STEPS, what, kv_now_seconds() - t0);
-    return rc;
-}
-
-/* Moves every entry of dir/sub up into dir, then removes dir/sub: plot writes
- * its own directory, the demo wants report.html at the top of DIR. */
-static int hoist(const char *dir, const char *sub, kv_err *err)
-{
-    char from[4600], to[4600], subdir[4200];
-    snprintf(subdir, sizeof subdir, "%s/%s", dir, sub);
-    DIR *d = opendir(subdir);
-    if (!d) return kv_fail(err, KV_EFAIL, "%s: cannot open", subdir);
-    struct dirent *e;
-    int rc = KV_OK;
-    while (!rc && (e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(from, sizeof from, "%s/%s", subdir, e->d_name);
-        snprintf(to, sizeof to, "%s/%s", dir, e->d_name);
-        if (rename(from, to) != 0) rc = kv_fail(err, KV_EFAIL, "%s: cannot move into %s", from, dir);
-    }
-    closedir(d);
-    if (!rc && remove(subdir) != 0) rc = kv_fail(err, KV_EFAIL, "%s: cannot remove", subdir);
     return rc;
 }
 
@@ -258,8 +236,7 @@ static int run_pipeline(const demo_opts *o, const char *tmp, kv_err *err)
         fprintf(stderr, "kvtrace demo: the step above failed; nothing was kept\n");
         return rc;
     }
-    rc = hoist(tmp, "figures", err); /* plot's provenance.json too: the demo's own replaces it */
-    if (!rc) rc = prov_add_model(o->prov, model, err);
+    rc = prov_add_model(o->prov, model, err);
     return rc ? rc : prov_write_json(o->prov, tmp, err);
 }
 
@@ -304,8 +281,9 @@ int demo_main(int argc, char **argv)
     if (!rc) rc = outdir_commit(&out, &err);
     else outdir_abort(&out);
     if (rc) return err.code == KV_OK ? rc : cli_report(&err);
-    if (o.short_run) printf("kvtrace demo: done in %.1f s; the report is %s/report.html\n", kv_now_seconds() - t0, o.out);
-    else printf("kvtrace demo: done in %.1f s; the report is %s/report.html (the allocator study's: "
+    if (o.short_run) printf("kvtrace demo: done in %.1f s; the report is %s/figures/report.html\n", kv_now_seconds() - t0,
+                            o.out);
+    else printf("kvtrace demo: done in %.1f s; the report is %s/figures/report.html (the allocator study's: "
                 "%s/allocators/figures/report.html)\n", kv_now_seconds() - t0, o.out, o.out);
     return 0;
 }

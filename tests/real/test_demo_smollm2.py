@@ -82,7 +82,7 @@ def main():
         print("# the SmolLM2 demo took %.0f s" % took)
         if not check(r.returncode == 0, "kvtrace demo --model smollm2-135m --short runs every step", r.stderr[-2000:]):
             return finish()
-        check(all(os.path.exists(os.path.join(demo, p)) for p in ("report.html", "results/summary.csv",
+        check(all(os.path.exists(os.path.join(demo, p)) for p in ("figures/report.html", "results/summary.csv",
                                                                   "analysis/spearman.csv")),
               "the report, sim's summary and analyze's Spearman table are written")
         ok, n, said = passkey_success(tmp)

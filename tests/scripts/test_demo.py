@@ -68,7 +68,8 @@ def rerun(out, html, tmp, again=True):
     diff = datacmp.dir_diff(os.path.join(out, "analysis"), os.path.join(fresh, "analysis"), skip=("timing.csv",))
     tap.check(not diff, "re-run: every analysis CSV is byte-identical (timing.csv aside)", diff)
     figs = sorted(f for f in os.listdir(os.path.join(fresh, "figures")) if f.endswith((".dat", ".gp")))
-    differ = [f for f in figs if not filecmp.cmp(os.path.join(out, f), os.path.join(fresh, "figures", f), shallow=False)
+    differ = [f for f in figs if not filecmp.cmp(os.path.join(out, "figures", f), os.path.join(fresh, "figures", f),
+                                                 shallow=False)
               and f != "fig6_timing.dat"]
     tap.check(len(figs) >= 12 and not differ, "re-run: the figures' data files and gnuplot scripts are byte-identical "
               "(%d files; fig6_timing.dat, made from timing.csv, aside)" % len(figs), differ)
@@ -136,10 +137,10 @@ def short(tmp):
     """demo --short: steps 1-4 only (the trace through sim, analyze and plot), no allocator or needle study."""
     out = os.path.join(tmp, "short")
     r = subprocess.run([KV, "demo", "--short", "-o", out, "--quiet"], capture_output=True, text=True)
-    tap.check(r.returncode == 0 and out + "/report.html" in r.stdout and "allocator" not in r.stdout,
+    tap.check(r.returncode == 0 and out + "/figures/report.html" in r.stdout and "allocator" not in r.stdout,
               "demo --short exits 0 and prints its report's path alone", lambda: r.stdout + r.stderr[-2000:])
     kept = sorted(os.listdir(out)) if os.path.isdir(out) else []
-    tap.check({"trace.h5", "results", "analysis", "report.html"} <= set(kept)
+    tap.check({"trace.h5", "results", "analysis", "figures"} <= set(kept)
               and not {"allocators", "needle"} & set(kept), "demo --short keeps the first four steps' outputs only",
               kept)
     prov = json.load(open(os.path.join(out, "provenance.json"))) if os.path.isfile(os.path.join(out, "provenance.json")) else {}
@@ -155,21 +156,23 @@ def main():
         out = os.path.join(tmp, "demo")
         r = subprocess.run([KV, "demo", "-o", out, "--quiet"], capture_output=True, text=True)
         tap.check(r.returncode == 0, "kvtrace demo exits 0", lambda: r.stderr[-2000:])
-        report = os.path.join(out, "report.html")
-        tap.check(out + "/report.html" in r.stdout, "the report's path is printed at the end", r.stdout)
+        figdir = os.path.join(out, "figures")   # where the report's own plot command (-o figures) writes
+        report = os.path.join(figdir, "report.html")
+        tap.check(out + "/figures/report.html" in r.stdout, "the report's path is printed at the end", r.stdout)
         tap.check(os.path.isfile(report), "report.html is written")
         html = open(report, encoding="utf-8").read() if os.path.isfile(report) else ""
         links = re.findall(r'(?:href|src)="([^"#][^"]*)"', html)
         local = [l for l in links if not re.match(r"[a-z]+:", l)]
         external = [l for l in links if re.match(r"[a-z]+:", l)]
-        missing = [l for l in local if not os.path.exists(os.path.join(out, l))]
+        missing = [l for l in local if not os.path.exists(os.path.join(figdir, l))]
         tap.check(local and not missing, "the report links only files that exist (%d links)" % len(local), missing)
         tap.check(not external, "the report loads nothing from outside (offline)", external)
         for n in range(1, 9):
-            pngs = [f for f in os.listdir(out) if f.startswith("fig%d_" % n) and f.endswith(".png")] if os.path.isdir(out) else []
-            ok = len(pngs) == 1 and open(os.path.join(out, pngs[0]), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+            pngs = [f for f in os.listdir(figdir) if f.startswith("fig%d_" % n) and f.endswith(".png")] \
+                if os.path.isdir(figdir) else []
+            ok = len(pngs) == 1 and open(os.path.join(figdir, pngs[0]), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
             tap.check(ok and pngs[0] in html, "figure %d is a PNG shown in the report" % n, pngs)
-        gp4 = os.path.join(out, "fig4_logdet.gp")
+        gp4 = os.path.join(figdir, "fig4_logdet.gp")
         titles = re.findall(r"title '([^']*)'", open(gp4).read()) if os.path.isfile(gp4) else []
         tap.check(titles.count("full cache") == 1 and "full" not in titles and "oracle" in titles,
                   "figure 4's legend lists the full cache once (sim's full runs are not drawn again)", titles)
