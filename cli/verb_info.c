@@ -142,6 +142,27 @@ static int print_datasets(trace *tr, kv_err *err)
         printf("  %-20s %-26s %-8s %-16s %s\n", trace_dset_path((trace_dset)d), shape, info.type,
                info.filters, size);
     }
+    /* the datasets and groups outside the table of T-long datasets (docs/trace.md#datasets) */
+    const trace_meta *m = trace_get_meta(tr);
+    char shape[128], size[32];
+    const char *texts[][2] = {{"/prompt_text", trace_prompt_text(tr)}, {"/prompt_chat", trace_prompt_chat(tr)}};
+    for (int i = 0; i < 2; i++)
+        if (texts[i][1]) {
+            human_bytes((uint64_t)strlen(texts[i][1]), size, sizeof size);
+            printf("  %-20s %-26s %-8s %-16s %s\n", texts[i][0], "scalar", "string", "-", size);
+        }
+    if (m->wo_dim > 0) {
+        snprintf(shape, sizeof shape, "[%lld, %lld, %lld]", (long long)m->n_layers, (long long)m->wo_dim,
+                 (long long)(m->n_heads * m->head_dim));
+        human_bytes((uint64_t)(4 * m->n_layers * m->wo_dim * m->n_heads * m->head_dim), size, sizeof size);
+        printf("  %-20s %-26s %-8s %-16s %s\n", "/wo", shape, "float32", "-", size);
+    }
+    int64_t n_spans = 0;
+    trace_spans(tr, &n_spans);
+    if (n_spans) {
+        snprintf(shape, sizeof shape, "group of %lld spans", (long long)n_spans);
+        printf("  %-20s %s\n", "/spans", shape);
+    }
     return KV_OK;
 }
 

@@ -15,7 +15,7 @@ import h5py
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
-from tap import check, finish  # noqa: E402
+from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
 import doc_tables  # noqa: E402
 
 KVTRACE = os.environ["KVTRACE"]
@@ -74,6 +74,21 @@ def main():
             f.visititems(visit)
             n = sum(1 for k in rows if k.lstrip("/") in f)
         check(not bad and n >= 7, "each of the %d datasets' description attribute is the table's" % n, bad)
+        model = model_file()
+        if model is None:
+            skip("kvtrace info lists /prompt_text and /wo (a stories260K capture)", NO_MODEL)
+        else:
+            cap = os.path.join(tmp, "c.h5")
+            r = subprocess.run([KVTRACE, "capture", "--model", model, "--prompt", "Once upon a time", "--generate", "4",
+                                "--record", "keys,values,queries,wo", "--quiet", "-o", cap], capture_output=True,
+                               text=True)
+            info = subprocess.run([KVTRACE, "info", cap], capture_output=True, text=True).stdout
+            with h5py.File(cap, "r") as f:
+                listed = [k for k in ("prompt_text", "wo") if k in f]
+                wo = f["wo"].shape if "wo" in f else None
+            check(r.returncode == 0 and listed == ["prompt_text", "wo"] and "  /prompt_text " in info
+                  and "  /wo                  [%d, %d, %d]" % wo in info,
+                  "kvtrace info lists every dataset h5py finds, /prompt_text and /wo among them", info)
     finish()
 
 
