@@ -15,7 +15,8 @@ int fid_take_sim(const sim_stats *summary, fid_results *r, kv_err *err)
     for (int i = 0; i < r->n; i++) {
         fid_config *c = &r->c[i];
         const sim_stats *s = &summary[i];
-        if (!isfinite(s->err_mean) || !isfinite(s->err_p95) || !isfinite(s->recall_mean))
+        /* NaN: no query was measured (N >= T; docs/sim.md#metrics), and the configuration is not ranked */
+        if (isinf(s->err_mean) || isinf(s->err_p95) || isinf(s->recall_mean))
             return kv_fail(err, KV_EINPUT, "fidelity: sim's summary of %s:%s (allocator %s) at budget %lld is not "
                            "finite (out_rel_err_mean %g, out_rel_err_p95 %g, attn_recall_mean %g)", c->pc->iface->name,
                            c->pc->canonical, c->alloc, (long long)c->budget, s->err_mean, s->err_p95, s->recall_mean);

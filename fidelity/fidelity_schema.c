@@ -9,8 +9,8 @@
 #define CONFIG_COLS {"chunk", SC_BUDGET, false, false}, {"n_positions", SC_COUNT, false, false}, \
     {"kl_mean", SC_NONNEG, true, false}, {"kl_p95", SC_NONNEG, true, false}, {"kl_max", SC_NONNEG, true, false}, \
     {"greedy_agree", SC_UNIT, true, false}, {"ppl_full", SC_NONNEG, false, false}, \
-    {"ppl_evict", SC_NONNEG, false, false}, {"out_rel_err_mean", SC_NONNEG, false, false}, \
-    {"out_rel_err_p95", SC_NONNEG, false, false}, {"attn_recall_mean", SC_UNIT, false, false}, \
+    {"ppl_evict", SC_NONNEG, false, false}, {"out_rel_err_mean", SC_NONNEG, true, false}, \
+    {"out_rel_err_p95", SC_NONNEG, true, false}, {"attn_recall_mean", SC_UNIT, true, false}, \
     {"cache_peak_rows", SC_COUNT, false, false}, {"rows_peak", SC_COUNT, false, false}
 
 static const results_col COLS_CONFIGS[] = {KEY_COLS, CONFIG_COLS};

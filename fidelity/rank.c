@@ -17,7 +17,7 @@ bool fid_same_series(const fid_config *a, const fid_config *b)
 
 bool fid_ranked(const fid_config *c)
 {
-    return plan_evicts(c->pc);
+    return plan_evicts(c->pc) && !isnan(c->out_rel_err_mean);   /* NaN: sim measured no query */
 }
 
 /* Is (a, b) a pair offline replay orders wrongly? Both evict, same budget,
@@ -60,8 +60,8 @@ void fid_headline_compute(const fid_results *r, fid_headline *h)
     h->budget = malloc(cap * sizeof *h->budget);
     h->within = malloc(cap * sizeof *h->within);
     KV_ASSERT(h->budget && h->within);
-    for (int i = 0; i < r->n; i++) {
-        if (!fid_ranked(&r->c[i])) continue;
+    for (int i = 0; i < r->n; i++) {   /* every budget an evicting configuration ran at (n/a where none is ranked) */
+        if (!plan_evicts(r->c[i].pc)) continue;
         int b = 0;
         while (b < h->n && h->budget[b] != r->c[i].budget) b++;
         if (b == h->n) h->budget[h->n++] = r->c[i].budget;

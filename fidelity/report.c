@@ -71,7 +71,7 @@ static void panel_range(FILE *f, const fid_results *r, int64_t budget, bool logs
 /* One panel per budget (within-budget ρ is the headline, and no point labels
  * can overlap): x offline error, y online KL, one colour (and point type per
  * variant) per policy, the key once at the right. */
-static void panel(FILE *f, const fid_results *r, const fid_headline *h, int b, bool logscale)
+static void panel(FILE *f, const fid_results *r, const fid_headline *h, int b, bool first, bool last, bool logscale)
 {
     char t[32];
     const fid_rank *k = &h->within[b];
@@ -79,9 +79,9 @@ static void panel(FILE *f, const fid_results *r, const fid_headline *h, int b, b
             fid_rho_text(k->rho_err, t, 32), (long long)k->misordered, (long long)k->pairs);
     panel_range(f, r, h->budget[b], logscale, false);
     panel_range(f, r, h->budget[b], logscale, true);
-    if (b == h->n - 1) fprintf(f, "set key at screen 0.995, screen 0.84 top right\n");
+    if (last) fprintf(f, "set key at screen 0.995, screen 0.84 top right\n");
     else fprintf(f, "unset key\n");
-    if (b > 0) fprintf(f, "unset ylabel\n");
+    if (!first) fprintf(f, "unset ylabel\n");
     fputs("plot ", f);
     int blk = 0;
     for (int i = 0; i < r->n; i++) {
@@ -104,7 +104,9 @@ static void write_script(FILE *f, const fid_results *r, const plot_ctx *ctx, boo
 {
     fid_headline h;
     fid_headline_compute(r, &h);
-    const int cols = h.n < 3 ? h.n : 3, rows = (h.n + 2) / 3;
+    int drawn = 0;   /* a budget with no ranked configuration (sim measured no query: N >= T) has no panel */
+    for (int b = 0; b < h.n; b++) drawn += h.within[b].n_configs > 0;
+    const int cols = drawn < 3 ? drawn : 3, rows = (drawn + 2) / 3;
     const int width = 400 * cols + 230, height = 400 * rows + 110;
     plot_gp_preamble(f, ctx, "fidelity", "offline output error versus online KL, one panel per budget", width, height);
     char t1[32], t2[32];
@@ -117,7 +119,8 @@ static void write_script(FILE *f, const fid_results *r, const plot_ctx *ctx, boo
     fprintf(f, "set xlabel 'offline: sim out_rel_err, mean'\n");
     fprintf(f, "set ylabel 'online: KL(p_full || p_evict), mean (nats)'\n");
     if (logscale) fprintf(f, "set logscale xy 10\nset format xy '%%g'\n");
-    for (int b = 0; b < h.n; b++) panel(f, r, &h, b, logscale);
+    for (int b = 0, k = 0; b < h.n; b++)
+        if (h.within[b].n_configs > 0) panel(f, r, &h, b, k == 0, k == drawn - 1, logscale), k++;
     fprintf(f, "unset multiplot\n");
     fid_headline_free(&h);
 }

@@ -80,10 +80,10 @@ static int summary_study(const csv_table *c, size_t r, plot_summary *s, kv_err *
     s->err_lo = s->err_hi = s->recall_lo = s->recall_hi = NAN;
     if (c->n_cols <= A + 14 || strcmp(c->header[A + 14], "n_traces") != 0) return KV_OK;
     int rc = csv_int(c, r, A + 14, 1, BIG, &s->n_traces, err);
-    if (!rc) rc = csv_double(c, r, A + 15, false, &s->err_lo, err);
-    if (!rc) rc = csv_double(c, r, A + 16, false, &s->err_hi, err);
-    if (!rc) rc = csv_double(c, r, A + 19, false, &s->recall_lo, err);
-    if (!rc) rc = csv_double(c, r, A + 20, false, &s->recall_hi, err);
+    if (!rc) rc = csv_double(c, r, A + 15, true, &s->err_lo, err);
+    if (!rc) rc = csv_double(c, r, A + 16, true, &s->err_hi, err);
+    if (!rc) rc = csv_double(c, r, A + 19, true, &s->recall_lo, err);
+    if (!rc) rc = csv_double(c, r, A + 20, true, &s->recall_hi, err);
     return rc;
 }
 
@@ -105,14 +105,15 @@ static int load_summary(plot_data *d, kv_err *err)
         if (!rc && strcmp(phase, "all") && strcmp(phase, "prefill") && strcmp(phase, "decode"))
             rc = csv_fail(&c, r, err, "phase is '%.40s', expected prefill, decode or all", phase);
         if (rc || (rc = csv_int(&c, r, A + 8, 0, INT64_MAX, &v, err)) ||
-            (rc = csv_double(&c, r, A + 9, false, &s.err_mean, err)) ||
-            (rc = csv_double(&c, r, A + 10, false, &x, err)) ||
-            (rc = csv_double(&c, r, A + 11, false, &s.recall_mean, err)) ||
-            (rc = csv_double(&c, r, A + 12, false, &x, err)) ||
+            (rc = csv_double(&c, r, A + 9, true, &s.err_mean, err)) ||
+            (rc = csv_double(&c, r, A + 10, true, &x, err)) ||
+            (rc = csv_double(&c, r, A + 11, true, &s.recall_mean, err)) ||
+            (rc = csv_double(&c, r, A + 12, true, &x, err)) ||
             (rc = csv_double(&c, r, A + 13, true, &s.logdet_mean, err)) ||
             (rc = csv_int(&c, r, A + 4, 1, BIG, &s.chunk, err)) || (rc = summary_study(&c, r, &s, err)))
             break;
-        if (strcmp(phase, "all") == 0) d->summary[d->n_summary++] = s;
+        /* a run without a measured query (N >= T) has nothing to draw: NaN measures (docs/sim.md#metrics) */
+        if (strcmp(phase, "all") == 0 && !isnan(s.err_mean) && !isnan(s.recall_mean)) d->summary[d->n_summary++] = s;
     }
     csv_free(&c);
     return rc;

@@ -4,6 +4,7 @@
  * traces; a --chunks run's first chunk only). Columns are found by
  * name, so added columns (a configuration label, a renamed head column) do
  * not matter; the ones used must be there. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,8 +76,9 @@ int plot_input_layers(plot_data *d, kv_err *err)
                                  csv_cell(&c, r, col[C_ALLOC]), where, &e.series, err)) ||
             (rc = csv_int(&c, r, col[C_BUDGET], 1, BIG, &e.budget, err)) ||
             (rc = csv_int(&c, r, col[C_LAYER], 0, d->meta.L - 1, &e.layer, err)) ||
-            (rc = csv_double(&c, r, col[C_ERR], false, &e.err_mean, err)))
+            (rc = csv_double(&c, r, col[C_ERR], true, &e.err_mean, err)))
             break;
+        if (isnan(e.err_mean)) continue;   /* no measured query in this row (docs/sim.md#metrics) */
         if (e.err_mean < 0) rc = csv_fail(&c, r, err, "out_rel_err_mean is negative");
         else d->layers[d->n_layers++] = e;
     }

@@ -24,23 +24,23 @@ static const results_col COLS_RESULTS[] = {
     SIM_RUN_COLS, {"chunk", SC_BUDGET, false, true}, {"decode_chunk", SC_BUDGET, false, false},
     {"eval_stride", SC_BUDGET, false, false}, {"layer", SC_LAYER, false, true}, {"q_head", SC_QHEAD, false, true},
     {"kv_head", SC_KVHEAD, false, false}, {"phase", SC_PHASE, false, true}, {"n_queries", SC_COUNT, false, false},
-    {"out_rel_err_mean", SC_NONNEG, false, false}, {"out_rel_err_p95", SC_NONNEG, false, false},
-    {"attn_recall_mean", SC_UNIT, false, false}, {"attn_recall_min", SC_UNIT, false, false},
+    {"out_rel_err_mean", SC_NONNEG, true, false}, {"out_rel_err_p95", SC_NONNEG, true, false},
+    {"attn_recall_mean", SC_UNIT, true, false}, {"attn_recall_min", SC_UNIT, true, false},
     {"head_budget", SC_COUNT, false, false}, {"head_budget_mean", SC_NONNEG, true, false},
     {"trace", SC_TEXT, false, true},
 };
 #define SUMMARY_COLS SIM_RUN_COLS, {"chunk", SC_BUDGET, false, true}, {"decode_chunk", SC_BUDGET, false, false}, \
     {"eval_stride", SC_BUDGET, false, false}, {"phase", SC_PHASE, false, true}, {"n_queries", SC_COUNT, false, false}, \
-    {"out_rel_err_mean", SC_NONNEG, false, false}, {"out_rel_err_p95", SC_NONNEG, false, false}, \
-    {"attn_recall_mean", SC_UNIT, false, false}, {"attn_recall_min", SC_UNIT, false, false}, \
+    {"out_rel_err_mean", SC_NONNEG, true, false}, {"out_rel_err_p95", SC_NONNEG, true, false}, \
+    {"attn_recall_mean", SC_UNIT, true, false}, {"attn_recall_min", SC_UNIT, true, false}, \
     {"final_logdet_mean", SC_REAL, true, false}
 /* over traces: the means, n_traces, each mean's 95% bootstrap interval (docs/study.md) */
 static const results_col COLS_SUMMARY[] = {
     SUMMARY_COLS, {"n_traces", SC_COUNT, false, false},
-    {"out_rel_err_mean_ci_lo", SC_NONNEG, false, false}, {"out_rel_err_mean_ci_hi", SC_NONNEG, false, false},
-    {"out_rel_err_p95_ci_lo", SC_NONNEG, false, false}, {"out_rel_err_p95_ci_hi", SC_NONNEG, false, false},
-    {"attn_recall_mean_ci_lo", SC_UNIT, false, false}, {"attn_recall_mean_ci_hi", SC_UNIT, false, false},
-    {"attn_recall_min_ci_lo", SC_UNIT, false, false}, {"attn_recall_min_ci_hi", SC_UNIT, false, false},
+    {"out_rel_err_mean_ci_lo", SC_NONNEG, true, false}, {"out_rel_err_mean_ci_hi", SC_NONNEG, true, false},
+    {"out_rel_err_p95_ci_lo", SC_NONNEG, true, false}, {"out_rel_err_p95_ci_hi", SC_NONNEG, true, false},
+    {"attn_recall_mean_ci_lo", SC_UNIT, true, false}, {"attn_recall_mean_ci_hi", SC_UNIT, true, false},
+    {"attn_recall_min_ci_lo", SC_UNIT, true, false}, {"attn_recall_min_ci_hi", SC_UNIT, true, false},
     {"final_logdet_mean_ci_lo", SC_REAL, true, false}, {"final_logdet_mean_ci_hi", SC_REAL, true, false},
 };
 static const results_col COLS_SUMMARY_BY_TRACE[] = {SUMMARY_COLS, {"trace", SC_TEXT, false, true}};

@@ -190,14 +190,19 @@ static int write_results_csv(const sim_trace_out *t, int n_traces, const char *d
 void sim_results_summarize(const sim_results *r, int c, int p, sim_stats *out, double *logdet_mean)
 {
     sim_stats m = {0};
-    const double cells = (double)(r->L * r->H);
+    int64_t measured = 0;   /* the (layer, query head) cells with queries in this phase: the others are NaN */
+    for (int64_t l = 0; l < r->L; l++)
+        for (int64_t h = 0; h < r->H; h++) measured += stat_at(r, c, l, h, p)->n > 0;
+    const double cells = (double)measured;
     for (int64_t l = 0; l < r->L; l++)
         for (int64_t h = 0; h < r->H; h++) {
             const sim_stats *s = stat_at(r, c, l, h, p);
+            if (!s->n) continue;
             m.n += s->n;
             m.err_mean += s->err_mean / cells, m.err_p95 += s->err_p95 / cells;
             m.recall_mean += s->recall_mean / cells, m.recall_min += s->recall_min / cells;
         }
+    if (!measured) m.err_mean = m.err_p95 = m.recall_mean = m.recall_min = NAN;
     double ld = 0.0;
     for (int64_t i = 0; i < r->L * r->K; i++) ld += r->logdet[(size_t)c * (size_t)(r->L * r->K) + (size_t)i];
     *out = m;

@@ -1,5 +1,6 @@
 #include "sim/stats.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -63,8 +64,8 @@ void sim_stats_of(double *errs, const double *recalls, const int64_t *pos, int64
         m++;
     }
     s->n = m;
-    if (m == 0) {
-        s->err_mean = s->err_p95 = 0.0, s->recall_mean = s->recall_min = 1.0;
+    if (m == 0) {   /* nothing measured: undefined, not a perfect score (docs/sim.md#metrics) */
+        s->err_mean = s->err_p95 = s->recall_mean = s->recall_min = NAN;
         return;
     }
     const double rank = 0.95 * (double)(m - 1);

@@ -65,9 +65,12 @@ static void p95_interpolates(void **state)
     assert_int_equal(s.n, 6);
     assert_near(s.err_mean, 6.5, 1e-12);
     assert_near(s.err_p95, 4 + 0.95 * 5, 1e-12);
-    sim_stats_of(e, rec, pos, 0, 4, PHASE_ALL, &s); /* nothing evaluated: error 0, recall 1 */
+    sim_stats_of(e, rec, pos, 0, 4, PHASE_ALL, &s); /* nothing evaluated: undefined, NaN (not 0 and 1) */
     assert_int_equal(s.n, 0);
-    assert_near(s.recall_mean, 1.0, 0);
+    assert_true(isnan(s.err_mean) && isnan(s.err_p95) && isnan(s.recall_mean) && isnan(s.recall_min));
+    sim_stats_of(e, rec, pos, 4, 4, PHASE_DECODE, &s); /* a phase without queries (all four are prefill) */
+    assert_int_equal(s.n, 0);
+    assert_true(isnan(s.err_mean) && isnan(s.recall_min));
 }
 
 int main(void)
