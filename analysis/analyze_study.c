@@ -223,6 +223,10 @@ static int write_study(study_ctx *s, kv_err *err)
     snprintf(dir, sizeof dir, "%s/traces/%s/chunk%lld", s->outdir, s->set.t[longest].id, (long long)s->chunks[0]);
     bool copied;
     if (!rc) rc = results_copy_file(dir, "meta.csv", s->outdir, &copied, err);
+    /* budgets.csv: the first trace's (whose budgets summary.csv's rows carry: a fraction of T gives each trace
+     * its own N), for figure 8; every trace's stays in its traces/ID/chunkB/ */
+    snprintf(dir, sizeof dir, "%s/traces/%s/chunk%lld", s->outdir, s->set.t[0].id, (long long)s->chunks[0]);
+    if (!rc) rc = results_copy_file(dir, "budgets.csv", s->outdir, &copied, err);
     if (!rc && s->o->prov) rc = prov_write_json(s->o->prov, s->outdir, err);
     free(x);
     return rc;

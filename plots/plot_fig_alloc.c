@@ -220,7 +220,7 @@ static void write_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
     fprintf(f, "unset multiplot\n");
 }
 
-static void caption(plot_fig_out *out, const alloc_view *v, const char *name, bool log_y)
+static void caption(plot_fig_out *out, const alloc_view *v, const char *name, bool log_y, bool study)
 {
     snprintf(out->caption, sizeof out->caption,
              "How each allocator spreads the cache and what the memory buys. Top left: the rows each kv head kept "
@@ -234,15 +234,18 @@ static void caption(plot_fig_out *out, const alloc_view *v, const char *name, bo
              "policy configuration and allocator%s. How to read it: a line of the top-left panel above N in a "
              "layer gives that layer more than its even share; at equal memory, the lowest line on the right is "
              "the best (policy, allocator). %s.dat and %s_heat.dat hold every budget: set B at the top of %s.gp "
-             "to draw another.",
+             "to draw another.%s",
              (long long)v->budget, v->n > PLOT_MAX_HEAT ? " (the first 8)" : "",
-             log_y ? " (log axis; an error of exactly 0, such as full's, is left out)" : "", name, name, name);
+             log_y ? " (log axis; an error of exactly 0, such as full's, is left out)" : "", name, name, name,
+             study ? " In a study the rows kept are the first trace's (analyze copies its budgets.csv from "
+                     "traces/ID/chunkB/, where every trace's is); the errors are the means over the traces." : "");
 }
 
 int plot_fig_alloc(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err)
 {
-    if (!d->present[PF_BUDGETS] || !d->n_budgets)
-        return plot_skip(out, "budgets.csv is missing or has no rows (analyze ran without --results).");
+    if (!d->present[PF_BUDGETS])
+        return plot_skip(out, "budgets.csv is missing (analyze ran without --results).");
+    if (!d->n_budgets) return plot_skip(out, "budgets.csv has no rows.");
     if (!d->n_summary) return plot_skip(out, "summary.csv is missing or has no phase=all rows.");
     alloc_view v;
     if (!view_build(d, &v)) {
@@ -272,7 +275,9 @@ int plot_fig_alloc(const plot_data *d, const plot_ctx *ctx, const char *name, pl
         write_script(f, d, ctx, name, &v, files, pts, n, order, blocks, log_y);
         rc = plot_close(f, ctx, script, err);
     }
-    caption(out, &v, name, log_y);
+    bool study = false;
+    for (size_t i = 0; i < d->n_summary; i++) study = study || d->summary[i].n_traces > 1;
+    caption(out, &v, name, log_y, study);
     free(pts), free(order), free(v.cells);
     return rc;
 }

@@ -1,7 +1,7 @@
 """The needle study a researcher ran (docs/study.md, "Needle prompts"), replayed exactly, TAP: `prompts needle`
 with 5 depths x 3 lengths (15 prompts of stories260K), `capture --prompts`, `sim` over spans x allocators x a
 chunk sweep (keydiff, snapkv, tova, streaming, h2o under uniform, pyramid, adakv; budgets 32, 64; chunks 16,
-32), then `analyze` of sim's own output. Every recall and retention sim writes lies in [0, 1] (a recall is a
+32), then `analyze` of sim's own output and `plot` of that (figure 8, the allocators', drawn). Every recall and retention sim writes lies in [0, 1] (a recall is a
 ratio of two sums from different float32 products of the same scores: with OpenBLAS's Haswell kernel 877 of the
 36,000 span rows came out above 1, up to 1 + 1e-6, and analyze refused them), and analyze accepts the results.
 The sim runs under OPENBLAS_CORETYPE=Haswell (the kernel that showed it) and the one the run was given.
@@ -71,6 +71,14 @@ def main():
                   "%d outside, e.g. %s" % (len(bad), bad[:3]))
         r = run("analyze", study, "--results", res, "--quiet", "-o", an, env=env)
         check(r.returncode == 0, "analyze accepts sim's own output (%s)" % k, r.stderr)
+        if r.returncode == 0 and k == kernels[0]:
+            figs = os.path.join(tmp, "figs")
+            r = run("plot", an, "--quiet", "-o", figs)
+            page = open(os.path.join(figs, "report.html"), encoding="utf-8").read() if r.returncode == 0 else ""
+            check(r.returncode == 0 and os.path.isfile(os.path.join(figs, "fig8_alloc.png"))
+                  and "budgets.csv is missing" not in page,
+                  "plot of the study's analysis draws figure 8 (the allocators' budgets; it said budgets.csv was "
+                  "missing although sim ran with allocators)", r.stderr + page[-300:])
     return finish()
 
 
