@@ -9,6 +9,11 @@ void results_config_label(const char *policy, const char *params, char *buf, siz
     snprintf(buf, cap, "%s%s%s", policy, params[0] ? ":" : "", params);
 }
 
+void results_run_label(const char *config, const char *allocator, int64_t chunk, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s@%s/%lld", config, allocator, (long long)chunk);
+}
+
 int results_copy_file(const char *dir, const char *name, const char *outdir, bool *copied, kv_err *err)
 {
     char src[4200], dst[4200];

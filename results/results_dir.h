@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/kv_error.h"
 
@@ -25,6 +26,10 @@
  * it has any: "keydiff:anchor=norm:metric=cos:window=0", "full", "knorm".
  * Never empty for a non-empty policy, so pandas never reads it as NaN. */
 void results_config_label(const char *policy, const char *params, char *buf, size_t cap);
+/* The `run` label of sim's CSVs: the whole configuration but the budget, "CONFIG@ALLOCATOR/CHUNK"
+ * (keydiff:anchor=norm:metric=cos:window=0@pyramid:beta=20:window=32/16), so that groupby(["run",
+ * "budget"]) keeps every run of a sweep over allocators and chunks apart (docs/outputs.md). */
+void results_run_label(const char *config, const char *allocator, int64_t chunk, char *buf, size_t cap);
 
 
 /* Copies DIR/NAME byte for byte to OUTDIR/NAME when it exists (*copied says

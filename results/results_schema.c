@@ -16,6 +16,9 @@
 #define RUN_COLS_OPEN_BUDGET {"config", SC_CONFIG, false, true}, {"policy", SC_POLICY, false, false}, \
                  {"params", SC_PARAMS, false, false}, {"budget", SC_BUDGET, true, true}
 
+/* the last column of sim's CSVs: config@allocator/chunk (results_run_label), the whole configuration but the budget */
+#define RUN_LABEL {"run", SC_TEXT, false, false}
+
 /* sim's CSVs: the run's allocator (part of its key) and the budget's fraction of T */
 #define SIM_RUN_COLS RUN_COLS, {"allocator", SC_ALLOC, false, true}, {"budget_fraction", SC_FRACTION, false, false}
 
@@ -27,7 +30,7 @@ static const results_col COLS_RESULTS[] = {
     {"out_rel_err_mean", SC_NONNEG, true, false}, {"out_rel_err_p95", SC_NONNEG, true, false},
     {"attn_recall_mean", SC_UNIT, true, false}, {"attn_recall_min", SC_UNIT, true, false},
     {"head_budget", SC_COUNT, false, false}, {"head_budget_mean", SC_NONNEG, true, false},
-    {"trace", SC_TEXT, false, true},
+    {"trace", SC_TEXT, false, true}, RUN_LABEL,
 };
 #define SUMMARY_COLS SIM_RUN_COLS, {"chunk", SC_BUDGET, false, true}, {"decode_chunk", SC_BUDGET, false, false}, \
     {"eval_stride", SC_BUDGET, false, false}, {"phase", SC_PHASE, false, true}, {"n_queries", SC_COUNT, false, false}, \
@@ -41,13 +44,13 @@ static const results_col COLS_SUMMARY[] = {
     {"out_rel_err_p95_ci_lo", SC_NONNEG, true, false}, {"out_rel_err_p95_ci_hi", SC_NONNEG, true, false},
     {"attn_recall_mean_ci_lo", SC_UNIT, true, false}, {"attn_recall_mean_ci_hi", SC_UNIT, true, false},
     {"attn_recall_min_ci_lo", SC_UNIT, true, false}, {"attn_recall_min_ci_hi", SC_UNIT, true, false},
-    {"final_logdet_mean_ci_lo", SC_REAL, true, false}, {"final_logdet_mean_ci_hi", SC_REAL, true, false},
+    {"final_logdet_mean_ci_lo", SC_REAL, true, false}, {"final_logdet_mean_ci_hi", SC_REAL, true, false}, RUN_LABEL,
 };
-static const results_col COLS_SUMMARY_BY_TRACE[] = {SUMMARY_COLS, {"trace", SC_TEXT, false, true}};
+static const results_col COLS_SUMMARY_BY_TRACE[] = {SUMMARY_COLS, {"trace", SC_TEXT, false, true}, RUN_LABEL};
 static const results_col COLS_TIMING[] = {
     SIM_RUN_COLS, {"chunk", SC_BUDGET, false, true}, {"calls", SC_COUNT, false, false},
     {"candidates", SC_COUNT, false, false}, {"score_ns_per_candidate", SC_NONNEG, false, false},
-    {"trace", SC_TEXT, false, true},
+    {"trace", SC_TEXT, false, true}, RUN_LABEL,
 };
 /* spans.csv and spans_summary.csv (sim/spans.c): no policy/params columns; the run's columns are found by kind */
 static const results_col COLS_SPANS[] = {
@@ -55,13 +58,13 @@ static const results_col COLS_SPANS[] = {
     {"budget", SC_BUDGET, false, true}, {"chunk", SC_BUDGET, false, true}, {"layer", SC_LAYER, false, true},
     {"kv_head", SC_KVHEAD, false, true}, {"retention_mean", SC_UNIT, true, false},
     {"retention_final", SC_UNIT, false, false}, {"attn_recall", SC_UNIT, true, false},
-    {"allocator", SC_ALLOC, false, true},
+    {"allocator", SC_ALLOC, false, true}, RUN_LABEL,
 };
 #define SPAN_STAT(n) {n, SC_UNIT, true, false}, {n "_ci_lo", SC_UNIT, true, false}, {n "_ci_hi", SC_UNIT, true, false}
 static const results_col COLS_SPANS_SUMMARY[] = {
     {"span", SC_TEXT, false, true}, {"config", SC_CONFIG, false, true}, {"budget", SC_BUDGET, false, true},
     {"chunk", SC_BUDGET, false, true}, {"allocator", SC_ALLOC, false, true}, {"n_traces", SC_COUNT, false, false},
-    SPAN_STAT("retention_mean"), SPAN_STAT("retention_final"), SPAN_STAT("attn_recall"),
+    SPAN_STAT("retention_mean"), SPAN_STAT("retention_final"), SPAN_STAT("attn_recall"), RUN_LABEL,
 };
 static const results_col COLS_META[] = {{"key", SC_TEXT, false, false}, {"value", SC_TEXT, false, false}};
 static const results_col COLS_SPEARMAN[] = {

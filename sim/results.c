@@ -132,6 +132,7 @@ void sim_cfg_cols_of(const sim_opts *o, int c, sim_cfg_cols *k)
     alloc_label(sim_cfg_alloc(o, c), k->alloc, sizeof k->alloc);
     k->policy = pc->iface->name, k->params = pc->canonical;
     k->budget = sim_cfg_budget(o, c), k->chunk = sim_cfg_chunk(o, c), k->fraction = sim_cfg_fraction(o, c);
+    results_run_label(k->config, k->alloc, k->chunk, k->run, sizeof k->run);
 }
 
 void sim_row_run(results_row *w, const sim_opts *o, const sim_cfg_cols *k, bool strides)
@@ -179,7 +180,7 @@ static int write_results_csv(const sim_trace_out *t, int n_traces, const char *d
                         results_row_real(&w, s->err_mean), results_row_real(&w, s->err_p95);
                         results_row_real(&w, s->recall_mean), results_row_real(&w, s->recall_min);
                         results_row_int(&w, r->head_budget[at]), results_row_real(&w, r->head_mean[at]);
-                        results_row_text(&w, t[i].id);
+                        results_row_text(&w, t[i].id), results_row_text(&w, k.run);
                         results_row_end(&w);
                     }
         }
@@ -228,6 +229,7 @@ static int write_timing_csv(const sim_trace_out *t, int n_traces, const char *di
             sim_row_run(&w, t[i].o, &k, false);
             results_row_int(&w, calls), results_row_int(&w, cands);
             results_row_real(&w, cands ? ns / (double)cands : 0.0), results_row_text(&w, t[i].id);
+            results_row_text(&w, k.run);
             results_row_end(&w);
         }
     }

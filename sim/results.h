@@ -50,7 +50,7 @@ void sim_cfg_prefix(const sim_opts *o, int c, char *buf, size_t cap);
 
 /* Configuration c's labels, as every sim CSV writes them (docs/outputs.md). */
 typedef struct {
-    char config[512], alloc[300];
+    char config[512], alloc[300], run[830];   /* run: results_run_label, the CSVs' last column */
     const char *policy, *params;
     int64_t budget, chunk;
     double fraction;   /* NaN: the budget was given as N */

@@ -92,6 +92,7 @@ static int write_rows(const sim_trace_out *t, int n, const char *dir, kv_err *er
                     results_row_real(&w, r->span_ret[at]);
                     results_row_real(&w, retention_final(r, c, lk, &r->spans[s]));
                     results_row_real(&w, r->span_recall[at]), results_row_text(&w, k.alloc);
+                    results_row_text(&w, k.run);
                     results_row_end(&w);
                 }
             }
@@ -144,6 +145,7 @@ static int summary_rows(FILE *f, const sim_trace_out *t, const char *name, const
             study_mean_ci(x + s * m, m, idx, &mean, &lo, &hi);
             results_row_real(&w, mean), results_row_real(&w, lo), results_row_real(&w, hi);
         }
+        results_row_text(&w, k.run);
         results_row_end(&w);
     }
     free(idx), free(x);

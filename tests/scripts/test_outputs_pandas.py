@@ -106,6 +106,23 @@ def check_nan_columns(name, df):
     check(not all_nan, "%s: no column entirely NaN (but the documented ones)" % name, str(all_nan))
 
 
+def check_run_column(trace, tmp):
+    """A sweep over allocators and chunks: groupby('config') pools its runs; groupby(['run', 'budget']) keeps each
+    (config, allocator, chunk, budget) apart, in every sim CSV that has a run column."""
+    out = os.path.join(tmp, "sweep")
+    r = run("sim", trace, "--quiet", "--policies", "tova,knorm", "--allocators", "uniform,pyramid:window=8",
+            "--budgets", "24,48", "--chunks", "8,16", "-o", out)
+    if not check(r.returncode == 0, "sim over 2 policies x 2 allocators x 2 chunks x 2 budgets", r.stderr):
+        return
+    for name in ("results.csv", "summary.csv", "summary_by_trace.csv", "timing.csv"):
+        df = pd.read_csv(os.path.join(out, name))
+        want = {("%s@%s/%d" % (c, a, k), b) for c, a, k, b in zip(df.config, df.allocator, df.chunk, df.budget)}
+        got = set(df.groupby(["run", "budget"]).groups)
+        check(len(df.groupby("config").groups) == 2 and got == want and len(got) == 16,
+              "%s: groupby(['run', 'budget']) sees all 16 runs, run = config@allocator/chunk (groupby('config') pools "
+              "them into 2)" % name, sorted(got)[:4])
+
+
 def check_pca_kept(res, an):
     """pca_kept.csv rows = results.h5's retained positions (h5py), one row each; the groups sort in run order."""
     kept = pd.read_csv(os.path.join(an, "pca_kept.csv"))
@@ -203,6 +220,7 @@ def main():
             skip("fidelity's CSVs load in pandas", NO_MODEL)
         check_all(dirs, H, K, T, [c for _, c in POLICIES], [c for _, c in FID_POLICIES])
         check_pca_kept(res, an)
+        check_run_column(trace, tmp)
     return finish()
 
 
