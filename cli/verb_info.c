@@ -195,7 +195,7 @@ static int print_results(const char *path, kv_err *err)
 {
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return kv_fail(err, KV_EINPUT, "%s: cannot open", path);
-    static const char *const ATTRS[] = {"trace_path", "trace_sha256", "command"};
+    static const char *const ATTRS[] = {"trace_path", "trace_sha256", "study_index", "study_index_sha256", "command"};
     printf("file          %s (a kvtrace sim results file)\n", path);
     int rc = KV_OK;
     for (size_t i = 0; !rc && i < sizeof ATTRS / sizeof ATTRS[0]; i++) {
@@ -204,6 +204,10 @@ static int print_results(const char *path, kv_err *err)
         rc = h5u_read_attr_str(f, path, ATTRS[i], v, sizeof v, &present, err);
         if (!rc && present) printf("%-13s %s\n", ATTRS[i], v);
     }
+    int64_t traces = 0;
+    bool has_traces = false;
+    if (!rc) rc = h5u_read_attr_i64(f, path, "n_traces", &traces, 1, &has_traces, err);
+    if (!rc && has_traces) printf("%-13s %lld (a study)\n", "traces", (long long)traces);
     H5G_info_t gi;
     hid_t g = rc ? -1 : H5Gopen2(f, "runs", H5P_DEFAULT);
     if (g >= 0 && H5Gget_info(g, &gi) >= 0) printf("runs          %llu\n", (unsigned long long)gi.nlinks);

@@ -129,14 +129,77 @@ static int write_run(hid_t runs, const results_run_view *run, const char *name, 
     return rc;
 }
 
-/* What made the file, at the root: the command, the trace and its sha256, the record. */
+/* What made the file, at the root: the command, the trace and its sha256 (a study: its index and the
+ * index's sha256, and how many traces; every trace's path and sha256 are in /provenance), the record. */
 static int write_origin(hid_t f, const prov_record *prov, kv_err *err)
 {
-    const prov_input *tr = prov_find_input(prov, "trace");
+    const prov_input *tr = prov_find_input(prov, "trace"), *index = prov_find_input(prov, "index");
+    int64_t traces = 0;
+    for (int i = 0; i < prov->n_inputs; i++) traces += strcmp(prov->inputs[i].role, "trace") == 0;
     int rc = h5u_write_attr_str(f, "command", prov->command ? prov->command : "", err);
-    if (!rc && tr) rc = h5u_write_attr_str(f, "trace_path", tr->path, err);
-    if (!rc && tr) rc = h5u_write_attr_str(f, "trace_sha256", tr->sha256, err);
+    if (index || traces > 1) {
+        if (!rc && index) rc = h5u_write_attr_str(f, "study_index", index->path, err);
+        if (!rc && index) rc = h5u_write_attr_str(f, "study_index_sha256", index->sha256, err);
+        if (!rc) rc = h5u_write_attr_i64(f, "n_traces", &traces, 1, err);
+    } else if (tr) {
+        if (!rc) rc = h5u_write_attr_str(f, "trace_path", tr->path, err);
+        if (!rc) rc = h5u_write_attr_str(f, "trace_sha256", tr->sha256, err);
+    }
     return rc ? rc : prov_write_h5(f, prov, err);
+}
+
+/* /index: one row per run in run order, its group name and the attributes that say what it is, as one
+ * compound table (pandas.DataFrame(f["index"][()]) is the list of runs; docs/outputs.md). */
+typedef struct {   /* the fields in the table's order (h5py orders a compound's fields by offset) */
+    const char *run, *config, *policy, *params, *allocator;
+    int64_t budget;
+    double budget_fraction;
+    int64_t chunk;
+    const char *trace;
+} index_row;
+
+static int write_index(hid_t f, const results_run_view *runs, int n, kv_err *err)
+{
+    index_row *rows = kv_calloc((size_t)(n > 0 ? n : 1), sizeof *rows, "results index", err);
+    char (*names)[32] = rows ? kv_calloc((size_t)(n > 0 ? n : 1), sizeof *names, "results index", err) : NULL;
+    char (*configs)[648] = names ? kv_calloc((size_t)(n > 0 ? n : 1), sizeof *configs, "results index", err) : NULL;
+    if (!configs) {
+        free(rows), free(names);
+        return err->code;
+    }
+    for (int i = 0; i < n; i++) {
+        results_run_name(i, n, names[i], sizeof names[i]);
+        results_config_label(runs[i].policy, runs[i].params, configs[i], sizeof configs[i]);
+        rows[i] = (index_row){names[i], configs[i], runs[i].policy, runs[i].params,
+                              runs[i].allocator ? runs[i].allocator : "uniform", runs[i].budget,
+                              runs[i].budget_fraction > 0 ? runs[i].budget_fraction : NAN, runs[i].chunk,
+                              runs[i].trace ? runs[i].trace : ""};
+    }
+    hid_t str = H5Tcopy(H5T_C_S1), t = H5Tcreate(H5T_COMPOUND, sizeof(index_row));
+    H5Tset_size(str, H5T_VARIABLE);
+    H5Tset_cset(str, H5T_CSET_UTF8);
+    H5Tinsert(t, "run", HOFFSET(index_row, run), str);
+    H5Tinsert(t, "config", HOFFSET(index_row, config), str);
+    H5Tinsert(t, "policy", HOFFSET(index_row, policy), str);
+    H5Tinsert(t, "params", HOFFSET(index_row, params), str);
+    H5Tinsert(t, "allocator", HOFFSET(index_row, allocator), str);
+    H5Tinsert(t, "budget", HOFFSET(index_row, budget), H5T_NATIVE_INT64);
+    H5Tinsert(t, "budget_fraction", HOFFSET(index_row, budget_fraction), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "chunk", HOFFSET(index_row, chunk), H5T_NATIVE_INT64);
+    H5Tinsert(t, "trace", HOFFSET(index_row, trace), str);
+    const hsize_t dims[1] = {(hsize_t)n};
+    hid_t sp = H5Screate_simple(1, dims, NULL);
+    hid_t d = H5Dcreate2(f, "index", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = d < 0 || (n > 0 && H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) < 0)
+                 ? kv_fail(err, KV_EFAIL, "results.h5: cannot write /index")
+                 : KV_OK;
+    if (!rc) rc = h5u_write_attr_str(d, "description", "one row per run in run order: its group under /runs and "
+                                     "what it is (config, policy, params, allocator, budget, budget_fraction (NaN: "
+                                     "given as N), chunk, trace)", err);
+    if (d >= 0) H5Dclose(d);
+    H5Sclose(sp), H5Tclose(t), H5Tclose(str);
+    free(rows), free(names), free(configs);
+    return rc;
 }
 
 int results_write(const char *dir, int64_t L, int64_t K, const results_run_view *runs, int n,
@@ -158,6 +221,7 @@ int results_write(const char *dir, int64_t L, int64_t K, const results_run_view 
         rc = write_run(g, &runs[i], name, L, K, err);
     }
     if (g >= 0) H5Gclose(g);
+    if (!rc) rc = write_index(f, runs, n, err);
     if (H5Fclose(f) < 0 && !rc) rc = kv_fail(err, KV_EFAIL, "%s: cannot close", path);
     return rc;
 }

@@ -25,9 +25,13 @@
  *     step_candidates, step_kept  int32 [L, K, S]  with sim --step-counts only: at each of
  *                                      the S steps, the candidates and the rows kept after it
  *
+ *   /index                compound [n_runs]: run (the group's name), config, policy, params, allocator,
+ *                         budget, budget_fraction (NaN: given as N), chunk, trace; run order
  *   @command       string  the sim command as typed   } the provenance, kept apart from the
  *   @trace_path    string  the trace as given          } data (docs/provenance.md): written
- *   @trace_sha256  string  its sha256                  } from the record, with /provenance
+ *   @trace_sha256  string  its sha256                  } from the record, with /provenance;
+ *   @n_traces      int64   a study: its traces         } a study has no trace_path but n_traces
+ *   @study_index, @study_index_sha256  a study given by its index.jsonl
  *   /provenance            the record's group (provenance/provenance.h)
  *
  * The writer records no object times, so the same run writes the same bytes.

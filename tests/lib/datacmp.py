@@ -24,7 +24,7 @@ import h5py
 import numpy as np
 
 PROVENANCE_GROUP = "provenance"
-PROVENANCE_ROOT_ATTRS = ("command", "trace_path", "trace_sha256")
+PROVENANCE_ROOT_ATTRS = ("command", "trace_path", "trace_sha256", "study_index", "study_index_sha256")
 PROVENANCE_FILE = "provenance.json"
 
 
@@ -32,6 +32,8 @@ def _same_value(x, y):
     x, y = np.asarray(x), np.asarray(y)
     if x.dtype != y.dtype or x.shape != y.shape:
         return False
+    if x.dtype.names:   # a compound table (results.h5's /index): field by field, NaN equal to NaN
+        return all(_same_value(x[f], y[f]) for f in x.dtype.names)
     if x.dtype.kind in "fc":
         return x.tobytes() == y.tobytes() or bool(np.array_equal(x, y, equal_nan=True))
     return bool(np.array_equal(x, y))

@@ -218,7 +218,33 @@ def study_sim(tmp):
             rows(os.path.join(o2, f)) == rows(os.path.join(out, f))
             for f in ("results.csv", "summary.csv", "summary_by_trace.csv"))
         check(same, "sim %s: the same results as the traces named one by one" % os.path.relpath(word, tmp), p.stderr)
+    results_h5_origin(out, o2, os.path.join(d, "index.jsonl"))
     study_refusals(tmp, d, paths)
+
+
+def results_h5_origin(named, indexed, index):
+    """A study's results.h5 says it is one (n_traces, the index and its sha256), not the first trace's path alone;
+    /index lists every run with the attributes of its group."""
+    with h5py.File(os.path.join(named, "results.h5"), "r") as f:
+        a = dict(f.attrs)
+        check(a.get("n_traces") == 3 and "trace_path" not in a and "study_index" not in a,
+              "results.h5 of three traces named one by one: n_traces 3, no trace_path naming only the first",
+              {k: v for k, v in a.items() if k != "command"})
+    with h5py.File(os.path.join(indexed, "results.h5"), "r") as f:
+        a = dict(f.attrs)
+        check(a.get("n_traces") == 3 and a.get("study_index") == index and a.get("study_index_sha256") == sha256(index)
+              and "trace_path" not in a, "results.h5 of a study from its index: study_index, its sha256, n_traces 3",
+              {k: v for k, v in a.items() if k != "command"})
+        idx = f["index"][()]
+        groups = sorted(f["runs"])
+        want = [(n, g.attrs["config"], g.attrs["policy"], g.attrs["params"], g.attrs["allocator"],
+                 int(g.attrs["budget"]), int(g.attrs["chunk"]), g.attrs["trace"]) for n, g in
+                ((n, f["runs"][n]) for n in groups)]
+        got = [(r["run"].decode(), r["config"].decode(), r["policy"].decode(), r["params"].decode(),
+                r["allocator"].decode(), int(r["budget"]), int(r["chunk"]), r["trace"].decode()) for r in idx]
+        check(got == want and np.isnan(idx["budget_fraction"]).all(),
+              "results.h5 /index: one row per run in run order, the group's name and attributes (%d runs)" % len(got),
+              (got[:2], want[:2]))
 
 
 def refused(p, out, code, *words):
