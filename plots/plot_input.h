@@ -32,6 +32,7 @@ typedef struct {
     int64_t budget, chunk, n_traces;     /* n_traces 1 for a summary without it (before studies) */
     double err_mean, recall_mean, logdet_mean;
     double err_lo, err_hi, recall_lo, recall_hi; /* their 95% intervals over traces (NaN without them) */
+    char same_as[256];                   /* summary.csv's same_as: the run it coincides with ("" none, or no column) */
 } plot_summary;
 typedef struct { int series; int64_t budget, calls; double ns; } plot_timing;
 typedef struct { int series; int64_t budget; } plot_pca_run;   /* one run of pca_kept.csv */

@@ -132,9 +132,16 @@ static void summary(FILE *f, const plot_data *d)
                                        : "summary.csv is missing (analyze ran without --results).");
         return;
     }
+    int same = 0;
+    for (size_t i = 0; i < d->n_summary; i++) same += d->summary[i].same_as[0] != 0;
     fputs("<p>From summary.csv, phase = all: means over layers, query heads and evaluated queries; final_logdet "
-          "over layers and kv heads.</p>\n<table>\n<tr><th>policy</th><th>params</th><th>budget</th>"
-          "<th>out_rel_err_mean</th><th>attn_recall_mean</th><th>final_logdet_mean</th></tr>\n", f);
+          "over layers and kv heads.", f);
+    if (same)
+        fprintf(f, " <b>%d row%s kept exactly the positions of an earlier configuration at every step</b> (the "
+                   "column \"same as\"): their results are that configuration's, whatever their labels say.", same,
+                same > 1 ? "s" : "");
+    fputs("</p>\n<table>\n<tr><th>policy</th><th>params</th><th>allocator</th><th>chunk</th><th>budget</th>"
+          "<th>out_rel_err_mean</th><th>attn_recall_mean</th><th>final_logdet_mean</th><th>same as</th></tr>\n", f);
     for (size_t i = 0; i < d->n_summary; i++) {
         const plot_summary *s = &d->summary[i];
         const plot_series *p = &d->series.s[s->series];
@@ -142,9 +149,13 @@ static void summary(FILE *f, const plot_data *d)
         plot_html_escape(f, p->policy);
         fputs("</td><td>", f);
         plot_html_escape(f, p->params);
-        fprintf(f, "</td><td class=\"num\">%lld</td><td class=\"num\">%.4g</td><td class=\"num\">%.4f</td>"
-                   "<td class=\"num\">%.4g</td></tr>\n", (long long)s->budget, s->err_mean, s->recall_mean,
-                s->logdet_mean);
+        fputs("</td><td>", f);
+        plot_html_escape(f, p->alloc);
+        fprintf(f, "</td><td class=\"num\">%lld</td><td class=\"num\">%lld</td><td class=\"num\">%.4g</td>"
+                   "<td class=\"num\">%.4f</td><td class=\"num\">%.4g</td><td>", (long long)s->chunk,
+                (long long)s->budget, s->err_mean, s->recall_mean, s->logdet_mean);
+        plot_html_escape(f, s->same_as);
+        fputs("</td></tr>\n", f);
     }
     fputs("</table>\n", f);
 }

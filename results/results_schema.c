@@ -18,6 +18,8 @@
 
 /* the last column of sim's CSVs: config@allocator/chunk (results_run_label), the whole configuration but the budget */
 #define RUN_LABEL {"run", SC_TEXT, false, false}
+/* the run label of the first configuration at the same budget that kept the same positions at every step, or "" */
+#define SAME_AS {"same_as", SC_TEXT, false, false}
 
 /* sim's CSVs: the run's allocator (part of its key) and the budget's fraction of T */
 #define SIM_RUN_COLS RUN_COLS, {"allocator", SC_ALLOC, false, true}, {"budget_fraction", SC_FRACTION, false, false}
@@ -30,7 +32,7 @@ static const results_col COLS_RESULTS[] = {
     {"out_rel_err_mean", SC_NONNEG, true, false}, {"out_rel_err_p95", SC_NONNEG, true, false},
     {"attn_recall_mean", SC_UNIT, true, false}, {"attn_recall_min", SC_UNIT, true, false},
     {"head_budget", SC_COUNT, false, false}, {"head_budget_mean", SC_NONNEG, true, false},
-    {"trace", SC_TEXT, false, true}, RUN_LABEL,
+    {"trace", SC_TEXT, false, true}, SAME_AS, RUN_LABEL,
 };
 #define SUMMARY_COLS SIM_RUN_COLS, {"chunk", SC_BUDGET, false, true}, {"decode_chunk", SC_BUDGET, false, false}, \
     {"eval_stride", SC_BUDGET, false, false}, {"phase", SC_PHASE, false, true}, {"n_queries", SC_COUNT, false, false}, \
@@ -44,9 +46,11 @@ static const results_col COLS_SUMMARY[] = {
     {"out_rel_err_p95_ci_lo", SC_NONNEG, true, false}, {"out_rel_err_p95_ci_hi", SC_NONNEG, true, false},
     {"attn_recall_mean_ci_lo", SC_UNIT, true, false}, {"attn_recall_mean_ci_hi", SC_UNIT, true, false},
     {"attn_recall_min_ci_lo", SC_UNIT, true, false}, {"attn_recall_min_ci_hi", SC_UNIT, true, false},
-    {"final_logdet_mean_ci_lo", SC_REAL, true, false}, {"final_logdet_mean_ci_hi", SC_REAL, true, false}, RUN_LABEL,
+    {"final_logdet_mean_ci_lo", SC_REAL, true, false}, {"final_logdet_mean_ci_hi", SC_REAL, true, false}, SAME_AS,
+    RUN_LABEL,
 };
-static const results_col COLS_SUMMARY_BY_TRACE[] = {SUMMARY_COLS, {"trace", SC_TEXT, false, true}, RUN_LABEL};
+static const results_col COLS_SUMMARY_BY_TRACE[] = {SUMMARY_COLS, {"trace", SC_TEXT, false, true}, SAME_AS,
+                                                    RUN_LABEL};
 static const results_col COLS_TIMING[] = {
     SIM_RUN_COLS, {"chunk", SC_BUDGET, false, true}, {"calls", SC_COUNT, false, false},
     {"candidates", SC_COUNT, false, false}, {"score_ns_per_candidate", SC_NONNEG, false, false},

@@ -345,6 +345,21 @@ int64_t sim_replay_steps(const sim_layer *ly)
 /* What one step did to stream head x: its candidates and what it kept (the
  * per-step record, when asked for), summed into kept_mean over the evicting
  * steps (the same steps for every head of a stream or scope: *n_evicting). */
+#define KEPT_HASH_BASIS 0xcbf29ce484222325ULL
+
+/* FNV-1a over 64-bit words: the step, the count, the positions kept. */
+static uint64_t hash_word(uint64_t h, uint64_t v)
+{
+    return (h ^ v) * 0x100000001b3ULL;
+}
+
+static void note_kept(sim_result *out, int64_t x, int64_t step, const int64_t *pos, int64_t n)
+{
+    uint64_t h = hash_word(hash_word(out->kept_hash[x], (uint64_t)step), (uint64_t)n);
+    for (int64_t i = 0; i < n; i++) h = hash_word(h, (uint64_t)pos[i]);
+    out->kept_hash[x] = h;
+}
+
 static void note_step(sim_result *out, int64_t x, int64_t step, int64_t cand, int64_t kept, bool evicted)
 {
     if (out->step_cand) {
@@ -377,7 +392,7 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
     out->metrics_ns = 0.0;
     const double started = kv_now_seconds();
     int64_t n_evicting = 0;
-    for (int64_t x = 0; x < ng; x++) out->kept_mean[x] = 0.0;
+    for (int64_t x = 0; x < ng; x++) out->kept_mean[x] = 0.0, out->kept_hash[x] = KEPT_HASH_BASIS;
     for (int64_t p0 = 0, step = 0; !rc && p0 < ly->T; step++) {
         const int64_t p1 = chunk_end(ly, p0);
         add_chunk(&b, ly, p0, p1);
@@ -388,7 +403,10 @@ int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int
         int64_t kept = view.n;
         rc = policy_step(pc, state, &view, &b.step, compact, &b, &kept, err); /* steps 3 and 4 */
         const bool evicted = plan_evicts(pc) && view.n > capacity;
-        for (int64_t x = 0; !rc && x < ng; x++) note_step(out, x, step, view.n, kept, evicted);
+        for (int64_t x = 0; !rc && x < ng; x++) {
+            note_step(out, x, step, view.n, kept, evicted);
+            note_kept(out, x, step, b.pos, b.n);
+        }
         n_evicting += evicted;
         p0 = p1;
     }
@@ -495,7 +513,7 @@ int sim_replay_scope(const sim_layer *lys, int64_t n_layers, const policy_config
     out->metrics_ns = 0.0;
     const double started = kv_now_seconds();
     int64_t n_evicting = 0;
-    for (int64_t x = 0; x < S * ng; x++) out->kept_mean[x] = 0.0;
+    for (int64_t x = 0; x < S * ng; x++) out->kept_mean[x] = 0.0, out->kept_hash[x] = KEPT_HASH_BASIS;
     for (int64_t p0 = 0, step = 0; !rc && p0 < ly->T; step++) {
         const int64_t p1 = chunk_end(ly, p0);
         const double t0 = kv_now_seconds();
@@ -503,7 +521,10 @@ int sim_replay_scope(const sim_layer *lys, int64_t n_layers, const policy_config
         out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
         bool evicted = false;
         rc = alloc_scope_step(&args, l.kept, &evicted, err);
-        for (int64_t x = 0; !rc && x < S * ng; x++) note_step(out, x, step, l.views[x / ng].n, l.kept[x / ng], evicted);
+        for (int64_t x = 0; !rc && x < S * ng; x++) {
+            note_step(out, x, step, l.views[x / ng].n, l.kept[x / ng], evicted);
+            note_kept(out, x, step, l.b[x / ng].pos, l.b[x / ng].n);
+        }
         n_evicting += evicted;
         p0 = p1;
     }

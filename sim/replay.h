@@ -41,6 +41,8 @@ typedef struct {
     int64_t *retained;         /* [ng][T] each kv head's final cache positions, ascending */
     int64_t *n_retained;       /* [ng] how many (the head_budget column) */
     double *kept_mean;         /* [ng] rows kept after each evicting step, averaged (NaN: none evicted) */
+    uint64_t *kept_hash;       /* [ng] a hash of the positions kept after every step, in order (sim's same_as:
+                                  two configurations with equal hashes kept the same sets throughout) */
     int32_t *step_cand, *step_kept; /* NULL, or [ng][n_steps]: candidates and rows kept at each step */
     int64_t n_steps;
     double *logdet;            /* [ng] final_logdet of each kv head's retained keys */

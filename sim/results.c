@@ -98,6 +98,7 @@ int sim_results_alloc(sim_results *r, const sim_opts *o, int64_t L, int64_t H, i
         !(r->score_ns = kv_calloc(C * (size_t)K, sizeof *r->score_ns, "timing", err)) ||
         !(r->head_budget = kv_calloc(C * LK, sizeof *r->head_budget, "results", err)) ||
         !(r->head_mean = kv_calloc(C * LK, sizeof *r->head_mean, "results", err)) ||
+        !(r->kept_hash = kv_calloc(C * LK, sizeof *r->kept_hash, "results", err)) ||
         !(caps = kv_calloc((size_t)K, sizeof *caps, "results", err)))
         goto fail;
     if (o->step_counts && (!(r->step_cand = kv_calloc(C * LK * (size_t)n_steps, sizeof(int32_t), "step counts", err)) ||
@@ -120,7 +121,7 @@ void sim_results_free(sim_results *r)
     for (int c = 0; r->retained && c < r->n_cfg; c++) free(r->retained[c]);
     free(r->stats), free(r->logdet), free(r->retained), free(r->width);
     free(r->calls), free(r->candidates), free(r->score_ns);
-    free(r->head_budget), free(r->head_mean), free(r->step_cand), free(r->step_kept);
+    free(r->head_budget), free(r->head_mean), free(r->kept_hash), free(r->step_cand), free(r->step_kept);
     free(r->spans), free(r->span_ret), free(r->span_recall);
     memset(r, 0, sizeof *r);
 }
@@ -133,6 +134,30 @@ void sim_cfg_cols_of(const sim_opts *o, int c, sim_cfg_cols *k)
     k->policy = pc->iface->name, k->params = pc->canonical;
     k->budget = sim_cfg_budget(o, c), k->chunk = sim_cfg_chunk(o, c), k->fraction = sim_cfg_fraction(o, c);
     results_run_label(k->config, k->alloc, k->chunk, k->run, sizeof k->run);
+}
+
+int sim_same_as(const sim_trace_out *t, int n, int c)
+{
+    const sim_opts *o = t[0].o;
+    for (int d = 0; d < c; d++) {
+        bool same = sim_cfg_budget(o, d) == sim_cfg_budget(o, c);
+        for (int i = 0; same && i < n; i++) {
+            const size_t LK = (size_t)(t[i].r->L * t[i].r->K);
+            same = memcmp(t[i].r->kept_hash + (size_t)d * LK, t[i].r->kept_hash + (size_t)c * LK,
+                          LK * sizeof *t[i].r->kept_hash) == 0;
+        }
+        if (same) return d;
+    }
+    return -1;
+}
+
+/* The same_as cell: the earlier configuration's run label, or "". */
+void sim_row_same_as(results_row *w, const sim_trace_out *t, int n, int c)
+{
+    const int d = sim_same_as(t, n, c);
+    sim_cfg_cols k;
+    if (d >= 0) sim_cfg_cols_of(t[0].o, d, &k);
+    results_row_text(w, d >= 0 ? k.run : "");
 }
 
 void sim_row_run(results_row *w, const sim_opts *o, const sim_cfg_cols *k, bool strides)
@@ -165,9 +190,12 @@ static int write_results_csv(const sim_trace_out *t, int n_traces, const char *d
     for (int i = 0; i < n_traces; i++) {
         const sim_results *r = t[i].r;
         const int64_t G = r->H / r->K; /* query head h uses kv head h / G (docs/trace.md#conventions) */
-        sim_cfg_cols k;
+        sim_cfg_cols k, sk;
         for (int c = 0; c < r->n_cfg; c++) {
             sim_cfg_cols_of(t[i].o, c, &k);
+            const int d = sim_same_as(&t[i], 1, c);
+            if (d >= 0) sim_cfg_cols_of(t[i].o, d, &sk);
+            const char *same = d >= 0 ? sk.run : "";
             for (int64_t l = 0; l < r->L; l++)
                 for (int64_t h = 0; h < r->H; h++)
                     for (int p = 0; p < N_PHASES; p++) {
@@ -180,7 +208,7 @@ static int write_results_csv(const sim_trace_out *t, int n_traces, const char *d
                         results_row_real(&w, s->err_mean), results_row_real(&w, s->err_p95);
                         results_row_real(&w, s->recall_mean), results_row_real(&w, s->recall_min);
                         results_row_int(&w, r->head_budget[at]), results_row_real(&w, r->head_mean[at]);
-                        results_row_text(&w, t[i].id), results_row_text(&w, k.run);
+                        results_row_text(&w, t[i].id), results_row_text(&w, same), results_row_text(&w, k.run);
                         results_row_end(&w);
                     }
         }
@@ -300,6 +328,26 @@ static void print_table(const sim_results *r, const sim_opts *o)
            r->reference_s, r->replay_s, r->metrics_s, score_s, r->replay_s - r->metrics_s - score_s);
 }
 
+/* One note on stderr naming the configurations that coincide with an earlier one in every trace (the first
+ * few): legal, but a label that says pyramid or adakv over results that are uniform's is a trap. */
+static void note_same(const sim_trace_out *t, int n_traces)
+{
+    int same = 0;
+    for (int c = 0; c < t[0].r->n_cfg; c++) same += sim_same_as(t, n_traces, c) >= 0;
+    if (!same) return;
+    fprintf(stderr, "kvtrace: sim: note: %d configuration%s kept exactly the positions of an earlier one at every "
+            "step (results equal row for row; same_as in results.csv and summary.csv):", same, same > 1 ? "s" : "");
+    int shown = 0;
+    for (int c = 0; c < t[0].r->n_cfg && shown < 4; c++) {
+        const int d = sim_same_as(t, n_traces, c);
+        if (d < 0) continue;
+        sim_cfg_cols a, b;
+        sim_cfg_cols_of(t[0].o, c, &a), sim_cfg_cols_of(t[0].o, d, &b);
+        fprintf(stderr, "%s %s N=%lld = %s", shown++ ? ";" : "", a.run, (long long)a.budget, b.run);
+    }
+    fprintf(stderr, "%s\n", same > shown ? "; ..." : "");
+}
+
 int sim_results_write(const sim_trace_out *t, int n_traces, const char *dir, kv_err *err)
 {
     const sim_opts *o = t[0].o;
@@ -308,5 +356,6 @@ int sim_results_write(const sim_trace_out *t, int n_traces, const char *dir, kv_
     if (!rc) rc = write_results_h5(t, n_traces, dir, err);
     if (!rc && o->prov) rc = prov_write_json(o->prov, dir, err);
     if (!rc && !o->quiet && n_traces == 1) print_table(t[0].r, o);
+    if (!rc && !o->quiet) note_same(t, n_traces);
     return rc;
 }

@@ -16,6 +16,7 @@ typedef struct {
                                   the largest capacity (static) or K·N (dynamic), at most T; T for `full` */
     int64_t *head_budget;      /* [cfg][L][K] rows kept at the end */
     double *head_mean;         /* [cfg][L][K] rows kept after each evicting step, averaged; NaN: none */
+    uint64_t *kept_hash;       /* [cfg][L][K] the hash of every step's kept positions (replay.h): same_as */
     int64_t n_steps;           /* eviction steps of the replay */
     int32_t *step_cand, *step_kept; /* NULL, or (--step-counts) [cfg][L][K][n_steps] */
     trace_span *spans;         /* [n_spans] the trace's /spans (a copy); NULL: none */
@@ -48,6 +49,11 @@ typedef struct {
  * in the work folder and when the traces of a study are compared. */
 void sim_cfg_prefix(const sim_opts *o, int c, char *buf, size_t cap);
 
+/* The first configuration before c at the same budget that kept, in every trace of t[0..n), the same
+ * positions at every step of every stream (their kept_hash agree), else -1: its results equal c's row
+ * for row (docs/sim.md, "Configurations that coincide"). */
+int sim_same_as(const sim_trace_out *t, int n, int c);
+
 /* Configuration c's labels, as every sim CSV writes them (docs/outputs.md). */
 typedef struct {
     char config[512], alloc[300], run[830];   /* run: results_run_label, the CSVs' last column */
@@ -59,6 +65,8 @@ void sim_cfg_cols_of(const sim_opts *o, int c, sim_cfg_cols *k);
 /* The run columns results.csv, summary.csv and timing.csv start with: config, policy, params, budget,
  * allocator, budget_fraction, chunk, and (strides) decode_chunk, eval_stride. */
 void sim_row_run(results_row *w, const sim_opts *o, const sim_cfg_cols *k, bool strides);
+/* The same_as cell of configuration c over traces t[0..n) (sim_same_as: the run label, or ""). */
+void sim_row_same_as(results_row *w, const sim_trace_out *t, int n, int c);
 
 /* results.csv, timing.csv, results.h5 and provenance.json into `dir` for
  * traces t[0..n) (one or a study); a one-trace run's table on stdout. The

@@ -81,6 +81,7 @@ static sim_result item_result(const sim_results *r, const sim_item *it, int64_t 
         .stats = r->stats + (((size_t)it->c * (size_t)r->L + (size_t)l) * (size_t)r->H + (size_t)(it->g0 * G)) *
                  N_PHASES,
         .retained = retained, .n_retained = r->head_budget + at, .kept_mean = r->head_mean + at,
+        .kept_hash = r->kept_hash + at,
         .step_cand = r->step_cand ? r->step_cand + at * (size_t)r->n_steps : NULL,
         .step_kept = r->step_kept ? r->step_kept + at * (size_t)r->n_steps : NULL,
         .n_steps = r->n_steps, .logdet = r->logdet + at,

@@ -103,6 +103,7 @@ static int each_part(const sim_results *r, const sim_unit *u, const uint8_t *wan
             if (!rc) rc = f(ctx, r->logdet + cl * K, K * sizeof *r->logdet, PART_COPY);
             if (!rc) rc = f(ctx, r->head_budget + cl * K, K * sizeof *r->head_budget, PART_COPY);
             if (!rc) rc = f(ctx, r->head_mean + cl * K, K * sizeof *r->head_mean, PART_COPY);
+            if (!rc) rc = f(ctx, r->kept_hash + cl * K, K * sizeof *r->kept_hash, PART_COPY);
             if (!rc && r->step_cand) rc = f(ctx, r->step_cand + cl * K * NS, K * NS * sizeof(int32_t), PART_COPY);
             if (!rc && r->step_kept) rc = f(ctx, r->step_kept + cl * K * NS, K * NS * sizeof(int32_t), PART_COPY);
             if (!rc && r->span_ret) rc = f(ctx, r->span_ret + cl * K * S, K * S * sizeof(double), PART_COPY);
@@ -232,7 +233,7 @@ static char *plan_text(const sim_opts *o, const study_set *s, const trace_run *r
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return NULL;
-    fprintf(f, "kvtrace sim work folder, format 3 (units: trace x configuration x layer)\n");
+    fprintf(f, "kvtrace sim work folder, format 4 (units: trace x configuration x layer)\n");
     for (int j = 0; o->prov && j < o->prov->n_inputs; j++)
         fprintf(f, "input %s %s %s\n", o->prov->inputs[j].role, o->prov->inputs[j].sha256, o->prov->inputs[j].path);
     for (int i = 0; i < s->n; i++) fprintf(f, "trace %d %s %s\n", i, s->t[i].id, s->t[i].path);

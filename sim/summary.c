@@ -62,7 +62,7 @@ static int write_by_trace(const sim_trace_out *t, int n, const char *dir, kv_err
                 sim_row_run(&w, t[i].o, &k, true);
                 results_row_text(&w, PHASE_NAMES[p]), results_row_int(&w, q);
                 for (int x = 0; x < N_METRICS; x++) results_row_real(&w, m[x]);
-                results_row_text(&w, t[i].id), results_row_text(&w, k.run);
+                results_row_text(&w, t[i].id), sim_row_same_as(&w, &t[i], 1, c), results_row_text(&w, k.run);
                 results_row_end(&w);
             }
         }
@@ -109,7 +109,7 @@ static int write_over_traces(const sim_trace_out *t, int n, const char *dir, kv_
             for (int m = 0; m < N_METRICS; m++) results_row_real(&w, mean[m]);
             results_row_int(&w, n);
             for (int m = 0; m < N_METRICS; m++) results_row_real(&w, lo[m]), results_row_real(&w, hi[m]);
-            results_row_text(&w, k.run);
+            sim_row_same_as(&w, t, n, c), results_row_text(&w, k.run);
             results_row_end(&w);
         }
     }

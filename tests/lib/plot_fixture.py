@@ -174,7 +174,7 @@ def write_results_csv(out, rng, allocs):
     """results.csv: one row per (configuration, budget, layer, query head, phase), errors varying by layer and head."""
     cols = ["config", "policy", "params", "budget", "allocator", "budget_fraction", "chunk", "decode_chunk",
             "eval_stride", "layer", "q_head", "kv_head", "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95",
-            "attn_recall_mean", "attn_recall_min", "head_budget", "head_budget_mean", "trace", "run"]
+            "attn_recall_mean", "attn_recall_min", "head_budget", "head_budget_mean", "trace", "same_as", "run"]
     rows = []
     for a in allocs:
         for name, params in [("full", "")] + RUNS:
@@ -186,7 +186,7 @@ def write_results_csv(out, rng, allocs):
                             c = caps(name, a, b)[l]
                             rows.append((label(name, params), name, params, b, a, "", 16, 1, 1, l, h, h // (H // K),
                                          phase, 100, g(e), g(1.5 * e), g(1 - e / 2), g(1 - e), c, c, "fixture",
-                                         run_label(name, params, a)))
+                                         "", run_label(name, params, a)))
     write_csv(os.path.join(out, "results.csv"), cols, rows)
 
 
@@ -194,7 +194,7 @@ def write_results(out, rng, allocs):
     cols = ["config", "policy", "params", "budget", "allocator", "budget_fraction", "chunk", "decode_chunk",
             "eval_stride", "phase", "n_queries", "out_rel_err_mean", "out_rel_err_p95", "attn_recall_mean", "attn_recall_min", "final_logdet_mean", "n_traces"]
     cols += [m + e for m in cols[11:16] for e in ("_ci_lo", "_ci_hi")]  # one trace: intervals of zero width
-    cols += ["run"]
+    cols += ["same_as", "run"]
     rows, timing = [], []
     base = {"streaming": 0.35, "tova": 0.18, "keydiff": 0.25}
     ns = {"streaming": 0.8, "tova": 0.9, "keydiff": 21.0}
@@ -207,7 +207,7 @@ def write_results(out, rng, allocs):
                 for phase in ("prefill", "decode", "all"):
                     stats = (g(e), g(1.8 * e), g(rec), g(rec - 0.2 * e - 0 * rec), g(-40 + 10 * np.log(b) + rng.normal()))
                     rows.append((label(name, params), name, params, b, a, "", 16, 1, 1, phase, 400) + stats + (1,) +
-                                tuple(x for v in stats for x in (v, v)) + (run_label(name, params, a),))
+                                tuple(x for v in stats for x in (v, v)) + ("", run_label(name, params, a)))
                 t = 0.0 if name == "full" else ns[name] * (1 + 0.1 * rng.normal())
                 timing.append((label(name, params), name, params, b, a, "", 16, 0 if name == "full" else 50,
                                0 if name == "full" else 3000, "%.3f" % t, "fixture", run_label(name, params, a)))

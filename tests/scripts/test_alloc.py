@@ -279,8 +279,10 @@ def alpha_one_is_uniform(tmp):
             "--budgets", "5,12,40", "--chunk", 8, "--decode-chunk", 2, "--quiet", "-o", res)
     check(r.returncode == 0, "sim uniform vs adakv:alpha=1", r.stderr)
     rows = read_csv(os.path.join(res, "results.csv"))
-    a = [{k: v for k, v in row.items() if k not in ("allocator", "run")} for row in rows if row["allocator"] == "uniform"]
-    b = [{k: v for k, v in row.items() if k not in ("allocator", "run")} for row in rows if row["allocator"] == "adakv:alpha=1"]
+    a = [{k: v for k, v in row.items() if k not in ("allocator", "run", "same_as")} for row in rows if row["allocator"] == "uniform"]
+    b = [{k: v for k, v in row.items() if k not in ("allocator", "run", "same_as")} for row in rows if row["allocator"] == "adakv:alpha=1"]
+    check(all(row["same_as"] == row["run"].replace("@adakv:alpha=1/", "@uniform/") for row in rows
+              if row["allocator"] == "adakv:alpha=1"), "adakv:alpha=1's rows say same_as uniform's run")
     check(a == b and len(a) > 0, "adakv:alpha=1 gives uniform's results.csv (%d rows)" % len(a))
     runs = runs_of(res)
     uni = {(p, q, n): ret.tolist() for p, q, al, n, ret, *_ in runs if al == "uniform"}

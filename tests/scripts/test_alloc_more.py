@@ -345,8 +345,8 @@ def equal_to_uniform(tmp):
     check(r.returncode == 0, "sim uniform vs duo:ratio=0", r.stderr)
     if r.returncode == 0:
         rows = read_csv(os.path.join(res, "results.csv"))
-        a = [{k: v for k, v in x.items() if k not in ("allocator", "run")} for x in rows if x["allocator"] == "uniform"]
-        b = [{k: v for k, v in x.items() if k not in ("allocator", "run")} for x in rows if x["allocator"] != "uniform"]
+        a = [{k: v for k, v in x.items() if k not in ("allocator", "run", "same_as")} for x in rows if x["allocator"] == "uniform"]
+        b = [{k: v for k, v in x.items() if k not in ("allocator", "run", "same_as")} for x in rows if x["allocator"] != "uniform"]
         check(a == b and len(a) > 0, "duo:ratio=0 gives uniform's results.csv (%d rows)" % len(a))
     one = os.path.join(tmp, "one.h5")
     r = run("synth", "--layers", 1, "--heads", 2, "--kv-heads", 1, "--head-dim", 8, "--tokens", 90,
@@ -357,7 +357,7 @@ def equal_to_uniform(tmp):
     check(r.returncode == 0, "sim uniform vs global on one layer, one kv head", r.stderr)
     if r.returncode == 0:
         rows = read_csv(os.path.join(res, "results.csv"))
-        drop = ("allocator", "run")
+        drop = ("allocator", "run", "same_as")
         a = [{k: v for k, v in x.items() if k not in drop} for x in rows if x["allocator"] == "uniform"]
         b = [{k: v for k, v in x.items() if k not in drop} for x in rows if x["allocator"] == "global"]
         check(a == b and len(a) > 0, "global on a one-layer one-head trace gives uniform's results.csv (%d rows)"

@@ -43,7 +43,7 @@ FID_POLICIES = [("full", "full"), ("knorm", "knorm"), ("keydiff", "keydiff:ancho
 # parameter-free pairs) reads it as NaN; fidelity's rank correlations are NaN where nothing varies; sim's
 # budget_fraction is empty when every budget was given as N, head_budget_mean NaN when no step evicted
 MAY_BE_ALL_NAN = {"params", "params_a", "params_b", "rho_out_rel_err_kl", "rho_attn_loss_kl", "budget_fraction",
-                  "head_budget_mean"}
+                  "head_budget_mean", "same_as"}
 # columns that hold "head" but are not a head index: a (layer, kv head)'s kept rows (sim's allocators)
 HEAD_VALUES = {"head_budget", "head_budget_mean"}
 

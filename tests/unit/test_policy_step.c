@@ -272,6 +272,7 @@ static void sim_replay_returns_the_error(void **state)
     static sim_stats stats[SH * N_PHASES];
     int64_t retained[SK * ST], n_retained[SK];
     double logdet[SK], kept_mean[SK];
+    uint64_t kept_hash[SK];
     /* at = 0: never fails (the probe runs to the end); then each function failing at its 1st and 3rd call */
     const struct { int64_t at; int in; } cases[] = {{0, IN_SCORE}, {1, IN_OBSERVE}, {3, IN_OBSERVE}, {1, IN_SCORE},
                                                     {3, IN_SCORE}};
@@ -279,7 +280,7 @@ static void sim_replay_returns_the_error(void **state)
         for (int64_t ng = 1; ng <= SK; ng++) {   /* one kv head; a layer-scope stream of both */
             policy_config pc = probe(&PROBE, cases[c].at, cases[c].in);
             sim_result out = {.stats = stats, .retained = retained, .n_retained = n_retained, .kept_mean = kept_mean,
-                              .logdet = logdet};
+                              .kept_hash = kept_hash, .logdet = logdet};
             kv_err err = {0};
             int rc = sim_replay(&ly, &pc, 16, 16, 0, 0, ng, &out, &err);
             if (cases[c].at == 0) {
