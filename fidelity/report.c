@@ -52,6 +52,30 @@ static int write_data(const fid_results *r, const plot_ctx *ctx, int *blocks, kv
     return plot_close(f, ctx, "fidelity.dat", err);
 }
 
+/* The legend's label of configuration i: the policy; for a variant its params and allocator (when not uniform). */
+static void series_label(const fid_results *r, int i, char *label, size_t cap)
+{
+    const fid_config *c = &r->c[i];
+    const bool v = variant_of(r, i) > 0, params = v && c->pc->canonical[0], alloc = v && !alloc_is_uniform(c->ac);
+    snprintf(label, cap, "%s%s%s%s%s", c->pc->iface->name, params ? " " : "", params ? c->pc->canonical : "",
+             alloc ? " " : "", alloc ? c->alloc : "");
+}
+
+/* The legend's width in pixels (as plot_key_px: Sans 10, about 7.4 px a character) and its entries. */
+static int key_px(const fid_results *r, int *entries)
+{
+    size_t longest = 8;
+    *entries = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (!series_head(r, i) || !fid_ranked(&r->c[i])) continue;
+        char label[600];
+        series_label(r, i, label, sizeof label);
+        if (strlen(label) > longest) longest = strlen(label);
+        (*entries)++;
+    }
+    return (int)(7.4 * (double)longest) + 90;
+}
+
 /* The axis range of one panel around its points: a factor of 1.6 beyond
  * them on a log axis, 0 to 10% above the highest on a linear one. */
 static void panel_range(FILE *f, const fid_results *r, int64_t budget, bool logscale, bool y)
@@ -79,7 +103,7 @@ static void panel(FILE *f, const fid_results *r, const fid_headline *h, int b, b
             fid_rho_text(k->rho_err, t, 32), (long long)k->misordered, (long long)k->pairs);
     panel_range(f, r, h->budget[b], logscale, false);
     panel_range(f, r, h->budget[b], logscale, true);
-    if (last) fprintf(f, "set key at screen 0.995, screen 0.84 top right\n");
+    if (last) fprintf(f, "set key at screen 0.995, screen 0.84 top right maxrows %d\n", r->n);
     else fprintf(f, "unset key\n");
     if (!first) fprintf(f, "unset ylabel\n");
     fputs("plot ", f);
@@ -87,10 +111,8 @@ static void panel(FILE *f, const fid_results *r, const fid_headline *h, int b, b
     for (int i = 0; i < r->n; i++) {
         if (!series_head(r, i) || !fid_ranked(&r->c[i])) continue;
         const fid_config *c = &r->c[i];
-        char label[600]; /* the policy; for a variant its params and its allocator (when not uniform) */
-        const bool v = variant_of(r, i) > 0, params = v && c->pc->canonical[0], alloc = v && !alloc_is_uniform(c->ac);
-        snprintf(label, sizeof label, "%s%s%s%s%s", c->pc->iface->name, params ? " " : "", params ? c->pc->canonical : "",
-                 alloc ? " " : "", alloc ? c->alloc : "");
+        char label[600];
+        series_label(r, i, label, sizeof label);
         fprintf(f, "%s'fidelity.dat' index %d using ($3 == %lld ? $1 : NaN):2 with points ps 1.6 lc rgb '%s' pt %d "
                    "title ", blk ? ", \\\n     " : "", blk, (long long)h->budget[b],
                 plot_policy_colour(c->pc->iface->name), plot_point_type(variant_of(r, i)) | 1);
@@ -106,15 +128,17 @@ static void write_script(FILE *f, const fid_results *r, const plot_ctx *ctx, boo
     fid_headline_compute(r, &h);
     int drawn = 0;   /* a budget with no ranked configuration (sim measured no query: N >= T) has no panel */
     for (int b = 0; b < h.n; b++) drawn += h.within[b].n_configs > 0;
+    int entries = 0;
+    const int key = key_px(r, &entries);   /* the legend's own column at the right, as wide as its labels */
     const int cols = drawn < 3 ? drawn : 3, rows = (drawn + 2) / 3;
-    const int width = 400 * cols + 230, height = 400 * rows + 110;
+    const int width = 400 * cols + 30 + key, height = 400 * rows + 110;
     plot_gp_preamble(f, ctx, "fidelity", "offline output error versus online KL, one panel per budget", width, height);
     char t1[32], t2[32];
     fprintf(f, "set multiplot layout %d,%d margins %.3f,%.3f,%.3f,%.3f spacing 0.06,0.16 title \"Offline replay vs "
                "eviction inside the model, one point per configuration: Spearman rho within each budget (mean %s)\\n"
                "(pooled over all budgets rho = %s, inflated by the budget effect: a larger N lowers both error and "
                "KL)\" font ',11'\n",
-            rows, cols, 70.0 / width, 1.0 - 210.0 / width, 55.0 / height, 1.0 - 95.0 / height,
+            rows, cols, 70.0 / width, 1.0 - (key + 24.0) / width, 55.0 / height, 1.0 - 95.0 / height,
             fid_rho_text(h.rho_err, t1, 32), fid_rho_text(h.pooled.rho_err, t2, 32));
     fprintf(f, "set xlabel 'offline: sim out_rel_err, mean'\n");
     fprintf(f, "set ylabel 'online: KL(p_full || p_evict), mean (nats)'\n");

@@ -194,7 +194,10 @@ static void write_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
     /* the two line panels take the left 70%; their keys stand in the column at the right, one above the
      * other, so no key covers a line (KEY_LINE: one key line at font 8, in screen units of the 900-pixel page) */
     const double KEY_LINE = 0.0145, key2 = 0.955 - (v->n + 2) * KEY_LINE;
-    fprintf(f, "set origin 0,0.44\nset size 0.35,0.52\n");
+    /* the two panels share what the keys' column leaves (its width: the longest label at font 8) */
+    double half = (1.0 - (plot_key_px(d, 8) + 24.0) / 1200.0) / 2;
+    if (half > 0.35) half = 0.35;
+    fprintf(f, "set origin 0,0.44\nset size %.4f,0.52\n", half);
     fprintf(f, "set title sprintf('Rows kept per kv head by layer at N = %%d', B)\n");
     fprintf(f, "set xlabel 'layer'\nset ylabel 'rows kept (head_budget)'\nset xrange [-0.3:%g]\nset yrange [0:*]\n",
             (double)d->meta.L - 0.7);
@@ -207,7 +210,7 @@ static void write_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
         fputs(", \\\n     ", f);
     }
     fprintf(f, "B with lines dt 3 lw 1 lc rgb '#888888' title 'N'\n");
-    fprintf(f, "\nset origin 0.35,0.44\nset size 0.35,0.52\nset xtics autofreq\nset yrange [*:*]\n");
+    fprintf(f, "\nset origin %.4f,0.44\nset size %.4f,0.52\nset xtics autofreq\nset yrange [*:*]\n", half, half);
     fprintf(f, "set title 'Output error versus total memory'\n");
     plot_gp_budget_axis(f, pts, n);
     fprintf(f, "set xlabel 'memory: rows kept at the end, all layers and kv heads'\n");

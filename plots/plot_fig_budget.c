@@ -25,10 +25,12 @@ static int write_data(const plot_data *d, const plot_ctx *ctx, plot_fig_out *out
 static void error_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const char *name, const char *data,
                          const plot_point *pts, size_t n, const int *order, int blocks)
 {
-    plot_gp_preamble(f, ctx, name, "output error and attention recall versus budget", 1200, 500);
-    /* two panels side by side and the legend in a column of its own at the right */
-    fprintf(f, "set multiplot layout 1,2 margins 0.07,0.82,0.12,0.87 spacing 0.08 title 'Eviction cost versus cache "
-               "budget (mean over layers, heads and queries at positions >= N)' font ',13'\n");
+    /* two panels side by side and the legend in a column of its own at the right, as wide as its labels */
+    const int key = plot_key_px(d, 10), width = 990 + key > 1200 ? 990 + key : 1200;
+    plot_gp_preamble(f, ctx, name, "output error and attention recall versus budget", width, 500);
+    fprintf(f, "set multiplot layout 1,2 margins %.3f,%.3f,0.12,0.87 spacing 0.08 title 'Eviction cost versus cache "
+               "budget (mean over layers, heads and queries at positions >= N)' font ',13'\n", 84.0 / width,
+            1.0 - (key + 24.0) / width);
     plot_gp_budget_axis(f, pts, n);
     fprintf(f, "set xlabel 'cache budget N (tokens)'\n");
     fprintf(f, "set title 'Output relative error (lower is better)'\n");
@@ -45,7 +47,7 @@ static void error_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
     if (log_y) fprintf(f, "unset logscale y\nset format y '%%g'\n");
     fprintf(f, "\nset title 'Attention recall (higher is better)'\n");
     fprintf(f, "set ylabel 'attn_recall, mean  (full-cache attention mass kept)'\nset yrange [*:1.02]\n");
-    fprintf(f, "set key at screen 0.99, screen 0.87 top right\n");
+    fprintf(f, "set key at screen 0.995, screen 0.87 top right maxrows %d\n", d->series.n);
     if (band) plot_gp_bands(f, d, data, order, blocks, "1:6:7");
     plot_gp_lines_more(f, d, data, order, blocks, "1:3", band);
     fprintf(f, "unset multiplot\n");

@@ -52,10 +52,11 @@ static int write_chunks(const plot_data *d, const plot_ctx *ctx, const char *nam
     FILE *f = NULL;
     int rc = pts && order ? plot_open(ctx, script, &f, err) : kv_fail(err, KV_EFAIL, "plot: out of memory");
     if (!rc) {
-        plot_gp_preamble(f, ctx, name, "output error versus prefill chunk", 420 * nb + 260, 480);
-        fprintf(f, "set multiplot layout 1,%d margins 0.07,%.3f,0.12,0.85 spacing 0.06 title 'Output relative error "
+        const int key = plot_key_px(d, 10), width = 420 * nb + 40 + key;
+        plot_gp_preamble(f, ctx, name, "output error versus prefill chunk", width, 480);
+        fprintf(f, "set multiplot layout 1,%d margins %.3f,%.3f,0.12,0.85 spacing 0.06 title 'Output relative error "
                    "versus prefill chunk B (the cache holds N + B rows during a chunk)' font ',13'\n", nb,
-                1.0 - 240.0 / (420 * nb + 260));
+                70.0 / width, 1.0 - (key + 24.0) / width);
         fprintf(f, "set xlabel 'prefill chunk B (tokens)'\nset ylabel 'out_rel_err, mean'\nset yrange [0:*]\n");
     }
     for (int k = 0; !rc && k < nb; k++) {
@@ -69,7 +70,7 @@ static int write_chunks(const plot_data *d, const plot_ctx *ctx, const char *nam
             if (d->summary[i].budget == budgets[k]) pts[n++].budget = d->summary[i].chunk;
         plot_gp_budget_axis(f, pts, n);
         fprintf(f, "set title 'budget N = %lld'\n", (long long)budgets[k]);
-        if (k == nb - 1) fprintf(f, "set key at screen 0.99, screen 0.85 top right\n");
+        if (k == nb - 1) fprintf(f, "set key at screen 0.995, screen 0.85 top right maxrows %d\n", d->series.n);
         else fprintf(f, "unset key\n");
         if (band) plot_gp_bands(f, d, data, order, blocks, "1:4:5");
         plot_gp_lines_more(f, d, data, order, blocks, "1:2", band);

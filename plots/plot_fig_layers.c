@@ -56,8 +56,11 @@ static void write_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
 {
     plot_gp_preamble(f, ctx, name, "output error by layer at one budget", 1200, 500);
     fprintf(f, "B = %lld   # the budget drawn: any budget of %s\n", (long long)budget, data);
-    fprintf(f, "set title sprintf('Output relative error by layer at cache budget N = %%d (mean over each layer''s "
-               "query heads and queries at positions >= N)', B)\n");
+    /* the title centred on the canvas (a plot title centres on the plot area, which the legend at its right
+     * narrows, and a long one was cut at the left) */
+    fprintf(f, "set tmargin 3\nset label 1 sprintf('Output relative error by layer at cache budget N = %%d (mean over "
+               "each layer''s query heads and queries at positions >= N)', B) at screen 0.5, screen 0.965 center "
+               "font ',12'\n");
     fprintf(f, "set xlabel 'layer'\nset ylabel 'out_rel_err, mean%s'\n", log_y ? " (log scale)" : "");
     fprintf(f, "set xrange [-0.3:%g]\n", (double)d->meta.L - 0.7);
     if (d->meta.L <= 40) fprintf(f, "set xtics 1\n");

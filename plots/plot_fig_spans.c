@@ -5,6 +5,7 @@
  * policy configuration, at the first chunk of the file; a study's 95%
  * intervals over traces as bands. The report's span table (plot_report.c)
  * lists every row, every chunk. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -54,22 +55,36 @@ static int write_span_data(const plot_data *d, const plot_ctx *ctx, plot_fig_out
 }
 
 
+/* Whether span s has a value of statistic k in any row (an answer that ends the sequence has no query
+ * after it: retention_mean and attn_recall are nan in every row). */
+static bool span_defined(const plot_data *d, int s, int k, int64_t chunk)
+{
+    for (size_t i = 0; i < d->n_spans; i++)
+        if (d->spans[i].span == s && d->spans[i].chunk == chunk && !isnan(d->spans[i].mean[k])) return true;
+    return false;
+}
+
 /* One column of panels: span s's three statistics (gnuplot fills the layout column by column). */
 static void span_panels(FILE *f, const plot_data *d, int s, int ns, const char *data, const int *order, int blocks,
-                        const plot_point *pts, size_t n, bool band)
+                        const plot_point *pts, size_t n, bool band, int64_t chunk)
 {
     plot_gp_budget_axis(f, pts, n);
     for (int k = 0; k < PLOT_SPAN_STATS; k++) {
+        const bool none = !span_defined(d, s, k, chunk);
+        if (none)   /* say why the panel is empty rather than leave blank axes */
+            fprintf(f, "set label 2 \"no value: no query comes after this span\\n(it ends the sequence), so %s is "
+                       "nan\" at graph 0.5, graph 0.5 center font ',9' tc rgb '#666666'\n", PLOT_SPAN_STAT_NAMES[k]);
         char using[32], bands[32];
         snprintf(using, sizeof using, "1:%d", 2 + 3 * k);
         snprintf(bands, sizeof bands, "1:%d:%d", 3 + 3 * k, 4 + 3 * k);
         fprintf(f, "set title '%s: %s' font ',10'\n", d->span_names[s], PLOT_SPAN_STAT_NAMES[k]);
         fprintf(f, "set ylabel '%s'\n", s == 0 ? "fraction" : "");
         fprintf(f, "set xlabel '%s'\n", k == PLOT_SPAN_STATS - 1 ? "cache budget N (tokens)" : "");
-        if (s == ns - 1 && k == 0) fprintf(f, "set key at screen 0.99, screen 0.9 top right\n");
+        if (s == ns - 1 && k == 0) fprintf(f, "set key at screen 0.995, screen 0.9 top right maxrows %d\n", d->series.n);
         else fprintf(f, "unset key\n");
         if (band) plot_gp_bands(f, d, data, order, blocks, bands);
         plot_gp_lines_more(f, d, data, order, blocks, using, band);
+        if (none) fprintf(f, "unset label 2\n");
     }
     fprintf(f, "unset logscale x\n");
 }
@@ -84,12 +99,15 @@ static int write_spans(const plot_data *d, const plot_ctx *ctx, const char *name
     snprintf(script, sizeof script, "%s.gp", name);
     FILE *f = NULL;
     int rc = rows && pts && order ? plot_open(ctx, script, &f, err) : kv_fail(err, KV_EFAIL, "plot: out of memory");
-    const int width = 400 * ns + 300;
+    const int key = plot_key_px(d, 10), width = 400 * ns + 60 + key;
     if (!rc) {
-        plot_gp_preamble(f, ctx, name, "span retention versus budget", width, 1000);
+        /* each of the three rows as tall as the legend (one column of every series: gnuplot wraps it into
+         * more columns, over the panels, when the panel beside it is shorter) */
+        const int height = 3 * (18 * d->series.n + 130) > 1000 ? 3 * (18 * d->series.n + 130) : 1000;
+        plot_gp_preamble(f, ctx, name, "span retention versus budget", width, height);
         fprintf(f, "set multiplot layout 3,%d columnsfirst margins 0.09,%.3f,0.06,0.9 spacing 0.06,0.08 title "
                    "'Span retention versus cache budget (chunk %lld; means over layers and kv heads%s)' font ',13'\n",
-                ns, 1.0 - 260.0 / width, (long long)chunk, band ? ", then over traces, 95% bands" : "");
+                ns, 1.0 - (key + 24.0) / width, (long long)chunk, band ? ", then over traces, 95% bands" : "");
         fprintf(f, "set yrange [0:1.02]\n");
     }
     for (int s = 0; !rc && s < ns; s++) {
@@ -98,7 +116,7 @@ static int write_spans(const plot_data *d, const plot_ctx *ctx, const char *name
         size_t n = 0;
         snprintf(data, sizeof data, "%s_%d.dat", name, s);
         rc = write_span_data(d, ctx, out, data, s, chunk, rows, pts, &n, order, &blocks, err);
-        if (!rc) span_panels(f, d, s, ns, data, order, blocks, pts, n, band);
+        if (!rc) span_panels(f, d, s, ns, data, order, blocks, pts, n, band, chunk);
     }
     if (f) {
         fprintf(f, "unset multiplot\n");

@@ -60,7 +60,7 @@ static void write_script(FILE *f, const plot_data *d, const plot_ctx *ctx, const
     fprintf(f, "set xlabel 'layer'\nset ylabel 'Spearman ρ (rank correlation)'\n");
     fprintf(f, "set xrange [-0.6:%lld.6]\nset xtics %lld\n", (long long)L - 1, (long long)(L <= 16 ? 1 : (L + 15) / 16));
     fprintf(f, "set yrange [%.2f:1.05]\n", lo < 0 ? floor(lo * 10 - 0.5) / 10 : 0.0);
-    fprintf(f, "set key bottom right\n");
+    fprintf(f, "set key outside right top\n");
     fprintf(f, "set arrow from graph 0, first 0 to graph 1, first 0 nohead lc rgb '#888888' dt 3\n");
     fprintf(f, "pw = '%s'; an = '%s'\n", PAIRWISE, ANCHOR);
     fprintf(f, "plot '%s' index 0 using ($1-0.12):3 with points pt 6 ps 0.9 lc rgb pw title 'rho_pairwise, one head', \\\n", data);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "plot_figures.h"
 
@@ -63,6 +64,14 @@ static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
+}
+
+int plot_key_px(const plot_data *d, int font_pt)
+{
+    size_t longest = 8;
+    for (int i = 0; i < d->series.n; i++)
+        if (strlen(d->series.s[i].label) > longest) longest = strlen(d->series.s[i].label);
+    return (int)(7.4 * font_pt / 10.0 * (double)longest) + 90;
 }
 
 void plot_gp_budget_axis(FILE *f, const plot_point *pts, size_t n)

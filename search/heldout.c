@@ -217,7 +217,7 @@ static bool write_figure(const char *dir, const row *r, int n, char names[][64],
     }
     fprintf(g, ")\nset logscale y\nset ylabel 'out_rel_err (mean)'\nunset key\nplot ");
     for (int pass = 0; pass < 2; pass++) {
-        if (pass) fprintf(g, "unset logscale y\nset ylabel 'attn_recall (mean)'\nset key bottom right font ',9'\nplot ");
+        if (pass) fprintf(g, "unset logscale y\nset ylabel 'attn_recall (mean)'\nset key outside right top font ',9'\nplot ");
         for (int p = 0; p < n_names; p++)
             fprintf(g, "%s'heldout.dat' index %d using 1:%d:%d with filledcurves fs transparent solid 0.2 noborder "
                        "lc rgb '%s' notitle, '' index %d using 1:%d with linespoints lw 2 lc rgb '%s' title '%s'",

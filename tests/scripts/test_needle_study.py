@@ -44,7 +44,11 @@ def main():
     if not model:
         skip("the needle study replays", NO_MODEL)
         return finish()
-    tmp = tempfile.mkdtemp(prefix="kvtrace-needle-")
+    with tempfile.TemporaryDirectory(prefix="kvtrace-needle-") as tmp:
+        return study(model, tmp)
+
+
+def study(model, tmp):
     hay, prompts, study = (os.path.join(tmp, n) for n in ("hay.txt", "p.jsonl", "study"))
     with open(hay, "w") as f:
         f.write(STORY)
