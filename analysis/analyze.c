@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "analysis/analyze_ctx.h"
+#include "analysis/paired.h"
 #include "analysis/logdet.h"
 #include "analysis/spearman.h"
 #include "core/csv.h"
@@ -372,6 +373,7 @@ int analyze_run(const analyze_opts *o, kv_err *err)
     bool dir_started = false;
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err), dir_started = rc == KV_OK;
     if (!rc) rc = analyze_body(&c, out.tmp_path, err);
+    if (!rc && o->baseline) rc = analyze_paired(o->results, o->baseline, out.tmp_path, err);
     if (!rc) rc = outdir_commit(&out, err);
     else if (dir_started) outdir_abort(&out);
     if (!rc && !o->quiet)

@@ -33,6 +33,7 @@ typedef struct {
      * trace and chunk (NULL, 0: every run), and no copies of sim's CSVs. */
     const char *sel_trace;
     int64_t sel_chunk;
+    const char *baseline;      /* --baseline CONFIG[@ALLOCATOR]: paired.csv (analysis/paired.h), or NULL */
 } analyze_opts;
 
 int analyze_run(const analyze_opts *o, kv_err *err);

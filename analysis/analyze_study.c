@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "analysis/analyze_ctx.h"
+#include "analysis/paired.h"
 #include "core/csv.h"
 #include "core/outfile.h"
 #include "results/results_dir.h"
@@ -272,6 +273,7 @@ int analyze_study_run(const analyze_opts *o, const study_set *set, kv_err *err)
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err), started = rc == KV_OK;
     if (!rc) s.outdir = out.tmp_path, rc = analyze_all(&s, sub, err);
     if (!rc) rc = write_study(&s, err);
+    if (!rc && o->baseline) rc = analyze_paired(o->results, o->baseline, s.outdir, err);
     if (!rc) rc = outdir_commit(&out, err);
     else if (started) outdir_abort(&out);
     if (!rc && !o->quiet)

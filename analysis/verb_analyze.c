@@ -48,6 +48,10 @@ static const char USAGE[] =
     "  --sinks S            head_importance.csv: the first S keys are sinks (default 4)\n"
     "  --recent W           head_importance.csv: the W most recent keys are the window (default 64)\n"
     "  --threads N          worker threads (default: one per CPU); outputs do not depend on it\n"
+    "  --baseline CONFIG[@ALLOCATOR]\n"
+    "                       paired.csv: every configuration minus this one (a config label, or a policy\n"
+    "                       with one configuration; allocator default uniform) at the same budget and\n"
+    "                       chunk, paired over traces, with 95%% bootstrap intervals (needs one --results)\n"
     "  -o, --output OUTDIR  output directory (required; refused if it exists, unless --force)\n"
     "  --timestamp          record the time in provenance.json (SOURCE_DATE_EPOCH, when set, gives it;\n"
     "                       otherwise no time is recorded)\n"
@@ -93,6 +97,7 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("threads", CLI_INT, analyze_args, o.threads), .lo = 1, .hi = 256},
     {CLI_ROW("sinks", CLI_I64, analyze_args, o.sinks), .lo = 0, .hi = 1 << 28},
     {CLI_ROW("recent", CLI_I64, analyze_args, o.recent), .lo = 1, .hi = 1 << 28},
+    {CLI_ROW("baseline", CLI_TEXT, analyze_args, o.baseline)},
     {CLI_ROW("output", CLI_TEXT, analyze_args, o.output)},
     {CLI_ROW("force", CLI_FLAG, analyze_args, o.force)},
     {CLI_ROW("quiet", CLI_FLAG, analyze_args, o.quiet)},
@@ -137,6 +142,8 @@ int analyze_main(int argc, char **argv)
     }
     if (!rc && first >= argc) rc = cli_usage(&err, v, "missing trace.h5");
     if (!rc && !o->output) rc = cli_usage(&err, v, "-o OUTDIR is required");
+    if (!rc && o->baseline && o->n_results != 1)
+        rc = cli_usage(&err, v, "--baseline needs exactly one --results directory (its summary_by_trace.csv is paired)");
     study_set set = {0};
     bool study = false;
     if (!rc) rc = study_set_resolve(v, argv + first, argc - first, &set, &err);

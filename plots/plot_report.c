@@ -4,7 +4,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/csv.h"
 #include "core/version.h"
+#include "results/results_schema.h"
 #include "plot_html.h"
 
 static const char CSS[] =
@@ -196,6 +198,46 @@ static void spans(FILE *f, const plot_data *d)
     fputs("</table>\n", f);
 }
 
+/* analyze --baseline's paired.csv, when the directory has one: the headline measures (error, recall, each span's
+ * final retention) as a table, a difference whose interval excludes 0 in bold. */
+static int paired(FILE *f, const plot_data *d, kv_err *err)
+{
+    csv_table c;
+    bool present = false;
+    int rc = csv_read(&c, d->dir, RESULTS_SCHEMA_PAIRED.file, &present, err);
+    const results_dims dims = {.L = d->meta.L, .H = d->meta.H, .K = d->meta.K, .T = d->meta.T};
+    if (!rc && present) rc = results_schema_check(&c, &RESULTS_SCHEMA_PAIRED, &dims, NULL, err);
+    if (rc || !present || !c.n_rows) {
+        csv_free(&c);
+        return rc;
+    }
+    fputs("<h2 id=\"paired\">Paired differences against the baseline</h2>\n<p>From paired.csv (analyze --baseline): "
+          "each configuration minus the baseline at the same budget and chunk, paired by trace, with the 95% "
+          "bootstrap interval of the mean difference over the traces; <b>bold</b>: the interval excludes 0. "
+          "Error (lower is better), recall and each span's final retention (higher is better); every measure is "
+          "in the file.</p>\n<table>\n<tr><th>configuration</th><th>allocator</th><th>chunk</th><th>budget</th>"
+          "<th>baseline</th><th>measure</th><th>traces</th><th>difference [95% CI]</th></tr>\n", f);
+    for (size_t r = 0; r < c.n_rows; r++) {
+        const char *metric = csv_cell(&c, r, 6);
+        const size_t n = strlen(metric);
+        if (strcmp(metric, "out_rel_err_mean") != 0 && strcmp(metric, "attn_recall_mean") != 0 &&
+            !(n > 16 && strcmp(metric + n - 16, ":retention_final") == 0))
+            continue;
+        double v[3];
+        for (int k = 0; k < 3; k++) csv_double(&c, r, 10 + k, true, &v[k], err);
+        const bool clear = v[1] > 0 || v[2] < 0;
+        fputs("<tr>", f);
+        for (int k = 1; k < 4; k++) fputs("<td>", f), plot_html_escape(f, csv_cell(&c, r, k)), fputs("</td>", f);
+        fputs("<td class=\"num\">", f), plot_html_escape(f, csv_cell(&c, r, 4)), fputs("</td><td>", f);
+        plot_html_escape(f, csv_cell(&c, r, 5)), fputs("</td><td>", f), plot_html_escape(f, metric);
+        fprintf(f, "</td><td class=\"num\">%s</td><td class=\"num\">%s%.4g [%.4g, %.4g]%s</td></tr>\n", csv_cell(&c, r, 7),
+                clear ? "<b>" : "", v[0], v[1], v[2], clear ? "</b>" : "");
+    }
+    fputs("</table>\n", f);
+    csv_free(&c);
+    return KV_OK;
+}
+
 int plot_report_write(const plot_ctx *ctx, const plot_data *d, const plot_fig_out *figs, const prov_record *prov,
                       kv_err *err)
 {
@@ -208,6 +250,10 @@ int plot_report_write(const plot_ctx *ctx, const plot_data *d, const plot_fig_ou
     for (int i = 0; i < PLOT_N_FIGURES; i++) figure(f, ctx, i, &figs[i]);
     summary(f, d);
     spans(f, d);
+    if ((rc = paired(f, d, err))) {
+        fclose(f);
+        return rc;
+    }
     fprintf(f, "<p class=\"sub\">Written by kvtrace %s plot. Figures are gnuplot scripts with their data beside "
                "them in this directory.</p>\n</body>\n</html>\n", KVTRACE_VERSION);
     return plot_close(f, ctx, "report.html", err);

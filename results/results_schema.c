@@ -111,6 +111,14 @@ static const results_col COLS_STUDY_LOGDET[] = {
     {"logdet", SC_REAL, true, false}, {"n_traces", SC_COUNT, false, false}, {"logdet_ci_lo", SC_REAL, true, false},
     {"logdet_ci_hi", SC_REAL, true, false},
 };
+/* analyze --baseline: each configuration minus the baseline, paired over traces */
+static const results_col COLS_PAIRED[] = {
+    {"run", SC_TEXT, false, true}, {"config", SC_TEXT, false, false}, {"allocator", SC_TEXT, false, false},
+    {"chunk", SC_BUDGET, false, false}, {"budget", SC_BUDGET, false, true}, {"baseline", SC_TEXT, false, false},
+    {"metric", SC_TEXT, false, true}, {"n_traces", SC_COUNT, false, false}, {"mean", SC_REAL, true, false},
+    {"baseline_mean", SC_REAL, true, false}, {"diff_mean", SC_REAL, true, false},
+    {"diff_ci_lo", SC_REAL, true, false}, {"diff_ci_hi", SC_REAL, true, false},
+};
 static const results_col COLS_DETAIL[] = {
     {"row", SC_DETAIL, false, true}, {"col", SC_DETAIL, false, true}, {"cos", SC_CORR, false, false},
     {"attn", SC_UNIT, true, false},
@@ -140,12 +148,14 @@ const results_schema RESULTS_SCHEMA_STUDY_SPEARMAN = {"study_spearman.csv", COLS
 const results_schema RESULTS_SCHEMA_STUDY_LOGDET = {"study_logdet.csv", COLS_STUDY_LOGDET, N(COLS_STUDY_LOGDET),
                                                     SR_FREE, "analyze"};
 
+const results_schema RESULTS_SCHEMA_PAIRED = {"paired.csv", COLS_PAIRED, N(COLS_PAIRED), SR_FREE, "analyze"};
+
 const results_schema *const RESULTS_SCHEMAS[] = {
     &RESULTS_SCHEMA_RESULTS, &RESULTS_SCHEMA_SUMMARY_BY_TRACE, &RESULTS_SCHEMA_SUMMARY, &RESULTS_SCHEMA_SPANS,
     &RESULTS_SCHEMA_SPANS_SUMMARY, &RESULTS_SCHEMA_TIMING, &RESULTS_SCHEMA_META, &RESULTS_SCHEMA_SPEARMAN,
     &RESULTS_SCHEMA_LOGDET, &RESULTS_SCHEMA_PCA, &RESULTS_SCHEMA_PCA_KEPT, &RESULTS_SCHEMA_PCA_VAR,
     &RESULTS_SCHEMA_BUDGETS, &RESULTS_SCHEMA_HEAD_IMPORTANCE, &RESULTS_SCHEMA_DETAIL, &RESULTS_SCHEMA_STUDY_SPEARMAN,
-    &RESULTS_SCHEMA_STUDY_LOGDET,
+    &RESULTS_SCHEMA_STUDY_LOGDET, &RESULTS_SCHEMA_PAIRED,
 };
 const int RESULTS_N_SCHEMAS = N(RESULTS_SCHEMAS);
 

@@ -82,6 +82,8 @@ extern const results_schema RESULTS_SCHEMA_META, RESULTS_SCHEMA_SPEARMAN, RESULT
     RESULTS_SCHEMA_BUDGETS, RESULTS_SCHEMA_HEAD_IMPORTANCE;
 /* A study's analysis directory: the means over traces (analysis/analyze_study.c writes them). */
 extern const results_schema RESULTS_SCHEMA_STUDY_SPEARMAN, RESULTS_SCHEMA_STUDY_LOGDET;
+/* analyze --baseline: every configuration against the baseline, paired over traces (analysis/paired.c). */
+extern const results_schema RESULTS_SCHEMA_PAIRED;
 
 /* Every table above, results directory first (`kvtrace info --columns` lists them; docs/outputs.md is
  * checked against it). */
