@@ -13,5 +13,6 @@ const plot_figure PLOT_FIGURES[] = {
     {"fig8_alloc", "Budgets by layer and head, and error versus memory", plot_fig_alloc},
     {"fig9_chunks", "Output error versus prefill chunk", plot_fig_chunks},
     {"fig10_spans", "Span retention versus budget", plot_fig_spans},
+    {"fig11_needle", "The needle's retention by depth and prompt length", plot_fig_needle},
 };
 const int PLOT_N_FIGURES = sizeof PLOT_FIGURES / sizeof PLOT_FIGURES[0];

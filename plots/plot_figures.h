@@ -97,6 +97,9 @@ int plot_fig_chunks(const plot_data *d, const plot_ctx *ctx, const char *name, p
 /* Figure 10: span retention versus budget (spans_summary.csv; plot_fig_spans.c). */
 int plot_fig_spans(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 
+/* Figure 11: a needle study's retention as a depth x length heat map per configuration (plot_fig_needle.c). */
+int plot_fig_needle(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+
 /* The width in pixels of a legend of every series' label at font size font_pt (the PNG terminal's Sans
  * 10: about 7.4 px a character, scaled by font_pt / 10, plus the sample, the marker and the box): a
  * figure reserves it in a margin of its own at the right, so that the legend never covers a panel

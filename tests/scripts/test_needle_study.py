@@ -39,6 +39,29 @@ def fractions(path):
     return len(rows), bad
 
 
+def check_heat_map(res, figs):
+    """Figure 11: per configuration, one cell per trace (5 depths x 3 lengths), the needle's retention_final
+    averaged over layers and kv heads of spans.csv (computed here with pandas), at every budget and chunk."""
+    import pandas as pd
+    sp = pd.read_csv(os.path.join(res, "spans.csv"))
+    sp = sp[sp.span == "needle"]
+    first = sp.iloc[0]
+    want = sp[(sp.config == first.config) & (sp.allocator == first.allocator)].groupby(
+        ["budget", "chunk", "trace"]).retention_final.mean()
+    path = os.path.join(figs, "fig11_needle.dat")
+    rows = []
+    if os.path.isfile(path):
+        text = open(path).read().split("\n\n\n")[0]
+        rows = [l.split() for l in text.splitlines() if l and not l.startswith("#")]
+    lengths, depths = sorted({int(t.split("-")[1]) for t in want.index.get_level_values(2)}), \
+        sorted({float(t.split("-")[2]) for t in want.index.get_level_values(2)})
+    got = {(int(b), int(c), "needle-%d-%g" % (lengths[int(li)], depths[int(di)])): float(v) for b, c, li, di, v in rows}
+    ok = len(got) == len(want) == 2 * 2 * 15 and all(abs(got[k] - v) < 1e-8 for k, v in want.items())
+    check(ok and os.path.isfile(os.path.join(figs, "fig11_needle.png")),
+          "figure 11: the needle's retention_final per depth and length, one cell per trace, as pandas averages "
+          "spans.csv (%d cells of the first configuration)" % len(got))
+
+
 def main():
     model = model_file()
     if not model:
@@ -83,6 +106,7 @@ def study(model, tmp):
                   and "budgets.csv is missing" not in page,
                   "plot of the study's analysis draws figure 8 (the allocators' budgets; it said budgets.csv was "
                   "missing although sim ran with allocators)", r.stderr + page[-300:])
+            check_heat_map(res, figs)
     return finish()
 
 
