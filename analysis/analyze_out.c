@@ -10,6 +10,7 @@
 #include "analysis/analyze_ctx.h"
 #include "core/csv.h"
 #include "core/version.h"
+#include "results/results_dir.h"
 #include "results/results_row.h"
 #include "results/results_schema.h"
 
@@ -87,7 +88,7 @@ int aout_logdet(const analyze_ctx *c, kv_err *err)
     const int64_t LK = c->L * c->K;
     /* the whole trace's keys: config and policy "full_cache", budget T */
     const results_run whole = {.config = "full_cache", .policy = "full_cache", .params = "", .budget = c->T,
-                               .allocator = "uniform", .budget_fraction = NAN};
+                               .allocator = RESULTS_ALLOC_NONE, .budget_fraction = NAN};
     for (int64_t i = 0; i < LK; i++) {
         results_row w = run_row(f, &RESULTS_SCHEMA_LOGDET, &whole, i, c->K);
         results_row_real(&w, c->logdet_full[i]);

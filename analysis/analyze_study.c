@@ -163,7 +163,8 @@ static int write_logdet(const study_ctx *s, double *x, kv_err *err)
         mean_ci(s, 0, get_logdet_full, (size_t)i, x, m);
         results_row w = results_row_begin(f, &RESULTS_SCHEMA_STUDY_LOGDET);
         results_row_text(&w, "full_cache"), results_row_text(&w, "full_cache"), results_row_text(&w, "");
-        results_row_none(&w), results_row_text(&w, "uniform"), results_row_fraction(&w, NAN), results_row_none(&w);
+        results_row_none(&w), results_row_text(&w, RESULTS_ALLOC_NONE), results_row_fraction(&w, NAN);
+        results_row_none(&w);
         logdet_cells(&w, s, i / z->K, i % z->K, m);
     }
     for (int c = 0; c < s->n_chunks; c++) {

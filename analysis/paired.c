@@ -174,7 +174,7 @@ static int resolve(const table *tb, const char *spec, char *config, size_t ccap,
 {
     const char *cut = strchr(spec, '@');
     snprintf(config, ccap, "%.*s", (int)(cut ? (size_t)(cut - spec) : strlen(spec)), spec);
-    snprintf(alloc, acap, "%s", cut ? cut + 1 : "uniform");
+    snprintf(alloc, acap, "%s", cut ? cut + 1 : RESULTS_ALLOC_NONE);
     const char *found = NULL;
     bool several = false;
     for (int i = 0; i < tb->n_cfg && !(found && strcmp(found, config) == 0); i++) {

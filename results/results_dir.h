@@ -26,6 +26,10 @@
  * it has any: "keydiff:anchor=norm:metric=cos:window=0", "full", "knorm".
  * Never empty for a non-empty policy, so pandas never reads it as NaN. */
 void results_config_label(const char *policy, const char *params, char *buf, size_t cap);
+/* The allocator label of a run that names none: results written before allocators, analyze's full_cache
+ * rows, an --baseline without @ALLOCATOR (the default allocator's label, allocators/alloc_uniform.c). */
+#define RESULTS_ALLOC_NONE "uniform"
+
 /* The `run` label of sim's CSVs: the whole configuration but the budget, "CONFIG@ALLOCATOR/CHUNK"
  * (keydiff:anchor=norm:metric=cos:window=0@pyramid:beta=20:window=32/16), so that groupby(["run",
  * "budget"]) keeps every run of a sweep over allocators and chunks apart (docs/outputs.md). */

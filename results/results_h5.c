@@ -122,7 +122,7 @@ static int write_run(hid_t runs, const results_run_view *run, const char *name, 
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_BUDGET, &run->budget, 1, err);
     if (!rc) rc = h5u_write_attr_i64(g, ATTR_CHUNK, &run->chunk, 1, err);
     if (!rc && run->trace) rc = h5u_write_attr_str(g, ATTR_TRACE, run->trace, err);
-    if (!rc) rc = h5u_write_attr_str(g, ATTR_ALLOCATOR, run->allocator ? run->allocator : "uniform", err);
+    if (!rc) rc = h5u_write_attr_str(g, ATTR_ALLOCATOR, run->allocator ? run->allocator : RESULTS_ALLOC_NONE, err);
     if (!rc && run->budget_fraction > 0) rc = h5u_write_attr_f64(g, ATTR_FRACTION, run->budget_fraction, err);
     if (!rc) rc = write_datasets(g, run, run->L > 0 ? run->L : L, run->K > 0 ? run->K : K, name, err);
     H5Gclose(g);
@@ -171,7 +171,7 @@ static int write_index(hid_t f, const results_run_view *runs, int n, kv_err *err
         results_run_name(i, n, names[i], sizeof names[i]);
         results_config_label(runs[i].policy, runs[i].params, configs[i], sizeof configs[i]);
         rows[i] = (index_row){names[i], configs[i], runs[i].policy, runs[i].params,
-                              runs[i].allocator ? runs[i].allocator : "uniform", runs[i].budget,
+                              runs[i].allocator ? runs[i].allocator : RESULTS_ALLOC_NONE, runs[i].budget,
                               runs[i].budget_fraction > 0 ? runs[i].budget_fraction : NAN, runs[i].chunk,
                               runs[i].trace ? runs[i].trace : ""};
     }
@@ -285,7 +285,7 @@ static int check_rows(results_run *r, int64_t L, int64_t K, int64_t T, const cha
             if (n == 0)
                 return kv_fail(err, KV_EINPUT, "%s/" DSET_RETAINED ": [%lld, %lld] holds no position", where,
                                (long long)l, (long long)g);
-            if (n > r->budget && n != T && strcmp(r->allocator, "uniform") == 0) /* only `full` keeps more: all T */
+            if (n > r->budget && n != T && strcmp(r->allocator, RESULTS_ALLOC_NONE) == 0) /* only `full` keeps more: all T */
                 return kv_fail(err, KV_EINPUT, "%s/" DSET_RETAINED ": [%lld, %lld] keeps %lld positions, more than "
                                "the budget %lld and fewer than all T = %lld", where, (long long)l, (long long)g,
                                (long long)n, (long long)r->budget, (long long)T);
@@ -391,7 +391,7 @@ static int read_run(hid_t runs, results_run *r, int64_t L, int64_t K, int64_t T,
     if (!rc) rc = h5u_read_attr_i64(g, where, ATTR_BUDGET, &r->budget, 1, NULL, err);
     bool has_alloc = false;
     if (!rc) rc = h5u_read_attr_str(g, where, ATTR_ALLOCATOR, r->allocator, sizeof r->allocator, &has_alloc, err);
-    if (!rc && !has_alloc) snprintf(r->allocator, sizeof r->allocator, "uniform");   /* before allocators */
+    if (!rc && !has_alloc) snprintf(r->allocator, sizeof r->allocator, RESULTS_ALLOC_NONE);   /* before allocators */
     bool has_frac = false;
     r->budget_fraction = NAN;
     if (!rc) rc = h5u_read_attr_f64(g, where, ATTR_FRACTION, &r->budget_fraction, &has_frac, err);

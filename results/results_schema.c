@@ -377,7 +377,7 @@ static int check_cells(const csv_table *c, const results_schema *s, const result
         extra[r] = hint = extra_find(c, r, s, first, n_extra, hint);
         if (!has_run) continue;
         int64_t b = strtoll(csv_cell(c, r, budget_col), NULL, 10);
-        const char *alloc = alloc_col >= 0 ? csv_cell(c, r, alloc_col) : "uniform";
+        const char *alloc = alloc_col >= 0 ? csv_cell(c, r, alloc_col) : RESULTS_ALLOC_NONE;
         last = runs_find(runs, csv_cell(c, r, config_col), alloc, b, last);
         if (last < 0) last = results_runs_add(runs, csv_cell(c, r, config_col), alloc, b, err);
         if (last < 0) rc = KV_EFAIL;
@@ -410,7 +410,7 @@ static int check_grid(const csv_table *c, const results_schema *s, const results
     }
     /* a uniform run keeps as many rows in every (layer, kv_head); other allocators at least one */
     for (int64_t i = 0; !rc && count && i < R * d->L * d->K; i++)
-        if ((count[i] != count[i - i % (d->L * d->K)] && strcmp(runs->alloc[i / (d->L * d->K)], "uniform") == 0) ||
+        if ((count[i] != count[i - i % (d->L * d->K)] && strcmp(runs->alloc[i / (d->L * d->K)], RESULTS_ALLOC_NONE) == 0) ||
             count[i] == 0)
             rc = kv_fail(err, KV_EINPUT, "%s: run '%s' budget %lld keeps %lld positions at (layer %lld, kv_head %lld) "
                          "but %lld at (0, 0) (rows are missing or the file was cut)", c->path,

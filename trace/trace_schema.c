@@ -68,37 +68,30 @@ static trace_schema_row spec_row(trace_dset d)
     return (trace_schema_row){SPECS[d].path, SPECS[d].shape, SPECS[d].present, SPECS[d].description};
 }
 
-/* The rows in the table's order (*n of them); `kvtrace info --schema` prints
- * them (trace_schema_markdown) and a test compares docs/trace.md with it. */
-static const trace_schema_row *trace_schema_rows(int *n)
+/* The rows in the table's order into rows[] (their count returned); `kvtrace info --schema` prints them
+ * (trace_schema_markdown) and a test compares docs/trace.md with it. */
+static int schema_rows(trace_schema_row rows[TRACE_NDSETS + 4])
 {
-    static trace_schema_row rows[TRACE_NDSETS + 4];
-    static int count;
-    if (!count) {
-        static const trace_dset ORDER[] = {TRACE_TOKENS, TRACE_KEYS, TRACE_VALUES, TRACE_QUERIES, TRACE_COLSUM,
-                                           TRACE_KVZIP, TRACE_ATTN_OUT, TRACE_ATTN_LSE, TRACE_ATTN_FULL,
-                                           TRACE_LOGITS, TRACE_LOGPROBS, TRACE_EVICT_RETAINED, TRACE_EVICT_STEP_END};
-        int k = 0;
-        rows[k++] = spec_row(TRACE_TOKENS);
-        rows[k++] = (trace_schema_row){TRACE_PROMPT_TEXT_PATH, "UTF-8 string, scalar",
-                                       "when the prompt came as text (--prompt, --prompt-file)",
-                                       TRACE_PROMPT_TEXT_DESCRIPTION};
-        rows[k++] = (trace_schema_row){TRACE_PROMPT_CHAT_PATH, "UTF-8 string, scalar",
-                                       "when the prompt was put in the model's chat template (--chat, --messages, "
-                                       "a study line's messages)",
-                                       TRACE_PROMPT_CHAT_DESCRIPTION};
-        for (size_t i = 1; i < sizeof ORDER / sizeof ORDER[0]; i++) rows[k++] = spec_row(ORDER[i]);
-        rows[k++] = (trace_schema_row){TRACE_WO_PATH, "float32 [L, dim, H*D]",
-                                       "optional (capture --record ...,wo; fidelity's full.h5 when a configuration "
-                                       "reads it)",
-                                       TRACE_WO_DESCRIPTION};
-        rows[k++] = (trace_schema_row){TRACE_SPANS_PATH,
-                                       "group: names UTF-8 string [n] (variable-length), starts, ends int64 [n]",
-                                       "optional (capture --prompts with spans or answer)", TRACE_SPANS_DESCRIPTION};
-        count = k;
-    }
-    *n = count;
-    return rows;
+    static const trace_dset ORDER[] = {TRACE_KEYS, TRACE_VALUES, TRACE_QUERIES, TRACE_COLSUM, TRACE_KVZIP,
+                                       TRACE_ATTN_OUT, TRACE_ATTN_LSE, TRACE_ATTN_FULL, TRACE_LOGITS,
+                                       TRACE_LOGPROBS, TRACE_EVICT_RETAINED, TRACE_EVICT_STEP_END};
+    int k = 0;
+    rows[k++] = spec_row(TRACE_TOKENS);
+    rows[k++] = (trace_schema_row){TRACE_PROMPT_TEXT_PATH, "UTF-8 string, scalar",
+                                   "when the prompt came as text (--prompt, --prompt-file)", TRACE_PROMPT_TEXT_DESCRIPTION};
+    rows[k++] = (trace_schema_row){TRACE_PROMPT_CHAT_PATH, "UTF-8 string, scalar",
+                                   "when the prompt was put in the model's chat template (--chat, --messages, a "
+                                   "study line's messages)",
+                                   TRACE_PROMPT_CHAT_DESCRIPTION};
+    for (size_t i = 0; i < sizeof ORDER / sizeof ORDER[0]; i++) rows[k++] = spec_row(ORDER[i]);
+    rows[k++] = (trace_schema_row){TRACE_WO_PATH, "float32 [L, dim, H*D]",
+                                   "optional (capture --record ...,wo; fidelity's full.h5 when a configuration "
+                                   "reads it)",
+                                   TRACE_WO_DESCRIPTION};
+    rows[k++] = (trace_schema_row){TRACE_SPANS_PATH,
+                                   "group: names UTF-8 string [n] (variable-length), starts, ends int64 [n]",
+                                   "optional (capture --prompts with spans or answer)", TRACE_SPANS_DESCRIPTION};
+    return k;
 }
 
 /* Text for a markdown table cell: '|' and '*' escaped so that it renders as written. */
@@ -112,8 +105,8 @@ static void markdown_cell(FILE *f, const char *s)
 
 void trace_schema_markdown(FILE *f)
 {
-    int n = 0;
-    const trace_schema_row *r = trace_schema_rows(&n);
+    trace_schema_row r[TRACE_NDSETS + 4];
+    const int n = schema_rows(r);
     fputs("| dataset | type, shape | present | description |\n| --- | --- | --- | --- |\n", f);
     for (int i = 0; i < n; i++) {
         fprintf(f, "| `%s` | ", r[i].path);

@@ -84,7 +84,7 @@ def fidelity(tmp, model):
                         "-o", out], capture_output=True, text=True)
     if not check(r.returncode == 0, "fidelity --define runs", r.stderr):
         return
-    labels = ("config", "policy", "params")
+    labels = ("config", "policy", "params", "run", "same_as")   # the labels; same_as is checked below
     for name, rel in (("in-model rows (fidelity.csv)", "fidelity.csv"), ("offline rows (sim/summary.csv)",
                                                                          "sim/summary.csv")):
         rows = csv_rows(os.path.join(out, rel))
@@ -97,6 +97,10 @@ def fidelity(tmp, model):
                          if row["config"] in ("ekn", "et")),
               f"fidelity --define: the expressions' {name} equal the built-ins' they restate, labelled NAME",
               str({k: v[:1] for k, v in by.items()}))
+    summ = csv_rows(os.path.join(out, "sim/summary.csv"))
+    check(all(r["same_as"] == {"ekn": "knorm", "et": "tova:scope=group"}[r["config"]] + "@uniform/" + r["chunk"]
+              for r in summ if r["config"] in ("ekn", "et")),
+          "sim marks each expression the same as the built-in it restates (same_as)")
     with h5py.File(os.path.join(out, "sim", "results.h5"), "r") as f:
         d = {g.attrs["config"]: g.attrs.get("definition") for g in f["runs"].values()}
     check(d.get("ekn") == "ekn = -knorm" and d.get("et") == "et = attn_last" and d.get("knorm") is None,

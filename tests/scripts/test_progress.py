@@ -21,7 +21,7 @@ from tap import NO_MODEL, check, finish, model_file, sanitized, skip  # noqa: E4
 
 MODEL = model_file()
 LINE = re.compile(r"^kvtrace (\w+)(?: ([a-z ]+))?: +(\d+)% \((\d+)/(\d+)\), \d+ (?:s|min) elapsed, "
-                  r"about (?:\d+(?:\.\d)? (?:s|min|h)|unknown) left$")
+                  r"about (?:\d+(?:\.\d)? (?:s|min|h)|unknown) left(?: in [a-z ]+, then \d+ more)?$")
 
 
 def run_logged(tmp, args, interval):
