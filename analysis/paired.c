@@ -33,10 +33,9 @@ typedef struct {
 
 static int col_of(const csv_table *t, const char *name, kv_err *err)
 {
-    for (int j = 0; j < t->n_cols; j++)
-        if (strcmp(t->header[j], name) == 0) return j;
-    kv_fail(err, KV_EINPUT, "%s: no column %s", t->path, name);
-    return -1;
+    const int j = csv_column(t, name);
+    if (j < 0) kv_fail(err, KV_EINPUT, "%s: no column %s", t->path, name);
+    return j;
 }
 
 /* The index of (run, budget), added when new; rows come grouped, so the one after the last is tried first. */

@@ -146,6 +146,13 @@ int csv_read(csv_table *c, const char *dir, const char *name, bool *present, kv_
     return rc;
 }
 
+int csv_column(const csv_table *c, const char *name)
+{
+    for (int j = 0; j < c->n_cols; j++)
+        if (strcmp(c->header[j], name) == 0) return j;
+    return -1;
+}
+
 int csv_expect(const csv_table *c, const char *const *names, int n, bool open_ended, kv_err *err)
 {
     char want[1024] = "";

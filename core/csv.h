@@ -35,6 +35,9 @@ typedef struct {
  * and the table is empty. Anything unreadable or malformed is KV_EINPUT. */
 int csv_read(csv_table *c, const char *dir, const char *name, bool *present, kv_err *err);
 
+/* The index of the first column named `name`, -1 when the header has none. */
+int csv_column(const csv_table *c, const char *name);
+
 /* Checks the header names exactly: the first n columns equal `names`, and
  * exactly n columns unless `open_ended` (more columns allowed after them). */
 int csv_expect(const csv_table *c, const char *const *names, int n, bool open_ended, kv_err *err);

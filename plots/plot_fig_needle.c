@@ -27,13 +27,6 @@ typedef struct {
     char span[64];
 } cells;
 
-static int col(const csv_table *t, const char *name)
-{
-    for (int j = 0; j < t->n_cols; j++)
-        if (strcmp(t->header[j], name) == 0) return j;
-    return -1;
-}
-
 static int series_of(const plot_data *d, const char *config, const char *alloc)
 {
     for (int i = 0; i < d->series.n; i++)
@@ -71,8 +64,9 @@ static int read_cells(const plot_data *d, cells *cs, kv_err *err)
     bool present = false;
     int rc = csv_read(&t, d->dir, "spans.csv", &present, err);   /* checked against its schema on load */
     if (rc || !present) return rc;
-    const int tr = col(&t, "trace"), sp = col(&t, "span"), cf = col(&t, "config"), bu = col(&t, "budget"),
-              ch = col(&t, "chunk"), al = col(&t, "allocator"), rf = col(&t, "retention_final");
+    const int tr = csv_column(&t, "trace"), sp = csv_column(&t, "span"), cf = csv_column(&t, "config"),
+              bu = csv_column(&t, "budget"), ch = csv_column(&t, "chunk"), al = csv_column(&t, "allocator"),
+              rf = csv_column(&t, "retention_final");
     if (tr < 0 || sp < 0 || cf < 0 || bu < 0 || ch < 0 || al < 0 || rf < 0) {
         csv_free(&t);
         return kv_fail(err, KV_EINPUT, "%s: not sim's spans.csv", t.path);

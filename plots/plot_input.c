@@ -93,9 +93,7 @@ static int load_summary(plot_data *d, kv_err *err)
     int rc = plot_table_open(d, PF_SUMMARY, &c, err);
     if (!rc && c.n_rows) d->summary = kv_calloc(c.n_rows, sizeof *d->summary, c.path, err), rc = d->summary ? 0 : 1;
     d->n_summary_rows = c.n_rows;
-    int same_col = -1;   /* same_as: by name (files of earlier versions lack it) */
-    for (int j = 0; !rc && j < c.n_cols; j++)
-        if (strcmp(c.header[j], "same_as") == 0) same_col = j;
+    const int same_col = rc ? -1 : csv_column(&c, "same_as");   /* by name: files of earlier versions lack it */
     for (size_t r = 0; !rc && r < c.n_rows; r++) {
         plot_summary s = {0};
         if (same_col >= 0) snprintf(s.same_as, sizeof s.same_as, "%s", csv_cell(&c, r, same_col));

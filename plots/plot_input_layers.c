@@ -21,9 +21,7 @@ static const char *const COLS[N_COLS] = {"policy", "params", "budget", "allocato
 static int find_columns(const csv_table *c, int *col, kv_err *err)
 {
     for (int k = 0; k < N_COLS; k++) {
-        col[k] = -1;
-        for (int j = 0; j < c->n_cols; j++)
-            if (strcmp(c->header[j], COLS[k]) == 0) col[k] = j;
+        col[k] = csv_column(c, COLS[k]);
         if (col[k] < 0) return kv_fail(err, KV_EINPUT, "%s:1: header has no '%s' column", c->path, COLS[k]);
     }
     return KV_OK;
@@ -64,9 +62,7 @@ int plot_input_layers(plot_data *d, kv_err *err)
         d->layers = kv_calloc(c.n_rows, sizeof *d->layers, c.path, err), rc = d->layers ? 0 : 1;
     char where[4300];
     /* a --chunks run: the first chunk's rows, as figure 5 (a study's traces are averaged with the heads) */
-    int chunk = -1;
-    for (int j = 0; d->present[PF_RESULTS] && j < c.n_cols; j++)
-        if (strcmp(c.header[j], "chunk") == 0) chunk = j;
+    const int chunk = d->present[PF_RESULTS] ? csv_column(&c, "chunk") : -1;
     for (size_t r = 0; !rc && d->present[PF_RESULTS] && r < c.n_rows; r++) {
         if (strcmp(csv_cell(&c, r, col[C_PHASE]), "all") != 0) continue;
         if (chunk >= 0 && strcmp(csv_cell(&c, r, chunk), csv_cell(&c, 0, chunk)) != 0) continue;

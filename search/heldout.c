@@ -77,9 +77,8 @@ static int run_sim(const heldout_opts *o, const char *dir, char names[][64], int
 
 static int col(const csv_table *t, const char *name, kv_err *err)
 {
-    for (int c = 0; c < t->n_cols; c++)
-        if (strcmp(t->header[c], name) == 0) return c;
-    return -kv_fail(err, KV_EFAIL, "%s: no column %s", t->path, name);
+    const int c = csv_column(t, name);
+    return c >= 0 ? c : -kv_fail(err, KV_EFAIL, "%s: no column %s", t->path, name);
 }
 
 /* The phase=all rows of sim's summary.csv. */

@@ -10,9 +10,8 @@
 
 static int column(const csv_table *t, const char *name, kv_err *err)
 {
-    for (int c = 0; c < t->n_cols; c++)
-        if (strcmp(t->header[c], name) == 0) return c;
-    return -kv_fail(err, KV_EFAIL, "%s: no column %s", t->path, name);
+    const int c = csv_column(t, name);
+    return c >= 0 ? c : -kv_fail(err, KV_EFAIL, "%s: no column %s", t->path, name);
 }
 
 /* x[i]: the trace test->t[i]'s out_rel_err_mean of policy at budget (NaN when absent). */

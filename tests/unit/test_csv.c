@@ -59,6 +59,9 @@ static void reads_a_good_file(void **state)
     assert_int_equal(csv_expect(&c, COLS, 3, false, &err), KV_OK);
     assert_int_equal(c.n_cols, 3);
     assert_int_equal(c.n_rows, 3);
+    assert_int_equal(csv_column(&c, "layer"), 0);
+    assert_int_equal(csv_column(&c, "rho"), 2);
+    assert_int_equal(csv_column(&c, "Rho"), -1);   /* names match exactly */
     assert_string_equal(csv_cell(&c, 1, 2), "-0.25");
     assert_int_equal(c.lines[2], 4);
     double x;
