@@ -61,19 +61,17 @@ static void series_label(const fid_results *r, int i, char *label, size_t cap)
              alloc ? " " : "", alloc ? c->alloc : "");
 }
 
-/* The legend's width in pixels (as plot_key_px: Sans 10, about 7.4 px a character) and its entries. */
-static int key_px(const fid_results *r, int *entries)
+/* The legend's width in pixels (plot_key_width of its longest label). */
+static int key_px(const fid_results *r)
 {
     size_t longest = 8;
-    *entries = 0;
     for (int i = 0; i < r->n; i++) {
         if (!series_head(r, i) || !fid_ranked(&r->c[i])) continue;
         char label[600];
         series_label(r, i, label, sizeof label);
         if (strlen(label) > longest) longest = strlen(label);
-        (*entries)++;
     }
-    return (int)(7.4 * (double)longest) + 90;
+    return plot_key_width(longest, 10);
 }
 
 /* The axis range of one panel around its points: a factor of 1.6 beyond
@@ -128,8 +126,7 @@ static void write_script(FILE *f, const fid_results *r, const plot_ctx *ctx, boo
     fid_headline_compute(r, &h);
     int drawn = 0;   /* a budget with no ranked configuration (sim measured no query: N >= T) has no panel */
     for (int b = 0; b < h.n; b++) drawn += h.within[b].n_configs > 0;
-    int entries = 0;
-    const int key = key_px(r, &entries);   /* the legend's own column at the right, as wide as its labels */
+    const int key = key_px(r);   /* the legend's own column at the right, as wide as its labels */
     const int cols = drawn < 3 ? drawn : 3, rows = (drawn + 2) / 3;
     const int width = 400 * cols + 30 + key, height = 400 * rows + 110;
     plot_gp_preamble(f, ctx, "fidelity", "offline output error versus online KL, one panel per budget", width, height);

@@ -71,7 +71,7 @@ int plot_key_px(const plot_data *d, int font_pt)
     size_t longest = 8;
     for (int i = 0; i < d->series.n; i++)
         if (strlen(d->series.s[i].label) > longest) longest = strlen(d->series.s[i].label);
-    return (int)(7.4 * font_pt / 10.0 * (double)longest) + 90;
+    return plot_key_width(longest, font_pt);
 }
 
 void plot_gp_budget_axis(FILE *f, const plot_point *pts, size_t n)

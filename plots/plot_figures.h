@@ -100,10 +100,8 @@ int plot_fig_spans(const plot_data *d, const plot_ctx *ctx, const char *name, pl
 /* Figure 11: a needle study's retention as a depth x length heat map per configuration (plot_fig_needle.c). */
 int plot_fig_needle(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 
-/* The width in pixels of a legend of every series' label at font size font_pt (the PNG terminal's Sans
- * 10: about 7.4 px a character, scaled by font_pt / 10, plus the sample, the marker and the box): a
- * figure reserves it in a margin of its own at the right, so that the legend never covers a panel
- * (tests/scripts/test_legends.py). */
+/* plot_key_width of a legend of every series' label at font size font_pt: a figure reserves it in a
+ * margin of its own at the right, so that the legend never covers a panel (tests/scripts/test_legends.py). */
 int plot_key_px(const plot_data *d, int font_pt);
 
 /* The x axis of a budget figure: explicit tics at the budgets (when few) and

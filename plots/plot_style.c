@@ -63,6 +63,11 @@ int plot_dash_type(int variant)
     return DT[variant % 5];
 }
 
+int plot_key_width(size_t longest, int font_pt)
+{
+    return (int)(7.4 * font_pt / 10.0 * (double)longest) + 90;
+}
+
 int plot_point_type(int variant)
 {
     static const int PT[] = {7, 5, 9, 13, 11, 15};
