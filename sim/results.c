@@ -151,13 +151,12 @@ int sim_same_as(const sim_trace_out *t, int n, int c)
     return -1;
 }
 
-/* The same_as cell: the earlier configuration's run label, or "". */
-void sim_row_same_as(results_row *w, const sim_trace_out *t, int n, int c)
+const char *sim_same_as_label(const sim_trace_out *t, int n, int c, sim_cfg_cols *k)
 {
     const int d = sim_same_as(t, n, c);
-    sim_cfg_cols k;
-    if (d >= 0) sim_cfg_cols_of(t[0].o, d, &k);
-    results_row_text(w, d >= 0 ? k.run : "");
+    if (d < 0) return "";
+    sim_cfg_cols_of(t[0].o, d, k);
+    return k->run;
 }
 
 void sim_row_run(results_row *w, const sim_opts *o, const sim_cfg_cols *k, bool strides)
@@ -193,9 +192,7 @@ static int write_results_csv(const sim_trace_out *t, int n_traces, const char *d
         sim_cfg_cols k, sk;
         for (int c = 0; c < r->n_cfg; c++) {
             sim_cfg_cols_of(t[i].o, c, &k);
-            const int d = sim_same_as(&t[i], 1, c);
-            if (d >= 0) sim_cfg_cols_of(t[i].o, d, &sk);
-            const char *same = d >= 0 ? sk.run : "";
+            const char *same = sim_same_as_label(&t[i], 1, c, &sk);
             for (int64_t l = 0; l < r->L; l++)
                 for (int64_t h = 0; h < r->H; h++)
                     for (int p = 0; p < N_PHASES; p++) {
@@ -333,19 +330,20 @@ static void print_table(const sim_results *r, const sim_opts *o)
 static void note_same(const sim_trace_out *t, int n_traces)
 {
     int same = 0;
-    for (int c = 0; c < t[0].r->n_cfg; c++) same += sim_same_as(t, n_traces, c) >= 0;
+    char first[4][1800];   /* the first four, "RUN N=B = EARLIER" */
+    for (int c = 0; c < t[0].r->n_cfg; c++) {
+        sim_cfg_cols a, b;
+        const char *earlier = sim_same_as_label(t, n_traces, c, &b);
+        if (!*earlier) continue;
+        sim_cfg_cols_of(t[0].o, c, &a);
+        if (same < 4) snprintf(first[same], sizeof first[0], "%s N=%lld = %s", a.run, (long long)a.budget, earlier);
+        same++;
+    }
     if (!same) return;
     fprintf(stderr, "kvtrace: sim: note: %d configuration%s kept exactly the positions of an earlier one at every "
             "step (results equal row for row; same_as in results.csv and summary.csv):", same, same > 1 ? "s" : "");
-    int shown = 0;
-    for (int c = 0; c < t[0].r->n_cfg && shown < 4; c++) {
-        const int d = sim_same_as(t, n_traces, c);
-        if (d < 0) continue;
-        sim_cfg_cols a, b;
-        sim_cfg_cols_of(t[0].o, c, &a), sim_cfg_cols_of(t[0].o, d, &b);
-        fprintf(stderr, "%s %s N=%lld = %s", shown++ ? ";" : "", a.run, (long long)a.budget, b.run);
-    }
-    fprintf(stderr, "%s\n", same > shown ? "; ..." : "");
+    for (int i = 0; i < same && i < 4; i++) fprintf(stderr, "%s %s", i ? ";" : "", first[i]);
+    fprintf(stderr, "%s\n", same > 4 ? "; ..." : "");
 }
 
 int sim_results_write(const sim_trace_out *t, int n_traces, const char *dir, kv_err *err)

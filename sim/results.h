@@ -65,8 +65,9 @@ void sim_cfg_cols_of(const sim_opts *o, int c, sim_cfg_cols *k);
 /* The run columns results.csv, summary.csv and timing.csv start with: config, policy, params, budget,
  * allocator, budget_fraction, chunk, and (strides) decode_chunk, eval_stride. */
 void sim_row_run(results_row *w, const sim_opts *o, const sim_cfg_cols *k, bool strides);
-/* The same_as cell of configuration c over traces t[0..n) (sim_same_as: the run label, or ""). */
-void sim_row_same_as(results_row *w, const sim_trace_out *t, int n, int c);
+/* The same_as cell of configuration c over traces t[0..n): the run label of sim_same_as's configuration
+ * (made in *k), or "" when there is none. */
+const char *sim_same_as_label(const sim_trace_out *t, int n, int c, sim_cfg_cols *k);
 
 /* results.csv, timing.csv, results.h5 and provenance.json into `dir` for
  * traces t[0..n) (one or a study); a one-trace run's table on stdout. The

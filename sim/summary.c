@@ -51,10 +51,11 @@ static int write_by_trace(const sim_trace_out *t, int n, const char *dir, kv_err
 {
     FILE *f = results_schema_create(dir, &RESULTS_SCHEMA_SUMMARY_BY_TRACE, err);
     if (!f) return err->code;
-    sim_cfg_cols k;
+    sim_cfg_cols k, sk;
     for (int i = 0; i < n; i++)
         for (int c = 0; c < t[i].r->n_cfg; c++) {
             sim_cfg_cols_of(t[i].o, c, &k);
+            const char *same = sim_same_as_label(&t[i], 1, c, &sk);
             for (int p = 0; p < N_PHASES; p++) {
                 double m[N_METRICS];
                 const int64_t q = metrics_of(t[i].r, c, p, m);
@@ -62,7 +63,7 @@ static int write_by_trace(const sim_trace_out *t, int n, const char *dir, kv_err
                 sim_row_run(&w, t[i].o, &k, true);
                 results_row_text(&w, PHASE_NAMES[p]), results_row_int(&w, q);
                 for (int x = 0; x < N_METRICS; x++) results_row_real(&w, m[x]);
-                results_row_text(&w, t[i].id), sim_row_same_as(&w, &t[i], 1, c), results_row_text(&w, k.run);
+                results_row_text(&w, t[i].id), results_row_text(&w, same), results_row_text(&w, k.run);
                 results_row_end(&w);
             }
         }
@@ -97,9 +98,10 @@ static int write_over_traces(const sim_trace_out *t, int n, const char *dir, kv_
         free(idx), free(x);
         return err->code;
     }
-    sim_cfg_cols k;
+    sim_cfg_cols k, sk;
     for (int c = 0; c < t[0].r->n_cfg; c++) {
         sim_cfg_cols_of(t[0].o, c, &k);
+        const char *same = sim_same_as_label(t, n, c, &sk);
         for (int p = 0; p < N_PHASES; p++) {
             double mean[N_METRICS], lo[N_METRICS], hi[N_METRICS];
             const int64_t q = over_traces(t, n, c, p, idx, x, mean, lo, hi);
@@ -109,7 +111,7 @@ static int write_over_traces(const sim_trace_out *t, int n, const char *dir, kv_
             for (int m = 0; m < N_METRICS; m++) results_row_real(&w, mean[m]);
             results_row_int(&w, n);
             for (int m = 0; m < N_METRICS; m++) results_row_real(&w, lo[m]), results_row_real(&w, hi[m]);
-            sim_row_same_as(&w, t, n, c), results_row_text(&w, k.run);
+            results_row_text(&w, same), results_row_text(&w, k.run);
             results_row_end(&w);
         }
     }
