@@ -82,8 +82,8 @@ static int64_t over_traces(const sim_trace_out *t, int n, int c, int p, const in
             if (k == 0) q += qi;
             x[i] = m[k];
         }
-        int used = n;   /* the phase's measures skip the traces where it had no queries; log-det is per trace */
-        if (k < N_METRICS - 1) study_mean_ci_measured(x, &used, idx, &mean[k], &lo[k], &hi[k]);
+        /* the phase's measures skip the traces where it had no queries; log-det is per trace */
+        if (k < N_METRICS - 1) study_mean_ci_measured(x, n, idx, &mean[k], &lo[k], &hi[k]);
         else study_mean_ci(x, n, idx, &mean[k], &lo[k], &hi[k]);
     }
     return q;

@@ -31,16 +31,15 @@ static double quantile(const double *x, int n, double q)
     return lo + 1 < n ? x[lo] + frac * (x[lo + 1] - x[lo]) : x[lo];
 }
 
-void study_mean_ci_measured(double *x, int *n, const int32_t *idx, double *mean, double *lo, double *hi)
+void study_mean_ci_measured(double *x, int n, const int32_t *idx, double *mean, double *lo, double *hi)
 {
     int m = 0;
-    for (int i = 0; i < *n; i++)
+    for (int i = 0; i < n; i++)
         if (!isnan(x[i])) x[m++] = x[i];
-    if (m == *n) {
+    if (m == n) {
         study_mean_ci(x, m, idx, mean, lo, hi);
         return;
     }
-    *n = m;
     kv_err ignore = {0};
     int32_t *own = m ? study_resamples(m, &ignore) : NULL;
     if (own) study_mean_ci(x, m, own, mean, lo, hi);

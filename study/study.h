@@ -80,10 +80,10 @@ int32_t *study_resamples(int n, kv_err *err);
  * for all three. */
 void study_mean_ci(const double *x, int n, const int32_t *idx, double *mean, double *lo, double *hi);
 
-/* The same over the traces where x is not NaN (a phase without queries in
- * that trace: undefined there, not a value), x compacted in place to them:
- * idx when all are, else the resamples of their count (study_resamples); *n
- * becomes that count. NaN for all three when none is (or out of memory). */
-void study_mean_ci_measured(double *x, int *n, const int32_t *idx, double *mean, double *lo, double *hi);
+/* The same over the traces where x[0..n) is not NaN (a phase without queries
+ * in that trace: undefined there, not a value), x compacted in place to them:
+ * idx when all are, else the resamples of their count (study_resamples).
+ * NaN for all three when none is (or out of memory). */
+void study_mean_ci_measured(double *x, int n, const int32_t *idx, double *mean, double *lo, double *hi);
 
 #endif
