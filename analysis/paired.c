@@ -86,6 +86,12 @@ static int metric_of(table *tb, const char *name, kv_err *err)
     return tb->n_metric++;
 }
 
+/* The metric name of span measure q of a span: "SPAN:MEASURE". */
+static void span_metric(char name[NAME_MAX_LEN], const char *span, int q)
+{
+    snprintf(name, NAME_MAX_LEN, "%.60s:%s", span, SPAN_MEASURES[q]);
+}
+
 static size_t at(const table *tb, int c, int t, int m)
 {
     return ((size_t)c * (size_t)tb->n_trace + (size_t)t) * MAX_METRICS + (size_t)m;
@@ -110,7 +116,7 @@ static int scan(table *tb, const csv_table *s, const csv_table *sp, kv_err *err)
     for (size_t r = 0; sp && span >= 0 && r < sp->n_rows; r++)
         for (int q = 0; q < 3; q++) {
             char name[NAME_MAX_LEN];
-            snprintf(name, sizeof name, "%.60s:%s", csv_cell(sp, r, span), SPAN_MEASURES[q]);
+            span_metric(name, csv_cell(sp, r, span), q);
             if (metric_of(tb, name, err) < 0) return err->code;
         }
     if (sp && span < 0) return err->code;
@@ -157,7 +163,7 @@ static int fill(table *tb, const csv_table *s, const csv_table *sp, kv_err *err)
     for (size_t r = 0; r < sp->n_rows; r++)
         for (int q = 0; q < 3; q++) {
             char name[NAME_MAX_LEN];
-            snprintf(name, sizeof name, "%.60s:%s", csv_cell(sp, r, span), SPAN_MEASURES[q]);
+            span_metric(name, csv_cell(sp, r, span), q);
             double v;
             const int m = metric_of(tb, name, err);
             if (m < 0 || csv_double(sp, r, col[q], true, &v, err) || add(tb, sp, r, srun, sbud, str, m, v, err))
@@ -196,8 +202,24 @@ static int resolve(const table *tb, const char *spec, char *config, size_t ccap,
     return kv_fail(err, KV_EUSAGE, "analyze: --baseline %s: %s has no runs under allocator %s", spec, config, alloc);
 }
 
+/* The resamples of n traces, drawn once for every row that pairs n of them (study_resamples). */
+typedef struct {
+    int32_t *idx;
+    int n;
+} resamples;
+
+static const int32_t *resamples_of(resamples *rs, int n)
+{
+    if (rs->n != n || !rs->idx) {
+        kv_err ignore = {0};
+        free(rs->idx);
+        rs->idx = study_resamples(n, &ignore), rs->n = n;
+    }
+    return rs->idx;
+}
+
 /* The row of configuration c, metric m, against baseline b, over the traces with both values. */
-static void pair_row(FILE *f, const table *tb, int c, int b, int m, double *x, double *y, double *d)
+static void pair_row(FILE *f, const table *tb, int c, int b, int m, double *x, double *y, double *d, resamples *rs)
 {
     int n = 0;
     for (int t = 0; t < tb->n_trace; t++) {
@@ -208,16 +230,12 @@ static void pair_row(FILE *f, const table *tb, int c, int b, int m, double *x, d
         d[n] = x[n] - y[n], n++;
     }
     double mean = NAN, base = NAN, dm = NAN, lo = NAN, hi = NAN;
-    if (n) {
-        kv_err ignore = {0};
-        int32_t *idx = study_resamples(n, &ignore);
-        double tmp;
-        if (idx) {   /* one draw of resamples for the difference (paired over traces) */
-            study_mean_ci(d, n, idx, &dm, &lo, &hi);
-            study_mean_ci(x, n, idx, &mean, &tmp, &tmp);
-            study_mean_ci(y, n, idx, &base, &tmp, &tmp);
-        }
-        free(idx);
+    const int32_t *idx = n ? resamples_of(rs, n) : NULL;
+    if (idx) {   /* the interval is the difference's (paired over traces); the two sides' plain means */
+        study_mean_ci(d, n, idx, &dm, &lo, &hi);
+        double sx = 0.0, sy = 0.0;
+        for (int i = 0; i < n; i++) sx += x[i], sy += y[i];
+        mean = sx / n, base = sy / n;
     }
     const cfg *k = &tb->c[c];
     results_row w = results_row_begin(f, &RESULTS_SCHEMA_PAIRED);
@@ -236,6 +254,7 @@ static int write_pairs(const table *tb, const char *bconfig, const char *balloc,
         if (f) fclose(f);
         return err->code;
     }
+    resamples rs = {0};
     for (int c = 0; c < tb->n_cfg; c++) {
         int b = -1;   /* the baseline at this configuration's chunk and budget */
         for (int i = 0; i < tb->n_cfg && b < 0; i++)
@@ -244,9 +263,9 @@ static int write_pairs(const table *tb, const char *bconfig, const char *balloc,
                 b = i;
         if (b < 0 || b == c) continue;
         for (int m = 0; m < tb->n_metric; m++)
-            pair_row(f, tb, c, b, m, buf, buf + tb->n_trace, buf + 2 * tb->n_trace);
+            pair_row(f, tb, c, b, m, buf, buf + tb->n_trace, buf + 2 * tb->n_trace, &rs);
     }
-    free(buf);
+    free(buf), free(rs.idx);
     return csv_close(f, RESULTS_SCHEMA_PAIRED.file, err);
 }
 
