@@ -11,6 +11,7 @@
 #include "analysis/pca.h"
 #include "trace/trace.h"
 #include "results/results_h5.h"
+#include "results/results_row.h"
 
 typedef struct {
     const analyze_opts *o;
@@ -35,8 +36,8 @@ typedef struct {
 int analyze_into(analyze_ctx *c, const char *dir, kv_err *err);
 void analyze_ctx_free(analyze_ctx *c);
 
-/* analyze_out.c: one CSV per function, into ctx->outdir (created and
- * closed with core/csv.h's csv_create and csv_close). */
+/* analyze_out.c: one CSV per function, into ctx->outdir (created from its table with
+ * results_schema_create, each row through results_row, closed with csv_close). */
 int aout_meta(const analyze_ctx *c, kv_err *err);
 int aout_spearman(const analyze_ctx *c, kv_err *err);
 int aout_logdet(const analyze_ctx *c, kv_err *err);
@@ -44,6 +45,9 @@ int aout_pca_var(const analyze_ctx *c, kv_err *err);
 int aout_pca_kept(const analyze_ctx *c, kv_err *err);
 int aout_budgets(const analyze_ctx *c, kv_err *err);
 int aout_head_importance(const analyze_ctx *c, kv_err *err);
+/* The cells that name a run in every analysis CSV, as in sim's files: config, policy, params, budget,
+ * allocator, budget_fraction (study_logdet.csv's rows too). */
+void aout_run_cells(results_row *w, const results_run *run);
 /* pca.csv: the header, then one layer's rows at a time; pc [K][T][2]. */
 FILE *aout_pca_begin(const analyze_ctx *c, kv_err *err);
 void aout_pca_layer(const analyze_ctx *c, FILE *f, int64_t l, const double *pc);

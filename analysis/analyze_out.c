@@ -1,8 +1,9 @@
 /* analyze_out: the CSV files of the analysis directory (docs/outputs.md;
  * their columns are results/results_schema.c's tables, which plot checks),
- * every row written through results_row against them, numbers as %.9g, NaN as "nan". Every row that names a configuration leads
- * with its `config` label (results_config_label), then policy and params;
- * heads are `q_head` (query head) and `kv_head`. */
+ * every row written through results_row against them, numbers as %.9g, NaN
+ * as "nan". Every row that names a configuration leads with its `config`
+ * label (results_config_label), then policy and params; heads are `q_head`
+ * (query head) and `kv_head`. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,15 +69,18 @@ int aout_spearman(const analyze_ctx *c, kv_err *err)
     return csv_close(f, "spearman.csv", err);
 }
 
-/* A row of s for run r, its first columns written: config, policy, params,
- * budget, allocator, budget_fraction, the columns that name a run in every
- * analysis CSV, as in sim's files; then (layer, kv_head) of cache i. */
+void aout_run_cells(results_row *w, const results_run *run)
+{
+    results_row_text(w, run->config), results_row_text(w, run->policy), results_row_text(w, run->params);
+    results_row_int(w, run->budget), results_row_text(w, run->allocator);
+    results_row_fraction(w, run->budget_fraction);
+}
+
+/* A row of s for run r, its first columns written: the run's (aout_run_cells), then (layer, kv_head) of cache i. */
 static results_row run_row(FILE *f, const results_schema *s, const results_run *run, int64_t i, int64_t K)
 {
     results_row w = results_row_begin(f, s);
-    results_row_text(&w, run->config), results_row_text(&w, run->policy), results_row_text(&w, run->params);
-    results_row_int(&w, run->budget), results_row_text(&w, run->allocator);
-    results_row_fraction(&w, run->budget_fraction);
+    aout_run_cells(&w, run);
     results_row_int(&w, i / K), results_row_int(&w, i % K);
     return w;
 }

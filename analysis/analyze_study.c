@@ -174,9 +174,7 @@ static int write_logdet(const study_ctx *s, double *x, kv_err *err)
             for (int64_t i = 0; i < LK; i++) {
                 mean_ci(s, c, get_logdet_run, (size_t)r * (size_t)LK + (size_t)i, x, m);
                 results_row w = results_row_begin(f, &RESULTS_SCHEMA_STUDY_LOGDET);
-                results_row_text(&w, run->config), results_row_text(&w, run->policy);
-                results_row_text(&w, run->params), results_row_int(&w, run->budget);
-                results_row_text(&w, run->allocator), results_row_fraction(&w, run->budget_fraction);
+                aout_run_cells(&w, run);
                 results_row_int(&w, s->chunks[c]);
                 logdet_cells(&w, s, i / z->K, i % z->K, m);
             }
