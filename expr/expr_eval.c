@@ -163,6 +163,20 @@ static bool stateless(const expr_prog *p)
     return p->n_feats == 1 && p->direct == 0 && p->n_ins == 1 && EXPR_FEATURES[p->feat[0].id].view_only;
 }
 
+/* The program's instructions over n candidates whose features are feat[], into scores[n]: scratch holds
+ * p->depth rows of `stride` doubles (the stack's rows 1..depth), then the rank scratch (2 rows). */
+static void run_program(const expr_prog *p, double *const *feat, int64_t n, double *scores, double *scratch,
+                        int64_t stride)
+{
+    double *scr[EXPR_MAX_DEPTH + 1], *stk[EXPR_MAX_DEPTH + 1];
+    scr[0] = scores;
+    for (int k = 1; k <= p->depth; k++) scr[k] = scratch + (size_t)(k - 1) * (size_t)stride;
+    ranked *tmp = (ranked *)(scratch + (size_t)p->depth * (size_t)stride);
+    int sp = 0;
+    for (int i = 0; i < p->n_ins; i++) run_ins(&p->ins[i], stk, &sp, scr, feat, n, tmp);
+    if (stk[0] != scores) memcpy(scores, stk[0], sizeof(double) * (size_t)n);
+}
+
 /* The program over v's candidates into scores[v->n]; state from expr_state_*. */
 static int expr_run(const expr_prog *p, void *state, const policy_view *v, double *scores, kv_err *err)
 {
@@ -171,18 +185,13 @@ static int expr_run(const expr_prog *p, void *state, const policy_view *v, doubl
     int rc = grow(st, p, n, v->D, err);
     const expr_feat_ctx ctx = {st->hist, st->oracle, &st->norms};
     double *ftmp = st->buf + (size_t)(p->n_feats + p->depth + 2) * (size_t)st->cap;
-    double *feat[EXPR_MAX_FEATS], *scr[EXPR_MAX_DEPTH + 1], *stk[EXPR_MAX_DEPTH + 1];
+    double *feat[EXPR_MAX_FEATS];
     for (int i = 0; !rc && i < p->n_feats; i++) {
         feat[i] = i == p->direct ? scores : st->buf + (size_t)i * (size_t)st->cap;
         rc = expr_feature_values(&p->feat[i], v, &ctx, feat[i], ftmp, err);
     }
     if (rc) return rc;
-    scr[0] = scores;
-    for (int k = 1; k <= p->depth; k++) scr[k] = st->buf + (size_t)(p->n_feats + k - 1) * (size_t)st->cap;
-    ranked *tmp = (ranked *)(st->buf + (size_t)(p->n_feats + p->depth) * (size_t)st->cap);
-    int sp = 0;
-    for (int i = 0; i < p->n_ins; i++) run_ins(&p->ins[i], stk, &sp, scr, feat, n, tmp);
-    if (stk[0] != scores) memcpy(scores, stk[0], sizeof(double) * (size_t)n);
+    run_program(p, feat, n, scores, st->buf + (size_t)p->n_feats * (size_t)st->cap, st->cap);
     protect(p, v, scores);
     return KV_OK;
 }
@@ -192,14 +201,9 @@ int expr_eval_columns(const expr_prog *p, const double *const *cols, int64_t n, 
     KV_ASSERT(p->n_protect == 0);
     double *buf = kv_calloc((size_t)(p->depth + 2) * (size_t)(n > 0 ? n : 1), sizeof(double), "expression scores", err);
     if (!buf) return err->code;
-    double *feat[EXPR_MAX_FEATS], *scr[EXPR_MAX_DEPTH + 1], *stk[EXPR_MAX_DEPTH + 1];
+    double *feat[EXPR_MAX_FEATS];
     for (int i = 0; i < p->n_feats; i++) feat[i] = (double *)cols[i];   /* only read: EO_FEAT pushes, ops write scr */
-    scr[0] = scores;
-    for (int k = 1; k <= p->depth; k++) scr[k] = buf + (size_t)(k - 1) * (size_t)n;
-    ranked *tmp = (ranked *)(buf + (size_t)p->depth * (size_t)n);
-    int sp = 0;
-    for (int i = 0; i < p->n_ins; i++) run_ins(&p->ins[i], stk, &sp, scr, feat, n, tmp);
-    if (stk[0] != scores) memcpy(scores, stk[0], sizeof(double) * (size_t)n);
+    run_program(p, feat, n, scores, buf, n);
     free(buf);
     return KV_OK;
 }
