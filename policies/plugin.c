@@ -66,17 +66,31 @@ static int check_name(const policy_plugins *t, const policy_aliases *a, const ch
     return KV_OK;
 }
 
+/* Whether s names a parameter or a preset: 1-63 of a-z, 0-9 and _. */
+static bool key_name_ok(const char *s)
+{
+    const size_t len = strlen(s);
+    return len && len < 64 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_") == len;
+}
+
+/* The parser's error in *err restated as a usage error after `prefix` (the file and what was parsed). */
+static int restate(kv_err *err, const char *prefix)
+{
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    err->code = KV_OK;   /* replaced by the same line, the file named */
+    return kv_fail(err, KV_EUSAGE, "%s: %s", prefix, why);
+}
+
 /* A parameter table the parser can read (docs/plugins.md): keys of [a-z0-9_], sorted and each once; a
  * default; a choice's choices non-empty, each of [A-Za-z0-9_.-]; a number's range finite and
  * ordered. */
 static int check_params(const char *path, const char *what, const char *name, const policy_param *params,
                         kv_err *err)
 {
-    const char *lower = "abcdefghijklmnopqrstuvwxyz0123456789_";
     for (int i = 0; i < POLICY_MAX_PARAMS && params[i].key; i++) {
         const policy_param *p = &params[i];
-        const size_t len = strlen(p->key);
-        const char *bad = !len || len >= 64 || strspn(p->key, lower) != len ? "is not 1-63 of a-z, 0-9 and _"
+        const char *bad = !key_name_ok(p->key) ? "is not 1-63 of a-z, 0-9 and _"
                           : i > 0 && strcmp(params[i - 1].key, p->key) >= 0 ? "is not after the previous key (the "
                                                                              "keys are sorted, each once)"
                           : !p->def ? "has no default"
@@ -104,10 +118,9 @@ int policy_plugin_defaults(const char *path, const char *what, const char *name,
     int choice[POLICY_MAX_PARAMS];
     char canonical[256];
     if (!policy_params_parse(name, params, name, "", num, choice, canonical, sizeof canonical, err)) return KV_OK;
-    char why[sizeof err->msg];
-    snprintf(why, sizeof why, "%s", err->msg);
-    err->code = KV_OK;   /* replaced by the same line, the file named */
-    return kv_fail(err, KV_EUSAGE, "%s: the defaults of %s %s: %s", path, what, name, why);
+    char prefix[sizeof err->msg];
+    snprintf(prefix, sizeof prefix, "%s: the defaults of %s %s", path, what, name);
+    return restate(err, prefix);
 }
 
 /* A policy's presets: each named as a key is, once, with a doc, and its values ones its own
@@ -116,11 +129,9 @@ static int check_presets(const char *path, const policy_iface *pi, kv_err *err)
 {
     for (int i = 0; i < POLICY_MAX_PRESETS && pi->presets[i].name; i++) {
         const policy_preset *q = &pi->presets[i];
-        const size_t len = strlen(q->name);
         bool twice = false;
         for (int j = 0; j < i; j++) twice = twice || strcmp(pi->presets[j].name, q->name) == 0;
-        const char *bad = !len || len >= 64 || strspn(q->name, "abcdefghijklmnopqrstuvwxyz0123456789_") != len
-                              ? "is not 1-63 of a-z, 0-9 and _"
+        const char *bad = !key_name_ok(q->name) ? "is not 1-63 of a-z, 0-9 and _"
                           : twice ? "is there twice" : !q->params ? "has no values" : !q->doc ? "has no doc" : NULL;
         if (bad) return kv_fail(err, KV_EUSAGE, "%s: policy %s: preset '%.63s' %s", path, pi->name, q->name, bad);
         double num[POLICY_MAX_PARAMS];
@@ -130,10 +141,9 @@ static int check_presets(const char *path, const policy_iface *pi, kv_err *err)
         snprintf(spec + at, sizeof spec - (size_t)at, ":%.500s", q->params);
         if (policy_params_parse(pi->name, pi->params, spec, spec + at, num, choice, canonical, sizeof canonical,
                                 err)) {
-            char why[sizeof err->msg];
-            snprintf(why, sizeof why, "%s", err->msg);
-            err->code = KV_OK;   /* replaced by the same line, the file and the preset named */
-            return kv_fail(err, KV_EUSAGE, "%s: policy %s: preset '%s': %s", path, pi->name, q->name, why);
+            char prefix[sizeof err->msg];
+            snprintf(prefix, sizeof prefix, "%s: policy %s: preset '%s'", path, pi->name, q->name);
+            return restate(err, prefix);
         }
     }
     return KV_OK;
