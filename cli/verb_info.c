@@ -124,6 +124,14 @@ static void print_spans(const trace *tr)
     printf("%s\n", n > 16 ? " ..." : "");
 }
 
+/* One line of the dataset list: path, shape, element type, filters, size. */
+static void dataset_line(const char *path, const char *shape, const char *type, const char *filters, uint64_t bytes)
+{
+    char size[32];
+    human_bytes(bytes, size, sizeof size);
+    printf("  %-20s %-26s %-8s %-16s %s\n", path, shape, type, filters, size);
+}
+
 static int print_datasets(trace *tr, kv_err *err)
 {
     printf("datasets\n");
@@ -132,30 +140,24 @@ static int print_datasets(trace *tr, kv_err *err)
         trace_dset_info info;
         int rc = trace_describe(tr, (trace_dset)d, &info, err);
         if (rc) return rc;
-        char shape[128], size[32];
+        char shape[128];
         size_t used = 0;
         for (int a = 0; a < info.rank; a++)
             used += (size_t)snprintf(shape + used, sizeof shape - used, "%s%lld", a ? ", " : "[",
                                      (long long)info.dims[a]);
         snprintf(shape + used, sizeof shape - used, "]");
-        human_bytes(info.storage_bytes, size, sizeof size);
-        printf("  %-20s %-26s %-8s %-16s %s\n", trace_dset_path((trace_dset)d), shape, info.type,
-               info.filters, size);
+        dataset_line(trace_dset_path((trace_dset)d), shape, info.type, info.filters, info.storage_bytes);
     }
     /* the datasets and groups outside the table of T-long datasets (docs/trace.md#datasets) */
     const trace_meta *m = trace_get_meta(tr);
-    char shape[128], size[32];
+    char shape[128];
     const char *texts[][2] = {{"/prompt_text", trace_prompt_text(tr)}, {"/prompt_chat", trace_prompt_chat(tr)}};
     for (int i = 0; i < 2; i++)
-        if (texts[i][1]) {
-            human_bytes((uint64_t)strlen(texts[i][1]), size, sizeof size);
-            printf("  %-20s %-26s %-8s %-16s %s\n", texts[i][0], "scalar", "string", "-", size);
-        }
+        if (texts[i][1]) dataset_line(texts[i][0], "scalar", "string", "-", (uint64_t)strlen(texts[i][1]));
     if (m->wo_dim > 0) {
         snprintf(shape, sizeof shape, "[%lld, %lld, %lld]", (long long)m->n_layers, (long long)m->wo_dim,
                  (long long)(m->n_heads * m->head_dim));
-        human_bytes((uint64_t)(4 * m->n_layers * m->wo_dim * m->n_heads * m->head_dim), size, sizeof size);
-        printf("  %-20s %-26s %-8s %-16s %s\n", "/wo", shape, "float32", "-", size);
+        dataset_line("/wo", shape, "float32", "-", (uint64_t)(4 * m->n_layers * m->wo_dim * m->n_heads * m->head_dim));
     }
     int64_t n_spans = 0;
     trace_spans(tr, &n_spans);

@@ -342,17 +342,15 @@ int64_t sim_replay_steps(const sim_layer *ly)
     return n;
 }
 
-/* What one step did to stream head x: its candidates and what it kept (the
- * per-step record, when asked for), summed into kept_mean over the evicting
- * steps (the same steps for every head of a stream or scope: *n_evicting). */
 #define KEPT_HASH_BASIS 0xcbf29ce484222325ULL
 
-/* FNV-1a over 64-bit words: the step, the count, the positions kept. */
+/* FNV-1a over 64-bit words. */
 static uint64_t hash_word(uint64_t h, uint64_t v)
 {
     return (h ^ v) * 0x100000001b3ULL;
 }
 
+/* Stream head x's kept set after a step into its kept_hash: the step, the count, the positions. */
 static void note_kept(sim_result *out, int64_t x, int64_t step, const int64_t *pos, int64_t n)
 {
     uint64_t h = hash_word(hash_word(out->kept_hash[x], (uint64_t)step), (uint64_t)n);
@@ -360,6 +358,9 @@ static void note_kept(sim_result *out, int64_t x, int64_t step, const int64_t *p
     out->kept_hash[x] = h;
 }
 
+/* What one step did to stream head x: its candidates and what it kept (the
+ * per-step record, when asked for), summed into kept_mean over the evicting
+ * steps (the same steps for every head of a stream or scope: *n_evicting). */
 static void note_step(sim_result *out, int64_t x, int64_t step, int64_t cand, int64_t kept, bool evicted)
 {
     if (out->step_cand) {

@@ -62,6 +62,12 @@ static const trace_dset_spec SPECS[TRACE_NDSETS] = {
                         "float32 [L, H, T]", "with /attention/out"},
 };
 
+/* One dataset or group of schema 1.0 as docs/trace.md's table lists it: every
+ * one that carries a `description` attribute, the attribute's text itself. */
+typedef struct {
+    const char *path, *shape, *present, *description;
+} trace_schema_row;
+
 /* The table's rows: the SPECS datasets and the ones their own files write, in docs/trace.md's order. */
 static trace_schema_row spec_row(trace_dset d)
 {

@@ -27,12 +27,6 @@ typedef struct {
 
 const trace_dset_spec *trace_spec(trace_dset d);
 
-/* One dataset or group of schema 1.0 as docs/trace.md's table lists it: every
- * one that carries a `description` attribute, the attribute's text itself. */
-typedef struct {
-    const char *path, *shape, *present, *description;
-} trace_schema_row;
-
 /* Expected shape of dataset d for meta m and T tokens. Axes that the
  * attributes do not fix (S, N of the eviction snapshots) are set to -1. */
 void trace_expected_dims(const trace_meta *m, trace_dset d, int64_t T, int64_t dims[4]);
