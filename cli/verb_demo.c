@@ -91,7 +91,7 @@ static const char USAGE[] =
     "  11-12.      analyze and plot the needle study -> needle/analysis/, needle/figures/ (its own\n"
     "              report.html: span retention with confidence intervals per policy and budget)\n"
     "  13.         fidelity --prompts on the needle prompts: the same policies inside the model, the\n"
-    "              answer's log-probability against the full run's -> needle/fidelity/\n"
+    "              answer's log-probability and exact match against the full run's -> needle/fidelity/\n"
     "The default model is found in $KVTRACE_MODEL_DIR or ~/.cache/kvtrace, and downloaded\n"
     "there (sha256 checked) when absent. Prints the report's path at the end.\n"
     "\n"
@@ -210,7 +210,7 @@ static int run_steps(const demo_opts *o, const char *model)
         if (!rc) rc = STEP(10, "sim: needle study (spans.csv)", sim_main, nsim);
         if (!rc) rc = STEP(11, "analyze: needle study", analyze_main, nana);
         if (!rc) rc = STEP(12, "plot: needle study (span retention)", plot_main, nplt);
-        if (!rc) rc = STEP(13, "fidelity: needle study (the answer's log-probability)", fidelity_main, nfid);
+        if (!rc) rc = STEP(13, "fidelity: needle study (the answer's log-probability and exact match)", fidelity_main, nfid);
     }
 #undef STEP
     return rc;

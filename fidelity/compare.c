@@ -29,7 +29,8 @@ int fid_take_sim(const sim_stats *summary, fid_results *r, kv_err *err)
 
 void fid_results_free(fid_results *r)
 {
-    for (int i = 0; r->c && i < r->n; i++) free(r->c[i].kl), free(r->c[i].agree);
+    for (int i = 0; r->c && i < r->n; i++) free(r->c[i].kl), free(r->c[i].agree), free(r->c[i].continuation);
+    free(r->continuation_full);
     free(r->c);
     memset(r, 0, sizeof *r);
 }

@@ -68,6 +68,9 @@ typedef struct {
     double kl_mean, kl_p95, kl_max, greedy_agree;
     double ppl_evict;        /* over every predicted token of the sequence */
     double answer_logprob;   /* Σ log q(answer token | everything before it); 0 without an answer */
+    int64_t answer_rank;     /* the rank of the answer's first token (1: greedy; answer.h); 0 without an answer */
+    int exact_match;         /* the greedy continuation after the question starts with the answer (answer.h) */
+    char *continuation;      /* that continuation, decoded; NULL without an answer */
     int64_t cache_peak;      /* largest rows a (layer, kv head) cache ever held */
     int64_t rows_peak;       /* largest rows every cache held together (<= L·K·N + L·K·B) */
     double out_rel_err_mean, out_rel_err_p95, attn_recall_mean; /* sim, phase=all */
@@ -79,6 +82,9 @@ typedef struct {
     int64_t T, prompt_len, V;
     double ppl_full;
     double answer_logprob_full; /* the full run's Σ log p(answer token | before) */
+    int64_t answer_rank_full;   /* the full run's rank of the answer's first token */
+    int exact_match_full;       /* the full run's exact match */
+    char *continuation_full;    /* the full run's greedy continuation after the question */
     int64_t answer_tokens;   /* 0: no answer */
     int n;                   /* configurations: policy-major, then allocator, then budget (sim's order) */
     fid_config *c;           /* [n] */

@@ -41,6 +41,9 @@ static const results_col COLS_ANSWERS[] = {
     {"trace", SC_TEXT, false, true}, KEY_COLS, {"answer_start", SC_COUNT, false, false},
     {"answer_tokens", SC_COUNT, false, false}, {"answer_logprob_full", SC_REAL, false, false},
     {"answer_logprob_evict", SC_REAL, false, false}, {"answer_logprob_delta", SC_REAL, false, false},
+    {"answer_rank_full", SC_BUDGET, false, false}, {"answer_rank_evict", SC_BUDGET, false, false},
+    {"exact_match_full", SC_COUNT, false, false}, {"exact_match_evict", SC_COUNT, false, false},
+    {"continuation_full", SC_TEXT, false, false}, {"continuation_evict", SC_TEXT, false, false},
 };
 /* a mean and its interval; an answer metric's are nan when no prompt has an answer */
 #define CI3(n, nan) {n, SC_REAL, nan, false}, {n "_ci_lo", SC_REAL, true, false}, {n "_ci_hi", SC_REAL, true, false}
@@ -49,6 +52,7 @@ static const results_col COLS_PROMPT_SUMMARY[] = {
     CI3("kl_mean", true), CI3("kl_p95", true), CI3("greedy_agree", true), CI3("ppl_full", false),
     CI3("ppl_evict", false), CI3("d_ppl", false), CI3("out_rel_err_mean", false), CI3("attn_recall_mean", false),
     CI3("answer_logprob_full", true), CI3("answer_logprob_evict", true), CI3("answer_logprob_delta", true),
+    CI3("exact_match_full", true), CI3("exact_match_evict", true),
 };
 
 const results_schema FID_SCHEMA_CONFIGS = {"fidelity.csv", COLS_CONFIGS, N(COLS_CONFIGS), SR_FREE, "fidelity"};

@@ -35,6 +35,8 @@ static double m_recall(const fid_results *r, int i) { return r->c[i].attn_recall
 static double m_ans_full(const fid_results *r, int i) { (void)i; return r->answer_logprob_full; }
 static double m_ans_evict(const fid_results *r, int i) { return r->c[i].answer_logprob; }
 static double m_ans_delta(const fid_results *r, int i) { return r->c[i].answer_logprob - r->answer_logprob_full; }
+static double m_match_full(const fid_results *r, int i) { (void)i; return r->exact_match_full; }
+static double m_match_evict(const fid_results *r, int i) { return r->c[i].exact_match; }
 
 typedef struct {
     const char *name;
@@ -48,7 +50,8 @@ static const fid_metric METRICS[] = {
     {"ppl_evict", m_ppl_evict, false},   {"d_ppl", m_d_ppl, false},
     {"out_rel_err_mean", m_err, false},  {"attn_recall_mean", m_recall, false},
     {"answer_logprob_full", m_ans_full, true}, {"answer_logprob_evict", m_ans_evict, true},
-    {"answer_logprob_delta", m_ans_delta, true},
+    {"answer_logprob_delta", m_ans_delta, true}, {"exact_match_full", m_match_full, true},
+    {"exact_match_evict", m_match_evict, true},
 };
 enum { N_METRICS = sizeof METRICS / sizeof METRICS[0] };
 
@@ -91,6 +94,9 @@ static int write_answers(const fid_study *st, const char *dir, kv_err *err)
             results_row_int(&w, prompt_answer(&st->l->p[k])->start), results_row_int(&w, r->answer_tokens);
             results_row_real(&w, r->answer_logprob_full), results_row_real(&w, r->c[i].answer_logprob);
             results_row_real(&w, r->c[i].answer_logprob - r->answer_logprob_full);
+            results_row_int(&w, r->answer_rank_full), results_row_int(&w, r->c[i].answer_rank);
+            results_row_int(&w, r->exact_match_full), results_row_int(&w, r->c[i].exact_match);
+            results_row_quoted(&w, r->continuation_full), results_row_quoted(&w, r->c[i].continuation);
             results_row_end(&w);
         }
     }
@@ -147,23 +153,43 @@ static int write_summary(const fid_study *st, const char *dir, kv_err *err)
     return csv_close(f, what, err);
 }
 
+/* The prompts with an answer that the full-cache model answers (exact match). */
+static int full_matches(const fid_study *st)
+{
+    int k = 0;
+    for (int p = 0; p < st->l->n; p++) k += st->r[p].answer_tokens > 0 && st->r[p].exact_match_full;
+    return k;
+}
+
+/* Whether the full-cache model fails most prompts with an answer (then the answer measures say
+ * little about eviction): the sentence that says so into msg. */
+static bool full_fails(const fid_study *st, char *msg, size_t cap)
+{
+    const int k = full_matches(st);
+    if (st->n_answers == 0 || 2 * k >= st->n_answers) return false;
+    snprintf(msg, cap, "the full-cache model answers only %d of %d prompts (exact match): the task is beyond "
+             "this model, so what eviction does to the answer says little", k, st->n_answers);
+    return true;
+}
+
 /* The table on stdout: the means over prompts per configuration. */
 static void print_study(const fid_study *st)
 {
     const fid_results *r0 = &st->r[0];
     printf("%d prompts (%d with an answer); means over prompts\n", st->l->n, st->n_answers);
-    printf("%-12s %-24s %6s %11s %7s %9s %14s\n", "policy", "allocator", "N", "kl_mean", "agree", "d_ppl",
-           "answer_logp_Δ");
+    printf("%-12s %-24s %6s %11s %7s %9s %14s %7s\n", "policy", "allocator", "N", "kl_mean", "agree", "d_ppl",
+           "answer_logp_Δ", "match");
     double *x = malloc(sizeof *x * (size_t)st->l->n);
     if (!x) return;
     for (int i = 0; i < r0->n; i++) {
-        double kl[3], ag[3], dp[3], an[3];
+        double kl[3], ag[3], dp[3], an[3], em[3];
         metric_ci(st, &METRICS[0], i, x, NULL, NULL, kl);
         metric_ci(st, &METRICS[2], i, x, NULL, NULL, ag);
         metric_ci(st, &METRICS[5], i, x, NULL, NULL, dp);
         metric_ci(st, &METRICS[10], i, x, NULL, NULL, an);
-        printf("%-12s %-24s %6lld %11.4g %6.1f%% %9.4f %14.4f\n", r0->c[i].pc->iface->name, r0->c[i].alloc,
-               (long long)r0->c[i].budget, kl[0], 100.0 * ag[0], dp[0], an[0]);
+        metric_ci(st, &METRICS[12], i, x, NULL, NULL, em);
+        printf("%-12s %-24s %6lld %11.4g %6.1f%% %9.4f %14.4f %6.1f%%\n", r0->c[i].pc->iface->name, r0->c[i].alloc,
+               (long long)r0->c[i].budget, kl[0], 100.0 * ag[0], dp[0], an[0], 100.0 * em[0]);
     }
     free(x);
 }
@@ -179,7 +205,8 @@ static void html_ci(FILE *f, const double v[3])
 /* DIR/report.html: the means over prompts with their intervals, per configuration. */
 static int write_report(const fidelity_opts *o, const fid_study *st, const char *dir, kv_err *err)
 {
-    static const int SHOWN[] = {0, 2, 5, 6, 9, 10}; /* kl_mean, greedy_agree, d_ppl, out_rel_err, answer evict, delta */
+    static const int SHOWN[] = {0, 2, 5, 6, 9, 10, 12}; /* kl_mean, greedy_agree, d_ppl, out_rel_err, answer evict,
+                                                           delta, exact match evict */
     const int n = st->l->n;
     int32_t *idx_all = study_resamples(n, err), *idx_ans = idx_all ? study_resamples(st->n_answers, err) : NULL;
     double *x = idx_ans ? kv_calloc((size_t)n, sizeof *x, "report", err) : NULL;
@@ -193,7 +220,7 @@ static int write_report(const fidelity_opts *o, const fid_study *st, const char 
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>kvtrace fidelity over prompts"
           "</title>\n<style>body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
           "table{border-collapse:collapse;font-size:.92em}th,td{border:1px solid #ddd;padding:.25em .6em}"
-          "th{background:#f4f4f4}td.num{text-align:right}</style>\n</head>\n<body>\n"
+          "th{background:#f4f4f4}td.num{text-align:right}.warn{color:#a00}</style>\n</head>\n<body>\n"
           "<h1>Fidelity over prompts</h1>\n<p>Model <code>", f);
     plot_html_escape(f, o->seq.model);
     fputs("</code>, prompts <code>", f);
@@ -204,8 +231,16 @@ static int write_report(const fidelity_opts *o, const fid_study *st, const char 
                "Means over prompts (each weighs 1) with 95%% percentile bootstrap intervals (%d resamples, seed "
                "%u). Each prompt's own report: <code>ID/report.html</code>.</p>\n", n, st->n_answers, v[0],
             STUDY_BOOT_RESAMPLES, STUDY_BOOT_SEED);
+    char warning[512];
+    if (full_fails(st, warning, sizeof warning)) {
+        fputs("<p class=\"warn\"><strong>", f), plot_html_escape(f, warning), fputs("</strong></p>\n", f);
+    } else if (st->n_answers) {
+        fprintf(f, "<p>The full-cache model answers %d of %d prompts (exact match).</p>\n", full_matches(st),
+                st->n_answers);
+    }
     fputs("<table><tr><th>policy</th><th>params</th><th>allocator</th><th>N</th><th>KL mean</th><th>greedy agree</th>"
-          "<th>&Delta; ppl</th><th>out_rel_err</th><th>answer log p</th><th>&Delta; answer log p</th></tr>\n", f);
+          "<th>&Delta; ppl</th><th>out_rel_err</th><th>answer log p</th><th>&Delta; answer log p</th>"
+          "<th>exact match</th></tr>\n", f);
     for (int i = 0; i < st->r[0].n; i++) {
         const fid_config *c = &st->r[0].c[i];
         fputs("<tr><td>", f), plot_html_escape(f, c->pc->iface->name), fputs("</td><td>", f);
@@ -277,6 +312,8 @@ int fidelity_prompts(const fidelity_opts *o, kv_err *err)
     if (!rc && o->prov) rc = prov_add_file(o->prov, "prompts", o->prompts, NULL, err);
     if (!rc && !(st.r = kv_calloc((size_t)l.n, sizeof *st.r, "fidelity results", err))) rc = err->code;
     if (!rc) rc = run_all(o, &model, &st, err);
+    char warning[512];
+    if (!rc && !o->quiet && full_fails(&st, warning, sizeof warning)) fprintf(stderr, "kvtrace: fidelity: note: %s\n", warning);
     if (!rc) print_study(&st);
     for (int k = 0; st.r && k < l.n; k++) fid_results_free(&st.r[k]);
     free(st.r);

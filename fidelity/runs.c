@@ -14,6 +14,7 @@
 #include "capture/run.h"
 #include "core/parallel.h"
 #include "core/progress.h"
+#include "fidelity/answer.h"
 #include "fidelity/fidelity.h"
 #include "fidelity/kl.h"
 #include "model/model.h"
@@ -22,6 +23,7 @@ typedef struct {
     kv_run *run;             /* on the CPU, evicting inside, not recorded */
     double nll;              /* Σ −log q(next) */
     double answer;           /* Σ log q(next) over the answer's tokens */
+    int64_t answer_rank;     /* the rank of the answer's first token */
 } evict_run;
 
 typedef struct {
@@ -38,6 +40,7 @@ typedef struct {
     alloc_config *acs;       /* [n] each configuration's allocator, with the head ranking */
     int n;
     double nll_full, answer_full;
+    int64_t answer_rank_full;
     int64_t n_pred;          /* positions with a next token */
     int64_t ans0, ans1;      /* the answer's token range [ans0, ans1); empty: none */
 } fid_state;
@@ -141,6 +144,10 @@ static void compare_rows(fid_state *s, fid_config *fc, int i, int64_t p0, int64_
             e->nll -= row.logp_q;
             if (i == 0) s->nll_full -= row.logp_p, s->n_pred++;
         }
+        if (t + 1 == s->ans0 && s->ans1 > s->ans0) { /* the rank of the answer's first token */
+            e->answer_rank = fid_token_rank(run_logits(e->run) + r * V, V, s->tokens[t + 1]);
+            if (i == 0) s->answer_rank_full = fid_token_rank(run_logits(s->full) + r * V, V, s->tokens[t + 1]);
+        }
         if (t + 1 >= s->ans0 && t + 1 < s->ans1) { /* log p(answer token | everything before it) */
             e->answer += row.logp_q;
             if (i == 0) s->answer_full += row.logp_p;
@@ -173,6 +180,7 @@ static void summarise(fid_state *s, fid_results *r)
     const double np = s->n_pred > 0 ? (double)s->n_pred : 1.0;
     r->ppl_full = exp(s->nll_full / np);
     r->answer_logprob_full = s->answer_full;
+    r->answer_rank_full = s->answer_rank_full;
     r->answer_tokens = s->ans1 - s->ans0;
     for (int i = 0; i < r->n; i++) {
         fid_config *fc = &r->c[i];
@@ -192,9 +200,28 @@ static void summarise(fid_state *s, fid_results *r)
         free(tmp);
         fc->ppl_evict = exp(s->runs[i].nll / np);
         fc->answer_logprob = s->runs[i].answer;
+        fc->answer_rank = s->runs[i].answer_rank;
         fc->cache_peak = run_cache_peak(s->runs[i].run);
         fc->rows_peak = run_rows_peak(s->runs[i].run);
     }
+}
+
+/* With an answer: the greedy continuation after the question of the full run, then of each
+ * configuration, one run at a time (answer.h). */
+static int continuations(const fidelity_opts *o, fid_state *s, fid_results *r, kv_err *err)
+{
+    if (s->ans1 <= s->ans0) return KV_OK;
+    const fid_answer_ctx c = {.m = s->m, .model_path = o->seq.model, .cpu = s->cpu, .prompt = s->tokens,
+                              .ans0 = s->ans0, .ans1 = s->ans1, .chunk = o->seq.chunk,
+                              .beyond_context = o->seq.beyond_context};
+    fid_continuation out;
+    int rc = fid_continue(&c, NULL, NULL, 0, &out, err);
+    r->continuation_full = out.text, r->exact_match_full = out.match;
+    for (int i = 0; !rc && i < r->n; i++) {
+        rc = fid_continue(&c, r->c[i].pc, &s->acs[i], r->c[i].budget, &out, err);
+        r->c[i].continuation = out.text, r->c[i].exact_match = out.match;
+    }
+    return rc;
 }
 
 int fid_run_models(const fidelity_opts *o, const char *trace_path, fid_results *r, kv_err *err)
@@ -211,6 +238,8 @@ int fid_run_models(const fidelity_opts *o, const char *trace_path, fid_results *
         p0 += n;
         progress_update(&prog, p0);
     }
+    if (!rc && s.ans1 > s.ans0) progress_stage(&prog, "answer continuations");
+    if (!rc) rc = continuations(o, &s, r, err);
     progress_end(&prog);
     if (!rc) summarise(&s, r);
     if (!rc) rc = run_finish(s.full, err);
