@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "analysis/analyze_ctx.h"
+#include "analysis/fidelity_join.h"
 #include "analysis/paired.h"
 #include "analysis/logdet.h"
 #include "analysis/spearman.h"
@@ -363,9 +364,9 @@ int analyze_run(const analyze_opts *o, kv_err *err)
 {
     analyze_ctx c = {.o = o};
     const double started = kv_now_seconds();
-    const char *inputs[66] = {o->trace, o->results};
-    int n_inputs = 2;
-    for (int i = 1; i < o->n_results && n_inputs < 66; i++) inputs[n_inputs++] = o->results_dirs[i];
+    const char *inputs[67] = {o->trace, o->results, o->fidelity};
+    int n_inputs = 3;
+    for (int i = 1; i < o->n_results && n_inputs < 67; i++) inputs[n_inputs++] = o->results_dirs[i];
     int rc = outfile_check_inputs(o->output, inputs, n_inputs, err);
     if (!rc) rc = trace_open(o->trace, &c.tr, err);
     if (!rc) rc = check_inputs(&c, err);
@@ -374,6 +375,7 @@ int analyze_run(const analyze_opts *o, kv_err *err)
     if (!rc) rc = outdir_begin(&out, o->output, o->force, err), dir_started = rc == KV_OK;
     if (!rc) rc = analyze_body(&c, out.tmp_path, err);
     if (!rc && o->baseline) rc = analyze_paired(o->results, o->baseline, out.tmp_path, err);
+    if (!rc && o->fidelity) rc = analyze_fidelity_join(o->results, o->fidelity, out.tmp_path, o->quiet, err);
     if (!rc) rc = outdir_commit(&out, err);
     else if (dir_started) outdir_abort(&out);
     if (!rc && !o->quiet)

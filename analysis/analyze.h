@@ -34,6 +34,7 @@ typedef struct {
     const char *sel_trace;
     int64_t sel_chunk;
     const char *baseline;      /* --baseline CONFIG[@ALLOCATOR]: paired.csv (analysis/paired.h), or NULL */
+    const char *fidelity;      /* --fidelity DIR (fidelity --prompts): fidelity_join.csv (analysis/fidelity_join.h) */
 } analyze_opts;
 
 int analyze_run(const analyze_opts *o, kv_err *err);

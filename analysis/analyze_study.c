@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "analysis/analyze_ctx.h"
+#include "analysis/fidelity_join.h"
 #include "analysis/paired.h"
 #include "core/csv.h"
 #include "core/outfile.h"
@@ -253,8 +254,8 @@ int analyze_study_run(const analyze_opts *o, const study_set *set, kv_err *err)
                        "--results are merged for one trace only)");
     int rc = check_hashes(&s, err);
     if (!rc) rc = scan_results(&s, err);
-    const char *inputs[2] = {o->results, s.set.index};
-    if (!rc) rc = outfile_check_inputs(o->output, inputs, s.set.index ? 2 : 1, err);
+    const char *inputs[3] = {o->results, o->fidelity, s.set.index};
+    if (!rc) rc = outfile_check_inputs(o->output, inputs, s.set.index ? 3 : 2, err);
     for (int t = 0; !rc && t < s.set.n; t++) {
         const char *one[1] = {s.set.t[t].path};
         rc = outfile_check_inputs(o->output, one, 1, err);
@@ -273,6 +274,7 @@ int analyze_study_run(const analyze_opts *o, const study_set *set, kv_err *err)
     if (!rc) s.outdir = out.tmp_path, rc = analyze_all(&s, sub, err);
     if (!rc) rc = write_study(&s, err);
     if (!rc && o->baseline) rc = analyze_paired(o->results, o->baseline, s.outdir, err);
+    if (!rc && o->fidelity) rc = analyze_fidelity_join(o->results, o->fidelity, s.outdir, o->quiet, err);
     if (!rc) rc = outdir_commit(&out, err);
     else if (started) outdir_abort(&out);
     if (!rc && !o->quiet)

@@ -52,6 +52,9 @@ static const char USAGE[] =
     "                       paired.csv: every configuration minus this one (a config label, or a policy\n"
     "                       with one configuration; allocator default uniform) at the same budget and\n"
     "                       chunk, paired over traces, with 95%% bootstrap intervals (needs one --results)\n"
+    "  --fidelity DIR       fidelity_join.csv: a `kvtrace fidelity --prompts` directory's in-model measures\n"
+    "                       (KL, the answer's log-probability, exact match) beside sim's per trace, joined\n"
+    "                       on (trace, config, allocator, budget, chunk) (needs one --results)\n"
     "  -o, --output OUTDIR  output directory (required; refused if it exists, unless --force)\n"
     "  --timestamp          record the time in provenance.json (SOURCE_DATE_EPOCH, when set, gives it;\n"
     "                       otherwise no time is recorded)\n"
@@ -98,6 +101,7 @@ static const cli_opt OPTIONS[] = {
     {CLI_ROW("sinks", CLI_I64, analyze_args, o.sinks), .lo = 0, .hi = 1 << 28},
     {CLI_ROW("recent", CLI_I64, analyze_args, o.recent), .lo = 1, .hi = 1 << 28},
     {CLI_ROW("baseline", CLI_TEXT, analyze_args, o.baseline)},
+    {CLI_ROW("fidelity", CLI_TEXT, analyze_args, o.fidelity)},
     {CLI_ROW("output", CLI_TEXT, analyze_args, o.output)},
     {CLI_ROW("force", CLI_FLAG, analyze_args, o.force)},
     {CLI_ROW("quiet", CLI_FLAG, analyze_args, o.quiet)},
@@ -118,6 +122,15 @@ static int provenance(prov_record *p, const analyze_opts *o, const study_set *s,
         snprintf(h5, sizeof h5, "%s/" RESULTS_FILE_H5, o->results_dirs[i]);
         if (access(h5, R_OK) == 0) rc = prov_add_file(p, "results", h5, NULL, err);
         if (!rc) rc = prov_add_upstream_dir(p, o->results_dirs[i], err);
+    }
+    if (!rc && o->fidelity) {   /* the files joined, hashed when readable (analyze_fidelity_join says what is wrong) */
+        static const char *const FILES[] = {"fidelity.csv", "answer.csv"};
+        for (int i = 0; !rc && i < 2; i++) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/%s", o->fidelity, FILES[i]);
+            if (access(path, R_OK) == 0) rc = prov_add_file(p, "fidelity", path, NULL, err);
+        }
+        if (!rc) rc = prov_add_upstream_dir(p, o->fidelity, err);
     }
     return rc;
 }
@@ -144,6 +157,8 @@ int analyze_main(int argc, char **argv)
     if (!rc && !o->output) rc = cli_usage(&err, v, "-o OUTDIR is required");
     if (!rc && o->baseline && o->n_results != 1)
         rc = cli_usage(&err, v, "--baseline needs exactly one --results directory (its summary_by_trace.csv is paired)");
+    if (!rc && o->fidelity && o->n_results != 1)
+        rc = cli_usage(&err, v, "--fidelity needs exactly one --results directory (its summary_by_trace.csv is joined)");
     study_set set = {0};
     bool study = false;
     if (!rc) rc = study_set_resolve(v, argv + first, argc - first, &set, &err);

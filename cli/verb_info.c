@@ -9,7 +9,7 @@
 #include "core/h5util.h"
 #include "trace/trace.h"
 #include "provenance/provenance.h"
-#include "fidelity/fidelity_schema.h"
+#include "results/fidelity_schema.h"
 #include "results/results_schema.h"
 #include "verbs.h"
 

@@ -9,7 +9,7 @@
 #include "fidelity/fidelity.h"
 #include "fidelity/rank.h"
 #include "fidelity/report.h"
-#include "fidelity/fidelity_schema.h"
+#include "results/fidelity_schema.h"
 #include "results/results_dir.h"
 #include "results/results_row.h"
 

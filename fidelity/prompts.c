@@ -17,7 +17,7 @@
 #include "core/csv.h"
 #include "core/outfile.h"
 #include "fidelity/fidelity.h"
-#include "fidelity/fidelity_schema.h"
+#include "results/fidelity_schema.h"
 #include "plots/plot_html.h"
 #include "study/study.h"
 
@@ -81,7 +81,7 @@ static int write_rows(const fidelity_opts *o, const fid_study *st, const char *d
 }
 
 /* DIR/answer.csv: per prompt with an answer and configuration, the answer's log-probability. */
-static int write_answers(const fid_study *st, const char *dir, kv_err *err)
+static int write_answers(const fidelity_opts *o, const fid_study *st, const char *dir, kv_err *err)
 {
     FILE *f = results_schema_create(dir, &FID_SCHEMA_ANSWERS, err);
     if (!f) return err->code;
@@ -90,7 +90,7 @@ static int write_answers(const fid_study *st, const char *dir, kv_err *err)
         if (!r->answer_tokens) continue;
         for (int i = 0; i < r->n; i++) {
             results_row w = results_row_begin(f, &FID_SCHEMA_ANSWERS);
-            results_row_text(&w, st->l->p[k].id), fid_config_key(&w, &r->c[i]);
+            results_row_text(&w, st->l->p[k].id), fid_config_key(&w, &r->c[i]), results_row_int(&w, o->seq.chunk);
             results_row_int(&w, prompt_answer(&st->l->p[k])->start), results_row_int(&w, r->answer_tokens);
             results_row_real(&w, r->answer_logprob_full), results_row_real(&w, r->c[i].answer_logprob);
             results_row_real(&w, r->c[i].answer_logprob - r->answer_logprob_full);
@@ -285,7 +285,7 @@ static int run_all(const fidelity_opts *o, const kv_model *m, fid_study *st, kv_
     if (rc) return rc;
     for (int k = 0; !rc && k < st->l->n; k++) rc = run_prompt(o, m, st, k, out.tmp_path, err);
     if (!rc) rc = write_rows(o, st, out.tmp_path, err);
-    if (!rc) rc = write_answers(st, out.tmp_path, err);
+    if (!rc) rc = write_answers(o, st, out.tmp_path, err);
     if (!rc) rc = write_summary(st, out.tmp_path, err);
     if (!rc && o->prov) rc = prov_write_json(o->prov, out.tmp_path, err);
     if (!rc) rc = write_report(o, st, out.tmp_path, err);

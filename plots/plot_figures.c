@@ -14,5 +14,9 @@ const plot_figure PLOT_FIGURES[] = {
     {"fig9_chunks", "Output error versus prefill chunk", plot_fig_chunks},
     {"fig10_spans", "Span retention versus budget", plot_fig_spans},
     {"fig11_needle", "The needle's retention by depth and prompt length", plot_fig_needle},
+    {"fig12_needle_recall", "The needle's attention recall by depth and prompt length", plot_fig_needle_recall},
+    {"fig13_needle_answer", "The answer inside the model (exact match) by depth and prompt length",
+     plot_fig_needle_answer},
+    {"fig14_paired", "Paired differences against the baseline", plot_fig_paired},
 };
 const int PLOT_N_FIGURES = sizeof PLOT_FIGURES / sizeof PLOT_FIGURES[0];

@@ -99,6 +99,12 @@ int plot_fig_spans(const plot_data *d, const plot_ctx *ctx, const char *name, pl
 
 /* Figure 11: a needle study's retention as a depth x length heat map per configuration (plot_fig_needle.c). */
 int plot_fig_needle(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+/* Figure 12: the same map of the needle span's attention recall; figure 13: of the in-model exact match
+ * (fidelity_join.csv, analyze --fidelity) (plot_fig_needle.c). */
+int plot_fig_needle_recall(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+int plot_fig_needle_answer(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
+/* Figure 14: paired.csv's differences against the baseline as a forest plot (plot_fig_paired.c). */
+int plot_fig_paired(const plot_data *d, const plot_ctx *ctx, const char *name, plot_fig_out *out, kv_err *err);
 
 /* plot_key_width of a legend of every series' label at font size font_pt: a figure reserves it in a
  * margin of its own at the right, so that the legend never covers a panel (tests/scripts/test_legends.py). */

@@ -119,6 +119,17 @@ static const results_col COLS_PAIRED[] = {
     {"baseline_mean", SC_REAL, true, false}, {"diff_mean", SC_REAL, true, false},
     {"diff_ci_lo", SC_REAL, true, false}, {"diff_ci_hi", SC_REAL, true, false},
 };
+/* analyze --fidelity: sim's per-trace measures beside fidelity --prompts' in-model ones, joined on the run */
+static const results_col COLS_FIDELITY_JOIN[] = {
+    {"trace", SC_TEXT, false, true}, {"run", SC_TEXT, false, true}, {"config", SC_TEXT, false, false},
+    {"allocator", SC_TEXT, false, false}, {"budget", SC_BUDGET, false, true}, {"chunk", SC_BUDGET, false, false},
+    {"out_rel_err_mean", SC_NONNEG, true, false}, {"attn_recall_mean", SC_UNIT, true, false},
+    {"kl_mean", SC_NONNEG, true, false}, {"greedy_agree", SC_UNIT, true, false}, {"ppl_full", SC_NONNEG, false, false},
+    {"ppl_evict", SC_NONNEG, false, false}, {"answer_logprob_full", SC_REAL, true, false},
+    {"answer_logprob_evict", SC_REAL, true, false}, {"answer_logprob_delta", SC_REAL, true, false},
+    {"answer_rank_full", SC_NONNEG, true, false}, {"answer_rank_evict", SC_NONNEG, true, false},
+    {"exact_match_full", SC_UNIT, true, false}, {"exact_match_evict", SC_UNIT, true, false},
+};
 static const results_col COLS_DETAIL[] = {
     {"row", SC_DETAIL, false, true}, {"col", SC_DETAIL, false, true}, {"cos", SC_CORR, false, false},
     {"attn", SC_UNIT, true, false},
@@ -149,13 +160,15 @@ const results_schema RESULTS_SCHEMA_STUDY_LOGDET = {"study_logdet.csv", COLS_STU
                                                     SR_FREE, "analyze"};
 
 const results_schema RESULTS_SCHEMA_PAIRED = {"paired.csv", COLS_PAIRED, N(COLS_PAIRED), SR_FREE, "analyze"};
+const results_schema RESULTS_SCHEMA_FIDELITY_JOIN = {"fidelity_join.csv", COLS_FIDELITY_JOIN, N(COLS_FIDELITY_JOIN),
+                                                     SR_FREE, "analyze"};
 
 const results_schema *const RESULTS_SCHEMAS[] = {
     &RESULTS_SCHEMA_RESULTS, &RESULTS_SCHEMA_SUMMARY_BY_TRACE, &RESULTS_SCHEMA_SUMMARY, &RESULTS_SCHEMA_SPANS,
     &RESULTS_SCHEMA_SPANS_SUMMARY, &RESULTS_SCHEMA_TIMING, &RESULTS_SCHEMA_META, &RESULTS_SCHEMA_SPEARMAN,
     &RESULTS_SCHEMA_LOGDET, &RESULTS_SCHEMA_PCA, &RESULTS_SCHEMA_PCA_KEPT, &RESULTS_SCHEMA_PCA_VAR,
     &RESULTS_SCHEMA_BUDGETS, &RESULTS_SCHEMA_HEAD_IMPORTANCE, &RESULTS_SCHEMA_DETAIL, &RESULTS_SCHEMA_STUDY_SPEARMAN,
-    &RESULTS_SCHEMA_STUDY_LOGDET, &RESULTS_SCHEMA_PAIRED,
+    &RESULTS_SCHEMA_STUDY_LOGDET, &RESULTS_SCHEMA_PAIRED, &RESULTS_SCHEMA_FIDELITY_JOIN,
 };
 const int RESULTS_N_SCHEMAS = N(RESULTS_SCHEMAS);
 

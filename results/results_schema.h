@@ -84,6 +84,8 @@ extern const results_schema RESULTS_SCHEMA_META, RESULTS_SCHEMA_SPEARMAN, RESULT
 extern const results_schema RESULTS_SCHEMA_STUDY_SPEARMAN, RESULTS_SCHEMA_STUDY_LOGDET;
 /* analyze --baseline: every configuration against the baseline, paired over traces (analysis/paired.c). */
 extern const results_schema RESULTS_SCHEMA_PAIRED;
+/* analyze --fidelity: sim's per-trace measures joined with fidelity --prompts' (analysis/fidelity_join.c). */
+extern const results_schema RESULTS_SCHEMA_FIDELITY_JOIN;
 
 /* Every table above, results directory first (`kvtrace info --columns` lists them; docs/outputs.md is
  * checked against it). */

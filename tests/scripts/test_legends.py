@@ -120,8 +120,8 @@ def screenshot(what, report, out_dir):
 
 
 def needle_study(tmp, model, shots):
-    hay, prompts, study, res, an, figs = (os.path.join(tmp, n) for n in ("hay.txt", "p.jsonl", "st", "res", "st_an",
-                                                                        "st_figs"))
+    hay, prompts, study, res, fid, an, figs = (os.path.join(tmp, n) for n in ("hay.txt", "p.jsonl", "st", "res",
+                                                                             "st_fid", "st_an", "st_figs"))
     with open(hay, "w") as f:
         f.write(STORY)
     steps = [("prompts", "needle", "--haystack", hay, "--needle", "The secret code is 4721.", "--question",
@@ -130,12 +130,16 @@ def needle_study(tmp, model, shots):
              ("capture", "--prompts", prompts, "--model", model, "--chunk", 32, "--quiet", "-o", study),
              ("sim", study, "--policies", "keydiff,snapkv,tova,streaming,h2o", "--allocators", "uniform,pyramid,adakv",
               "--budgets", "32,64", "--chunks", "16,32", "--quiet", "-o", res),
-             ("analyze", study, "--results", res, "--quiet", "-o", an), ("plot", an, "--quiet", "-o", figs)]
+             ("fidelity", "--prompts", prompts, "--model", model, "--policies", "keydiff,streaming", "--budgets",
+              "32", "--chunk", 32, "--quiet", "-o", fid),
+             ("analyze", study, "--results", res, "--baseline", "streaming", "--fidelity", fid, "--quiet", "-o", an),
+             ("plot", an, "--quiet", "-o", figs)]
     for s in steps:
         r = run(*s)
         if not check(r.returncode == 0, "needle study: %s" % s[0], r.stderr):
             return
-    check_dir("a needle study's report (spans x allocators x chunks)", figs)
+    check_dir("a needle study's report (spans x allocators x chunks, paired against a baseline, in-model answers)",
+              figs)
     screenshot("needle study report", os.path.join(figs, "report.html"), shots)
 
 

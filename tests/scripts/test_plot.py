@@ -344,10 +344,10 @@ def main():
         figdir = os.path.join(nores, "figures")
         html = open(os.path.join(figdir, "report.html")).read() if rc == 0 else ""
         skipped = ["fig3_pca", "fig5_error", "fig6_timing", "fig7_layers", "fig8_alloc", "fig9_chunks", "fig10_spans",
-                   "fig11_needle"]
-        check(rc == 0 and html.count("Not drawn:") == 8 and all(not os.path.exists(os.path.join(figdir, n + ".png"))
+                   "fig11_needle", "fig12_needle_recall", "fig13_needle_answer", "fig14_paired"]
+        check(rc == 0 and html.count("Not drawn:") == len(skipped) and all(not os.path.exists(os.path.join(figdir, n + ".png"))
                                                                  for n in skipped),
-              "without results: exit 0, figures 3, 5, 6, 7, 8, 9, 10, 11 skipped with a note each",
+              "without results: exit 0, figures 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 skipped with a note each",
               "exit %d %r" % (rc, err))
         check(rc == 0 and "summary.csv is missing" in html, "without results: the summary table's absence is explained")
         refs = re.findall(r'(?:href|src|data)="([^"#]+)"', html)
@@ -368,12 +368,15 @@ def main():
         figdir = os.path.join(part, "figures")
         html = open(os.path.join(figdir, "report.html")).read() if rc == 0 else ""
         notes = re.findall(r"Not drawn: ([^<]*)", html)
-        check(rc == 0 and len(notes) == 6 and any("detail.csv has no rows" in n for n in notes)
+        check(rc == 0 and len(notes) == 9 and any("detail.csv has no rows" in n for n in notes)
+              and any(n.startswith("fidelity_join.csv is missing") for n in notes)
+              and any(n.startswith("paired.csv is missing") for n in notes)
               and any(n.startswith("no spans") for n in notes)
               and any(n.startswith("spans.csv is missing") for n in notes)
               and any("logdet.csv has no rows" in n for n in notes) and any("NaN" in n for n in notes)
               and any("one chunk size only" in n for n in notes),
-              "header-only detail.csv and logdet.csv, all-NaN spearman.csv: figures 1, 2, 4 skipped with notes "
+              "header-only detail.csv and logdet.csv, all-NaN spearman.csv: figures 1, 2, 4 skipped with notes (13: no "
+              "fidelity_join.csv, 14: no paired.csv) "
               "(and 9: one chunk, 10 and 11: no spans)",
               "exit %d %r %r" % (rc, err, notes))
         check(rc == 0 and os.path.isfile(os.path.join(figdir, "fig5_error.png")) and

@@ -12,7 +12,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "fidelity/fidelity_schema.h"
+#include "results/fidelity_schema.h"
 #include "results/results_row.h"
 
 /* What tmpfile f holds, into buf. */

@@ -1,7 +1,8 @@
 /* fidelity_schema: the columns of every CSV `kvtrace fidelity` writes
  * (docs/outputs.md, its two sections), in the form of results_schema.h, so
- * that the writers (output.c, prompts.c) write each row through results_row
- * against them and `kvtrace info --columns` lists them. */
+ * that the writers (fidelity/output.c, fidelity/prompts.c) write each row
+ * through results_row against them, `kvtrace info --columns` lists them and
+ * `analyze --fidelity` checks the directory it joins against them. */
 #ifndef KV_FIDELITY_SCHEMA_H
 #define KV_FIDELITY_SCHEMA_H
 

@@ -1,5 +1,5 @@
 /* fidelity_schema: the column tables of fidelity's CSVs (fidelity_schema.h). */
-#include "fidelity/fidelity_schema.h"
+#include "results/fidelity_schema.h"
 
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define KEY_COLS {"config", SC_CONFIG, false, true}, {"policy", SC_POLICY, false, false}, \
@@ -38,7 +38,7 @@ static const results_col COLS_PROMPT_ROWS[] = {
     {"prompt_len", SC_COUNT, false, false},
 };
 static const results_col COLS_ANSWERS[] = {
-    {"trace", SC_TEXT, false, true}, KEY_COLS, {"answer_start", SC_COUNT, false, false},
+    {"trace", SC_TEXT, false, true}, KEY_COLS, {"chunk", SC_BUDGET, false, true}, {"answer_start", SC_COUNT, false, false},
     {"answer_tokens", SC_COUNT, false, false}, {"answer_logprob_full", SC_REAL, false, false},
     {"answer_logprob_evict", SC_REAL, false, false}, {"answer_logprob_delta", SC_REAL, false, false},
     {"answer_rank_full", SC_BUDGET, false, false}, {"answer_rank_evict", SC_BUDGET, false, false},
