@@ -15,16 +15,18 @@
 
 static int make_configs(const fidelity_opts *o, fid_results *r, kv_err *err)
 {
-    const int A = o->n_allocators;
-    r->n = o->n_policies * A * o->n_budgets;
+    const int A = o->n_allocators, K = o->n_chunks;
+    r->n = o->n_policies * A * K * o->n_budgets;
     if (!(r->c = kv_calloc((size_t)r->n, sizeof *r->c, "configurations", err))) return err->code;
     for (int p = 0; p < o->n_policies; p++)
         for (int a = 0; a < A; a++)
-            for (int b = 0; b < o->n_budgets; b++) {
-                fid_config *c = &r->c[(p * A + a) * o->n_budgets + b];
-                *c = (fid_config){.pc = &o->policies[p], .ac = &o->allocators[a], .budget = o->budgets[b]};
-                alloc_label(c->ac, c->alloc, sizeof c->alloc);
-            }
+            for (int k = 0; k < K; k++)
+                for (int b = 0; b < o->n_budgets; b++) {
+                    fid_config *c = &r->c[((p * A + a) * K + k) * o->n_budgets + b];
+                    *c = (fid_config){.pc = &o->policies[p], .ac = &o->allocators[a], .budget = o->budgets[b],
+                                      .chunk = o->chunks[k]};
+                    alloc_label(c->ac, c->alloc, sizeof c->alloc);
+                }
     return KV_OK;
 }
 
@@ -44,7 +46,7 @@ static int sim_provenance(const fidelity_opts *o, const char *trace_path, prov_r
 }
 
 /* sim on the full-cache trace into dir (kept in the output), its phase=all
- * summary of each configuration into summary[n_policies x n_budgets]. */
+ * summary of each configuration into summary[n_policies x n_allocators x n_chunks x n_budgets]. */
 static int run_sim(const fidelity_opts *o, const char *trace_path, const char *dir, sim_stats *summary, kv_err *err)
 {
     prov_record sp = {0};
@@ -53,7 +55,7 @@ static int run_sim(const fidelity_opts *o, const char *trace_path, const char *d
                   .n_policies = o->n_policies, .allocators = o->allocators, .n_allocators = o->n_allocators,
                   .head_scores = o->head_scores,
                   .budgets = o->budgets, .n_budgets = o->n_budgets,
-                  .chunk = o->seq.chunk, .decode_chunk = 1, .eval_stride = 1, .threads = o->sim_threads,
+                  .chunk = o->seq.chunk, .chunks = o->chunks, .n_chunks = o->n_chunks, .decode_chunk = 1, .eval_stride = 1, .threads = o->sim_threads,
                   .quiet = true, .progress = !o->quiet};
     if (!rc) rc = sim_run(&s, summary, err);
     prov_free(&sp);
@@ -63,22 +65,22 @@ static int run_sim(const fidelity_opts *o, const char *trace_path, const char *d
 /* The table on stdout: one line per configuration, then ρ and the pair count. */
 static void print_summary(const fid_results *r)
 {
-    printf("%-12s %-34s %-24s %6s %11s %11s %7s %9s %12s %11s\n", "policy", "params", "allocator", "N", "kl_mean",
-           "kl_p95", "agree", "d_ppl", "out_rel_err", "attn_recall");
+    printf("%-12s %-34s %-24s %6s %5s %11s %11s %7s %9s %12s %11s\n", "policy", "params", "allocator", "N", "B",
+           "kl_mean", "kl_p95", "agree", "d_ppl", "out_rel_err", "attn_recall");
     for (int i = 0; i < r->n; i++) {
         const fid_config *c = &r->c[i];
-        printf("%-12s %-34s %-24s %6lld %11.4g %11.4g %6.1f%% %9.4f %12.4g %11.4f\n", c->pc->iface->name,
-               c->pc->canonical, c->alloc, (long long)c->budget, c->kl_mean, c->kl_p95, 100.0 * c->greedy_agree, c->ppl_evict - r->ppl_full,
+        printf("%-12s %-34s %-24s %6lld %5lld %11.4g %11.4g %6.1f%% %9.4f %12.4g %11.4f\n", c->pc->iface->name,
+               c->pc->canonical, c->alloc, (long long)c->budget, (long long)c->chunk, c->kl_mean, c->kl_p95, 100.0 * c->greedy_agree, c->ppl_evict - r->ppl_full,
                c->out_rel_err_mean, c->attn_recall_mean);
     }
     printf("T = %lld (prompt %lld), full-cache perplexity %.4f\n", (long long)r->T, (long long)r->prompt_len,
            r->ppl_full);
     fid_headline h;
     fid_headline_compute(r, &h);
-    char t[32];
+    char t[32], g[64];
     printf("Spearman rho(out_rel_err, KL) within each budget:");
     for (int b = 0; b < h.n; b++)
-        printf("%s N = %lld: %s", b ? "," : "", (long long)h.budget[b], fid_rho_text(h.within[b].rho_err, t, 32));
+        printf("%s %s: %s", b ? "," : "", fid_group_text(&h, b, g, 64), fid_rho_text(h.within[b].rho_err, t, 32));
     printf("; mean %s", fid_rho_text(h.rho_err, t, 32));
     printf(" (with 1 - attn_recall: mean %s)\n", fid_rho_text(h.rho_recall, t, 32));
     printf("%lld of %lld same-budget pairs mis-ordered offline\n", (long long)h.misordered, (long long)h.pairs);

@@ -32,7 +32,7 @@ typedef struct {
     const char *tokenizer;   /* llama2.c tokenizer.bin */
     prompt_source prompt;    /* none: BOS alone */
     int64_t generate;        /* the full model's greedy tokens after the prompt */
-    int64_t chunk;           /* B: prefill chunk */
+    int64_t chunk;           /* B: the prefill chunk (the first of chunks[] with --chunks) */
     bool beyond_context;     /* --allow-beyond-context, as capture's */
     const int32_t *ids;      /* fidelity --prompts: the prompt's ids[n_ids] (BOS first), read instead of
                                 `prompt`, whose text (if any) is then the text they encode, kept in the trace */
@@ -52,6 +52,8 @@ typedef struct {
     const char *head_scores; /* --head-scores FILE (headkv, duo): the in-model runs' and sim's ranking */
     int64_t *budgets;        /* [n_budgets] */
     int n_budgets;
+    const int64_t *chunks;   /* [n_chunks] the prefill chunks B swept (--chunks; else seq.chunk alone) */
+    int n_chunks;
     int sim_threads;         /* 0: one per CPU */
     const kv_model *loaded;  /* the model already loaded (fidelity --prompts); NULL: load seq.model */
     const char *prompts;     /* --prompts FILE.jsonl (fidelity_prompts) */
@@ -64,6 +66,7 @@ typedef struct {
     const alloc_config *ac;
     char alloc[256];         /* ac's label (alloc_label), the allocator column */
     int64_t budget;
+    int64_t chunk;           /* B: its prefill chunk */
     int64_t n_positions;     /* positions t >= N */
     double kl_mean, kl_p95, kl_max, greedy_agree;
     double ppl_evict;        /* over every predicted token of the sequence */
@@ -86,7 +89,7 @@ typedef struct {
     int exact_match_full;       /* the full run's exact match */
     char *continuation_full;    /* the full run's greedy continuation after the question */
     int64_t answer_tokens;   /* 0: no answer */
-    int n;                   /* configurations: policy-major, then allocator, then budget (sim's order) */
+    int n;                   /* configurations: policy-major, then allocator, chunk, budget (sim's order) */
     fid_config *c;           /* [n] */
 } fid_results;
 

@@ -38,7 +38,8 @@ void fid_config_key(results_row *w, const fid_config *c)
 
 void fid_config_measures(results_row *w, const fidelity_opts *o, const fid_results *r, const fid_config *c)
 {
-    results_row_int(w, o->seq.chunk), results_row_int(w, c->n_positions);
+    (void)o;
+    results_row_int(w, c->chunk), results_row_int(w, c->n_positions);
     results_row_real(w, c->kl_mean), results_row_real(w, c->kl_p95), results_row_real(w, c->kl_max);
     results_row_real(w, c->greedy_agree), results_row_real(w, r->ppl_full), results_row_real(w, c->ppl_evict);
     results_row_real(w, c->out_rel_err_mean), results_row_real(w, c->out_rel_err_p95);
@@ -66,7 +67,7 @@ static int write_positions(const fid_results *r, const char *dir, kv_err *err)
         const fid_config *c = &r->c[i];
         for (int64_t j = 0; j < c->n_positions; j++) {
             results_row w = results_row_begin(f, &FID_SCHEMA_POSITIONS);
-            fid_config_key(&w, c);
+            fid_config_key(&w, c), results_row_int(&w, c->chunk);
             results_row_int(&w, r->T - c->n_positions + j), results_row_real(&w, c->kl[j]);
             results_row_int(&w, c->agree[j]);
             results_row_end(&w);
@@ -75,21 +76,25 @@ static int write_positions(const fid_results *r, const char *dir, kv_err *err)
     return close_out(f, dir, "positions.csv", err);
 }
 
-/* The pooled row first (scope "all", no budget), then one per budget (scope "budget"). */
+/* The pooled row first (scope "all", no budget or chunk), then one per budget and chunk (scope "budget"). */
 static int write_summary(const fidelity_opts *o, const fid_results *r, const char *dir, kv_err *err)
 {
     FILE *f = results_schema_create(dir, &FID_SCHEMA_SUMMARY, err);
     if (!f) return err->code;
-    for (int b = -1; b < o->n_budgets; b++) {
+    for (int g = -1; g < o->n_chunks * o->n_budgets; g++) {
+        const int64_t budget = g < 0 ? 0 : o->budgets[g % o->n_budgets], chunk = g < 0 ? 0 : o->chunks[g / o->n_budgets];
         fid_rank k;
-        fid_rank_stats(r, b < 0 ? 0 : o->budgets[b], &k);
+        fid_rank_stats(r, budget, chunk, &k);
         results_row w = results_row_begin(f, &FID_SCHEMA_SUMMARY);
-        results_row_text(&w, b < 0 ? "all" : "budget");
-        if (b < 0) results_row_none(&w);
-        else results_row_int(&w, o->budgets[b]);
+        results_row_text(&w, g < 0 ? "all" : "budget");
+        if (g < 0) results_row_none(&w);
+        else results_row_int(&w, budget);
         results_row_int(&w, k.n_configs), results_row_real(&w, k.rho_err), results_row_real(&w, k.rho_recall);
         results_row_int(&w, k.pairs), results_row_int(&w, k.misordered), results_row_int(&w, r->T);
-        results_row_int(&w, r->prompt_len), results_row_int(&w, o->seq.chunk), results_row_real(&w, r->ppl_full);
+        results_row_int(&w, r->prompt_len);
+        if (g < 0) results_row_none(&w);
+        else results_row_int(&w, chunk);
+        results_row_real(&w, r->ppl_full);
         results_row_end(&w);
     }
     return close_out(f, dir, "summary.csv", err);
@@ -105,7 +110,7 @@ static int write_misordered(const fid_results *r, const char *dir, kv_err *err)
             if (!fid_misordered(a, b)) continue;
             results_row w = results_row_begin(f, &FID_SCHEMA_MISORDERED);
             config_names(&w, a, true), config_names(&w, b, true);
-            results_row_int(&w, a->budget);
+            results_row_int(&w, a->budget), results_row_int(&w, a->chunk);
             results_row_real(&w, a->out_rel_err_mean), results_row_real(&w, b->out_rel_err_mean);
             results_row_real(&w, a->kl_mean), results_row_real(&w, b->kl_mean);
             results_row_end(&w);

@@ -81,7 +81,7 @@ static int write_rows(const fidelity_opts *o, const fid_study *st, const char *d
 }
 
 /* DIR/answer.csv: per prompt with an answer and configuration, the answer's log-probability. */
-static int write_answers(const fidelity_opts *o, const fid_study *st, const char *dir, kv_err *err)
+static int write_answers(const fid_study *st, const char *dir, kv_err *err)
 {
     FILE *f = results_schema_create(dir, &FID_SCHEMA_ANSWERS, err);
     if (!f) return err->code;
@@ -90,7 +90,7 @@ static int write_answers(const fidelity_opts *o, const fid_study *st, const char
         if (!r->answer_tokens) continue;
         for (int i = 0; i < r->n; i++) {
             results_row w = results_row_begin(f, &FID_SCHEMA_ANSWERS);
-            results_row_text(&w, st->l->p[k].id), fid_config_key(&w, &r->c[i]), results_row_int(&w, o->seq.chunk);
+            results_row_text(&w, st->l->p[k].id), fid_config_key(&w, &r->c[i]), results_row_int(&w, r->c[i].chunk);
             results_row_int(&w, prompt_answer(&st->l->p[k])->start), results_row_int(&w, r->answer_tokens);
             results_row_real(&w, r->answer_logprob_full), results_row_real(&w, r->c[i].answer_logprob);
             results_row_real(&w, r->c[i].answer_logprob - r->answer_logprob_full);
@@ -138,7 +138,7 @@ static int write_summary(const fid_study *st, const char *dir, kv_err *err)
     }
     for (int i = 0; i < st->r[0].n; i++) {
         results_row w = results_row_begin(f, &FID_SCHEMA_PROMPT_SUMMARY);
-        fid_config_key(&w, &st->r[0].c[i]);
+        fid_config_key(&w, &st->r[0].c[i]), results_row_int(&w, st->r[0].c[i].chunk);
         results_row_int(&w, n), results_row_int(&w, st->n_answers);
         for (int j = 0; j < N_METRICS; j++) {
             double v[3];
@@ -177,8 +177,8 @@ static void print_study(const fid_study *st)
 {
     const fid_results *r0 = &st->r[0];
     printf("%d prompts (%d with an answer); means over prompts\n", st->l->n, st->n_answers);
-    printf("%-12s %-24s %6s %11s %7s %9s %14s %7s\n", "policy", "allocator", "N", "kl_mean", "agree", "d_ppl",
-           "answer_logp_Δ", "match");
+    printf("%-12s %-24s %6s %5s %11s %7s %9s %14s %7s\n", "policy", "allocator", "N", "B", "kl_mean", "agree",
+           "d_ppl", "answer_logp_Δ", "match");
     double *x = malloc(sizeof *x * (size_t)st->l->n);
     if (!x) return;
     for (int i = 0; i < r0->n; i++) {
@@ -188,8 +188,8 @@ static void print_study(const fid_study *st)
         metric_ci(st, &METRICS[5], i, x, NULL, NULL, dp);
         metric_ci(st, &METRICS[10], i, x, NULL, NULL, an);
         metric_ci(st, &METRICS[12], i, x, NULL, NULL, em);
-        printf("%-12s %-24s %6lld %11.4g %6.1f%% %9.4f %14.4f %6.1f%%\n", r0->c[i].pc->iface->name, r0->c[i].alloc,
-               (long long)r0->c[i].budget, kl[0], 100.0 * ag[0], dp[0], an[0], 100.0 * em[0]);
+        printf("%-12s %-24s %6lld %5lld %11.4g %6.1f%% %9.4f %14.4f %6.1f%%\n", r0->c[i].pc->iface->name,
+               r0->c[i].alloc, (long long)r0->c[i].budget, (long long)r0->c[i].chunk, kl[0], 100.0 * ag[0], dp[0], an[0], 100.0 * em[0]);
     }
     free(x);
 }
@@ -238,14 +238,15 @@ static int write_report(const fidelity_opts *o, const fid_study *st, const char 
         fprintf(f, "<p>The full-cache model answers %d of %d prompts (exact match).</p>\n", full_matches(st),
                 st->n_answers);
     }
-    fputs("<table><tr><th>policy</th><th>params</th><th>allocator</th><th>N</th><th>KL mean</th><th>greedy agree</th>"
+    fputs("<table><tr><th>policy</th><th>params</th><th>allocator</th><th>N</th><th>B</th><th>KL mean</th><th>greedy agree</th>"
           "<th>&Delta; ppl</th><th>out_rel_err</th><th>answer log p</th><th>&Delta; answer log p</th>"
           "<th>exact match</th></tr>\n", f);
     for (int i = 0; i < st->r[0].n; i++) {
         const fid_config *c = &st->r[0].c[i];
         fputs("<tr><td>", f), plot_html_escape(f, c->pc->iface->name), fputs("</td><td>", f);
         plot_html_escape(f, c->pc->canonical), fputs("</td><td>", f), plot_html_escape(f, c->alloc);
-        fprintf(f, "</td><td class=\"num\">%lld</td>", (long long)c->budget);
+        fprintf(f, "</td><td class=\"num\">%lld</td><td class=\"num\">%lld</td>", (long long)c->budget,
+                (long long)c->chunk);
         for (size_t j = 0; j < sizeof SHOWN / sizeof SHOWN[0]; j++) {
             metric_ci(st, &METRICS[SHOWN[j]], i, x, idx_all, idx_ans, v);
             html_ci(f, v);
@@ -285,7 +286,7 @@ static int run_all(const fidelity_opts *o, const kv_model *m, fid_study *st, kv_
     if (rc) return rc;
     for (int k = 0; !rc && k < st->l->n; k++) rc = run_prompt(o, m, st, k, out.tmp_path, err);
     if (!rc) rc = write_rows(o, st, out.tmp_path, err);
-    if (!rc) rc = write_answers(o, st, out.tmp_path, err);
+    if (!rc) rc = write_answers(st, out.tmp_path, err);
     if (!rc) rc = write_summary(st, out.tmp_path, err);
     if (!rc && o->prov) rc = prov_write_json(o->prov, out.tmp_path, err);
     if (!rc) rc = write_report(o, st, out.tmp_path, err);

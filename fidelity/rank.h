@@ -25,21 +25,23 @@ bool fid_same_series(const fid_config *a, const fid_config *b);
 /* Configurations in ρ and in the pairs: those that evict (not `full`). */
 bool fid_ranked(const fid_config *c);
 
-/* a is preferred offline (lower out_rel_err) but has a higher online KL, at the same budget. */
+/* a is preferred offline (lower out_rel_err) but has a higher online KL, at the same budget and chunk. */
 bool fid_misordered(const fid_config *a, const fid_config *b);
 
-/* ρ and pair counts over the configurations of `budget` (0: all budgets). */
-void fid_rank_stats(const fid_results *r, int64_t budget, fid_rank *out);
+/* ρ and pair counts over the configurations of (budget, chunk) (budget 0: all of them, pooled). */
+void fid_rank_stats(const fid_results *r, int64_t budget, int64_t chunk, fid_rank *out);
 
-/* The headline: ρ within each budget. Pooled over budgets, ρ
+/* The headline: ρ within each budget (and chunk, with several: a group is one budget at one chunk).
+ * Pooled over budgets, ρ
  * is inflated by the budget effect (a larger N lowers both the offline error
  * and the online KL, so the budget alone ranks most pairs of configurations
  * across budgets); within one budget only the policies are compared, which is
  * the question a user asks. */
 typedef struct {
-    int n;                    /* budgets with a configuration that evicts, in order of appearance */
-    int64_t *budget;          /* [n] */
-    fid_rank *within;         /* [n]: each budget's ρ and pairs */
+    int n;                    /* (budget, chunk) groups with a configuration that evicts, in order of appearance */
+    int64_t *budget, *chunk;  /* [n] */
+    bool several_chunks;      /* the groups' chunks differ (their labels then name the chunk) */
+    fid_rank *within;         /* [n]: each group's ρ and pairs */
     int n_defined;            /* budgets whose ρ(out_rel_err, KL) is a number (>= 2 distinct configurations) */
     double rho_err, rho_recall;  /* means of the defined within-budget ρ (NaN: none) */
     int64_t pairs, misordered;   /* summed over the budgets */
@@ -48,6 +50,9 @@ typedef struct {
 
 void fid_headline_compute(const fid_results *r, fid_headline *h);
 void fid_headline_free(fid_headline *h);
+
+/* Group b as a label: "N = 32", or "N = 32, B = 16" with several chunks. */
+const char *fid_group_text(const fid_headline *h, int b, char *buf, int cap);
 
 /* "0.976", or "n/a" for NaN (a budget with fewer than two configurations). */
 const char *fid_rho_text(double rho, char *buf, int cap);

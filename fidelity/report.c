@@ -34,8 +34,8 @@ static int write_data(const fid_results *r, const plot_ctx *ctx, int *blocks, kv
     FILE *f;
     int rc = plot_open(ctx, "fidelity.dat", &f, err);
     if (rc) return rc;
-    fputs("# one block (index) per policy configuration, one row per budget:\n"
-          "# out_rel_err_mean kl_mean budget attn_recall_mean greedy_agree\n", f);
+    fputs("# one block (index) per policy configuration, one row per budget and chunk:\n"
+          "# out_rel_err_mean kl_mean budget attn_recall_mean greedy_agree chunk\n", f);
     *blocks = 0;
     for (int i = 0; i < r->n; i++) {
         if (!series_head(r, i) || !fid_ranked(&r->c[i])) continue;
@@ -44,8 +44,8 @@ static int write_data(const fid_results *r, const plot_ctx *ctx, int *blocks, kv
         for (int j = i; j < r->n; j++) {
             const fid_config *c = &r->c[j];
             if (!fid_same_series(c, &r->c[i])) continue;
-            fprintf(f, "%.9g %.9g %lld %.9g %.9g\n", c->out_rel_err_mean, c->kl_mean, (long long)c->budget,
-                    c->attn_recall_mean, c->greedy_agree);
+            fprintf(f, "%.9g %.9g %lld %.9g %.9g %lld\n", c->out_rel_err_mean, c->kl_mean, (long long)c->budget,
+                    c->attn_recall_mean, c->greedy_agree, (long long)c->chunk);
         }
         (*blocks)++;
     }
@@ -76,12 +76,12 @@ static int key_px(const fid_results *r)
 
 /* The axis range of one panel around its points: a factor of 1.6 beyond
  * them on a log axis, 0 to 10% above the highest on a linear one. */
-static void panel_range(FILE *f, const fid_results *r, int64_t budget, bool logscale, bool y)
+static void panel_range(FILE *f, const fid_results *r, int64_t budget, int64_t chunk, bool logscale, bool y)
 {
     double lo = INFINITY, hi = -INFINITY;
     for (int i = 0; i < r->n; i++) {
         const fid_config *c = &r->c[i];
-        if (!fid_ranked(c) || c->budget != budget) continue;
+        if (!fid_ranked(c) || c->budget != budget || c->chunk != chunk) continue;
         const double v = y ? c->kl_mean : c->out_rel_err_mean;
         if (isfinite(v)) lo = v < lo ? v : lo, hi = v > hi ? v : hi;
     }
@@ -90,17 +90,17 @@ static void panel_range(FILE *f, const fid_results *r, int64_t budget, bool logs
     else fprintf(f, "set %crange [0:%.6g]\n", y ? 'y' : 'x', hi > 0 ? hi * 1.1 : 1.0);
 }
 
-/* One panel per budget (within-budget ρ is the headline, and no point labels
+/* One panel per budget and chunk (within-budget ρ is the headline, and no point labels
  * can overlap): x offline error, y online KL, one colour (and point type per
  * variant) per policy, the key once at the right. */
 static void panel(FILE *f, const fid_results *r, const fid_headline *h, int b, bool first, bool last, bool logscale)
 {
-    char t[32];
+    char t[32], g[64];
     const fid_rank *k = &h->within[b];
-    fprintf(f, "set title \"N = %lld: rho = %s\\n%lld of %lld pairs mis-ordered\"\n", (long long)h->budget[b],
+    fprintf(f, "set title \"%s: rho = %s\\n%lld of %lld pairs mis-ordered\"\n", fid_group_text(h, b, g, 64),
             fid_rho_text(k->rho_err, t, 32), (long long)k->misordered, (long long)k->pairs);
-    panel_range(f, r, h->budget[b], logscale, false);
-    panel_range(f, r, h->budget[b], logscale, true);
+    panel_range(f, r, h->budget[b], h->chunk[b], logscale, false);
+    panel_range(f, r, h->budget[b], h->chunk[b], logscale, true);
     if (last) fprintf(f, "set key at screen 0.995, screen 0.84 top right maxrows %d\n", r->n);
     else fprintf(f, "unset key\n");
     if (!first) fprintf(f, "unset ylabel\n");
@@ -111,8 +111,8 @@ static void panel(FILE *f, const fid_results *r, const fid_headline *h, int b, b
         const fid_config *c = &r->c[i];
         char label[600];
         series_label(r, i, label, sizeof label);
-        fprintf(f, "%s'fidelity.dat' index %d using ($3 == %lld ? $1 : NaN):2 with points ps 1.6 lc rgb '%s' pt %d "
-                   "title ", blk ? ", \\\n     " : "", blk, (long long)h->budget[b],
+        fprintf(f, "%s'fidelity.dat' index %d using ($3 == %lld && $6 == %lld ? $1 : NaN):2 with points ps 1.6 lc "
+                   "rgb '%s' pt %d title ", blk ? ", \\\n     " : "", blk, (long long)h->budget[b], (long long)h->chunk[b],
                 plot_policy_colour(c->pc->iface->name), plot_point_type(variant_of(r, i)) | 1);
         plot_gp_quote(f, label);
         blk++;
@@ -214,12 +214,13 @@ static void rank_section(FILE *f, const fid_results *r)
     char t[32];
     fputs("<h2>How well offline replay ranks policies</h2>\n<p>Spearman &rho; between sim's out_rel_err and the "
           "online KL <b>within each budget</b> (the question a user asks: at this N, which policy is better?):</p>\n"
-          "<table><tr><th>N</th><th>configurations</th><th>&rho;(out_rel_err, KL)</th>"
+          "<table><tr><th>group</th><th>configurations</th><th>&rho;(out_rel_err, KL)</th>"
           "<th>&rho;(1 &minus; attn_recall, KL)</th><th>pairs mis-ordered</th></tr>\n", f);
     for (int b = 0; b < h.n; b++) {
         const fid_rank *k = &h.within[b];
-        fprintf(f, "<tr><td class=num>%lld</td><td class=num>%lld</td><td class=num><b>%s</b></td>",
-                (long long)h.budget[b], (long long)k->n_configs, fid_rho_text(k->rho_err, t, 32));
+        char g[64];
+        fprintf(f, "<tr><td>%s</td><td class=num>%lld</td><td class=num><b>%s</b></td>", fid_group_text(&h, b, g, 64),
+                (long long)k->n_configs, fid_rho_text(k->rho_err, t, 32));
         fprintf(f, "<td class=num>%s</td><td class=num>%lld of %lld</td></tr>\n", fid_rho_text(k->rho_recall, t, 32),
                 (long long)k->misordered, (long long)k->pairs);
     }
@@ -248,9 +249,12 @@ int fid_write_report(const fidelity_opts *o, const fid_results *r, const char *d
           "img{max-width:100%}</style>\n</head>\n<body>\n<h1>Fidelity: offline replay vs eviction inside the model</h1>\n", f);
     fputs("<p>Model <code>", f);
     plot_html_escape(f, o->seq.model);
-    fprintf(f, "</code>, %lld tokens (prompt %lld, chunk B = %lld, then one token per step), teacher-forced; "
+    char chunks[400] = "";
+    for (int k = 0, used = 0; k < o->n_chunks && used < (int)sizeof chunks - 24; k++)
+        used += snprintf(chunks + used, sizeof chunks - (size_t)used, "%s%lld", k ? ", " : "", (long long)o->chunks[k]);
+    fprintf(f, "</code>, %lld tokens (prompt %lld, in chunks of B = %s, then one token per step), teacher-forced; "
                "full-cache perplexity %.4f. Written by kvtrace %s.</p>\n", (long long)r->T, (long long)r->prompt_len,
-            (long long)o->seq.chunk, r->ppl_full, KVTRACE_VERSION);
+            chunks, r->ppl_full, KVTRACE_VERSION);
     if (o->prov) {
         fputs("<pre>", f);
         plot_html_escape(f, o->prov->command);

@@ -21,6 +21,7 @@
 
 typedef struct {
     kv_run *run;             /* on the CPU, evicting inside, not recorded */
+    int64_t done;            /* positions it has walked */
     double nll;              /* Σ −log q(next) */
     double answer;           /* Σ log q(next) over the answer's tokens */
     int64_t answer_rank;     /* the rank of the answer's first token */
@@ -34,7 +35,13 @@ typedef struct {
     char *text;              /* the prompt's text (recorded in the trace), NULL: given as ids or BOS alone */
     char *chat;              /* a chat prompt's record (recorded in the trace), else NULL */
     int64_t T, P;
-    kv_run *full;            /* on the CPU, full cache, recorded as the trace sim replays */
+    kv_run *full;            /* on the CPU, full cache, recorded as the trace sim replays; it walks the prompt in
+                                chunks of the chunks' greatest common divisor, so that every evicting run's chunk
+                                ends where one of its steps does */
+    int64_t full_chunk;
+    float *ring;             /* with several chunks: the full run's logits of the last ring_rows positions,
+                                position t at row t % ring_rows ([ring_rows][V]); NULL: run_logits(full) */
+    int64_t ring_rows, full_p0;   /* the largest chunk; the first position of the full run's last step */
     evict_run *runs;         /* [n] */
     double *head_scores;     /* [L][K] --head-scores (headkv, duo); NULL: none given */
     alloc_config *acs;       /* [n] each configuration's allocator, with the head ranking */
@@ -52,6 +59,7 @@ static void state_free(fid_state *s)
     free(s->acs);
     free(s->head_scores);
     run_free(s->full);
+    free(s->ring);
     free(s->tokens);
     free(s->text), free(s->chat);
     model_free(&s->own);
@@ -72,7 +80,7 @@ static int open_run(const fidelity_opts *o, fid_state *s, const fid_config *r0, 
                     const char *trace_path, kv_run **r, kv_err *err)
 {
     run_opts ro = {.model = s->m, .model_path = o->seq.model, .backend_ctx = s->cpu, .tokens = s->tokens, .T = s->T, .P = s->P,
-                   .chunk = o->seq.chunk, .evict = fc ? fc->pc : NULL, .budget = fc ? fc->budget : 0,
+                   .chunk = fc ? fc->chunk : s->full_chunk, .evict = fc ? fc->pc : NULL, .budget = fc ? fc->budget : 0,
                    .alloc = fc ? &s->acs[fc - r0] : NULL, .output = trace_path, .verb = "fidelity",
                    .trace = {.storage = TRACE_F32}, .beyond_context = o->seq.beyond_context,
                    .prompt_text = trace_path ? s->text : NULL,
@@ -97,6 +105,29 @@ static int given_sequence(const fid_sequence *q, int32_t **tokens, int64_t *P, i
     return KV_OK;
 }
 
+static int64_t gcd(int64_t a, int64_t b)
+{
+    while (b) {
+        const int64_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
+/* The full run's chunk (the chunks' greatest common divisor) and, with several chunks, the ring of its logits. */
+static int full_walk(const fidelity_opts *o, fid_state *s, kv_err *err)
+{
+    s->full_chunk = o->chunks[0], s->ring_rows = o->chunks[0];
+    for (int k = 1; k < o->n_chunks; k++) {
+        s->full_chunk = gcd(s->full_chunk, o->chunks[k]);
+        s->ring_rows = o->chunks[k] > s->ring_rows ? o->chunks[k] : s->ring_rows;
+    }
+    if (o->n_chunks < 2) return KV_OK;
+    const size_t V = (size_t)s->m->cfg.vocab_size;
+    s->ring = kv_calloc((size_t)s->ring_rows * V, sizeof *s->ring, "the full run's logits of the largest chunk", err);
+    return s->ring ? KV_OK : err->code;
+}
+
 /* Model, tokens, the full run and its trace, one evicting run per configuration. */
 static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, fid_results *r, kv_err *err)
 {
@@ -110,6 +141,7 @@ static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, f
     if (!rc && o->prov) rc = capture_provenance(o->prov, o->seq.model, o->seq.tokenizer, &o->seq.prompt, err);
     if (!rc && o->head_scores) rc = capture_head_scores(o->head_scores, &s->m->cfg, &s->head_scores, err);
     if (!rc && o->head_scores && o->prov) rc = prov_add_file(o->prov, "head_scores", o->head_scores, NULL, err);
+    if (!rc) rc = full_walk(o, s, err);
     if (!rc) rc = open_run(o, s, NULL, NULL, trace_path, &s->full, err);
     if (rc) return rc;
     s->ans0 = o->seq.answer_start, s->ans1 = o->seq.answer_end;
@@ -130,6 +162,13 @@ static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, f
     return rc;
 }
 
+/* The full run's next-token logits at position t (one of its last ring_rows positions). */
+static const float *full_row(const fid_state *s, int64_t t)
+{
+    const int64_t V = s->m->cfg.vocab_size;
+    return s->ring ? s->ring + (t % s->ring_rows) * V : run_logits(s->full) + (t - s->full_p0) * V;
+}
+
 /* Rows [p0, p0+n) of configuration i against the full run's logits. */
 static void compare_rows(fid_state *s, fid_config *fc, int i, int64_t p0, int64_t n)
 {
@@ -139,14 +178,14 @@ static void compare_rows(fid_state *s, fid_config *fc, int i, int64_t p0, int64_
         const int64_t t = p0 + r;
         const int32_t next = t + 1 < s->T ? s->tokens[t + 1] : -1;
         fid_row row;
-        fid_row_compare(run_logits(s->full) + r * V, run_logits(e->run) + r * V, V, next, &row);
+        fid_row_compare(full_row(s, t), run_logits(e->run) + r * V, V, next, &row);
         if (next >= 0) {
             e->nll -= row.logp_q;
             if (i == 0) s->nll_full -= row.logp_p, s->n_pred++;
         }
         if (t + 1 == s->ans0 && s->ans1 > s->ans0) { /* the rank of the answer's first token */
             e->answer_rank = fid_token_rank(run_logits(e->run) + r * V, V, s->tokens[t + 1]);
-            if (i == 0) s->answer_rank_full = fid_token_rank(run_logits(s->full) + r * V, V, s->tokens[t + 1]);
+            if (i == 0) s->answer_rank_full = fid_token_rank(full_row(s, t), V, s->tokens[t + 1]);
         }
         if (t + 1 >= s->ans0 && t + 1 < s->ans1) { /* log p(answer token | everything before it) */
             e->answer += row.logp_q;
@@ -158,19 +197,32 @@ static void compare_rows(fid_state *s, fid_config *fc, int i, int64_t p0, int64_
     }
 }
 
-/* One chunk [p0, p0+n): the full walk (whose greedy token continues the
- * sequence past the prompt), then every evicting walk on the same tokens. */
+/* The next step of a walk at position `done` in chunks of B: the rest of B-chunk of the prompt, then one. */
+static int64_t step_len(const fid_state *s, int64_t done, int64_t B)
+{
+    return done < s->P ? (s->P - done < B ? s->P - done : B) : 1;
+}
+
+/* The full walk's step [p0, p0+n) (whose greedy token continues the sequence past the prompt), then every
+ * evicting walk whose own chunk ends where this step does, on the same tokens. */
 static int step(fid_state *s, fid_results *r, int64_t p0, int64_t n, kv_err *err)
 {
-    const int64_t V = s->m->cfg.vocab_size;
+    const int64_t V = s->m->cfg.vocab_size, end = p0 + n;
     int rc = run_step(s->full, n, err);
-    if (!rc && p0 + n < s->T && p0 + n >= s->P) { /* teacher forcing: the full model's greedy next token */
-        s->tokens[p0 + n] = fid_argmax(run_logits(s->full) + (n - 1) * V, V);
-        run_known(s->full, p0 + n + 1);
+    s->full_p0 = p0;
+    if (!rc && s->ring)
+        for (int64_t q = 0; q < n; q++)
+            memcpy(s->ring + ((p0 + q) % s->ring_rows) * V, run_logits(s->full) + q * V, sizeof(float) * (size_t)V);
+    if (!rc && end < s->T && end >= s->P) { /* teacher forcing: the full model's greedy next token */
+        s->tokens[end] = fid_argmax(run_logits(s->full) + (n - 1) * V, V);
+        run_known(s->full, end + 1);
     }
     for (int i = 0; !rc && i < s->n; i++) {
-        rc = run_step(s->runs[i].run, n, err);
-        if (!rc) compare_rows(s, &r->c[i], i, p0, n);
+        evict_run *e = &s->runs[i];
+        const int64_t len = step_len(s, e->done, r->c[i].chunk);
+        if (e->done + len != end) continue;   /* its chunk ends at a later step of the full walk */
+        rc = run_step(e->run, len, err);
+        if (!rc) compare_rows(s, &r->c[i], i, e->done, len), e->done = end;
     }
     return rc;
 }
@@ -218,7 +270,9 @@ static int continuations(const fidelity_opts *o, fid_state *s, fid_results *r, k
     int rc = fid_continue(&c, NULL, NULL, 0, &out, err);
     r->continuation_full = out.text, r->exact_match_full = out.match;
     for (int i = 0; !rc && i < r->n; i++) {
-        rc = fid_continue(&c, r->c[i].pc, &s->acs[i], r->c[i].budget, &out, err);
+        fid_answer_ctx ci = c;
+        ci.chunk = r->c[i].chunk;
+        rc = fid_continue(&ci, r->c[i].pc, &s->acs[i], r->c[i].budget, &out, err);
         r->c[i].continuation = out.text, r->c[i].exact_match = out.match;
     }
     return rc;
@@ -233,7 +287,7 @@ int fid_run_models(const fidelity_opts *o, const char *trace_path, fid_results *
     progress_start(&prog, "fidelity", s.T, o->quiet || rc);
     progress_stage(&prog, "model runs");
     for (int64_t p0 = 0; !rc && p0 < s.T;) {
-        int64_t n = p0 < s.P ? (s.P - p0 < o->seq.chunk ? s.P - p0 : o->seq.chunk) : 1;
+        const int64_t n = step_len(&s, p0, s.full_chunk);
         rc = step(&s, r, p0, n, err);
         p0 += n;
         progress_update(&prog, p0);

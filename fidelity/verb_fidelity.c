@@ -15,7 +15,8 @@
 static const char USAGE[] =
     "usage: kvtrace fidelity [--model M] [--prompt TEXT | --prompt-file F | --tokens F | --prompts F.jsonl]\n"
     "                        [--generate N]\n"
-    "                        [--policies LIST] [--allocators LIST] [--budgets LIST] [--chunk B] [options] -o DIR\n"
+    "                        [--policies LIST] [--allocators LIST] [--budgets LIST] [--chunk B | --chunks LIST]\n"
+    "                        [options] -o DIR\n"
     "\n"
     "Eviction inside the model versus offline replay (docs/fidelity.md). On one teacher-forced sequence\n"
     "(the prompt, plus the full model's greedy continuation with --generate) it runs the model\n"
@@ -57,6 +58,8 @@ static const char USAGE[] =
     "                       the in-model runs and sim read the same ranking\n"
     "  --budgets LIST       cache budgets N (default 32,64,128)\n"
     "  --chunk B            prefill chunk (default 32)\n"
+    "  --chunks LIST        comma-separated prefill chunks, swept like budgets as sim --chunks does (instead of\n"
+    "                       --chunk): every configuration at each chunk, compared within each budget and chunk\n"
     "  --allow-beyond-context  run past the model's trained context (as capture: RoPE angles never\n"
     "                       trained; without it exit 2)\n"
     "  --threads N          threads of the model runs and of sim (default: one per CPU); results do not depend on it\n"
@@ -76,6 +79,7 @@ typedef struct {
     policy_config cfgs[MAX_LIST];
     alloc_config allocs[MAX_LIST];
     int64_t budgets[MAX_LIST];
+    int64_t chunks[MAX_LIST];     /* --chunks, or --chunk alone */
     char model_path[4096];
     user_policies user;           /* --alias, --plugin, --define, --defines (userpol/) */
     cli_join_space join;          /* the repeated list options' joined text */
@@ -105,6 +109,13 @@ static int parse_budgets(const char *verb, const char *arg, void *args, kv_err *
     return cli_parse_budgets(verb, "--budgets", arg, MAX_LIST, a->budgets, NULL, &a->o.n_budgets, err);
 }
 
+/* --chunks LIST: prefill chunks swept like budgets, each once. */
+static int parse_chunks(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    fid_args *a = args;
+    return cli_parse_i64_list(verb, "--chunks", arg, 1, 1 << 20, a->chunks, MAX_LIST, &a->o.n_chunks, err);
+}
+
 static const cli_opt OPTIONS[] = {
     {CLI_ROW("model", CLI_TEXT, fid_args, o.seq.model)},
     {CLI_ROW("tokenizer", CLI_TEXT, fid_args, o.seq.tokenizer)},
@@ -119,6 +130,7 @@ static const cli_opt OPTIONS[] = {
     {.name = "allocators", .kind = CLI_CUSTOM, CLI_JOINED(fid_args, join), .parse = parse_allocators},
     {.name = "budgets", .kind = CLI_CUSTOM, CLI_JOINED(fid_args, join), .parse = parse_budgets},
     {CLI_ROW("chunk", CLI_I64, fid_args, o.seq.chunk), .lo = 1, .hi = 1 << 20},
+    {.name = "chunks", .kind = CLI_CUSTOM, CLI_JOINED(fid_args, join), .parse = parse_chunks},
     {CLI_ROW("head-scores", CLI_TEXT, fid_args, o.head_scores)},
     {CLI_ROW("allow-beyond-context", CLI_FLAG, fid_args, o.seq.beyond_context)},
     {CLI_ROW("threads", CLI_INT, fid_args, o.sim_threads), .lo = 1, .hi = 256},
@@ -152,7 +164,7 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
 {
     const char *v = "fidelity";
     fidelity_opts *o = &a->o;
-    o->seq.chunk = 32, a->generate = -1;
+    a->generate = -1;
     int first;
     int rc = cli_opts_parse(v, argc, argv, OPTIONS, a, &a->help, &first, err);
     if (rc || a->help) return rc;
@@ -163,6 +175,9 @@ static int parse_args(int argc, char **argv, fid_args *a, kv_err *err)
                                                    &o->n_allocators, err)))
         return rc;
     if (first < argc) return cli_usage(err, v, "unexpected argument '%s'", argv[first]);
+    if (o->seq.chunk && o->n_chunks) return cli_usage(err, v, "give --chunk B or --chunks LIST, not both");
+    if (!o->n_chunks) a->chunks[0] = o->seq.chunk ? o->seq.chunk : 32, o->n_chunks = 1;
+    o->chunks = a->chunks, o->seq.chunk = a->chunks[0];
     const int sources = prompt_sources(&o->seq.prompt);
     if (sources > 1) return cli_usage(err, v, "give at most one of --prompt, --prompt-file, --tokens, --messages");
     if (sources && o->prompts)

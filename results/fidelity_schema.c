@@ -15,7 +15,7 @@
 
 static const results_col COLS_CONFIGS[] = {KEY_COLS, CONFIG_COLS};
 static const results_col COLS_POSITIONS[] = {
-    KEY_COLS, {"position", SC_POS, false, true}, {"kl", SC_NONNEG, false, false},
+    KEY_COLS, {"chunk", SC_BUDGET, false, true}, {"position", SC_POS, false, true}, {"kl", SC_NONNEG, false, false},
     {"greedy_agree", SC_COUNT, false, false},
 };
 /* the first row pools every budget: its budget is empty and its scope "all" */
@@ -23,13 +23,14 @@ static const results_col COLS_SUMMARY[] = {
     {"scope", SC_TEXT, false, true}, {"budget", SC_BUDGET, true, true}, {"n_configs", SC_COUNT, false, false},
     {"rho_out_rel_err_kl", SC_CORR, true, false}, {"rho_attn_loss_kl", SC_CORR, true, false},
     {"n_pairs", SC_COUNT, false, false}, {"n_misordered", SC_COUNT, false, false},
-    {"n_tokens", SC_COUNT, false, false}, {"prompt_len", SC_COUNT, false, false}, {"chunk", SC_BUDGET, false, false},
+    {"n_tokens", SC_COUNT, false, false}, {"prompt_len", SC_COUNT, false, false}, {"chunk", SC_BUDGET, true, true},
     {"ppl_full", SC_NONNEG, false, false},
 };
 static const results_col COLS_MISORDERED[] = {
     {"config_a", SC_CONFIG, false, true}, {"policy_a", SC_POLICY, false, false}, {"params_a", SC_PARAMS, false, false},
     {"allocator_a", SC_ALLOC, false, true}, {"config_b", SC_CONFIG, false, true}, {"policy_b", SC_POLICY, false, false},
     {"params_b", SC_PARAMS, false, false}, {"allocator_b", SC_ALLOC, false, true}, {"budget", SC_BUDGET, false, true},
+    {"chunk", SC_BUDGET, false, true},
     {"out_rel_err_a", SC_NONNEG, false, false}, {"out_rel_err_b", SC_NONNEG, false, false},
     {"kl_mean_a", SC_NONNEG, false, false}, {"kl_mean_b", SC_NONNEG, false, false},
 };
@@ -48,7 +49,7 @@ static const results_col COLS_ANSWERS[] = {
 /* a mean and its interval; an answer metric's are nan when no prompt has an answer */
 #define CI3(n, nan) {n, SC_REAL, nan, false}, {n "_ci_lo", SC_REAL, true, false}, {n "_ci_hi", SC_REAL, true, false}
 static const results_col COLS_PROMPT_SUMMARY[] = {
-    KEY_COLS, {"n_traces", SC_COUNT, false, false}, {"n_answers", SC_COUNT, false, false},
+    KEY_COLS, {"chunk", SC_BUDGET, false, true}, {"n_traces", SC_COUNT, false, false}, {"n_answers", SC_COUNT, false, false},
     CI3("kl_mean", true), CI3("kl_p95", true), CI3("greedy_agree", true), CI3("ppl_full", false),
     CI3("ppl_evict", false), CI3("d_ppl", false), CI3("out_rel_err_mean", false), CI3("attn_recall_mean", false),
     CI3("answer_logprob_full", true), CI3("answer_logprob_evict", true), CI3("answer_logprob_delta", true),

@@ -101,19 +101,8 @@ static int parse_budgets(const char *verb, const char *arg, void *args, kv_err *
 static int parse_chunks(const char *verb, const char *arg, void *args, kv_err *err)
 {
     sim_args *a = args;
-    cli_list l;
-    int rc = cli_list_split(verb, "--chunks", arg, MAX_LIST, &l, err);
-    for (int i = 0; !rc && i < l.n; i++) {
-        rc = cli_parse_i64(verb, "--chunks", l.item[i], 1, 1 << 30, &a->chunks[i], err);
-        for (int j = 0; !rc && j < i; j++)
-            if (a->chunks[j] == a->chunks[i]) {
-                char canon[32];
-                snprintf(canon, sizeof canon, "%lld", (long long)a->chunks[i]);
-                rc = cli_list_repeat(verb, "--chunks", &l, j, i, "the value", canon, err);
-            }
-    }
-    a->o.chunks = a->chunks, a->o.n_chunks = rc ? 0 : l.n;
-    return rc;
+    a->o.chunks = a->chunks;
+    return cli_parse_i64_list(verb, "--chunks", arg, 1, 1 << 30, a->chunks, MAX_LIST, &a->o.n_chunks, err);
 }
 
 static const cli_opt OPTIONS[] = {

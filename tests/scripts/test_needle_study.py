@@ -1,7 +1,7 @@
 """The needle study a researcher ran (docs/study.md, "Needle prompts"), replayed exactly, TAP: `prompts needle`
 with 5 depths x 3 lengths (15 prompts of stories260K), `capture --prompts`, `sim` over spans x allocators x a
 chunk sweep (keydiff, snapkv, tova, streaming, h2o under uniform, pyramid, adakv; budgets 32, 64; chunks 16,
-32), `fidelity --prompts` on the same prompts, then `analyze` of sim's own output with `--baseline streaming`
+32), `fidelity --prompts` on the same prompts and chunks, then `analyze` of sim's own output with `--baseline streaming`
 and `--fidelity` (the join checked against pandas'), and `plot` of that: figure 8 (the allocators') drawn, the
 heat maps of retention, attention recall and in-model exact match (figures 11-13) as pandas averages the
 files, the paired table and its figure 14 in the report. Every recall and retention sim writes lies in [0, 1] (a recall is a
@@ -148,8 +148,9 @@ def study(model, tmp):
             check(r.returncode == 0, "analyze accepts sim's own output (%s)" % k, r.stderr)
             continue
         fid = os.path.join(tmp, "fid")
-        r = run("fidelity", "--prompts", prompts, "--model", model, "--policies", "keydiff,snapkv,streaming",
-                "--allocators", "uniform,adakv", "--budgets", "32,64", "--chunk", "32", "--quiet", "-o", fid, env=env)
+        r = run("fidelity", "--prompts", prompts, "--model", model, "--policies", "keydiff,streaming",
+                "--allocators", "uniform,adakv", "--budgets", "32,64", "--chunks", "16,32", "--quiet", "-o", fid,
+                env=env)
         check(r.returncode == 0, "fidelity --prompts on the study's prompts", r.stderr)
         r = run("analyze", study, "--results", res, "--baseline", "streaming", "--fidelity", fid, "--quiet", "-o", an,
                 env=env)
@@ -170,7 +171,7 @@ def study(model, tmp):
         check_heat_map(sp, "retention_final", figs, "fig11_needle", 2 * 2 * 15, "figure 11: the needle's retention")
         check_heat_map(sp, "attn_recall", figs, "fig12_needle_recall", 2 * 2 * 15,
                        "figure 12: the needle's attention recall")
-        check_heat_map(join, "exact_match_evict", figs, "fig13_needle_answer", 2 * 15,
+        check_heat_map(join, "exact_match_evict", figs, "fig13_needle_answer", 2 * 2 * 15,
                        "figure 13: exact match inside the model")
         check(os.path.isfile(os.path.join(figs, "fig14_paired.png")) and 'id="paired"' in page and
               all('fig1%d' % i in page for i in (1, 2, 3, 4)),
