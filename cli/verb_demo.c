@@ -88,10 +88,11 @@ static const char USAGE[] =
     "              story and a secret code; any other --model: RULER's pass key in repeated filler; lengths 128,256,\n"
     "              depths 0,0.5,1), capture --prompts, sim " DEMO_NEEDLE_POLICIES " at budgets 32,64,\n"
     "              chunks 16,32 -> needle/ (needle/results/spans_summary.csv: the needle's retention)\n"
-    "  11-12.      analyze and plot the needle study -> needle/analysis/, needle/figures/ (its own\n"
-    "              report.html: span retention with confidence intervals per policy and budget)\n"
-    "  13.         fidelity --prompts on the needle prompts: the same policies inside the model, the\n"
+    "  11.         fidelity --prompts on the needle prompts: the same policies inside the model, the\n"
     "              answer's log-probability and exact match against the full run's -> needle/fidelity/\n"
+    "  12-13.      analyze (paired against streaming, the in-model answers joined) and plot the needle\n"
+    "              study -> needle/analysis/, needle/figures/ (its own report.html: span retention with\n"
+    "              confidence intervals, depth x length heat maps, paired differences)\n"
     "The default model is found in $KVTRACE_MODEL_DIR or ~/.cache/kvtrace, and downloaded\n"
     "there (sha256 checked) when absent. Prints the report's path at the end.\n"
     "\n"
@@ -186,7 +187,8 @@ static int run_steps(const demo_opts *o, const char *model)
                           "-o", "needle/study", q, ts};
     const char *nsim[] = {"sim", "needle/study", "--policies", DEMO_NEEDLE_POLICIES, "--budgets", "32,64",
                           "--chunks", "16,32", "-o", "needle/results", q, ts};
-    const char *nana[] = {"analyze", "needle/study", "--results", "needle/results", "-o", "needle/analysis", q, ts};
+    const char *nana[] = {"analyze", "needle/study", "--results", "needle/results", "--baseline", "streaming",
+                          "--fidelity", "needle/fidelity", "-o", "needle/analysis", q, ts};
     const char *nplt[] = {"plot", "needle/analysis", "-o", "needle/figures", q, ts};
     const char *nfid[] = {"fidelity", "--prompts", "needle/prompts.jsonl", "--model", model, "--policies",
                           DEMO_NEEDLE_POLICIES, "--budgets", "32,64", "--chunk", "16", "-o", "needle/fidelity", q, ts};
@@ -208,9 +210,10 @@ static int run_steps(const demo_opts *o, const char *model)
         if (!rc) rc = STEP(8, "prompts: needle", prompts_main, ngen);
         if (!rc) rc = STEP(9, "capture: needle study", capture_main, ncap);
         if (!rc) rc = STEP(10, "sim: needle study (spans.csv)", sim_main, nsim);
-        if (!rc) rc = STEP(11, "analyze: needle study", analyze_main, nana);
-        if (!rc) rc = STEP(12, "plot: needle study (span retention)", plot_main, nplt);
-        if (!rc) rc = STEP(13, "fidelity: needle study (the answer's log-probability and exact match)", fidelity_main, nfid);
+        if (!rc) rc = STEP(11, "fidelity: needle study (the answer's log-probability and exact match)", fidelity_main,
+                           nfid);
+        if (!rc) rc = STEP(12, "analyze: needle study (paired, in-model answers joined)", analyze_main, nana);
+        if (!rc) rc = STEP(13, "plot: needle study (span retention, heat maps)", plot_main, nplt);
     }
 #undef STEP
     return rc;

@@ -47,9 +47,9 @@ def rerun(out, html, tmp, again=True):
                                                        ["plot", "allocators/analysis"]]
               and "--allocators" in steps[4], "then the allocator study's three", steps[4:7])
     tap.check([c.split()[1:3] for c in steps[7:]] == [["prompts", "needle"], ["capture", "--prompts"],
-                                                      ["sim", "needle/study"], ["analyze", "needle/study"],
-                                                      ["plot", "needle/analysis"], ["fidelity", "--prompts"]],
-              "then the needle study's six (prompts needle, capture --prompts, sim, analyze, plot, fidelity)",
+                                                      ["sim", "needle/study"], ["fidelity", "--prompts"],
+                                                      ["analyze", "needle/study"], ["plot", "needle/analysis"]],
+              "then the needle study's six (prompts needle, capture --prompts, sim, fidelity, analyze, plot)",
               steps[7:])
     if not again:
         print("# ASan leg: the re-run of the report's commands runs in the normal leg (see the docstring)")
@@ -131,6 +131,12 @@ def needle_study(out):
                                                              - float(r["answer_logprob_delta"])) < 1e-6 for r in fid),
               "needle/fidelity/answer.csv: each prompt's answer log-probability under the four policies at two "
               "budgets against the full run's", fid[:2])
+    join = list(csv.DictReader(open(os.path.join(d, "analysis", "fidelity_join.csv")))) if lines else []
+    tap.check(len(join) == 6 * 8 and all(os.path.isfile(os.path.join(d, "figures", n + ".png")) for n in
+                                         ("fig11_needle", "fig12_needle_recall", "fig13_needle_answer", "fig14_paired"))
+              and 'id="paired"' in page,
+              "needle/: analyze joins the in-model answers (fidelity_join.csv) and pairs against streaming; the report "
+              "draws the heat maps and the paired differences", len(join))
 
 
 def short(tmp):
