@@ -187,7 +187,7 @@ static int run_steps(const demo_opts *o, const char *model)
                           "-o", "needle/study", q, ts};
     const char *nsim[] = {"sim", "needle/study", "--policies", DEMO_NEEDLE_POLICIES, "--budgets", "32,64",
                           "--chunks", "16,32", "-o", "needle/results", q, ts};
-    const char *nana[] = {"analyze", "needle/study", "--results", "needle/results", "--baseline", "streaming",
+    const char *nana[] = {"analyze", "needle/study", "--results", "needle/results", "--baseline", POLICY_SET_DEMO_NEEDLE_BASELINE,
                           "--fidelity", "needle/fidelity", "-o", "needle/analysis", q, ts};
     const char *nplt[] = {"plot", "needle/analysis", "-o", "needle/figures", q, ts};
     const char *nfid[] = {"fidelity", "--prompts", "needle/prompts.jsonl", "--model", model, "--policies",

@@ -10,6 +10,7 @@ static const policy_set SETS[] = {
     {"demo_all", POLICY_SET_DEMO_ALL, "kvtrace demo --all-policies' sweep"},
     {"demo_alloc", POLICY_SET_DEMO_ALLOC, "the demo's allocator study"},
     {"demo_needle", POLICY_SET_DEMO_NEEDLE, "the demo's needle study"},
+    {"demo_needle_baseline", POLICY_SET_DEMO_NEEDLE_BASELINE, "the baseline the demo's needle study is paired against"},
     {"fit_baselines", POLICY_SET_FIT_BASELINES, "kvtrace fit's held-out baselines (--baselines)"},
     {"future", POLICY_SET_FUTURE, "the future attention: kvtrace features' driver and future_attn"},
     {NULL, NULL, NULL},

@@ -17,6 +17,8 @@
 #define POLICY_SET_DEMO_ALLOC "snapkv,keydiff,tova"
 /* the demo's needle study */
 #define POLICY_SET_DEMO_NEEDLE "keydiff,snapkv,tova,streaming"
+/* the baseline the demo's needle study is paired against (analyze --baseline) */
+#define POLICY_SET_DEMO_NEEDLE_BASELINE "streaming"
 /* fit's held-out baselines (--baselines) */
 #define POLICY_SET_FIT_BASELINES "keydiff,snapkv,tova,h2o,expected_attention,oracle"
 /* the policy whose score of a key is the attention the future gives it: features' default driver
