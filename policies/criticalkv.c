@@ -4,7 +4,9 @@
  * Two stages over a base policy's scores b_i (the base with its defaults):
  * the top ⌊first·N⌋ candidates by b are protected (ties: the later position);
  * the rest rank by
- *   s_i = (b_i + eps) · mean_{h in the kv group} ‖W_o,h v_i‖₁
+ *   s_i = (b_i / q + eps) · mean_{h in the kv group} ‖W_o,h v_i‖₁
+ * with b_i / q the base's score on its kvpress press's scale, which eps is set for: q is the number of
+ * window queries snapkv sums (SnapKVPress averages them), 1 for the other bases;
  * with W_o,h the columns of the layer's output projection that query head h
  * reads (the trace's optional /wo, `capture --record wo`; in-model the
  * model's). Without W_o (a trace without /wo, or wo=absent) the projection is
@@ -107,6 +109,15 @@ static int projected_norm(const policy_config *cfg, criticalkv_state *s, const p
     return KV_OK;
 }
 
+/* q of the header: how many queries the base's score sums where its kvpress press averages them (snapkv:
+ * the window's, min(window, now + 1)), else 1; eps is added on that scale (docs/policies.md#criticalkv) */
+static double source_scale(const criticalkv_state *s, const policy_view *v)
+{
+    if (s->base.cfg.iface != &policy_snapkv) return 1.0;
+    const int64_t w = (int64_t)policy_num(&s->base.cfg, "window");
+    return (double)(w < v->now + 1 ? w : v->now + 1);
+}
+
 struct rank_item {
     double s;
     int64_t pos, idx;
@@ -125,7 +136,7 @@ static int criticalkv_score(const policy_config *cfg, void *state, const policy_
 {
     criticalkv_state *s = state;
     const int64_t n = v->n, k1 = (int64_t)floor(policy_num(cfg, "first") * (double)v->budget + 1e-9);
-    const double eps = policy_num(cfg, "eps");
+    const double eps = policy_num(cfg, "eps"), q = source_scale(s, v);
     struct rank_item *it = kv_calloc((size_t)n + 1, sizeof *it, "criticalkv ranking", err);
     double *pn = it ? kv_calloc((size_t)n + 1, sizeof *pn, "criticalkv norms", err) : NULL;
     int rc = pn ? policy_base_score(&s->base, v, scores, err) : err->code;
@@ -134,7 +145,7 @@ static int criticalkv_score(const policy_config *cfg, void *state, const policy_
         for (int64_t i = 0; i < n; i++) it[i] = (struct rank_item){scores[i], v->pos[i], i};
         qsort(it, (size_t)n, sizeof *it, by_score_desc);
         for (int64_t i = 0; i < n; i++) /* stage 2; the base's ±∞ stay (a zero value would make ∞·0 NaN) */
-            scores[i] = isinf(scores[i]) ? scores[i] : (scores[i] + eps) * pn[i];
+            scores[i] = isinf(scores[i]) ? scores[i] : (scores[i] / q + eps) * pn[i];
         for (int64_t r = 0; r < k1 && r < n; r++) scores[it[r].idx] = INFINITY; /* stage 1 */
     }
     free(it), free(pn);
