@@ -9,8 +9,9 @@
  *   leverage=kv_avg      s_i = (k2_i/Σ_w k2 + v2_i/Σ_w v2)/2
  *   leverage=key | value the one factor
  * A window whose sum is 0 gives its candidates 0 for that factor (the
- * source divides 0 by 0). Positions below `sinks` are protected. kvpress
- * then divides by the total, which changes no ranking, so it is left out.
+ * source divides 0 by 0). Then, as kvpress, every s_i is divided by the sum over
+ * all candidates: within a head no ranking changes, but a head-wise budget
+ * (adakv) compares heads on these shares. Positions below `sinks` are protected.
  * Parameters: leverage (kv_avg|key|kv_product|value, kv_product), sinks
  * (integer >= 0, 4), window (integer >= 1, 16). */
 #include <math.h>
@@ -45,9 +46,14 @@ static int cur_score(const policy_config *cfg, void *state, const policy_view *v
     if (!v2) return err->code;
     window_shares(v->keys, n, v->D, w, scores);
     window_shares(v->values, n, v->D, w, v2);
+    double total = 0.0;
     for (int64_t i = 0; i < n; i++) {
         const double kf = scores[i], vf = v2[i];
         scores[i] = lev == LEV_KEY ? kf : lev == LEV_VALUE ? vf : lev == LEV_KV_AVG ? 0.5 * (kf + vf) : kf * vf;
+        total += scores[i];
+    }
+    for (int64_t i = 0; i < n; i++) { /* shares of the total (all zero: left 0, where the source divides 0 by 0) */
+        if (total > 0) scores[i] /= total;
         if ((double)v->pos[i] < sinks) scores[i] = INFINITY;
     }
     free(v2);
