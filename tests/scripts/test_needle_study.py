@@ -8,6 +8,9 @@ files, the paired table and its figure 14 in the report. Every recall and retent
 ratio of two sums from different float32 products of the same scores: with OpenBLAS's Haswell kernel 877 of the
 36,000 span rows came out above 1, up to 1 + 1e-6, and analyze refused them), and analyze accepts the results.
 The sim runs under OPENBLAS_CORETYPE=Haswell (the kernel that showed it) and the one the run was given.
+Under ASan (the build-asan leg, tap.sanitized) the grid of prompts is 3 depths x 2 lengths (6 prompts) and every
+step runs on it, each check the same: the same code paths at less than half ASan's time; the normal leg
+replays the whole study.
     /usr/bin/python3 tests/scripts/test_needle_study.py [BUILD]"""
 import csv
 import os
@@ -16,10 +19,12 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from tap import NO_MODEL, check, finish, model_file, skip  # noqa: E402
+from tap import NO_MODEL, check, finish, model_file, sanitized, skip  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 KV = os.environ.get("KVTRACE") or os.path.join(ROOT, sys.argv[1] if len(sys.argv) > 1 else "build", "kvtrace")
+# (depths, lengths, prompts): the researcher's study, or under ASan a smaller grid of the same (the docstring)
+GRID = ("0,0.5,1", "150,450", 6) if sanitized(KV) else ("0,0.25,0.5,0.75,1", "150,300,450", 15)
 STORY = ("Once upon a time, there was a little girl named Lily. She loved to play outside in the park.\n"
          "One day, she saw a big red ball under a tree. She ran to the ball and kicked it very high.\n"
          "Her friend Tom came to play too. They played with the ball all day and laughed a lot.\n"
@@ -52,7 +57,7 @@ def heat_cells(fig):
 
 
 def check_heat_map(frame, column, figs, fig, n_cells, what):
-    """A heat map: per configuration, one cell per trace (5 depths x 3 lengths), `column` of `frame` averaged
+    """A heat map: per configuration, one cell per trace (depth x length), `column` of `frame` averaged
     over its rows of that trace (layers and kv heads for spans.csv), computed here with pandas, at every budget
     and chunk; NaN rows left out."""
     first = frame.iloc[0]
@@ -123,12 +128,13 @@ def study(model, tmp):
     with open(hay, "w") as f:
         f.write(STORY)
     r = run("prompts", "needle", "--haystack", hay, "--needle", "The secret code is 4721.", "--question",
-            "What is the secret code?", "--answer", "4721", "--depths", "0,0.25,0.5,0.75,1", "--lengths",
-            "150,300,450", "--model", model, "-o", prompts)
-    if not check(r.returncode == 0, "prompts needle: 5 depths x 3 lengths", r.stderr):
+            "What is the secret code?", "--answer", "4721", "--depths", GRID[0], "--lengths", GRID[1], "--model",
+            model, "-o", prompts)
+    if not check(r.returncode == 0, "prompts needle: %d depths x %d lengths" % (GRID[0].count(",") + 1,
+                                                                                GRID[1].count(",") + 1), r.stderr):
         return finish()
     r = run("capture", "--prompts", prompts, "--model", model, "--chunk", "32", "--quiet", "-o", study)
-    if not check(r.returncode == 0, "capture --prompts: the 15 traces", r.stderr):
+    if not check(r.returncode == 0, "capture --prompts: the %d traces" % GRID[2], r.stderr):
         return finish()
     kernels = ["Haswell"] + ([os.environ["OPENBLAS_CORETYPE"]] if os.environ.get("OPENBLAS_CORETYPE") not in
                              (None, "", "Haswell") else [])
@@ -168,10 +174,10 @@ def study(model, tmp):
         import pandas as pd
         sp = pd.read_csv(os.path.join(res, "spans.csv"))
         sp = sp[sp.span == "needle"]
-        check_heat_map(sp, "retention_final", figs, "fig11_needle", 2 * 2 * 15, "figure 11: the needle's retention")
-        check_heat_map(sp, "attn_recall", figs, "fig12_needle_recall", 2 * 2 * 15,
+        check_heat_map(sp, "retention_final", figs, "fig11_needle", 2 * 2 * GRID[2], "figure 11: the needle's retention")
+        check_heat_map(sp, "attn_recall", figs, "fig12_needle_recall", 2 * 2 * GRID[2],
                        "figure 12: the needle's attention recall")
-        check_heat_map(join, "exact_match_evict", figs, "fig13_needle_answer", 2 * 2 * 15,
+        check_heat_map(join, "exact_match_evict", figs, "fig13_needle_answer", 2 * 2 * GRID[2],
                        "figure 13: exact match inside the model")
         check(os.path.isfile(os.path.join(figs, "fig14_paired.png")) and 'id="paired"' in page and
               all('fig1%d' % i in page for i in (1, 2, 3, 4)),
