@@ -187,6 +187,23 @@ def ratio_for(n, T):
     return 1.0 - (n + 1e-6) / T
 
 
+def kept_sets_at(tr, make_press, budgets, per_budget=False, **kw):
+    """{n: kept_sets(...) at n} for each budget: a press whose scores do not depend on the compression ratio
+    (per_budget False) scores each layer once, and each budget takes its top n."""
+    if per_budget or kw.get("adakv"):
+        return {n: kept_sets(tr, make_press, n, **kw) for n in budgets}
+    _, scores = kept_sets(tr, make_press, max(budgets), **kw)
+    out = {}
+    for n in budgets:
+        kept = {}
+        for layer, s in enumerate(scores):
+            top = torch.from_numpy(s).topk(n, dim=-1).indices
+            for h in range(tr.K):
+                kept[(layer, h)] = set(top[h].tolist())
+        out[n] = (kept, scores)
+    return out
+
+
 def kept_sets(tr, make_press, n, dtype=torch.float64, attentions=False, adakv=False):
     """{(layer, kv head): set of kept positions} under kvpress's press at budget n (one-shot prefill), and the
     scores [L][K][T] it ranked by (for the tie checks); a head-wise press (adakv) keeps n per head on average."""

@@ -42,12 +42,14 @@ def unpadded_chunk(T):
 
 
 def configurations(p, T):
-    """(kvtrace config, allocator, the press's factory, inputs, verdict) per comparison."""
+    """(kvtrace config, allocator, the press's factory, inputs, verdict) per comparison; inputs: attentions (the
+    press reads them), adakv (kept sets from its compress), per_budget (its scores depend on the ratio)."""
     snap = lambda: p.snapkv_press.SnapKVPress(window_size=64, kernel_size=5)  # noqa: E731
     rows = [
         ("knorm", "uniform", lambda: p.knorm_press.KnormPress(), {}, "exact"),
         ("keydiff", "uniform", lambda: p.keydiff_press.KeyDiffPress(), {}, "exact"),
-        ("streaming", "uniform", lambda: p.streaming_llm_press.StreamingLLMPress(n_sink=4), {}, "exact"),
+        ("streaming", "uniform", lambda: p.streaming_llm_press.StreamingLLMPress(n_sink=4), {"per_budget": True},
+         "exact"),   # its scores mark the budget's newest
         ("capkv", "uniform", lambda: p.cap_press.CapPress(), {}, "exact"),
         ("h2o:normalize=age:recent=0", "uniform", lambda: p.observed_attention_press.ObservedAttentionPress(),
          {"attentions": True}, "exact"),
@@ -55,7 +57,8 @@ def configurations(p, T):
         ("tova", "uniform", lambda: p.tova_press.TOVAPress(), {}, "near 0.98"),
         ("s64", "adakv:alpha=0.2", lambda: p.adakv_press.AdaKVPress(press=snap(), alpha_safeguard=0.2),
          {"adakv": True}, "near 0.98"),
-        ("criticalkv:base=s64", "uniform", lambda: p.criticalkv_press.CriticalKVPress(press=snap()), {}, "near 0.98"),
+        ("criticalkv:base=s64", "uniform", lambda: p.criticalkv_press.CriticalKVPress(press=snap()),
+         {"per_budget": True}, "near 0.98"),   # its first stage keeps a share of the budget
         ("lagkv", "uniform", lambda: p.lagkv_press.LagKVPress(), {}, "ties"),
         ("expected_attention:epsilon=0", "uniform", lambda: p.expected_attention_press.ExpectedAttentionPress(), {},
          "exact"),
@@ -123,9 +126,10 @@ def compare(tmp, tag, trace, budgets, p, table):
         lab = label_of(SIM_LABEL.get(config, config), labels)
         if config.startswith("criticalkv"):
             lab = next((k for k in labels if k.startswith("criticalkv")), None)
+        at = kh.kept_sets_at(tr, make, budgets, per_budget=inputs.get("per_budget", False),
+                             attentions=inputs.get("attentions", False), adakv=inputs.get("adakv", False))
         for n in budgets:
-            theirs, scores = kh.kept_sets(tr, make, n, attentions=inputs.get("attentions", False),
-                                          adakv=inputs.get("adakv", False))
+            theirs, scores = at[n]
             mine = ours.get((lab, alloc, n))
             if mine is None:
                 check(False, "%s: %s under %s at N=%d: sim wrote no such run" % (tag, config, alloc, n), labels)
