@@ -5,15 +5,15 @@ logits of a full capture and of `capture --evict --chunk B` on the same tokens (
 with chunks 4 and 6 that do not divide each other); sim's columns are sim --chunks' summary.csv; the rank groups
 are (budget, chunk); with --prompts, answer.csv and summary.csv carry the chunk. --chunk with --chunks, or a chunk
 twice, exits 2 with one line and nothing written. TAP."""
-import csv
 import os
 import sys
 import tempfile
 
-import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kvrun import capture, run, write_tokens  # noqa: E402
+from test_fidelity import kl_rows, rows  # noqa: E402  (numpy's per-position KL, written apart from fidelity/kl.c)
 from tap import NO_MODEL, check, close, finish, model_file, skip  # noqa: E402
 
 MODEL = model_file()
@@ -22,21 +22,6 @@ BUDGETS = (8, 12)
 POLICIES = ("keydiff", "streaming", "h2o")
 IDS = [1, 400, 500, 401, 402, 403, 404, 405, 300, 200, 100, 50, 60, 70, 80, 90, 99, 120, 130, 140, 150, 160, 170,
        180, 190, 210, 220, 230, 240, 250, 260, 270, 280]
-
-
-def rows(path):
-    with open(path) as f:
-        return list(csv.DictReader(f))
-
-
-def kl_rows(lp, lq):
-    lp = lp.astype(np.float64)
-    lq = lq.astype(np.float64)
-    lp = lp - lp.max(1, keepdims=True)
-    lq = lq - lq.max(1, keepdims=True)
-    lp = lp - np.log(np.exp(lp).sum(1, keepdims=True))
-    lq = lq - np.log(np.exp(lq).sum(1, keepdims=True))
-    return (np.exp(lp) * (lp - lq)).sum(1)
 
 
 def check_positions(tmp, out, tok):
