@@ -9,7 +9,6 @@ import os
 import sys
 import tempfile
 
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kvrun import capture, run, write_tokens  # noqa: E402
