@@ -1,9 +1,10 @@
-/* `kvtrace prompts needle`: needle-in-a-haystack prompt sets for capture
- * --prompts (docs/study.md, "Needle prompts"). For each length (tokens of
- * the model's tokenizer, BOS included) and depth: as many of the haystack's
- * whole sentences as fit (n words), the needle at the sentence boundary
- * nearest round(depth * n), then the question and the answer; the needle and
- * the answer marked as spans. */
+/* `kvtrace prompts TASK`: needle-in-a-haystack prompt sets for capture
+ * --prompts (docs/study.md, "Needle prompts" and "RULER's synthetic tasks").
+ * For each length (tokens of the model's tokenizer, BOS included), depth and
+ * (for the RULER families) seed: as many of the haystack's whole sentences as
+ * fit (n words), each needle at the sentence boundary nearest round(its depth
+ * * n), then the question and the answer; the needles and the answer marked
+ * as spans. The needles, question and answer are cli/prompts_tasks.c's. */
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/prompts_tasks.h"
 #include "core/cli_args.h"
 #include "core/utf8.h"
 #include "core/outfile.h"
@@ -24,6 +26,9 @@ static const char USAGE[] =
     "usage: kvtrace prompts needle --haystack FILE --needle TEXT --question TEXT --answer TEXT\n"
     "                              --depths LIST --lengths LIST [--model M] [--chat [--system TEXT]]\n"
     "                              [--force] -o P.jsonl\n"
+    "       kvtrace prompts niah|multikey|multivalue|multiquery|vt --depths LIST --lengths LIST\n"
+    "                              [--seeds LIST] [--haystack FILE] [--keys K] [--values V] [--queries Q]\n"
+    "                              [--hops H] [--model M] [--chat [--system TEXT]] [--force] -o P.jsonl\n"
     "\n"
     "Writes needle-in-a-haystack prompts for `kvtrace capture --prompts`: for each length in\n"
     "--lengths (tokens of the model's tokenizer, BOS included, at most its context) and each\n"
@@ -36,18 +41,39 @@ static const char USAGE[] =
     "--chat: prompts for an instruct model: each line gives \"messages\" (--system's message, if\n"
     "given, then a user message: the haystack with the needle, then the question) instead of\n"
     "\"text\"; capture puts them in the model's chat template and the answer after the assistant's\n"
-    "turn opens. The lengths count the templated text's tokens, the answer's included.\n";
+    "turn opens. The lengths count the templated text's tokens, the answer's included.\n"
+    "\n"
+    "RULER's synthetic tasks (docs/study.md): a special magic number (7 digits) for a key word,\n"
+    "asked back: niah one needle; multikey the asked one and K-1 distractors with other keys\n"
+    "(--keys, 4); multivalue V numbers for one key, all asked (--values, 4); multiquery Q keys asked\n"
+    "at once (--queries, 4); vt a chain of H+1 variable assignments (--hops, 4), every name asked.\n"
+    "The asked needle goes at each depth, the others where the seed puts them (vt: evenly from\n"
+    "the depth to the end). --seeds LIST (default 0): one prompt per seed, keys and numbers drawn\n"
+    "from (seed, task, length, depth). --haystack: default RULER's noise (\"The grass is green. ...\").\n"
+    "Ids TASK-LENGTH-DEPTH-SEED; the needles are spans needle, needle_2, ..., distractor_1, ...\n";
 
 enum { MAX_ITEMS = 64 };
 
 typedef struct {
+    int task;   /* TASK_NEEDLE, ... (prompts_tasks.h) */
     const char *haystack, *needle, *question, *answer, *model, *output, *system;
     bool chat;
     double depths[MAX_ITEMS];
-    int64_t lengths[MAX_ITEMS];
-    int n_depths, n_lengths;
+    int64_t lengths[MAX_ITEMS], seeds[MAX_ITEMS];
+    int n_depths, n_lengths, n_seeds;
+    prompt_task_sizes sizes;
     bool force;
 } needle_opts;
+
+/* --keys, --values, --queries, --hops: the family's size, refused with any other task */
+static int parse_size(const char *opt, const char *arg, int task, int owner, int *out, kv_err *err)
+{
+    if (task != owner) return cli_usage(err, "prompts", "%s goes with prompts %s", opt, PROMPT_TASKS[owner]);
+    int64_t v = 0;
+    int rc = cli_parse_i64("prompts", opt, arg, 1, TASK_MAX_NEEDLES - 1, &v, err);
+    *out = (int)v;
+    return rc;
+}
 
 static int parse_depths(const char *list, needle_opts *o, kv_err *err)
 {
@@ -72,11 +98,15 @@ static int parse(int argc, char **argv, needle_opts *o, kv_err *err)
         {"model", required_argument, 0, 'm'},    {"output", required_argument, 0, 'o'},
         {"force", no_argument, 0, 'f'},          {"help", no_argument, 0, 'h'},
         {"chat", no_argument, 0, 'c'},           {"system", required_argument, 0, 's'},
-        {0, 0, 0, 0}};
-    if (argc < 2 || strcmp(argv[1], "needle") != 0) {
+        {"seeds", required_argument, 0, 'e'},    {"keys", required_argument, 0, 'K'},
+        {"values", required_argument, 0, 'V'},   {"queries", required_argument, 0, 'Q'},
+        {"hops", required_argument, 0, 'H'},     {0, 0, 0, 0}};
+    if (argc < 2 || (o->task = prompt_task_find(argv[1])) < 0) {
         if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) return fputs(USAGE, stdout), -1;
-        return cli_usage(err, "prompts", "the first word is the kind of prompt set: 'needle'");
+        return cli_usage(err, "prompts", "the first word is the kind of prompt set: needle, niah, multikey, multivalue, "
+                         "multiquery or vt");
     }
+    o->sizes = (prompt_task_sizes){.keys = 4, .values = 4, .queries = 4, .hops = 4};
     int rc = KV_OK;
     optind = 2;
     unsigned char seen[256] = {0};
@@ -95,17 +125,34 @@ static int parse(int argc, char **argv, needle_opts *o, kv_err *err)
         case 'f': o->force = true; break;
         case 'c': o->chat = true; break;
         case 's': o->system = optarg; break;
+        case 'e': rc = cli_parse_i64_list("prompts", "--seeds", optarg, 0, INT64_MAX, o->seeds, MAX_ITEMS,
+                                          &o->n_seeds, err); break;
+        case 'K': rc = parse_size("--keys", optarg, o->task, TASK_MULTIKEY, &o->sizes.keys, err); break;
+        case 'V': rc = parse_size("--values", optarg, o->task, TASK_MULTIVALUE, &o->sizes.values, err); break;
+        case 'Q': rc = parse_size("--queries", optarg, o->task, TASK_MULTIQUERY, &o->sizes.queries, err); break;
+        case 'H': rc = parse_size("--hops", optarg, o->task, TASK_VT, &o->sizes.hops, err); break;
         case 'h': fputs(USAGE, stdout); return -1;
         default: return cli_bad_option(err, "prompts", c, optopt, argv[optind - 1]);
         }
     }
     if (rc) return rc;
     if (optind < argc) return cli_usage(err, "prompts", "unexpected argument '%s'", argv[optind]);
-    if (!o->haystack || !o->needle || !o->question || !o->answer || !o->n_depths || !o->n_lengths || !o->output)
-        return cli_usage(err, "prompts", "needle needs --haystack, --needle, --question, --answer, --depths, "
-                         "--lengths and -o");
-    if (!*o->needle || !*o->question || !*o->answer)
-        return cli_usage(err, "prompts", "--needle, --question and --answer must not be empty");
+    if (o->task != TASK_NEEDLE) {
+        if (o->needle || o->question || o->answer)
+            return cli_usage(err, "prompts", "--needle, --question and --answer go with prompts needle (%s makes its "
+                             "own)", PROMPT_TASKS[o->task]);
+        if (!o->n_depths || !o->n_lengths || !o->output)
+            return cli_usage(err, "prompts", "%s needs --depths, --lengths and -o", PROMPT_TASKS[o->task]);
+        if (!o->n_seeds) o->n_seeds = 1, o->seeds[0] = 0;
+    } else {
+        if (o->n_seeds) return cli_usage(err, "prompts", "--seeds goes with the RULER tasks (niah, ...)");
+        if (!o->haystack || !o->needle || !o->question || !o->answer || !o->n_depths || !o->n_lengths || !o->output)
+            return cli_usage(err, "prompts", "needle needs --haystack, --needle, --question, --answer, --depths, "
+                             "--lengths and -o");
+        if (!*o->needle || !*o->question || !*o->answer)
+            return cli_usage(err, "prompts", "--needle, --question and --answer must not be empty");
+        o->n_seeds = 1;
+    }
     if (o->system && !o->chat) return cli_usage(err, "prompts", "--system goes with --chat");
     const char *texts[][2] = {{"--needle", o->needle}, {"--question", o->question}, {"--answer", o->answer},
                               {"--system", o->system}};
@@ -167,41 +214,50 @@ static int64_t needle_at(const words *h, int64_t n, int64_t m)
     return best;
 }
 
-/* The prompt of words [0, n) of the (cyclic) haystack, the needle at the sentence boundary nearest
- * round(depth * n) of them, then the question and (but with --chat: it follows the template) the answer. */
-static char *assemble(const needle_opts *o, const words *h, int64_t n, double depth)
+/* The prompt of words [0, n) of the (cyclic) haystack, each needle at the sentence boundary nearest
+ * round(its depth * n) of them (needles at one boundary in the task's order), then the question and (but
+ * with --chat: it follows the template) the answer. */
+static char *assemble(const needle_opts *o, const prompt_task *t, const words *h, int64_t n)
 {
-    const int64_t at = needle_at(h, n, (int64_t)llround(depth * (double)n));
-    size_t len = strlen(o->needle) + strlen(o->question) + strlen(o->answer) + 4;
+    int64_t at[TASK_MAX_NEEDLES];
+    size_t len = strlen(t->question) + strlen(t->answer) + 4;
+    for (int k = 0; k < t->n; k++) {
+        at[k] = needle_at(h, n, (int64_t)llround(t->depth[k] * (double)n));
+        len += strlen(t->needle[k]) + 1;
+    }
     for (int64_t i = 0; i < n; i++) len += strlen(h->w[i % h->n]) + 1;
     char *s = malloc(len), *p = s;
     if (!s) return NULL;
+    *p = '\0';
     for (int64_t i = 0; i <= n; i++) {
-        if (i == at) p += sprintf(p, "%s%s", p == s ? "" : " ", o->needle);
+        for (int k = 0; k < t->n; k++)
+            if (at[k] == i) p += sprintf(p, "%s%s", p == s ? "" : " ", t->needle[k]);
         if (i < n) p += sprintf(p, "%s%s", p == s ? "" : " ", h->w[i % h->n]);
     }
-    if (o->chat) sprintf(p, " %s", o->question);
-    else sprintf(p, " %s %s", o->question, o->answer);
+    if (o->chat) sprintf(p, " %s", t->question);
+    else sprintf(p, " %s %s", t->question, t->answer);
     return s;
 }
 
 /* With --chat: the user message text in the chat template, then the answer. */
-static int templated(const needle_opts *o, const kv_model *m, const char *text, char **out, kv_err *err)
+static int templated(const needle_opts *o, const char *answer, const kv_model *m, const char *text, char **out,
+                     kv_err *err)
 {
     const prompt_source src = {.text = text, .chat = {.on = true, .system = o->system}};
     char *t = NULL;
     int rc = prompt_chat_render(&src, text, m, o->model ? o->model : "prompts", &t, NULL, err);
-    *out = rc ? NULL : malloc(strlen(t) + strlen(o->answer) + 1);
+    *out = rc ? NULL : malloc(strlen(t) + strlen(answer) + 1);
     if (!rc && !*out) rc = kv_fail(err, KV_EFAIL, "out of memory");
-    if (!rc) sprintf(*out, "%s%s", t, o->answer);
+    if (!rc) sprintf(*out, "%s%s", t, answer);
     free(t);
     return rc;
 }
 
-static int count_tokens(const needle_opts *o, const kv_model *m, const char *text, int64_t *n, kv_err *err)
+static int count_tokens(const needle_opts *o, const char *answer, const kv_model *m, const char *text, int64_t *n,
+                        kv_err *err)
 {
     char *t = NULL;
-    int rc = o->chat ? templated(o, m, text, &t, err) : KV_OK;
+    int rc = o->chat ? templated(o, answer, m, text, &t, err) : KV_OK;
     const prompt_source src = {.text = t ? t : text, .templated = o->chat};
     int32_t *ids = NULL;
     if (!rc) rc = prompt_tokens(&src, m, "prompts", &ids, n, err);
@@ -212,20 +268,20 @@ static int count_tokens(const needle_opts *o, const kv_model *m, const char *tex
 /* The most words whose prompt has at most `length` tokens (binary search; counts grow with words),
  * then cut back to the last whole sentence among them (when there is one), so that the haystack
  * never stops mid-sentence before the question. */
-static int fit(const needle_opts *o, const kv_model *m, const words *h, int64_t length, double depth, char **text,
-               kv_err *err)
+static int fit(const needle_opts *o, const prompt_task *t, const kv_model *m, const words *h, int64_t length,
+               char **text, kv_err *err)
 {
     int64_t lo = 0, hi = length, n = 0;
-    char *s = assemble(o, h, 0, depth);
-    int rc = s ? count_tokens(o, m, s, &n, err) : kv_fail(err, KV_EFAIL, "out of memory");
+    char *s = assemble(o, t, h, 0);
+    int rc = s ? count_tokens(o, t->answer, m, s, &n, err) : kv_fail(err, KV_EFAIL, "out of memory");
     free(s);
     if (!rc && n > length)
-        return kv_fail(err, KV_EUSAGE, "prompts: --lengths %lld is too short: the needle, question and answer alone "
-                       "take %lld tokens", (long long)length, (long long)n);
+        return kv_fail(err, KV_EUSAGE, "prompts: --lengths %lld is too short: the needle%s, question and answer "
+                       "alone take %lld tokens", (long long)length, t->n > 1 ? "s" : "", (long long)n);
     while (!rc && lo < hi) { /* the answer lies in [lo, hi] */
         const int64_t mid = lo + (hi - lo + 1) / 2;
-        if (!(s = assemble(o, h, mid, depth))) return kv_fail(err, KV_EFAIL, "out of memory");
-        rc = count_tokens(o, m, s, &n, err);
+        if (!(s = assemble(o, t, h, mid))) return kv_fail(err, KV_EFAIL, "out of memory");
+        rc = count_tokens(o, t->answer, m, s, &n, err);
         free(s);
         if (!rc && n <= length) lo = mid;
         else hi = mid - 1;
@@ -234,8 +290,8 @@ static int fit(const needle_opts *o, const kv_model *m, const words *h, int64_t 
     while (cut > 0 && !ends_sentence(h, cut - 1)) cut--;
     if (cut == 0) cut = lo;   /* no sentence ends among them: as many words as fit */
     while (!rc) {   /* fewer words have fewer tokens, but check: a merge at the cut could differ */
-        if (!(*text = assemble(o, h, cut, depth))) return kv_fail(err, KV_EFAIL, "out of memory");
-        rc = count_tokens(o, m, *text, &n, err);
+        if (!(*text = assemble(o, t, h, cut))) return kv_fail(err, KV_EFAIL, "out of memory");
+        rc = count_tokens(o, t->answer, m, *text, &n, err);
         if (rc || n <= length || cut == 0) break;
         free(*text), *text = NULL;
         for (cut--; cut > 0 && !ends_sentence(h, cut - 1);) cut--;
@@ -244,14 +300,16 @@ static int fit(const needle_opts *o, const kv_model *m, const words *h, int64_t 
     return rc;
 }
 
-static int write_line(FILE *f, const needle_opts *o, int64_t length, double depth, const char *text, kv_err *err)
+static int write_line(FILE *f, const needle_opts *o, const char *id, const prompt_task *t, const char *text,
+                      kv_err *err)
 {
-    char id[64];
-    snprintf(id, sizeof id, "needle-%lld-%g", (long long)length, depth);
-    json_t *line = o->chat ? json_pack("{s:s, s:[], s:[{s:s, s:s}], s:s}", "id", id, "messages", "spans", "name",
-                                       "needle", "text", o->needle, "answer", o->answer)
-                           : json_pack("{s:s, s:s, s:[{s:s, s:s}], s:s}", "id", id, "text", text, "spans", "name",
-                                       "needle", "text", o->needle, "answer", o->answer);
+    json_t *line = o->chat ? json_pack("{s:s, s:[], s:[], s:s}", "id", id, "messages", "spans", "answer", t->answer)
+                           : json_pack("{s:s, s:s, s:[], s:s}", "id", id, "text", text, "spans", "answer", t->answer);
+    json_t *spans = line ? json_object_get(line, "spans") : NULL;
+    for (int k = 0; spans && k < t->n; k++)
+        if (json_array_append_new(spans, json_pack("{s:s, s:s}", "name", t->name[k], "text", t->needle[k])))
+            spans = NULL;
+    if (!spans) json_decref(line), line = NULL;
     json_t *msgs = o->chat && line ? json_object_get(line, "messages") : NULL;
     if (msgs && o->system) json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content", o->system));
     if (msgs) json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", text));
@@ -263,25 +321,49 @@ static int write_line(FILE *f, const needle_opts *o, int64_t length, double dept
     return ok ? KV_OK : kv_fail(err, KV_EFAIL, "%s: cannot write", o->output);
 }
 
+/* Every needle's text once in the prompt (the haystack must not hold one) */
+static int needles_once(const needle_opts *o, const prompt_task *t, const char *text, kv_err *err)
+{
+    for (int k = 0; k < t->n; k++) {
+        const char *at = strstr(text, t->needle[k]);
+        if (at && strstr(at + 1, t->needle[k]))
+            return kv_fail(err, KV_EINPUT, "%s: the haystack holds the needle's text (it must occur once)",
+                           o->haystack ? o->haystack : "the haystack");
+    }
+    return KV_OK;
+}
+
+/* One prompt of (length, depth, seed) */
+static int one_prompt(const needle_opts *o, const kv_model *m, const words *h, FILE *f, int64_t length,
+                      double depth, int64_t seed, kv_err *err)
+{
+    prompt_task t;
+    int rc = o->task == TASK_NEEDLE ? prompt_task_user(o->needle, o->question, o->answer, depth, &t, err)
+                                    : prompt_task_make(o->task, &o->sizes, (uint64_t)seed, length, depth, &t, err);
+    if (rc) return rc;
+    char id[96], *text = NULL;
+    if (o->task == TASK_NEEDLE) snprintf(id, sizeof id, "needle-%lld-%g", (long long)length, depth);
+    else snprintf(id, sizeof id, "%s-%lld-%g-%lld", PROMPT_TASKS[o->task], (long long)length, depth, (long long)seed);
+    rc = fit(o, &t, m, h, length, &text, err);
+    if (!rc) rc = needles_once(o, &t, text, err);
+    if (!rc) rc = write_line(f, o, id, &t, text, err);
+    free(text);
+    prompt_task_free(&t);
+    return rc;
+}
+
 static int generate(const needle_opts *o, const kv_model *m, const words *h, FILE *f, kv_err *err)
 {
     int rc = KV_OK;
-    if (strstr(o->question, o->needle) || strstr(o->answer, o->needle))
+    if (o->task == TASK_NEEDLE && (strstr(o->question, o->needle) || strstr(o->answer, o->needle)))
         return kv_fail(err, KV_EUSAGE, "prompts: the needle's text is inside the question or the answer");
     for (int a = 0; !rc && a < o->n_lengths; a++) {
         if (m->cfg.context_len > 0 && o->lengths[a] > m->cfg.context_len)
             return kv_fail(err, KV_EUSAGE, "prompts: --lengths %lld is past the model's context (%lld tokens)",
                            (long long)o->lengths[a], (long long)m->cfg.context_len);
-        for (int d = 0; !rc && d < o->n_depths; d++) {
-            char *text = NULL;
-            rc = fit(o, m, h, o->lengths[a], o->depths[d], &text, err);
-            const char *at = rc ? NULL : strstr(text, o->needle);
-            if (at && strstr(at + 1, o->needle))
-                rc = kv_fail(err, KV_EINPUT, "%s: the haystack holds the needle's text (it must occur once)",
-                             o->haystack);
-            if (!rc) rc = write_line(f, o, o->lengths[a], o->depths[d], text, err);
-            free(text);
-        }
+        for (int d = 0; !rc && d < o->n_depths; d++)
+            for (int e = 0; !rc && e < o->n_seeds; e++)
+                rc = one_prompt(o, m, h, f, o->lengths[a], o->depths[d], o->seeds[e], err);
     }
     return rc;
 }
@@ -291,12 +373,14 @@ static int needle_run(const needle_opts *o, kv_err *err)
     char model_path[4096];
     const char *model = o->model;
     int rc = model_resolve(o->model, model_path, sizeof model_path, &model, err);
-    const char *inputs[] = {o->haystack, model};
-    if (!rc) rc = outfile_check_inputs(o->output, inputs, 2, err);
+    const char *inputs[] = {model, o->haystack};
+    if (!rc) rc = outfile_check_inputs(o->output, inputs, o->haystack ? 2 : 1, err);
     char *text = NULL;
     size_t len = 0;
     words h = {0};
-    if (!rc) rc = prompt_read_text(o->haystack, &text, &len, err);
+    if (!rc && o->haystack) rc = prompt_read_text(o->haystack, &text, &len, err);
+    else if (!rc && !(text = strdup(PROMPT_NOISE_HAYSTACK))) rc = kv_fail(err, KV_EFAIL, "out of memory");
+    if (!rc) len = o->haystack ? len : strlen(text);
     if (!rc && strlen(text) != len) rc = kv_fail(err, KV_EINPUT, "%s: the haystack holds a NUL byte", o->haystack);
     const int64_t bad = rc ? -1 : kv_utf8_invalid(text, len);
     if (bad >= 0)
