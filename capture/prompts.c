@@ -22,7 +22,7 @@ void prompts_free(prompt_list *l)
     for (int i = 0; i < l->n; i++) {
         prompt_item *it = &l->p[i];
         for (int k = 0; k < it->n_spans; k++) free(it->span_text[k]);
-        free(it->text), free(it->ids), free(it->spans), free(it->span_text), free(it->record);
+        free(it->text), free(it->ids), free(it->spans), free(it->span_text), free(it->record), free(it->answer_prefix);
         chat_messages_free(it->msgs, it->n_msgs);
     }
     free(l->p);
@@ -36,7 +36,8 @@ const trace_span *prompt_answer(const prompt_item *it)
     return NULL;
 }
 
-static const char *const KNOWN[] = {"id", "text", "messages", "tokens", "generate", "spans", "answer"};
+static const char *const KNOWN[] = {"id", "text", "messages", "tokens", "generate", "spans", "answer",
+                                     "answer_prefix"};
 
 /* The fields: each known. */
 static int check_fields(json_t *o, const char *file, int line, kv_err *err)
@@ -48,7 +49,7 @@ static int check_fields(json_t *o, const char *file, int line, kv_err *err)
         while (k < sizeof KNOWN / sizeof *KNOWN && strcmp(key, KNOWN[k]) != 0) k++;
         if (k == sizeof KNOWN / sizeof *KNOWN)
             return kv_fail(err, KV_EINPUT, "%s:%d: unknown field '%.60s' (a prompt has id, text, messages or "
-                           "tokens, and optionally generate, spans, answer)", file, line, key);
+                           "tokens, and optionally generate, spans, answer, answer_prefix)", file, line, key);
     }
     return KV_OK;
 }
@@ -63,6 +64,15 @@ static int prompt_body(json_t *o, prompt_item *it, const char *file, int line, k
         return kv_fail(err, KV_EINPUT, "%s:%d: %s", file, line,
                        given ? "give one of 'text', 'messages' and 'tokens'" : "missing 'text' (or 'messages', "
                        "'tokens')");
+    json_t *prefix = json_object_get(o, "answer_prefix");
+    if (prefix && !msgs)
+        return kv_fail(err, KV_EINPUT, "%s:%d: 'answer_prefix' goes with 'messages' (a text prompt holds its reply's "
+                       "start itself)", file, line);
+    if (prefix && (!json_is_string(prefix) || json_string_length(prefix) == 0 ||
+                   strlen(json_string_value(prefix)) != json_string_length(prefix)))
+        return kv_fail(err, KV_EINPUT, "%s:%d: 'answer_prefix' must be a non-empty string without NUL", file, line);
+    if (prefix && !(it->answer_prefix = strdup(json_string_value(prefix))))
+        return kv_fail(err, KV_EFAIL, "out of memory");
     if (msgs) {
         char where[4200];
         snprintf(where, sizeof where, "%s:%d", file, line);
@@ -145,7 +155,7 @@ prompt_source prompt_item_source(const prompt_item *it)
     return (prompt_source){.text = it->text, .templated = it->msgs != NULL, .record = it->record};
 }
 
-/* A conversation's templated text, the answer's text after it, into it->text; its record into it->record. */
+/* A conversation's templated text, the answer prefix and the answer's text after it, into it->text; its record into it->record. */
 static int render_messages(prompt_item *it, const char *file, const kv_model *m, const prompt_chat *chat, kv_err *err)
 {
     char where[4200];
@@ -158,11 +168,12 @@ static int render_messages(prompt_item *it, const char *file, const kv_model *m,
     const char *answer = NULL;
     for (int s = 0; s < it->n_spans; s++)
         if (strcmp(it->spans[s].name, PROMPTS_ANSWER) == 0) answer = it->span_text[s];
-    const size_t n = t ? strlen(t) : 0, na = answer ? strlen(answer) : 0;
-    char *full = rc ? NULL : malloc(n + na + 1);
+    const char *prefix = it->answer_prefix ? it->answer_prefix : "";
+    const size_t n = t ? strlen(t) : 0, np = strlen(prefix), na = answer ? strlen(answer) : 0;
+    char *full = rc ? NULL : malloc(n + np + na + 1);
     if (!rc && !full) rc = kv_fail(err, KV_EFAIL, "out of memory");
     if (!rc) {
-        memcpy(full, t, n), memcpy(full + n, answer ? answer : "", na + 1);
+        memcpy(full, t, n), memcpy(full + n, prefix, np), memcpy(full + n + np, answer ? answer : "", na + 1);
         free(it->text), free(it->record);
         it->text = full, it->record = chat_record(k, it->msgs, it->n_msgs, &o);
         if (!it->record) rc = kv_fail(err, KV_EFAIL, "out of memory");

@@ -3,10 +3,11 @@
  * reads (the answer's token range). Public to capture's callers; stable.
  *
  * A line: {"id", "text" | "messages" | "tokens", optional "generate", "spans",
- * "answer"}. "messages" is a conversation ([{"role", "content"}]) put in the
- * model's chat template at prompts_tokenize (model/tokenizer/chat.h): the
- * prompt's text is then the templated text, the answer's text (if any)
- * appended after the generation prompt, as the model's reply would begin.
+ * "answer", "answer_prefix"}. "messages" is a conversation ([{"role",
+ * "content"}]) put in the model's chat template at prompts_tokenize
+ * (model/tokenizer/chat.h): the prompt's text is then the templated text, the
+ * answer_prefix (if any) and the answer's text (if any) appended after the
+ * generation prompt, as the model's reply would begin.
  * A span is {"name", "text"} (found in the prompt's text, exactly once) or
  * {"name", "start", "end"} (token positions [start, end) of the prompt's ids,
  * BOS included); "answer" is a text the prompt's text ends with, or
@@ -32,6 +33,7 @@ typedef struct {
                               when given as ids */
     chat_message *msgs;    /* [n_msgs] the conversation, given as messages; else NULL */
     int n_msgs;
+    char *answer_prefix;   /* with messages: the reply's start before the answer (NULL: none) */
     char *record;          /* with messages: the chat record the trace keeps (chat_record), after prompts_tokenize */
     int32_t *ids;          /* [n_ids]: given as tokens, or (prompts_tokenize) the text's ids, BOS first */
     int64_t n_ids;
