@@ -36,7 +36,7 @@ static const verb VERBS[] = {
     {"plot", "gnuplot figures and report.html from an analysis directory", plot_main},
     {"fidelity", "in-model eviction versus offline replay", fidelity_main},
     {"tokenize", "text to token ids (and back) with a model's tokenizer", tokenize_main},
-    {"prompts", "prompt sets for capture --prompts: needle in a haystack", prompts_main},
+    {"prompts", "prompt sets for capture --prompts: needle in a haystack, RULER's tasks", prompts_main},
     {"features", "per-candidate features and targets at every eviction step (policy search)", features_main},
     {"fit", "fit a score expression on feature files; held-out evaluation", fit_main},
     {"policies", "every policy, its parameters and defaults", policies_main},

@@ -41,7 +41,7 @@ int prompt_task_find(const char *name)
 void prompt_task_free(prompt_task *t)
 {
     for (int i = 0; i < t->n; i++) free(t->needle[i]);
-    free(t->question), free(t->answer);
+    free(t->question), free(t->prefix), free(t->answer);
     memset(t, 0, sizeof *t);
 }
 
@@ -156,25 +156,25 @@ static int niah_family(int task, const prompt_task_sizes *z, kv_rng *r, double d
     sort_by_depth(t);
     if (task == TASK_NIAH || task == TASK_MULTIKEY) {
         const char *k = KEYS[key[0]];
-        t->question = format("What is the special magic number for %s mentioned in the provided text? The special "
-                             "magic number for %s mentioned in the provided text is", k, k);
+        t->question = format("What is the special magic number for %s mentioned in the provided text?", k);
+        t->prefix = format("The special magic number for %s mentioned in the provided text is ", k);
         t->answer = format("%ld", val[0]);
     } else if (task == TASK_MULTIVALUE) {   /* every value, in the order the text gives them */
         long inorder[TASK_MAX_NEEDLES];
         for (int i = 0; i < t->n; i++) sscanf(strrchr(t->needle[i], ':') + 1, "%ld", &inorder[i]);
         const char *k = KEYS[key[0]];
-        t->question = format("What are all the special magic numbers for %s mentioned in the provided text? The "
-                             "special magic numbers for %s mentioned in the provided text are", k, k);
+        t->question = format("What are all the special magic numbers for %s mentioned in the provided text?", k);
+        t->prefix = format("The special magic numbers for %s mentioned in the provided text are ", k);
         t->answer = joined(inorder, t->n);
     } else {   /* multiquery: the values in the order the question asks the keys */
         char *ks = key_list(key, n);
-        t->question = ks ? format("What are all the special magic numbers for %s mentioned in the provided text? "
-                                  "The special magic numbers for %s mentioned in the provided text are", ks, ks)
+        t->question = ks ? format("What are all the special magic numbers for %s mentioned in the provided text?", ks)
                          : NULL;
+        t->prefix = ks ? format("The special magic numbers for %s mentioned in the provided text are ", ks) : NULL;
         free(ks);
         t->answer = joined(val, n);
     }
-    return t->question && t->answer ? 0 : -1;
+    return t->question && t->prefix && t->answer ? 0 : -1;
 }
 
 /* vt: X1 = value, then X(i+1) = X(i) for each hop, in that order, from the asked depth to the end. */
@@ -200,11 +200,11 @@ static int vt_family(const prompt_task_sizes *z, kv_rng *r, double depth, prompt
     char *names = malloc(len), *p = names;
     if (!names) return -1;
     for (int i = 0; i < n; i++) p += sprintf(p, "%s%s", i ? " " : "", name[i]);
-    t->question = format("Find all variables that are assigned the value %ld in the text above. According to the "
-                         "chain of variable assignments in the text above, %d variables are assigned the value %ld, "
-                         "they are:", value, n, value);
+    t->question = format("Find all variables that are assigned the value %ld in the text above.", value);
+    t->prefix = format("According to the chain of variable assignments in the text above, %d variables are assigned "
+                       "the value %ld, they are: ", n, value);
     t->answer = names;
-    return t->question ? 0 : -1;
+    return t->question && t->prefix ? 0 : -1;
 }
 
 int prompt_task_make(int task, const prompt_task_sizes *z, uint64_t seed, int64_t length, double depth,

@@ -22,7 +22,10 @@ typedef struct {
     char *needle[TASK_MAX_NEEDLES];
     double depth[TASK_MAX_NEEDLES];          /* in [0, 1]: where in the haystack each goes */
     char name[TASK_MAX_NEEDLES][24];         /* its span: "needle", "needle_2", ..., "distractor_1", ... */
-    char *question, *answer;
+    char *question;                          /* what the user asks */
+    char *prefix;                            /* the reply's start before the answer, ending in a space (RULER's
+                                                answer prefix); NULL: none (prompts needle) */
+    char *answer;
 } prompt_task;
 
 /* The sizes a family takes: multikey's keys (the asked one and keys − 1 distractors), multivalue's

@@ -50,6 +50,8 @@ static const char USAGE[] =
     "The asked needle goes at each depth, the others where the seed puts them (vt: evenly from\n"
     "the depth to the end). --seeds LIST (default 0): one prompt per seed, keys and numbers drawn\n"
     "from (seed, task, length, depth). --haystack: default RULER's noise (\"The grass is green. ...\").\n"
+    "The question ends with RULER's answer prefix (\"The special magic number for KEY ... is\");\n"
+    "with --chat the prefix opens the reply instead (the line's \"answer_prefix\").\n"
     "Ids TASK-LENGTH-DEPTH-SEED; the needles are spans needle, needle_2, ..., distractor_1, ...\n";
 
 enum { MAX_ITEMS = 64 };
@@ -216,11 +218,11 @@ static int64_t needle_at(const words *h, int64_t n, int64_t m)
 
 /* The prompt of words [0, n) of the (cyclic) haystack, each needle at the sentence boundary nearest
  * round(its depth * n) of them (needles at one boundary in the task's order), then the question and (but
- * with --chat: it follows the template) the answer. */
-static char *assemble(const needle_opts *o, const prompt_task *t, const words *h, int64_t n)
+ * with --chat: it follows the template) the reply: the answer prefix, if any, and the answer. */
+static char *assemble(const needle_opts *o, const prompt_task *t, const char *reply, const words *h, int64_t n)
 {
     int64_t at[TASK_MAX_NEEDLES];
-    size_t len = strlen(t->question) + strlen(t->answer) + 4;
+    size_t len = strlen(t->question) + strlen(reply) + 4;
     for (int k = 0; k < t->n; k++) {
         at[k] = needle_at(h, n, (int64_t)llround(t->depth[k] * (double)n));
         len += strlen(t->needle[k]) + 1;
@@ -235,7 +237,7 @@ static char *assemble(const needle_opts *o, const prompt_task *t, const words *h
         if (i < n) p += sprintf(p, "%s%s", p == s ? "" : " ", h->w[i % h->n]);
     }
     if (o->chat) sprintf(p, " %s", t->question);
-    else sprintf(p, " %s %s", t->question, t->answer);
+    else sprintf(p, " %s %s", t->question, reply);
     return s;
 }
 
@@ -268,20 +270,20 @@ static int count_tokens(const needle_opts *o, const char *answer, const kv_model
 /* The most words whose prompt has at most `length` tokens (binary search; counts grow with words),
  * then cut back to the last whole sentence among them (when there is one), so that the haystack
  * never stops mid-sentence before the question. */
-static int fit(const needle_opts *o, const prompt_task *t, const kv_model *m, const words *h, int64_t length,
-               char **text, kv_err *err)
+static int fit(const needle_opts *o, const prompt_task *t, const char *reply, const kv_model *m, const words *h,
+               int64_t length, char **text, kv_err *err)
 {
     int64_t lo = 0, hi = length, n = 0;
-    char *s = assemble(o, t, h, 0);
-    int rc = s ? count_tokens(o, t->answer, m, s, &n, err) : kv_fail(err, KV_EFAIL, "out of memory");
+    char *s = assemble(o, t, reply, h, 0);
+    int rc = s ? count_tokens(o, reply, m, s, &n, err) : kv_fail(err, KV_EFAIL, "out of memory");
     free(s);
     if (!rc && n > length)
         return kv_fail(err, KV_EUSAGE, "prompts: --lengths %lld is too short: the needle%s, question and answer "
                        "alone take %lld tokens", (long long)length, t->n > 1 ? "s" : "", (long long)n);
     while (!rc && lo < hi) { /* the answer lies in [lo, hi] */
         const int64_t mid = lo + (hi - lo + 1) / 2;
-        if (!(s = assemble(o, t, h, mid))) return kv_fail(err, KV_EFAIL, "out of memory");
-        rc = count_tokens(o, t->answer, m, s, &n, err);
+        if (!(s = assemble(o, t, reply, h, mid))) return kv_fail(err, KV_EFAIL, "out of memory");
+        rc = count_tokens(o, reply, m, s, &n, err);
         free(s);
         if (!rc && n <= length) lo = mid;
         else hi = mid - 1;
@@ -290,8 +292,8 @@ static int fit(const needle_opts *o, const prompt_task *t, const kv_model *m, co
     while (cut > 0 && !ends_sentence(h, cut - 1)) cut--;
     if (cut == 0) cut = lo;   /* no sentence ends among them: as many words as fit */
     while (!rc) {   /* fewer words have fewer tokens, but check: a merge at the cut could differ */
-        if (!(*text = assemble(o, t, h, cut))) return kv_fail(err, KV_EFAIL, "out of memory");
-        rc = count_tokens(o, t->answer, m, *text, &n, err);
+        if (!(*text = assemble(o, t, reply, h, cut))) return kv_fail(err, KV_EFAIL, "out of memory");
+        rc = count_tokens(o, reply, m, *text, &n, err);
         if (rc || n <= length || cut == 0) break;
         free(*text), *text = NULL;
         for (cut--; cut > 0 && !ends_sentence(h, cut - 1);) cut--;
@@ -310,6 +312,8 @@ static int write_line(FILE *f, const needle_opts *o, const char *id, const promp
         if (json_array_append_new(spans, json_pack("{s:s, s:s}", "name", t->name[k], "text", t->needle[k])))
             spans = NULL;
     if (!spans) json_decref(line), line = NULL;
+    if (o->chat && line && t->prefix && json_object_set_new(line, "answer_prefix", json_string(t->prefix)))
+        json_decref(line), line = NULL;
     json_t *msgs = o->chat && line ? json_object_get(line, "messages") : NULL;
     if (msgs && o->system) json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content", o->system));
     if (msgs) json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", text));
@@ -341,13 +345,15 @@ static int one_prompt(const needle_opts *o, const kv_model *m, const words *h, F
     int rc = o->task == TASK_NEEDLE ? prompt_task_user(o->needle, o->question, o->answer, depth, &t, err)
                                     : prompt_task_make(o->task, &o->sizes, (uint64_t)seed, length, depth, &t, err);
     if (rc) return rc;
-    char id[96], *text = NULL;
+    char id[96], *text = NULL, *reply = malloc(strlen(t.prefix ? t.prefix : "") + strlen(t.answer) + 1);
+    if (!reply) rc = kv_fail(err, KV_EFAIL, "out of memory");
+    else sprintf(reply, "%s%s", t.prefix ? t.prefix : "", t.answer);
     if (o->task == TASK_NEEDLE) snprintf(id, sizeof id, "needle-%lld-%g", (long long)length, depth);
     else snprintf(id, sizeof id, "%s-%lld-%g-%lld", PROMPT_TASKS[o->task], (long long)length, depth, (long long)seed);
-    rc = fit(o, &t, m, h, length, &text, err);
+    if (!rc) rc = fit(o, &t, reply, m, h, length, &text, err);
     if (!rc) rc = needles_once(o, &t, text, err);
     if (!rc) rc = write_line(f, o, id, &t, text, err);
-    free(text);
+    free(text), free(reply);
     prompt_task_free(&t);
     return rc;
 }

@@ -15,6 +15,7 @@ Jinja text (the renderings are compared with transformers' own in tests/real/tes
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -205,6 +206,58 @@ def study_cases(tmp, q25):
           "requested one", json.dumps(lines)[:600])
     r = run("capture", "--quiet", "--model", q25, "--prompts", npf, "-o", os.path.join(tmp, "nd"))
     check(r.returncode == 0, "capture --prompts on prompts needle --chat's file runs", r.stderr)
+    prefix_cases(tmp, q25, msgs)
+
+
+def prefix_cases(tmp, q25, msgs):
+    """answer_prefix: the reply's start between the generation prompt and the answer; RULER's tasks write it."""
+    pf = os.path.join(tmp, "prefix.jsonl")
+    with open(pf, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "p1", "messages": msgs, "answer_prefix": "The code is ", "answer": "4711"}) + "\n")
+    d = os.path.join(tmp, "pstudy")
+    r = run("capture", "--quiet", "--model", q25, "--prompts", pf, "-o", d)
+    text = chatml([(m["role"], m["content"]) for m in msgs]) + "The code is 4711"
+    path = os.path.join(d, "p1.h5")
+    if check(r.returncode == 0, "capture --prompts with an answer_prefix runs", r.stderr):
+        trace_is("answer_prefix: the templated text, the prefix, then the answer", path, q25, text, msgs, "chatml")
+        with h5py.File(path, "r") as f:
+            names = [n.decode() for n in f["spans/names"][()]]
+            st, en = f["spans/starts"][()], f["spans/ends"][()]
+        ids = ids_of(q25, text)
+        a = names.index("answer")
+        r = run("tokenize", "--tokenizer", os.path.join(q25, "tokenizer.json"), "--decode", "--text",
+                json.dumps(ids[st[a]:en[a]]))
+        check(r.stdout.strip() == "4711", "answer_prefix: the answer span holds the answer's tokens alone",
+              "%s %s: %r" % (st, en, r.stdout))
+    npf = os.path.join(tmp, "niah.jsonl")
+    r = run("prompts", "niah", "--model", q25, "--chat", "--system", "Be exact.", "--depths", "0.5", "--lengths", "200", "--seeds", "0,1",
+            "-o", npf)
+    lines = [json.loads(x) for x in open(npf, encoding="utf-8")] if r.returncode == 0 else []
+    ok = len(lines) == 2
+    for ln in lines:
+        user = ln["messages"][-1]["content"]
+        key = re.search(r"magic number for (\w+) mentioned", user)
+        ok = ok and key is not None and user.endswith("What is the special magic number for %s mentioned in the "
+                                                      "provided text?" % key.group(1)) and \
+            ln.get("answer_prefix") == "The special magic number for %s mentioned in the provided text is " % \
+            key.group(1) and re.fullmatch(r"\d{7}", ln["answer"]) is not None
+        n = len(ids_of(q25, chatml([("system", "Be exact."), ("user", user)]) + ln.get("answer_prefix", "") +
+                       ln["answer"]) or [])
+        ok = ok and 190 <= n <= 200
+    check(ok, "prompts niah --chat: the question in the user's message, RULER's answer prefix opening the reply, the "
+          "templated length fits", json.dumps(lines)[-600:])
+    r = run("capture", "--quiet", "--model", q25, "--prompts", npf, "-o", os.path.join(tmp, "nn"))
+    check(r.returncode == 0, "capture --prompts on prompts niah --chat's file runs", r.stderr)
+    for what, line, must in (("with a text prompt", {"id": "x", "text": "Hi.", "answer_prefix": "A: "}, "messages"),
+                             ("not a string", {"id": "x", "messages": msgs, "answer_prefix": 5}, "answer_prefix"),
+                             ("empty", {"id": "x", "messages": msgs, "answer_prefix": ""}, "answer_prefix")):
+        bad = os.path.join(tmp, "badprefix.jsonl")
+        with open(bad, "w") as f:
+            f.write(json.dumps(line) + "\n")
+        out = os.path.join(tmp, "bp")
+        r = run("capture", "--quiet", "--model", q25, "--prompts", bad, "-o", out)
+        check(one_line(r, 3) and must in r.stderr and not os.path.exists(out),
+              "answer_prefix %s: exit 3, one line naming %r, nothing written" % (what, must), r.stderr)
 
 
 def refusals(tmp, q25, src):
