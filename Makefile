@@ -133,7 +133,7 @@ TOOL_BIN := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(wildcard tests/tools/*
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: FORCE all deps bench-deps docs test check tests test-asan crosscheck fuzz fuzz-bin demo bench clean test-gpu bench-gpu install
+.PHONY: FORCE all deps bench-deps docs test check tests test-asan crosscheck fuzz fuzz-bin demo findings bench clean test-gpu bench-gpu install
 all: $(BIN) $(CUDA_TARGETS)
 
 deps:
@@ -281,6 +281,12 @@ bench: deps bench-deps
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh
+
+# docs/findings.md's study on SmolLM2-135M-Instruct in its resumable pieces (out/findings), then its tables
+findings: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/findings.sh --resume
+	@/usr/bin/python3 scripts/findings_tables.py out/findings
 
 # the binary, the public headers a plug-in builds against, and their pkg-config file
 PREFIX ?= /usr/local

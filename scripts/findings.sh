@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The study behind docs/findings.md on SmolLM2-135M-Instruct, in resumable pieces:
+#   scripts/findings.sh [--resume] [PIECE ...] [-o DIR]     (default: every piece, DIR out/findings)
+# Pieces (each a directory of DIR, skipped under --resume once its `done` file exists):
+#   full     full-cache exact match of every RULER task at 1K and 2K tokens (6 prompts a cell), with
+#            streaming at a quarter of the length as the cheap evicting run fidelity needs
+#   prose    the same for niah in real prose (scripts/fetch-haystack.sh: The Adventures of Sherlock Holmes, as
+#            a Debian package ships it) instead of RULER's noise sentences
+#   screen   offline: one f16 trace per niah prompt at 1K and 2K, sim over the policies under the uniform and
+#            adakv allocators, budgets of 10, 25 and 50% of the length, prefill chunks 128, 512 and the whole
+#            prompt (one shot) (needle retention, attention recall, output error), analyze (Spearman rho per
+#            layer and head, log-det); the traces are deleted after their replay
+#   inmodel  in-model exact match under eviction for niah at 1K: the policies at a quarter of the length,
+#            prefill chunks 128, 512 and one shot, paired against the full cache
+# Each piece prints its wall time; docs/findings.md reads the CSVs they write.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+KV=${KVTRACE:-$ROOT/build/kvtrace}
+OUT=out/findings
+RESUME=0
+PIECES=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --resume) RESUME=1 ;;
+        -o) OUT=$2; shift ;;
+        full|prose|screen|inmodel) PIECES+=("$1") ;;
+        -h|--help) sed -n 2,18p "$0"; exit 0 ;;
+        *) echo "findings.sh: unknown argument '$1' (pieces: full prose screen inmodel; --resume; -o DIR)" >&2; exit 2 ;;
+    esac
+    shift
+done
+[ ${#PIECES[@]} -gt 0 ] || PIECES=(full prose screen inmodel)
+MODEL=${FINDINGS_MODEL:-smollm2-135m}
+TASKS=(niah multikey multivalue multiquery vt)
+LENGTHS=(1024 2048)
+DEPTHS=0,0.5,1
+SEEDS=0,1
+POLICIES=keydiff,keydiff:window=0.1,snapkv,tova,h2o,streaming,expected_attention
+mkdir -p "$OUT"
+
+piece_done() { [ "$RESUME" = 1 ] && [ -f "$OUT/$1/done" ]; }
+timed() { # NAME CMD...: run, then record the wall seconds in DIR/NAME/seconds
+    local name=$1 t0; shift
+    t0=$(date +%s)
+    "$@"
+    echo $(( $(date +%s) - t0 )) > "$OUT/$name/seconds"
+    touch "$OUT/$name/done"
+    echo "findings: $name took $(cat "$OUT/$name/seconds") s"
+}
+
+prompts_for() { # TASK LENGTH FILE
+    "$KV" prompts "$1" --model "$MODEL" --chat --lengths "$2" --depths "$DEPTHS" --seeds "$SEEDS" --force -o "$3"
+}
+
+full_piece() {
+    mkdir -p "$OUT/full"
+    for task in "${TASKS[@]}"; do
+        for L in "${LENGTHS[@]}"; do
+            local d=$OUT/full/$task-$L
+            if [ "$RESUME" = 1 ] && [ -f "$d/answer.csv" ]; then continue; fi
+            prompts_for "$task" "$L" "$OUT/full/$task-$L.jsonl"
+            "$KV" fidelity --model "$MODEL" --prompts "$OUT/full/$task-$L.jsonl" --policies streaming \
+                --budgets $((L / 4)) --chunk 128 --quiet --force -o "$d"
+            find "$d" -name full.h5 -delete
+        done
+    done
+}
+
+prose_piece() {
+    local hay
+    hay=$("$ROOT/scripts/fetch-haystack.sh")
+    for L in "${LENGTHS[@]}"; do
+        local d=$OUT/prose/niah-$L
+        if [ "$RESUME" = 1 ] && [ -f "$d/answer.csv" ]; then continue; fi
+        "$KV" prompts niah --model "$MODEL" --chat --haystack "$hay" --lengths "$L" --depths "$DEPTHS" \
+            --seeds "$SEEDS" --force -o "$OUT/prose/niah-$L.jsonl"
+        "$KV" fidelity --model "$MODEL" --prompts "$OUT/prose/niah-$L.jsonl" --policies streaming \
+            --budgets $((L / 4)) --chunk 128 --quiet --force -o "$d"
+        find "$d" -name full.h5 -delete
+    done
+}
+
+screen_piece() {
+    mkdir -p "$OUT/screen"
+    for L in "${LENGTHS[@]}"; do
+        local d=$OUT/screen/niah-$L
+        if [ "$RESUME" = 1 ] && [ -f "$d/an/done" ]; then continue; fi
+        prompts_for niah "$L" "$OUT/screen/niah-$L.jsonl"
+        "$KV" capture --model "$MODEL" --prompts "$OUT/screen/niah-$L.jsonl" --dtype f16 --quiet --force \
+            -o "$d/study"
+        "$KV" sim "$d/study" --policies "$POLICIES" --allocators uniform,adakv \
+            --budgets $((L / 10)),$((L / 4)),$((L / 2)) --chunks 128,512,"$L" --quiet --force -o "$d/res"
+        "$KV" analyze "$d/study" --results "$d/res" --quiet --force -o "$d/an"
+        rm -rf "$d/study"
+        touch "$d/an/done"
+    done
+}
+
+inmodel_piece() {
+    mkdir -p "$OUT/inmodel"
+    local L=1024
+    prompts_for niah "$L" "$OUT/inmodel/niah-$L.jsonl"
+    "$KV" fidelity --model "$MODEL" --prompts "$OUT/inmodel/niah-$L.jsonl" --policies "$POLICIES" \
+        --budgets $((L / 4)) --chunks 128,512,"$L" --quiet --force -o "$OUT/inmodel/niah-$L"
+    find "$OUT/inmodel" -name full.h5 -delete
+}
+
+for p in "${PIECES[@]}"; do
+    if piece_done "$p"; then echo "findings: $p done (--resume)"; continue; fi
+    mkdir -p "$OUT/$p"
+    timed "$p" "${p}_piece"
+done

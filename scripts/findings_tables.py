@@ -1,0 +1,233 @@
+"""The tables of docs/findings.md from scripts/findings.sh's output directory, as Markdown on stdout.
+    /usr/bin/python3 scripts/findings_tables.py [DIR]      (default out/findings)
+Every number is read from a CSV kvtrace wrote (fidelity's answer.csv and summary.csv, sim's and analyze's
+spans_summary.csv, summary.csv, study_spearman.csv); the paired intervals and the rank correlation between
+offline and in-model are computed here: a 95% percentile bootstrap over prompts (10,000 resamples, seed 0) and
+Spearman's rho with average ranks."""
+import csv
+import json
+import math
+import os
+import random
+import sys
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else "out/findings"
+TASKS = ("niah", "multikey", "multivalue", "multiquery", "vt")
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def bootstrap(values, reps=10000, seed=0):
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(reps))
+    return means[int(0.025 * reps)], means[int(0.975 * reps) - 1]
+
+
+def ranks(xs):
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    r = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return r
+
+
+def spearman(a, b):
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
+    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    den = math.sqrt(sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb))
+    return num / den if den > 0 else float("nan")
+
+
+def short(config):
+    """keydiff:anchor=norm:metric=cos:window=0 -> keydiff; only the parameters that differ from the defaults."""
+    name, _, params = config.partition(":")
+    keep = {"keydiff": ("window",)}.get(name, ())
+    extra = [p for p in params.split(":") if p and p.split("=")[0] in keep and p.split("=")[1] not in ("0",)]
+    return ":".join([name] + extra)
+
+
+def ci(lo, hi, pct=True):
+    f = (lambda v: "%.0f" % (100 * v)) if pct else (lambda v: "%.2f" % v)
+    return "[%s, %s]" % (f(lo), f(hi))
+
+
+def item_share(answer, continuation, task):
+    """RULER's string_match_all: the share of the answer's items found anywhere in the continuation."""
+    items = answer.split(" ") if task == "vt" else answer.split(", ")
+    return sum(x in continuation for x in items) / len(items)
+
+
+def full_rows(piece, task, L):
+    path = os.path.join(OUT, piece, "%s-%d" % (task, L), "answer.csv")
+    return rows(path) if os.path.exists(path) else None
+
+
+def full_table():
+    print("| task | haystack | length | prompts | full cache: exact match | 95% interval (%) | RULER's item share "
+          "(full) | streaming at N = L/4: exact match |")
+    print("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |")
+    cells = [("full", t, "noise") for t in TASKS] + [("prose", "niah", "Sherlock Holmes")]
+    for piece, task, hay in cells:
+        for L in (1024, 2048):
+            a = full_rows(piece, task, L)
+            if a is None:
+                continue
+            full = [float(r["exact_match_full"]) for r in a]
+            ev = [float(r["exact_match_evict"]) for r in a]
+            share = [item_share(r_answer(piece, task, L, r["trace"]), r["continuation_full"], task) for r in a]
+            lo, hi = bootstrap(full)
+            print("| %s | %s | %d | %d | %d (%.0f%%) | %s | %.2f | %d |" % (
+                task, hay, L, len(a), sum(full), 100 * sum(full) / len(a), ci(lo, hi), sum(share) / len(share),
+                sum(ev)))
+
+
+def r_answer(piece, task, L, trace):
+    """The prompt's answer text, from the prompts file the piece wrote."""
+    with open(os.path.join(OUT, piece, "%s-%d.jsonl" % (task, L))) as f:
+        for line in f:
+            x = json.loads(line)
+            if x["id"] == trace:
+                return x["answer"]
+    raise KeyError(trace)
+
+
+def label(config, allocator):
+    return short(config) + ("" if allocator == "uniform" else " under " + allocator)
+
+
+def screen_configs(sp):
+    """Every policy under uniform, then snapkv and keydiff under the other allocators."""
+    seen = list(dict.fromkeys((r["config"], r["allocator"]) for r in sp))
+    return [c for c in seen if c[1] == "uniform"] + \
+        [c for c in seen if c[1] != "uniform" and short(c[0]) in ("snapkv", "keydiff")]
+
+
+def cell(rs, col):
+    if not rs:
+        return ""
+    r = rs[0]
+    return "%.2f %s" % (float(r[col]), ci(float(r[col + "_ci_lo"]), float(r[col + "_ci_hi"]), False))
+
+
+def screen_tables(L):
+    d = os.path.join(OUT, "screen", "niah-%d" % L, "an")
+    if not os.path.exists(os.path.join(d, "spans_summary.csv")):
+        return
+    sp = [r for r in rows(os.path.join(d, "spans_summary.csv")) if r["span"] == "needle"]
+    budgets = sorted({int(r["budget"]) for r in sp})
+    chunks = sorted({int(r["chunk"]) for r in sp})
+    quarter = min(budgets, key=lambda n: abs(n - L / 4))
+    configs = screen_configs(sp)
+
+    def pick(c, n, b, table=sp):
+        return [x for x in table if (x["config"], x["allocator"]) == c and int(x["budget"]) == n and
+                int(x["chunk"]) == b]
+    ntr = int(sp[0]["n_traces"])
+    bname = {b: ("one shot (B = %d)" % b if b >= L else "B = %d" % b) for b in chunks}
+    print("\n### niah at %d tokens: offline screen over %d prompts\n" % (L, ntr))
+    print("The needle's share in the final cache (`retention_final`, mean [95%% interval]) at N = %d, by prefill "
+          "chunk:\n" % quarter)
+    print("| policy | " + " | ".join(bname[b] for b in chunks) + " |")
+    print("| --- |" + " ---: |" * len(chunks))
+    for c in configs:
+        print("| %s | %s |" % (label(*c), " | ".join(cell(pick(c, quarter, b), "retention_final") for b in chunks)))
+    print("\nThe same at B = %d, by budget:\n" % chunks[0])
+    print("| policy | " + " | ".join("N = %d (%.0f%%)" % (n, 100 * n / L) for n in budgets) + " |")
+    print("| --- |" + " ---: |" * len(budgets))
+    for c in configs:
+        print("| %s | %s |" % (label(*c), " | ".join(cell(pick(c, n, chunks[0]), "retention_final")
+                                                   for n in budgets)))
+    sm = [r for r in rows(os.path.join(d, "summary.csv")) if r["phase"] == "all"]
+    print("\nWhole-run measures at N = %d, B = %d (sim's `summary.csv`, phase all): attention recall, output "
+          "error, log-det volume of the kept keys:\n" % (quarter, chunks[0]))
+    print("| policy | attn_recall_mean | out_rel_err_mean | final_logdet_mean |")
+    print("| --- | ---: | ---: | ---: |")
+    for c in configs:
+        rs = pick(c, quarter, chunks[0], sm)
+        print("| %s | %s | %s | %s |" % (label(*c), cell(rs, "attn_recall_mean"), cell(rs, "out_rel_err_mean"),
+                                         cell(rs, "final_logdet_mean")))
+    rho = rows(os.path.join(d, "study_spearman.csv"))
+    layers = sorted({int(r["layer"]) for r in rho})
+    per = {l: [r for r in rho if int(r["layer"]) == l] for l in layers}
+    pw = [sum(float(r["rho_pairwise"]) for r in per[l]) / len(per[l]) for l in layers]
+    an = [sum(float(r["rho_anchor"]) for r in per[l]) / len(per[l]) for l in layers]
+    heads = [float(r["rho_anchor"]) for r in rho]
+    print("\nSpearman ρ between a key's distinctiveness and the attention it receives (analyze's "
+          "`study_spearman.csv`: mean over %s prompts, then over each layer's query heads):\n" % rho[0]["n_traces"])
+    print("| distinctiveness | mean over layers | lowest layer | highest layer | layers with ρ > 0.5 |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, v in (("pairwise (mean cosine to the other keys)", pw), ("anchor (cosine to the mean key)", an)):
+        print("| %s | %.3f | %.3f (layer %d) | %.3f (layer %d) | %d of %d |" % (
+            name, sum(v) / len(v), min(v), layers[v.index(min(v))], max(v), layers[v.index(max(v))],
+            sum(x > 0.5 for x in v), len(v)))
+    print("\nAnchor ρ per layer: " + ", ".join("%d: %.2f" % (l, x) for l, x in zip(layers, an)) +
+          ". Over the %d (layer, query head) pairs: median %.2f, %d negative." % (
+              len(heads), sorted(heads)[len(heads) // 2], sum(x < 0 for x in heads)))
+
+
+def inmodel_table(L=1024):
+    d = os.path.join(OUT, "inmodel", "niah-%d" % L)
+    if not os.path.exists(os.path.join(d, "answer.csv")):
+        return
+    a = rows(os.path.join(d, "answer.csv"))
+    configs = list(dict.fromkeys(r["config"] for r in a))
+    chunks = sorted({int(r["chunk"]) for r in a})
+    n = len({r["trace"] for r in a})
+    print("\nIn-model exact match under eviction, niah at %d tokens, N = %s (a quarter), %d prompts; Δ is paired "
+          "against the full cache of the same prompts, with its 95%% bootstrap interval:\n" % (L, a[0]["budget"], n))
+    head = []
+    for b in chunks:
+        head += ["B = %d: answered" % b, "Δ vs full (points)"]
+    print("| policy | " + " | ".join(head) + " |")
+    print("| --- |" + " ---: |" * len(head))
+    for c in configs:
+        cells = []
+        for b in chunks:
+            r = [x for x in a if x["config"] == c and int(x["chunk"]) == b]
+            ev = [float(x["exact_match_evict"]) for x in r]
+            dl = [float(x["exact_match_evict"]) - float(x["exact_match_full"]) for x in r]
+            lo, hi = bootstrap(dl)
+            cells += ["%d of %d" % (sum(ev), len(ev)), "%+.0f %s" % (100 * sum(dl) / len(dl), ci(lo, hi))]
+        print("| %s | %s |" % (short(c), " | ".join(cells)))
+    sp_path = os.path.join(OUT, "screen", "niah-%d" % L, "an", "spans_summary.csv")
+    if os.path.exists(sp_path):
+        sp = [r for r in rows(sp_path) if r["span"] == "needle"]
+        print("\nOffline predicts in-model (Spearman ρ over the policies, within each chunk, at N = %s): sim's "
+              "needle retention vs in-model exact match:\n" % a[0]["budget"])
+        for b in chunks:
+            off, inm = [], []
+            for c in configs:
+                s = [x for x in sp if x["config"] == c and x["allocator"] == "uniform" and int(x["chunk"]) == b and
+                     x["budget"] == a[0]["budget"]]
+                r = [float(x["exact_match_evict"]) for x in a if x["config"] == c and int(x["chunk"]) == b]
+                if s and r:
+                    off.append(float(s[0]["retention_final"]))
+                    inm.append(sum(r) / len(r))
+            print("- B = %d: ρ = %.2f over %d policies" % (b, spearman(off, inm), len(off)))
+
+
+def main():
+    print("## Full-cache accuracy\n")
+    full_table()
+    for L in (1024, 2048):
+        screen_tables(L)
+    inmodel_table()
+    for p in ("full", "screen", "inmodel"):
+        f = os.path.join(OUT, p, "seconds")
+        if os.path.exists(f):
+            print("\n%s: %s s wall" % (p, open(f).read().strip()))
+
+
+if __name__ == "__main__":
+    main()
