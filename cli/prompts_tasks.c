@@ -16,7 +16,7 @@
 
 #include "core/rng.h"
 
-const char *const PROMPT_TASKS[TASK_COUNT] = {"needle", "niah", "multikey", "multivalue", "multiquery", "vt"};
+const char *const PROMPT_TASKS[TASK_COUNT] = {"needle", "niah", "multikey", "multivalue", "multiquery", "vt", "cwe"};
 
 const char PROMPT_NOISE_HAYSTACK[] =
     "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";

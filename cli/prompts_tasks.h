@@ -10,7 +10,7 @@
 
 #include "core/kv_error.h"
 
-enum { TASK_NEEDLE, TASK_NIAH, TASK_MULTIKEY, TASK_MULTIVALUE, TASK_MULTIQUERY, TASK_VT, TASK_COUNT };
+enum { TASK_NEEDLE, TASK_NIAH, TASK_MULTIKEY, TASK_MULTIVALUE, TASK_MULTIQUERY, TASK_VT, TASK_CWE, TASK_COUNT };
 enum { TASK_MAX_NEEDLES = 16 };
 
 /* The task names, in the enum's order ("needle", "niah", ...); -1 for an unknown name. */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/prompts_cwe.h"
 #include "cli/prompts_tasks.h"
 #include "core/cli_args.h"
 #include "core/utf8.h"
@@ -28,7 +29,8 @@ static const char USAGE[] =
     "                              [--force] -o P.jsonl\n"
     "       kvtrace prompts niah|multikey|multivalue|multiquery|vt --depths LIST --lengths LIST\n"
     "                              [--seeds LIST] [--haystack FILE] [--keys K] [--values V] [--queries Q]\n"
-    "                              [--hops H] [--model M] [--chat [--system TEXT]] [--force] -o P.jsonl\n"
+    "                              [--hops H] [--model M] [--chat [--system TEXT]] [--force] -o P.jsonl\n"    "       kvtrace prompts cwe --lengths LIST [--seeds LIST] [--frequency F] [--model M]\n"
+    "                              [--chat [--system TEXT]] [--force] -o P.jsonl\n"
     "\n"
     "Writes needle-in-a-haystack prompts for `kvtrace capture --prompts`: for each length in\n"
     "--lengths (tokens of the model's tokenizer, BOS included, at most its context) and each\n"
@@ -51,8 +53,10 @@ static const char USAGE[] =
     "the depth to the end). --seeds LIST (default 0): one prompt per seed, keys and numbers drawn\n"
     "from (seed, task, length, depth). --haystack: default RULER's noise (\"The grass is green. ...\").\n"
     "The question ends with RULER's answer prefix (\"The special magic number for KEY ... is\");\n"
-    "with --chat the prefix opens the reply instead (the line's \"answer_prefix\").\n"
-    "Ids TASK-LENGTH-DEPTH-SEED; the needles are spans needle, needle_2, ..., distractor_1, ...\n";
+    "with --chat the prefix opens the reply instead (the line's \"answer_prefix\").\n"    "Ids TASK-LENGTH-DEPTH-SEED; the needles are spans needle, needle_2, ..., distractor_1, ...\n"
+    "cwe (common-words extraction): a numbered list of the model's whole-word tokens, 10 of them\n"
+    "F times each (--frequency, 30), the others 3 times, shuffled, as long as fits; the answer is\n"
+    "the 10, in the order they first occur. Ids cwe-LENGTH-SEED; no depths, no haystack.\n";
 
 enum { MAX_ITEMS = 64 };
 
@@ -64,6 +68,7 @@ typedef struct {
     int64_t lengths[MAX_ITEMS], seeds[MAX_ITEMS];
     int n_depths, n_lengths, n_seeds;
     prompt_task_sizes sizes;
+    int frequency;   /* cwe: how often each common word occurs */
     bool force;
 } needle_opts;
 
@@ -102,13 +107,15 @@ static int parse(int argc, char **argv, needle_opts *o, kv_err *err)
         {"chat", no_argument, 0, 'c'},           {"system", required_argument, 0, 's'},
         {"seeds", required_argument, 0, 'e'},    {"keys", required_argument, 0, 'K'},
         {"values", required_argument, 0, 'V'},   {"queries", required_argument, 0, 'Q'},
-        {"hops", required_argument, 0, 'H'},     {0, 0, 0, 0}};
+        {"hops", required_argument, 0, 'H'},     {"frequency", required_argument, 0, 'F'},
+        {0, 0, 0, 0}};
     if (argc < 2 || (o->task = prompt_task_find(argv[1])) < 0) {
         if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) return fputs(USAGE, stdout), -1;
         return cli_usage(err, "prompts", "the first word is the kind of prompt set: needle, niah, multikey, multivalue, "
-                         "multiquery or vt");
+                         "multiquery, vt or cwe");
     }
     o->sizes = (prompt_task_sizes){.keys = 4, .values = 4, .queries = 4, .hops = 4};
+    o->frequency = 30;
     int rc = KV_OK;
     optind = 2;
     unsigned char seen[256] = {0};
@@ -133,6 +140,13 @@ static int parse(int argc, char **argv, needle_opts *o, kv_err *err)
         case 'V': rc = parse_size("--values", optarg, o->task, TASK_MULTIVALUE, &o->sizes.values, err); break;
         case 'Q': rc = parse_size("--queries", optarg, o->task, TASK_MULTIQUERY, &o->sizes.queries, err); break;
         case 'H': rc = parse_size("--hops", optarg, o->task, TASK_VT, &o->sizes.hops, err); break;
+        case 'F': {
+            int64_t v = 0;
+            if (o->task != TASK_CWE) return cli_usage(err, "prompts", "--frequency goes with prompts cwe");
+            rc = cli_parse_i64("prompts", "--frequency", optarg, CWE_RARE_FREQ + 1, 1000, &v, err);
+            o->frequency = (int)v;
+            break;
+        }
         case 'h': fputs(USAGE, stdout); return -1;
         default: return cli_bad_option(err, "prompts", c, optopt, argv[optind - 1]);
         }
@@ -143,6 +157,10 @@ static int parse(int argc, char **argv, needle_opts *o, kv_err *err)
         if (o->needle || o->question || o->answer)
             return cli_usage(err, "prompts", "--needle, --question and --answer go with prompts needle (%s makes its "
                              "own)", PROMPT_TASKS[o->task]);
+        if (o->task == TASK_CWE && (o->n_depths || o->haystack))
+            return cli_usage(err, "prompts", "cwe takes no --depths or --haystack: its numbered list is the whole "
+                             "context");
+        if (o->task == TASK_CWE) o->n_depths = 1, o->depths[0] = 0;
         if (!o->n_depths || !o->n_lengths || !o->output)
             return cli_usage(err, "prompts", "%s needs --depths, --lengths and -o", PROMPT_TASKS[o->task]);
         if (!o->n_seeds) o->n_seeds = 1, o->seeds[0] = 0;
@@ -312,6 +330,7 @@ static int write_line(FILE *f, const needle_opts *o, const char *id, const promp
         if (json_array_append_new(spans, json_pack("{s:s, s:s}", "name", t->name[k], "text", t->needle[k])))
             spans = NULL;
     if (!spans) json_decref(line), line = NULL;
+    if (line && t->n == 0 && json_object_del(line, "spans")) json_decref(line), line = NULL;   /* cwe: none */
     if (o->chat && line && t->prefix && json_object_set_new(line, "answer_prefix", json_string(t->prefix)))
         json_decref(line), line = NULL;
     json_t *msgs = o->chat && line ? json_object_get(line, "messages") : NULL;
@@ -358,19 +377,87 @@ static int one_prompt(const needle_opts *o, const kv_model *m, const words *h, F
     return rc;
 }
 
+/* cwe's text for u uncommon words: the instruction and list, the question (and without --chat the reply) */
+static int cwe_text(const needle_opts *o, const cwe_words *cw, int64_t u, int64_t length, int64_t seed,
+                    prompt_task *t, char **reply, char **text, kv_err *err)
+{
+    char *body = NULL;
+    int rc = prompt_cwe_make(cw, CWE_COMMON, o->frequency, u, (uint64_t)seed, length, t, &body, err);
+    *reply = rc ? NULL : malloc(strlen(t->prefix) + strlen(t->answer) + 1);
+    if (*reply) sprintf(*reply, "%s%s", t->prefix, t->answer);
+    *text = *reply ? malloc(strlen(body) + strlen(t->question) + strlen(*reply) + 3) : NULL;
+    if (!rc && !*text) rc = kv_fail(err, KV_EFAIL, "out of memory");
+    if (!rc) {
+        sprintf(*text, "%s\n%s%s%s", body, t->question, o->chat ? "" : " ", o->chat ? "" : *reply);
+    }
+    free(body);
+    if (rc) prompt_task_free(t), free(*reply), free(*text), *reply = *text = NULL;
+    return rc;
+}
+
+static int cwe_count(const needle_opts *o, const cwe_words *cw, const kv_model *m, int64_t u, int64_t length,
+                     int64_t seed, int64_t *n, kv_err *err)
+{
+    prompt_task t;
+    char *reply = NULL, *text = NULL;
+    int rc = cwe_text(o, cw, u, length, seed, &t, &reply, &text, err);
+    if (!rc) rc = count_tokens(o, reply, m, text, n, err);
+    if (!rc) prompt_task_free(&t);
+    free(reply), free(text);
+    return rc;
+}
+
+/* cwe's prompt of (length, seed): the most uncommon words whose prompt fits (binary search, then down
+ * while a shuffle's merges make it longer). */
+static int cwe_prompt(const needle_opts *o, const kv_model *m, const cwe_words *cw, FILE *f, int64_t length,
+                      int64_t seed, kv_err *err)
+{
+    if (cw->n < CWE_COMMON + 1)
+        return kv_fail(err, KV_EUSAGE, "prompts: cwe draws its words from the model's whole-word tokens (a space "
+                       "and 4-10 lowercase letters); this vocabulary has %lld", (long long)cw->n);
+    int64_t lo = 0, hi = cw->n - CWE_COMMON, n = 0;
+    int rc = cwe_count(o, cw, m, 0, length, seed, &n, err);
+    if (!rc && n > length)
+        return kv_fail(err, KV_EUSAGE, "prompts: --lengths %lld is too short for cwe: its %d common words, %d "
+                       "times each, take %lld tokens (a lower --frequency fits)", (long long)length, CWE_COMMON,
+                       o->frequency, (long long)n);
+    while (!rc && lo < hi) {
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        rc = cwe_count(o, cw, m, mid, length, seed, &n, err);
+        if (!rc && n <= length) lo = mid;
+        else hi = mid - 1;
+    }
+    while (!rc && lo > 0 && !(rc = cwe_count(o, cw, m, lo, length, seed, &n, err)) && n > length) lo--;
+    if (!rc && lo == cw->n - CWE_COMMON && n < length)
+        return kv_fail(err, KV_EUSAGE, "prompts: cwe at --lengths %lld: the model's %lld whole-word tokens fill only "
+                       "%lld tokens (a larger --frequency fills more)", (long long)length, (long long)cw->n,
+                       (long long)n);
+    prompt_task t;
+    char *reply = NULL, *text = NULL, id[96];
+    if (!rc) rc = cwe_text(o, cw, lo, length, seed, &t, &reply, &text, err);
+    snprintf(id, sizeof id, "cwe-%lld-%lld", (long long)length, (long long)seed);
+    if (!rc) rc = write_line(f, o, id, &t, text, err), prompt_task_free(&t);
+    free(reply), free(text);
+    return rc;
+}
+
 static int generate(const needle_opts *o, const kv_model *m, const words *h, FILE *f, kv_err *err)
 {
     int rc = KV_OK;
     if (o->task == TASK_NEEDLE && (strstr(o->question, o->needle) || strstr(o->answer, o->needle)))
         return kv_fail(err, KV_EUSAGE, "prompts: the needle's text is inside the question or the answer");
+    cwe_words words_of_model = {0}, *cw = &words_of_model;
+    if (o->task == TASK_CWE) rc = prompt_cwe_words(&m->vocab, cw, err);
     for (int a = 0; !rc && a < o->n_lengths; a++) {
         if (m->cfg.context_len > 0 && o->lengths[a] > m->cfg.context_len)
-            return kv_fail(err, KV_EUSAGE, "prompts: --lengths %lld is past the model's context (%lld tokens)",
-                           (long long)o->lengths[a], (long long)m->cfg.context_len);
+            rc = kv_fail(err, KV_EUSAGE, "prompts: --lengths %lld is past the model's context (%lld tokens)",
+                         (long long)o->lengths[a], (long long)m->cfg.context_len);
         for (int d = 0; !rc && d < o->n_depths; d++)
             for (int e = 0; !rc && e < o->n_seeds; e++)
-                rc = one_prompt(o, m, h, f, o->lengths[a], o->depths[d], o->seeds[e], err);
+                rc = o->task == TASK_CWE ? cwe_prompt(o, m, cw, f, o->lengths[a], o->seeds[e], err)
+                                         : one_prompt(o, m, h, f, o->lengths[a], o->depths[d], o->seeds[e], err);
     }
+    prompt_cwe_words_free(cw);
     return rc;
 }
 
