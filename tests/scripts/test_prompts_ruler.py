@@ -6,8 +6,9 @@ order); the answer is worked out from the text itself (the asked key's number; e
 order; the asked keys' numbers in the order asked; the chain of variables from the value) and ends the text after
 the question; every span's text occurs once; the prompt fits its length and one more sentence would not; ids
 TASK-LENGTH-DEPTH-SEED; the same command writes the same file, and seeds differ; capture --prompts takes the file.
+cwe's numbered list read back: 10 words F times, the others 3 times, the answer in first-occurrence order.
 Refusals (exit 2, one line, nothing written): a RULER task with --needle, a size option of another task or out of
-range, --seeds with needle, a length too short.
+range, --seeds with needle, a length too short, cwe with --depths or past its vocabulary's words.
     /usr/bin/python3 tests/scripts/test_prompts_ruler.py [BUILD]"""
 import filecmp
 import json
@@ -153,6 +154,53 @@ def tasks_case(tmp, model):
           r.stderr)
 
 
+def cwe_case(tmp, model):
+    """cwe: the numbered list read back here: 10 words F times each, every other word 3 times, the answer the
+    10 in the order they first occur; each word one token after a space; the prompt fits its length."""
+    L, F = 600, 8
+    out = os.path.join(tmp, "cwe.jsonl")
+    args = ["prompts", "cwe", "--lengths", str(L), "--frequency", str(F), "--seeds", "0,1", "--model", model]
+    r = run(*args, "-o", out)
+    if not check(r.returncode == 0, "prompts cwe runs", r.stderr):
+        return
+    lines = [json.loads(x) for x in open(out)]
+    problems = []
+    for x in lines:
+        text = x["text"]
+        intro, _, rest = text.partition("\n")
+        lst, _, tail = rest.partition("\nQuestion: ")
+        entries = re.findall(r"(\d+)\. ([a-z]+)", lst)
+        counts = {}
+        for _, w in entries:
+            counts[w] = counts.get(w, 0) + 1
+        common = [w for w, c in counts.items() if c == F]
+        first = sorted(common, key=lambda w: [e[1] for e in entries].index(w))
+        if [int(i) for i, _ in entries] != list(range(1, len(entries) + 1)) or \
+                " ".join("%s. %s" % e for e in entries) != lst:
+            problems.append((x["id"], "numbering"))
+        if len(common) != 10 or any(c not in (F, 3) for c in counts.values()) or len(counts) < 11:
+            problems.append((x["id"], "counts", sorted(set(counts.values()))))
+        if x["answer"] != ", ".join(first) or not text.endswith(
+                "What are the 10 most common words in the above list? Answer: The top 10 words that appear most "
+                "often in the list are: " + x["answer"]) or not intro.startswith("Below is a numbered list"):
+            problems.append((x["id"], "answer", x["answer"]))
+        if any(n_tokens(model, "x " + w) != n_tokens(model, "x") + 1 for w in counts):
+            problems.append((x["id"], "words are single tokens"))
+        n = n_tokens(model, text)
+        if not L - 40 < n <= L:
+            problems.append((x["id"], "length", n))
+    check(len(lines) == 2 and [x["id"] for x in lines] == ["cwe-600-0", "cwe-600-1"] and not problems and
+          lines[0]["answer"] != lines[1]["answer"],
+          "cwe: 10 words %d times, the others 3 times, numbered; the answer in first-occurrence order; one token a "
+          "word; fits its length; ids cwe-LENGTH-SEED, seeds draw other words" % F, problems[:3])
+    again = os.path.join(tmp, "cwe_again.jsonl")
+    run(*args, "-o", again)
+    check(filecmp.cmp(out, again, shallow=False), "cwe: the same command writes the same file")
+    r = run("capture", "--prompts", out, "--model", model, "--quiet", "-o", os.path.join(tmp, "cwe_study"))
+    check(r.returncode == 0 and all("spans" not in x for x in lines), "capture --prompts takes a cwe file (no spans "
+          "but the answer)", r.stderr)
+
+
 def refusal_case(tmp, model):
     base = ["--depths", "0.5", "--lengths", "450", "--model", model]
     bad = (("niah with --needle", ["niah", "--needle", "x"], "--needle"),
@@ -162,12 +210,16 @@ def refusal_case(tmp, model):
            ("needle with --seeds", ["needle", "--seeds", "1", "--haystack", "/dev/null", "--needle", "a", "--question",
                                     "b", "--answer", "c"], "--seeds"),
            ("a length too short", ["multiquery", "--lengths", "40"], "too short"),
-           ("an unknown task", ["cwe"], "kind of prompt set"))
+           ("cwe with --depths", ["cwe"], "takes no --depths"),
+           ("cwe with a length too short", ["cwe", "--lengths", "300"], "too short for cwe"),
+           ("cwe past its vocabulary's words", ["cwe", "--lengths", "900", "--frequency", "8"], "whole-word tokens"),
+           ("niah with --frequency", ["niah", "--frequency", "5"], "--frequency goes with prompts cwe"),
+           ("an unknown task", ["lcs"], "kind of prompt set"))
     for what, args, says in bad:
         out = os.path.join(tmp, "bad.jsonl")
-        a = args[:1] + base + args[1:] if args[0] != "cwe" else args + base
+        a = args[:1] + base + args[1:] if args[0] != "lcs" else args + base
         if "--lengths" in args[1:]:
-            a = [args[0], "--depths", "0.5", "--model", model] + args[1:]
+            a = [args[0]] + (["--depths", "0.5"] if args[0] != "cwe" else []) + ["--model", model] + args[1:]
         r = run("prompts", *a, "-o", out)
         err = r.stderr.strip()
         check(r.returncode == 2 and err.count("\n") == 0 and says in err and not os.path.exists(out),
@@ -181,6 +233,7 @@ def main():
         return finish()
     with tempfile.TemporaryDirectory(prefix="kvtrace-ruler-") as tmp:
         tasks_case(tmp, model)
+        cwe_case(tmp, model)
         refusal_case(tmp, model)
     return finish()
 
