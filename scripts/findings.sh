@@ -85,6 +85,7 @@ screen_piece() {
     for L in "${LENGTHS[@]}"; do
         local d=$OUT/screen/niah-$L
         if [ "$RESUME" = 1 ] && [ -f "$d/an/done" ]; then continue; fi
+        mkdir -p "$d"
         prompts_for niah "$L" "$OUT/screen/niah-$L.jsonl"
         "$KV" capture --model "$MODEL" --prompts "$OUT/screen/niah-$L.jsonl" --dtype f16 --quiet --force \
             -o "$d/study"
