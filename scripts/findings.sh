@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#PIECES[@]} -gt 0 ] || PIECES=(full prose screen inmodel)
 MODEL=${FINDINGS_MODEL:-smollm2-135m}
-TASKS=(niah multikey multivalue multiquery vt)
+TASKS=(niah multikey multivalue multiquery vt cwe)
 LENGTHS=(1024 2048)
 DEPTHS=0,0.5,1
 SEEDS=0,1
@@ -39,17 +39,23 @@ POLICIES=keydiff,keydiff:window=0.1,snapkv,tova,h2o,streaming,expected_attention
 mkdir -p "$OUT"
 
 piece_done() { [ "$RESUME" = 1 ] && [ -f "$OUT/$1/done" ]; }
-timed() { # NAME CMD...: run, then record the wall seconds in DIR/NAME/seconds
-    local name=$1 t0; shift
+timed() { # NAME CMD...: run, then add the wall seconds to DIR/NAME/seconds (a resumed piece's earlier runs kept)
+    local name=$1 t0 before=0; shift
     t0=$(date +%s)
+    [ "$RESUME" = 1 ] && [ -f "$OUT/$name/seconds" ] && before=$(cat "$OUT/$name/seconds")
     "$@"
-    echo $(( $(date +%s) - t0 )) > "$OUT/$name/seconds"
+    echo $(( before + $(date +%s) - t0 )) > "$OUT/$name/seconds"
     touch "$OUT/$name/done"
     echo "findings: $name took $(cat "$OUT/$name/seconds") s"
 }
 
-prompts_for() { # TASK LENGTH FILE
-    "$KV" prompts "$1" --model "$MODEL" --chat --lengths "$2" --depths "$DEPTHS" --seeds "$SEEDS" --force -o "$3"
+prompts_for() { # TASK LENGTH FILE (cwe: no depths, six seeds; 10 entries a common word at 1K, where 30 do not fit)
+    if [ "$1" = cwe ]; then
+        "$KV" prompts cwe --model "$MODEL" --chat --lengths "$2" --seeds 0,1,2,3,4,5 \
+            $([ "$2" -lt 2048 ] && echo --frequency 10) --force -o "$3"
+    else
+        "$KV" prompts "$1" --model "$MODEL" --chat --lengths "$2" --depths "$DEPTHS" --seeds "$SEEDS" --force -o "$3"
+    fi
 }
 
 full_piece() {

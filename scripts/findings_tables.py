@@ -12,7 +12,7 @@ import random
 import sys
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "out/findings"
-TASKS = ("niah", "multikey", "multivalue", "multiquery", "vt")
+TASKS = ("niah", "multikey", "multivalue", "multiquery", "vt", "cwe")
 
 
 def rows(path):
