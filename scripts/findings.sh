@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The study behind docs/findings.md on SmolLM2-135M-Instruct, in resumable pieces:
 #   scripts/findings.sh [--resume] [PIECE ...] [-o DIR]     (default: every piece, DIR out/findings)
-# Pieces (each a directory of DIR, skipped under --resume once its `done` file exists):
+# Pieces (each a directory of DIR; under --resume the cells a piece has finished are skipped):
 #   full     full-cache exact match of every RULER task at 1K and 2K tokens (6 prompts a cell), with
 #            streaming at a quarter of the length as the cheap evicting run fidelity needs
 #   prose    the same for niah in real prose (scripts/fetch-haystack.sh: The Adventures of Sherlock Holmes, as
@@ -38,14 +38,12 @@ SEEDS=0,1
 POLICIES=keydiff,keydiff:window=0.1,snapkv,tova,h2o,streaming,expected_attention
 mkdir -p "$OUT"
 
-piece_done() { [ "$RESUME" = 1 ] && [ -f "$OUT/$1/done" ]; }
 timed() { # NAME CMD...: run, then add the wall seconds to DIR/NAME/seconds (a resumed piece's earlier runs kept)
     local name=$1 t0 before=0; shift
     t0=$(date +%s)
     [ "$RESUME" = 1 ] && [ -f "$OUT/$name/seconds" ] && before=$(cat "$OUT/$name/seconds")
     "$@"
     echo $(( before + $(date +%s) - t0 )) > "$OUT/$name/seconds"
-    touch "$OUT/$name/done"
     echo "findings: $name took $(cat "$OUT/$name/seconds") s"
 }
 
@@ -90,7 +88,7 @@ screen_piece() {
     mkdir -p "$OUT/screen"
     for L in "${LENGTHS[@]}"; do
         local d=$OUT/screen/niah-$L
-        if [ "$RESUME" = 1 ] && [ -f "$d/an/done" ]; then continue; fi
+        if [ "$RESUME" = 1 ] && [ -f "$d/an/spans_summary.csv" ]; then continue; fi
         mkdir -p "$d"
         prompts_for niah "$L" "$OUT/screen/niah-$L.jsonl"
         "$KV" capture --model "$MODEL" --prompts "$OUT/screen/niah-$L.jsonl" --dtype f16 --quiet --force \
@@ -99,21 +97,20 @@ screen_piece() {
             --budgets $((L / 10)),$((L / 4)),$((L / 2)) --chunks 128,512,"$L" --quiet --force -o "$d/res"
         "$KV" analyze "$d/study" --results "$d/res" --quiet --force -o "$d/an"
         rm -rf "$d/study"
-        touch "$d/an/done"
     done
 }
 
 inmodel_piece() {
     mkdir -p "$OUT/inmodel"
     local L=1024
+    if [ "$RESUME" = 1 ] && [ -f "$OUT/inmodel/niah-$L/answer.csv" ]; then return; fi
     prompts_for niah "$L" "$OUT/inmodel/niah-$L.jsonl"
     "$KV" fidelity --model "$MODEL" --prompts "$OUT/inmodel/niah-$L.jsonl" --policies "$POLICIES" \
         --budgets $((L / 4)) --chunks 128,512,"$L" --quiet --force -o "$OUT/inmodel/niah-$L"
     find "$OUT/inmodel" -name full.h5 -delete
 }
 
-for p in "${PIECES[@]}"; do
-    if piece_done "$p"; then echo "findings: $p done (--resume)"; continue; fi
+for p in "${PIECES[@]}"; do   # under --resume each piece skips the cells it has finished
     mkdir -p "$OUT/$p"
     timed "$p" "${p}_piece"
 done
