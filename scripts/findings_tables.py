@@ -1,5 +1,5 @@
 """The tables of docs/findings.md from scripts/findings.sh's output directory, as Markdown on stdout.
-    /usr/bin/python3 scripts/findings_tables.py [DIR]      (default out/findings)
+    /usr/bin/python3 scripts/findings_tables.py [DIR [full|screen|rho|inmodel]]      (default out/findings, all)
 Every number is read from a CSV kvtrace wrote (fidelity's answer.csv and summary.csv, sim's and analyze's
 spans_summary.csv, summary.csv, study_spearman.csv); the paired intervals and the rank correlation between
 offline and in-model are computed here: a 95% percentile bootstrap over prompts (10,000 resamples, seed 0) and
@@ -77,7 +77,8 @@ def full_table():
     print("| task | haystack | length | prompts | full cache: exact match | 95% interval (%) | RULER's item share "
           "(full) | streaming at N = L/4: exact match |")
     print("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |")
-    cells = [("full", t, "noise") for t in TASKS] + [("prose", "niah", "Sherlock Holmes")]
+    cells = [("full", t, "word list" if t == "cwe" else "noise") for t in TASKS] + [("prose", "niah",
+                                                                                        "Sherlock Holmes")]
     for piece, task, hay in cells:
         for L in (1024, 2048):
             a = full_rows(piece, task, L)
@@ -157,13 +158,20 @@ def screen_tables(L):
         rs = pick(c, quarter, chunks[0], sm)
         print("| %s | %s | %s | %s |" % (label(*c), cell(rs, "attn_recall_mean"), cell(rs, "out_rel_err_mean"),
                                          cell(rs, "final_logdet_mean")))
+
+
+def rho_table(L):
+    d = os.path.join(OUT, "screen", "niah-%d" % L, "an")
+    if not os.path.exists(os.path.join(d, "study_spearman.csv")):
+        return
+    print("\nniah at %d tokens:\n" % L)
     rho = rows(os.path.join(d, "study_spearman.csv"))
     layers = sorted({int(r["layer"]) for r in rho})
     per = {l: [r for r in rho if int(r["layer"]) == l] for l in layers}
     pw = [sum(float(r["rho_pairwise"]) for r in per[l]) / len(per[l]) for l in layers]
     an = [sum(float(r["rho_anchor"]) for r in per[l]) / len(per[l]) for l in layers]
     heads = [float(r["rho_anchor"]) for r in rho]
-    print("\nSpearman ρ between a key's distinctiveness and the attention it receives (analyze's "
+    print("Spearman ρ between a key's distinctiveness and the attention it receives (analyze's "
           "`study_spearman.csv`: mean over %s prompts, then over each layer's query heads):\n" % rho[0]["n_traces"])
     print("| distinctiveness | mean over layers | lowest layer | highest layer | layers with ρ > 0.5 |")
     print("| --- | ---: | ---: | ---: | ---: |")
@@ -218,14 +226,21 @@ def inmodel_table(L=1024):
 
 
 def main():
-    print("## Full-cache accuracy\n")
-    full_table()
+    """Every section, or the one named second: full, screen, rho, inmodel."""
+    only = sys.argv[2] if len(sys.argv) > 2 else None
+    if only in (None, "full"):
+        full_table()
     for L in (1024, 2048):
-        screen_tables(L)
-    inmodel_table()
-    for p in ("full", "screen", "inmodel"):
+        if only in (None, "screen"):
+            screen_tables(L)
+    for L in (1024, 2048):
+        if only in (None, "rho"):
+            rho_table(L)
+    if only in (None, "inmodel"):
+        inmodel_table()
+    for p in ("full", "prose", "screen", "inmodel"):
         f = os.path.join(OUT, p, "seconds")
-        if os.path.exists(f):
+        if only is None and os.path.exists(f):
             print("\n%s: %s s wall" % (p, open(f).read().strip()))
 
 
