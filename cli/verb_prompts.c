@@ -29,7 +29,8 @@ static const char USAGE[] =
     "                              [--force] -o P.jsonl\n"
     "       kvtrace prompts niah|multikey|multivalue|multiquery|vt --depths LIST --lengths LIST\n"
     "                              [--seeds LIST] [--haystack FILE] [--keys K] [--values V] [--queries Q]\n"
-    "                              [--hops H] [--model M] [--chat [--system TEXT]] [--force] -o P.jsonl\n"    "       kvtrace prompts cwe --lengths LIST [--seeds LIST] [--frequency F] [--model M]\n"
+    "                              [--hops H] [--model M] [--chat [--system TEXT]] [--force] -o P.jsonl\n"
+    "       kvtrace prompts cwe --lengths LIST [--seeds LIST] [--frequency F] [--model M]\n"
     "                              [--chat [--system TEXT]] [--force] -o P.jsonl\n"
     "\n"
     "Writes needle-in-a-haystack prompts for `kvtrace capture --prompts`: for each length in\n"
@@ -53,7 +54,8 @@ static const char USAGE[] =
     "the depth to the end). --seeds LIST (default 0): one prompt per seed, keys and numbers drawn\n"
     "from (seed, task, length, depth). --haystack: default RULER's noise (\"The grass is green. ...\").\n"
     "The question ends with RULER's answer prefix (\"The special magic number for KEY ... is\");\n"
-    "with --chat the prefix opens the reply instead (the line's \"answer_prefix\").\n"    "Ids TASK-LENGTH-DEPTH-SEED; the needles are spans needle, needle_2, ..., distractor_1, ...\n"
+    "with --chat the prefix opens the reply instead (the line's \"answer_prefix\").\n"
+    "Ids TASK-LENGTH-DEPTH-SEED; the needles are spans needle, needle_2, ..., distractor_1, ...\n"
     "cwe (common-words extraction): a numbered list of the model's whole-word tokens, 10 of them\n"
     "F times each (--frequency, 30), the others 3 times, shuffled, as long as fits; the answer is\n"
     "the 10, in the order they first occur. Ids cwe-LENGTH-SEED; no depths, no haystack.\n";
@@ -356,6 +358,15 @@ static int needles_once(const needle_opts *o, const prompt_task *t, const char *
     return KV_OK;
 }
 
+/* The reply after the question: the answer prefix (if any), then the answer; NULL when out of memory. */
+static char *reply_of(const prompt_task *t)
+{
+    const char *prefix = t->prefix ? t->prefix : "";
+    char *r = malloc(strlen(prefix) + strlen(t->answer) + 1);
+    if (r) sprintf(r, "%s%s", prefix, t->answer);
+    return r;
+}
+
 /* One prompt of (length, depth, seed) */
 static int one_prompt(const needle_opts *o, const kv_model *m, const words *h, FILE *f, int64_t length,
                       double depth, int64_t seed, kv_err *err)
@@ -364,9 +375,8 @@ static int one_prompt(const needle_opts *o, const kv_model *m, const words *h, F
     int rc = o->task == TASK_NEEDLE ? prompt_task_user(o->needle, o->question, o->answer, depth, &t, err)
                                     : prompt_task_make(o->task, &o->sizes, (uint64_t)seed, length, depth, &t, err);
     if (rc) return rc;
-    char id[96], *text = NULL, *reply = malloc(strlen(t.prefix ? t.prefix : "") + strlen(t.answer) + 1);
+    char id[96], *text = NULL, *reply = reply_of(&t);
     if (!reply) rc = kv_fail(err, KV_EFAIL, "out of memory");
-    else sprintf(reply, "%s%s", t.prefix ? t.prefix : "", t.answer);
     if (o->task == TASK_NEEDLE) snprintf(id, sizeof id, "needle-%lld-%g", (long long)length, depth);
     else snprintf(id, sizeof id, "%s-%lld-%g-%lld", PROMPT_TASKS[o->task], (long long)length, depth, (long long)seed);
     if (!rc) rc = fit(o, &t, reply, m, h, length, &text, err);
@@ -383,8 +393,7 @@ static int cwe_text(const needle_opts *o, const cwe_words *cw, int64_t u, int64_
 {
     char *body = NULL;
     int rc = prompt_cwe_make(cw, CWE_COMMON, o->frequency, u, (uint64_t)seed, length, t, &body, err);
-    *reply = rc ? NULL : malloc(strlen(t->prefix) + strlen(t->answer) + 1);
-    if (*reply) sprintf(*reply, "%s%s", t->prefix, t->answer);
+    *reply = rc ? NULL : reply_of(t);
     *text = *reply ? malloc(strlen(body) + strlen(t->question) + strlen(*reply) + 3) : NULL;
     if (!rc && !*text) rc = kv_fail(err, KV_EFAIL, "out of memory");
     if (!rc) {
@@ -401,8 +410,10 @@ static int cwe_count(const needle_opts *o, const cwe_words *cw, const kv_model *
     prompt_task t;
     char *reply = NULL, *text = NULL;
     int rc = cwe_text(o, cw, u, length, seed, &t, &reply, &text, err);
-    if (!rc) rc = count_tokens(o, reply, m, text, n, err);
-    if (!rc) prompt_task_free(&t);
+    if (!rc) {
+        rc = count_tokens(o, reply, m, text, n, err);
+        prompt_task_free(&t);
+    }
     free(reply), free(text);
     return rc;
 }
@@ -436,7 +447,10 @@ static int cwe_prompt(const needle_opts *o, const kv_model *m, const cwe_words *
     char *reply = NULL, *text = NULL, id[96];
     if (!rc) rc = cwe_text(o, cw, lo, length, seed, &t, &reply, &text, err);
     snprintf(id, sizeof id, "cwe-%lld-%lld", (long long)length, (long long)seed);
-    if (!rc) rc = write_line(f, o, id, &t, text, err), prompt_task_free(&t);
+    if (!rc) {
+        rc = write_line(f, o, id, &t, text, err);
+        prompt_task_free(&t);
+    }
     free(reply), free(text);
     return rc;
 }
