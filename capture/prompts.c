@@ -68,8 +68,7 @@ static int prompt_body(json_t *o, prompt_item *it, const char *file, int line, k
     if (prefix && !msgs)
         return kv_fail(err, KV_EINPUT, "%s:%d: 'answer_prefix' goes with 'messages' (a text prompt holds its reply's "
                        "start itself)", file, line);
-    if (prefix && (!json_is_string(prefix) || json_string_length(prefix) == 0 ||
-                   strlen(json_string_value(prefix)) != json_string_length(prefix)))
+    if (prefix && !prompts_is_text(prefix))
         return kv_fail(err, KV_EINPUT, "%s:%d: 'answer_prefix' must be a non-empty string without NUL", file, line);
     if (prefix && !(it->answer_prefix = strdup(json_string_value(prefix))))
         return kv_fail(err, KV_EFAIL, "out of memory");
@@ -79,8 +78,7 @@ static int prompt_body(json_t *o, prompt_item *it, const char *file, int line, k
         return chat_messages_from_json(msgs, where, &it->msgs, &it->n_msgs, err);
     }
     if (text) {
-        if (!json_is_string(text) || json_string_length(text) == 0 ||
-            strlen(json_string_value(text)) != json_string_length(text))
+        if (!prompts_is_text(text))
             return kv_fail(err, KV_EINPUT, "%s:%d: 'text' must be a non-empty string without NUL", file, line);
         if (!(it->text = strdup(json_string_value(text)))) return kv_fail(err, KV_EFAIL, "out of memory");
         return KV_OK;

@@ -16,6 +16,7 @@
 #ifndef KV_CAPTURE_PROMPTS_H
 #define KV_CAPTURE_PROMPTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/kv_error.h"
@@ -74,5 +75,7 @@ void prompts_free(prompt_list *l);
 /* internal to capture/: the spans and answer of one prompt object (spans.c) */
 int prompts_spans_parse(void *json_obj, prompt_item *it, const char *file, kv_err *err);
 int prompts_spans_place(prompt_item *it, const char *file, const kv_model *m, kv_err *err);
+/* internal to capture/: a JSON value that is a non-empty string without NUL bytes */
+bool prompts_is_text(void *json_value);
 
 #endif

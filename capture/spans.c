@@ -30,8 +30,9 @@ static int add_span(prompt_item *it, const char *name, const char *text, int64_t
     return KV_OK;
 }
 
-static bool is_text(json_t *v)
+bool prompts_is_text(void *json_value)
 {
+    json_t *v = json_value;
     return json_is_string(v) && json_string_length(v) > 0 && strlen(json_string_value(v)) == json_string_length(v);
 }
 
@@ -45,7 +46,7 @@ static int parse_one(json_t *o, const char *name, prompt_item *it, const char *f
                        file, it->line, name);
     if (text && (st || en))
         return kv_fail(err, KV_EINPUT, "%s:%d: span '%s': give text, or start and end, not both", file, it->line, name);
-    if (text && !is_text(text))
+    if (text && !prompts_is_text(text))
         return kv_fail(err, KV_EINPUT, "%s:%d: span '%s': text must be a non-empty string without NUL", file,
                        it->line, name);
     if (text && !it->text && !it->msgs)
@@ -69,7 +70,7 @@ int prompts_spans_parse(void *json_obj, prompt_item *it, const char *file, kv_er
     int rc = KV_OK;
     for (size_t i = 0; !rc && spans && i < json_array_size(spans); i++) {
         json_t *s = json_array_get(spans, i), *name = json_is_object(s) ? json_object_get(s, "name") : NULL;
-        if (!is_text(name) || !trace_span_name_ok(json_string_value(name)))
+        if (!prompts_is_text(name) || !trace_span_name_ok(json_string_value(name)))
             rc = kv_fail(err, KV_EINPUT, "%s:%d: spans[%zu] must be an object with a name of 1 .. %d of A-Z a-z 0-9 "
                          "_ . -", file, it->line, i, TRACE_SPAN_NAME_MAX);
         else if (strcmp(json_string_value(name), PROMPTS_ANSWER) == 0)
@@ -79,7 +80,7 @@ int prompts_spans_parse(void *json_obj, prompt_item *it, const char *file, kv_er
     }
     if (rc || !answer) return rc;
     if (json_is_string(answer)) {
-        if (!is_text(answer))
+        if (!prompts_is_text(answer))
             return kv_fail(err, KV_EINPUT, "%s:%d: 'answer' must be a non-empty string without NUL", file, it->line);
         if (!it->text && !it->msgs)
             return kv_fail(err, KV_EINPUT, "%s:%d: a prompt given as tokens takes 'answer' as start and end", file,
