@@ -53,10 +53,11 @@ static void print_text(const kv_model *m, const int32_t *tokens, int64_t T)
     free(text);
 }
 
-/* Prefill in chunks of B, then generate one token at a time, each chosen
- * from the logits of the last row processed. */
+/* Prefill in chunks of B (one ends at `until`, where eviction stops, when
+ * given), then generate one token at a time, each chosen from the logits of
+ * the last row processed. */
 static int run_model(const capture_opts *o, kv_run *r, int32_t *tokens, int64_t V, int64_t P, int64_t T,
-                     kv_err *err)
+                     int64_t until, kv_err *err)
 {
     kv_rng rng;
     rng_init(&rng, o->seed, 0x5a3b1e, 0, 0);
@@ -65,8 +66,9 @@ static int run_model(const capture_opts *o, kv_run *r, int32_t *tokens, int64_t 
     progress_stage_until(&prog, "prefill", P);   /* generation, one token per step, goes at its own rate */
     int rc = KV_OK;
     int64_t last_rows = 0; /* rows of the step whose logits run_logits holds */
-    for (int64_t p0 = 0; !rc && p0 < P; p0 += o->chunk) {
-        last_rows = P - p0 < o->chunk ? P - p0 : o->chunk;
+    for (int64_t p0 = 0; !rc && p0 < P; p0 += last_rows) {
+        const int64_t end = p0 < until && until < p0 + o->chunk ? until : p0 + o->chunk;
+        last_rows = (end < P ? end : P) - p0;
         rc = run_step(r, last_rows, err);
         progress_update(&prog, p0 + last_rows);
     }
@@ -126,6 +128,23 @@ static void print_cost(const capture_opts *o, const model_config *c, double wbyt
             "~%.2f GiB, trace ~%.4g MiB\n", (long long)T, flops / 1e12, minutes, memory / gib, file / (1024.0 * 1024.0));
 }
 
+/* --evict-until as a position of this prompt: the number given, or the
+ * start of the prompt's span of that name (--prompts gives spans). */
+static int evict_until_of(const capture_opts *o, int64_t *until, kv_err *err)
+{
+    *until = o->evict_until;
+    if (!o->evict_until_span) return KV_OK;
+    for (int64_t i = 0; i < o->n_spans; i++)
+        if (strcmp(o->spans[i].name, o->evict_until_span) == 0) {
+            *until = o->spans[i].start;
+            return *until >= 1 ? KV_OK
+                               : kv_fail(err, KV_EUSAGE, "--evict-until %s: the span starts at position 0, before "
+                                         "anything could be evicted", o->evict_until_span);
+        }
+    return kv_fail(err, KV_EUSAGE, "--evict-until %s: the prompt has no span '%s'%s", o->evict_until_span,
+                   o->evict_until_span, o->n_spans ? "" : " (spans come with --prompts FILE.jsonl)");
+}
+
 /* The run over tokens [T] of the loaded model, and its outputs (with
  * --kvzip the reconstruction pass after it: kvzip.h). */
 static int capture_tokens(const capture_opts *o, const alloc_config *ac, const backend_iface *be, void *bctx,
@@ -143,11 +162,12 @@ static int capture_tokens(const capture_opts *o, const alloc_config *ac, const b
     int64_t n_tmpl = 0;
     int rc = o->kvzip && !o->dry_run ? kvzip_template(m, o->model, &tmpl, &n_tmpl, err) : KV_OK;
     ro.extra = tmpl ? n_tmpl + T : 0;
+    if (!rc) rc = evict_until_of(o, &ro.evict_until, err);
     kv_run *r = NULL;
     if (!rc) rc = run_open(&r, &ro, err);
     if (!rc) print_cost(o, &m->cfg, weights_bytes(m), T);
     double started = kv_now_seconds();
-    if (!rc) rc = run_model(o, r, tokens, m->cfg.vocab_size, P, T, err);
+    if (!rc) rc = run_model(o, r, tokens, m->cfg.vocab_size, P, T, ro.evict_until, err);
     if (!rc && tmpl) rc = kvzip_record(r, &m->cfg, tmpl, n_tmpl, tokens, T, err);
     free(tmpl);
     if (!rc) rc = run_settle(r, err); /* the recording drained */

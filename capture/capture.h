@@ -42,6 +42,8 @@ typedef struct {
     alloc_config alloc;       /* --allocator (evict.h); alloc.iface NULL: uniform */
     const char *head_scores;  /* --head-scores FILE: per-(layer, kv head) importance (headkv, duo) */
     bool retained;            /* /evict/retained snapshots after every chunk */
+    int64_t evict_until;      /* --evict-until POS: eviction only up to that prompt position (run.h); 0: none */
+    const char *evict_until_span; /* --evict-until NAME: up to the start of the prompt's span NAME */
     const backend_iface *backend; /* --device NAME (NULL: cpu) */
     int weights;              /* --weights: type of the weight matrices (0 f32, 1 f16, 2 bf16; -1: the file's
                                  on the CPU, f32 on a device) */

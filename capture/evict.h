@@ -79,6 +79,7 @@ typedef struct {
     float *qbuf;             /* [L][H][qrows][D] the latest queries, oldest first */
     int64_t *q_end, *q_count;/* [L] the buffer holds positions q_end - q_count .. q_end - 1 */
     int64_t evictions;       /* policy_select calls that dropped something */
+    int64_t until;           /* steps ending after this position do not evict (0: every step does; run.h) */
     rope_spec rope;          /* the model's RoPE, handed to the policy (set after evict_init; theta 0: none) */
     const model_layer *layers; /* the host model's layers (their W_o: policy_view.wo), set with rope; NULL: none */
     int64_t dim;             /* the model's width (W_o's rows) */

@@ -134,7 +134,7 @@ static void fill_meta(const run_opts *o, bool evicting, int64_t width, const flo
         snprintf(meta->evict_params, sizeof meta->evict_params, "%s", o->evict->canonical);
         const char *def = expr_definition(o->evict->iface);
         if (def) snprintf(meta->evict_definition, sizeof meta->evict_definition, "%s", def);
-        meta->evict_budget = o->budget, meta->evict_chunk = o->chunk;
+        meta->evict_budget = o->budget, meta->evict_chunk = o->chunk, meta->evict_until = o->evict_until;
         if (o->alloc) alloc_label(o->alloc, meta->evict_allocator, sizeof meta->evict_allocator);
         meta->evict_width = width;
     }
@@ -165,6 +165,7 @@ static int start_walk(kv_run *r, kv_err *err)
     rc = evict_init_alloc(&r->ev, o->evict, o->alloc, o->budget, c, r->fw.max_chunk, r->fw.cap, err);
     r->ev.rope = (rope_spec){.theta = c->rope_theta, .style = c->rope, .div = o->model->rope_div};
     r->ev.layers = o->model->layers, r->ev.dim = c->dim;
+    r->ev.until = o->evict_until;
     if (!rc && r->w && o->trace.want[TRACE_EVICT_RETAINED] &&
         !(r->snap = kv_calloc((size_t)(c->n_layers * c->n_kv_heads * r->width), sizeof(int32_t), "snapshot", err)))
         rc = err->code;
@@ -204,8 +205,15 @@ int run_open(kv_run **out, const run_opts *o, kv_err *err)
     r->o.trace.expected_tokens = o->T;
     int rc = check_window(o, err);
     if (!rc) rc = check_context(o, err);
-    if (!rc && r->evicting) /* the allocator's checks, before the trace exists */
-        rc = evict_alloc_rows(o->evict, o->alloc, o->budget, &o->model->cfg, o->chunk, o->T, &r->rows, &r->width, err);
+    if (!rc && o->evict_until && (!r->evicting || o->evict_until > o->P))
+        rc = kv_fail(err, KV_EUSAGE, r->evicting ? "--evict-until %lld is past the prompt's %lld positions"
+                                                 : "--evict-until %lld needs --evict", (long long)o->evict_until,
+                     (long long)o->P);
+    if (!rc && r->evicting) { /* the allocator's checks, before the trace exists */
+        /* after evict_until the cache grows by every later position: room for them, or for a chunk */
+        const int64_t grow = o->evict_until && o->T - o->evict_until > o->chunk ? o->T - o->evict_until : o->chunk;
+        rc = evict_alloc_rows(o->evict, o->alloc, o->budget, &o->model->cfg, grow, o->T, &r->rows, &r->width, err);
+    }
     if (!rc && o->output) {
         trace_meta meta;
         if (o->record_wo && !(r->wo = kv_calloc((size_t)o->model->cfg.n_layers, sizeof *r->wo, "W_o list", err)))
@@ -222,7 +230,7 @@ int run_open(kv_run **out, const run_opts *o, kv_err *err)
 int run_step(kv_run *r, int64_t n, kv_err *err)
 {
     int rc = forward_chunk(&r->fw, r->o.tokens + r->fw.len, n, r->hooks, err);
-    if (rc || !r->snap) return rc;
+    if (rc || !r->snap || (r->o.evict_until && r->fw.len > r->o.evict_until)) return rc; /* only steps that evicted */
     evict_snapshot(&r->ev, &r->fw, r->snap);
     return trace_write_retained(r->w, r->fw.steps - 1, r->fw.len - 1, r->snap, err);
 }

@@ -38,6 +38,8 @@ typedef struct {
     int64_t chunk;                /* B: the largest step */
     const policy_config *evict;   /* eviction inside the run; NULL or no iface: the full cache */
     int64_t budget;               /* N, with evict */
+    int64_t evict_until;          /* with evict: eviction only after steps ending at or before this prompt
+                                     position; later ones join the cache unevicted (0: every step evicts) */
     const alloc_config *alloc;    /* with evict: the allocator (evict.h); NULL: uniform */
     const char *output;           /* the trace; NULL: nothing is recorded or written */
     const char *verb;             /* the trace's creator: "kvtrace VERSION verb" */

@@ -87,6 +87,10 @@ static const char USAGE[] =
     "                       importance, a CSV whose header has layer,kv_head,score (one row per head;\n"
     "                       kvtrace analyze writes head_importance.csv); exit 3 naming file and row\n"
     "  --retained           with --evict: /evict/retained, the kept positions after every chunk\n"
+    "  --evict-until POS|NAME  with --evict: evict only after the chunks that end at or before prompt\n"
+    "                       position POS, or the start of the prompt's span NAME (--prompts: e.g. question);\n"
+    "                       a chunk ends there; later positions join the cache unevicted (kvpress's\n"
+    "                       pipeline: the context compressed once, the question and answer kept; docs/fidelity.md)\n"
     "  --kvzip              after the run, KVzip's reconstruction pass (\"Repeat the previous context\n"
     "                       exactly.\" then the sequence again) and /attention/kvzip [L, H, T]: the largest\n"
     "                       attention each key got from that pass (the kvzip policy ranks by it). The pass\n"
@@ -176,6 +180,25 @@ static int parse_budget(const char *verb, const char *arg, void *args, kv_err *e
     return cli_parse_budgets(verb, "--budget", arg, 1, &((capture_args *)args)->o.budget, NULL, &n, err);
 }
 
+/* --evict-until POS|NAME: a prompt position (digits), or a span's name. */
+static int parse_evict_until(const char *verb, const char *arg, void *args, kv_err *err)
+{
+    capture_opts *o = &((capture_args *)args)->o;
+    if (arg[0] >= '0' && arg[0] <= '9') {
+        char *end = NULL;
+        long long v = strtoll(arg, &end, 10);
+        if (*end || v < 1 || v > (1LL << 30))
+            return cli_usage(err, verb, "--evict-until '%s': a position from 1 to 2^30, or a span's name", arg);
+        o->evict_until = v;
+    } else if (!arg[0] || strlen(arg) > TRACE_SPAN_NAME_MAX) {
+        return cli_usage(err, verb, "--evict-until '%s': a position, or a span's name of 1 to %d bytes", arg,
+                         TRACE_SPAN_NAME_MAX);
+    } else {
+        o->evict_until_span = arg;
+    }
+    return KV_OK;
+}
+
 static int parse_evict(const char *verb, const char *arg, void *args, kv_err *err)
 {
     (void)verb;
@@ -210,6 +233,7 @@ static const cli_opt OPTIONS[] = {
     {.name = "allocator", .kind = CLI_CUSTOM, .parse = parse_allocator},
     {ROW("head-scores", CLI_TEXT, head_scores)},
     {ROW("retained", CLI_FLAG, retained)},
+    {.name = "evict-until", .kind = CLI_CUSTOM, .parse = parse_evict_until},
     {ROW("kvzip", CLI_FLAG, kvzip)},
     {ROW("print", CLI_FLAG, print_text)},
     {ROW("stats", CLI_FLAG, stats)},
@@ -237,8 +261,9 @@ static int check_evict(capture_opts *o, bool attention_given, kv_err *err)
 {
     const char *v = "capture";
     if (!o->evict.iface) {
-        if (o->budget || o->retained || o->alloc.iface || o->head_scores)
-            return cli_usage(err, v, "--budget, --allocator, --head-scores and --retained need --evict POLICY");
+        if (o->budget || o->retained || o->alloc.iface || o->head_scores || o->evict_until || o->evict_until_span)
+            return cli_usage(err, v, "--budget, --allocator, --head-scores, --retained and --evict-until need --evict "
+                             "POLICY");
         return KV_OK;
     }
     int rc = check_head_scores(o, err);

@@ -69,9 +69,12 @@ static void print_meta(const trace_meta *m, const char *path, long long file_byt
            m->rope_scaling);
     printf("capture       mode %s, chunk %lld%s\n", m->capture_mode, (long long)m->capture_chunk,
            m->capture_chunk == 0 ? " (synthetic: no model run)" : "");
-    if (strcmp(m->capture_mode, "evict") == 0)
-        printf("eviction      %s (%s), budget %lld, chunk %lld\n", m->evict_policy, m->evict_params,
+    if (strcmp(m->capture_mode, "evict") == 0) {
+        printf("eviction      %s (%s), budget %lld, chunk %lld", m->evict_policy, m->evict_params,
                (long long)m->evict_budget, (long long)m->evict_chunk);
+        if (m->evict_until) printf(", only up to position %lld", (long long)m->evict_until);
+        printf("\n");
+    }
     if (m->evict_definition[0]) printf("definition    %s\n", m->evict_definition);
     printf("storage       %s\n", trace_dtype_name(m->storage));
 }

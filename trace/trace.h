@@ -92,6 +92,9 @@ typedef struct {
     char evict_policy[64];
     char evict_params[256];
     int64_t evict_budget, evict_chunk;
+    /* the last position whose chunk evicted (capture --evict-until): later positions joined the cache
+     * unevicted; 0 (the attribute absent): every step evicted */
+    int64_t evict_until;
     /* the allocator's label (allocators/alloc.h: "uniform", "pyramid:beta=20:window=32");
      * written in evict mode, "" read from a trace before allocators (uniform) */
     char evict_allocator[256];

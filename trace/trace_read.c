@@ -99,6 +99,9 @@ static int read_meta(trace *tr, kv_err *err)
         if (!rc) rc = h5u_read_attr_str(root, where, "evict_params", m->evict_params, sizeof m->evict_params, NULL, err);
         if (!rc) rc = h5u_read_attr_i64(root, where, "evict_budget", &m->evict_budget, 1, NULL, err);
         if (!rc) rc = h5u_read_attr_i64(root, where, "evict_chunk", &m->evict_chunk, 1, NULL, err);
+        bool has_until = false; /* optional: only capture --evict-until writes it */
+        if (!rc) rc = h5u_read_attr_i64(root, where, "evict_until", &m->evict_until, 1, &has_until, err);
+        if (!rc && !has_until) m->evict_until = 0;
         bool has_alloc = false; /* optional: traces before allocators ran uniform */
         if (!rc) rc = h5u_read_attr_str(root, where, "evict_allocator", m->evict_allocator, sizeof m->evict_allocator,
                                         &has_alloc, err);

@@ -233,7 +233,8 @@ int trace_meta_check(const trace_meta *m, const char *where, bool check_tokens, 
         return kv_fail(err, KV_EINPUT, "%s: storage type must be f32 or f16", where);
     if (strcmp(m->capture_mode, "evict") == 0) {
         if ((rc = check_range(where, "evict_budget", m->evict_budget, 1, TRACE_MAX_TOKENS, err)) ||
-            (rc = check_range(where, "evict_chunk", m->evict_chunk, 1, TRACE_MAX_TOKENS, err)))
+            (rc = check_range(where, "evict_chunk", m->evict_chunk, 1, TRACE_MAX_TOKENS, err)) ||
+            (m->evict_until && (rc = check_range(where, "evict_until", m->evict_until, 1, m->prompt_len, err))))
             return rc;
         if (m->evict_policy[0] == '\0')
             return kv_fail(err, KV_EINPUT, "%s: attribute 'evict_policy' is empty", where);

@@ -169,6 +169,7 @@ static int write_root_attrs(trace_writer *w, kv_err *err)
         if (!rc) rc = h5u_write_attr_str(root, "evict_params", m->evict_params, err);
         if (!rc) rc = h5u_write_attr_i64(root, "evict_budget", &m->evict_budget, 1, err);
         if (!rc) rc = h5u_write_attr_i64(root, "evict_chunk", &m->evict_chunk, 1, err);
+        if (!rc && m->evict_until > 0) rc = h5u_write_attr_i64(root, "evict_until", &m->evict_until, 1, err);
         if (!rc) rc = h5u_write_attr_str(root, "evict_allocator", m->evict_allocator[0] ? m->evict_allocator : "uniform",
                                          err);
         if (!rc && m->evict_definition[0]) rc = h5u_write_attr_str(root, "evict_definition", m->evict_definition, err);
