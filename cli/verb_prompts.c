@@ -39,7 +39,7 @@ static const char USAGE[] =
     "the haystack's words (white space made single spaces; the file repeated when short)\n"
     "up to the last whole sentence that fits (n words), the needle at the sentence boundary\n"
     "nearest round(depth * n), the question, the answer. Each line marks the needle as the\n"
-    "span 'needle' and the answer as its answer.\n"
+    "span 'needle', the question as the span 'question', and the answer as its answer.\n"
     "--model M: the model whose tokenizer counts (default: stories260K.gguf).\n"
     "--chat: prompts for an instruct model: each line gives \"messages\" (--system's message, if\n"
     "given, then a user message: the haystack with the needle, then the question) instead of\n"
@@ -55,7 +55,8 @@ static const char USAGE[] =
     "from (seed, task, length, depth). --haystack: default RULER's noise (\"The grass is green. ...\").\n"
     "The question ends with RULER's answer prefix (\"The special magic number for KEY ... is\");\n"
     "with --chat the prefix opens the reply instead (the line's \"answer_prefix\").\n"
-    "Ids TASK-LENGTH-DEPTH-SEED; the needles are spans needle, needle_2, ..., distractor_1, ...\n"
+    "Ids TASK-LENGTH-DEPTH-SEED; the needles are spans needle, needle_2, ..., distractor_1, ...,\n"
+    "the question the span question (capture --evict-until question: the context is what precedes it)\n"
     "cwe (common-words extraction): a numbered list of the model's whole-word tokens, 10 of them\n"
     "F times each (--frequency, 30), the others 3 times, shuffled, as long as fits; the answer is\n"
     "the 10, in the order they first occur. Ids cwe-LENGTH-SEED; no depths, no haystack.\n";
@@ -331,8 +332,10 @@ static int write_line(FILE *f, const needle_opts *o, const char *id, const promp
     for (int k = 0; spans && k < t->n; k++)
         if (json_array_append_new(spans, json_pack("{s:s, s:s}", "name", t->name[k], "text", t->needle[k])))
             spans = NULL;
+    /* the question too: where the context ends (capture --evict-until question compresses what is before it) */
+    if (spans && json_array_append_new(spans, json_pack("{s:s, s:s}", "name", "question", "text", t->question)))
+        spans = NULL;
     if (!spans) json_decref(line), line = NULL;
-    if (line && t->n == 0 && json_object_del(line, "spans")) json_decref(line), line = NULL;   /* cwe: none */
     if (o->chat && line && t->prefix && json_object_set_new(line, "answer_prefix", json_string(t->prefix)))
         json_decref(line), line = NULL;
     json_t *msgs = o->chat && line ? json_object_get(line, "messages") : NULL;
@@ -346,14 +349,14 @@ static int write_line(FILE *f, const needle_opts *o, const char *id, const promp
     return ok ? KV_OK : kv_fail(err, KV_EFAIL, "%s: cannot write", o->output);
 }
 
-/* Every needle's text once in the prompt (the haystack must not hold one) */
+/* Every needle's text, and the question's, once in the prompt (the haystack must not hold one) */
 static int needles_once(const needle_opts *o, const prompt_task *t, const char *text, kv_err *err)
 {
-    for (int k = 0; k < t->n; k++) {
-        const char *at = strstr(text, t->needle[k]);
-        if (at && strstr(at + 1, t->needle[k]))
-            return kv_fail(err, KV_EINPUT, "%s: the haystack holds the needle's text (it must occur once)",
-                           o->haystack ? o->haystack : "the haystack");
+    for (int k = 0; k <= t->n; k++) { /* the needles, then the question (a span too) */
+        const char *what = k < t->n ? t->needle[k] : t->question, *at = strstr(text, what);
+        if (at && strstr(at + 1, what))
+            return kv_fail(err, KV_EINPUT, "%s: the haystack holds the %s's text (it must occur once)",
+                           o->haystack ? o->haystack : "the haystack", k < t->n ? "needle" : "question");
     }
     return KV_OK;
 }

@@ -75,10 +75,15 @@ def answer_from_text(task, body, question):
 
 def check_prompt(task, model, x, problems):
     L, d = int(x["id"].split("-")[1]), float(x["id"].split("-")[2])
-    text, ans, spans = x["text"], x["answer"], x["spans"]
+    text, ans = x["text"], x["answer"]
+    spans = [s for s in x["spans"] if s["name"] != "question"]
     needles = [s["text"] for s in spans]
     qstart = text.find(" What " if task != "vt" else " Find all variables")
     body, question = text[:qstart], text[qstart + 1:]
+    asked = [s["text"] for s in x["spans"] if s["name"] == "question"]
+    if len(asked) != 1 or text.count(asked[0]) != 1 or not question.startswith(asked[0] + " ") or \
+            not asked[0].endswith(("?", ".")):
+        problems.append((x["id"], "question span", asked))
     if not text.endswith(" " + ans) or answer_from_text(task, body, question) != ans:
         problems.append((x["id"], "answer", ans))
     n_needles = len(MAGIC.findall(body)) + len(VAR0.findall(body)) + len(VARN.findall(body))
@@ -149,8 +154,9 @@ def tasks_case(tmp, model):
     if ok:
         with h5py.File(os.path.join(st, "multikey-450-0.5-1.h5"), "r") as f:
             names = sorted(f["spans"]["names"].asstr()[:])
-        ok = names == ["answer", "distractor_1", "distractor_2", "distractor_3", "needle"]
-    check(ok, "capture --prompts takes a multikey file: /spans names the needle, the distractors and the answer",
+        ok = names == ["answer", "distractor_1", "distractor_2", "distractor_3", "needle", "question"]
+    check(ok, "capture --prompts takes a multikey file: /spans names the needle, the distractors, the question and "
+          "the answer",
           r.stderr)
 
 
@@ -197,8 +203,9 @@ def cwe_case(tmp, model):
     run(*args, "-o", again)
     check(filecmp.cmp(out, again, shallow=False), "cwe: the same command writes the same file")
     r = run("capture", "--prompts", out, "--model", model, "--quiet", "-o", os.path.join(tmp, "cwe_study"))
-    check(r.returncode == 0 and all("spans" not in x for x in lines), "capture --prompts takes a cwe file (no spans "
-          "but the answer)", r.stderr)
+    check(r.returncode == 0 and all(x["spans"] == [{"name": "question", "text": "Question: What are the 10 most common words "
+                                                    "in the above list?"}] for x in lines),
+          "capture --prompts takes a cwe file (no spans but the question and the answer)", r.stderr)
 
 
 def refusal_case(tmp, model):

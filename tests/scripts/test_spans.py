@@ -338,7 +338,7 @@ def needle(tmp, model):
         n = len(x["text"].split()) - len((nd + " " + qu + " " + an).split())
         nxt = next(k for k in range(n + 1, n + 10 * len(words)) if ends(k - 1))
         ok = ok and x["text"] == build(n) and sorted(x) == ["answer", "id", "spans", "text"] and \
-            x["spans"] == [{"name": "needle", "text": nd}] and x["answer"] == an and (n == 0 or ends(n - 1))
+            x["spans"] == [{"name": "needle", "text": nd}, {"name": "question", "text": qu}] and x["answer"] == an and (n == 0 or ends(n - 1))
         ok = ok and n_tokens(model, build(n)) <= L < n_tokens(model, build(nxt))
         before = x["text"].split(nd)[0].split()
         ok = ok and (not before or before[-1].endswith("."))
@@ -348,11 +348,12 @@ def needle(tmp, model):
     st = os.path.join(tmp, "needle_st")
     r = run("capture", "--prompts", out, "--model", model, "--quiet", "-o", st)
     idx = [json.loads(x) for x in open(os.path.join(st, "index.jsonl"))] if r.returncode == 0 else []
-    check(len(idx) == 6 and all(set(spans_of(os.path.join(st, x["file"]))) == {"needle", "answer"} for x in idx),
-          "capture --prompts takes them: /spans holds the needle and the answer", r.stderr)
+    check(len(idx) == 6 and all(set(spans_of(os.path.join(st, x["file"]))) == {"needle", "question", "answer"} for x in idx),
+          "capture --prompts takes them: /spans holds the needle, the question and the answer", r.stderr)
     bad = (("a length too short for the needle, question and answer", ["--lengths", "5"], 2, "too short"),
            ("a length past the model's context", ["--lengths", "100000"], 2, "context"),
            ("a needle the haystack holds", ["--needle", "big and brown."], 3, "haystack"),
+           ("a question the haystack holds", ["--question", "The dog was big"], 3, "question's text"),
            ("a depth outside [0, 1]", ["--depths", "1.5"], 2, "--depths"))
     for what, change, code, word in bad:
         args = {"--haystack": hay, "--needle": nd, "--question": qu, "--answer": an, "--depths": "0.5",
