@@ -25,6 +25,9 @@
 #                   the baseline table: every row against its baseline (sgemm, a key read, the PyTorch
 #                   peers of sim and capture) and the growth exponents, one markdown table at the end
 #                   (bench/bench_simT.py, run alone: sim with the recorded reference against recomputing it)
+#   make bench-peers kvpress 0.5.5's own pipeline (transformers, the same GGUF) beside kvtrace's in-model
+#                   eviction (capture --evict-until): kept sets, answers, accuracy and wall time per press on a
+#                   niah sub-grid (scripts/bench-peers.sh; about 6 minutes on 2 cores)
 #   make install    kvtrace (and the CUDA backend when built) into PREFIX/bin, the plug-in headers
 #                   into PREFIX/include/kvtrace, kvtrace.pc into PREFIX/lib/pkgconfig
 #                   (PREFIX=/usr/local; DESTDIR is honoured; docs/plugins.md)
@@ -133,7 +136,7 @@ TOOL_BIN := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(wildcard tests/tools/*
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: FORCE all deps bench-deps docs test check tests test-asan crosscheck fuzz fuzz-bin demo findings bench clean test-gpu bench-gpu install
+.PHONY: FORCE all deps bench-deps docs test check tests test-asan crosscheck fuzz fuzz-bin demo findings bench bench-peers clean test-gpu bench-gpu install
 all: $(BIN) $(CUDA_TARGETS)
 
 deps:
@@ -283,6 +286,10 @@ demo: deps
 	@scripts/demo.sh
 
 # docs/findings.md's study on SmolLM2-135M-Instruct in its resumable pieces (out/findings), then its tables
+bench-peers: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) scripts/bench-peers.sh
+
 findings: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/findings.sh --resume
