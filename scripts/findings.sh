@@ -12,6 +12,12 @@
 #            layer and head, log-det); the traces are deleted after their replay
 #   inmodel  in-model exact match under eviction for niah at 1K: the policies at a quarter of the length,
 #            prefill chunks 128, 512 and one shot, paired against the full cache
+#   peers    the headline cell, 50 niah prompts at 1K (depths 0, 0.25, 0.5, 0.75, 1 x seeds 0-9): kvpress 0.5.5's
+#            own pipeline and kvtrace's capture --evict-until (the context compressed once, the question kept)
+#            for keydiff, snapkv, tova, streaming and expected_attention at a quarter of the context, and kvtrace
+#            under chunked prefill (B = 128, every step evicting) at the same budget; then 10 prompts at 2K
+#            (seeds 0, 1), keydiff, snapkv and tova at a tenth and a half of the context
+#            (bench/peer_kvpress_pipeline.py; the test venv, made or found by tests/lib/real_setup.sh)
 # Each piece prints its wall time; docs/findings.md reads the CSVs they write.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,13 +29,14 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --resume) RESUME=1 ;;
         -o) OUT=$2; shift ;;
-        full|prose|screen|inmodel) PIECES+=("$1") ;;
-        -h|--help) sed -n 2,18p "$0"; exit 0 ;;
-        *) echo "findings.sh: unknown argument '$1' (pieces: full prose screen inmodel; --resume; -o DIR)" >&2; exit 2 ;;
+        full|prose|screen|inmodel|peers) PIECES+=("$1") ;;
+        -h|--help) sed -n 2,23p "$0"; exit 0 ;;
+        *) echo "findings.sh: unknown argument '$1' (pieces: full prose screen inmodel peers; --resume; -o DIR)" >&2
+           exit 2 ;;
     esac
     shift
 done
-[ ${#PIECES[@]} -gt 0 ] || PIECES=(full prose screen inmodel)
+[ ${#PIECES[@]} -gt 0 ] || PIECES=(full prose screen inmodel peers)
 MODEL=${FINDINGS_MODEL:-smollm2-135m}
 TASKS=(niah multikey multivalue multiquery vt cwe)
 LENGTHS=(1024 2048)
@@ -108,6 +115,28 @@ inmodel_piece() {
     "$KV" fidelity --model "$MODEL" --prompts "$OUT/inmodel/niah-$L.jsonl" --policies "$POLICIES" \
         --budgets $((L / 4)) --chunks 128,512,"$L" --quiet --force -o "$OUT/inmodel/niah-$L"
     find "$OUT/inmodel" -name full.h5 -delete
+}
+
+peers_cell() { # LENGTH SEEDS PRESSES RATIOS: one cell of the peers piece (skipped under --resume once done)
+    local d=$OUT/peers/niah-$1
+    if [ "$RESUME" = 1 ] && [ -f "$d/peer_kvpress_summary.csv" ]; then return; fi
+    mkdir -p "$d"
+    "$KV" prompts niah --model "$REAL_MODEL" --chat --lengths "$1" --depths 0,0.25,0.5,0.75,1 --seeds "$2" \
+        --force -o "$OUT/peers/niah-$1.jsonl"
+    "$REAL_PY" "$ROOT/bench/peer_kvpress_pipeline.py" --kvtrace "$KV" --model "$REAL_MODEL" \
+        --prompts "$OUT/peers/niah-$1.jsonl" --presses "$3" --ratios "$4" --chunked 128 -o "$d" > "$d/log.txt"
+}
+
+peers_piece() {
+    LOG=$(mktemp -d)
+    . "$ROOT/tests/lib/real_setup.sh"
+    if ! real_setup "${BUILD:-build}"; then
+        echo "findings: peers: $REAL_WHY" >&2
+        return 1
+    fi
+    peers_cell 1024 0,1,2,3,4,5,6,7,8,9 keydiff,snapkv,tova,streaming,expected_attention 0.75
+    peers_cell 2048 0,1 keydiff,snapkv,tova 0.9,0.5
+    rm -rf "$LOG"
 }
 
 for p in "${PIECES[@]}"; do   # under --resume each piece skips the cells it has finished

@@ -225,8 +225,46 @@ def inmodel_table(L=1024):
             print("- B = %d: ρ = %.2f over %d policies" % (b, spearman(off, inm), len(off)))
 
 
+def peers_table(L=1024):
+    """The headline cell: kvpress's pipeline and kvtrace's --evict-until on the same prompts (one-shot context
+    compression, the question kept), and kvtrace under chunked prefill when run, each paired against the full
+    cache of the same side."""
+    d = os.path.join(OUT, "peers", "niah-%d" % L)
+    if not os.path.exists(os.path.join(d, "peer_kvpress.csv")):
+        return
+    a = rows(os.path.join(d, "peer_kvpress.csv"))
+    full = {r["id"]: r for r in a if r["press"] == "full"}
+    sides = [("kvpress_correct", "kvpress_correct", "kvpress pipeline"),
+             ("kvtrace_correct", "kvtrace_correct", "kvtrace, context once")]
+    if "kvtrace_chunked_correct" in a[0]:
+        sides.append(("kvtrace_chunked_correct", "kvtrace_correct", "kvtrace, chunked B = %s" % a[0]["chunk"]))
+    print("\nniah at %d tokens, %d prompts; N = kvpress's int(Tc (1 - ratio)) of the Tc context tokens; exact match "
+          "(answered), and Δ paired against the full cache of the same prompts and side, with its 95%% bootstrap "
+          "interval:\n" % (L, len(full)))
+    print("| press (kvtrace policy) | ratio | " + " | ".join("%s | Δ (points)" % t for _, _, t in sides) +
+          " | mean Jaccard (least) | same answer |")
+    print("| --- |" + " ---: |" * (3 + 2 * len(sides)))
+    for press, ratio in dict.fromkeys((r["press"], r["ratio"]) for r in a):
+        g = [r for r in a if r["press"] == press and r["ratio"] == ratio]
+        cells = []
+        for col, full_col, _ in sides:
+            v = [float(r[col]) for r in g]
+            dl = [float(r[col]) - float(full[r["id"]][full_col]) for r in g]
+            lo, hi = bootstrap(dl)
+            cells += ["%d of %d" % (sum(v), len(v)), "%+.0f %s" % (100 * sum(dl) / len(dl), ci(lo, hi))]
+        jm = sum(float(r["jaccard_mean"]) for r in g) / len(g)
+        jl = min(float(r["jaccard_min"]) for r in g)
+        same = sum(int(r["same_answer"]) for r in g)
+        print("| %s (%s) | %g | %s | %.3f (%.3f) | %d of %d |" % (press, g[0]["policy"], float(ratio),
+                                                                " | ".join(cells), jm, jl, same, len(g)))
+    hf, kv = sum(float(r["kvpress_s"]) for r in a), sum(float(r["kvtrace_s"]) for r in a)
+    print("\nWall time of the one-shot runs (%d each, model loading excluded for kvpress, included for kvtrace's "
+          "process per run): kvpress's pipeline %.0f s, kvtrace's capture %.0f s: kvtrace at %.2fx kvpress's speed."
+          % (len(a), hf, kv, hf / kv))
+
+
 def main():
-    """Every section, or the one named second: full, screen, rho, inmodel."""
+    """Every section, or the one named second: full, screen, rho, inmodel, peers."""
     only = sys.argv[2] if len(sys.argv) > 2 else None
     if only in (None, "full"):
         full_table()
@@ -238,7 +276,10 @@ def main():
             rho_table(L)
     if only in (None, "inmodel"):
         inmodel_table()
-    for p in ("full", "prose", "screen", "inmodel"):
+    for L in (1024, 2048):
+        if only in (None, "peers"):
+            peers_table(L)
+    for p in ("full", "prose", "screen", "inmodel", "peers"):
         f = os.path.join(OUT, p, "seconds")
         if only is None and os.path.exists(f):
             print("\n%s: %s s wall" % (p, open(f).read().strip()))
