@@ -128,21 +128,24 @@ static void print_cost(const capture_opts *o, const model_config *c, double wbyt
             "~%.2f GiB, trace ~%.4g MiB\n", (long long)T, flops / 1e12, minutes, memory / gib, file / (1024.0 * 1024.0));
 }
 
-/* --evict-until as a position of this prompt: the number given, or the
- * start of the prompt's span of that name (--prompts gives spans). */
-static int evict_until_of(const capture_opts *o, int64_t *until, kv_err *err)
+int capture_evict_until(const capture_opts *o, const trace_span *spans, int64_t n_spans, int64_t P, int64_t *until,
+                        kv_err *err)
 {
     *until = o->evict_until;
-    if (!o->evict_until_span) return KV_OK;
-    for (int64_t i = 0; i < o->n_spans; i++)
-        if (strcmp(o->spans[i].name, o->evict_until_span) == 0) {
-            *until = o->spans[i].start;
-            return *until >= 1 ? KV_OK
-                               : kv_fail(err, KV_EUSAGE, "--evict-until %s: the span starts at position 0, before "
-                                         "anything could be evicted", o->evict_until_span);
-        }
-    return kv_fail(err, KV_EUSAGE, "--evict-until %s: the prompt has no span '%s'%s", o->evict_until_span,
-                   o->evict_until_span, o->n_spans ? "" : " (spans come with --prompts FILE.jsonl)");
+    if (o->evict_until_span) {
+        int64_t i = 0;
+        while (i < n_spans && strcmp(spans[i].name, o->evict_until_span) != 0) i++;
+        if (i == n_spans)
+            return kv_fail(err, KV_EUSAGE, "--evict-until %s: the prompt has no span '%s'%s", o->evict_until_span,
+                           o->evict_until_span, o->prompts ? "" : " (spans come with --prompts FILE.jsonl)");
+        if ((*until = spans[i].start) < 1)
+            return kv_fail(err, KV_EUSAGE, "--evict-until %s: the span starts at position 0, before anything could "
+                           "be evicted", o->evict_until_span);
+    }
+    if (*until > P)
+        return kv_fail(err, KV_EUSAGE, "--evict-until %lld is past the prompt's %lld positions", (long long)*until,
+                       (long long)P);
+    return KV_OK;
 }
 
 /* The run over tokens [T] of the loaded model, and its outputs (with
@@ -162,7 +165,7 @@ static int capture_tokens(const capture_opts *o, const alloc_config *ac, const b
     int64_t n_tmpl = 0;
     int rc = o->kvzip && !o->dry_run ? kvzip_template(m, o->model, &tmpl, &n_tmpl, err) : KV_OK;
     ro.extra = tmpl ? n_tmpl + T : 0;
-    if (!rc) rc = evict_until_of(o, &ro.evict_until, err);
+    if (!rc) rc = capture_evict_until(o, o->spans, o->n_spans, P, &ro.evict_until, err);
     kv_run *r = NULL;
     if (!rc) rc = run_open(&r, &ro, err);
     if (!rc) print_cost(o, &m->cfg, weights_bytes(m), T);

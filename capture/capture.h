@@ -60,6 +60,12 @@ typedef struct {
 
 int capture_run(const capture_opts *o, kv_err *err);
 
+/* --evict-until as a position of a prompt of P positions with these spans:
+ * the number given, or the start of the span named (>= 1); past P, or a span
+ * the prompt lacks: KV_EUSAGE. 0 when neither was given. */
+int capture_evict_until(const capture_opts *o, const trace_span *spans, int64_t n_spans, int64_t P, int64_t *until,
+                        kv_err *err);
+
 /* One run of an already loaded model (capture --prompts loads it once): the
  * prompt ids[n_ids] as given (NULL: o->prompt through the tokenizer), then
  * o->generate more, into the trace o->output; the backend opened and closed

@@ -284,6 +284,12 @@ int capture_prompts(const capture_opts *o, kv_err *err)
     rc = model_load_as(o->model, o->tokenizer, be->kernels->matmul16 ? (model_wtype)o->weights : MODEL_W_F32, &model,
                        err);
     if (!rc) rc = prompts_tokenize(&l, o->prompts, &model, &o->prompt.chat, err);
+    for (int i = 0; !rc && i < l.n; i++) { /* every prompt's --evict-until, before any work */
+        kv_err why = {0};
+        int64_t until;
+        if (capture_evict_until(o, l.p[i].spans, l.p[i].n_spans, l.p[i].n_ids, &until, &why))
+            rc = kv_fail(err, why.code, "%s:%d: prompt '%s': %s", o->prompts, l.p[i].line, l.p[i].id, why.msg);
+    }
     if (!rc && o->prov) rc = capture_provenance(o->prov, o->model, o->tokenizer, &o->prompt, err);
     if (!rc && o->prov) rc = prov_set_text(&o->prov->prompt, "prompts", err);
     if (!rc && o->prov) rc = prov_add_file(o->prov, "prompts", o->prompts, NULL, err);

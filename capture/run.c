@@ -205,10 +205,7 @@ int run_open(kv_run **out, const run_opts *o, kv_err *err)
     r->o.trace.expected_tokens = o->T;
     int rc = check_window(o, err);
     if (!rc) rc = check_context(o, err);
-    if (!rc && o->evict_until && (!r->evicting || o->evict_until > o->P))
-        rc = kv_fail(err, KV_EUSAGE, r->evicting ? "--evict-until %lld is past the prompt's %lld positions"
-                                                 : "--evict-until %lld needs --evict", (long long)o->evict_until,
-                     (long long)o->P);
+    KV_ASSERT(!o->evict_until || (r->evicting && o->evict_until <= o->P)); /* capture_evict_until checked it */
     if (!rc && r->evicting) { /* the allocator's checks, before the trace exists */
         /* after evict_until the cache grows by every later position: room for them, or for a chunk */
         const int64_t grow = o->evict_until && o->T - o->evict_until > o->chunk ? o->T - o->evict_until : o->chunk;

@@ -85,6 +85,18 @@ def main():
         with h5py.File(os.path.join(st, "a.h5"), "r") as f:
             ok = int(f.attrs["evict_until"]) == U and f["evict/step_end"][()].tolist() == [U - 1]
     check(ok, "--prompts with --evict-until question: the span's start (%d) is the position" % U, r4.stderr)
+    with open(prompts, "a") as f:   # a second prompt without the span, then one too short for a position
+        f.write(json.dumps({"id": "b", "tokens": IDS[:30]}) + "\n")
+    for what, until, word in (("a prompt without the span", "question", "p.jsonl:2: prompt 'b': --evict-until "
+                               "question: the prompt has no span 'question'"),
+                              ("a prompt shorter than the position", "40", "p.jsonl:2: prompt 'b': --evict-until 40 "
+                               "is past the prompt's 30 positions")):
+        st2 = os.path.join(tmp, "study2")
+        r5 = run("capture", "--model", MODEL, "--prompts", prompts, "--evict", "tova", "--budget", "8",
+                 "--evict-until", until, "--quiet", "-o", st2)
+        lines = r5.stderr.strip().splitlines()
+        check(r5.returncode == 2 and len(lines) == 1 and word in lines[0] and not os.path.exists(st2),
+              "--prompts, %s: exit 2 naming the file, line and prompt, before any trace is written" % what, r5.stderr)
     base = ["capture", "--model", MODEL, "--tokens", os.path.join(tmp, "ids.json"), "--quiet"]
     bad = (("without --evict", ["--evict-until", "10"], 2, "--evict-until"),
            ("past the prompt", ["--evict", "tova", "--budget", "8", "--evict-until", "71"], 2, "past the prompt"),
