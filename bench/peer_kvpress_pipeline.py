@@ -8,6 +8,10 @@ of up to --max-new-tokens, stopping at the model's EOS. kvtrace runs the same to
 context and question ids, concatenated) with `capture --evict POLICY --budget N --chunk Tc --evict-until Tc
 --generate M --retained`, N = kvpress's compute_n_kept(Tc, ratio), Tc the context's ids.
 
+adakv_snapkv is kvpress's AdaKVPress(SnapKVPress, alpha_safeguard=0.2), which keeps every key and masks the ones it
+drops (kvpress's attention patch, applied here as its package does), against kvtrace's snapkv:preset=kvpress under
+--allocator adakv:alpha=0.2.
+
 Per (prompt, press, ratio): the kept sets after the context (kvpress's top-N of its press's scores per layer and
 kv head, taken as its compress takes them; kvtrace's /evict/retained), their mean Jaccard over (layer, kv head);
 both answers and whether each is correct (the continuation, leading white space stripped, starts with the answer,
@@ -32,7 +36,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import kvpress_harness  # noqa: E402  (kvpress's wheel, fetched and checked once)
 
 # press name -> (kvtrace policy, kvpress class in its module, constructor arguments): the correspondences
-# tests/real/test_kvpress.py measures on traces (docs/policies.md, "Agreement with kvpress")
+# tests/real/test_kvpress.py measures on traces (docs/policies.md, "Agreement with kvpress"); ADAKV wraps a press in
+# kvpress's AdaKVPress and runs kvtrace's policy under the adakv allocator
+ADAKV = {"adakv_snapkv": "snapkv"}
+ADAKV_ALPHA = 0.2
 PRESSES = {
     "knorm": ("knorm", "knorm_press", "KnormPress", {}),
     "keydiff": ("keydiff", "keydiff_press", "KeyDiffPress", {}),
@@ -41,6 +48,7 @@ PRESSES = {
     "streaming": ("streaming", "streaming_llm_press", "StreamingLLMPress", {"n_sink": 4}),
     "expected_attention": ("expected_attention:epsilon=0", "expected_attention_press", "ExpectedAttentionPress", {}),
 }
+PRESSES.update({name: PRESSES[inner] for name, inner in ADAKV.items()})
 
 
 def import_kvpress():
@@ -49,6 +57,8 @@ def import_kvpress():
     kvpress_harness.presses()  # the namespace packages kvpress, kvpress.presses
     import importlib
     sys.modules.setdefault("kvpress.utils", importlib.import_module("kvpress.utils"))
+    # what kvpress's __init__ does: head-wise masking (AdaKV) in every attention function
+    importlib.import_module("kvpress.attention_patch").patch_attention_functions()
     pipeline = importlib.import_module("kvpress.pipeline")
     return root, pipeline, importlib.import_module("kvpress.utils")
 
@@ -80,6 +90,7 @@ class KeptRecorder:
             s = score(module, hidden_states, keys, values, attentions, kwargs)
             n = n_kept_of(keys.shape[2], press.compression_ratio)
             self.kept[module.layer_idx] = s.topk(n, dim=-1).indices[0].numpy()  # [K, n]
+            self.context_len = keys.shape[2]
             self.scores[module.layer_idx] = s[0].detach().double().numpy()  # [K, Tc]
             return s
         press.score = recording
@@ -92,13 +103,32 @@ def run_kvpress(pipe, utils, presses, item, name, ratio, max_new):
         _, mod, cls, kw = PRESSES[name]
         press = getattr(getattr(presses, mod), cls)(compression_ratio=ratio, **kw)
         rec = KeptRecorder(press, utils.compute_n_kept)
+        if name in ADAKV:
+            press = presses.adakv_press.AdaKVPress(press=press, alpha_safeguard=ADAKV_ALPHA)
     t0 = time.perf_counter()
     with torch.no_grad():
         out = pipe(ctx, question=q, answer_prefix=prefix, press=press, max_new_tokens=max_new)
-    return out["answer"], rec, time.perf_counter() - t0
+    secs = time.perf_counter() - t0
+    if name in ADAKV:  # AdaKV keeps every key and masks the dropped ones: kept = the complement, per kv head
+        rec.kept, rec.scores = {}, None
+        for l, layer in enumerate(pipe.model.model.layers):
+            _, heads, pos = layer.self_attn.masked_key_indices
+            rec.kept[l] = masked_complement(heads.numpy(), pos.numpy(), pipe.model.config.num_key_value_heads,
+                                            rec.context_len)
+    return out["answer"], rec, secs
 
 
-def run_kvtrace(kv, model, tmp, ids, tc, policy, n, max_new, threads, chunk=None):
+def masked_complement(heads, pos, K, tc):
+    """Per kv head, the positions [0, tc) that AdaKV did not mask."""
+    kept = []
+    for k in range(K):
+        m = np.ones(tc, dtype=bool)
+        m[pos[heads == k]] = False
+        kept.append(np.flatnonzero(m))
+    return kept
+
+
+def run_kvtrace(kv, model, tmp, ids, tc, policy, n, max_new, threads, chunk=None, allocator=None):
     """kvtrace's run of ids: the context (tc ids) compressed once to n, or with chunk (chunked prefill, the paper's
     schedule) every prefill chunk of that size and every decode step evicting."""
     tok = os.path.join(tmp, "ids.txt")
@@ -107,6 +137,8 @@ def run_kvtrace(kv, model, tmp, ids, tc, policy, n, max_new, threads, chunk=None
     out = os.path.join(tmp, "run.h5")
     args = [kv, "capture", "--model", model, "--tokens", tok, "--generate", str(max_new), "--record", "keys,values",
             "--dtype", "f16", "--threads", str(threads), "--quiet", "--force", "-o", out]
+    if allocator:
+        args += ["--allocator", allocator]
     if policy and chunk:
         args += ["--evict", policy, "--budget", str(n), "--chunk", str(chunk)]
     elif policy:
@@ -132,17 +164,17 @@ def jaccard(rec, kv_kept):
     """Mean and least Jaccard index over (layer, kv head) of kvpress's kept sets and kvtrace's; and the largest
     gap, relative to the head's largest |score|, between kvpress's score of a position only one side keeps and
     kvpress's N-th score (the threshold): near 0 when the sets differ only at near-ties."""
-    js, gap = [], 0.0
+    js, gap = [], 0.0  # AdaKV (scores None): its threshold is the layer's, across heads; no gap
     for l in sorted(rec.kept):
         for k in range(kv_kept.shape[1]):
             a, b = set(rec.kept[l][k].tolist()), set(int(p) for p in kv_kept[l, k] if p >= 0)
             js.append(len(a & b) / len(a | b))
-            if a != b:
+            if a != b and rec.scores is not None:
                 sc = rec.scores[l][k]
                 thr = np.sort(sc)[::-1][len(a) - 1]
                 scale = np.max(np.abs(sc)) or 1.0
                 gap = max(gap, max(abs(sc[p] - thr) / scale for p in a ^ b))
-    return float(np.mean(js)), float(np.min(js)), gap
+    return float(np.mean(js)), float(np.min(js)), gap if rec.scores is not None else float("nan")
 
 
 def until_eos(ids, eos):
@@ -184,15 +216,19 @@ class Peer:
                 ans_hf, kept_hf, s_hf = run_kvpress(self.pipe, self.utils, self.presses, item, name, ratio, max_new)
                 n = self.utils.compute_n_kept(tc, ratio)
                 policy = PRESSES[name][0] if name != "full" else None
-                gen, kept_kv, s_kv = run_kvtrace(kv, self.model_path, tmp, ids, tc, policy, n, max_new, self.threads)
+                alloc = "adakv:alpha=%g" % ADAKV_ALPHA if name in ADAKV else None
+                gen, kept_kv, s_kv = run_kvtrace(kv, self.model_path, tmp, ids, tc, policy, n, max_new, self.threads,
+                                                 allocator=alloc)
                 gen = until_eos(gen, self.eos)
                 ans_kv = self.tokenizer.decode(gen, skip_special_tokens=True)
                 jm, jmin, gap = jaccard(kept_hf, kept_kv) if policy else (1.0, 1.0, 0.0)
                 chunked = ""
                 if chunk and policy:
-                    gc, _, s_c = run_kvtrace(kv, self.model_path, tmp, ids, tc, policy, n, max_new, self.threads, chunk)
+                    gc, _, s_c = run_kvtrace(kv, self.model_path, tmp, ids, tc, policy, n, max_new, self.threads, chunk,
+                                             alloc)
                     chunked = self.tokenizer.decode(until_eos(gc, self.eos), skip_special_tokens=True)
-                rows.append({"id": x["id"], "press": name, "policy": policy or "full", "ratio": ratio,
+                rows.append({"id": x["id"], "press": name, "policy": (policy or "full") + ("@" + alloc if alloc else ""),
+                             "ratio": ratio,
                              "context_tokens": tc, "budget": n if policy else tc, "jaccard_mean": jm,
                              "jaccard_min": jmin, "tie_gap": gap, "answer": item[3], "kvpress_answer": ans_hf,
                              "kvtrace_answer": ans_kv, "kvpress_correct": int(answered(ans_hf, item[3])),

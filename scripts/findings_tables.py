@@ -263,8 +263,52 @@ def peers_table(L=1024):
           % (len(a), hf, kv, hf / kv))
 
 
+def peers_figure(L=1024):
+    """DIR/figures/peers_niah-L.png: exact match per press with 95% bootstrap intervals, one bar per side
+    (kvpress's pipeline, kvtrace with the context compressed once, kvtrace under chunked prefill), by gnuplot."""
+    d = os.path.join(OUT, "peers", "niah-%d" % L)
+    if not os.path.exists(os.path.join(d, "peer_kvpress.csv")):
+        return
+    a = rows(os.path.join(d, "peer_kvpress.csv"))
+    cols = ["kvpress_correct", "kvtrace_correct"] + (["kvtrace_chunked_correct"] if "kvtrace_chunked_correct" in a[0]
+                                                     else [])
+    figs = os.path.join(OUT, "figures")
+    os.makedirs(figs, exist_ok=True)
+    dat, png = os.path.join(figs, "peers_niah-%d.dat" % L), os.path.join(figs, "peers_niah-%d.png" % L)
+    with open(dat, "w") as f:
+        for press, ratio in dict.fromkeys((r["press"], r["ratio"]) for r in a):
+            g = [r for r in a if r["press"] == press and r["ratio"] == ratio]
+            label = press if press == "full" else "%s %g" % (press, float(ratio))
+            vals = []
+            for c in cols:
+                v = [float(r[c]) for r in g]
+                lo, hi = bootstrap(v)
+                vals += [sum(v) / len(v), lo, hi]
+            f.write('"%s" %s\n' % (label.replace("_", " "), " ".join("%.4f" % x for x in vals)))
+    titles = ["kvpress pipeline (context once)", "kvtrace, context once (--evict-until)",
+              "kvtrace, chunked prefill B = %s" % a[0].get("chunk", "")][:len(cols)]
+    plots = ", ".join("'%s' using %d:%d:%d%s title '%s'" % (dat if i == 0 else "", 2 + 3 * i, 3 + 3 * i, 4 + 3 * i,
+                                                           ":xtic(1)" if i == 0 else "", t)
+                      for i, t in enumerate(titles))
+    script = "\n".join([
+        "set terminal pngcairo size 900,420 noenhanced font 'Sans,10' background rgb 'white'",
+        "set output '%s'" % png,
+        "set style data histograms", "set style histogram errorbars gap 2 lw 1", "set style fill solid 0.8 border -1",
+        "set yrange [0:1.05]", "set ylabel 'exact match (share of %d prompts), 95%% interval'" % len(
+            {r["id"] for r in a}),
+        "set key outside top center horizontal", "set xtics rotate by -25", "set rmargin 12", "set bmargin 6",
+        "set grid ytics",
+        "set title 'niah at %d tokens, SmolLM2-135M-Instruct: N = int(Tc (1 - ratio))'" % L,
+        "plot " + plots, ""])
+    import subprocess
+    r = subprocess.run(["gnuplot"], input=script, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit("findings_tables: gnuplot failed: " + r.stderr.strip())
+    print("\n%s" % png)
+
+
 def main():
-    """Every section, or the one named second: full, screen, rho, inmodel, peers."""
+    """Every section, or the one named second: full, screen, rho, inmodel, peers, figure."""
     only = sys.argv[2] if len(sys.argv) > 2 else None
     if only in (None, "full"):
         full_table()
@@ -279,6 +323,8 @@ def main():
     for L in (1024, 2048):
         if only in (None, "peers"):
             peers_table(L)
+        if only in (None, "figure"):
+            peers_figure(L)
     for p in ("full", "prose", "screen", "inmodel", "peers"):
         f = os.path.join(OUT, p, "seconds")
         if only is None and os.path.exists(f):
