@@ -15,8 +15,7 @@
 #   peers    the headline cell, 50 niah prompts at 1K (depths 0, 0.25, 0.5, 0.75, 1 x seeds 0-9): kvpress 0.5.5's
 #            own pipeline and kvtrace's capture --evict-until (the context compressed once, the question kept)
 #            for keydiff, snapkv, tova, streaming and expected_attention at a quarter of the context, and kvtrace
-#            under chunked prefill (B = 128, every step evicting) at the same budget; then 10 prompts at 2K
-#            (seeds 0, 1), keydiff, snapkv, tova and snapkv under adakv at a tenth and a half of the context
+#            under chunked prefill (B = 128, every step evicting) at the same budget
 #            (bench/peer_kvpress_pipeline.py; the test venv, made or found by tests/lib/real_setup.sh)
 # Each piece prints its wall time; docs/findings.md reads the CSVs they write.
 set -euo pipefail
@@ -135,7 +134,6 @@ peers_piece() {
         return 1
     fi
     peers_cell 1024 0,1,2,3,4,5,6,7,8,9 keydiff,snapkv,tova,streaming,expected_attention 0.75
-    peers_cell 2048 0,1 keydiff,snapkv,tova,adakv_snapkv 0.9,0.5
     rm -rf "$LOG"
 }
 
