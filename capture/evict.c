@@ -46,6 +46,11 @@ void evict_free(evict_engine *e)
     memset(e, 0, sizeof *e);
 }
 
+bool evict_step_evicts(const evict_engine *e, int64_t end)
+{
+    return !e->until || end <= e->until;
+}
+
 /* ---- hooks the walk calls --------------------------------------------- */
 
 /* Appends the chunk's queries of every head to the layer's window buffer,
@@ -135,7 +140,7 @@ static int scope_step(evict_engine *e, forward_state *s, int64_t l0, int64_t nl,
 static int after_layer(void *ctx, forward_state *s, int64_t l, int64_t n, kv_err *err)
 {
     evict_engine *e = ctx;
-    if (e->until && s->len + n > e->until) return KV_OK; /* past the context: the cache keeps every row */
+    if (!evict_step_evicts(e, s->len + n)) return KV_OK; /* past the context: the cache keeps every row */
     if (e->model) return l == e->L - 1 ? scope_step(e, s, 0, e->L, n, err) : KV_OK; /* at the chunk's end */
     if (e->joint) return scope_step(e, s, l, 1, n, err);
     for (int64_t x = 0; x < e->streams; x++) {

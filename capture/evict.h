@@ -35,6 +35,7 @@
 #ifndef KV_CAPTURE_EVICT_H
 #define KV_CAPTURE_EVICT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "model/forward.h"
@@ -110,6 +111,10 @@ int evict_init(evict_engine *e, const policy_config *pc, int64_t budget, const m
                int64_t cap, kv_err *err);
 
 void evict_free(evict_engine *e);
+
+/* Whether the step whose last position is end - 1 evicts: every step, or
+ * with `until` set (run.h's evict_until) only those ending at or before it. */
+bool evict_step_evicts(const evict_engine *e, int64_t end);
 
 /* The caches' positions now, per layer and kv head, ascending, padded with
  * -1 to the width W (N under uniform): out [L][K][W] (the /evict/retained

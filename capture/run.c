@@ -227,7 +227,7 @@ int run_open(kv_run **out, const run_opts *o, kv_err *err)
 int run_step(kv_run *r, int64_t n, kv_err *err)
 {
     int rc = forward_chunk(&r->fw, r->o.tokens + r->fw.len, n, r->hooks, err);
-    if (rc || !r->snap || (r->o.evict_until && r->fw.len > r->o.evict_until)) return rc; /* only steps that evicted */
+    if (rc || !r->snap || !evict_step_evicts(&r->ev, r->fw.len)) return rc; /* only steps that evicted */
     evict_snapshot(&r->ev, &r->fw, r->snap);
     return trace_write_retained(r->w, r->fw.steps - 1, r->fw.len - 1, r->snap, err);
 }

@@ -184,12 +184,8 @@ static int parse_budget(const char *verb, const char *arg, void *args, kv_err *e
 static int parse_evict_until(const char *verb, const char *arg, void *args, kv_err *err)
 {
     capture_opts *o = &((capture_args *)args)->o;
-    if (arg[0] >= '0' && arg[0] <= '9') {
-        char *end = NULL;
-        long long v = strtoll(arg, &end, 10);
-        if (*end || v < 1 || v > (1LL << 30))
-            return cli_usage(err, verb, "--evict-until '%s': a position from 1 to 2^30, or a span's name", arg);
-        o->evict_until = v;
+    if ((arg[0] >= '0' && arg[0] <= '9') || arg[0] == '+' || arg[0] == '-') { /* a number: the shared grammar */
+        return cli_parse_i64(verb, "--evict-until", arg, 1, (int64_t)1 << 30, &o->evict_until, err);
     } else if (!arg[0] || strlen(arg) > TRACE_SPAN_NAME_MAX) {
         return cli_usage(err, verb, "--evict-until '%s': a position, or a span's name of 1 to %d bytes", arg,
                          TRACE_SPAN_NAME_MAX);

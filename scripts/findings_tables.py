@@ -9,6 +9,7 @@ import json
 import math
 import os
 import random
+import subprocess
 import sys
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "out/findings"
@@ -300,7 +301,6 @@ def peers_figure(L=1024):
         "set grid ytics",
         "set title 'niah at %d tokens, SmolLM2-135M-Instruct: N = int(Tc (1 - ratio))'" % L,
         "plot " + plots, ""])
-    import subprocess
     r = subprocess.run(["gnuplot"], input=script, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit("findings_tables: gnuplot failed: " + r.stderr.strip())
