@@ -12,6 +12,8 @@
 #            layer and head, log-det); the traces are deleted after their replay
 #   inmodel  in-model exact match under eviction for niah at 1K: the policies at a quarter of the length,
 #            prefill chunks 128, 512 and one shot, paired against the full cache
+#   budgets  in-model exact match for niah at 1K at the other budgets, 10% and 50% of the length, prefill chunk
+#            128, for the seven policies, and snapkv under the adakv allocator at 10, 25 and 50%
 #   peers    the headline cell, 50 niah prompts at 1K (depths 0, 0.25, 0.5, 0.75, 1 x seeds 0-9): kvpress 0.5.5's
 #            own pipeline and kvtrace's capture --evict-until (the context compressed once, the question kept)
 #            for keydiff, snapkv, tova, streaming and expected_attention at a quarter of the context, and kvtrace
@@ -28,14 +30,14 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --resume) RESUME=1 ;;
         -o) OUT=$2; shift ;;
-        full|prose|screen|inmodel|peers) PIECES+=("$1") ;;
-        -h|--help) sed -n 2,23p "$0"; exit 0 ;;
-        *) echo "findings.sh: unknown argument '$1' (pieces: full prose screen inmodel peers; --resume; -o DIR)" >&2
+        full|prose|screen|inmodel|budgets|peers) PIECES+=("$1") ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
+        *) echo "findings.sh: unknown argument '$1' (pieces: full prose screen inmodel budgets peers; --resume; -o DIR)" >&2
            exit 2 ;;
     esac
     shift
 done
-[ ${#PIECES[@]} -gt 0 ] || PIECES=(full prose screen inmodel peers)
+[ ${#PIECES[@]} -gt 0 ] || PIECES=(full prose screen inmodel budgets peers)
 MODEL=${FINDINGS_MODEL:-smollm2-135m}
 TASKS=(niah multikey multivalue multiquery vt cwe)
 LENGTHS=(1024 2048)
@@ -114,6 +116,21 @@ inmodel_piece() {
     "$KV" fidelity --model "$MODEL" --prompts "$OUT/inmodel/niah-$L.jsonl" --policies "$POLICIES" \
         --budgets $((L / 4)) --chunks 128,512,"$L" --quiet --force -o "$OUT/inmodel/niah-$L"
     find "$OUT/inmodel" -name full.h5 -delete
+}
+
+budgets_piece() {
+    mkdir -p "$OUT/budgets"
+    local L=1024 d=$OUT/budgets/niah-1024
+    prompts_for niah "$L" "$OUT/budgets/niah-$L.jsonl"
+    if ! { [ "$RESUME" = 1 ] && [ -f "$d-uniform/answer.csv" ]; }; then
+        "$KV" fidelity --model "$MODEL" --prompts "$OUT/budgets/niah-$L.jsonl" --policies "$POLICIES" \
+            --budgets $((L / 10)),$((L / 2)) --chunk 128 --quiet --force -o "$d-uniform"
+    fi
+    if ! { [ "$RESUME" = 1 ] && [ -f "$d-adakv/answer.csv" ]; }; then
+        "$KV" fidelity --model "$MODEL" --prompts "$OUT/budgets/niah-$L.jsonl" --policies snapkv \
+            --allocators adakv --budgets $((L / 10)),$((L / 4)),$((L / 2)) --chunk 128 --quiet --force -o "$d-adakv"
+    fi
+    find "$OUT/budgets" -name full.h5 -delete
 }
 
 peers_cell() { # LENGTH SEEDS PRESSES RATIOS: one cell of the peers piece (skipped under --resume once done)

@@ -203,8 +203,9 @@ static int check_enum(const char *where, const char *name, const char *v, const 
 
 int trace_meta_check(const trace_meta *m, const char *where, bool check_tokens, kv_err *err)
 {
-    /* the architectures a trace may name (model/arch.c's rows, tests/unit/test_arch.c checks) */
-    static const char *const ARCHS[] = {"llama", "qwen2", "qwen3", "mistral", NULL};
+    /* the architectures a trace may name: model/arch.c's rows (tests/unit/test_arch.c checks), then those
+       only the Python recorder records from transformers (docs/python.md) */
+    static const char *const ARCHS[] = {"llama", "qwen2", "qwen3", "mistral", "phi3", "granite", NULL};
     static const char *const ROPES[] = {"interleaved", "neox", NULL};
     static const char *const MODES[] = {"full", "evict", NULL};
     int rc;
