@@ -28,6 +28,7 @@
 #   make bench-peers kvpress 0.5.5's own pipeline (transformers, the same GGUF) beside kvtrace's in-model
 #                   eviction (capture --evict-until): kept sets, answers, accuracy and wall time per press on a
 #                   niah sub-grid (scripts/bench-peers.sh; about 6 minutes on 2 cores)
+#   make wheel      the Python package (bindings/python, docs/python.md) as a wheel in BUILD/dist
 #   make install    kvtrace (and the CUDA backend when built) into PREFIX/bin, the plug-in headers
 #                   into PREFIX/include/kvtrace, kvtrace.pc into PREFIX/lib/pkgconfig
 #                   (PREFIX=/usr/local; DESTDIR is honoured; docs/plugins.md)
@@ -136,7 +137,7 @@ TOOL_BIN := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(wildcard tests/tools/*
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: FORCE all deps bench-deps docs test check tests test-asan crosscheck fuzz fuzz-bin demo findings bench bench-peers clean test-gpu bench-gpu install
+.PHONY: FORCE all deps bench-deps docs test check tests test-asan crosscheck fuzz fuzz-bin demo findings bench bench-peers wheel clean test-gpu bench-gpu install
 all: $(BIN) $(CUDA_TARGETS)
 
 deps:
@@ -289,6 +290,12 @@ demo: deps
 bench-peers: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) scripts/bench-peers.sh
+
+# pip wheel builds in an isolated environment, fetching setuptools from the index (PyPI or pip's cache)
+wheel:
+	@rm -rf $(BUILD)/dist && mkdir -p $(BUILD)/dist
+	@python3 -m pip wheel --disable-pip-version-check -q --no-deps -w $(BUILD)/dist ./bindings/python
+	@ls $(BUILD)/dist/*.whl
 
 findings: deps
 	@$(MAKE) --no-print-directory all
