@@ -6,7 +6,8 @@
    venv's pins as constraints, so that pip takes the CPU torch the venv has and nothing unpinned), then
    `import kvtrace` reports the trace schema, and the example (bindings/python/examples/record_and_replay.py)
    records a trace from a transformers model, replays it with `kvtrace sim` and reads the results back
-   with `kvtrace.load_results`, as the README says.
+   with `kvtrace.load_results`, as the README says; and `pip wheel` (what `make wheel` runs) builds one
+   pure-Python wheel.
 
 Run by tests/run_all.sh with the test venv's Python; KVTRACE and KVTRACE_SMOLLM2 set."""
 import os
@@ -54,6 +55,10 @@ def run(args, **kw):
     return subprocess.run(args, capture_output=True, text=True, **kw)
 
 
+def version(py, cwd):
+    return run([py, "-c", "import kvtrace; print(kvtrace.__version__)"], cwd=cwd).stdout.strip()
+
+
 def install_part():
     with tempfile.TemporaryDirectory() as tmp:
         venv = os.path.join(tmp, "venv")
@@ -71,6 +76,12 @@ def install_part():
         print("# installed: %s" % r.stdout.strip())
         check(r.returncode == 0 and "site-packages" in r.stdout and "(1, 0)" in r.stdout,
               "import kvtrace in the fresh venv: the installed package, trace schema (1, 0)", r.stderr + r.stdout)
+        dist = os.path.join(tmp, "dist")   # what make wheel runs
+        r = run([py, "-m", "pip", "wheel", "--disable-pip-version-check", "-q", "--no-deps", "-w", dist, PKG])
+        wheels = os.listdir(dist) if os.path.isdir(dist) else []
+        check(r.returncode == 0 and wheels == ["kvtrace-%s-py3-none-any.whl" % version(py, tmp)],
+              "pip wheel ./bindings/python (make wheel): one pure-Python wheel of the package's version",
+              r.stderr[-2000:] + " %s" % wheels)
         out = os.path.join(tmp, "example")
         r = run([py, os.path.join(PKG, "examples", "record_and_replay.py"), "--kvtrace", os.environ["KVTRACE"],
                  "-o", out], cwd=tmp)
