@@ -11,7 +11,7 @@
 #            prompt (one shot) (needle retention, attention recall, output error), analyze (Spearman rho per
 #            layer and head, log-det); the traces are deleted after their replay
 #   inmodel  in-model exact match under eviction for niah at 1K: the policies at a quarter of the length,
-#            prefill chunks 128, 512 and one shot, paired against the full cache
+#            prefill chunks 128, 512 and one shot, paired against the full cache; at 2K the same, chunk 128
 #   budgets  in-model exact match for niah at 1K at the other budgets, 10% and 50% of the length, prefill chunk
 #            128, for the seven policies, and snapkv under the adakv allocator at 10, 25 and 50%
 #   peers    the headline cell, 50 niah prompts at 1K (depths 0, 0.25, 0.5, 0.75, 1 x seeds 0-9): kvpress 0.5.5's
@@ -40,7 +40,7 @@ done
 [ ${#PIECES[@]} -gt 0 ] || PIECES=(full prose screen inmodel budgets peers)
 MODEL=${FINDINGS_MODEL:-smollm2-135m}
 TASKS=(niah multikey multivalue multiquery vt cwe)
-LENGTHS=(1024 2048)
+LENGTHS=(${FINDINGS_LENGTHS:-1024 2048})   # FINDINGS_LENGTHS="1024": one length only
 DEPTHS=0,0.5,1
 SEEDS=0,1
 POLICIES=keydiff,keydiff:window=0.1,snapkv,tova,h2o,streaming,expected_attention
@@ -108,14 +108,19 @@ screen_piece() {
     done
 }
 
-inmodel_piece() {
-    mkdir -p "$OUT/inmodel"
-    local L=1024
-    if [ "$RESUME" = 1 ] && [ -f "$OUT/inmodel/niah-$L/answer.csv" ]; then return; fi
+inmodel_cell() { # LENGTH CHUNKS: the seven policies evicting inside the model at a quarter of the length
+    local L=$1 d=$OUT/inmodel/niah-$1
+    if [ "$RESUME" = 1 ] && [ -f "$d/answer.csv" ]; then return; fi
     prompts_for niah "$L" "$OUT/inmodel/niah-$L.jsonl"
     "$KV" fidelity --model "$MODEL" --prompts "$OUT/inmodel/niah-$L.jsonl" --policies "$POLICIES" \
-        --budgets $((L / 4)) --chunks 128,512,"$L" --quiet --force -o "$OUT/inmodel/niah-$L"
-    find "$OUT/inmodel" -name full.h5 -delete
+        --budgets $((L / 4)) --chunks "$2" --quiet --force -o "$d"
+    find "$d" -name full.h5 -delete
+}
+
+inmodel_piece() {
+    mkdir -p "$OUT/inmodel"
+    inmodel_cell 1024 128,512,1024
+    inmodel_cell 2048 128
 }
 
 budgets_piece() {

@@ -226,6 +226,57 @@ def inmodel_table(L=1024):
             print("- B = %d: ρ = %.2f over %d policies" % (b, spearman(off, inm), len(off)))
 
 
+def budgets_table(L=1024):
+    """In-model exact match across budgets at B = 128: the budgets piece (10%, 50%; snapkv under adakv at
+    10, 25, 50%) beside the inmodel piece's quarter, each paired against the full cache."""
+    a = []
+    for f in ("budgets/niah-%d-uniform" % L, "budgets/niah-%d-adakv" % L, "inmodel/niah-%d" % L):
+        path = os.path.join(OUT, f, "answer.csv")
+        if os.path.exists(path):
+            a += [r for r in rows(path) if int(r["chunk"]) == 128]
+    if not any(r["budget"] != str(L // 4) for r in a):
+        return
+    runs = list(dict.fromkeys((r["config"], r["allocator"]) for r in a))
+    budgets = sorted({int(r["budget"]) for r in a})
+    n = len({r["trace"] for r in a})
+    print("\nIn-model exact match by budget, niah at %d tokens, prefill chunk B = 128, %d prompts; Δ is paired "
+          "against the full cache of the same prompts, with its 95%% bootstrap interval:\n" % (L, n))
+    head = []
+    for b in budgets:
+        head += ["N = %d (%d%%): answered" % (b, round(100 * b / L)), "Δ vs full (points)"]
+    print("| policy | " + " | ".join(head) + " |")
+    print("| --- |" + " ---: |" * len(head))
+    for c, al in runs:
+        cells = []
+        for b in budgets:
+            r = [x for x in a if (x["config"], x["allocator"]) == (c, al) and int(x["budget"]) == b]
+            if not r:
+                cells += ["", ""]
+                continue
+            ev = [float(x["exact_match_evict"]) for x in r]
+            dl = [float(x["exact_match_evict"]) - float(x["exact_match_full"]) for x in r]
+            lo, hi = bootstrap(dl)
+            cells += ["%d of %d" % (sum(ev), len(ev)), "%+.0f %s" % (100 * sum(dl) / len(dl), ci(lo, hi))]
+        print("| %s | %s |" % (label(c, al), " | ".join(cells)))
+    sp_path = os.path.join(OUT, "screen", "niah-%d" % L, "an", "spans_summary.csv")
+    if not os.path.exists(sp_path):
+        return
+    sp = [r for r in rows(sp_path) if r["span"] == "needle" and int(r["chunk"]) == 128]
+    print("\nOffline predicts in-model, per budget (Spearman ρ over the configurations at B = 128): sim's needle "
+          "retention vs in-model exact match:\n")
+    for b in budgets:
+        off, inm = [], []
+        for c, al in runs:
+            o = [float(x["retention_final"]) for x in sp
+                 if (x["config"], x["allocator"]) == (c, al) and int(x["budget"]) == b]
+            r = [float(x["exact_match_evict"]) for x in a if (x["config"], x["allocator"]) == (c, al) and
+                 int(x["budget"]) == b]
+            if o and r:
+                off.append(o[0])
+                inm.append(sum(r) / len(r))
+        print("- N = %d: ρ = %.2f over %d configurations" % (b, spearman(off, inm), len(off)))
+
+
 def peers_table(L=1024):
     """The headline cell: kvpress's pipeline and kvtrace's --evict-until on the same prompts (one-shot context
     compression, the question kept), and kvtrace under chunked prefill when run, each paired against the full
@@ -308,7 +359,7 @@ def peers_figure(L=1024):
 
 
 def main():
-    """Every section, or the one named second: full, screen, rho, inmodel, peers, figure."""
+    """Every section, or the one named second: full, screen, rho, inmodel, budgets, peers, figure."""
     only = sys.argv[2] if len(sys.argv) > 2 else None
     if only in (None, "full"):
         full_table()
@@ -318,14 +369,17 @@ def main():
     for L in (1024, 2048):
         if only in (None, "rho"):
             rho_table(L)
-    if only in (None, "inmodel"):
-        inmodel_table()
+    for L in (1024, 2048):
+        if only in (None, "inmodel"):
+            inmodel_table(L)
+    if only in (None, "budgets"):
+        budgets_table()
     for L in (1024, 2048):
         if only in (None, "peers"):
             peers_table(L)
         if only in (None, "figure"):
             peers_figure(L)
-    for p in ("full", "prose", "screen", "inmodel", "peers"):
+    for p in ("full", "prose", "screen", "inmodel", "budgets", "peers"):
         f = os.path.join(OUT, p, "seconds")
         if only is None and os.path.exists(f):
             print("\n%s: %s s wall" % (p, open(f).read().strip()))
