@@ -67,6 +67,7 @@ typedef struct {
     float *keys;           /* [K][T][D] */
     float *colsum;         /* [H][T], or NULL */
     float *queries;        /* [H][T][D], or NULL */
+    float *lse, *rmax;     /* [H][T] /attention/lse and /attention/max, or NULL */
     double *pc;            /* [K][T][2] */
     thread_scratch *s;     /* [threads] */
     int *rc;               /* [K] */
@@ -112,9 +113,14 @@ static void run_item(void *ctx, int item, int thread)
     const int64_t g = item, T = c->T, D = c->D;
     if (c->has_colsum) item_spearman(job, g, s);
     item_logdet(job, g, s);
-    if (c->has_queries)
-        head_importance_kv(job->queries + g * (c->H / c->K) * T * D, c->H / c->K, job->keys + g * T * D, T, D,
-                           c->o->sinks, c->o->recent, s->imp, &c->importance[job->l * c->K + g]);
+    const int64_t G = c->H / c->K;
+    head_importance *imp = &c->importance[job->l * c->K + g];
+    if (c->has_row_stats)
+        head_importance_kv_recorded(job->queries + g * G * T * D, G, job->keys + g * T * D, job->lse + g * G * T,
+                                    job->rmax + g * G * T, T, D, c->o->sinks, c->o->recent, s->imp, imp);
+    else if (c->has_queries)
+        head_importance_kv(job->queries + g * G * T * D, G, job->keys + g * T * D, T, D, c->o->sinks, c->o->recent,
+                           s->imp, imp);
     int info = pca_keys(job->keys + g * T * D, T, D, s->pca, &c->pca[job->l * c->K + g], job->pc + g * T * 2, NULL);
     if (info)
         job->rc[g] = kv_fail(&job->errs[g], KV_EFAIL, "analyze: PCA eigensolver failed for layer %lld kv head %lld "
@@ -132,6 +138,10 @@ static int run_layer(layer_job *job, int threads, FILE *pca_csv, kv_err *err)
     for (int64_t h = 0; !rc && colsum && h < c->H; h++) rc = trace_read_head(c->tr, TRACE_COLSUM, l, h, colsum + h * T, err);
     for (int64_t h = 0; !rc && queries && h < c->H; h++)
         rc = trace_read_head(c->tr, TRACE_QUERIES, l, h, queries + h * T * D, err);
+    for (int64_t h = 0; !rc && job->lse && h < c->H; h++) {
+        rc = trace_read_head(c->tr, TRACE_ATTN_LSE, l, h, job->lse + h * T, err);
+        if (!rc) rc = trace_read_head(c->tr, TRACE_ATTN_MAX, l, h, job->rmax + h * T, err);
+    }
     if (rc) return rc;
     memset(job->rc, 0, sizeof(int) * (size_t)c->K);
     kv_parallel_for((int)c->K, threads, run_item, job);
@@ -165,10 +175,15 @@ static int run_layers(analyze_ctx *c, int threads, FILE *pca_csv, kv_err *err)
     float *keys = kv_calloc((size_t)(K * T * D), sizeof(float), "keys", err);
     float *colsum = c->has_colsum ? kv_calloc((size_t)(c->H * T), sizeof(float), "colsum", err) : NULL;
     float *queries = c->has_queries ? kv_calloc((size_t)(c->H * T * D), sizeof(float), "queries", err) : NULL;
+    if (c->has_row_stats) {
+        job.lse = kv_calloc((size_t)(c->H * T), sizeof(float), "log-sum-exps", err);
+        job.rmax = kv_calloc((size_t)(c->H * T), sizeof(float), "row maxima", err);
+    }
     job.pc = kv_calloc((size_t)(K * T * 2), sizeof(double), "pca projections", err);
     job.rc = kv_calloc((size_t)K, sizeof(int), "analyze", err);
     job.errs = kv_calloc((size_t)K, sizeof(kv_err), "analyze", err);
-    int rc = s && keys && (colsum || !c->has_colsum) && (queries || !c->has_queries) && job.pc && job.rc && job.errs
+    int rc = s && keys && (colsum || !c->has_colsum) && (queries || !c->has_queries) &&
+                     ((job.lse && job.rmax) || !c->has_row_stats) && job.pc && job.rc && job.errs
                  ? KV_OK : err->code;
     int ready = 0;
     while (!rc && ready < threads) rc = scratch_alloc(&s[ready++], T, D, err);
@@ -183,7 +198,8 @@ static int run_layers(analyze_ctx *c, int threads, FILE *pca_csv, kv_err *err)
     }
     progress_end(&prog);
     for (int i = 0; i < ready; i++) scratch_free(&s[i]);
-    free(s), free(keys), free(colsum), free(queries), free(job.pc), free(job.rc), free(job.errs);
+    free(s), free(keys), free(colsum), free(queries), free(job.lse), free(job.rmax), free(job.pc), free(job.rc);
+    free(job.errs);
     return rc;
 }
 
@@ -278,6 +294,10 @@ static int check_inputs(analyze_ctx *c, kv_err *err)
     c->L = m->n_layers, c->H = m->n_heads, c->K = m->n_kv_heads, c->D = m->head_dim, c->T = m->n_tokens;
     c->has_colsum = trace_has(c->tr, TRACE_COLSUM);
     c->has_queries = trace_has(c->tr, TRACE_QUERIES);
+    /* the recorded statistics are of the unrounded queries and keys: with float16 /queries and /keys
+     * their scores would not match the stored rows' (2^-11 relative), so those take the exact pass */
+    c->has_row_stats = c->has_queries && m->storage == TRACE_F32 && trace_has(c->tr, TRACE_ATTN_LSE) &&
+                       trace_has(c->tr, TRACE_ATTN_MAX);
     if (c->D > 4096 || c->T > ((int64_t)1 << 28) || c->T * c->D > ((int64_t)1 << 31))
         return kv_fail(err, KV_EINPUT, "%s: T = %lld, D = %lld is beyond what analyze handles", o->trace,
                        (long long)c->T, (long long)c->D);

@@ -18,6 +18,7 @@ typedef struct {
     trace *tr;
     int64_t L, H, K, D, T;
     bool has_colsum, has_queries;
+    bool has_row_stats;        /* /queries with /attention/lse and /attention/max: head importance's O(T·(S+W)) pass */
     results_set rs;            /* n_runs = 0 without --results */
     double *rho_pair;          /* [L][H] (NaN when constant, or no colsum) */
     double *rho_anchor;        /* [L][H] */

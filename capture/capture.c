@@ -96,7 +96,7 @@ static trace_create_opts trace_wants(const capture_opts *o)
     t.want[TRACE_LOGPROBS] = true;
     t.want[TRACE_KVZIP] = o->kvzip;
     /* the full-cache reference sim reads instead of recomputing: a full run with its queries */
-    t.want[TRACE_ATTN_OUT] = t.want[TRACE_ATTN_LSE] = o->record_queries && !o->evict.iface;
+    t.want[TRACE_ATTN_OUT] = t.want[TRACE_ATTN_LSE] = t.want[TRACE_ATTN_MAX] = o->record_queries && !o->evict.iface;
     t.want[TRACE_EVICT_RETAINED] = t.want[TRACE_EVICT_STEP_END] = o->evict.iface && o->retained;
     if (o->prov) t.annotate = prov_write_h5, t.annotate_ctx = o->prov;
     return t;

@@ -66,8 +66,9 @@ static int on_attention(void *ctx, int64_t l, int64_t h, int64_t pos0, int64_t n
     return r->want.full ? trace_write_rows(r->w, TRACE_ATTN_FULL, l, h, pos0, n, p, err) : KV_OK;
 }
 
-/* The walk's attention outputs out [n][H*D] and softmax statistics [2][H][n]
- * (log-sum-exp = max + log(sum), in double, written as float32). */
+/* The walk's attention outputs out [n][H*D] and softmax statistics [2][H][n]:
+ * the row maxima m (/attention/max as they are) and the log-sum-exps
+ * m + log(sum), in double, written as float32. */
 static int on_output(void *ctx, int64_t l, int64_t pos0, int64_t n, const float *out, const float *stats, kv_err *err)
 {
     recorder *r = ctx;
@@ -78,6 +79,7 @@ static int on_output(void *ctx, int64_t l, int64_t pos0, int64_t n, const float 
         for (int64_t i = 0; !rc && i < n; i++) /* n <= B <= B*D */
             r->rows[i] = (float)((double)stats[h * n + i] + log((double)stats[(H + h) * n + i]));
         if (!rc) rc = trace_write_rows(r->w, TRACE_ATTN_LSE, l, h, pos0, n, r->rows, err);
+        if (!rc) rc = trace_write_rows(r->w, TRACE_ATTN_MAX, l, h, pos0, n, stats + h * n, err);
     }
     return rc;
 }

@@ -18,7 +18,7 @@ typedef struct {
     bool colsum;       /* /attention/colsum */
     bool full;         /* /attention/full */
     bool logits;       /* /logits */
-    bool reference;    /* /attention/out and /attention/lse (full runs on host tables) */
+    bool reference;    /* /attention/out, /attention/lse and /attention/max (full runs) */
 } recorder_wants;
 
 typedef struct {

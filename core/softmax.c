@@ -38,9 +38,10 @@ double softmax_row_exp(float *s, int64_t n, float mx)
 }
 
 KV_VECTOR_CLONES
-double softmax_row(float *s, int64_t len, int64_t cols)
+double softmax_row(float *s, int64_t len, int64_t cols, float *row_max)
 {
     float mx = softmax_row_max(s, len);
+    if (row_max) *row_max = mx;
     double sum = softmax_row_exp(s, len, mx);
     float inv = (float)(1.0 / sum);
     for (int64_t j = 0; j < len; j++) s[j] *= inv;

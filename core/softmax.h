@@ -15,8 +15,8 @@ double softmax_row_exp(float *s, int64_t n, float mx);
 
 /* s[0..len) becomes its softmax (normalised in float), s[len..cols) zero
  * (the masked part of a causal row). Returns log Σ_j exp(s_j), the row's
- * log-sum-exp, in double. */
-double softmax_row(float *s, int64_t len, int64_t cols);
+ * log-sum-exp, in double; *mx (NULL: not wanted) gets the row's largest s_j. */
+double softmax_row(float *s, int64_t len, int64_t cols, float *mx);
 
 /* acc[j] += scale * x[j] for j < n, in double (column sums of weights). */
 void softmax_accumulate(double *acc, const float *x, double scale, int64_t n);

@@ -121,14 +121,14 @@ static void cpu_swiglu(void *ctx, float *gate, const float *up, int64_t n)
 /* One head's causal attention as blocks of about CPU_ATTN_ROWS query rows (core/attn_causal.h). */
 #define CPU_ATTN_ROWS 16
 static void cpu_attend(void *ctx, const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0, int64_t n,
-                       int64_t D, float *p, float *out, int64_t ldo, double *lse)
+                       int64_t D, float *p, float *out, int64_t ldo, double *lse, float *mx)
 {
     const int64_t step = block_len(n, CPU_ATTN_ROWS), nb = (n + step - 1) / step;
     const int nt = threads_for(ctx, nb, 4.0 * (double)n * (double)(pos0 + n) * (double)D);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (int64_t b = 0; b < nb; b++) {
         const int64_t r0 = b * step, rows = n - r0 < step ? n - r0 : step;
-        attn_causal_row_block(q, ldq, k, v, pos0, n, r0, rows, D, p, out, ldo, lse);
+        attn_causal_row_block(q, ldq, k, v, pos0, n, r0, rows, D, p, out, ldo, lse, mx);
     }
 }
 

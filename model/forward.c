@@ -1,6 +1,7 @@
 /* The model walk over one chunk (see forward.h). */
 #include "model/forward.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,7 +315,7 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
         for (int64_t h = g * G; !rc && h < (g + 1) * G; h++) {
             double t0 = kv_now_seconds();
             s->kern->attend(s->kctx, s->q + h * D, H * D, kc, vc, c0, n, D, s->p, s->att + h * D, H * D,
-                            want_lse ? s->lse + h * n : NULL);
+                            want_lse ? s->lse + h * n : NULL, want_lse ? s->stats + h * n : NULL);
             s->attn_seconds += kv_now_seconds() - t0;
             s->attn_flops += 4.0 * (double)n * (double)(c0 + n) * (double)D; /* q.k and p.v */
             const int64_t bad = kv_first_nonfinite(s->p, n * (c0 + n));
@@ -323,8 +324,8 @@ static int attention_block(forward_state *s, int64_t l, int64_t n, const forward
             if (!rc && ev && ev->on_attention) ev->on_attention(ev->ctx, l, h, c0, n, s->p);
         }
     }
-    if (!rc && want_lse) /* host tables: the statistics as m = log-sum-exp, sum = 1 */
-        for (int64_t i = 0; i < H * n; i++) s->stats[i] = (float)s->lse[i], s->stats[H * n + i] = 1.0f;
+    if (!rc && want_lse) /* host tables: m (the kernel wrote it) and the sum exp(lse - m) in [1, n] */
+        for (int64_t i = 0; i < H * n; i++) s->stats[H * n + i] = (float)exp(s->lse[i] - (double)s->stats[i]);
     if (!rc && want_ref) rc = obs->on_output(obs->ctx, l, pos0, n, s->att, s->stats, err);
     if (!rc && ev && ev->after_layer) rc = ev->after_layer(ev->ctx, s, l, n, err);
     if (rc) return rc;

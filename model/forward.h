@@ -45,9 +45,10 @@ typedef struct {
     /* One query head over a chunk: q rows [n] (row stride ldq) at positions
      * pos0.., keys/values [pos0+n][D] of its kv head; writes out rows (stride
      * ldo) and the normalised causal weights p[n][pos0+n] (zero above the
-     * diagonal); lse (NULL: not wanted) [n] log Σ_j exp(q.k_j / sqrt(D)). */
+     * diagonal); lse, mx (NULL: not wanted) [n] log Σ_j exp(s_j) and
+     * max_j s_j of the scaled scores s_j = q.k_j / sqrt(D). */
     void (*attend)(void *ctx, const float *q, int64_t ldq, const float *k, const float *v, int64_t pos0, int64_t n,
-                   int64_t D, float *p, float *out, int64_t ldo, double *lse);
+                   int64_t D, float *p, float *out, int64_t ldo, double *lse, float *mx);
     /* In-model eviction (docs/fidelity.md). Keeps rows keep[0..n_keep) of one
      * (layer, kv head) cache k, v [cap][D] as its rows 0..n_keep-1, in order;
      * keep is a host array, ascending, keep[i] >= i. */
@@ -119,8 +120,9 @@ typedef struct {
      * head's attention output out [n][H*D] (query head h in columns h*D..)
      * and softmax statistics stats [2][H][n] of positions pos0.. (row
      * maxima m, then sums of exp(s - m): log-sum-exp m + log(sum); a host
-     * table gives m = the log-sum-exp, sum = 1), as the attention kernels
-     * computed them, in the kernels' memory; NULL: not asked for */
+     * table gives its rows' m and sum = exp(lse - m) from its double lse),
+     * as the attention kernels computed them, in the kernels' memory; NULL:
+     * not asked for */
     int (*on_output)(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float *out, const float *stats,
                      kv_err *err);
     /* next-token logits of positions pos0.. : [n][V] */

@@ -34,7 +34,7 @@ static void reference_group(void *ctx_, int g, int thread)
         const int64_t n = T - i0 < c->block ? T - i0 : c->block;
         for (int64_t j = 0; j < G; j++)
             memcpy(qs + j * n * D, c->q + ((g * G + j) * T + i0) * D, sizeof(float) * (size_t)(n * D));
-        attn_causal_group_rows(qs, G, kg, vg, i0, n, D, p, os, lse);
+        attn_causal_group_rows(qs, G, kg, vg, i0, n, D, p, os, lse, NULL);
         for (int64_t j = 0; j < G; j++) {
             const int64_t h = g * G + j;
             memcpy(r->out + (h * T + i0) * D, os + j * n * D, sizeof(float) * (size_t)(n * D));

@@ -106,7 +106,7 @@ static double softmax_visible(float *row, int64_t vis, int64_t cols, double lse)
      * two log-sum-exps come from different float32 products of the same scores (this chunk's, the
      * reference's blocks), so with almost every key kept rounding can put lse_kept above lse_full:
      * the kept share is capped at the whole (docs/sim.md#metrics), by at most that rounding. */
-    const double r = exp(softmax_row(row, vis, cols) - lse);
+    const double r = exp(softmax_row(row, vis, cols, NULL) - lse);
     return r < 1.0 ? r : 1.0;
 }
 

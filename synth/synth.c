@@ -169,6 +169,7 @@ typedef struct {
     float *colsum_f;   /* [T] */
     float *ref_out;    /* [G][T][D] /attention/out */
     float *ref_lse;    /* [G][T] /attention/lse */
+    float *ref_max;    /* [G][T] /attention/max */
     float *scratch;    /* [threads][attn_colsum_scratch_floats(T)] */
     int32_t *tokens;   /* [T] */
     int64_t bounds[COLSUM_PARTS + 1];
@@ -178,7 +179,7 @@ static void buffers_free(synth_buffers *b)
 {
     free(b->rope_tab), free(b->keys), free(b->values), free(b->queries);
     free(b->partial), free(b->colsum_f), free(b->scratch), free(b->tokens);
-    free(b->ref_out), free(b->ref_lse);
+    free(b->ref_out), free(b->ref_lse), free(b->ref_max);
 }
 
 static int buffers_alloc(synth_buffers *b, int64_t T, int64_t D, int64_t G, int threads, kv_err *err)
@@ -196,7 +197,8 @@ static int buffers_alloc(synth_buffers *b, int64_t T, int64_t D, int64_t G, int 
         !(b->scratch = kv_calloc(scratch, sizeof(float), "attention scratch", err)) ||
         !(b->tokens = kv_calloc((size_t)T, sizeof(int32_t), "tokens", err)) ||
         !(b->ref_out = kv_calloc(td * (size_t)G, sizeof(float), "attention outputs", err)) ||
-        !(b->ref_lse = kv_calloc((size_t)(T * G), sizeof(float), "log-sum-exps", err))) {
+        !(b->ref_lse = kv_calloc((size_t)(T * G), sizeof(float), "log-sum-exps", err)) ||
+        !(b->ref_max = kv_calloc((size_t)(T * G), sizeof(float), "row maxima", err))) {
         buffers_free(b);
         return err->code;
     }
@@ -224,7 +226,8 @@ static int write_unit(const synth_config *cfg, synth_buffers *b, trace_writer *w
     const int64_t T = b->T, D = b->D, G = b->G;
     synth_unit(cfg, b->rope_tab, l, kv, b->keys, b->values, b->queries);
     kv_parallel_for((int)(G * COLSUM_PARTS), b->threads, colsum_item, b);
-    int rc = synth_ref_compute(b->queries, b->keys, b->values, T, D, G, b->threads, b->ref_out, b->ref_lse, err);
+    int rc = synth_ref_compute(b->queries, b->keys, b->values, T, D, G, b->threads, b->ref_out, b->ref_lse,
+                               b->ref_max, err);
     if (!rc) rc = trace_write_rows(w, TRACE_KEYS, l, kv, 0, T, b->keys, err);
     if (!rc) rc = trace_write_rows(w, TRACE_VALUES, l, kv, 0, T, b->values, err);
     for (int64_t j = 0; !rc && j < G; j++) {
@@ -238,6 +241,7 @@ static int write_unit(const synth_config *cfg, synth_buffers *b, trace_writer *w
         if (!rc) rc = trace_write_rows(w, TRACE_COLSUM, l, kv * G + j, 0, T, b->colsum_f, err);
         if (!rc) rc = trace_write_rows(w, TRACE_ATTN_OUT, l, kv * G + j, 0, T, b->ref_out + j * T * D, err);
         if (!rc) rc = trace_write_rows(w, TRACE_ATTN_LSE, l, kv * G + j, 0, T, b->ref_lse + j * T, err);
+        if (!rc) rc = trace_write_rows(w, TRACE_ATTN_MAX, l, kv * G + j, 0, T, b->ref_max + j * T, err);
     }
     return rc;
 }
@@ -252,7 +256,7 @@ int synth_write(const synth_config *cfg, const char *path, const trace_create_op
     trace_create_opts opts = *opts_in;
     opts.want[TRACE_QUERIES] = true;
     opts.want[TRACE_COLSUM] = true;
-    opts.want[TRACE_ATTN_OUT] = opts.want[TRACE_ATTN_LSE] = true;
+    opts.want[TRACE_ATTN_OUT] = opts.want[TRACE_ATTN_LSE] = opts.want[TRACE_ATTN_MAX] = true;
     opts.expected_tokens = T;
 
     int threads = cfg->threads > 0 ? cfg->threads : kv_cpu_count();

@@ -1,7 +1,7 @@
 /* The full-cache reference of a synthetic head, as capture defines it
  * (docs/trace.md, /attention/out and /attention/lse): per query position i,
  * s_ij = q_i.k_j / sqrt(D) over the causal past j <= i, lse_i = log Σ_j
- * exp(s_ij), o_i = Σ_j exp(s_ij - lse_i) v_j. Everything in double (scores
+ * exp(s_ij), m_i = max_j s_ij, o_i = Σ_j exp(s_ij - lse_i) v_j. Everything in double (scores
  * and outputs by dgemm, exp and sums in double), rounded to float once at
  * the end; blocks of rows are independent items, so the values do not depend
  * on the thread count. */
@@ -18,7 +18,7 @@ typedef struct {
     int64_t T, D, G, blocks;
     double *kd, *vd;        /* [T][D] in double */
     double *scratch;        /* [threads][SYNTH_REF_BLOCK * (T + 2 D)] */
-    float *out, *lse;       /* [G][T][D], [G][T] */
+    float *out, *lse, *mx;  /* [G][T][D], [G][T], [G][T] */
 } ref_job;
 
 /* Item: rows [i0, i0+n) of query head j. */
@@ -42,6 +42,7 @@ static void ref_block(void *ctx, int item, int thread)
         for (int64_t t = vis; t < cols; t++) row[t] = 0.0;
         sums[r] = sum;
         c->lse[j * T + i0 + r] = (float)(mx + log(sum));
+        c->mx[j * T + i0 + r] = (float)mx;
     }
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)D, (int)cols, 1.0, s, (int)cols, c->vd,
                 (int)D, 0.0, od, (int)D);
@@ -51,10 +52,10 @@ static void ref_block(void *ctx, int item, int thread)
 }
 
 int synth_ref_compute(const float *q, const float *k, const float *v, int64_t T, int64_t D, int64_t G, int threads,
-                      float *out, float *lse, kv_err *err)
+                      float *out, float *lse, float *mx, kv_err *err)
 {
     const int64_t blocks = (T + SYNTH_REF_BLOCK - 1) / SYNTH_REF_BLOCK;
-    ref_job c = {q, k, v, T, D, G, blocks, NULL, NULL, NULL, out, lse};
+    ref_job c = {q, k, v, T, D, G, blocks, NULL, NULL, NULL, out, lse, mx};
     size_t td = (size_t)(T * D);
     if (!(c.kd = kv_calloc(td, sizeof(double), "reference keys", err)) ||
         !(c.vd = kv_calloc(td, sizeof(double), "reference values", err)) ||

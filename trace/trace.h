@@ -43,6 +43,7 @@ typedef enum {
     TRACE_KVZIP,           /* f32 [L][H][T] (capture --kvzip) */
     TRACE_ATTN_OUT,        /* f32 [L][H][T][D] full-cache attention output (with TRACE_ATTN_LSE) */
     TRACE_ATTN_LSE,        /* f32 [L][H][T] its log-sum-exp of the scaled scores */
+    TRACE_ATTN_MAX,        /* f32 [L][H][T] the largest scaled score of each row (with TRACE_ATTN_LSE) */
     TRACE_NDSETS
 } trace_dset;
 

@@ -208,6 +208,9 @@ static int check_paired_dsets(trace *tr, kv_err *err)
         return kv_fail(err, KV_EINPUT, "%s: %s needs %s beside it", tr->path,
                        trace_dset_path(has_o ? TRACE_ATTN_OUT : TRACE_ATTN_LSE),
                        trace_dset_path(has_o ? TRACE_ATTN_LSE : TRACE_ATTN_OUT));
+    if (tr->dset[TRACE_ATTN_MAX] >= 0 && !has_l) /* the row maxima only with their log-sum-exps */
+        return kv_fail(err, KV_EINPUT, "%s: %s needs %s beside it", tr->path, trace_dset_path(TRACE_ATTN_MAX),
+                       trace_dset_path(TRACE_ATTN_LSE));
     return KV_OK;
 }
 
@@ -369,7 +372,7 @@ int trace_read_rows(trace *tr, trace_dset d, int64_t layer, int64_t head, int64_
 {
     const trace_meta *m = &tr->meta;
     if (d != TRACE_KEYS && d != TRACE_VALUES && d != TRACE_QUERIES && d != TRACE_COLSUM && d != TRACE_ATTN_FULL &&
-        d != TRACE_KVZIP && d != TRACE_ATTN_OUT && d != TRACE_ATTN_LSE)
+        d != TRACE_KVZIP && d != TRACE_ATTN_OUT && d != TRACE_ATTN_LSE && d != TRACE_ATTN_MAX)
         return kv_fail(err, KV_EFAIL, "trace_read_rows: %s is not a per-head dataset", trace_dset_path(d));
     if (tr->dset[d] < 0)
         return kv_fail(err, KV_EINPUT, "%s: has no %s dataset", tr->path, trace_dset_path(d));

@@ -60,6 +60,12 @@ static const trace_dset_spec SPECS[TRACE_NDSETS] = {
                         "log-sum-exp of query i's scaled scores: log of the sum over j <= i of exp(q_i.k_j/sqrt(D)) "
                         "(natural log, unitless), so a[i][j] = exp(s_ij - lse_i); [L, H, T], beside /attention/out",
                         "float32 [L, H, T]", "with /attention/out"},
+    [TRACE_ATTN_MAX] = {"/attention/max", 3, ELEM_FLOAT, false, true, false, 2, -1,
+                        "largest scaled score of query i: max over j <= i of q_i.k_j/sqrt(D) (the unrounded keys "
+                        "and queries), unitless; [L, H, T], beside /attention/lse",
+                        "float32 [L, H, T]",
+                        "optional, full mode only, with /attention/lse (capture and synth write it whenever they write "
+                        "/attention/lse; older traces lack it)"},
 };
 
 /* One dataset or group of schema 1.0 as docs/trace.md's table lists it: every
@@ -79,7 +85,7 @@ static trace_schema_row spec_row(trace_dset d)
 static int schema_rows(trace_schema_row rows[TRACE_NDSETS + 4])
 {
     static const trace_dset ORDER[] = {TRACE_KEYS, TRACE_VALUES, TRACE_QUERIES, TRACE_COLSUM, TRACE_KVZIP,
-                                       TRACE_ATTN_OUT, TRACE_ATTN_LSE, TRACE_ATTN_FULL, TRACE_LOGITS,
+                                       TRACE_ATTN_OUT, TRACE_ATTN_LSE, TRACE_ATTN_MAX, TRACE_ATTN_FULL, TRACE_LOGITS,
                                        TRACE_LOGPROBS, TRACE_EVICT_RETAINED, TRACE_EVICT_STEP_END};
     int k = 0;
     rows[k++] = spec_row(TRACE_TOKENS);
@@ -149,6 +155,7 @@ void trace_expected_dims(const trace_meta *m, trace_dset d, int64_t T, int64_t d
     case TRACE_ATTN_OUT: s[0] = L, s[1] = H, s[2] = T, s[3] = D; break;
     case TRACE_COLSUM:
     case TRACE_ATTN_LSE:
+    case TRACE_ATTN_MAX:
     case TRACE_KVZIP: s[0] = L, s[1] = H, s[2] = T; break;
     case TRACE_ATTN_FULL: s[0] = L, s[1] = H, s[2] = T, s[3] = T; break;
     case TRACE_LOGITS: s[0] = T, s[1] = m->vocab_size; break;

@@ -57,6 +57,7 @@ static void chunk_shape(const trace_meta *m, const trace_create_opts *w, trace_d
         break;
     case TRACE_COLSUM:
     case TRACE_ATTN_LSE:
+    case TRACE_ATTN_MAX:
     case TRACE_KVZIP: chunk[0] = 1, chunk[1] = 1, chunk[2] = chunk_len(w, COLSUM_CHUNK_T); break;
     case TRACE_ATTN_FULL:
         chunk[0] = 1, chunk[1] = 1, chunk[2] = chunk_len(w, 64), chunk[3] = chunk_len(w, CHUNK_T);
@@ -258,6 +259,8 @@ int trace_create(const char *path, const trace_meta *meta, const trace_create_op
         return kv_fail(err, KV_EUSAGE, "%s: /attention/out and /attention/lse go together", path);
     if (opts->want[TRACE_ATTN_OUT] && strcmp(m.capture_mode, "full") != 0)
         return kv_fail(err, KV_EUSAGE, "%s: /attention/out and /attention/lse are for capture_mode=full only", path);
+    if (opts->want[TRACE_ATTN_MAX] && !opts->want[TRACE_ATTN_LSE])
+        return kv_fail(err, KV_EUSAGE, "%s: /attention/max goes with /attention/lse", path);
 
     trace_writer *w = kv_calloc(1, sizeof *w, "trace writer", err);
     if (!w) return err->code;

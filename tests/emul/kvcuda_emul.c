@@ -221,7 +221,7 @@ static int e_embed(kvcuda_ctx *c, float *x, const void *table, kvcuda_dtype dt, 
     return KV_OK;
 }
 
-/* per head through attn_causal_rows; the normalisers as (lse, 1) */
+/* per head through attn_causal_rows; the normalisers as the kernel's (row max m, Σ exp(s - m)) */
 static int e_attend(kvcuda_ctx *c, const float *q, const float *k, const float *v, int64_t cap, int64_t H, int64_t K,
                     int64_t D, int64_t pos0, const int32_t *n_cached, int64_t n, float *out, float *row_max,
                     float *row_sum, kv_err *err)
@@ -232,8 +232,9 @@ static int e_attend(kvcuda_ctx *c, const float *q, const float *k, const float *
     if (!p || !lse) return free(p), free(lse), kv_fail(err, KV_EFAIL, "out of memory");
     for (int64_t h = 0; h < H; h++) {
         const int64_t g = h / (H / K), c0 = n_cached ? n_cached[g] : pos0;
-        attn_causal_rows(q + h * D, H * D, k + g * cap * D, v + g * cap * D, c0, n, D, p, out + h * D, H * D, lse);
-        for (int64_t r = 0; r < n; r++) row_max[h * n + r] = (float)lse[r], row_sum[h * n + r] = 1.0f;
+        attn_causal_rows(q + h * D, H * D, k + g * cap * D, v + g * cap * D, c0, n, D, p, out + h * D, H * D, lse,
+                         row_max + h * n);
+        for (int64_t r = 0; r < n; r++) row_sum[h * n + r] = (float)exp(lse[r] - (double)row_max[h * n + r]);
     }
     free(p), free(lse);
     return KV_OK;

@@ -180,6 +180,7 @@ const char *const FZ_DS_PATH[NDS] = {
     [TRACE_KVZIP] = "/attention/kvzip",
     [TRACE_ATTN_OUT] = "/attention/out",
     [TRACE_ATTN_LSE] = "/attention/lse",
+    [TRACE_ATTN_MAX] = "/attention/max",
 };
 
 const char *const FZ_ATTR_NAME[NATTR] = {
@@ -262,6 +263,7 @@ void fz_default_dset(model *m, int which)
     case TRACE_ATTN_OUT: fz_set_dset(m, which, 4, (int64_t[]){L, H, T, D}, ET_F32); break;
     case TRACE_COLSUM:
     case TRACE_ATTN_LSE:
+    case TRACE_ATTN_MAX:
     case TRACE_KVZIP: fz_set_dset(m, which, 3, (int64_t[]){L, H, T}, ET_F32); break;
     case TRACE_ATTN_FULL: fz_set_dset(m, which, 4, (int64_t[]){L, H, T, T}, ET_F32); break;
     case TRACE_LOGITS: fz_set_dset(m, which, 2, (int64_t[]){T, m->V}, ET_F32); break;
@@ -274,7 +276,7 @@ void fz_default_dset(model *m, int which)
 bool fz_visible(const model *m, int which)
 {
     if ((which == TRACE_COLSUM || which == TRACE_ATTN_FULL || which == TRACE_KVZIP || which == TRACE_ATTN_OUT ||
-         which == TRACE_ATTN_LSE) && m->attention_as)
+         which == TRACE_ATTN_LSE || which == TRACE_ATTN_MAX) && m->attention_as)
         return false;
     if ((which == TRACE_EVICT_RETAINED || which == TRACE_EVICT_STEP_END) && m->evict_as) return false;
     return m->d[which].obj != OBJ_ABSENT;

@@ -101,6 +101,7 @@ static int want_dims(const expect *e, int which, int64_t w[4])
         [TRACE_KVZIP] = {3, L, H, T},
         [TRACE_ATTN_OUT] = {4, L, H, T, D},
         [TRACE_ATTN_LSE] = {3, L, H, T},
+        [TRACE_ATTN_MAX] = {3, L, H, T},
     };
     memcpy(w, &s[which][1], 4 * sizeof(int64_t));
     return (int)s[which][0];
@@ -118,7 +119,8 @@ static bool o_datasets(const model *m, expect *e)
             if (required) return why("%s missing", FZ_DS_PATH[i]);
             continue;
         }
-        if ((i == TRACE_COLSUM || i == TRACE_KVZIP || i == TRACE_ATTN_OUT || i == TRACE_ATTN_LSE) && e->evict)
+        if ((i == TRACE_COLSUM || i == TRACE_KVZIP || i == TRACE_ATTN_OUT || i == TRACE_ATTN_LSE ||
+             i == TRACE_ATTN_MAX) && e->evict)
             return why("%s in evict mode", FZ_DS_PATH[i]);
         if ((i == TRACE_EVICT_RETAINED || i == TRACE_EVICT_STEP_END) && !e->evict)
             return why("%s in full mode", FZ_DS_PATH[i]);
@@ -138,6 +140,7 @@ static bool o_datasets(const model *m, expect *e)
          m->d[TRACE_EVICT_RETAINED].dims[3] < 1))
         return why("evict S mismatch or N < 1");
     if (e->present[TRACE_ATTN_OUT] != e->present[TRACE_ATTN_LSE]) return why("reference pair incomplete");
+    if (e->present[TRACE_ATTN_MAX] && !e->present[TRACE_ATTN_LSE]) return why("row maxima without lse");
     const dmodel *tok = &m->d[TRACE_TOKENS];
     if (tok->unwritten && tok->fill_never && tok->nelem) return why("/tokens never written, no fill value");
     for (size_t i = 0; i < tok->nelem; i++) {

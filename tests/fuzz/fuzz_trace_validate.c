@@ -207,7 +207,7 @@ static void check_reads(trace *tr, const model *m, const expect *e)
     check_tokens(tr, m, e);
 
     static const int PER_HEAD[] = {TRACE_KEYS, TRACE_VALUES, TRACE_QUERIES, TRACE_COLSUM, TRACE_ATTN_FULL,
-                                   TRACE_KVZIP, TRACE_ATTN_OUT, TRACE_ATTN_LSE};
+                                   TRACE_KVZIP, TRACE_ATTN_OUT, TRACE_ATTN_LSE, TRACE_ATTN_MAX};
     const size_t cap = (size_t)(T * (T > e->D ? T : e->D) + 1); /* floats: the widest head */
     float *got = malloc(sizeof(float) * cap);
     float *want = malloc(sizeof(float) * cap);
@@ -216,7 +216,8 @@ static void check_reads(trace *tr, const model *m, const expect *e)
     for (size_t k = 0; k < sizeof PER_HEAD / sizeof PER_HEAD[0]; k++) {
         int which = PER_HEAD[k];
         int64_t nheads = which == TRACE_KEYS || which == TRACE_VALUES ? e->K : e->H;
-        int64_t width = which == TRACE_COLSUM || which == TRACE_KVZIP || which == TRACE_ATTN_LSE ? 1
+        int64_t width = which == TRACE_COLSUM || which == TRACE_KVZIP || which == TRACE_ATTN_LSE ||
+                                which == TRACE_ATTN_MAX ? 1
                         : which == TRACE_ATTN_FULL                                            ? T
                                                                                               : e->D;
         if (!e->present[which]) {

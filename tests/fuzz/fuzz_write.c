@@ -255,7 +255,7 @@ hid_t fz_write_model(const model *m, char *name, size_t cap)
     container(file, "/attention", m->attention_as,
               m->d[TRACE_COLSUM].obj != OBJ_ABSENT || m->d[TRACE_ATTN_FULL].obj != OBJ_ABSENT ||
                   m->d[TRACE_KVZIP].obj != OBJ_ABSENT || m->d[TRACE_ATTN_OUT].obj != OBJ_ABSENT ||
-                  m->d[TRACE_ATTN_LSE].obj != OBJ_ABSENT);
+                  m->d[TRACE_ATTN_LSE].obj != OBJ_ABSENT || m->d[TRACE_ATTN_MAX].obj != OBJ_ABSENT);
     container(file, "/evict", m->evict_as,
               m->d[TRACE_EVICT_RETAINED].obj != OBJ_ABSENT || m->d[TRACE_EVICT_STEP_END].obj != OBJ_ABSENT);
     for (int i = 0; i < NDS; i++)

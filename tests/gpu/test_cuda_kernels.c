@@ -178,7 +178,7 @@ static void attn_reference(const attn_case *a, const float *q, const float *k, c
     for (int64_t h = 0; h < a->H; h++) {
         const int64_t g = h / G, c = a->per_head ? a->pos0 - 7 * g : a->pos0;
         const float *kh = k + g * a->cap * D, *vh = v + g * a->cap * D;
-        attn_causal_rows(q + h * D, a->H * D, kh, vh, c, a->n, D, p, out + h * D, a->H * D, lse + h * a->n);
+        attn_causal_rows(q + h * D, a->H * D, kh, vh, c, a->n, D, p, out + h * D, a->H * D, lse + h * a->n, NULL);
         if (!colsum) continue;
         for (int64_t r = 0; r < a->n; r++) memcpy(qh + r * D, q + r * a->H * D + h * D, sizeof(float) * D);
         attn_colsum_add_rows(qh, a->pos0, a->n, kh, D, (float)(1.0 / sqrt((double)D)), colsum + h * (a->pos0 + a->n),

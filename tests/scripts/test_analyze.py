@@ -326,6 +326,30 @@ def importance_options(tmp, trace, f16):
               "score is exactly 0 when no query sees a key outside the sinks and the window")
 
 
+def importance_paths(tmp, trace):
+    """Both head-importance passes (docs/analyze.md): the trace's recorded /attention/lse and /attention/max
+    (O(T·(S+W)·D)) and an h5py copy without them (/attention/out goes too: it needs /attention/lse), the exact
+    O(T²·D) pass; each equals numpy within check_importance's tolerance, and the two agree within 1e-6."""
+    with h5py.File(trace, "r") as t:
+        check("attention/max" in t and "attention/lse" in t, "synth writes /attention/lse and /attention/max")
+        keys, qs = t["keys"][:].astype(np.float64), t["queries"][:].astype(np.float64)
+    old = os.path.join(tmp, "no_stats.h5")
+    shutil.copy(trace, old)
+    with h5py.File(old, "r+") as f:
+        del f["attention/max"], f["attention/lse"], f["attention/out"]
+    got = []
+    for what, path in ((" (recorded lse and max)", trace), (" (exact pass, no /attention/max)", old)):
+        for S, W in ((4, 64), (2, 16), (0, 1)):
+            out = os.path.join(tmp, "an_paths")
+            r = run("analyze", path, "--sinks", S, "--recent", W, "--quiet", "--force", "-o", out)
+            if check(r.returncode == 0, "analyze --sinks %d --recent %d%s" % (S, W, what), r.stderr):
+                check_importance(out, keys, qs, S, W, what)
+                got.append([[float(x["score"]), float(x["concentration"])]
+                            for x in read_csv(os.path.join(out, "head_importance.csv"))])
+    if len(got) == 6:
+        close("the two passes agree", np.array(got[:3]), np.array(got[3:]), 1e-6, 0)
+
+
 def leftovers(tmp):
     return [x for x in os.listdir(tmp) if ".tmp." in x]
 
@@ -603,6 +627,7 @@ def main():
         r = run("analyze", f16, "--quiet", "-o", out)
         check(r.returncode == 0 and len(read_csv(os.path.join(out, "spearman.csv"))) == 2, "float16 trace", r.stderr)
         importance_options(tmp, trace, f16)
+        importance_paths(tmp, trace)
         pairwise_long(tmp)
         model_trace(tmp)
     finally:

@@ -56,6 +56,15 @@ def edits():
     def only_lse(f):
         del f["attention/out"]
 
+    def shape_max(f):
+        replace(f, "attention/max", f["attention/max"][:, :, :-1])
+
+    def nan_max(f):
+        f["attention/max"][1, 3, 50] = np.nan
+
+    def only_max(f):
+        del f["attention/lse"], f["attention/out"]
+
     def evict_mode(f):
         f.attrs["capture_mode"] = "evict"
         f.attrs["evict_policy"] = "tova"
@@ -72,6 +81,9 @@ def edits():
             ("an inf in /attention/lse", inf_lse, "/attention/lse"),
             ("/attention/out without /attention/lse", only_out, "/attention/out"),
             ("/attention/lse without /attention/out", only_lse, "/attention/lse"),
+            ("/attention/max one position short", shape_max, "/attention/max"),
+            ("a NaN in /attention/max (analyze reads it)", nan_max, "/attention/max"),
+            ("/attention/max without /attention/lse", only_max, "/attention/max"),
             ("the reference in an evict-mode trace", evict_mode, "/attention/")]
 
 
@@ -90,12 +102,13 @@ def attempts(h, tmp):
         if not value_only:
             h.attempt("info: %s" % label, ["info", t], codes=(3,), keep=[t], must_say=name)
         out = os.path.join(tmp, "r%d" % i)
-        h.attempt("sim: %s" % label, ["sim", t, "--policies", "tova", "--budgets", "16", "--chunk", "16",
-                                     "--quiet", "-o", out], codes=(3,), outputs=[out], keep=[t], must_say=name)
+        # sim never reads /attention/max: analyze's head importance does (docs/analyze.md)
+        verb = ["analyze", t, "--quiet", "-o", out] if "/attention/max" in label else \
+            ["sim", t, "--policies", "tova", "--budgets", "16", "--chunk", "16", "--quiet", "-o", out]
+        h.attempt("%s: %s" % (verb[0], label), verb, codes=(3,), outputs=[out], keep=[t], must_say=name)
         if value_only:
-            r = subprocess.run([KVTRACE, "sim", t, "--policies", "tova", "--budgets", "16", "--chunk", "16",
-                                "--quiet", "-o", out], capture_output=True, text=True)
-            check(t in r.stderr and "not finite" in r.stderr, "sim: %s: the line names the file" % label,
+            r = subprocess.run([KVTRACE] + verb, capture_output=True, text=True)
+            check(t in r.stderr and "not finite" in r.stderr, "%s: %s: the line names the file" % (verb[0], label),
                   r.stderr)
     r = subprocess.run([KVTRACE, "sim", os.path.join(tmp, "t4.h5"), "--policies", "tova", "--budgets", "16",
                         "--chunk", "16", "--quiet", "-o", os.path.join(tmp, "ok")], capture_output=True,

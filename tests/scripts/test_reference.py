@@ -1,8 +1,9 @@
-"""The recorded full-cache reference (/attention/out, /attention/lse; docs/sim.md#the-recorded-reference), TAP:
+"""The recorded full-cache reference (/attention/out, /attention/lse, /attention/max; docs/sim.md#the-recorded-reference), TAP:
 
 - synth and capture (the default model; CPU, and --device cuda on the host emulation) write them, float32, [L, H, T, D] and [L, H, T], chunked
   like the other per-head datasets; they equal a numpy recomputation (float64) from the trace's own
-  /queries, /keys, /values (scale 1/sqrt(D), query head h on kv head h // (H/K));
+  /queries, /keys, /values (scale 1/sqrt(D), query head h on kv head h // (H/K)), /attention/max [L, H, T]
+  the numpy row maximum of queries.keys/sqrt(D);
 - capture leaves them out with --evict and without queries (--record keys,values);
 - sim with the recorded reference and sim without it (an h5py copy without the two datasets, and
   KVTRACE_SIM_REFERENCE=recompute) give the same results.csv and summary.csv: text columns equal,
@@ -36,7 +37,7 @@ def run(*args, env=None):
 
 
 def numpy_reference(f, l, h):
-    """out [T, D] and lse [T] of query head h of layer l, in float64 from the stored Q, K, V."""
+    """out [T, D], lse [T] and the row max [T] of query head h of layer l, in float64 from the stored Q, K, V."""
     H, K, D = int(f.attrs["n_heads"]), int(f.attrs["n_kv_heads"]), int(f.attrs["head_dim"])
     g = h // (H // K)
     q = f["queries"][l, h].astype(np.float64)
@@ -47,10 +48,10 @@ def numpy_reference(f, l, h):
     m = s.max(axis=1, keepdims=True)
     e = np.exp(s - m)
     z = e.sum(axis=1, keepdims=True)
-    return (e @ v) / z, (m + np.log(z))[:, 0]
+    return (e @ v) / z, (m + np.log(z))[:, 0], m[:, 0]
 
 
-def check_datasets(name, path, out_tol, lse_tol):
+def check_datasets(name, path, out_tol, lse_tol, max_tol):
     with h5py.File(path, "r") as f:
         L, H, T, D = (int(f.attrs[a]) for a in ("n_layers", "n_heads", "n_tokens", "head_dim"))
         ok = "attention/out" in f and "attention/lse" in f
@@ -64,23 +65,31 @@ def check_datasets(name, path, out_tol, lse_tol):
         check(o.chunks[:2] == (1, 1) and s.chunks[:2] == (1, 1), "%s: chunked per (layer, head)" % name,
               "%s %s" % (o.chunks, s.chunks))
         check(bool(o.attrs.get("description")) and bool(s.attrs.get("description")), "%s: descriptions" % name)
-        got_o, got_l, ref_o, ref_l = [], [], [], []
+        mx = f.get("attention/max")
+        check(mx is not None and mx.shape == (L, H, T) and mx.dtype == np.float32 and mx.chunks[:2] == (1, 1) and
+              bool(mx.attrs.get("description")), "%s: /attention/max float32 [L,H,T], chunked, described" % name)
+        got_o, got_l, ref_o, ref_l, got_m, ref_m = [], [], [], [], [], []
         for l in range(L):
             for h in range(H):
-                ro, rl = numpy_reference(f, l, h)
+                ro, rl, rm = numpy_reference(f, l, h)
                 scale = np.abs(ro).max() or 1.0
                 got_o.append(o[l, h] / scale), ref_o.append(ro / scale)
                 got_l.append(s[l, h]), ref_l.append(rl)
+                if mx is not None:
+                    got_m.append(mx[l, h]), ref_m.append(rm)
         close("%s: /attention/out equals numpy's (relative to each head's largest)" % name,
               np.array(got_o), np.array(ref_o), out_tol, 0)
         close("%s: /attention/lse equals numpy's" % name, np.array(got_l), np.array(ref_l), lse_tol, 0)
+        if mx is not None:
+            close("%s: /attention/max equals numpy's max of queries.keys/sqrt(D)" % name, np.array(got_m),
+                  np.array(ref_m), max_tol, max_tol)
 
 
 def without_reference(src, dst):
-    """An h5py copy of the trace without /attention/out and /attention/lse."""
+    """An h5py copy of the trace without /attention/out, /attention/lse and /attention/max."""
     shutil.copy(src, dst)
     with h5py.File(dst, "r+") as f:
-        del f["attention/out"], f["attention/lse"]
+        del f["attention/out"], f["attention/lse"], f["attention/max"]
 
 
 def rows(d, name):
@@ -154,7 +163,7 @@ def synth_case(tmp):
             "--prompt-len", 240, "--seed", 3, "--quiet", "-o", t)
     if not check(r.returncode == 0, "synth writes a trace", r.stderr):
         return
-    check_datasets("synth", t, 1e-6, 1e-6)  # double, rounded once
+    check_datasets("synth", t, 1e-6, 1e-6, 1e-6)  # double, rounded once
     d = os.path.join(tmp, "s")
     os.mkdir(d)
     sim_both_ways("synth", t, d, "--policies", "keydiff,tova,snapkv,h2o,oracle", "--budgets", "32,100",
@@ -172,7 +181,7 @@ def capture_case(tmp, model):
     r = run("capture", "--quiet", "--model", model, "--prompt", PROMPT, "--generate", 60, "--chunk", 16, "-o", t)
     if not check(r.returncode == 0, "capture (CPU, default model) writes a trace", r.stderr):
         return
-    check_datasets("capture", t, 1e-5, 1e-4)  # float32 walk: scores and sums in float
+    check_datasets("capture", t, 1e-5, 1e-4, 1e-5)  # float32 walk: scores and sums in float
     d = os.path.join(tmp, "c")
     os.mkdir(d)
     sim_both_ways("capture", t, d, "--policies", "keydiff,tova,snapkv,h2o,streaming", "--budgets", "16,40",
@@ -184,7 +193,7 @@ def capture_case(tmp, model):
         with h5py.File(h, "r") as a, h5py.File(t, "r") as b:
             same = all(a["attention/" + n].dtype == np.float32 and np.array_equal(a["attention/" + n][...],
                                                                                   b["attention/" + n][...])
-                       for n in ("out", "lse"))
+                       for n in ("out", "lse", "max"))
             check(same and a["keys"].dtype == np.float16,
                   "capture --dtype f16: the reference is float32 and the f32 run's own (from the unrounded keys)")
     emul = os.path.abspath(os.path.join(sys.argv[1] if len(sys.argv) > 1 else "build", "emul", "libkvcuda_emul.so"))
@@ -192,14 +201,15 @@ def capture_case(tmp, model):
     r = run("capture", "--quiet", "--model", model, "--prompt", PROMPT, "--generate", 60, "--chunk", 16, "--device",
             "cuda", "-o", g, env={"KVTRACE_CUDA_LIB": emul})
     if check(r.returncode == 0, "capture --device cuda (the host emulation, tests/emul) writes a trace", r.stderr):
-        check_datasets("capture --device cuda", g, 1e-5, 1e-4)  # row maxima and sums from the kernel
+        check_datasets("capture --device cuda", g, 1e-5, 1e-4, 1e-5)  # row maxima and sums from the kernel
     for what, extra in (("--evict", ["--evict", "tova", "--budget", "24"]),
                         ("--record keys,values", ["--record", "keys,values"])):
         p = os.path.join(tmp, "no_ref.h5")
         r = run("capture", "--quiet", "--model", model, "--prompt", PROMPT, "--chunk", 16, "-o", p, "--force",
                 *extra)
         with h5py.File(p, "r") as f:
-            check(r.returncode == 0 and "attention/out" not in f and "attention/lse" not in f,
+            check(r.returncode == 0 and "attention/out" not in f and "attention/lse" not in f and
+                  "attention/max" not in f,
                   "capture %s: no recorded reference" % what, r.stderr)
 
 

@@ -51,6 +51,7 @@ static void write_trace(const char *path, trace_dtype storage, int deflate)
     trace_create_opts o = {.storage = storage, .deflate = deflate};
     o.want[TRACE_QUERIES] = o.want[TRACE_COLSUM] = o.want[TRACE_LOGITS] = o.want[TRACE_LOGPROBS] = true;
     o.want[TRACE_ATTN_FULL] = o.want[TRACE_KVZIP] = o.want[TRACE_ATTN_OUT] = o.want[TRACE_ATTN_LSE] = true;
+    o.want[TRACE_ATTN_MAX] = true;
     trace_writer *w;
     kv_err err = {0};
     assert_int_equal(trace_create(path, &m, &o, &w, &err), 0);
@@ -79,6 +80,8 @@ static void write_trace(const char *path, trace_dtype storage, int deflate)
                 assert_int_equal(trace_write_rows(w, TRACE_ATTN_OUT, l, h, t0, n, buf, &err), 0);
                 fill_rows(8, l, h, t0, n, 1, buf);
                 assert_int_equal(trace_write_rows(w, TRACE_ATTN_LSE, l, h, t0, n, buf, &err), 0);
+                fill_rows(9, l, h, t0, n, 1, buf);
+                assert_int_equal(trace_write_rows(w, TRACE_ATTN_MAX, l, h, t0, n, buf, &err), 0);
             }
         }
         fill_rows(4, 0, 0, t0, n, V, buf);
@@ -130,6 +133,7 @@ static void check_trace(const char *path, trace_dtype storage)
                 {TRACE_QUERIES, 2, D, false, true}, {TRACE_COLSUM, 3, 1, false, false},
                 {TRACE_ATTN_FULL, 3, T, false, false}, {TRACE_KVZIP, 6, 1, false, false},
                 {TRACE_ATTN_OUT, 7, D, false, false},  {TRACE_ATTN_LSE, 8, 1, false, false},
+                {TRACE_ATTN_MAX, 9, 1, false, false},
             };
             for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
                 if (cases[c].kv && h >= K) continue;

@@ -34,7 +34,8 @@ LOGDET_RTOL = 5e-4  # |difference| / |value| of final_logdet_mean (nats; it move
 MAX_DIFF_KEPT = 1e-3  # kept positions that may differ (near-ties), as a fraction of all the runs' kept positions
 POLICIES = "keydiff,snapkv,tova,h2o,streaming,knorm"
 BUDGETS = "32,64"
-DATASETS = ("keys", "values", "queries", "attention/colsum", "attention/out", "attention/lse", "logprobs")
+DATASETS = ("keys", "values", "queries", "attention/colsum", "attention/out", "attention/lse", "attention/max",
+            "logprobs")
 SHAPE = dict(hidden_size=128, intermediate_size=344, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
              vocab_size=1000, max_position_embeddings=4096, initializer_range=0.1, tie_word_embeddings=False)
 IDS = [(37 * i + 11) % SHAPE["vocab_size"] for i in range(200)]

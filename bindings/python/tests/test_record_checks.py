@@ -153,7 +153,7 @@ def test_f16_text_spans_descriptions(kvbin, tmp_path):
         seen = []
         fb.visititems(lambda n, o: seen.append(n) if "description" in o.attrs else None)
         assert sorted(seen) == sorted(["tokens", "keys", "values", "queries", "attention/out", "attention/lse",
-                                       "attention/colsum", "logits", "logprobs", "prompt_text", "spans"])
+                                       "attention/max", "attention/colsum", "logits", "logprobs", "prompt_text", "spans"])
         for n in seen:
             assert fb[n].attrs["description"] == desc[n], n
         for name, d in fb.items():

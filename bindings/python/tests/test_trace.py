@@ -11,9 +11,9 @@ import pytest
 import kvtrace
 
 ARRAYS = ["tokens", "keys", "values", "queries", "colsum", "kvzip", "attention_out", "attention_lse",
-          "attention_full", "logits", "logprobs", "retained", "step_end", "wo"]
+          "attention_max", "attention_full", "logits", "logprobs", "retained", "step_end", "wo"]
 PATHS = {"colsum": "attention/colsum", "kvzip": "attention/kvzip", "attention_out": "attention/out",
-         "attention_lse": "attention/lse", "attention_full": "attention/full", "retained": "evict/retained",
+         "attention_lse": "attention/lse", "attention_max": "attention/max", "attention_full": "attention/full", "retained": "evict/retained",
          "step_end": "evict/step_end"}
 
 
@@ -197,7 +197,10 @@ MUTATIONS = {
     "float tokens": (_replace("tokens", np.zeros(48, np.float32)), "dataset /tokens has element type float32"),
     "token outside vocab": (_replace("tokens", np.full(48, 100, np.int32)),
                             "/tokens[0] = 100 is outside the vocabulary [0, 100)"),
-    "out without lse": (lambda f: f.__delitem__("attention/lse"), "/attention/out needs /attention/lse beside it"),
+    "out without lse": (lambda f: (f.__delitem__("attention/max"), f.__delitem__("attention/lse")),
+                        "/attention/out needs /attention/lse beside it"),
+    "max without lse": (lambda f: (f.__delitem__("attention/out"), f.__delitem__("attention/lse")),
+                        "/attention/max needs /attention/lse beside it"),
     "evict data in full mode": (lambda f: f.__setitem__("evict/step_end", np.zeros(2, np.int32)),
                                 "dataset /evict/step_end is not allowed with capture_mode = full"),
 }

@@ -22,7 +22,7 @@ restored on exit, also when the block raises. What happens inside:
   the block raises (or recording is refused), the temporary file is removed and the error re-raised.
 
 What is recorded, per dataset: /tokens, /keys, /values always; /queries, /attention/out,
-/attention/lse with "queries" in `record`; /attention/colsum with colsum=True; /logprobs always;
+/attention/lse, /attention/max with "queries" in `record`; /attention/colsum with colsum=True; /logprobs always;
 /logits with logits=True; /prompt_text with text=; /spans with spans= ({name: (start, end)}).
 
 Query scaling. The trace's scores are q.k / sqrt(D). A model whose score scale s is not 1/sqrt(D)
@@ -413,13 +413,14 @@ class Recorder:
                              "recorded: a trace is full causal attention" % (layer, sliding_window, Tc))
         scale = float(scaling) if scaling is not None else float(getattr(module, "scaling", D ** -0.5))
         with torch.no_grad():
-            out, lse, col = attend_chunk(query[0].detach(), key[0].detach(), value[0].detach(), scale,
-                                         colsum=self.colsum)
-            self._store(layer, p0, Tc, query[0].detach(), key[0].detach(), value[0].detach(), scale, out, lse, col)
+            out, lse, col, mx = attend_chunk(query[0].detach(), key[0].detach(), value[0].detach(), scale,
+                                             colsum=self.colsum, row_max=True)
+            self._store(layer, p0, Tc, query[0].detach(), key[0].detach(), value[0].detach(), scale, out, lse, col,
+                        mx)
         self.seen.add(layer)
         return out.to(query.dtype).transpose(0, 1).unsqueeze(0).contiguous(), None
 
-    def _store(self, layer, p0, Tc, q, k, v, scale, out, lse, col):
+    def _store(self, layer, p0, Tc, q, k, v, scale, out, lse, col, mx):
         st = self.tf.store
         rows = (layer, slice(None), slice(p0, Tc))
         self.tf.write("keys", rows, k[:, p0:Tc].float().cpu().numpy().astype(st))
@@ -430,6 +431,7 @@ class Recorder:
             self.tf.write("queries", rows, qr.cpu().numpy().astype(st))
             self.tf.write("attention/out", rows, out.cpu().numpy())
             self.tf.write("attention/lse", rows, lse.float().cpu().numpy())
+            self.tf.write("attention/max", rows, mx.cpu().numpy())
         if col is not None:
             acc = self.col.get(layer)
             if acc is None or acc.shape[1] < Tc:

@@ -35,6 +35,8 @@ DESCRIPTIONS = {
                      "h with kv head h / (H/K)",
     "attention/lse": "log-sum-exp of query i's scaled scores: log of the sum over j <= i of exp(q_i.k_j/sqrt(D)) "
                      "(natural log, unitless), so a[i][j] = exp(s_ij - lse_i); [L, H, T], beside /attention/out",
+    "attention/max": "largest scaled score of query i: max over j <= i of q_i.k_j/sqrt(D) (the unrounded keys and "
+                     "queries), unitless; [L, H, T], beside /attention/lse",
     "logits": "logits[t] are the model's next-token logits at position t (before softmax); [T, V]",
     "logprobs": "logprobs[t] is the log-probability (natural log, temperature 1, whatever the sampling) of token "
                 "t+1 given tokens 0..t; [T], the last is NaN",
@@ -78,6 +80,7 @@ class TraceFile:
             self._add("queries", (L, H, 0, D), (L, H, None, D), (1, 1, CHUNK_T, D), self.store)
             self._add("attention/out", (L, H, 0, D), (L, H, None, D), (1, 1, CHUNK_T, D), np.float32)
             self._add("attention/lse", (L, H, 0), (L, H, None), (1, 1, COLSUM_CHUNK_T), np.float32)
+            self._add("attention/max", (L, H, 0), (L, H, None), (1, 1, COLSUM_CHUNK_T), np.float32)
         self._add("logprobs", (0,), (None,), (COLSUM_CHUNK_T,), np.float32, fill=np.nan)
         if logits:
             rows = max(1, min(CHUNK_T, (256 * 1024) // (4 * V)))

@@ -69,6 +69,7 @@ DATASETS = (
     _Dset("kvzip", "/attention/kvzip", 3, "float", False, "full", lambda L, H, K, D, T, V: (L, H, T)),
     _Dset("attention_out", "/attention/out", 4, "float", False, "full", lambda L, H, K, D, T, V: (L, H, T, D)),
     _Dset("attention_lse", "/attention/lse", 3, "float", False, "full", lambda L, H, K, D, T, V: (L, H, T)),
+    _Dset("attention_max", "/attention/max", 3, "float", False, "full", lambda L, H, K, D, T, V: (L, H, T)),
     _Dset("attention_full", "/attention/full", 4, "float", False, None, lambda L, H, K, D, T, V: (L, H, T, T)),
     _Dset("logits", "/logits", 2, "float", False, None, lambda L, H, K, D, T, V: (T, V)),
     _Dset("logprobs", "/logprobs", 1, "float", False, None, lambda L, H, K, D, T, V: (T,)),
@@ -291,6 +292,8 @@ def _open_datasets(path, f, m):
         if (a in found) != (b in found):
             have, miss = (a, b) if a in found else (b, a)
             raise TraceError(path, "%s needs %s beside it" % (_BY_NAME[have].path, _BY_NAME[miss].path))
+    if "attention_max" in found and "attention_lse" not in found:   # optional beside lse, never without it
+        raise TraceError(path, "/attention/max needs /attention/lse beside it")
     if "retained" in found:
         r, se = found["retained"].shape, found["step_end"].shape
         if r[0] != se[0] or r[3] < 1:
@@ -387,7 +390,7 @@ class Trace:
 
     meta: every root attribute by its documented name (ints as int, text as str, floats as float,
     kvtrace_schema as a tuple, rope_freq_factors as a float64 array; undocumented ones as h5py gives them).
-    The arrays (keys, values, queries, colsum, kvzip, attention_out, attention_lse, attention_full,
+    The arrays (keys, values, queries, colsum, kvzip, attention_out, attention_lse, attention_max, attention_full,
     logits, logprobs, tokens, wo, retained, step_end) are h5py datasets, read lazily by slicing
     (trace.keys[3, 0] reads layer 3, kv head 0 only; float16 stays float16), or None when absent."""
 
@@ -485,6 +488,7 @@ class Trace:
     kvzip = property(lambda self: self._dset("kvzip"), doc="/attention/kvzip float32 [L, H, T], or None")
     attention_out = property(lambda self: self._dset("attention_out"), doc="/attention/out [L, H, T, D], or None")
     attention_lse = property(lambda self: self._dset("attention_lse"), doc="/attention/lse [L, H, T], or None")
+    attention_max = property(lambda self: self._dset("attention_max"), doc="/attention/max [L, H, T], or None")
     attention_full = property(lambda self: self._dset("attention_full"), doc="/attention/full [L, H, T, T], or None")
     logits = property(lambda self: self._dset("logits"), doc="float32 [T, V], or None")
     logprobs = property(lambda self: self._dset("logprobs"), doc="float32 [T], or None")
