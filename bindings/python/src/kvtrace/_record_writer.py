@@ -8,10 +8,11 @@ under a temporary name and renamed onto its path by `commit`; `discard` removes 
 """
 import json
 import os
-import re
 
 import h5py
 import numpy as np
+
+from ._trace import MAX_SPANS, span_problem
 
 SCHEMA = (1, 0)
 CHUNK_T, COLSUM_CHUNK_T = 256, 1024
@@ -44,22 +45,17 @@ DESCRIPTIONS = {
              "names[i] (distinct, of A-Z a-z 0-9 _ . -); 'answer' is the prompt's answer when it has one",
 }
 
-_SPAN_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
-
-
 def check_spans(spans, prompt_len):
     """spans: {name: (start, end)} -> (names, starts, ends), or ValueError naming the first bad span
-    (the rules trace_open applies: docs/trace.md)."""
+    (the reader's rules: _trace.span_problem)."""
     items = list(spans.items())
-    if not 1 <= len(items) <= 4096:
-        raise ValueError("spans: 1 to 4096 spans, not %d" % len(items))
+    if not 1 <= len(items) <= MAX_SPANS:
+        raise ValueError("spans: 1 to %d spans, not %d" % (MAX_SPANS, len(items)))
     for name, se in items:
-        if not isinstance(name, str) or not _SPAN_NAME.match(name):
-            raise ValueError("spans: name %r is not 1-64 characters of A-Z a-z 0-9 _ . -" % (name,))
         start, end = (int(x) for x in se)
-        if not 0 <= start < end <= prompt_len:
-            raise ValueError("spans: span '%s' is [%d, %d), outside the prompt's [0, %d) or empty"
-                             % (name, start, end, prompt_len))
+        problem = span_problem(name, start, end, prompt_len)
+        if problem:
+            raise ValueError("spans: " + problem)
     return [n for n, _ in items], [int(s) for _, (s, _e) in items], [int(e) for _, (_s, e) in items]
 
 

@@ -184,12 +184,14 @@ def _read_meta(path, f):
     read = {"int": lambda n, req: (lambda v: None if v is None else v[0])(a.ints(n, 1, req)),
             "float": lambda n, req: (lambda v: None if v is None else float(v[0]))(a.floats(n, 1, req)),
             "text": lambda n, req: a.text(n, req)}
-    for name, kind in _ROOT_ATTRS:
-        meta[name] = read[kind](name, True)
-    for name, kind in _OPTIONAL_ATTRS:
-        v = read[kind](name, False)
-        if v is not None:
-            meta[name] = v
+    def take(table, required):
+        for name, kind in table:
+            v = read[kind](name, required)
+            if v is not None:
+                meta[name] = v
+
+    take(_ROOT_ATTRS, True)
+    take(_OPTIONAL_ATTRS, False)
     _check_meta(path, meta)
     D = meta["head_dim"]
     if "rope_freq_factors" in f.attrs:
@@ -200,12 +202,8 @@ def _read_meta(path, f):
                              % (bad[0], ff[bad[0]]))
         meta["rope_freq_factors"] = ff
     if meta["capture_mode"] == "evict":
-        for name, kind in _EVICT_ATTRS:
-            meta[name] = read[kind](name, True)
-        for name, kind in _EVICT_OPTIONAL:
-            v = read[kind](name, False)
-            if v is not None:
-                meta[name] = v
+        take(_EVICT_ATTRS, True)
+        take(_EVICT_OPTIONAL, False)
         _check_evict(path, meta)
     for name in f.attrs:
         if name not in meta:
@@ -330,6 +328,16 @@ def _read_text(path, f, name):
         raise TraceError(path, "%s is not valid UTF-8 at byte offset %d" % (name, e.start)) from None
 
 
+def span_problem(name, start, end, prompt_len):
+    """What is wrong with span (name, [start, end)) of a prompt of prompt_len tokens, by trace_open's rules
+    (docs/trace.md), or None: the reader's check and the recorder's (spans=) both."""
+    if not isinstance(name, str) or not _SPAN_NAME.match(name):
+        return "span name %r is not 1-64 of A-Z a-z 0-9 _ . -" % (name,)
+    if not 0 <= start < end <= prompt_len:
+        return "span '%s' is [%d, %d), outside the prompt's [0, %d) or empty" % (name, start, end, prompt_len)
+    return None
+
+
 def _read_spans(path, f, prompt_len):
     g = _lookup(f, "/spans")
     if g is None:
@@ -357,13 +365,11 @@ def _read_spans(path, f, prompt_len):
         raise TraceError(path, "/spans: a name is not valid UTF-8") from None
     spans = {}
     for name, a, b in zip(names, parts["starts"][()].tolist(), parts["ends"][()].tolist()):
-        if not _SPAN_NAME.match(name):
-            raise TraceError(path, "/spans: span name '%s' is not 1-64 of A-Z a-z 0-9 _ . -" % name)
         if name in spans:
             raise TraceError(path, "/spans: two spans are named '%s'" % name)
-        if not 0 <= a < b <= prompt_len:
-            raise TraceError(path, "/spans: span '%s' is [%d, %d), outside the prompt's [0, %d) or empty"
-                             % (name, a, b, prompt_len))
+        problem = span_problem(name, a, b, prompt_len)
+        if problem:
+            raise TraceError(path, "/spans: " + problem)
         spans[name] = (int(a), int(b))
     return spans
 
