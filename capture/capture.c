@@ -93,7 +93,7 @@ static trace_create_opts trace_wants(const capture_opts *o)
     t.want[TRACE_COLSUM] = o->attention == ATTN_COLSUM || o->attention == ATTN_FULL;
     t.want[TRACE_ATTN_FULL] = o->attention == ATTN_FULL;
     t.want[TRACE_LOGITS] = o->logits;
-    t.want[TRACE_LOGPROBS] = true;
+    t.want[TRACE_LOGPROBS] = !o->no_logprobs;
     t.want[TRACE_KVZIP] = o->kvzip;
     /* the full-cache reference sim reads instead of recomputing: a full run with its queries */
     t.want[TRACE_ATTN_OUT] = t.want[TRACE_ATTN_LSE] = t.want[TRACE_ATTN_MAX] = o->record_queries && !o->evict.iface;
@@ -159,7 +159,7 @@ static int capture_tokens(const capture_opts *o, const alloc_config *ac, const b
                    .alloc = ac->iface ? ac : NULL,
                    .output = o->dry_run ? NULL : o->output, .verb = "capture", .trace = trace_wants(o),
                    .beyond_context = o->beyond_context, .prompt_text = text, .prompt_chat = chat,
-                   .record_wo = o->record_wo,
+                   .record_wo = o->record_wo, .last_logits_only = o->no_logprobs,
                    .spans = o->spans, .n_spans = o->n_spans};
     int32_t *tmpl = NULL;
     int64_t n_tmpl = 0;

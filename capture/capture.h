@@ -29,6 +29,7 @@ typedef struct {
     capture_attention attention;
     double max_attention_gib; /* refuse --attention full above this file size */
     bool logits;
+    bool no_logprobs;         /* --no-logprobs: no /logprobs; logits of each step's last row only */
     trace_dtype dtype;
     int threads;              /* the CPU kernels' threads; 0: one per CPU (the trace does not depend on it) */
     double temperature;       /* 0: greedy */

@@ -114,7 +114,8 @@ static int on_logits(void *ctx, int64_t pos0, int64_t n, const float *logits, kv
     const int64_t V = r->cfg.vocab_size;
     int rc = trace_write_tokens(r->w, pos0, n, r->tokens + pos0, err);
     if (!rc && r->want.logits) rc = trace_write_rows(r->w, TRACE_LOGITS, 0, 0, pos0, n, logits, err);
-    if (!rc && r->pending_pos >= 0) { /* the previous chunk's last row: its next token is tokens[pos0] */
+    if (rc || !r->want.logprobs) return rc;
+    if (r->pending_pos >= 0) { /* the previous chunk's last row: its next token is tokens[pos0] */
         float lp = log_prob(r->pending, V, r->tokens[r->pending_pos + 1]);
         rc = trace_write_rows(r->w, TRACE_LOGPROBS, 0, 0, r->pending_pos, 1, &lp, err);
         r->pending_pos = -1;

@@ -19,6 +19,7 @@ typedef struct {
     bool full;         /* /attention/full */
     bool logits;       /* /logits */
     bool reference;    /* /attention/out, /attention/lse and /attention/max (full runs) */
+    bool logprobs;     /* /logprobs */
 } recorder_wants;
 
 typedef struct {

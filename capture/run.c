@@ -161,6 +161,8 @@ static int start_walk(kv_run *r, kv_err *err)
     const int64_t n_pos = o->T + o->extra; /* --kvzip's reconstruction pass reads `extra` more */
     const int64_t cap = r->evicting ? r->rows : n_pos;
     if (!rc) rc = forward_init_cache(&r->fw, walk, r->be->kernels, o->backend_ctx, n_pos, cap, o->chunk, err);
+    KV_ASSERT(!o->last_logits_only || (!o->trace.want[TRACE_LOGPROBS] && !o->trace.want[TRACE_LOGITS]));
+    r->fw.last_logits_only = o->last_logits_only;
     if (rc || !r->evicting) return rc;
     rc = evict_init_alloc(&r->ev, o->evict, o->alloc, o->budget, c, r->fw.max_chunk, r->fw.cap, err);
     r->ev.rope = (rope_spec){.theta = c->rope_theta, .style = c->rope, .div = o->model->rope_div};
@@ -180,7 +182,7 @@ static int start_recording(kv_run *r, kv_err *err)
     const run_opts *o = &r->o;
     const bool *want = o->trace.want;
     recorder_wants rw = {want[TRACE_QUERIES], want[TRACE_COLSUM], want[TRACE_ATTN_FULL], want[TRACE_LOGITS],
-                         want[TRACE_ATTN_OUT]};
+                         want[TRACE_ATTN_OUT], want[TRACE_LOGPROBS]};
     int rc = recorder_init(&r->rec, r->w, &o->model->cfg, rw, o->tokens, o->T, o->chunk, err);
     if (rc) return rc;
     r->recording = true;

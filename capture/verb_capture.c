@@ -49,7 +49,10 @@ static const char USAGE[] =
     "                       /wo, each layer's attention output projection (criticalkv reads it)\n"
     "  --attention MODE     colsum (default) | full | none: /attention/colsum, plus full weights\n"
     "  --max-attention-gib X  refuse --attention full above X GiB (default 4)\n"
-    "  --logits             record /logits [T, V] (/logprobs is always recorded)\n"
+    "  --logits             record /logits [T, V] (/logprobs is recorded unless --no-logprobs)\n"
+    "  --no-logprobs        no /logprobs: the output layer runs on each chunk's last row only (the next\n"
+    "                       token's logits), as llama.cpp's prompt evaluation does; a faster prefill\n"
+    "                       where the vocabulary is large (docs/capture.md). Not with --logits\n"
     "  --dtype f32|f16      storage of keys, values, queries (default f32)\n"
     "  --temperature X      sample with temperature X (default 0: greedy)\n"
     "  --seed S             sampling seed (default 0)\n"
@@ -218,6 +221,7 @@ static const cli_opt OPTIONS[] = {
     {.name = "attention", .kind = CLI_CUSTOM, .parse = parse_attention},
     {ROW("max-attention-gib", CLI_F64, max_attention_gib), .lo = 0, .hi = 1e6},
     {ROW("logits", CLI_FLAG, logits)},
+    {ROW("no-logprobs", CLI_FLAG, no_logprobs)},
     {ROW("dtype", CLI_DTYPE, dtype)},
     {ROW("temperature", CLI_F64, temperature), .lo = 0, .hi = 1e3},
     {ROW("seed", CLI_U64, seed)},
@@ -302,6 +306,7 @@ static int parse_args(int argc, char **argv, capture_args *a, kv_err *err)
                          "--tokens, --messages, --dry-run or --print");
     if ((rc = prompt_chat_check(&o->prompt, v, o->prompts != NULL, err))) return rc;
     if (!o->output) return cli_usage(err, v, "-o PATH is required");
+    if (o->no_logprobs && o->logits) return cli_usage(err, v, "--no-logprobs computes no prompt logits: not with --logits");
     if (o->kvzip && o->evict.iface)
         return cli_usage(err, v, "--kvzip records attention over the full cache; not with --evict");
     if (o->kvzip && !o->backend->kernels->host_memory)

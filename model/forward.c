@@ -237,12 +237,12 @@ static int locate_in_caches(forward_state *s, kv_err *err)
 
 /* The chunk's logits (host memory), after the walk: the first inf or NaN,
  * traced back to its layer on a device table. */
-static int check_logits(forward_state *s, int64_t n, kv_err *err)
+static int check_logits(forward_state *s, int64_t r0, int64_t n, kv_err *err)
 {
-    const int64_t V = s->m->cfg.vocab_size, i = kv_first_nonfinite(s->logits, n * V);
+    const int64_t V = s->m->cfg.vocab_size, i = kv_first_nonfinite(s->logits + r0 * V, (n - r0) * V);
     if (i < 0) return KV_OK;
     int rc = s->kern->host_memory ? KV_OK : locate_in_caches(s, err);
-    return rc ? rc : overflow(err, "logits", s->m->cfg.n_layers - 1, NULL, 0, s->len + i / V);
+    return rc ? rc : overflow(err, "logits", s->m->cfg.n_layers - 1, NULL, 0, s->len + r0 + i / V);
 }
 
 /* q, k, v of the chunk's rows: projections, biases, per-head q/k norms, RoPE. */
@@ -371,12 +371,15 @@ int forward_chunk(forward_state *s, const int32_t *tokens, int64_t n, const forw
         const int64_t bad = s->kern->host_memory ? kv_first_nonfinite(s->x, n * c->dim) : -1;
         if (bad >= 0) return overflow(err, "activations (the residual stream)", l, NULL, 0, s->len + bad / c->dim);
     }
-    s->kern->rmsnorm(s->kctx, s->xb, s->x, m->output_norm, n, c->dim, c->norm_eps);
-    timed_matmul(s, s->xb, m->output, s->logits_k, n, c->dim, c->vocab_size);
+    /* the rows that get logits: all, or the last (the next token's) */
+    const int64_t r0 = s->last_logits_only ? n - 1 : 0, V = c->vocab_size;
+    s->kern->rmsnorm(s->kctx, s->xb + r0 * c->dim, s->x + r0 * c->dim, m->output_norm, n - r0, c->dim, c->norm_eps);
+    timed_matmul(s, s->xb + r0 * c->dim, m->output, s->logits_k + r0 * V, n - r0, c->dim, V);
     int rc = s->kern->sync(s->kctx, err); /* a device kernel's failure surfaces here, once per chunk */
     if (!rc && !s->kern->host_memory)
-        rc = s->kern->download(s->kctx, s->logits, s->logits_k, sizeof(float) * (size_t)(n * c->vocab_size), err);
-    if (!rc) rc = check_logits(s, n, err);
+        rc = s->kern->download(s->kctx, s->logits + r0 * V, s->logits_k + r0 * V, sizeof(float) * (size_t)((n - r0) * V),
+                               err);
+    if (!rc) rc = check_logits(s, r0, n, err);
     if (!rc && obs && obs->on_logits) rc = obs->on_logits(obs->ctx, s->len, n, s->logits, err);
     if (!rc) s->len += n, s->steps++;
     return rc;

@@ -176,6 +176,8 @@ typedef struct forward_state {
     double *lse;       /* [H][B] log-sum-exps of one chunk's rows (host tables only) */
     float *stats;      /* [2][H][B] softmax statistics of the chunk's rows (on_output), kernels' memory */
     float *logits;     /* [B][V] host memory */
+    bool last_logits_only; /* logits of each chunk's last row only (the next token's); the rows before it
+                              hold stale values (capture --no-logprobs: docs/capture.md) */
     float *logits_k;   /* [B][V] in the kernels' memory (== logits for host tables) */
     float *wtile;      /* [wtile_n] a 16-bit model's widened rows (matmul16), else NULL */
     int64_t wtile_n;   /* workers x FORWARD_WTILE x the widest input */

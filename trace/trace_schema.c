@@ -37,7 +37,7 @@ static const trace_dset_spec SPECS[TRACE_NDSETS] = {
     [TRACE_LOGPROBS] = {"/logprobs", 1, ELEM_FLOAT, false, false, false, 0, -1,
                         "logprobs[t] is the log-probability (natural log, temperature 1, whatever the sampling) of "
                         "token t+1 given tokens 0..t; [T], the last is NaN",
-                        "float32 [T]", "optional (capture always)"},
+                        "float32 [T]", "optional (capture, unless --no-logprobs)"},
     [TRACE_EVICT_RETAINED] = {"/evict/retained", 4, ELEM_TOKEN, false, false, true, -1, -1,
                               "cache positions kept after eviction step s; [S, L, K, W], ascending, -1 padded; W = N "
                               "under the uniform allocator, else the most rows one (layer, kv head) can keep",
