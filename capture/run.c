@@ -228,6 +228,9 @@ int run_open(kv_run **out, const run_opts *o, kv_err *err)
 
 int run_step(kv_run *r, int64_t n, kv_err *err)
 {
+    /* last_logits_only: a step needs its logits only when the next token is chosen after it */
+    const int64_t end = r->fw.len + n;
+    r->fw.skip_logits = !(end >= r->o.P && end < r->o.T);
     int rc = forward_chunk(&r->fw, r->o.tokens + r->fw.len, n, r->hooks, err);
     if (rc || !r->snap || !evict_step_evicts(&r->ev, r->fw.len)) return rc; /* only steps that evicted */
     evict_snapshot(&r->ev, &r->fw, r->snap);
@@ -238,6 +241,7 @@ int run_extra(kv_run *r, const int32_t *tokens, int64_t n, const forward_observe
 {
     KV_ASSERT(!r->evicting && r->fw.len >= r->o.T && r->fw.len + n <= r->o.T + r->o.extra);
     int rc = KV_OK;
+    r->fw.skip_logits = false;
     for (int64_t i = 0; !rc && i < n; i += r->fw.max_chunk)
         rc = forward_chunk(&r->fw, tokens + i, n - i < r->fw.max_chunk ? n - i : r->fw.max_chunk, obs, err);
     return rc;

@@ -49,8 +49,9 @@ typedef struct {
     const char *prompt_text;      /* the prompt as text (run_sequence), recorded as /prompt_text; NULL: none */
     const char *prompt_chat;      /* its chat record (run_sequence), recorded as /prompt_chat; NULL: none */
     bool record_wo;               /* record /wo: each layer's W_o (the host model's) */
-    bool last_logits_only;        /* logits of each step's last row only, the next token's (capture
-                                     --no-logprobs; trace.want[TRACE_LOGPROBS] and [TRACE_LOGITS] must be off) */
+    bool last_logits_only;        /* logits of each step's last row only, the next token's, and none for a step
+                                     after which no token is chosen (capture --no-logprobs; trace.want[TRACE_LOGPROBS]
+                                     and [TRACE_LOGITS] must be off) */
     const trace_span *spans;      /* recorded as /spans (trace_meta.spans); NULL: none */
     int64_t n_spans;
     trace_create_opts trace;      /* storage, force, want[]: what is recorded (TRACE_COLSUM: also what the

@@ -371,6 +371,11 @@ int forward_chunk(forward_state *s, const int32_t *tokens, int64_t n, const forw
         const int64_t bad = s->kern->host_memory ? kv_first_nonfinite(s->x, n * c->dim) : -1;
         if (bad >= 0) return overflow(err, "activations (the residual stream)", l, NULL, 0, s->len + bad / c->dim);
     }
+    if (s->skip_logits && s->last_logits_only && s->kern->host_memory) { /* the layers checked x already */
+        int rc = obs && obs->on_logits ? obs->on_logits(obs->ctx, s->len, n, NULL, err) : KV_OK;
+        if (!rc) s->len += n, s->steps++;
+        return rc;
+    }
     /* the rows that get logits: all, or the last (the next token's) */
     const int64_t r0 = s->last_logits_only ? n - 1 : 0, V = c->vocab_size;
     s->kern->rmsnorm(s->kctx, s->xb + r0 * c->dim, s->x + r0 * c->dim, m->output_norm, n - r0, c->dim, c->norm_eps);

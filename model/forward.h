@@ -125,7 +125,7 @@ typedef struct {
      * not asked for */
     int (*on_output)(void *ctx, int64_t layer, int64_t pos0, int64_t n, const float *out, const float *stats,
                      kv_err *err);
-    /* next-token logits of positions pos0.. : [n][V] */
+    /* next-token logits of positions pos0.. : [n][V]; NULL for a chunk that computed none (skip_logits) */
     int (*on_logits)(void *ctx, int64_t pos0, int64_t n, const float *logits, kv_err *err);
 } forward_observer;
 
@@ -178,6 +178,8 @@ typedef struct forward_state {
     float *logits;     /* [B][V] host memory */
     bool last_logits_only; /* logits of each chunk's last row only (the next token's); the rows before it
                               hold stale values (capture --no-logprobs: docs/capture.md) */
+    bool skip_logits;      /* with last_logits_only, host tables: this chunk needs none (no next token is
+                              chosen after it): the output layer does not run, on_logits gets NULL */
     float *logits_k;   /* [B][V] in the kernels' memory (== logits for host tables) */
     float *wtile;      /* [wtile_n] a 16-bit model's widened rows (matmul16), else NULL */
     int64_t wtile_n;   /* workers x FORWARD_WTILE x the widest input */
