@@ -22,8 +22,9 @@
 #                   tokenize MB/s on a 10 MB text vs the reference encoders, ids checked identical
 #                   score expressions vs the built-ins they restate, ns per candidate (at most 2x)
 #                   Python policies vs the same policies in C: overhead per call and per candidate
-#                   the baseline table: every row against its baseline (sgemm, a key read, the PyTorch
-#                   peers of sim and capture) and the growth exponents, one markdown table at the end
+#                   the baseline table: every row against its baseline (sgemm, a key read, llama.cpp on the
+#                   same GGUFs, PyTorch 2.13 peers of sim and capture, kvpress per configuration) and the
+#                   growth exponents, one markdown table at the end (bench/bench_table.py)
 #                   (bench/bench_simT.py, run alone: sim with the recorded reference against recomputing it)
 #   make bench-peers kvpress 0.5.5's own pipeline (transformers, the same GGUF) beside kvtrace's in-model
 #                   eviction (capture --evict-until): kept sets, answers, accuracy and wall time per press on a
@@ -33,7 +34,8 @@
 #                   into PREFIX/include/kvtrace, kvtrace.pc into PREFIX/lib/pkgconfig
 #                   (PREFIX=/usr/local; DESTDIR is honoured; docs/plugins.md)
 #   make deps       install missing Debian packages only (and, for nvcc without cuBLAS, cuBLAS from PyPI)
-#   make bench-deps the same plus python3-torch, the PyTorch peers of make bench (not needed by make test)
+#   make bench-deps make deps, then the peers of make bench: the test venv (torch 2.13, transformers), node-llama-cpp
+#                   (llama.cpp's prebuilt CPU binaries), kvpress's wheel (bench/bench_deps.sh; not needed by make test)
 #   make test-gpu   the CUDA kernels against their CPU references (skips without a GPU)
 #   make bench-gpu  capture rate and device memory on the GPU (skips without a GPU)
 #   (build/libkvtrace_cuda.so, the CUDA backend, is built by make whenever nvcc and cuBLAS are found;
@@ -144,8 +146,9 @@ deps:
 	@scripts/install-deps.sh
 	@scripts/fetch-cublas.sh
 
-bench-deps:
-	@scripts/install-deps.sh --bench
+bench-deps: deps
+	@$(MAKE) --no-print-directory all
+	@bench/bench_deps.sh $(BUILD)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -267,20 +270,22 @@ $(BUILD)/bench_%: bench/bench_%.c $(LIB)
 docs: all
 	@scripts/doc_tables.py $(BUILD)/kvtrace --write
 
-bench: deps bench-deps
+# the bench runs under the machine's own OpenBLAS kernel choice (the test run pins it: docs/reproducibility.md)
+BENCH_ENV = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE BUILD=$(BUILD)
+bench: bench-deps
 	@$(MAKE) --no-print-directory all $(BUILD)/bench_sgemm $(BUILD)/bench_keyread $(BUILD)/bench_split
-	@bench/bench_split.sh $(BUILD)
-	@bench/bench_quant.sh $(BUILD)
-	@bench/bench_capture.sh
-	@bench/bench_evict_rss.sh
-	@/usr/bin/python3 bench/bench_hf.py
-	@/usr/bin/python3 bench/bench_sim.py
-	@/usr/bin/python3 bench/bench_alloc.py
-	@/usr/bin/python3 bench/bench_expr.py
-	@/usr/bin/python3 bench/bench_pyplugin.py
-	@/usr/bin/python3 bench/bench_tokenize.py
-	@/usr/bin/python3 bench/bench_mpi.py
-	@BUILD=$(BUILD) /usr/bin/python3 bench/bench_table.py
+	@$(BENCH_ENV) bench/bench_split.sh $(BUILD)
+	@$(BENCH_ENV) bench/bench_quant.sh $(BUILD)
+	@$(BENCH_ENV) bench/bench_capture.sh
+	@$(BENCH_ENV) bench/bench_evict_rss.sh
+	@$(BENCH_ENV) /usr/bin/python3 bench/bench_hf.py
+	@$(BENCH_ENV) /usr/bin/python3 bench/bench_sim.py
+	@$(BENCH_ENV) /usr/bin/python3 bench/bench_alloc.py
+	@$(BENCH_ENV) /usr/bin/python3 bench/bench_expr.py
+	@$(BENCH_ENV) /usr/bin/python3 bench/bench_pyplugin.py
+	@$(BENCH_ENV) /usr/bin/python3 bench/bench_tokenize.py
+	@$(BENCH_ENV) /usr/bin/python3 bench/bench_mpi.py
+	@$(BENCH_ENV) /usr/bin/python3 bench/bench_table.py
 
 demo: deps
 	@$(MAKE) --no-print-directory all

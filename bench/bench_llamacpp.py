@@ -1,0 +1,120 @@
+"""make bench (llamacpp): `kvtrace capture` against llama.cpp on the same GGUF files, token ids and threads.
+
+The files (bench/make_bench_gguf.py, made once under BUILD/bench-gguf/GENERATOR-SHA/ with the test venv's gguf
+package): SmolLM2-135M-Instruct's GGUF rewritten with its matrices in F32, F16, Q8_0 and Q4_0 (dequantised from
+the file's Q4_1, quantised again), and a random model of Llama-3.2-1B's layer shape (4 layers, vocabulary
+128,256) in F32, F16, Q8_0, Q4_0 and Q4_K. T = 1024 (4096 too with BENCH_FULL=1): BOS, then ids 3 .. 252.
+
+llama.cpp: bench/peer_llamacpp.mjs (node-llama-cpp 3.21.1's prebuilt CPU binary, `make bench-deps`), the whole
+prompt in one batch, float32 KV cache, its defaults otherwise (flash attention "auto"), best of 3 evaluations,
+the model's load excluded. kvtrace, three ways, each the best of BENCH_CAPTURE_REPS (2) runs alternating with
+llama.cpp's: recording keys, values, queries and colsum as `capture` does by default (its logits for every
+prompt position, for /logprobs), the same with --no-logprobs (the output layer on each chunk's last row, as
+llama.cpp), and --dry-run --no-logprobs (the walk alone, nothing recorded); chunk BENCH_LLAMACPP_CHUNK (128).
+Rates are tokens over the evaluation's seconds (capture --stats' `seconds`: the load excluded); peak RSS is
+/usr/bin/time's, mapped weight pages included, of the --no-logprobs recording and of llama.cpp's process.
+Goals: recording >= 1.0x and dry-run >= 1.2x on the F32 and F16 files; peak RSS <= 1.2x; the quantised files
+are reported (llama.cpp computes their products with integer dot products; kvtrace decodes them to float32)."""
+import hashlib
+import os
+
+from bench_common import (BUILD, FULL, KV, ROOT, THREADS, capture_stats, kv_blas, llamacpp_dir, met, peer_python,
+                          ratio, run, timed, token_file)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GEN = os.path.join(HERE, "make_bench_gguf.py")
+SMOLLM2 = ("SmolLM2-135M", ("f32", "f16", "q8_0", "q4_0"))
+RANDOM = ("random llama-3.2-1b, 4 layers", ("f32", "f16", "q8_0", "q4_0", "q4_k"))
+FLOAT = ("f32", "f16")
+CHUNK = os.environ.get("BENCH_LLAMACPP_CHUNK", "128")
+REPS = int(os.environ.get("BENCH_CAPTURE_REPS", "2"))
+
+
+def gguf_dir():
+    with open(GEN, "rb") as f:
+        d = os.path.join(ROOT, BUILD, "bench-gguf", hashlib.sha256(f.read()).hexdigest()[:12])
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def model_file(py, smollm2, family, typ):
+    """The GGUF of (family, type), made once."""
+    name = "%s-%s.gguf" % ("smollm2-135m" if family == SMOLLM2[0] else "random-llama-4l", typ)
+    path = os.path.join(gguf_dir(), name)
+    if not os.path.exists(path):
+        tmp = path + ".tmp"
+        if family == SMOLLM2[0]:
+            run([py, GEN, "convert", "--type", typ, smollm2, "-o", tmp])
+        else:
+            run([py, GEN, "random-llama", "--layers", "4", "--type", typ, "--seed", "1", "-o", tmp])
+        os.replace(tmp, path)
+    return path
+
+
+def kvtrace_run(model, tok, trace, extra):
+    """(tokens/s, peak RSS MiB) of one capture."""
+    p, rss = timed([KV, "capture", "--model", model, "--tokens", tok, "--chunk", CHUNK, "--threads", THREADS,
+                    "--stats", "--quiet", "--force", "-o", trace] + extra)
+    return capture_stats(p.stderr)["tokens_per_s"], rss
+
+
+def llamacpp_run(model, tok, nm):
+    p, rss = timed(["node", os.path.join(HERE, "peer_llamacpp.mjs"), "--model", model, "--tokens", tok, "--threads",
+                    THREADS, "--reps", "3", "--node-modules", nm])
+    f = p.stdout.split()
+    return float(f[6]), rss, f[8]
+
+
+MODES = (("record", []), ("record --no-logprobs", ["--no-logprobs"]), ("dry-run", ["--dry-run", "--no-logprobs"]))
+
+
+def measure(model, T, tmp, nm):
+    """{mode: (best tokens/s, peak RSS)}, llama.cpp's (tokens/s, RSS, backend)."""
+    tok = token_file(os.path.join(tmp, "llamacpp-tokens-%d" % T), T)
+    trace = os.path.join(tmp, "llamacpp.h5")
+    mine, peer = {}, None
+    for _ in range(REPS):
+        for mode, extra in MODES:
+            m = kvtrace_run(model, tok, trace, extra)
+            mine[mode] = m if mode not in mine or m[0] > mine[mode][0] else mine[mode]
+        p = llamacpp_run(model, tok, nm)
+        peer = p if peer is None or p[0] > peer[0] else peer
+    if os.path.exists(trace):
+        os.remove(trace)
+    return mine, peer
+
+
+def rows(tmp):
+    py, ll = peer_python(), llamacpp_dir()
+    if not py or not ll:
+        why = "the test venv" if not py else "node-llama-cpp %s" % "3.21.1"
+        print("llamacpp: skipped: %s is not installed (make bench-deps)" % why)
+        return [("`capture` vs llama.cpp", "—", "not run (make bench-deps)", "—", ">= 1.0x", "—")]
+    nm = os.path.join(ll, "node_modules")
+    smollm2 = run([KV, "fetch", "smollm2-135m"]).stdout.strip()
+    blas, out = kv_blas(), []
+    for family, types in (SMOLLM2, RANDOM):
+        for typ in types:
+            model = model_file(py, smollm2, family, typ)
+            for T in (1024, 4096) if FULL else (1024,):
+                mine, (lrate, lrss, backend) = measure(model, T, tmp, nm)
+                what = "%s %s, T=%d" % (family, typ.upper(), T)
+                print("llamacpp: %s: kvtrace %s (%s, chunk %s); llama.cpp %.1f tok/s, %.0f MiB (%s)" %
+                      (what, "; ".join("%s %.1f tok/s, %.0f MiB" % (m, r, s) for m, (r, s) in mine.items()), blas,
+                       CHUNK, lrate, lrss, backend))
+                rec, lean, dry = (mine[m][0] for m, _ in MODES)
+                ratios = "%s / %s / dry-run %s" % (ratio(rec, lrate), ratio(lean, lrate), ratio(dry, lrate))
+                now = "%.0f / %.0f / %.0f tok/s" % (rec, lean, dry)
+                if typ in FLOAT:
+                    verdict = met(min(lean / lrate, dry / lrate / 1.2), goal_min=1.0)
+                    out.append(("`capture` vs llama.cpp: %s (record / --no-logprobs / dry-run)" % what, now,
+                                "llama.cpp %.0f tok/s (%s)" % (lrate, backend), ratios,
+                                ">= 1.0x recording, >= 1.2x dry-run", verdict))
+                else:
+                    out.append(("`capture` vs llama.cpp: %s (float path; record / --no-logprobs / dry-run)" % what,
+                                now, "llama.cpp %.0f tok/s (%s, integer dot products)" % (lrate, backend), ratios,
+                                "report (--compute int8 >= 1.0x: not built)", "—"))
+                rss = mine["record --no-logprobs"][1]
+                out.append(("`capture` peak RSS vs llama.cpp: %s" % what, "%.0f MiB" % rss, "llama.cpp %.0f MiB" % lrss,
+                            ratio(rss, lrss), "<= 1.2x", met(rss / lrss, goal_max=1.2)))
+    return out
