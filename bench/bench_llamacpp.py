@@ -3,14 +3,16 @@
 The files (bench/make_bench_gguf.py, made once under BUILD/bench-gguf/GENERATOR-SHA/ with the test venv's gguf
 package): SmolLM2-135M-Instruct's GGUF rewritten with its matrices in F32, F16, Q8_0 and Q4_0 (dequantised from
 the file's Q4_1, quantised again), and a random model of Llama-3.2-1B's layer shape (4 layers, vocabulary
-128,256) in F32, F16, Q8_0, Q4_0 and Q4_K. T = 1024 (4096 too with BENCH_FULL=1): BOS, then ids 3 .. 252.
+128,256) in F32, F16, Q8_0, Q4_0 and Q4_K. T = 1024 (4096 too with BENCH_FULL=1, the F32 and F16 files): BOS, then
+ids 3 .. 252.
 
 llama.cpp: bench/peer_llamacpp.mjs (node-llama-cpp 3.21.1's prebuilt CPU binary, `make bench-deps`), the whole
 prompt in one batch, float32 KV cache, its defaults otherwise (flash attention "auto"), best of 3 evaluations,
 the model's load excluded. kvtrace, three ways, each the best of BENCH_CAPTURE_REPS (2) runs alternating with
 llama.cpp's: recording keys, values, queries and colsum as `capture` does by default (its logits for every
 prompt position, for /logprobs), the same with --no-logprobs (the output layer on each chunk's last row, as
-llama.cpp), and --dry-run --no-logprobs (the walk alone, nothing recorded); chunk BENCH_LLAMACPP_CHUNK (128).
+llama.cpp), and --dry-run --no-logprobs (the walk alone, nothing recorded); chunk BENCH_LLAMACPP_CHUNK (512: the
+fastest of 128, 256, 512 and 1024 on SmolLM2 and the 4-layer model here; llama.cpp takes the whole prompt at once).
 Rates are tokens over the evaluation's seconds (capture --stats' `seconds`: the load excluded); peak RSS is
 /usr/bin/time's, mapped weight pages included, of the --no-logprobs recording and of llama.cpp's process.
 Goals: recording >= 1.0x and dry-run >= 1.2x on the F32 and F16 files; peak RSS <= 1.2x; the quantised files
@@ -26,7 +28,7 @@ GEN = os.path.join(HERE, "make_bench_gguf.py")
 SMOLLM2 = ("SmolLM2-135M", ("f32", "f16", "q8_0", "q4_0"))
 RANDOM = ("random llama-3.2-1b, 4 layers", ("f32", "f16", "q8_0", "q4_0", "q4_k"))
 FLOAT = ("f32", "f16")
-CHUNK = os.environ.get("BENCH_LLAMACPP_CHUNK", "128")
+CHUNK = os.environ.get("BENCH_LLAMACPP_CHUNK", "512")
 REPS = int(os.environ.get("BENCH_CAPTURE_REPS", "2"))
 
 
@@ -96,7 +98,7 @@ def rows(tmp):
     for family, types in (SMOLLM2, RANDOM):
         for typ in types:
             model = model_file(py, smollm2, family, typ)
-            for T in (1024, 4096) if FULL else (1024,):
+            for T in (1024, 4096) if FULL and typ in FLOAT else (1024,):
                 mine, (lrate, lrss, backend) = measure(model, T, tmp, nm)
                 what = "%s %s, T=%d" % (family, typ.upper(), T)
                 print("llamacpp: %s: kvtrace %s (%s, chunk %s); llama.cpp %.1f tok/s, %.0f MiB (%s)" %

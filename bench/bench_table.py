@@ -29,6 +29,7 @@ import csv
 import math
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -283,6 +284,16 @@ def print_table():
         print("| " + " | ".join(r) + " |")
 
 
+def row_llamacpp(tmp):
+    import bench_llamacpp
+    TABLE.extend(("llamacpp", r) for r in bench_llamacpp.rows(tmp))
+
+
+def row_kvpress(tmp):
+    import bench_kvpress
+    TABLE.extend(("kvpress", r) for r in bench_kvpress.rows(tmp, SWEEP_BUDGETS))
+
+
 def main():
     sys.stdout.reconfigure(line_buffering=True)
     for p in (KV, SGEMM, KEYREAD):
@@ -291,20 +302,19 @@ def main():
             return 0
     print("bench-table: kvtrace's BLAS: %s; OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for both sides" % kv_blas())
     with tempfile.TemporaryDirectory(prefix="kvtrace-bench-table-") as tmp:
-        if "sim-rate" in ROWS:
-            row_sim_rate(tmp)
-        if "sim-T" in ROWS:
-            row_sim_T(tmp)
-        if "analyze" in ROWS:
-            row_analyze()
-        if "llamacpp" in ROWS:
-            import bench_llamacpp
-            TABLE.extend(("llamacpp", r) for r in bench_llamacpp.rows(tmp))
-        if "capture" in ROWS or "sweep" in ROWS:
-            row_capture_and_sweep(tmp, "capture" in ROWS, "sweep" in ROWS)
-        if "kvpress" in ROWS:
-            import bench_kvpress
-            TABLE.extend(("kvpress", r) for r in bench_kvpress.rows(tmp, SWEEP_BUDGETS))
+        parts = (("sim-rate", lambda: row_sim_rate(tmp)), ("sim-T", lambda: row_sim_T(tmp)), ("analyze", row_analyze),
+                 ("llamacpp", lambda: row_llamacpp(tmp)),
+                 ("capture", lambda: row_capture_and_sweep(tmp, "capture" in ROWS, "sweep" in ROWS)),
+                 ("kvpress", lambda: row_kvpress(tmp)))
+        for name, part in parts:
+            if name in ROWS or (name == "capture" and "sweep" in ROWS):
+                try:
+                    part()
+                except subprocess.CalledProcessError as e:  # one part's failure: said, and the others run
+                    why = (e.stderr or "").strip().splitlines()[-1:] or ["exit %d" % e.returncode]
+                    print("%s: failed: %s: %s" % (name, " ".join(map(str, e.cmd[:3])), why[0]))
+                    TABLE.append(({"sim-rate": "sim-peer"}.get(name, name),
+                                  ("%s: failed (%s)" % (name, why[0]), "—", "—", "—", "—", "—")))
     print_table()
     return 0
 
