@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/finite.h"
 #include "core/half.h"
 #include "model/formats/ggml_types.h"
 
@@ -46,8 +47,10 @@ void weights_narrow(const float *src, model_wtype t, uint16_t *dst, size_t n)
         for (size_t i = 0; i < n; i++) dst[i] = bf16_from_float(src[i]);
 }
 
-int64_t weights_first_nonfinite(const uint16_t *w, model_wtype t, size_t n)
+int64_t weights_first_nonfinite(const void *words, model_wtype t, size_t n)
 {
+    if (t == MODEL_W_F32) return kv_first_nonfinite(words, (int64_t)n);
+    const uint16_t *w = words;
     const uint16_t exp = t == MODEL_W_F16 ? 0x7c00 : 0x7f80; /* all-ones exponent: inf or NaN */
     for (size_t i = 0; i < n; i++)
         if ((w[i] & exp) == exp) return (int64_t)i;
@@ -58,14 +61,22 @@ int weights_from_file(kv_model *m, const char *where, const char *name, const vo
                       weights_read_fn read, const void *file, const void *tensor, model_mat **out, bool *in_place,
                       kv_err *err)
 {
-    if (same_type && ((uintptr_t)data & 1) == 0) {
+    if (same_type && (uintptr_t)data % weights_size(m->wtype) == 0) {
         const int64_t bad = weights_first_nonfinite(data, m->wtype, n);
-        if (bad >= 0)
-            return kv_fail(err, KV_EINPUT, "%s: tensor %s holds a non-finite value at element %" PRId64, where, name,
-                           bad);
+        if (bad >= 0) {
+            float v;
+            weights_widen(data, m->wtype, (size_t)bad, 1, &v);
+            return kv_fail(err, KV_EINPUT, "%s: tensor %s holds a non-finite value at element %" PRId64 " (%s)",
+                           where, name, bad, isnan(v) ? "NaN" : "infinite");
+        }
         *out = (model_mat *)data; /* read-only: the walk never writes weights */
         *in_place = true;
         return KV_OK;
+    }
+    if (m->wtype == MODEL_W_F32) { /* another type, or unaligned: read as float32 */
+        float *f = model_alloc(m, n, name, err);
+        *out = f;
+        return f ? read(file, tensor, f, n, err) : KV_EFAIL;
     }
     float *tmp = kv_calloc(n, sizeof(float), name, err);
     uint16_t *dst = tmp ? model_alloc_raw(m, n, sizeof(uint16_t), name, err) : NULL;

@@ -39,15 +39,14 @@ void weights_widen(const model_mat *w, model_wtype t, size_t i0, size_t n, float
 /* src[n] rounded to the 16-bit type t into dst[n]. */
 void weights_narrow(const float *src, model_wtype t, uint16_t *dst, size_t n);
 
-/* Index of the first inf or NaN among n 16-bit words of type t; -1 if none. */
-int64_t weights_first_nonfinite(const uint16_t *w, model_wtype t, size_t n);
+/* Index of the first inf or NaN among n weights of type t (not MODEL_W_GGML) at w; -1 if none. */
+int64_t weights_first_nonfinite(const void *w, model_wtype t, size_t n);
 
-/* A file's tensor of n values as a 16-bit matrix of m (type m->wtype), for
- * the loaders: where the file holds it in that type (same_type) at an even
- * address, the words at `data` in place (*in_place set; the file must then
- * outlive m), after a check that none is inf or NaN (KV_EINPUT naming
- * `where` and `name`); else read(file, tensor) as float32 and rounded into
- * an allocation of m. */
+/* A file's tensor of n values as a matrix of m (type m->wtype, not MODEL_W_GGML), for the loaders: where
+ * the file holds it in that type (same_type) at an address aligned to the type's size, the values at
+ * `data` in place (*in_place set; the file must then outlive m; its pages are the weights, no second
+ * copy), after a check that none is inf or NaN (KV_EINPUT naming `where`, `name` and the element); else
+ * read(file, tensor) as float32 into an allocation of m (which read checks), rounded for a 16-bit type. */
 typedef int (*weights_read_fn)(const void *file, const void *tensor, float *dst, uint64_t n, kv_err *err);
 int weights_from_file(kv_model *m, const char *where, const char *name, const void *data, bool same_type, size_t n,
                       weights_read_fn read, const void *file, const void *tensor, model_mat **out, bool *in_place,

@@ -16,14 +16,12 @@
  * (Llama 3.1+) holds per-frequency divisors, applied as llama.cpp's
  * freq_factors. */
 #include <inttypes.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "core/finite.h"
 #include "core/utf8.h"
 #include "model/arch.h"
 #include "model/formats/format.h"
@@ -92,21 +90,16 @@ static int check_tensor(const gguf_file *g, kv_model *m, const char *name, int64
 }
 
 /* Tensor `name` of ggml shape [ne0] (ne1 == 0) or [ne0, ne1] as float32 owned by m. */
-static int read_tensor(const gguf_file *g, kv_model *m, const gguf_tensor *t, const char *name, float **out,
-                       kv_err *err)
-{
-    float *dst = model_alloc(m, (size_t)t->n_elems, name, err); /* [ne1][ne0] */
-    if (!dst) return KV_EFAIL;
-    *out = dst;
-    return gguf_tensor_read_f32(g, t, dst, t->n_elems, err);
-}
-
 static int load_tensor(const gguf_file *g, kv_model *m, const char *name, int64_t ne0,
                        int64_t ne1, float **out, kv_err *err)
 {
     const gguf_tensor *t;
     int rc = check_tensor(g, m, name, ne0, ne1, &t, err);
-    return rc ? rc : read_tensor(g, m, t, name, out, err);
+    if (rc) return rc;
+    float *dst = model_alloc(m, (size_t)t->n_elems, name, err); /* [ne1][ne0] */
+    if (!dst) return KV_EFAIL;
+    *out = dst;
+    return gguf_tensor_read_f32(g, t, dst, t->n_elems, err);
 }
 
 /* gguf_tensor_read_f32 as weights_from_file reads a tensor. */
@@ -115,17 +108,16 @@ static int read_f32(const void *g, const void *t, float *dst, uint64_t n, kv_err
     return gguf_tensor_read_f32(g, t, dst, n, err);
 }
 
-/* ggml's type id of a 16-bit weight type. */
+/* ggml's type id of a float weight type. */
 static uint32_t ggml_of(model_wtype t)
 {
-    return t == MODEL_W_F16 ? 1u : 30u; /* F16, BF16 */
+    return t == MODEL_W_F32 ? 0u : t == MODEL_W_F16 ? 1u : 30u; /* F32, F16, BF16 */
 }
 
 /* A weight matrix of ggml shape [ne0, ne1] in the model's type (m->wtype):
- * float32 in place in g's data where the tensor is F32 (and aligned), else read and widened as
- * load_tensor; 16-bit words in place where the
- * tensor is already of that type (GGUF data is contiguous and aligned),
- * else read and rounded; with MODEL_W_GGML the file's blocks in place, of
+ * in place in g's data where the tensor is already of that type (GGUF data
+ * is contiguous and aligned), else read as float32 (and rounded, for 16
+ * bits): weights_from_file; with MODEL_W_GGML the file's blocks in place, of
  * whatever type each matrix has. Non-finite weights are refused always. */
 static int load_matrix(const gguf_file *g, kv_model *m, const char *name, int64_t ne0, int64_t ne1,
                        model_mat **out, bool *in_place, kv_err *err)
@@ -133,19 +125,6 @@ static int load_matrix(const gguf_file *g, kv_model *m, const char *name, int64_
     const gguf_tensor *t;
     int rc = check_tensor(g, m, name, ne0, ne1, &t, err);
     if (rc) return rc;
-    if (m->wtype == MODEL_W_F32 && t->type == 0 && ((uintptr_t)t->data & 3) == 0) {
-        /* an F32 matrix is used where the file maps it (its pages are the file's, as llama.cpp's are):
-         * no copy of every weight beside the mapping */
-        const float *w = (const float *)(const void *)t->data;
-        const int64_t bad = kv_first_nonfinite(w, (int64_t)t->n_elems);
-        if (bad >= 0)
-            return kv_fail(err, KV_EINPUT, "%s: tensor %s: element %" PRId64 " is %s", gguf_where(g), name, bad,
-                           isnan(w[bad]) ? "NaN" : "infinite");
-        *out = (model_mat *)t->data; /* read-only: the walk never writes weights */
-        *in_place = true;
-        return KV_OK;
-    }
-    if (m->wtype == MODEL_W_F32) return read_tensor(g, m, t, name, (float **)out, err); /* widened, or unaligned */
     if (m->wtype == MODEL_W_GGML) {
         *in_place = true;
         return weights_ggml_keep(m, gguf_where(g), name, t->data, t->type, (size_t)t->n_elems, out, err);

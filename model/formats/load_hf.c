@@ -40,7 +40,7 @@ typedef struct {
     const char *dir;
     json_t *weight_map;  /* the index's name -> shard file, or NULL (one file) */
     st_file **shard;     /* [n_shards] */
-    bool *in_place;      /* [n_shards] the model's 16-bit weights point into its mapping */
+    bool *in_place;      /* [n_shards] the model's weights point into its mapping */
     const char **shard_name; /* [n_shards] borrowed from weight_map */
     int n_shards;
 } hf_files;
@@ -207,20 +207,20 @@ static int read_f32(const void *sf, const void *t, float *dst, uint64_t n, kv_er
     return st_tensor_read_f32(sf, t, dst, n, err);
 }
 
-/* The file's dtype name of a 16-bit weight type. */
+/* The file's dtype name of a float weight type. */
 static const char *st_name_of(model_wtype t)
 {
-    return t == MODEL_W_F16 ? "F16" : "BF16";
+    return t == MODEL_W_F32 ? "F32" : t == MODEL_W_F16 ? "F16" : "BF16";
 }
 
-/* A weight matrix [rows][cols] of the model's type (m->wtype): float32 as
- * load_tensor; 16-bit words in place in the file's mapping where the tensor
- * already is of that type (safetensors data is contiguous; 2-byte aligned
- * here), else read and rounded. Non-finite weights are refused either way. */
+/* A weight matrix [rows][cols] of the model's type (m->wtype): in place in
+ * the file's mapping where the tensor already is of that type (safetensors
+ * data is contiguous; aligned to the type's size here), else read as float32
+ * (and rounded, for 16 bits): weights_from_file. Non-finite weights are
+ * refused either way. */
 static int load_matrix(hf_files *f, kv_model *m, const char *name, int64_t rows, int64_t cols, model_mat **out,
                        kv_err *err)
 {
-    if (m->wtype == MODEL_W_F32) return load_tensor(f, m, name, rows, cols, false, (float **)out, err);
     const st_file *sf;
     const st_tensor *t;
     int rc = find_checked(f, m, name, rows, cols, false, &sf, &t, err);
