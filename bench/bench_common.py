@@ -17,7 +17,15 @@ SGEMM = os.path.join(ROOT, BUILD, "bench_sgemm")
 KEYREAD = os.path.join(ROOT, BUILD, "bench_keyread")
 THREADS = int(os.environ.get("BENCH_THREADS", "2"))
 FULL = os.environ.get("BENCH_FULL", "0") == "1"
-LLAMACPP_VERSION = "3.21.1"  # tests/lib/real_setup.sh's
+
+
+def _llamacpp_version():
+    """node-llama-cpp's pinned version, as tests/lib/real_setup.sh (its one owner) sets it."""
+    with open(os.path.join(ROOT, "tests", "lib", "real_setup.sh")) as f:
+        return re.search(r"^LLAMACPP_VERSION=(\S+)$", f.read(), re.M).group(1)
+
+
+LLAMACPP_VERSION = _llamacpp_version()
 
 
 def env(**extra):

@@ -20,8 +20,8 @@ are reported (llama.cpp computes their products with integer dot products; kvtra
 import hashlib
 import os
 
-from bench_common import (BUILD, FULL, KV, ROOT, THREADS, capture_stats, kv_blas, llamacpp_dir, met, peer_python,
-                          ratio, run, timed, token_file)
+from bench_common import (BUILD, FULL, KV, LLAMACPP_VERSION, ROOT, THREADS, capture_stats, kv_blas, llamacpp_dir, met,
+                          peer_python, ratio, run, timed, token_file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GEN = os.path.join(HERE, "make_bench_gguf.py")
@@ -89,7 +89,7 @@ def measure(model, T, tmp, nm):
 def rows(tmp):
     py, ll = peer_python(), llamacpp_dir()
     if not py or not ll:
-        why = "the test venv" if not py else "node-llama-cpp %s" % "3.21.1"
+        why = "the test venv" if not py else "node-llama-cpp %s" % LLAMACPP_VERSION
         print("llamacpp: skipped: %s is not installed (make bench-deps)" % why)
         return [("`capture` vs llama.cpp", "—", "not run (make bench-deps)", "—", ">= 1.0x", "—")]
     nm = os.path.join(ll, "node_modules")
