@@ -66,7 +66,7 @@ int weights_from_file(kv_model *m, const char *where, const char *name, const vo
         if (bad >= 0) {
             float v;
             weights_widen(data, m->wtype, (size_t)bad, 1, &v);
-            return kv_fail(err, KV_EINPUT, "%s: tensor %s holds a non-finite value at element %" PRId64 " (%s)",
+            return kv_fail(err, KV_EINPUT, "%s: tensor %s holds a non-finite value: element %" PRId64 " is %s",
                            where, name, bad, isnan(v) ? "NaN" : "infinite");
         }
         *out = (model_mat *)data; /* read-only: the walk never writes weights */
