@@ -24,6 +24,11 @@
  * block) and each candidate O((T − now)·D) once. The
  * rescanning form (policy_oracle_rescan, tests only) sums every future query
  * at every step; the two differ by rounding only (docs/policies.md).
+ * A joiner's weights do not depend on the budget: sim replays a stream's budgets
+ * in lock step with one share (share_create), where the first budget to take in
+ * a step's joiners leaves their suffix sums and the others, finding the same
+ * joiners (positions and key bits) at the same step, copy them: the same
+ * doubles, computed once.
  * Parameters: none. */
 #include <cblas.h>
 #include <math.h>
@@ -46,6 +51,31 @@ typedef struct {
     float *kj;                /* [mcap][D] the joiners' keys */
     double *suf, *tmp;        /* [mcap][nb + 1], [mcap] */
 } oracle_state;
+
+/* The lock-step replays' share: the last joiners computed (by any budget) with their suffix sums
+ * over the blocks from bs, and what they were computed from (the stream's queries and lse). */
+typedef struct {
+    const float *queries;
+    const double *lse;
+    int64_t T, D, q_heads, bs, J, cap;
+    int64_t *pos;             /* [cap] */
+    float *keys;              /* [cap][D] */
+    double *suf;              /* [cap][nb + 1 − bs] */
+} oracle_share;
+
+static void share_destroy(void *share)
+{
+    oracle_share *sh = share;
+    if (sh) free(sh->pos), free(sh->keys), free(sh->suf);
+    free(sh);
+}
+
+static int share_create(const policy_config *cfg, void **share, kv_err *err)
+{
+    (void)cfg;
+    *share = kv_calloc(1, sizeof(oracle_share), "oracle share", err);
+    return *share ? KV_OK : err->code;
+}
 
 static int oracle_create(const policy_config *cfg, void **state, kv_err *err)
 {
@@ -168,15 +198,11 @@ static bool members_merge(oracle_state *st, const int64_t *pos, int64_t n, int64
     return true;
 }
 
-/* The joiners' suffix sums over the blocks from bs (the first to start after now), computed once. */
-static int join_suffixes(oracle_state *st, const policy_view *v, int64_t J, int64_t bs, kv_err *err)
+/* The joiners' (keys in st->kj) suffix sums over the blocks from bs, from the end: suf[b] = P[b] + suf[b + 1]. */
+static int join_compute(oracle_state *st, const policy_view *v, int64_t J, int64_t bs, kv_err *err)
 {
-    const int64_t D = v->D, w = st->nb + 1;
-    for (int64_t r = 0; r < J; r++) {
-        memcpy(st->kj + r * D, v->keys + st->join[r] * D, sizeof(float) * (size_t)D);
-        st->suf[st->mrow[st->join[r]] * w + st->nb] = 0.0;
-    }
-    for (int64_t b = st->nb - 1; b >= bs; b--) { /* from the end: suf[b] = P[b] + suf[b + 1] */
+    const int64_t w = st->nb + 1;
+    for (int64_t b = st->nb - 1; b >= bs; b--) {
         for (int64_t r = 0; r < J; r++) st->tmp[r] = 0.0;
         const int64_t r1 = (b + 1) * ORACLE_BLOCK < v->T ? (b + 1) * ORACLE_BLOCK : v->T;
         int rc = future_rows(st, v, st->kj, J, b * ORACLE_BLOCK, r1, st->tmp, err);
@@ -187,6 +213,63 @@ static int join_suffixes(oracle_state *st, const policy_view *v, int64_t J, int6
         }
     }
     return KV_OK;
+}
+
+/* Whether the share holds these J joiners (st->kj, at v->pos[st->join[..]]) from blocks bs on,
+ * computed from the same queries: then their rows are what computing them gives, bit for bit. */
+static bool share_holds(const oracle_share *sh, const oracle_state *st, const policy_view *v, int64_t J, int64_t bs)
+{
+    if (!sh || sh->queries != v->queries || sh->lse != v->lse || sh->T != v->T || sh->D != v->D ||
+        sh->q_heads != v->q_heads || sh->bs != bs || sh->J != J)
+        return false;
+    for (int64_t r = 0; r < J; r++)
+        if (sh->pos[r] != v->pos[st->join[r]]) return false;
+    return memcmp(sh->keys, st->kj, sizeof(float) * (size_t)(J * v->D)) == 0;
+}
+
+/* The joiners just computed (their suffix rows in st) into the share, for the other budgets. */
+static int share_keep(oracle_share *sh, const oracle_state *st, const policy_view *v, int64_t J, int64_t bs,
+                      kv_err *err)
+{
+    const int64_t D = v->D, w = st->nb + 1 - bs;
+    sh->J = -1; /* holds nothing until filled */
+    if (J > sh->cap || sh->D != D || sh->T != v->T) {
+        free(sh->pos), free(sh->keys), free(sh->suf);
+        sh->pos = NULL, sh->keys = NULL, sh->suf = NULL, sh->cap = 0;
+        const int64_t cap = J > 64 ? J : 64;
+        if (!(sh->pos = kv_calloc((size_t)cap, sizeof(int64_t), "oracle share", err)) ||
+            !(sh->keys = kv_calloc((size_t)(cap * D), sizeof(float), "oracle share", err)) ||
+            !(sh->suf = kv_calloc((size_t)(cap * (st->nb + 1)), sizeof(double), "oracle share", err)))
+            return err->code;
+        sh->cap = cap;
+    }
+    for (int64_t r = 0; r < J; r++) {
+        sh->pos[r] = v->pos[st->join[r]];
+        memcpy(sh->suf + r * w, st->suf + st->mrow[st->join[r]] * (st->nb + 1) + bs, sizeof(double) * (size_t)w);
+    }
+    memcpy(sh->keys, st->kj, sizeof(float) * (size_t)(J * D));
+    sh->queries = v->queries, sh->lse = v->lse, sh->T = v->T, sh->D = D, sh->q_heads = v->q_heads;
+    sh->bs = bs, sh->J = J;
+    return KV_OK;
+}
+
+/* The joiners' suffix sums over the blocks from bs (the first to start after now), computed once
+ * (or, in lock step, copied from the budget that computed them at this step). */
+static int join_suffixes(oracle_state *st, const policy_view *v, int64_t J, int64_t bs, kv_err *err)
+{
+    const int64_t D = v->D, w = st->nb + 1;
+    for (int64_t r = 0; r < J; r++) {
+        memcpy(st->kj + r * D, v->keys + st->join[r] * D, sizeof(float) * (size_t)D);
+        st->suf[st->mrow[st->join[r]] * w + st->nb] = 0.0;
+    }
+    oracle_share *sh = v->share;
+    if (share_holds(sh, st, v, J, bs)) {
+        for (int64_t r = 0; r < J; r++)
+            memcpy(st->suf + st->mrow[st->join[r]] * w + bs, sh->suf + r * (w - bs), sizeof(double) * (size_t)(w - bs));
+        return KV_OK;
+    }
+    int rc = join_compute(st, v, J, bs, err);
+    return rc || !sh ? rc : share_keep(sh, st, v, J, bs, err);
 }
 
 static int oracle_score(const policy_config *cfg, void *state, const policy_view *v, double *scores, kv_err *err)
@@ -224,4 +307,6 @@ const policy_iface policy_oracle = {
     .score = oracle_score,
     .offline_only = true,
     .scores_comparable = true,
+    .share_create = share_create,
+    .share_destroy = share_destroy,
 };

@@ -376,47 +376,104 @@ static void kept_means(sim_result *out, int64_t ng, int64_t n_evicting)
     for (int64_t x = 0; x < ng; x++) out->kept_mean[x] = n_evicting ? out->kept_mean[x] / (double)n_evicting : NAN;
 }
 
-int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t capacity, int64_t layer,
-               int64_t g0, int64_t ng, sim_result *out, kv_err *err)
-{
-    const int64_t B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
-    const int64_t cap = plan_cache_rows(pc, capacity, B, ly->T);
-    const int64_t from = budget < capacity ? budget : capacity;
+/* One configuration's replay of one stream, step by step (sim_replay alone, sim_replay_group in
+ * lock step with the stream's other budgets). */
+typedef struct {
+    const sim_layer *ly;
+    const policy_config *pc;
+    int64_t capacity, layer, ng, from, n_evicting;
     replay_buf b;
-    int rc = buf_alloc(&b, ly, g0, ng, cap, err);
+    void *state;
+    sim_result *out;
+    double ns;             /* its own time so far */
+} replay_run;
+
+static int run_open(replay_run *r, const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t capacity,
+                    int64_t layer, int64_t g0, int64_t ng, sim_result *out, kv_err *err)
+{
+    const double t0 = kv_now_seconds();
+    const int64_t B = ly->chunk > ly->decode_chunk ? ly->chunk : ly->decode_chunk;
+    *r = (replay_run){.ly = ly, .pc = pc, .capacity = capacity, .layer = layer, .ng = ng, .out = out,
+                      .from = budget < capacity ? budget : capacity};
+    int rc = buf_alloc(&r->b, ly, g0, ng, plan_cache_rows(pc, capacity, B, ly->T), err);
     if (rc) return rc;
-    void *state = NULL;
-    if (pc->iface->create && (rc = pc->iface->create(pc, &state, err))) {
-        buf_free(&b);
+    if (pc->iface->create && (rc = pc->iface->create(pc, &r->state, err))) {
+        buf_free(&r->b);
         return rc;
     }
     out->metrics_ns = 0.0;
-    const double started = kv_now_seconds();
-    int64_t n_evicting = 0;
     for (int64_t x = 0; x < ng; x++) out->kept_mean[x] = 0.0, out->kept_hash[x] = KEPT_HASH_BASIS;
+    r->ns = (kv_now_seconds() - t0) * 1e9;
+    return KV_OK;
+}
+
+/* Chunk [p0, p1) as step `step`: candidates, measures (step 2), policy_step (steps 3 and 4). */
+static int run_step(replay_run *r, int64_t step, int64_t p0, int64_t p1, void *share, kv_err *err)
+{
+    const double t0 = kv_now_seconds();
+    const policy_config *pc = r->pc;
+    add_chunk(&r->b, r->ly, p0, p1);
+    measure(&r->b, r->ly, r->from, p0, p1, plan_policy_inputs(pc).attention);
+    const double t1 = kv_now_seconds();
+    r->out->metrics_ns += (t1 - t0) * 1e9;
+    policy_view view = view_of(&r->b, r->ly, pc, r->capacity, r->layer, step, p0, p1);
+    view.share = share;
+    int64_t kept = view.n;
+    int rc = policy_step(pc, r->state, &view, &r->b.step, compact, &r->b, &kept, err);
+    const bool evicted = plan_evicts(pc) && view.n > r->capacity;
+    for (int64_t x = 0; !rc && x < r->ng; x++) {
+        note_step(r->out, x, step, view.n, kept, evicted);
+        note_kept(r->out, x, step, r->b.pos, r->b.n);
+    }
+    r->n_evicting += evicted;
+    r->ns += (kv_now_seconds() - t0) * 1e9;
+    return rc;
+}
+
+/* The statistics (unless rc), the timing, and the buffers freed; returns rc or finish's error. */
+static int run_close(replay_run *r, int rc, kv_err *err)
+{
+    const double t0 = kv_now_seconds();
+    sim_result *out = r->out;
+    if (!rc) rc = finish(&r->b, r->ly, r->layer, out, err);
+    kept_means(out, r->ng, r->n_evicting);
+    out->calls = r->b.step.calls, out->candidates = r->b.step.candidates, out->score_ns = r->b.step.score_ns;
+    if (r->pc->iface->destroy) r->pc->iface->destroy(r->state);
+    buf_free(&r->b);
+    out->replay_ns = r->ns + (kv_now_seconds() - t0) * 1e9;
+    return rc;
+}
+
+int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t capacity, int64_t layer,
+               int64_t g0, int64_t ng, sim_result *out, kv_err *err)
+{
+    return sim_replay_group(ly, pc, 1, &budget, &capacity, layer, g0, ng, out, err);
+}
+
+int sim_replay_group(const sim_layer *ly, const policy_config *pc, int n, const int64_t *budgets,
+                     const int64_t *capacities, int64_t layer, int64_t g0, int64_t ng, sim_result *outs, kv_err *err)
+{
+    replay_run *runs = kv_calloc((size_t)n, sizeof *runs, "sim replay", err);
+    if (!runs) return err->code;
+    void *share = NULL;
+    int rc = n > 1 && pc->iface->share_create ? pc->iface->share_create(pc, &share, err) : KV_OK;
+    int opened = 0;
+    for (; !rc && opened < n; opened++)
+        if ((rc = run_open(&runs[opened], ly, pc, budgets[opened], capacities[opened], layer, g0, ng, &outs[opened],
+                           err)))
+            break;
     for (int64_t p0 = 0, step = 0; !rc && p0 < ly->T; step++) {
         const int64_t p1 = chunk_end(ly, p0);
-        add_chunk(&b, ly, p0, p1);
-        double t0 = kv_now_seconds();
-        measure(&b, ly, from, p0, p1, plan_policy_inputs(pc).attention);
-        out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
-        policy_view view = view_of(&b, ly, pc, capacity, layer, step, p0, p1);
-        int64_t kept = view.n;
-        rc = policy_step(pc, state, &view, &b.step, compact, &b, &kept, err); /* steps 3 and 4 */
-        const bool evicted = plan_evicts(pc) && view.n > capacity;
-        for (int64_t x = 0; !rc && x < ng; x++) {
-            note_step(out, x, step, view.n, kept, evicted);
-            note_kept(out, x, step, b.pos, b.n);
-        }
-        n_evicting += evicted;
+        for (int i = 0; !rc && i < n; i++) rc = run_step(&runs[i], step, p0, p1, share, err);
         p0 = p1;
     }
-    if (!rc) rc = finish(&b, ly, layer, out, err);
-    kept_means(out, ng, n_evicting);
-    out->calls = b.step.calls, out->candidates = b.step.candidates, out->score_ns = b.step.score_ns;
-    out->replay_ns = (kv_now_seconds() - started) * 1e9;
-    if (pc->iface->destroy) pc->iface->destroy(state);
-    buf_free(&b);
+    for (int i = 0; i < opened; i++) {
+        kv_err mine = {0};
+        const int rci = run_close(&runs[i], rc, rc ? &mine : err);
+        rc = rc ? rc : rci;
+    }
+    if (share) pc->iface->share_destroy(share);
+    free(runs);
     return rc;
 }
 

@@ -63,6 +63,13 @@ typedef struct {
 int sim_replay(const sim_layer *ly, const policy_config *pc, int64_t budget, int64_t cap, int64_t layer, int64_t g0,
                int64_t ng, sim_result *out, kv_err *err);
 
+/* sim_replay of n budgets (budgets[i], capacities[i] into outs[i]) of one stream under one
+ * configuration, in lock step: every budget's step s, in order, before any step s + 1, with the
+ * policy's share (policy_iface.share_create) when it has one. Each outs[i] is what sim_replay
+ * gives it alone, bit for bit. */
+int sim_replay_group(const sim_layer *ly, const policy_config *pc, int n, const int64_t *budgets,
+                     const int64_t *capacities, int64_t layer, int64_t g0, int64_t ng, sim_result *outs, kv_err *err);
+
 /* The number of eviction steps (chunks) of a replay over ly. */
 int64_t sim_replay_steps(const sim_layer *ly);
 

@@ -61,12 +61,20 @@ typedef struct {
     plan_stream stream;    /* its stream's layout (own_policy: an allocator's streaming head) */
 } sim_item;
 
+/* A task: items order[first .. first + n), replayed together (n > 1: one stream's budgets of a
+ * configuration whose policy shares work between them, in lock step: sim_replay_group). */
+typedef struct {
+    int first, n;
+} sim_task;
+
 typedef struct {
     const sim_opts *o;
     const sim_layer *ly;
     sim_results *res;
     int64_t layer;
     const sim_item *items;
+    const sim_task *tasks;
+    const int *order;      /* [n_items] the items, task by task */
     int *rc;               /* [n_items] */
     kv_err *errs;          /* [n_items] */
     double *replay_ns, *metrics_ns; /* [n_items] */
@@ -90,47 +98,90 @@ static sim_result item_result(const sim_results *r, const sim_item *it, int64_t 
     };
 }
 
-static void run_task(void *ctx_, int item, int thread)
+/* A replayed item's kept positions (retained [ng][T]) and scoring counters into the results. */
+static void item_done(task_ctx *t, int item, const sim_result *out, const int64_t *retained)
 {
-    (void)thread;
-    task_ctx *t = ctx_;
     sim_results *r = t->res;
     const sim_item *it = &t->items[item];
     const int64_t K = r->K, l = t->layer;
     const int c = it->c;
-    const policy_config *pc = sim_cfg_policy(t->o, c);
-    const int64_t budget = sim_cfg_budget(t->o, c);
-    int64_t *retained = malloc(sizeof(int64_t) * (size_t)(r->T * it->ng));
+    for (int64_t x = 0; x < it->ng; x++) {
+        int64_t *dst = r->retained[c] + (l * K + it->g0 + x) * r->width[c];
+        const int64_t n = out->n_retained[x];
+        KV_ASSERT(n <= r->width[c]);
+        for (int64_t i = 0; i < r->width[c]; i++) dst[i] = i < n ? retained[x * r->T + i] : RESULTS_PAD;
+    }
+    /* timing: one slot per (configuration, first kv head of the stream) */
+    r->calls[(size_t)c * (size_t)K + (size_t)it->g0] += out->calls;
+    r->candidates[(size_t)c * (size_t)K + (size_t)it->g0] += out->candidates;
+    r->score_ns[(size_t)c * (size_t)K + (size_t)it->g0] += out->score_ns;
+    t->replay_ns[item] = out->replay_ns, t->metrics_ns[item] = out->metrics_ns;
+}
+
+static void run_task(void *ctx_, int task, int thread)
+{
+    (void)thread;
+    task_ctx *t = ctx_;
+    sim_results *r = t->res;
+    const int n = t->tasks[task].n, *mem = t->order + t->tasks[task].first;
+    const sim_item *it = &t->items[mem[0]]; /* the stream, policy, allocator and chunk of every member */
+    const int64_t l = t->layer;
+    const policy_config *pc = sim_cfg_policy(t->o, it->c);
+    int64_t *retained = malloc(sizeof(int64_t) * (size_t)(r->T * it->ng * n));
+    int64_t *budgets = malloc(sizeof(int64_t) * 2 * (size_t)n), *caps = budgets ? budgets + n : NULL;
+    sim_result *outs = malloc(sizeof *outs * (size_t)n);
     /* the layers as this configuration sees them: its own prefill chunk (--chunks) */
     const int64_t n_ly = it->model ? r->L : 1;
-    sim_layer *ly = retained ? malloc(sizeof *ly * (size_t)n_ly) : NULL;
-    if (!ly) {
-        free(retained);
-        t->rc[item] = kv_fail(&t->errs[item], KV_EFAIL, "sim: out of memory");
-        return;
+    sim_layer *ly = malloc(sizeof *ly * (size_t)n_ly);
+    kv_err *err = &t->errs[mem[0]];
+    int rc = KV_OK;
+    if (!retained || !budgets || !outs || !ly) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
+    for (int64_t x = 0; !rc && x < n_ly; x++) ly[x] = t->ly[x], ly[x].chunk = sim_cfg_chunk(t->o, it->c);
+    for (int i = 0; !rc && i < n; i++) {
+        outs[i] = item_result(r, &t->items[mem[i]], l, retained + (size_t)i * (size_t)(r->T * it->ng));
+        budgets[i] = sim_cfg_budget(t->o, t->items[mem[i]].c), caps[i] = t->items[mem[i]].cap;
     }
-    for (int64_t x = 0; x < n_ly; x++) ly[x] = t->ly[x], ly[x].chunk = sim_cfg_chunk(t->o, c);
-    sim_result out = item_result(r, it, l, retained);
-    const alloc_config *ac = sim_cfg_alloc(t->o, c);
-    if (it->model) t->rc[item] = sim_replay_scope(ly, r->L, pc, ac, budget, 0, &out, &t->errs[item]);
-    else if (it->joint) t->rc[item] = sim_replay_scope(ly, 1, pc, ac, budget, l, &out, &t->errs[item]);
-    else t->rc[item] = sim_replay(ly, it->stream.own_policy ? &it->stream.own : pc, budget, it->cap, l, it->g0,
-                                  it->ng, &out, &t->errs[item]);
-    free(ly);
-    if (!t->rc[item]) {
-        for (int64_t x = 0; x < it->ng; x++) {
-            int64_t *dst = r->retained[c] + (l * K + it->g0 + x) * r->width[c];
-            const int64_t n = out.n_retained[x];
-            KV_ASSERT(n <= r->width[c]);
-            for (int64_t i = 0; i < r->width[c]; i++) dst[i] = i < n ? retained[x * r->T + i] : RESULTS_PAD;
-        }
-        /* timing: one slot per (configuration, first kv head of the stream) */
-        r->calls[(size_t)c * (size_t)K + (size_t)it->g0] += out.calls;
-        r->candidates[(size_t)c * (size_t)K + (size_t)it->g0] += out.candidates;
-        r->score_ns[(size_t)c * (size_t)K + (size_t)it->g0] += out.score_ns;
-        t->replay_ns[item] = out.replay_ns, t->metrics_ns[item] = out.metrics_ns;
+    const alloc_config *ac = sim_cfg_alloc(t->o, it->c);
+    if (!rc && (it->model || it->joint)) /* one item: a scope of streams under a dynamic allocator */
+        rc = sim_replay_scope(ly, it->model ? r->L : 1, pc, ac, budgets[0], it->model ? 0 : l, &outs[0], err);
+    else if (!rc)
+        rc = sim_replay_group(ly, it->stream.own_policy ? &it->stream.own : pc, n, budgets, caps, l, it->g0, it->ng,
+                              outs, err);
+    for (int i = 0; i < n; i++) {
+        t->rc[mem[i]] = rc;
+        if (rc) t->errs[mem[i]] = *err;
+        else item_done(t, mem[i], &outs[i], outs[i].retained);
     }
-    free(retained);
+    free(ly), free(outs), free(budgets), free(retained);
+}
+
+/* Whether items a and b are one stream's budgets of one configuration (policy, allocator,
+ * chunk) whose policy shares work between budgets (policy_iface.share_create): one task. */
+static bool same_group(const sim_opts *o, const sim_item *a, const sim_item *b)
+{
+    const policy_config *pc = sim_cfg_policy(o, a->c);
+    const bool plain = !a->joint && !a->model && !a->stream.own_policy && !b->joint && !b->model &&
+                       !b->stream.own_policy;
+    return plain && pc->iface->share_create && pc == sim_cfg_policy(o, b->c) &&
+           sim_cfg_alloc(o, a->c) == sim_cfg_alloc(o, b->c) && sim_cfg_chunk(o, a->c) == sim_cfg_chunk(o, b->c) &&
+           a->g0 == b->g0 && a->ng == b->ng;
+}
+
+/* The tasks over n items (order and tasks: [n]): each item with the later ones of its group
+ * (same_group), in item order; returns the number of tasks. */
+static int make_tasks(const sim_opts *o, const sim_item *items, int n, int *order, sim_task *tasks, uint8_t *taken)
+{
+    int nt = 0, k = 0;
+    memset(taken, 0, (size_t)n);
+    for (int i = 0; i < n; i++) {
+        if (taken[i]) continue;
+        tasks[nt] = (sim_task){.first = k, .n = 0};
+        for (int j = i; j < n; j++)
+            if (j == i || (!taken[j] && same_group(o, &items[i], &items[j])))
+                taken[j] = 1, order[k++] = j, tasks[nt].n++;
+        nt++;
+    }
+    return nt;
 }
 
 /* The work items of layer l, in a fixed order: per configuration, its streams as the plan lays
@@ -212,17 +263,21 @@ static int run_items(const sim_opts *o, const sim_layer *ly, sim_results *res, i
     int *rcs = calloc((size_t)n_items + 1, sizeof *rcs);
     kv_err *errs = calloc((size_t)n_items + 1, sizeof *errs);
     double *times = calloc((size_t)n_items * 2 + 1, sizeof *times);
-    if (!rcs || !errs || !times) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
+    int *order = calloc((size_t)n_items + 1, sizeof *order);
+    sim_task *tasks = calloc((size_t)n_items + 1, sizeof *tasks);
+    uint8_t *taken = calloc((size_t)n_items + 1, 1);
+    if (!rcs || !errs || !times || !order || !tasks || !taken) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
     if (!rc) {
-        task_ctx t = {o, ly, res, l, items, rcs, errs, times, times + n_items};
-        kv_parallel_for(n_items, o->threads > 0 ? o->threads : kv_cpu_count(), run_task, &t);
+        const int n_tasks = make_tasks(o, items, n_items, order, tasks, taken);
+        task_ctx t = {o, ly, res, l, items, tasks, order, rcs, errs, times, times + n_items};
+        kv_parallel_for(n_tasks, o->threads > 0 ? o->threads : kv_cpu_count(), run_task, &t);
         for (int i = 0; i < n_items && !rc; i++) /* the first failure in item order: deterministic */
             if (rcs[i]) /* the replay's input errors (overflow) name the trace here */
                 rc = rcs[i] == KV_EINPUT ? kv_fail(err, rcs[i], "%s: %s", o->trace, errs[i].msg)
                                          : kv_fail(err, rcs[i], "%s", errs[i].msg);
         for (int i = 0; i < n_items; i++) res->replay_s += times[i] * 1e-9, res->metrics_s += times[n_items + i] * 1e-9;
     }
-    free(rcs), free(errs), free(times);
+    free(rcs), free(errs), free(times), free(order), free(tasks), free(taken);
     return rc;
 }
 

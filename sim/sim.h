@@ -3,7 +3,8 @@
  * (all HDF5 I/O on this thread), its full-cache reference computed once, then
  * the configurations run as independent tasks on threads, each writing its own
  * result slot: the outputs are byte-identical whatever the thread count
- * (timing.csv aside). */
+ * (timing.csv aside). A policy that shares work between budgets
+ * (policy_iface.share_create) replays a stream's budgets as one task, in lock step. */
 #ifndef KV_SIM_H
 #define KV_SIM_H
 

@@ -117,6 +117,9 @@ typedef struct {
      * /wo: criticalkv) */
     const float *wo;
     int64_t wo_dim, wo_ld, q_head0;
+    /* with share_create: the state this stream's replays at the run's other budgets share with
+     * this one (sim replays them in lock step); NULL when replayed alone and in-model */
+    void *share;
 } policy_view;
 
 typedef struct policy_iface {
@@ -161,6 +164,14 @@ typedef struct policy_iface {
     bool needs_wo;
     bool (*needs_wo_for)(const policy_config *cfg);
     const char *without_wo;
+    /* optional: state shared by the replays of one stream under one configuration at several
+     * budgets. With share_create set, sim replays a stream's budgets of the configuration in lock
+     * step (every budget's step s before any step s + 1, in budget order) and hands each the
+     * same share in v->share; the policy may keep there what the budgets' replays would each
+     * compute alike, and must give every replay exactly what it computes alone (oracle: the
+     * future attention of the keys that join, docs/policies.md#oracles-incremental-form) */
+    int (*share_create)(const policy_config *cfg, void **share, kv_err *err);
+    void (*share_destroy)(void *share);
 } policy_iface;
 
 /* ---- plug-ins ---- */

@@ -3,7 +3,7 @@ out_rel_err, attn_recall (mean, p95, min) and final log-det per (policy,
 budget, layer, head, phase), for several (N, B, decode chunk) with a decode
 phase (h2o, tova in both scopes, snapkv and oracle included: their attention is recomputed here); full and
 N >= T exact; tova:scope=layer keeps one set for every kv head of a layer;
-thread-count invariance; bad arguments. TAP."""
+thread-count invariance; budgets replayed in lock step equal each budget alone; bad arguments. TAP."""
 import csv
 import filecmp
 import os
@@ -309,6 +309,52 @@ def threads_and_errors(tmp, trace):
     check(r.returncode == 2 and "--force" in r.stderr, "existing output directory refused without --force", r.stderr)
 
 
+def lockstep_budgets(tmp):
+    """A policy that shares work between budgets (oracle: the joiners' future attention) replays a
+    stream's budgets in lock step; each budget's results must be exactly what it gives alone: every
+    results.csv row and every dataset of its results.h5 run, bit for bit. T spans several of
+    oracle's 64-query blocks; chunks aligned to them (64) and not (48, 7), with a decode phase."""
+    global T, P
+    saved = T, P
+    T, P = 400, 330
+    try:
+        trace = os.path.join(tmp, "long.h5")
+        write_trace(trace, seed=11)
+    finally:
+        T, P = saved
+    policies, budgets = ["oracle", "keydiff", "h2o"], [8, 70, 130, 200]
+    for B, dc in ((64, 1), (48, 5), (7, 3)):
+        together = os.path.join(tmp, "lock_%d" % B)
+        r = run_sim(trace, together, policies, budgets, B, dc)
+        check(r.returncode == 0, "sim of %d budgets together (B=%d)" % (len(budgets), B), r.stderr)
+        if r.returncode:
+            return
+        with open(os.path.join(together, "results.csv")) as f:
+            head, *lines = f.read().splitlines()
+        col = head.split(",").index("budget")
+        bad = []
+        for N in budgets:
+            alone = os.path.join(tmp, "alone_%d_%d" % (B, N))
+            r = run_sim(trace, alone, policies, [N], B, dc)
+            if r.returncode:
+                bad.append((N, r.stderr))
+                continue
+            with open(os.path.join(alone, "results.csv")) as f:
+                mine = f.read().splitlines()[1:]
+            if mine != [x for x in lines if int(x.split(",")[col]) == N]:
+                bad.append((N, "results.csv rows differ"))
+            with h5py.File(os.path.join(together, "results.h5"), "r") as a, \
+                    h5py.File(os.path.join(alone, "results.h5"), "r") as b:
+                runs_a = {(g.attrs["config"], int(g.attrs["budget"])): g for g in a["runs"].values()}
+                for g in b["runs"].values():
+                    ga = runs_a[(g.attrs["config"], N)]
+                    for name, ds in g.items():
+                        if ds[()].tobytes() != ga[name][()].tobytes():
+                            bad.append((N, g.attrs["config"], name))
+        check(not bad, "each budget's results in lock step are its results alone, bit for bit "
+              "(oracle, keydiff, h2o; B=%d, decode chunk %d)" % (B, dc), str(bad[:4]))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="kvtrace-sim-")
     try:
@@ -317,6 +363,7 @@ def main():
         for B, dc in ((4, 1), (7, 3), (64, 1)):
             compare(tmp, trace, B, dc)
         threads_and_errors(tmp, trace)
+        lockstep_budgets(tmp)
     finally:
         shutil.rmtree(tmp)
     return finish()
