@@ -263,13 +263,15 @@ static void compact(void *ctx, const int64_t *keep, int64_t kept)
 {
     replay_buf *b = ctx;
     const int64_t D = b->D;
-    for (int64_t i = 0; i < kept; i++) {
-        int64_t s = keep[i];
-        b->pos[i] = b->pos[s];
+    for (int64_t i = 0, r; i < kept; i += r) { /* runs of consecutive kept rows, each moved at once */
+        const int64_t s = keep[i];
+        for (r = 1; i + r < kept && keep[i + r] == s + r; r++) {}
+        if (s == i) continue; /* already in place */
+        memmove(b->pos + i, b->pos + s, sizeof(int64_t) * (size_t)r);
         for (int64_t x = 0; x < b->ng; x++) {
             float *k = head_rows(b, b->k, x, D), *v = head_rows(b, b->v, x, D);
-            memmove(k + i * D, k + s * D, sizeof(float) * (size_t)D);
-            memmove(v + i * D, v + s * D, sizeof(float) * (size_t)D);
+            memmove(k + i * D, k + s * D, sizeof(float) * (size_t)(r * D));
+            memmove(v + i * D, v + s * D, sizeof(float) * (size_t)(r * D));
         }
     }
     b->evicted = b->evicted || kept < b->n;
