@@ -167,8 +167,11 @@ static bool same_group(const sim_opts *o, const sim_item *a, const sim_item *b)
            a->g0 == b->g0 && a->ng == b->ng;
 }
 
+/* A lock-step task's budgets at most: its memory is about that many replays' buffers at once. */
+enum { SIM_GROUP_MAX = 16 };
+
 /* The tasks over n items (order and tasks: [n]): each item with the later ones of its group
- * (same_group), in item order; returns the number of tasks. */
+ * (same_group, up to SIM_GROUP_MAX), in item order; returns the number of tasks. */
 static int make_tasks(const sim_opts *o, const sim_item *items, int n, int *order, sim_task *tasks, uint8_t *taken)
 {
     int nt = 0, k = 0;
@@ -176,7 +179,7 @@ static int make_tasks(const sim_opts *o, const sim_item *items, int n, int *orde
     for (int i = 0; i < n; i++) {
         if (taken[i]) continue;
         tasks[nt] = (sim_task){.first = k, .n = 0};
-        for (int j = i; j < n; j++)
+        for (int j = i; j < n && tasks[nt].n < SIM_GROUP_MAX; j++)
             if (j == i || (!taken[j] && same_group(o, &items[i], &items[j])))
                 taken[j] = 1, order[k++] = j, tasks[nt].n++;
         nt++;
