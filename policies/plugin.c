@@ -47,6 +47,13 @@ static int checked_observe(const policy_config *cfg, void *state, const policy_v
     return rc ? kv_fail_hook(err, rc, e->who, "observe") : KV_OK;
 }
 
+static int checked_share_create(const policy_config *cfg, void **share, kv_err *err)
+{
+    const policy_plugin_entry *e = (const policy_plugin_entry *)cfg->iface;
+    int rc = e->share_create(cfg, share, err);
+    return rc ? kv_fail_hook(err, rc, e->who, "share_create") : KV_OK;
+}
+
 /* The name is new: not a built-in's, an alias's, or a plug-in's loaded before. */
 static int check_name(const policy_plugins *t, const policy_aliases *a, const char *path, const char *name,
                       kv_err *err)
@@ -164,14 +171,20 @@ static int add_policy(policy_plugins *t, const policy_aliases *a, const char *pa
     int rc = check_name(t, a, path, e->iface.name, err);
     if (rc) return rc;
     if (!e->iface.score) return kv_fail(err, KV_EUSAGE, "%s: policy %s has no score", path, e->iface.name);
+    if (!e->iface.share_create != !e->iface.share_destroy)
+        return kv_fail(err, KV_EUSAGE, "%s: policy %s has %s without %s (a share needs both)", path, e->iface.name,
+                       e->iface.share_create ? "share_create" : "share_destroy",
+                       e->iface.share_create ? "share_destroy" : "share_create");
     if ((rc = policy_plugin_defaults(path, "policy", e->iface.name, e->iface.params, err))) return rc;
     if ((rc = check_presets(path, &e->iface, err))) return rc;
     if (!e->iface.summary) e->iface.summary = "(a plug-in's policy)";
     snprintf(e->who, sizeof e->who, "%s: policy %s", path, e->iface.name);
     e->score = e->iface.score, e->create = e->iface.create, e->observe = e->iface.observe;
+    e->share_create = e->iface.share_create;
     e->iface.score = checked_score;
     if (e->create) e->iface.create = checked_create;
     if (e->observe) e->iface.observe = checked_observe;
+    if (e->share_create) e->iface.share_create = checked_share_create;
     t->list[t->n++] = &e->iface;
     t->list[t->n] = NULL;
     return KV_OK;

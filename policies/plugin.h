@@ -23,6 +23,7 @@ typedef struct {
     int (*score)(const policy_config *cfg, void *state, const policy_view *v, double *scores, kv_err *err);
     int (*create)(const policy_config *cfg, void **state, kv_err *err);
     int (*observe)(const policy_config *cfg, void *state, const policy_view *v, kv_err *err);
+    int (*share_create)(const policy_config *cfg, void **share, kv_err *err);
     char who[POLICY_PLUGIN_PATH_MAX + 80];   /* "FILE: policy NAME", for messages */
     char file[POLICY_PLUGIN_PATH_MAX];       /* the plug-in's file as given, for messages */
     const policy_iface *orig;   /* the plug-in's own iface (in its tables, which outlive the entry): a Python

@@ -474,7 +474,7 @@ int sim_replay_group(const sim_layer *ly, const policy_config *pc, int n, const 
         const int rci = run_close(&runs[i], rc, rc ? &mine : err);
         rc = rc ? rc : rci;
     }
-    if (share) pc->iface->share_destroy(share);
+    if (share && pc->iface->share_destroy) pc->iface->share_destroy(share);
     free(runs);
     return rc;
 }

@@ -3,6 +3,7 @@
  *   BAD_SIZE    tables claiming a policy_view larger than the host's (built against a newer header)
  *   NO_TABLES   kvtrace_plugin_abi without kvtrace_plugin_tables
  *   CLASH       a policy named knorm (a built-in)
+ *   HALF_SHARE  share_create without share_destroy
  *   NAN_SCORE   loads, then scores one candidate NaN at the first evicting step */
 #include <math.h>
 
@@ -20,7 +21,20 @@ static int bad_score(const policy_config *cfg, void *state, const policy_view *v
     return KV_OK;
 }
 
+#ifdef HALF_SHARE
+static int half_share(const policy_config *cfg, void **share, kv_err *err)
+{
+    (void)cfg;
+    (void)err;
+    *share = NULL;
+    return KV_OK;
+}
+#endif
+
 static const policy_iface bad __attribute__((unused)) = {   /* unused where the tables are left out */
+#ifdef HALF_SHARE
+    .share_create = half_share,
+#endif
 #ifdef CLASH
     .name = "knorm",
 #else

@@ -3,8 +3,8 @@
 (for an ASan build of kvtrace, with the same sanitizer flags); (3) the installed kvtrace's sim, given the example
 (mypolicy, TOVA restated) and tests/plugins/knorm_plugin.c (plugknorm, knorm restated), keeps exactly the
 built-ins' sets at both TOVA scopes on a synthetic trace with D = 40 (the 16-lane sums and their tail);
-(4) bad plug-ins (another ABI, a larger struct, a missing symbol, a built-in's name, a file that is not there,
-one loaded twice) are refused with one line naming the file, exit 2, no output; a NaN score stops the run
+(4) bad plug-ins (another ABI, a larger struct, a missing symbol, a built-in's name, share_create without
+share_destroy, a file that is not there, one loaded twice) are refused with one line naming the file, exit 2, no output; a NaN score stops the run
 with one line naming the plug-in, exit 3, no output; (5) capture --evict mypolicy runs the model as --evict tova
 does (same tokens and recorded keys), and fidelity gives mypolicy tova's row; --alias NAME=mypolicy:scope=group
 works after --plugin; (6) plug-in allocators: the example's myalloc (pyramid restated) gives exactly pyramid's
@@ -12,7 +12,8 @@ results rows in sim (and in capture --evict / fidelity), tests/plugins/alloc_plu
 layer) and plugevenm (dynamic, the model) keep uniform's sets; a clash, a larger struct, a missing shares are
 refused at load (exit 2), capacities or shares that break the host's checks stop sim, capture and fidelity (one
 line naming the plug-in, exit 3, nothing written); `kvtrace policies --plugin` lists the plug-ins' policies and
-allocators."""
+allocators; (7) a plug-in policy with a share (tests/plugins/share_plugin.c) gets one share for its budgets
+of a stream, in lock step, and none for one budget alone."""
 import csv
 import os
 import shutil
@@ -32,7 +33,7 @@ import policy_trace as pt  # noqa: E402
 BUILD = os.environ.get("BUILD", "build")
 ASAN = "asan" in BUILD
 SAN_FLAGS = "-fsanitize=address,undefined -fno-sanitize-recover=all" if ASAN else ""
-BAD = ["BAD_ABI", "BAD_SIZE", "NO_TABLES", "CLASH"]
+BAD = ["BAD_ABI", "BAD_SIZE", "NO_TABLES", "CLASH", "HALF_SHARE"]
 
 
 def install(prefix):
@@ -114,6 +115,31 @@ def refusals(kv, tmp, prefix, trace, mine):
         check(r.returncode == 3 and len(lines) == 1 and (so + ": policy badpol gave a NaN score") in lines[0]
               and not os.path.exists(out), "a NaN score stops sim: one line naming the plug-in, exit 3, no output",
               "rc %d: %s" % (r.returncode, r.stderr))
+
+
+def share_case(kv, tmp, prefix, trace):
+    """A plug-in policy with a share (tests/plugins/share_plugin.c): its budgets of a stream run in lock
+    step with one share, and each budget's results are its results alone (it keeps the newest, as
+    streaming:sinks=0 does)."""
+    so = cc(tmp, prefix, "share_plugin.c", "shareprobe")
+    if not so:
+        return
+    env = dict(os.environ, SHAREPROBE_REQUIRE="1")
+    out = os.path.join(tmp, "share")
+    r = subprocess.run([kv, "sim", trace, "--budgets", "9,20", "--chunk", "7", "--decode-chunk", "3", "--quiet",
+                        "--threads", "2", "-o", out, "--plugin", so, "--policies", "shareprobe,streaming:sinks=0"],
+                       capture_output=True, text=True, env=env)
+    check(r.returncode == 0, "a plug-in's share: two budgets, every step with the share and in lock step", r.stderr)
+    if r.returncode == 0:
+        same = all(pt.kept(out, "shareprobe", "", N) == pt.kept(out, "streaming", "sinks=0", N) for N in (9, 20))
+        check(same, "shareprobe keeps streaming:sinks=0's sets (budgets 9, 20)")
+    alone = os.path.join(tmp, "share1")
+    r = subprocess.run([kv, "sim", trace, "--budgets", "9", "--chunk", "7", "--quiet", "-o", alone, "--plugin", so,
+                        "--policies", "shareprobe"], capture_output=True, text=True, env=env)
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 1 and len(lines) == 1 and "policy shareprobe: score failed: no share at step" in lines[0]
+          and not os.path.exists(alone), "one budget alone gets no share (the probe's refusal: one line, exit 1)",
+          "rc %d: %s" % (r.returncode, r.stderr))
 
 
 def capture_case(kv, tmp, mine):
@@ -261,6 +287,7 @@ def main():
         if mine and knorm:
             equivalence(kv, tmp, trace, mine, knorm)
             refusals(kv, tmp, prefix, trace, mine)
+            share_case(kv, tmp, prefix, trace)
             capture_case(kv, tmp, mine)
         myalloc = mine and os.path.join(os.path.dirname(mine), "myalloc.so")
         if myalloc:
