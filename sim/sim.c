@@ -155,14 +155,18 @@ static void run_task(void *ctx_, int task, int thread)
     free(ly), free(outs), free(budgets), free(retained);
 }
 
-/* Whether items a and b are one stream's budgets of one configuration (policy, allocator,
- * chunk) whose policy shares work between budgets (policy_iface.share_create): one task. */
+/* Whether item a may share a task: a plain stream (no dynamic scope, no allocator's own policy)
+ * of a policy that shares work between budgets (policy_iface.share_create). */
+static bool may_group(const sim_opts *o, const sim_item *a)
+{
+    return !a->joint && !a->model && !a->stream.own_policy && sim_cfg_policy(o, a->c)->iface->share_create;
+}
+
+/* Whether items a and b (a may_group) are one stream's budgets of one configuration (policy,
+ * allocator, chunk): one task. */
 static bool same_group(const sim_opts *o, const sim_item *a, const sim_item *b)
 {
-    const policy_config *pc = sim_cfg_policy(o, a->c);
-    const bool plain = !a->joint && !a->model && !a->stream.own_policy && !b->joint && !b->model &&
-                       !b->stream.own_policy;
-    return plain && pc->iface->share_create && pc == sim_cfg_policy(o, b->c) &&
+    return may_group(o, b) && sim_cfg_policy(o, a->c) == sim_cfg_policy(o, b->c) &&
            sim_cfg_alloc(o, a->c) == sim_cfg_alloc(o, b->c) && sim_cfg_chunk(o, a->c) == sim_cfg_chunk(o, b->c) &&
            a->g0 == b->g0 && a->ng == b->ng;
 }
@@ -178,10 +182,10 @@ static int make_tasks(const sim_opts *o, const sim_item *items, int n, int *orde
     memset(taken, 0, (size_t)n);
     for (int i = 0; i < n; i++) {
         if (taken[i]) continue;
-        tasks[nt] = (sim_task){.first = k, .n = 0};
-        for (int j = i; j < n && tasks[nt].n < SIM_GROUP_MAX; j++)
-            if (j == i || (!taken[j] && same_group(o, &items[i], &items[j])))
-                taken[j] = 1, order[k++] = j, tasks[nt].n++;
+        tasks[nt] = (sim_task){.first = k, .n = 1};
+        taken[i] = 1, order[k++] = i;
+        for (int j = i + 1; may_group(o, &items[i]) && j < n && tasks[nt].n < SIM_GROUP_MAX; j++)
+            if (!taken[j] && same_group(o, &items[i], &items[j])) taken[j] = 1, order[k++] = j, tasks[nt].n++;
         nt++;
     }
     return nt;
