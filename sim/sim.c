@@ -171,11 +171,13 @@ static bool same_group(const sim_opts *o, const sim_item *a, const sim_item *b)
            a->g0 == b->g0 && a->ng == b->ng;
 }
 
-/* A lock-step task's budgets at most: its memory is about that many replays' buffers at once. */
-enum { SIM_GROUP_MAX = 16 };
+/* A lock-step task holds every member's replay at once: at most 16 budgets whose capacities sum
+ * to at most 2^15 rows (a task of one budget may hold more), so a task never holds more than
+ * 16 replays' fixed buffers and rows that one replay of 2^15 rows would hold. */
+enum { SIM_GROUP_MAX = 16, SIM_GROUP_ROWS = 1 << 15 };
 
 /* The tasks over n items (order and tasks: [n]): each item with the later ones of its group
- * (same_group, up to SIM_GROUP_MAX), in item order; returns the number of tasks. */
+ * (same_group, within SIM_GROUP_MAX and SIM_GROUP_ROWS), in item order; returns the number of tasks. */
 static int make_tasks(const sim_opts *o, const sim_item *items, int n, int *order, sim_task *tasks, uint8_t *taken)
 {
     int nt = 0, k = 0;
@@ -184,8 +186,10 @@ static int make_tasks(const sim_opts *o, const sim_item *items, int n, int *orde
         if (taken[i]) continue;
         tasks[nt] = (sim_task){.first = k, .n = 1};
         taken[i] = 1, order[k++] = i;
+        int64_t rows = items[i].cap;
         for (int j = i + 1; may_group(o, &items[i]) && j < n && tasks[nt].n < SIM_GROUP_MAX; j++)
-            if (!taken[j] && same_group(o, &items[i], &items[j])) taken[j] = 1, order[k++] = j, tasks[nt].n++;
+            if (!taken[j] && items[j].cap <= SIM_GROUP_ROWS - rows && same_group(o, &items[i], &items[j]))
+                taken[j] = 1, order[k++] = j, tasks[nt].n++, rows += items[j].cap;
         nt++;
     }
     return nt;
