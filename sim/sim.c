@@ -177,8 +177,10 @@ static bool same_group(const sim_opts *o, const sim_item *a, const sim_item *b)
 enum { SIM_GROUP_MAX = 16, SIM_GROUP_ROWS = 1 << 15 };
 
 /* The tasks over n items (order and tasks: [n]): each item with the later ones of its group
- * (same_group, within SIM_GROUP_MAX and SIM_GROUP_ROWS), in item order; returns the number of tasks. */
-static int make_tasks(const sim_opts *o, const sim_item *items, int n, int *order, sim_task *tasks, uint8_t *taken)
+ * (same_group, within SIM_GROUP_MAX and SIM_GROUP_ROWS; none when !group), in item order; returns
+ * the number of tasks. */
+static int make_tasks(const sim_opts *o, const sim_item *items, int n, bool group, int *order, sim_task *tasks,
+                      uint8_t *taken)
 {
     int nt = 0, k = 0;
     memset(taken, 0, (size_t)n);
@@ -187,7 +189,7 @@ static int make_tasks(const sim_opts *o, const sim_item *items, int n, int *orde
         tasks[nt] = (sim_task){.first = k, .n = 1};
         taken[i] = 1, order[k++] = i;
         int64_t rows = items[i].cap;
-        for (int j = i + 1; may_group(o, &items[i]) && j < n && tasks[nt].n < SIM_GROUP_MAX; j++)
+        for (int j = i + 1; group && may_group(o, &items[i]) && j < n && tasks[nt].n < SIM_GROUP_MAX; j++)
             if (!taken[j] && items[j].cap <= SIM_GROUP_ROWS - rows && same_group(o, &items[i], &items[j]))
                 taken[j] = 1, order[k++] = j, tasks[nt].n++, rows += items[j].cap;
         nt++;
@@ -279,9 +281,13 @@ static int run_items(const sim_opts *o, const sim_layer *ly, sim_results *res, i
     uint8_t *taken = calloc((size_t)n_items + 1, 1);
     if (!rcs || !errs || !times || !order || !tasks || !taken) rc = kv_fail(err, KV_EFAIL, "sim: out of memory");
     if (!rc) {
-        const int n_tasks = make_tasks(o, items, n_items, order, tasks, taken);
+        /* grouping saves arithmetic but not wall time when it leaves threads idle: then every item alone
+         * (the results are the same either way) */
+        const int threads = o->threads > 0 ? o->threads : kv_cpu_count();
+        int n_tasks = make_tasks(o, items, n_items, true, order, tasks, taken);
+        if (n_tasks < threads && n_tasks < n_items) n_tasks = make_tasks(o, items, n_items, false, order, tasks, taken);
         task_ctx t = {o, ly, res, l, items, tasks, order, rcs, errs, times, times + n_items};
-        kv_parallel_for(n_tasks, o->threads > 0 ? o->threads : kv_cpu_count(), run_task, &t);
+        kv_parallel_for(n_tasks, threads, run_task, &t);
         for (int i = 0; i < n_items && !rc; i++) /* the first failure in item order: deterministic */
             if (rcs[i]) /* the replay's input errors (overflow) name the trace here */
                 rc = rcs[i] == KV_EINPUT ? kv_fail(err, rcs[i], "%s: %s", o->trace, errs[i].msg)

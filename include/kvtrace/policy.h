@@ -165,10 +165,11 @@ typedef struct policy_iface {
     bool (*needs_wo_for)(const policy_config *cfg);
     const char *without_wo;
     /* optional: state shared by the replays of one stream under one configuration at several
-     * budgets. With share_create set, sim replays a stream's budgets of the configuration in lock
-     * step (every budget's step s before any step s + 1, in budget order) and hands each the
-     * same share in v->share; the policy may keep there what the budgets' replays would each
-     * compute alike, and must give every replay exactly what it computes alone (oracle: the
+     * budgets. With share_create set, sim may replay a stream's budgets of the configuration in
+     * lock step (every budget's step s before any step s + 1, in budget order; not when that would
+     * leave threads idle) and then hands each the same share in v->share; the policy may keep there
+     * what the budgets' replays would each compute alike, and must give every replay exactly what
+     * it computes alone (oracle: the
      * future attention of the keys that join, docs/policies.md#oracles-incremental-form) */
     int (*share_create)(const policy_config *cfg, void **share, kv_err *err);
     void (*share_destroy)(void *share);

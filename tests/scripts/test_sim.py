@@ -353,6 +353,13 @@ def lockstep_budgets(tmp):
                             bad.append((N, g.attrs["config"], name))
         check(not bad, "each budget's results in lock step are its results alone, bit for bit "
               "(oracle, keydiff, h2o; B=%d, decode chunk %d)" % (B, dc), str(bad[:4]))
+        # oracle alone on 16 threads: grouping would leave threads idle, so every budget is its own task
+        wide = os.path.join(tmp, "wide_%d" % B)
+        r = run_sim(trace, wide, ["oracle"], budgets, B, dc, threads="16")
+        with open(os.path.join(wide, "results.csv")) as f:
+            rows = f.read().splitlines()[1:] if r.returncode == 0 else None
+        check(rows == [x for x in lines if x.startswith("oracle,")], "oracle's budgets as separate tasks "
+              "(16 threads) give its rows in lock step, bit for bit (B=%d)" % B, r.stderr)
 
 
 def main():
