@@ -172,8 +172,8 @@ static bool same_group(const sim_opts *o, const sim_item *a, const sim_item *b)
 }
 
 /* A lock-step task holds every member's replay at once: at most 16 budgets whose capacities sum
- * to at most 2^15 rows (a task of one budget may hold more), so a task never holds more than
- * 16 replays' fixed buffers and rows that one replay of 2^15 rows would hold. */
+ * to at most 2^15 rows (a budget above that runs alone, as ever), so a group never holds more than
+ * 16 replays' fixed buffers and the rows one replay of 2^15 rows would hold. */
 enum { SIM_GROUP_MAX = 16, SIM_GROUP_ROWS = 1 << 15 };
 
 /* The tasks over n items (order and tasks: [n]): each item with the later ones of its group
