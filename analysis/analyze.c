@@ -347,7 +347,7 @@ static int write_tail(analyze_ctx *c, kv_err *err)
 /* The analysis proper into `dir`, once the inputs are read and checked. */
 static int analyze_body(analyze_ctx *c, const char *dir, kv_err *err)
 {
-    const int threads = c->o->threads > 0 ? c->o->threads : kv_cpu_count();
+    const int threads = kv_threads(c->o->threads);
     int rc = alloc_results(c, err);
     if (!rc) {
         if (!c->no_warnings) warn_missing(c);

@@ -155,7 +155,7 @@ static int capture_tokens(const capture_opts *o, const alloc_config *ac, const b
                           double load_s, kv_err *err)
 {
     run_opts ro = {.model = m, .model_path = o->model, .backend = be, .backend_ctx = bctx, .tokens = tokens,
-                   .T = T, .P = P, .chunk = o->chunk, .evict = &o->evict, .budget = o->budget,
+                   .threads = o->threads, .T = T, .P = P, .chunk = o->chunk, .evict = &o->evict, .budget = o->budget,
                    .alloc = ac->iface ? ac : NULL,
                    .output = o->dry_run ? NULL : o->output, .verb = "capture", .trace = trace_wants(o),
                    .beyond_context = o->beyond_context, .prompt_text = text, .prompt_chat = chat,
@@ -253,7 +253,7 @@ static backend_request request_of(const capture_opts *o)
 {
     return (backend_request){.evict = o->evict.iface != NULL, .attention_full = o->attention == ATTN_FULL,
                              .weights = o->weights < 0 ? 0 : o->weights,
-                             .threads = o->threads > 0 ? o->threads : kv_cpu_count()};
+                             .threads = kv_threads(o->threads)};
 }
 
 int capture_loaded(const capture_opts *o, const kv_model *model, const int32_t *ids, int64_t n_ids, kv_err *err)

@@ -11,7 +11,7 @@ int recorder_init(recorder *r, trace_writer *w, const model_config *cfg, recorde
                   const int32_t *tokens, int64_t T, int64_t max_chunk, kv_err *err)
 {
     memset(r, 0, sizeof *r);
-    r->w = w, r->cfg = *cfg, r->want = want, r->T = T, r->tokens = tokens, r->pending_pos = -1;
+    r->w = w, r->cfg = *cfg, r->want = want, r->T = T, r->tokens = tokens, r->pending_pos = -1, r->threads = 1;
     size_t B = (size_t)max_chunk;
     size_t width = (size_t)(cfg->head_dim > 1 ? cfg->head_dim : 1);
     if (!(r->rows = kv_calloc(B * width, sizeof(float), "recorder rows", err)) ||
@@ -126,7 +126,7 @@ static int on_logits(void *ctx, int64_t pos0, int64_t n, const float *logits, kv
     int64_t done = r->known - pos0 - 1;
     done = done < 0 ? 0 : done > n ? n : done;
     logprob_job job = {r, logits, pos0};
-    kv_parallel_for((int)done, done >= 16 ? kv_cpu_count() : 1, logprob_row, &job);
+    kv_parallel_for((int)done, done >= 16 ? r->threads : 1, logprob_row, &job);
     if (done < n) { /* next token not decided yet (or none: the end): the chunk's last row */
         memcpy(r->pending, logits + (n - 1) * V, sizeof(float) * (size_t)V);
         r->pending_pos = pos0 + n - 1;

@@ -34,6 +34,7 @@ typedef struct {
     float *logprob;         /* [B] */
     float *pending;         /* [V] logits of a row whose next token was not yet known */
     int64_t pending_pos;    /* -1: none */
+    int threads;            /* threads for the log-probabilities (at least 1; results do not depend on it) */
 } recorder;
 
 int recorder_init(recorder *r, trace_writer *w, const model_config *cfg, recorder_wants want,

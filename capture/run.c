@@ -9,6 +9,7 @@
 #include "capture/evict.h"
 #include "capture/record_device.h"
 #include "capture/recorder.h"
+#include "core/parallel.h"
 #include "core/utf8.h"
 #include "core/version.h"
 #include "expr/expr.h"
@@ -187,6 +188,7 @@ static int start_recording(kv_run *r, kv_err *err)
     if (rc) return rc;
     r->recording = true;
     r->rec.known = o->P;
+    r->rec.threads = kv_threads(o->threads);
     r->obs = recorder_observer(&r->rec);
     if (r->be->staging) {
         rc = record_device_init(&r->rd, &r->rec, r->be, o->backend_ctx, &r->rec.cfg, r->fw.max_chunk, 2, err);

@@ -34,6 +34,7 @@ typedef struct {
     const backend_iface *backend; /* NULL: the first of backend_all() (cpu) */
     void *backend_ctx;            /* its open instance (backend_open); one run per instance with prepare */
     const int32_t *tokens;        /* [T] the sequence (run_sequence) */
+    int threads;                  /* host threads the recording may use, as --threads (0: every CPU) */
     int64_t T, P;                 /* positions; the prompt's (decided at the start) */
     int64_t chunk;                /* B: the largest step */
     const policy_config *evict;   /* eviction inside the run; NULL or no iface: the full cache */

@@ -52,6 +52,11 @@ int kv_cpu_count(void)
     return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : (int)n;
 }
 
+int kv_threads(int requested)
+{
+    return requested > 0 ? requested : kv_cpu_count();
+}
+
 void kv_blas_single_threaded(void)
 {
     openblas_set_num_threads(1);

@@ -14,6 +14,10 @@ void kv_parallel_for(int n_items, int n_threads, kv_item_fn fn, void *ctx);
 /* Online CPUs (at least 1). */
 int kv_cpu_count(void);
 
+/* The threads a --threads option asks for: requested when positive, else
+ * every online CPU. */
+int kv_threads(int requested);
+
 /* Tells OpenBLAS to run every call on the calling thread (main() does so
  * first). Its own threads split a product by the thread count, and some of
  * its kernels (Haswell's) then sum an element in another order: kvtrace's

@@ -80,6 +80,7 @@ static int open_run(const fidelity_opts *o, fid_state *s, const fid_config *r0, 
                     const char *trace_path, kv_run **r, kv_err *err)
 {
     run_opts ro = {.model = s->m, .model_path = o->seq.model, .backend_ctx = s->cpu, .tokens = s->tokens, .T = s->T, .P = s->P,
+                   .threads = o->sim_threads,
                    .chunk = fc ? fc->chunk : s->full_chunk, .evict = fc ? fc->pc : NULL, .budget = fc ? fc->budget : 0,
                    .alloc = fc ? &s->acs[fc - r0] : NULL, .output = trace_path, .verb = "fidelity",
                    .trace = {.storage = TRACE_F32}, .beyond_context = o->seq.beyond_context,
@@ -132,7 +133,7 @@ static int full_walk(const fidelity_opts *o, fid_state *s, kv_err *err)
 static int setup(const fidelity_opts *o, fid_state *s, const char *trace_path, fid_results *r, kv_err *err)
 {
     s->m = o->loaded ? o->loaded : &s->own;
-    const backend_request cpu = {.threads = o->sim_threads > 0 ? o->sim_threads : kv_cpu_count()};
+    const backend_request cpu = {.threads = kv_threads(o->sim_threads)};
     int rc = backend_open(&BACKEND_CPU, &cpu, &s->cpu, err);
     if (!rc && !o->loaded) rc = model_load(o->seq.model, o->seq.tokenizer, &s->own, err);
     if (!rc && o->seq.ids) rc = given_sequence(&o->seq, &s->tokens, &s->P, &s->T, &s->text, &s->chat, err);

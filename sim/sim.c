@@ -240,7 +240,7 @@ static int prepare_layer(const sim_opts *o, trace *tr, int64_t l, layer_bufs *b,
     if (rc) return rc;
     double t1 = kv_now_seconds();
     res->load_s += t1 - t0;
-    const int threads = o->threads > 0 ? o->threads : kv_cpu_count();
+    const int threads = kv_threads(o->threads);
     if (sim_reference_recorded(tr)) { /* recorded at capture (or by synth): read, not recomputed */
         if ((rc = sim_reference_read(ref, tr, l, err))) return rc;
     } else if (sim_reference_compute(ref, b->q, b->k, b->v, m->n_tokens, m->head_dim, m->n_heads, m->n_kv_heads,
@@ -283,7 +283,7 @@ static int run_items(const sim_opts *o, const sim_layer *ly, sim_results *res, i
     if (!rc) {
         /* grouping saves arithmetic but not wall time when it leaves threads idle: then every item alone
          * (the results are the same either way) */
-        const int threads = o->threads > 0 ? o->threads : kv_cpu_count();
+        const int threads = kv_threads(o->threads);
         int n_tasks = make_tasks(o, items, n_items, true, order, tasks, taken);
         if (n_tasks < threads && n_tasks < n_items) n_tasks = make_tasks(o, items, n_items, false, order, tasks, taken);
         task_ctx t = {o, ly, res, l, items, tasks, order, rcs, errs, times, times + n_items};

@@ -102,7 +102,7 @@ static double sim_lockstep_bytes(const sim_opts *o, const trace_meta *m, int *n_
             }
     }
     if (!*n_model) return 0;
-    const int threads = o->threads > 0 ? o->threads : kv_cpu_count();
+    const int threads = kv_threads(o->threads);
     const double at_once = fmin((double)threads, (double)*n_model);
     /* every layer's queries, keys, values and full-cache reference, plus the configurations running at once */
     return L * ((H + 2 * K) * T * D * 4 + H * T * (D * 4 + 8)) + at_once * per_cfg;

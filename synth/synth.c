@@ -259,7 +259,7 @@ int synth_write(const synth_config *cfg, const char *path, const trace_create_op
     opts.want[TRACE_ATTN_OUT] = opts.want[TRACE_ATTN_LSE] = opts.want[TRACE_ATTN_MAX] = true;
     opts.expected_tokens = T;
 
-    int threads = cfg->threads > 0 ? cfg->threads : kv_cpu_count();
+    int threads = kv_threads(cfg->threads);
     kv_blas_single_threaded(); /* our threads split the work; BLAS inside each stays serial */
     synth_buffers b;
     int rc = buffers_alloc(&b, T, D, G, threads, err);
