@@ -239,7 +239,7 @@ FUZZ_BPE_SRC    := model/tokenizer/bpe.c model/tokenizer/bpe_encode.c model/toke
                    model/tokenizer/pretok.c model/tokenizer/tokjson_check.c model/tokenizer/nfc_map.c \
                    model/tokenizer/spm_hf.c core/utf8.c
 FUZZ_trace_validate_SRC := $(wildcard tests/fuzz/*.c) $(CORE_SRC)
-FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(wildcard model/formats/*.c) model/model.c model/arch.c model/weights16.c \
+FUZZ_gguf_SRC   := $(wildcard tests/fuzz_gguf/*.c) $(CORE_SRC) $(wildcard model/formats/*.c) model/model.c model/arch.c model/weights.c \
                    model/tokenizer/vocab.c model/tokenizer/vocab_hf.c model/tokenizer/vocab_hf_chat.c $(FUZZ_BPE_SRC)
 FUZZ_tokens_SRC := tests/fuzz_tokens/fuzz_tokens.c model/tokenizer/vocab.c model/tokenizer/tokenizer.c \
                    model/tokenizer/token_file.c core/kv_error.c core/fileopen.c $(FUZZ_BPE_SRC)

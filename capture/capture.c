@@ -10,7 +10,7 @@
 
 #include "capture/kvzip.h"
 #include "capture/run.h"
-#include "model/weights16.h"
+#include "model/weights.h"
 #include "core/outfile.h"
 #include "core/parallel.h"
 #include "core/progress.h"

@@ -17,7 +17,7 @@
 
 #include "model/backend.h"
 #include "model/forward.h"
-#include "model/weights16.h"
+#include "model/weights.h"
 #include "core/attn_causal.h"
 
 typedef struct {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/weights16.h"
+#include "model/weights.h"
 #include "core/finite.h"
 #include "core/progress.h"
 

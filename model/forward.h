@@ -24,7 +24,7 @@
 typedef struct {
     /* y[n][out] = x[n][in] . W[out][in]^T */
     void (*matmul)(void *ctx, const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out);
-    /* The same for W of a 16-bit type t (model/weights16.h), widened to
+    /* The same for W of a 16-bit type t (model/weights.h), widened to
      * float32 a block of whole rows at a time into tile [tile_n] floats
      * (workers parts of FORWARD_WTILE rows of `in` floats; at least one):
      * each y element is a float32 product of the same values as matmul's

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "model/formats/format.h"
-#include "model/weights16.h"
+#include "model/weights.h"
 
 static const struct {
     const char *name;

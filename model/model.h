@@ -6,7 +6,7 @@
  * three, the embedding and the output) are of the model's one type `wtype`:
  * float32, IEEE half / bfloat16 held in 16 bits, or each matrix in its GGUF
  * file's own ggml type (quantised blocks), decoded a tile at a time inside
- * the products (model/weights16.h; docs/capture.md). */
+ * the products (model/weights.h; docs/capture.md). */
 #ifndef KV_MODEL_H
 #define KV_MODEL_H
 
@@ -45,7 +45,7 @@ typedef struct {
 /* The type of the weight matrices in memory: the codes of --weights and
  * backend_request.weights; MODEL_W_KEEP asks a loader for the file's own.
  * MODEL_W_GGML (a GGUF file's quantised matrices, kept): every matrix is a
- * weights_ggml (weights16.h), its blocks of the file's ggml type. */
+ * weights_ggml (weights.h), its blocks of the file's ggml type. */
 typedef enum { MODEL_W_KEEP = -1, MODEL_W_F32 = 0, MODEL_W_F16 = 1, MODEL_W_BF16 = 2, MODEL_W_GGML = 3 } model_wtype;
 
 /* A matrix of the model's wtype: float32, 16-bit words, or a weights_ggml (kv_model.wtype). */

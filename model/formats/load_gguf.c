@@ -28,7 +28,7 @@
 #include "model/formats/ggml_types.h"
 #include "model/formats/gguf.h"
 #include "model/model.h"
-#include "model/weights16.h"
+#include "model/weights.h"
 #include "model/tokenizer/bpe.h"
 
 #define ABSENT_ID 0xFFFFFFFFu /* a special-token id that is not set */

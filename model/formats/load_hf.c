@@ -31,7 +31,7 @@
 #include "model/formats/hf.h"
 #include "model/formats/safetensors.h"
 #include "model/model.h"
-#include "model/weights16.h"
+#include "model/weights.h"
 
 #define MAX_SHARDS 4096
 #define PATH_CAP 4096

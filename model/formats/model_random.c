@@ -29,7 +29,7 @@
 #include "model/formats/ggml_types.h"
 #include "model/formats/format.h"
 #include "model/model.h"
-#include "model/weights16.h"
+#include "model/weights.h"
 #include "core/model_shapes.h"
 #include "core/parallel.h"
 #include "core/rng.h"

@@ -1,4 +1,4 @@
-/* 16-bit weight matrices (model/weights16.h) and the CPU's tiled product
+/* 16-bit weight matrices (model/weights.h) and the CPU's tiled product
  * (FORWARD_CPU.matmul16) against independent computations: the compiler's
  * _Float16 and bit arithmetic for the conversions, a double-precision loop
  * for the product. */
@@ -9,7 +9,7 @@
 
 #include "model/forward.h"
 #include "model/backend.h"
-#include "model/weights16.h"
+#include "model/weights.h"
 #include "core/rng.h"
 
 static float from_bits(uint32_t u)

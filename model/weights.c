@@ -1,5 +1,5 @@
-/* 16-bit weight matrices (weights16.h). */
-#include "model/weights16.h"
+/* weights: weight matrices as the host holds them (weights.h). */
+#include "model/weights.h"
 
 #include <inttypes.h>
 #include <math.h>

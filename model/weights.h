@@ -1,15 +1,16 @@
-/* weights16: weight matrices held in fewer than 32 bits on the host.
+/* weights: weight matrices as the host holds them: float32 (in the file's
+ * mapping where it is aligned), 16 bits, or the file's ggml blocks.
  *
  * A model's matrices (model.h: model_mat) are float32, IEEE half (F16) or
  * bfloat16 (BF16), one type per model (kv_model.wtype), or (MODEL_W_GGML)
  * each in its GGUF file's own ggml type, quantised blocks included
  * (weights_ggml: Q4_K, Q6_K, Q8_0, ... as model/formats/ggml_types.c
- * decodes them). They are widened to float32 a tile at a time inside the
- * products (backend_cpu.c), never as a whole: memory holds 2 bytes per
- * weight, or the file's bytes. Rounding float32 to 16 bits is to nearest
+ * decodes them). The 16-bit and ggml ones are widened to float32 a tile at
+ * a time inside the products (backend_cpu.c), never as a whole: memory
+ * holds 2 bytes per weight, or the file's bytes. Rounding float32 to 16 bits is to nearest
  * even (core/half.h). */
-#ifndef KV_WEIGHTS16_H
-#define KV_WEIGHTS16_H
+#ifndef KV_WEIGHTS_H
+#define KV_WEIGHTS_H
 
 #include <stdbool.h>
 #include <stddef.h>
