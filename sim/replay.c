@@ -378,6 +378,25 @@ static void kept_means(sim_result *out, int64_t ng, int64_t n_evicting)
     for (int64_t x = 0; x < ng; x++) out->kept_mean[x] = n_evicting ? out->kept_mean[x] / (double)n_evicting : NAN;
 }
 
+/* Chunk [p0, p1) of one stream: its candidates, the measures (step 2) and the policy's view. */
+static policy_view stream_chunk(replay_buf *b, const sim_layer *ly, const policy_config *pc, int64_t from,
+                                int64_t capacity, int64_t layer, int64_t step, int64_t p0, int64_t p1)
+{
+    add_chunk(b, ly, p0, p1);
+    measure(b, ly, from, p0, p1, plan_policy_inputs(pc).attention);
+    return view_of(b, ly, pc, capacity, layer, step, p0, p1);
+}
+
+/* A step's counts and kept set for kv heads x0 .. x0 + ng of out, all held by stream b. */
+static void note_heads(sim_result *out, int64_t x0, int64_t ng, int64_t step, int64_t cand, int64_t kept,
+                       bool evicted, const replay_buf *b)
+{
+    for (int64_t x = x0; x < x0 + ng; x++) {
+        note_step(out, x, step, cand, kept, evicted);
+        note_kept(out, x, step, b->pos, b->n);
+    }
+}
+
 /* One configuration's replay of one stream, step by step (sim_replay alone, sim_replay_group in
  * lock step with the stream's other budgets). */
 typedef struct {
@@ -414,19 +433,13 @@ static int run_step(replay_run *r, int64_t step, int64_t p0, int64_t p1, void *s
 {
     const double t0 = kv_now_seconds();
     const policy_config *pc = r->pc;
-    add_chunk(&r->b, r->ly, p0, p1);
-    measure(&r->b, r->ly, r->from, p0, p1, plan_policy_inputs(pc).attention);
-    const double t1 = kv_now_seconds();
-    r->out->metrics_ns += (t1 - t0) * 1e9;
-    policy_view view = view_of(&r->b, r->ly, pc, r->capacity, r->layer, step, p0, p1);
+    policy_view view = stream_chunk(&r->b, r->ly, pc, r->from, r->capacity, r->layer, step, p0, p1);
+    r->out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
     view.share = share;
     int64_t kept = view.n;
     int rc = policy_step(pc, r->state, &view, &r->b.step, compact, &r->b, &kept, err);
     const bool evicted = plan_evicts(pc) && view.n > r->capacity;
-    for (int64_t x = 0; !rc && x < r->ng; x++) {
-        note_step(r->out, x, step, view.n, kept, evicted);
-        note_kept(r->out, x, step, r->b.pos, r->b.n);
-    }
+    if (!rc) note_heads(r->out, 0, r->ng, step, view.n, kept, evicted, &r->b);
     r->n_evicting += evicted;
     r->ns += (kv_now_seconds() - t0) * 1e9;
     return rc;
@@ -549,12 +562,8 @@ static sim_result head_result(const sim_result *out, const sim_layer *ly, int64_
 static void scope_chunk(scope_bufs *l, const sim_layer *lys, const policy_config *pc, int64_t budget,
                         int64_t layer0, int64_t step, int64_t p0, int64_t p1)
 {
-    for (int64_t x = 0; x < l->S; x++) {
-        const sim_layer *ly = &lys[x / l->per];
-        add_chunk(&l->b[x], ly, p0, p1);
-        measure(&l->b[x], ly, budget, p0, p1, plan_policy_inputs(pc).attention);
-        l->views[x] = view_of(&l->b[x], ly, pc, budget, layer0 + x / l->per, step, p0, p1);
-    }
+    for (int64_t x = 0; x < l->S; x++)
+        l->views[x] = stream_chunk(&l->b[x], &lys[x / l->per], pc, budget, budget, layer0 + x / l->per, step, p0, p1);
 }
 
 int sim_replay_scope(const sim_layer *lys, int64_t n_layers, const policy_config *pc, const alloc_config *ac,
@@ -581,10 +590,8 @@ int sim_replay_scope(const sim_layer *lys, int64_t n_layers, const policy_config
         out->metrics_ns += (kv_now_seconds() - t0) * 1e9;
         bool evicted = false;
         rc = alloc_scope_step(&args, l.kept, &evicted, err);
-        for (int64_t x = 0; !rc && x < S * ng; x++) {
-            note_step(out, x, step, l.views[x / ng].n, l.kept[x / ng], evicted);
-            note_kept(out, x, step, l.b[x / ng].pos, l.b[x / ng].n);
-        }
+        for (int64_t x = 0; !rc && x < S; x++)
+            note_heads(out, x * ng, ng, step, l.views[x].n, l.kept[x], evicted, &l.b[x]);
         n_evicting += evicted;
         p0 = p1;
     }
