@@ -16,9 +16,13 @@ fastest of 128, 256, 512 and 1024 on SmolLM2 and the 4-layer model here; llama.c
 Rates are tokens over the evaluation's seconds (capture --stats' `seconds`: the load excluded); peak RSS is
 /usr/bin/time's, mapped weight pages included, of the --no-logprobs recording and of llama.cpp's process.
 Goals: recording >= 1.0x and dry-run >= 1.2x on the F32 and F16 files; peak RSS <= 1.2x; the quantised files
-are reported (llama.cpp computes their products with integer dot products; kvtrace decodes them to float32)."""
+are reported (llama.cpp computes their products with integer dot products; kvtrace decodes them to float32).
+Where node-llama-cpp loads its Sapphire Rapids variant (built with AMX tile instructions), each file at T = 1024
+is timed once more with llama.cpp on a copy of the install without that variant (it then loads the next best one
+for the CPU), for the record: a row of its own, "report"."""
 import hashlib
 import os
+import shutil
 
 from bench_common import (BUILD, FULL, KV, LLAMACPP_VERSION, ROOT, THREADS, capture_stats, kv_blas, llamacpp_dir, met,
                           peer_python, ratio, run, timed, token_file)
@@ -60,6 +64,23 @@ def kvtrace_run(model, tok, trace, extra):
     return capture_stats(p.stderr)["tokens_per_s"], rss
 
 
+def without_sapphirerapids(nm):
+    """A copy of node-llama-cpp's modules (made once) without its Sapphire Rapids CPU variant, the one built with
+    AMX tile instructions: llama.cpp then loads its next best variant for this CPU. None where the install has
+    no such variant."""
+    rel = os.path.join("@node-llama-cpp", "linux-x64", "bins", "linux-x64", "libggml-cpu-sapphirerapids.so")
+    if not os.path.exists(os.path.join(nm, rel)):
+        return None
+    d = os.path.join(ROOT, BUILD, "llamacpp-%s-no-sapphirerapids" % LLAMACPP_VERSION, "node_modules")
+    if not os.path.isdir(d):
+        tmp = d + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(nm, tmp, symlinks=True)
+        os.remove(os.path.join(tmp, rel))
+        os.replace(tmp, d)
+    return d
+
+
 def llamacpp_run(model, tok, nm):
     p, rss = timed(["node", os.path.join(HERE, "peer_llamacpp.mjs"), "--model", model, "--tokens", tok, "--threads",
                     THREADS, "--reps", "3", "--node-modules", nm])
@@ -86,6 +107,21 @@ def measure(model, T, tmp, nm):
     return mine, peer
 
 
+def other_variant(model, T, tmp, nm, what, backend, rec, lean, dry):
+    """The row of llama.cpp without the variant it chose (for the record: how much of its rate that variant's
+    instructions give); kvtrace's rates are the ones measured beside the main peer."""
+    tok = token_file(os.path.join(tmp, "llamacpp-tokens-%d" % T), T)
+    best = None
+    for _ in range(REPS):
+        p = llamacpp_run(model, tok, nm)
+        best = p if best is None or p[0] > best[0] else best
+    lrate, _, other = best
+    print("llamacpp: %s: llama.cpp without %s: %.1f tok/s (%s)" % (what, backend, lrate, other))
+    return ("`capture` vs llama.cpp without its %s variant: %s (record / --no-logprobs / dry-run)" % (backend, what),
+            "%.0f / %.0f / %.0f tok/s" % (rec, lean, dry), "llama.cpp %.0f tok/s (%s)" % (lrate, other),
+            "%s / %s / dry-run %s" % (ratio(rec, lrate), ratio(lean, lrate), ratio(dry, lrate)), "report", "—")
+
+
 def rows(tmp):
     py, ll = peer_python(), llamacpp_dir()
     if not py or not ll:
@@ -93,6 +129,7 @@ def rows(tmp):
         print("llamacpp: skipped: %s is not installed (make bench-deps)" % why)
         return [("`capture` vs llama.cpp", "—", "not run (make bench-deps)", "—", ">= 1.0x", "—")]
     nm = os.path.join(ll, "node_modules")
+    other = without_sapphirerapids(nm)
     smollm2 = run([KV, "fetch", "smollm2-135m"]).stdout.strip()
     blas, out = kv_blas(), []
     for family, types in (SMOLLM2, RANDOM):
@@ -116,6 +153,8 @@ def rows(tmp):
                     out.append(("`capture` vs llama.cpp: %s (float path; record / --no-logprobs / dry-run)" % what,
                                 now, "llama.cpp %.0f tok/s (%s, integer dot products)" % (lrate, backend), ratios,
                                 "report (--compute int8 >= 1.0x: not built)", "—"))
+                if other and T == 1024 and backend == "ggml-cpu-sapphirerapids":
+                    out.append(other_variant(model, T, tmp, other, what, backend, rec, lean, dry))
                 rss = mine["record --no-logprobs"][1]
                 out.append(("`capture` peak RSS vs llama.cpp: %s" % what, "%.0f MiB" % rss, "llama.cpp %.0f MiB" % lrss,
                             ratio(rss, lrss), "<= 1.2x", met(rss / lrss, goal_max=1.2)))
