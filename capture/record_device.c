@@ -146,12 +146,13 @@ static int on_logits(void *ctx, int64_t pos0, int64_t n, const float *logits, kv
 {
     record_device *rd = ctx;
     rd_job *j = calloc(1, sizeof *j);
+    const bool rows = recorder_reads_logits(rd->rec); /* else the tokens alone are written: no copy */
     const size_t bytes = sizeof(float) * (size_t)(n * rd->V);
-    if (!j || !(j->logits = malloc(bytes))) {
+    if (!j || (rows && !(j->logits = malloc(bytes)))) {
         free(j);
         return kv_fail(err, KV_EFAIL, "recording: out of memory for %lld rows of logits", (long long)n);
     }
-    memcpy(j->logits, logits, bytes);
+    if (rows) memcpy(j->logits, logits, bytes);
     j->rd = rd, j->pos0 = pos0, j->n = n, j->known = rd->known;
     return record_async_submit(&rd->ra, NULL, (record_async_job){NULL, job_write_logits, job_done, j}, err);
 }

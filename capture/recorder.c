@@ -135,6 +135,11 @@ static int on_logits(void *ctx, int64_t pos0, int64_t n, const float *logits, kv
     return rc;
 }
 
+bool recorder_reads_logits(const recorder *r)
+{
+    return r->want.logits || r->want.logprobs;
+}
+
 forward_observer recorder_observer(recorder *r)
 {
     forward_observer o = {.ctx = r, .on_qkv = on_qkv, .on_attention = on_attention, .on_logits = on_logits,

@@ -40,6 +40,10 @@ typedef struct {
 int recorder_init(recorder *r, trace_writer *w, const model_config *cfg, recorder_wants want,
                   const int32_t *tokens, int64_t T, int64_t max_chunk, kv_err *err);
 
+/* Whether its on_logits hook reads the logits rows (for /logits or /logprobs); else it writes the
+ * tokens alone and the rows may be NULL. */
+bool recorder_reads_logits(const recorder *r);
+
 /* The hooks to pass to forward_chunk. */
 forward_observer recorder_observer(recorder *r);
 
