@@ -16,7 +16,9 @@ fastest of 128, 256, 512 and 1024 on SmolLM2 and the 4-layer model here; llama.c
 Rates are tokens over the evaluation's seconds (capture --stats' `seconds`: the load excluded); peak RSS is
 /usr/bin/time's, mapped weight pages included, of the --no-logprobs recording and of llama.cpp's process.
 Goals: recording >= 1.0x and dry-run >= 1.2x on the F32 and F16 files; peak RSS <= 1.2x; the quantised files
-are reported (llama.cpp computes their products with integer dot products; kvtrace decodes them to float32).
+are reported (llama.cpp computes their products with integer dot products; kvtrace decodes them to float32),
+and on Q8_0 and Q4_0 kvtrace runs a fourth way, `--compute int8 --no-logprobs` (its integer products on int8
+rows, docs/capture.md#compute-int8): goal >= 1.0x.
 Where node-llama-cpp loads its Sapphire Rapids variant (built with AMX tile instructions), each file at T = 1024
 is timed once more with llama.cpp on a copy of the install without that variant (it then loads the next best one
 for the CPU), for the record: a row of its own, "report"."""
@@ -89,15 +91,17 @@ def llamacpp_run(model, tok, nm):
 
 
 MODES = (("record", []), ("record --no-logprobs", ["--no-logprobs"]), ("dry-run", ["--dry-run", "--no-logprobs"]))
+INT8 = ("--compute int8", ["--compute", "int8", "--no-logprobs"])  # the types with int8 products (docs/capture.md)
+INT8_TYPES = ("q8_0", "q4_0", "q4_1")
 
 
-def measure(model, T, tmp, nm):
+def measure(model, T, tmp, nm, modes):
     """{mode: (best tokens/s, peak RSS)}, llama.cpp's (tokens/s, RSS, backend)."""
     tok = token_file(os.path.join(tmp, "llamacpp-tokens-%d" % T), T)
     trace = os.path.join(tmp, "llamacpp.h5")
     mine, peer = {}, None
     for _ in range(REPS):
-        for mode, extra in MODES:
+        for mode, extra in modes:
             m = kvtrace_run(model, tok, trace, extra)
             mine[mode] = m if mode not in mine or m[0] > mine[mode][0] else mine[mode]
         p = llamacpp_run(model, tok, nm)
@@ -105,6 +109,14 @@ def measure(model, T, tmp, nm):
     if os.path.exists(trace):
         os.remove(trace)
     return mine, peer
+
+
+def int8_kernel(model, tmp):
+    """The kernel kvtrace's --compute int8 runs on this machine (--stats' int8_kernel)."""
+    tok = token_file(os.path.join(tmp, "llamacpp-tokens-2"), 2)
+    p = run([KV, "capture", "--model", model, "--tokens", tok, "--compute", "int8", "--dry-run", "--stats", "-o",
+             os.path.join(tmp, "unused.h5")])
+    return p.stderr.split("int8_kernel ")[1].split()[0]
 
 
 def other_variant(model, T, tmp, nm, what, backend, rec, lean, dry):
@@ -136,7 +148,8 @@ def rows(tmp):
         for typ in types:
             model = model_file(py, smollm2, family, typ)
             for T in (1024, 4096) if FULL and typ in FLOAT else (1024,):
-                mine, (lrate, lrss, backend) = measure(model, T, tmp, nm)
+                modes = MODES + ((INT8,) if typ in INT8_TYPES else ())
+                mine, (lrate, lrss, backend) = measure(model, T, tmp, nm, modes)
                 what = "%s %s, T=%d" % (family, typ.upper(), T)
                 print("llamacpp: %s: kvtrace %s (%s, chunk %s); llama.cpp %.1f tok/s, %.0f MiB (%s)" %
                       (what, "; ".join("%s %.1f tok/s, %.0f MiB" % (m, r, s) for m, (r, s) in mine.items()), blas,
@@ -152,7 +165,13 @@ def rows(tmp):
                 else:
                     out.append(("`capture` vs llama.cpp: %s (float path; record / --no-logprobs / dry-run)" % what,
                                 now, "llama.cpp %.0f tok/s (%s, integer dot products)" % (lrate, backend), ratios,
-                                "report (--compute int8 >= 1.0x: not built)", "—"))
+                                "report", "—"))
+                if INT8[0] in mine:
+                    r8 = mine[INT8[0]][0]
+                    out.append(("`capture --compute int8 --no-logprobs` vs llama.cpp: %s" % what,
+                                "%.0f tok/s (int8 kernel: %s)" % (r8, int8_kernel(model, tmp)),
+                                "llama.cpp %.0f tok/s (%s)" % (lrate, backend), ratio(r8, lrate), ">= 1.0x",
+                                met(r8 / lrate, goal_min=1.0)))
                 if other and T == 1024 and backend == "ggml-cpu-sapphirerapids":
                     out.append(other_variant(model, T, tmp, other, what, backend, rec, lean, dry))
                 rss = mine["record --no-logprobs"][1]

@@ -159,7 +159,7 @@ static int capture_tokens(const capture_opts *o, const alloc_config *ac, const b
                    .alloc = ac->iface ? ac : NULL,
                    .output = o->dry_run ? NULL : o->output, .verb = "capture", .trace = trace_wants(o),
                    .beyond_context = o->beyond_context, .prompt_text = text, .prompt_chat = chat,
-                   .record_wo = o->record_wo, .last_logits_only = o->no_logprobs,
+                   .record_wo = o->record_wo, .last_logits_only = o->no_logprobs, .compute_int8 = o->compute == 1,
                    .spans = o->spans, .n_spans = o->n_spans};
     int32_t *tmpl = NULL;
     int64_t n_tmpl = 0;
@@ -253,7 +253,7 @@ static backend_request request_of(const capture_opts *o)
 {
     return (backend_request){.evict = o->evict.iface != NULL, .attention_full = o->attention == ATTN_FULL,
                              .weights = o->weights < 0 ? 0 : o->weights,
-                             .threads = kv_threads(o->threads)};
+                             .threads = kv_threads(o->threads), .int8 = o->compute == 1};
 }
 
 int capture_loaded(const capture_opts *o, const kv_model *model, const int32_t *ids, int64_t n_ids, kv_err *err)

@@ -48,6 +48,8 @@ typedef struct {
     const backend_iface *backend; /* --device NAME (NULL: cpu) */
     int weights;              /* --weights: type of the weight matrices (0 f32, 1 f16, 2 bf16; -1: the file's
                                  on the CPU, f32 on a device) */
+    int compute;              /* --compute: 0 float (float32 products), 1 int8 (Q8_0, Q4_0, Q4_1 matrices on int8-quantised
+                                 rows: docs/capture.md#compute-int8) */
     bool beyond_context;      /* --allow-beyond-context: past the model's trained context */
     bool kvzip;               /* --kvzip: the reconstruction pass and /attention/kvzip (capture/kvzip.h) */
     bool dry_run;             /* --dry-run: the walk alone, nothing recorded or written (benchmarks) */

@@ -12,6 +12,7 @@
 #include "core/parallel.h"
 #include "core/utf8.h"
 #include "core/version.h"
+#include "model/int8_product.h"
 #include "expr/expr.h"
 #include "model/forward.h"
 
@@ -130,6 +131,7 @@ static void fill_meta(const run_opts *o, bool evicting, int64_t width, const flo
     snprintf(meta->architecture, sizeof meta->architecture, "%s", c->architecture);
     snprintf(meta->rope_style, sizeof meta->rope_style, "%s", c->rope == ROPE_NEOX ? "neox" : "interleaved");
     snprintf(meta->capture_mode, sizeof meta->capture_mode, "%s", evicting ? "evict" : "full");
+    snprintf(meta->compute, sizeof meta->compute, "%s", o->compute_int8 ? "int8" : "");
     if (evicting) {
         snprintf(meta->evict_policy, sizeof meta->evict_policy, "%s", o->evict->iface->name);
         snprintf(meta->evict_params, sizeof meta->evict_params, "%s", o->evict->canonical);
@@ -312,11 +314,12 @@ void run_print_stats(const kv_run *r, double load_s, double secs)
     const uint64_t dev_peak = r->be->peak_bytes ? r->be->peak_bytes(r->o.backend_ctx) : 0;
     fprintf(stderr, "capture-stats: load_s %.3f tokens %lld seconds %.3f tokens_per_s %.1f gemm_gflop %.3f "
                     "gemm_s %.3f gemm_gflops %.2f attn_gflop %.3f attn_s %.3f attn_gflops %.2f "
-                    "cache_rows %lld cache_peak_rows %lld rows_peak %lld peak_rss_kib %ld device_peak_gib %.3f\n",
+                    "cache_rows %lld cache_peak_rows %lld rows_peak %lld peak_rss_kib %ld device_peak_gib %.3f%s%s\n",
             load_s, (long long)T, secs, (double)T / secs, f->gemm_flops * 1e-9, f->gemm_seconds,
             f->gemm_flops * 1e-9 / f->gemm_seconds, f->attn_flops * 1e-9, f->attn_seconds,
             f->attn_flops * 1e-9 / f->attn_seconds, (long long)f->cap, (long long)run_cache_peak(r), (long long)f->rows_peak, rss_kib,
-            (double)dev_peak / (1024.0 * 1024.0 * 1024.0));
+            (double)dev_peak / (1024.0 * 1024.0 * 1024.0), r->o.compute_int8 ? " int8_kernel " : "",
+            r->o.compute_int8 ? (int8_amx() ? "amx" : "portable") : "");
 }
 
 int run_finish(kv_run *r, kv_err *err)

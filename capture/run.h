@@ -50,6 +50,7 @@ typedef struct {
     const char *prompt_text;      /* the prompt as text (run_sequence), recorded as /prompt_text; NULL: none */
     const char *prompt_chat;      /* its chat record (run_sequence), recorded as /prompt_chat; NULL: none */
     bool record_wo;               /* record /wo: each layer's W_o (the host model's) */
+    bool compute_int8;            /* the backend multiplies on int8 rows (backend_request.int8): the trace's compute */
     bool last_logits_only;        /* logits of each step's last row only, the next token's, and none for a step
                                      after which no token is chosen (capture --no-logprobs; trace.want[TRACE_LOGPROBS]
                                      and [TRACE_LOGITS] must be off) */

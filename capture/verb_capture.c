@@ -64,6 +64,11 @@ static const char USAGE[] =
     "  --weights f32|f16|bf16  type of the weight matrices in memory (CPU default: the file's, 16-bit\n"
     "                       and quantised GGUF matrices stay as they are, decoded a tile at a time;\n"
     "                       GPU default f32); products accumulate in f32 (docs/capture.md)\n"
+    "  --compute float|int8 products of the GGUF file's Q8_0, Q4_0 and Q4_1 matrices: float (default:\n"
+    "                       each block decoded to float32 for sgemm) or int8 (the rows quantised to int8\n"
+    "                       per block of 32, integer dot products as llama.cpp computes them; other\n"
+    "                       matrices stay float; recorded as the trace's compute attribute; CPU only;\n"
+    "                       docs/capture.md#compute-int8)\n"
     "  --dry-run            run the model but record and write nothing (benchmarks)\n"
     "  --allow-beyond-context  run past the model's trained context (GGUF context_length,\n"
     "                       config.json max_position_embeddings, llama2.c seq_len): those positions'\n"
@@ -239,6 +244,7 @@ static const cli_opt OPTIONS[] = {
     {ROW("print", CLI_FLAG, print_text)},
     {ROW("stats", CLI_FLAG, stats)},
     {ROW("weights", CLI_CHOICE, weights), .choices = "f32|f16|bf16"}, /* the kvcuda_dtype: 0, 1, 2 */
+    {ROW("compute", CLI_CHOICE, compute), .choices = "float|int8"},
     {ROW("dry-run", CLI_FLAG, dry_run)},
     {ROW("allow-beyond-context", CLI_FLAG, beyond_context)},
     {ROW("output", CLI_TEXT, output)},

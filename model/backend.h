@@ -34,6 +34,8 @@ typedef struct {
     bool attention_full; /* every head's full weights recorded */
     int weights;         /* type of the weight matrices in the kernels' memory: 0 f32, 1 f16, 2 bf16 */
     int threads;         /* host threads the kernels may use (at least 1); results do not depend on it */
+    bool int8;           /* products of Q8_0, Q4_0 and Q4_1 matrices on int8-quantised rows (capture --compute
+                            int8, docs/capture.md#compute-int8); a backend without them refuses it in check */
 } backend_request;
 
 /* Asynchronous staging of the kernels' memory to the host, for recording

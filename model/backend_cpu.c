@@ -2,7 +2,8 @@
  * product, plain loops vectorised by the compiler for the rest) on host
  * memory, and its row of the backend table.
  *
- * The instance (open) holds the number of threads the kernels may use; a
+ * The instance (open) holds the number of threads the kernels may use (and
+ * with --compute int8 the quantised rows and scratch of int8_product.h); a
  * NULL context (walks made without open: the unit tests) means one. Every
  * OpenBLAS call runs on one thread (main() says so); the products are split
  * here, in blocks whose bounds depend only on the shapes (W's rows for a
@@ -17,11 +18,17 @@
 
 #include "model/backend.h"
 #include "model/forward.h"
+#include "model/int8_product.h"
 #include "model/weights.h"
 #include "core/attn_causal.h"
 
 typedef struct {
-    int threads; /* >= 1 */
+    int threads;     /* >= 1 */
+    bool int8;       /* --compute int8: Q8_0, Q4_0 and Q4_1 matrices multiply quantised rows (int8_product.h) */
+    bool amx;        /* with int8: int8_amx(), asked at prepare */
+    int8_rows x;     /* with int8: a product's rows, quantised (prepare reserves the largest) */
+    char *scratch;   /* with int8: threads parts of `each` bytes */
+    size_t each;
 } cpu_instance;
 
 /* A product below this many floating-point operations runs its blocks on the calling thread: starting
@@ -65,6 +72,30 @@ static void blocked_product(void *ctx, const float *x, const float *w, const mod
     }
 }
 
+/* W (ggml blocks, int8_supports) times x quantised to int8 (--compute int8): the rows quantised 16 at a
+ * time, then W's rows 16 at a time, on the threads. Every output is one thread's sum over its row's
+ * blocks in block order, so the split changes nothing in the result (int8_product.h). */
+static void int8_blocked_product(cpu_instance *c, const float *x, const weights_ggml *w, float *y, int64_t n,
+                                 int64_t in, int64_t out)
+{
+    const int64_t nq = (n + INT8_TILE - 1) / INT8_TILE, ng = (out + INT8_TILE - 1) / INT8_TILE;
+    KV_ASSERT(int8_rows_fit(&c->x, n, in)); /* prepare reserved the largest */
+    int8_quantise_begin(&c->x, n, in);
+    const int nt = threads_for(c, ng, 2.0 * (double)n * (double)in * (double)out);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < nq; t++)
+            int8_quantise_rows(&c->x, x, t * INT8_TILE, (t + 1) * INT8_TILE < n ? (t + 1) * INT8_TILE : n);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t g = 0; g < ng; g++) {
+            const int64_t o0 = g * INT8_TILE, rows = out - o0 < INT8_TILE ? out - o0 : INT8_TILE;
+            int8_product(&c->x, w, in, o0, rows, y + o0, out, c->scratch + (size_t)omp_get_thread_num() * c->each,
+                         c->amx);
+        }
+    }
+}
+
 static void cpu_matmul(void *ctx, const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out)
 {
     blocked_product(ctx, x, w, NULL, MODEL_W_F32, y, n, in, out, NULL, 0);
@@ -73,6 +104,11 @@ static void cpu_matmul(void *ctx, const float *x, const float *w, float *y, int6
 static void cpu_matmul16(void *ctx, const float *x, const model_mat *w, model_wtype t, float *y, int64_t n,
                          int64_t in, int64_t out, float *tile, int64_t tile_n)
 {
+    cpu_instance *c = ctx;
+    if (c && c->int8 && t == MODEL_W_GGML && int8_supports(((const weights_ggml *)w)->type)) {
+        int8_blocked_product(c, x, w, y, n, in, out);
+        return;
+    }
     blocked_product(ctx, x, NULL, w, t, y, n, in, out, tile, tile_n);
 }
 
@@ -223,12 +259,54 @@ static int cpu_open(const backend_request *req, void **ctx, kv_err *err)
     cpu_instance *c = kv_calloc(1, sizeof *c, "CPU backend", err);
     if (!c) return err->code;
     c->threads = req->threads > 1 ? req->threads : 1;
+    c->int8 = req->int8;
     *ctx = c;
     return KV_OK;
 }
 
+/* Whether any of m's matrices has an int8 product (held in its GGUF file's Q8_0, Q4_0 or Q4_1 blocks). */
+static bool has_int8_matrix(const kv_model *m)
+{
+    if (m->wtype != MODEL_W_GGML) return false;
+    bool any = int8_supports(((const weights_ggml *)m->output)->type);
+    for (int64_t l = 0; l < m->cfg.n_layers; l++) {
+        const model_layer *y = &m->layers[l];
+        const model_mat *mats[] = {y->wq, y->wk, y->wv, y->w_gate, y->w_up, y->w_down};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            any = any || int8_supports(((const weights_ggml *)mats[i])->type);
+    }
+    return any;
+}
+
+/* With --compute int8: the quantised rows of the largest product (B rows of the widest input) and each
+ * thread's scratch, or the refusal of a model none of whose matrices has an int8 product. */
+static int cpu_prepare(void *ctx, const kv_model *m, int64_t T, int64_t B, bool colsum, const kv_model **walk,
+                       kv_err *err)
+{
+    (void)T, (void)colsum;
+    *walk = m;
+    cpu_instance *c = ctx;
+    if (!c || !c->int8) return KV_OK;
+    if (!has_int8_matrix(m))
+        return kv_fail(err, KV_EUSAGE, "--compute int8: the model holds no matrix in Q8_0, Q4_0 or Q4_1 blocks (the "
+                       "int8 products are for those GGUF types, kept as the file stores them: not with --weights)");
+    const model_config *f = &m->cfg;
+    int64_t in = f->dim > f->ffn_dim ? f->dim : f->ffn_dim;
+    in = in > f->n_heads * f->head_dim ? in : f->n_heads * f->head_dim;
+    in = (in + INT8_BLOCK - 1) / INT8_BLOCK * INT8_BLOCK;
+    free(c->scratch), c->scratch = NULL;
+    c->amx = int8_amx();
+    c->each = (int8_scratch_bytes(in) + 63) / 64 * 64;
+    int rc = int8_rows_reserve(&c->x, B, in, err);
+    if (!rc && !(c->scratch = aligned_alloc(64, c->each * (size_t)c->threads)))
+        rc = kv_fail(err, KV_EFAIL, "--compute int8: out of memory for the products' scratch");
+    return rc;
+}
+
 static void cpu_close(void *ctx)
 {
+    cpu_instance *c = ctx;
+    if (c) int8_rows_free(&c->x), free(c->scratch);
     free(ctx);
 }
 
@@ -237,7 +315,8 @@ const backend_iface BACKEND_CPU = {
     .kernels = &FORWARD_CPU,
     .weight_types = false, /* float32: the model as loaded */
     .open = cpu_open,
+    .prepare = cpu_prepare,
     .close = cpu_close,
-    /* no check, prepare: every option, the host model as it is;
+    /* no check: every option; prepare: the host model as it is (with --compute int8, its scratch);
      * no colsum: the recorder sums the weights the walk hands it; no staging: host memory */
 };

@@ -275,6 +275,8 @@ static int cu_check(const backend_request *req, kv_err *err)
     if (req->attention_full)
         return kv_fail(err, KV_EUSAGE, "capture: --attention full is not available with --device cuda (the tiled "
                        "attention forms no weight matrix): use --attention colsum, or the CPU");
+    if (req->int8)
+        return kv_fail(err, KV_EUSAGE, "capture: --compute int8 runs on the CPU only: drop --device cuda");
     return KV_OK;
 }
 

@@ -55,6 +55,7 @@ typedef struct {
     char architecture[16];   /* llama | qwen2 | qwen3 | mistral */
     char rope_style[16];     /* interleaved | neox */
     char capture_mode[8];    /* full | evict */
+    char compute[8];         /* "int8": products on int8-quantised rows (capture --compute int8); "": float32 */
     int64_t n_layers, n_heads, n_kv_heads, head_dim;
     int64_t n_tokens, prompt_len, vocab_size;
     int64_t capture_chunk;   /* 0: not a model run (synthetic trace) */

@@ -87,6 +87,11 @@ static int read_meta(trace *tr, kv_err *err)
     if (!rc) rc = h5u_read_attr_f64(root, where, "rope_theta", &m->rope_theta, NULL, err);
     bool scaled = false;
     if (!rc) rc = h5u_read_attr_str(root, where, "rope_scaling", m->rope_scaling, sizeof m->rope_scaling, &scaled, err);
+    bool int8 = false;
+    if (!rc) rc = h5u_read_attr_str(root, where, "compute", m->compute, sizeof m->compute, &int8, err);
+    if (!rc && int8 && strcmp(m->compute, "int8") != 0)
+        return kv_fail(err, KV_EINPUT, "%s: attribute 'compute' = '%s' is not int8 (the only value it takes)", where,
+                       m->compute);
     char storage[8];
     if (!rc) rc = h5u_read_attr_str(root, where, "storage_dtype", storage, sizeof storage, NULL, err);
     if (rc) return rc;

@@ -163,6 +163,7 @@ static int write_root_attrs(trace_writer *w, kv_err *err)
         rc = h5u_write_attr_str(root, strs[i].name, strs[i].v, err);
     if (!rc) rc = h5u_write_attr_f64(root, "rope_theta", m->rope_theta, err);
     if (!rc && m->rope_scaling[0]) rc = h5u_write_attr_str(root, "rope_scaling", m->rope_scaling, err);
+    if (!rc && m->compute[0]) rc = h5u_write_attr_str(root, "compute", m->compute, err);
     if (!rc && m->rope_freq_factors)
         rc = h5u_write_attr_f64s(root, "rope_freq_factors", m->rope_freq_factors, (int)(m->head_dim / 2), err);
     if (!rc && strcmp(m->capture_mode, "evict") == 0) {

@@ -9,7 +9,8 @@ pass key in repeated filler): the next-token log-probability of every prompt tok
 llama.cpp's full distribution) within MEAN_TOL nats on average and MAX_TOL at worst, the next-token
 argmax the same wherever kvtrace's top-2 gap exceeds GAP nats, and the greedy continuation of 32 tokens
 identical (or a first difference where kvtrace's top-2 gap is below GAP). And the tokenizer: llama.cpp's
-ids of the tokenizer corpus and digit-heavy strings (test_smollm2_tokenizer.py's) equal kvtrace's.
+ids of the tokenizer corpus and digit-heavy strings (test_smollm2_tokenizer.py's) equal kvtrace's. And
+`capture --compute int8` (8-bit rows as llama.cpp's, docs/capture.md#compute-int8) within the same tolerances.
 Run by tests/run_all.sh with the test venv's Python; KVTRACE, KVTRACE_SMOLLM2, KVTRACE_LLAMACPP set (empty:
 KVTRACE_LLAMACPP_WHY says why, and the script fails with that one line)."""
 import json
@@ -82,17 +83,35 @@ def llamacpp(tmp, ids, gen):
         return json.load(f)
 
 
-def kvtrace(tmp, ids, gen):
-    toks, out = os.path.join(tmp, "t.json"), os.path.join(tmp, "kv%d_%d.h5" % (len(ids), gen))
+def kvtrace(tmp, ids, gen, compute="float"):
+    toks, out = os.path.join(tmp, "t.json"), os.path.join(tmp, "kv%d_%d_%s.h5" % (len(ids), gen, compute))
     with open(toks, "w") as f:
         json.dump(ids, f)
     subprocess.run([KVTRACE, "capture", "--model", GGUF, "--tokens", toks, "--generate", str(gen), "--logits",
-                    "--attention", "none", "--record", "keys,values", "--threads", "1", "--quiet", "-o", out],
-                   check=True, capture_output=True)
+                    "--attention", "none", "--record", "keys,values", "--threads", "1", "--quiet", "--force",
+                    "--compute", compute, "-o", out], check=True, capture_output=True)
     with h5py.File(out, "r") as f:
         logits, tokens = f["logits"][()].astype(np.float64), f["tokens"][()].tolist()
     m = logits.max(1, keepdims=True)
     return logits - m - np.log(np.exp(logits - m).sum(1, keepdims=True)), tokens[len(ids):]
+
+
+def int8_check(tmp, ids, T, ours, theirs, want):
+    """capture --compute int8 (docs/capture.md#compute-int8: the rows rounded to 8 bits per block of 32, as
+    llama.cpp rounds them) against llama.cpp, within the float path's tolerances; both distances printed
+    (tests/real/test_compute_int8.py checks the path itself)."""
+    lp8, gen8 = kvtrace(tmp, ids, 32, "int8")
+    ours8 = np.array([lp8[i, ids[i + 1]] for i in range(T - 1)])
+    d8, d = np.abs(ours8 - theirs), np.abs(ours - theirs)
+    moved = np.abs(ours8 - ours)
+    first8 = next((i for i, (a, b) in enumerate(zip(gen8, want)) if a != b), None)
+    print("# T %d: --compute int8: |log p(next) kvtrace - llama.cpp|: mean %.4f, p99 %.4f, max %.4f nats (float path: "
+          "mean %.4f, max %.4f); int8 against float: mean %.4f, max %.4f; greedy 32 tokens: %s" % (
+              T, d8.mean(), np.quantile(d8, 0.99), d8.max(), d.mean(), d.max(), moved.mean(), moved.max(),
+              "identical" if first8 is None else "first difference at %d" % first8))
+    check(d8.mean() <= MEAN_TOL and d8.max() <= MAX_TOL, "T %d: --compute int8: every prompt token's next-token "
+          "log-probability as llama.cpp's within %g nats on average, %g at worst" % (T, MEAN_TOL, MAX_TOL),
+          "mean %.4f (float path %.4f) max %.4f" % (d8.mean(), d.mean(), d8.max()))
 
 
 def main():
@@ -128,6 +147,7 @@ def main():
                                                   % first))
             check(len(gen) == 32 and first is None, "T %d: greedy continuation of 32 tokens identical to llama.cpp's"
                   % T, "%s vs %s" % (gen, want))
+            int8_check(tmp, ids, T, ours, theirs, want)
     return finish()
 
 

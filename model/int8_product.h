@@ -1,0 +1,61 @@
+/* int8_product: y = x·Wᵀ for W held in Q8_0, Q4_0 or Q4_1 blocks, on x
+ * quantised to int8 per block of 32 (capture --compute int8; the arithmetic,
+ * docs/capture.md#compute-int8). Every block's integer dot product is exact;
+ * the float32 sum over blocks runs in block order, each product and sum
+ * rounded (no fused multiply-add), so the result is the same bits on every
+ * machine: AMX tiles compute the integer products where the CPU has them
+ * (and KVTRACE_INT8_KERNEL is not "portable"), plain loops elsewhere. */
+#ifndef KV_INT8_PRODUCT_H
+#define KV_INT8_PRODUCT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/weights.h"
+
+enum { INT8_BLOCK = 32, INT8_TILE = 16 };
+
+/* Whether ggml type t (a weights_ggml's) has an int8 product: Q8_0, Q4_0, Q4_1. */
+bool int8_supports(uint32_t t);
+
+/* n rows of `in` values quantised (int8_quantise): q [n_pad][in], and per row and block the scale
+ * d [n_pad][in/32] and the codes' sum s [n_pad][in/32]; rows n .. n_pad (a multiple of 16) are zero. */
+typedef struct {
+    int8_t *q;
+    float *d;
+    int32_t *s;
+    int64_t n, n_pad, in;
+    size_t cap_q, cap_b;  /* room (int8_rows_reserve): codes, and scales (and sums) */
+} int8_rows;
+
+/* Whether r has room for n rows of `in` values. */
+bool int8_rows_fit(const int8_rows *r, int64_t n, int64_t in);
+
+/* Room for up to n rows of `in` values (in a multiple of 32); KV_EFAIL on failure. */
+int int8_rows_reserve(int8_rows *r, int64_t n, int64_t in, kv_err *err);
+void int8_rows_free(int8_rows *r);
+
+/* x [n][in] into r (int8_rows_fit): per block of 32, a = max |x|, d = a / 127, q = x · (1 / d) rounded
+ * to nearest even (0 where a = 0; where a value is not finite, d is not either and every q is 0, so the
+ * products are NaN as the float path's would be inf or NaN). In parts, for threads: begin (the shape,
+ * the padding rows), then rows [i0, i1) of x, each row once. */
+void int8_quantise(int8_rows *r, const float *x, int64_t n, int64_t in);
+void int8_quantise_begin(int8_rows *r, int64_t n, int64_t in);
+void int8_quantise_rows(int8_rows *r, const float *x, int64_t i0, int64_t i1);
+
+/* Scratch bytes one thread's int8_product needs for W rows of `in` values. */
+size_t int8_scratch_bytes(int64_t in);
+
+/* y[i][o - o0] (row stride ldy) for the quantised rows i < x->n and W's rows o0 .. o0 + rows, W of
+ * `in` columns in type w->type (int8_supports); scratch: int8_scratch_bytes(in), 64-byte aligned; amx:
+ * int8_amx()'s answer (the integer sums on AMX tiles, else plain loops: the same bits). */
+void int8_product(const int8_rows *x, const weights_ggml *w, int64_t in, int64_t o0, int64_t rows, float *y,
+                  int64_t ldy, void *scratch, bool amx);
+
+/* Whether int8_product may use AMX tiles here: the CPU has them (AMX-TILE and AMX-INT8), the kernel grants
+ * them to the process (arch_prctl), and KVTRACE_INT8_KERNEL is not "portable". Asks each time: callers
+ * keep the answer (the CPU backend's instance). */
+bool int8_amx(void);
+
+#endif
