@@ -67,9 +67,9 @@ static void print_meta(const trace_meta *m, const char *path, long long file_byt
            (long long)m->prompt_len, (long long)(m->n_tokens - m->prompt_len));
     printf("rope          %s, theta %g%s%s\n", m->rope_style, m->rope_theta, m->rope_scaling[0] ? ", scaling " : "",
            m->rope_scaling);
-    printf("capture       mode %s, chunk %lld%s%s\n", m->capture_mode, (long long)m->capture_chunk,
+    printf("capture       mode %s, chunk %lld%s%s%s\n", m->capture_mode, (long long)m->capture_chunk,
            m->capture_chunk == 0 ? " (synthetic: no model run)" : "",
-           m->compute[0] ? ", compute int8 (products on int8-quantised rows)" : "");
+           m->compute[0] ? ", compute " : "", m->compute[0] ? m->compute : "");
     if (strcmp(m->capture_mode, "evict") == 0) {
         printf("eviction      %s (%s), budget %lld, chunk %lld", m->evict_policy, m->evict_params,
                (long long)m->evict_budget, (long long)m->evict_chunk);

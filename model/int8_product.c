@@ -7,6 +7,7 @@
 
 #include "core/half.h"
 #include "core/vectorize.h"
+#include "model/formats/ggml_types.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -25,9 +26,15 @@ bool int8_supports(uint32_t t)
     return t == T_Q8_0 || t == T_Q4_0 || t == T_Q4_1;
 }
 
+/* n rows rounded up to whole tiles of 16. */
+static int64_t padded(int64_t n)
+{
+    return (n + INT8_TILE - 1) / INT8_TILE * INT8_TILE;
+}
+
 int int8_rows_reserve(int8_rows *r, int64_t n, int64_t in, kv_err *err)
 {
-    const int64_t n_pad = (n + INT8_TILE - 1) / INT8_TILE * INT8_TILE, nb = in / INT8_BLOCK;
+    const int64_t n_pad = padded(n), nb = in / INT8_BLOCK;
     int8_rows_free(r);
     r->q = aligned_alloc(64, (size_t)(n_pad * in + 64));
     r->d = calloc((size_t)(n_pad * nb + 1), sizeof *r->d);
@@ -43,7 +50,7 @@ int int8_rows_reserve(int8_rows *r, int64_t n, int64_t in, kv_err *err)
 
 bool int8_rows_fit(const int8_rows *r, int64_t n, int64_t in)
 {
-    const int64_t n_pad = (n + INT8_TILE - 1) / INT8_TILE * INT8_TILE;
+    const int64_t n_pad = padded(n);
     return in % INT8_BLOCK == 0 && (size_t)(n_pad * in) <= r->cap_q && (size_t)(n_pad * (in / INT8_BLOCK)) <= r->cap_b;
 }
 
@@ -75,7 +82,7 @@ static void quantise_block(const float *x, int8_t *q, float *d, int32_t *s)
 
 void int8_quantise_begin(int8_rows *r, int64_t n, int64_t in)
 {
-    const int64_t nb = in / INT8_BLOCK, n_pad = (n + INT8_TILE - 1) / INT8_TILE * INT8_TILE;
+    const int64_t nb = in / INT8_BLOCK, n_pad = padded(n);
     /* the padding rows: zero codes and scales (rows n .. n_pad of earlier, longer calls) */
     memset(r->q + n * in, 0, (size_t)((n_pad - n) * in));
     memset(r->d + n * nb, 0, sizeof *r->d * (size_t)((n_pad - n) * nb));
@@ -121,26 +128,19 @@ static group group_at(void *scratch, int64_t nb)
     return (group){b, b + nb * 512, dw, dw + nb * INT8_TILE};
 }
 
-static float f16(const uint8_t *p)
-{
-    return half_to_float((kv_half)(p[0] | (p[1] << 8)));
-}
-
 /* The codes (as int8: Q4_0's q - 8, Q4_1's q) and scales of W's row o, block b, as W row c of g. */
 static void pack_block(const weights_ggml *w, int64_t in, int64_t o, int64_t b, int c, const group *g, int64_t nb)
 {
     int8_t codes[INT8_BLOCK];
     float d = 0.0f, m = 0.0f;
+    const uint8_t *blk = w->data + ((size_t)o * (size_t)nb + (size_t)b) * ggml_type_get(w->type)->size;
+    half_le_bytes_to_float(blk, &d, 1);
     if (w->type == T_Q8_0) {
-        const uint8_t *blk = w->data + ((size_t)o * (size_t)nb + (size_t)b) * 34;
-        d = f16(blk);
         memcpy(codes, blk + 2, INT8_BLOCK);
     } else {
-        const int off = w->type == T_Q4_1 ? 4 : 2, bytes = w->type == T_Q4_1 ? 20 : 18;
+        const int off = w->type == T_Q4_1 ? 4 : 2;
         const int8_t bias = w->type == T_Q4_1 ? 0 : 8;
-        const uint8_t *blk = w->data + ((size_t)o * (size_t)nb + (size_t)b) * (size_t)bytes;
-        d = f16(blk);
-        if (w->type == T_Q4_1) m = f16(blk + 2);
+        if (w->type == T_Q4_1) half_le_bytes_to_float(blk + 2, &m, 1);
         for (int j = 0; j < 16; j++) {
             codes[j] = (int8_t)((blk[off + j] & 0x0F) - bias);
             codes[j + 16] = (int8_t)((blk[off + j] >> 4) - bias);
