@@ -106,8 +106,8 @@ void int8_quantise(int8_rows *r, const float *x, int64_t n, int64_t in)
 }
 
 /* A group of 16 W rows, repacked per block: the codes as AMX's B operand (8 rows of 64 bytes: row
- * r holds, for each of the 16 W rows c, its codes 4r .. 4r + 3) and as plain rows (the portable
- * kernel's), the scales dw and the minimums mw. */
+ * r holds, for each of the 16 W rows c, its codes 4r .. 4r + 3) or as plain rows (the portable
+ * kernel's): only the running kernel's is written; the scales dw and the minimums mw. */
 typedef struct {
     int8_t *b;     /* [nb][8][64] */
     int8_t *rows;  /* [16][in] */
@@ -128,8 +128,10 @@ static group group_at(void *scratch, int64_t nb)
     return (group){b, b + nb * 512, dw, dw + nb * INT8_TILE};
 }
 
-/* The codes (as int8: Q4_0's q - 8, Q4_1's q) and scales of W's row o, block b, as W row c of g. */
-static void pack_block(const weights_ggml *w, int64_t in, int64_t o, int64_t b, int c, const group *g, int64_t nb)
+/* The codes (as int8: Q4_0's q - 8, Q4_1's q) and scales of W's row o, block b, as W row c of g, in the
+ * layout of the kernel that runs (amx: AMX's B operand, else plain rows). */
+static void pack_block(const weights_ggml *w, int64_t in, int64_t o, int64_t b, int c, const group *g, int64_t nb,
+                       bool amx)
 {
     int8_t codes[INT8_BLOCK];
     float d = 0.0f, m = 0.0f;
@@ -147,20 +149,22 @@ static void pack_block(const weights_ggml *w, int64_t in, int64_t o, int64_t b, 
         }
     }
     int8_t *dst = g->b + b * 512;
-    for (int r = 0; r < 8; r++)
-        for (int j = 0; j < 4; j++) dst[r * 64 + c * 4 + j] = codes[4 * r + j];
-    memcpy(g->rows + c * in + b * INT8_BLOCK, codes, INT8_BLOCK);
+    if (amx)
+        for (int r = 0; r < 8; r++)
+            for (int j = 0; j < 4; j++) dst[r * 64 + c * 4 + j] = codes[4 * r + j];
+    else
+        memcpy(g->rows + c * in + b * INT8_BLOCK, codes, INT8_BLOCK);
     g->dw[b * INT8_TILE + c] = d, g->mw[b * INT8_TILE + c] = m;
 }
 
-/* W rows o0 .. o0 + cnt (cnt <= 16) repacked into g; the rows after cnt are zero. */
-static void pack_group(const weights_ggml *w, int64_t in, int64_t o0, int cnt, const group *g)
+/* W rows o0 .. o0 + cnt (cnt <= 16) repacked into g for the kernel that runs; the rows after cnt are zero. */
+static void pack_group(const weights_ggml *w, int64_t in, int64_t o0, int cnt, const group *g, bool amx)
 {
     const int64_t nb = in / INT8_BLOCK;
-    memset(g->b, 0, (size_t)(2 * nb * 512));
+    memset(amx ? g->b : g->rows, 0, (size_t)(nb * 512));
     memset(g->dw, 0, sizeof(float) * (size_t)(2 * nb * INT8_TILE));
     for (int c = 0; c < cnt; c++)
-        for (int64_t b = 0; b < nb; b++) pack_block(w, in, o0 + c, b, c, g, nb);
+        for (int64_t b = 0; b < nb; b++) pack_block(w, in, o0 + c, b, c, g, nb, amx);
 }
 
 /* acc[16][16] += the block's terms, in the documented order: (dw · dx) · isum, then for Q4_1
@@ -270,7 +274,7 @@ void int8_product(const int8_rows *x, const weights_ggml *w, int64_t in, int64_t
 #endif
     for (int64_t g0 = 0; g0 < rows; g0 += INT8_TILE) {
         const int cnt = rows - g0 < INT8_TILE ? (int)(rows - g0) : INT8_TILE;
-        pack_group(w, in, o0 + g0, cnt, &g);
+        pack_group(w, in, o0 + g0, cnt, &g, amx);
         for (int64_t i0 = 0; i0 < x->n; i0 += INT8_TILE) {
             memset(acc, 0, sizeof acc);
             for (int64_t b = 0; b < nb; b++) {
