@@ -25,6 +25,12 @@ uint16_t bf16_from_float(float f);
 void half_le_bytes_to_float(const uint8_t *src, float *dst, uint64_t n);
 void bf16_le_bytes_to_float(const uint8_t *src, float *dst, uint64_t n);
 
+/* The one little-endian half at p (a ggml block's scale). */
+static inline float half_le_at(const uint8_t *p)
+{
+    return half_to_float((kv_half)(p[0] | (p[1] << 8)));
+}
+
 void half_to_float_array(const kv_half *src, float *dst, size_t n);
 void half_from_float_array(const float *src, kv_half *dst, size_t n);
 

@@ -73,23 +73,28 @@ static void blocked_product(void *ctx, const float *x, const float *w, const mod
 }
 
 /* W (ggml blocks, int8_supports) times x quantised to int8 (--compute int8): the rows quantised 16 at a
- * time, then W's rows 16 at a time, on the threads. Every output is one thread's sum over its row's
- * blocks in block order, so the split changes nothing in the result (int8_product.h). */
+ * time, then W's rows a panel at a time (int8_panel_rows, fewer where that leaves a thread without two
+ * panels), on the threads. Every output is one thread's sum over its row's blocks in block order, so the
+ * split changes nothing in the result (int8_product.h). */
 static void int8_blocked_product(cpu_instance *c, const float *x, const weights_ggml *w, float *y, int64_t n,
                                  int64_t in, int64_t out)
 {
-    const int64_t nq = (n + INT8_TILE - 1) / INT8_TILE, ng = (out + INT8_TILE - 1) / INT8_TILE;
+    const int64_t nq = (n + INT8_TILE - 1) / INT8_TILE;
     KV_ASSERT(int8_rows_fit(&c->x, n, in)); /* prepare reserved the largest */
     int8_quantise_begin(&c->x, n, in);
-    const int nt = threads_for(c, ng, 2.0 * (double)n * (double)in * (double)out);
+    const int nt = threads_for(c, (out + INT8_TILE - 1) / INT8_TILE, 2.0 * (double)n * (double)in * (double)out);
+    int64_t per = int8_panel_rows(in), fair = (out + 2 * nt - 1) / (2 * nt);
+    fair = (fair + INT8_TILE - 1) / INT8_TILE * INT8_TILE;
+    per = fair < per ? fair : per;
+    const int64_t np = (out + per - 1) / per;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < nq; t++)
             int8_quantise_rows(&c->x, x, t * INT8_TILE, (t + 1) * INT8_TILE < n ? (t + 1) * INT8_TILE : n);
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t g = 0; g < ng; g++) {
-            const int64_t o0 = g * INT8_TILE, rows = out - o0 < INT8_TILE ? out - o0 : INT8_TILE;
+        for (int64_t p = 0; p < np; p++) {
+            const int64_t o0 = p * per, rows = out - o0 < per ? out - o0 : per;
             int8_product(&c->x, w, in, o0, rows, y + o0, out, c->scratch + (size_t)omp_get_thread_num() * c->each,
                          c->amx);
         }

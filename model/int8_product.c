@@ -19,7 +19,7 @@
 #define INT8_AMX 0
 #endif
 
-enum { T_Q4_0 = 2, T_Q4_1 = 3, T_Q8_0 = 8 };
+enum { T_Q4_0 = 2, T_Q4_1 = 3, T_Q8_0 = 8, STRIP = 2 };
 
 bool int8_supports(uint32_t t)
 {
@@ -60,31 +60,57 @@ void int8_rows_free(int8_rows *r)
     memset(r, 0, sizeof *r);
 }
 
-/* One block of 32 values: its codes, scale and the codes' sum. */
+/* One block of 32 values: its codes, scale and the codes' sum, in lanes of 16 that vectorise. The
+ * largest magnitude is taken without NaN first, then, where the block holds a NaN, again keeping it:
+ * a NaN stays (fmaxf would drop it), with its own bits. */
 KV_VECTOR_CLONES
-static void quantise_block(const float *x, int8_t *q, float *d, int32_t *s)
+static void quantise_block(const float *restrict x, int8_t *restrict q, float *restrict d, int32_t *restrict s)
 {
+    enum { L = 16 };
+    float lane[L] = {0};
+    int32_t nan[L] = {0};
+    for (int k = 0; k < INT8_BLOCK; k += L)
+        for (int l = 0; l < L; l++) {
+            const float v = fabsf(x[k + l]);
+            lane[l] = v > lane[l] ? v : lane[l];
+            nan[l] |= v != v;
+        }
     float a = 0.0f;
-    for (int k = 0; k < INT8_BLOCK; k++) { /* a NaN stays (fmaxf would drop it) */
-        const float v = fabsf(x[k]);
-        a = v > a ? v : v == v ? a : v;
-    }
+    int any = 0;
+    for (int l = 0; l < L; l++) a = lane[l] > a ? lane[l] : a, any |= nan[l];
+    if (any)
+        for (int k = 0; k < INT8_BLOCK; k++) {
+            const float v = fabsf(x[k]);
+            a = v > a ? v : v == v ? a : v;
+        }
     const float dd = a / 127.0f, id = a > 0.0f ? 1.0f / dd : 0.0f;
-    int32_t sum = 0;
     for (int k = 0; k < INT8_BLOCK; k++) {
-        float v = nearbyintf(x[k] * id);
-        v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v == v ? v : 0.0f; /* NaN (a not finite): 0, d says it */
-        q[k] = (int8_t)v;
-        sum += q[k];
+        /* to nearest even by the 1.5 * 2^23 trick (it vectorises, nearbyintf does not): the same integer
+         * for |v| <= 2^22, and a larger magnitude is clamped to 127 either way */
+        const float shifter = 12582912.0f;
+        float v = (x[k] * id + shifter) - shifter;
+        v = v > 127.0f ? 127.0f : v;
+        v = v < -127.0f ? -127.0f : v;
+        v = v == v ? v : 0.0f; /* NaN (a not finite): 0, d says it */
+        q[k] = (int8_t)(int32_t)v;
     }
+    int32_t sum = 0;
+    for (int k = 0; k < INT8_BLOCK; k++) sum += q[k];
     *d = dd, *s = sum;
+}
+
+/* Row i's codes of block b in r's tile layout. */
+static int8_t *code_block(const int8_rows *r, int64_t i, int64_t b, int64_t nb)
+{
+    return r->q + ((i / INT8_TILE * nb + b) * INT8_TILE + i % INT8_TILE) * INT8_BLOCK;
 }
 
 void int8_quantise_begin(int8_rows *r, int64_t n, int64_t in)
 {
     const int64_t nb = in / INT8_BLOCK, n_pad = padded(n);
     /* the padding rows: zero codes and scales (rows n .. n_pad of earlier, longer calls) */
-    memset(r->q + n * in, 0, (size_t)((n_pad - n) * in));
+    for (int64_t i = n; i < n_pad; i++)
+        for (int64_t b = 0; b < nb; b++) memset(code_block(r, i, b, nb), 0, INT8_BLOCK);
     memset(r->d + n * nb, 0, sizeof *r->d * (size_t)((n_pad - n) * nb));
     memset(r->s + n * nb, 0, sizeof *r->s * (size_t)((n_pad - n) * nb));
     r->n = n, r->n_pad = n_pad, r->in = in;
@@ -95,8 +121,7 @@ void int8_quantise_rows(int8_rows *r, const float *x, int64_t i0, int64_t i1)
     const int64_t in = r->in, nb = in / INT8_BLOCK;
     for (int64_t i = i0; i < i1; i++)
         for (int64_t b = 0; b < nb; b++)
-            quantise_block(x + i * in + b * INT8_BLOCK, r->q + i * in + b * INT8_BLOCK, r->d + i * nb + b,
-                           r->s + i * nb + b);
+            quantise_block(x + i * in + b * INT8_BLOCK, code_block(r, i, b, nb), r->d + i * nb + b, r->s + i * nb + b);
 }
 
 void int8_quantise(int8_rows *r, const float *x, int64_t n, int64_t in)
@@ -107,42 +132,61 @@ void int8_quantise(int8_rows *r, const float *x, int64_t n, int64_t in)
 
 /* A group of 16 W rows, repacked per block: the codes as AMX's B operand (8 rows of 64 bytes: row
  * r holds, for each of the 16 W rows c, its codes 4r .. 4r + 3) or as plain rows (the portable
- * kernel's): only the running kernel's is written; the scales dw and the minimums mw. */
+ * kernel's), the same size, only the running kernel's written; the scales dw and the minimums mw. */
 typedef struct {
-    int8_t *b;     /* [nb][8][64] */
-    int8_t *rows;  /* [16][in] */
+    int8_t *b;     /* [nb][8][64] (amx) */
+    int8_t *rows;  /* [16][in] (portable): the same bytes as b */
     float *dw;     /* [nb][16] */
     float *mw;     /* [nb][16] (Q4_1; zero otherwise) */
 } group;
 
+/* A thread's scratch: a panel of W's groups, as many as fit in about PANEL_BYTES (at least one), so that
+ * they stay in the second-level cache while every tile of x passes them, and the integer products of a
+ * tile of x rows with one group for STRIP blocks (c, [STRIP][16][16]: the tiles write it, the sums read it). */
+enum { PANEL_BYTES = 512 << 10, GROUP_BYTES_PER_BLOCK = 512 + 2 * INT8_TILE * sizeof(float) };
+
+static int64_t panel_groups(int64_t nb)
+{
+    const int64_t g = PANEL_BYTES / (nb * GROUP_BYTES_PER_BLOCK);
+    return g > 1 ? g : 1;
+}
+
+int64_t int8_panel_rows(int64_t in)
+{
+    return panel_groups(in / INT8_BLOCK) * INT8_TILE;
+}
+
 size_t int8_scratch_bytes(int64_t in)
 {
-    const size_t nb = (size_t)(in / INT8_BLOCK);
-    return 2 * nb * 512 + 2 * nb * INT8_TILE * sizeof(float) + 64;
+    const size_t nb = (size_t)(in / INT8_BLOCK), groups = nb * GROUP_BYTES_PER_BLOCK;
+    /* a narrower input's panel (more groups of fewer blocks) stays within the larger of the two */
+    return (groups > PANEL_BYTES ? groups : PANEL_BYTES) + STRIP * INT8_TILE * INT8_TILE * sizeof(int32_t) + 64;
 }
 
-static group group_at(void *scratch, int64_t nb)
+/* Group k of the panel in scratch (k < panel_groups(nb)), and the products' strip after the panel. */
+static group group_at(void *scratch, int64_t nb, int64_t k)
 {
-    int8_t *b = scratch;
-    float *dw = (float *)(b + 2 * nb * 512);
-    return (group){b, b + nb * 512, dw, dw + nb * INT8_TILE};
+    int8_t *b = (int8_t *)scratch + k * nb * 512;
+    float *dw = (float *)((int8_t *)scratch + panel_groups(nb) * nb * 512) + k * 2 * nb * INT8_TILE;
+    return (group){b, b, dw, dw + nb * INT8_TILE};
 }
 
-/* The codes (as int8: Q4_0's q - 8, Q4_1's q) and scales of W's row o, block b, as W row c of g, in the
- * layout of the kernel that runs (amx: AMX's B operand, else plain rows). */
-static void pack_block(const weights_ggml *w, int64_t in, int64_t o, int64_t b, int c, const group *g, int64_t nb,
-                       bool amx)
+static int32_t *strip_at(void *scratch, int64_t nb)
+{
+    return (int32_t *)((int8_t *)scratch + panel_groups(nb) * nb * GROUP_BYTES_PER_BLOCK);
+}
+
+/* The codes (as int8: Q4_0's q - 8, Q4_1's q) and scales of the block at blk (of type t), as W row c
+ * of g, block b, in the layout of the kernel that runs (amx: AMX's B operand, else plain rows). */
+static void pack_block(uint32_t t, const uint8_t *blk, int64_t in, int64_t b, int c, const group *g, bool amx)
 {
     int8_t codes[INT8_BLOCK];
-    float d = 0.0f, m = 0.0f;
-    const uint8_t *blk = w->data + ((size_t)o * (size_t)nb + (size_t)b) * ggml_type_get(w->type)->size;
-    half_le_bytes_to_float(blk, &d, 1);
-    if (w->type == T_Q8_0) {
+    const float d = half_le_at(blk), m = t == T_Q4_1 ? half_le_at(blk + 2) : 0.0f;
+    if (t == T_Q8_0) {
         memcpy(codes, blk + 2, INT8_BLOCK);
     } else {
-        const int off = w->type == T_Q4_1 ? 4 : 2;
-        const int8_t bias = w->type == T_Q4_1 ? 0 : 8;
-        if (w->type == T_Q4_1) half_le_bytes_to_float(blk + 2, &m, 1);
+        const int off = t == T_Q4_1 ? 4 : 2;
+        const int8_t bias = t == T_Q4_1 ? 0 : 8;
         for (int j = 0; j < 16; j++) {
             codes[j] = (int8_t)((blk[off + j] & 0x0F) - bias);
             codes[j + 16] = (int8_t)((blk[off + j] >> 4) - bias);
@@ -150,8 +194,7 @@ static void pack_block(const weights_ggml *w, int64_t in, int64_t o, int64_t b, 
     }
     int8_t *dst = g->b + b * 512;
     if (amx)
-        for (int r = 0; r < 8; r++)
-            for (int j = 0; j < 4; j++) dst[r * 64 + c * 4 + j] = codes[4 * r + j];
+        for (int r = 0; r < 8; r++) memcpy(dst + r * 64 + c * 4, codes + 4 * r, 4);
     else
         memcpy(g->rows + c * in + b * INT8_BLOCK, codes, INT8_BLOCK);
     g->dw[b * INT8_TILE + c] = d, g->mw[b * INT8_TILE + c] = m;
@@ -161,46 +204,74 @@ static void pack_block(const weights_ggml *w, int64_t in, int64_t o, int64_t b, 
 static void pack_group(const weights_ggml *w, int64_t in, int64_t o0, int cnt, const group *g, bool amx)
 {
     const int64_t nb = in / INT8_BLOCK;
-    memset(amx ? g->b : g->rows, 0, (size_t)(nb * 512));
-    memset(g->dw, 0, sizeof(float) * (size_t)(2 * nb * INT8_TILE));
-    for (int c = 0; c < cnt; c++)
-        for (int64_t b = 0; b < nb; b++) pack_block(w, in, o0 + c, b, c, g, nb, amx);
+    const size_t size = ggml_type_get(w->type)->size;
+    if (cnt < INT8_TILE) {
+        memset(g->b, 0, (size_t)(nb * 512));
+        memset(g->dw, 0, sizeof(float) * (size_t)(2 * nb * INT8_TILE));
+    }
+    for (int c = 0; c < cnt; c++) {
+        const uint8_t *row = w->data + (size_t)(o0 + c) * (size_t)nb * size;
+        for (int64_t b = 0; b < nb; b++) pack_block(w->type, row + (size_t)b * size, in, b, c, g, amx);
+    }
 }
 
-/* acc[16][16] += the block's terms, in the documented order: (dw · dx) · isum, then for Q4_1
- * (mw · dx) · s, each product and sum rounded. */
+/* acc[r][j] += the terms of blocks 0 .. n of the integer products c[b][r][j], block by block in order:
+ * (dw · dx) · isum, then for Q4_1 (mw · dx) · s, each product and sum rounded (the documented order);
+ * block b's at c + b * 256; dx and sx: row r's block b at [r * nb + b]. The 16 rows' sums are independent,
+ * so they overlap. */
 KV_VECTOR_CLONES
-static void add_block(float acc[INT8_TILE][INT8_TILE], const int32_t c[INT8_TILE][INT8_TILE], const float *dw,
-                      const float *mw, const float *dx, const int32_t *sx, int64_t nb, bool minimum)
+static void add_blocks(float acc[INT8_TILE][INT8_TILE], const int32_t *c, const float *dw, const float *mw,
+                       const float *dx, const int32_t *sx, int64_t nb, int64_t n, bool minimum)
 {
-    for (int r = 0; r < INT8_TILE; r++) {
-        const float d = dx[r * nb];
-        for (int j = 0; j < INT8_TILE; j++) {
-            const float t = dw[j] * d;
-            acc[r][j] = acc[r][j] + t * (float)c[r][j];
-        }
-        if (minimum) {
-            const float s = (float)sx[r * nb];
+    for (int64_t b = 0; b < n; b++) {
+        const int32_t *cb = c + b * INT8_TILE * INT8_TILE;
+        const float *dwb = dw + b * INT8_TILE, *mwb = mw + b * INT8_TILE;
+        for (int r = 0; r < INT8_TILE; r++) {
+            const float d = dx[r * nb + b];
             for (int j = 0; j < INT8_TILE; j++) {
-                const float u = mw[j] * d;
-                acc[r][j] = acc[r][j] + u * s;
+                const float t = dwb[j] * d;
+                acc[r][j] = acc[r][j] + t * (float)cb[r * INT8_TILE + j];
+            }
+            if (minimum) {
+                const float s = (float)sx[r * nb + b];
+                for (int j = 0; j < INT8_TILE; j++) {
+                    const float u = mwb[j] * d;
+                    acc[r][j] = acc[r][j] + u * s;
+                }
             }
         }
     }
 }
 
-/* c = the integer products of 16 quantised rows (a, row stride lda) with the group's rows' block (w,
- * row stride ldw): exact, so any vector width gives the same sums. */
+/* c[b] = the integer products of a tile of 16 quantised rows (a: its blocks of 16 x 32 codes, one after
+ * another) with the group's rows' block b (w, row stride ldw), for blocks b < n: exact, so any vector width
+ * gives the same sums. */
 KV_VECTOR_CLONES
-static void block_products(int32_t c[INT8_TILE][INT8_TILE], const int8_t *a, int64_t lda, const int8_t *w,
-                           int64_t ldw)
+static void block_products(int32_t *c, const int8_t *a, const int8_t *w, int64_t ldw, int64_t n)
 {
-    for (int r = 0; r < INT8_TILE; r++)
-        for (int j = 0; j < INT8_TILE; j++) {
-            int32_t s = 0;
-            for (int k = 0; k < INT8_BLOCK; k++) s += (int32_t)a[r * lda + k] * (int32_t)w[j * ldw + k];
-            c[r][j] = s;
-        }
+    for (int64_t b = 0; b < n; b++)
+        for (int r = 0; r < INT8_TILE; r++)
+            for (int j = 0; j < INT8_TILE; j++) {
+                int32_t s = 0;
+                for (int k = 0; k < INT8_BLOCK; k++)
+                    s += (int32_t)a[(b * INT8_TILE + r) * INT8_BLOCK + k] * (int32_t)w[j * ldw + b * INT8_BLOCK + k];
+                c[(b * INT8_TILE + r) * INT8_TILE + j] = s;
+            }
+}
+
+/* The portable kernel: y[r][j] (row stride ldy; r < valid, j < cnt) = tile a (16 quantised rows, their
+ * scales dx and sums sx at [r * nb + b]) times group g, STRIP blocks at a time through c. */
+static void portable_tile_times_group(const int8_t *a, const float *dx, const int32_t *sx, int64_t nb, const group *g,
+                                      int64_t in, bool minimum, int32_t *c, float *y, int64_t ldy, int cnt,
+                                      int64_t valid)
+{
+    float acc[INT8_TILE][INT8_TILE] = {{0}};
+    for (int64_t b0 = 0; b0 < nb; b0 += STRIP) {
+        const int64_t n = nb - b0 < STRIP ? nb - b0 : STRIP;
+        block_products(c, a + b0 * 512, g->rows + b0 * INT8_BLOCK, in, n);
+        add_blocks(acc, c, g->dw + b0 * INT8_TILE, g->mw + b0 * INT8_TILE, dx + b0, sx + b0, nb, n, minimum);
+    }
+    for (int64_t r = 0; r < valid; r++) memcpy(y + r * ldy, acc[r], sizeof(float) * (size_t)cnt);
 }
 
 #if INT8_AMX
@@ -217,9 +288,11 @@ static void amx_begin(void)
     tile_config t;
     memset(&t, 0, sizeof t);
     t.palette = 1;
-    t.rows[0] = INT8_TILE, t.colsb[0] = INT8_TILE * 4; /* c: 16 x 16 int32 */
-    t.rows[1] = INT8_TILE, t.colsb[1] = INT8_BLOCK;    /* a: 16 rows of one block's 32 codes */
-    t.rows[2] = INT8_BLOCK / 4, t.colsb[2] = 64;       /* b: 8 rows of 16 x 4 codes */
+    for (int k = 0; k < 2; k++) {
+        t.rows[k] = INT8_TILE, t.colsb[k] = INT8_TILE * 4;      /* c: 16 x 16 int32 */
+        t.rows[k + 2] = INT8_TILE, t.colsb[k + 2] = INT8_BLOCK; /* a: 16 rows of a block's 32 codes */
+        t.rows[k + 4] = INT8_BLOCK / 4, t.colsb[k + 4] = 64;    /* b: 8 rows of 16 x 4 codes */
+    }
     /* not GCC's _tile_loadconfig: its asm operand names 8 of the 64 bytes, and the stores to the
      * others are then dropped as dead */
     __asm__ volatile("ldtilecfg %0" : : "m"(t));
@@ -231,14 +304,75 @@ static void amx_end(void)
     _tile_release();
 }
 
-__attribute__((target("amx-tile,amx-int8")))
-static void amx_block_products(int32_t c[INT8_TILE][INT8_TILE], const int8_t *a, int64_t lda, const int8_t *bt)
+#define AMX_TARGET __attribute__((target("amx-tile,amx-int8,avx512f")))
+
+/* A block's integer products on tile c_ (its codes loaded into a_ and b_), then stored into c: the
+ * intrinsics paste their tile numbers into the instruction as written, so each set is spelt out. */
+#define AMX_DP(c_, a_, b_, a, bt)           \
+    do {                                    \
+        _tile_zero(c_);                     \
+        _tile_loadd(a_, a, INT8_BLOCK);     \
+        _tile_loadd(b_, bt, 64);            \
+        _tile_dpbssd(c_, a_, b_);           \
+    } while (0)
+#define AMX_DP0(a, bt) AMX_DP(0, 2, 4, a, bt)
+#define AMX_DP1(a, bt) AMX_DP(1, 3, 5, a, bt)
+#define AMX_STORE0(c) _tile_stored(0, c, INT8_TILE * 4)
+#define AMX_STORE1(c) _tile_stored(1, c, INT8_TILE * 4)
+
+/* acc[r] += block b's terms (add_blocks' order, 16 W rows a vector) from its integer products c. */
+static inline __attribute__((always_inline)) AMX_TARGET void amx_add_block(__m512 acc[INT8_TILE], const int32_t *c,
+                                                                           const float *dw, const float *mw,
+                                                                           const float *dx, const int32_t *sx,
+                                                                           int64_t nb, const bool minimum)
 {
-    _tile_zero(0);
-    _tile_loadd(1, a, lda);
-    _tile_loadd(2, bt, 64);
-    _tile_dpbssd(0, 1, 2);
-    _tile_stored(0, c, INT8_TILE * 4);
+    const __m512 w = _mm512_loadu_ps(dw), m = minimum ? _mm512_loadu_ps(mw) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int r = 0; r < INT8_TILE; r++) {
+        const __m512 d = _mm512_set1_ps(dx[r * nb]);
+        const __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512(c + r * INT8_TILE));
+        acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(w, d), isum));
+        if (minimum) acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(_mm512_mul_ps(m, d), _mm512_set1_ps((float)sx[r * nb])));
+    }
+}
+
+/* The AMX kernel, portable_tile_times_group's result, as a pipeline over the blocks: in one step block
+ * b + 1's products are stored, block b + 2's computed and block b's added, so that no instruction waits
+ * for the one before it (the tiles alternate between two sets, c's two halves between blocks); the 16
+ * rows' sums stay in registers across the blocks. */
+static inline __attribute__((always_inline)) AMX_TARGET void amx_tile_blocks(const int8_t *a, const float *dx,
+                                                                             const int32_t *sx, int64_t nb,
+                                                                             const group *g, const bool minimum,
+                                                                             int32_t *c, float *y, int64_t ldy,
+                                                                             int cnt, int64_t valid)
+{
+    enum { TC = INT8_TILE * INT8_TILE };
+    int32_t *c0 = c, *c1 = c + TC;
+    __m512 acc[INT8_TILE];
+    for (int r = 0; r < INT8_TILE; r++) acc[r] = _mm512_setzero_ps();
+    AMX_DP0(a, g->b);
+    if (nb > 1) AMX_DP1(a + 512, g->b + 512);
+    AMX_STORE0(c0);
+    for (int64_t b = 0; b < nb; b += 2) { /* block b in c0, block b + 1 on tile 1 */
+        if (b + 1 < nb) AMX_STORE1(c1);
+        if (b + 2 < nb) AMX_DP0(a + (b + 2) * 512, g->b + (b + 2) * 512);
+        amx_add_block(acc, c0, g->dw + b * INT8_TILE, g->mw + b * INT8_TILE, dx + b, sx + b, nb, minimum);
+        if (b + 1 == nb) break;
+        if (b + 2 < nb) AMX_STORE0(c0); /* block b + 1 in c1, block b + 2 on tile 0 */
+        if (b + 3 < nb) AMX_DP1(a + (b + 3) * 512, g->b + (b + 3) * 512);
+        amx_add_block(acc, c1, g->dw + (b + 1) * INT8_TILE, g->mw + (b + 1) * INT8_TILE, dx + b + 1, sx + b + 1, nb,
+                      minimum);
+    }
+    const __mmask16 m = (__mmask16)((1u << cnt) - 1u);
+    for (int64_t r = 0; r < valid; r++) _mm512_mask_storeu_ps(y + r * ldy, m, acc[r]);
+}
+
+static AMX_TARGET void amx_tile_times_group(const int8_t *a, const float *dx, const int32_t *sx, int64_t nb,
+                                            const group *g, bool minimum, int32_t *c, float *y, int64_t ldy, int cnt,
+                                            int64_t valid)
+{
+    if (minimum) amx_tile_blocks(a, dx, sx, nb, g, true, c, y, ldy, cnt, valid);
+    else amx_tile_blocks(a, dx, sx, nb, g, false, c, y, ldy, cnt, valid);
 }
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
@@ -249,7 +383,8 @@ bool int8_amx(void)
     const char *force = getenv("KVTRACE_INT8_KERNEL");
     unsigned a, b, c, d;
     if (force && strcmp(force, "portable") == 0) return false;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 24) & 1) || !((d >> 25) & 1)) return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 24) & 1) || !((d >> 25) & 1) || !((b >> 16) & 1))
+        return false;
     return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
 }
 #else
@@ -262,34 +397,34 @@ bool int8_amx(void)
 void int8_product(const int8_rows *x, const weights_ggml *w, int64_t in, int64_t o0, int64_t rows, float *y,
                   int64_t ldy, void *scratch, bool amx)
 {
-    const int64_t nb = in / INT8_BLOCK;
+    const int64_t nb = in / INT8_BLOCK, per = panel_groups(nb) * INT8_TILE;
     const bool minimum = w->type == T_Q4_1;
-    const group g = group_at(scratch, nb);
-    _Alignas(64) int32_t c[INT8_TILE][INT8_TILE];
-    float acc[INT8_TILE][INT8_TILE];
+    int32_t *c = strip_at(scratch, nb);
 #if INT8_AMX
     if (amx) amx_begin();
 #else
     (void)amx;
 #endif
-    for (int64_t g0 = 0; g0 < rows; g0 += INT8_TILE) {
-        const int cnt = rows - g0 < INT8_TILE ? (int)(rows - g0) : INT8_TILE;
-        pack_group(w, in, o0 + g0, cnt, &g, amx);
-        for (int64_t i0 = 0; i0 < x->n; i0 += INT8_TILE) {
-            memset(acc, 0, sizeof acc);
-            for (int64_t b = 0; b < nb; b++) {
-                const int8_t *a = x->q + i0 * in + b * INT8_BLOCK, *bt = g.b + b * 512;
+    for (int64_t q0 = 0; q0 < rows; q0 += per) { /* a panel of W's groups, packed once for every x row */
+        const int64_t q1 = rows - q0 < per ? rows : q0 + per;
+        for (int64_t g0 = q0; g0 < q1; g0 += INT8_TILE) {
+            const group g = group_at(scratch, nb, (g0 - q0) / INT8_TILE);
+            pack_group(w, in, o0 + g0, q1 - g0 < INT8_TILE ? (int)(q1 - g0) : INT8_TILE, &g, amx);
+        }
+        for (int64_t i0 = 0; i0 < x->n; i0 += INT8_TILE) /* a tile of x rows passes them all */
+            for (int64_t g0 = q0; g0 < q1; g0 += INT8_TILE) {
+                const group g = group_at(scratch, nb, (g0 - q0) / INT8_TILE);
+                const int8_t *a = x->q + i0 / INT8_TILE * nb * 512;
+                const int cnt = q1 - g0 < INT8_TILE ? (int)(q1 - g0) : INT8_TILE;
+                const int64_t valid = x->n - i0 < INT8_TILE ? x->n - i0 : INT8_TILE;
+                const float *dx = x->d + i0 * nb;
+                const int32_t *sx = x->s + i0 * nb;
 #if INT8_AMX
-                if (amx) amx_block_products(c, a, in, bt);
+                if (amx) amx_tile_times_group(a, dx, sx, nb, &g, minimum, c, y + i0 * ldy + g0, ldy, cnt, valid);
                 else
 #endif
-                    block_products(c, a, in, g.rows + b * INT8_BLOCK, in);
-                add_block(acc, (const int32_t(*)[INT8_TILE])c, g.dw + b * INT8_TILE, g.mw + b * INT8_TILE,
-                          x->d + i0 * nb + b, x->s + i0 * nb + b, nb, minimum);
+                    portable_tile_times_group(a, dx, sx, nb, &g, in, minimum, c, y + i0 * ldy + g0, ldy, cnt, valid);
             }
-            const int64_t valid = x->n - i0 < INT8_TILE ? x->n - i0 : INT8_TILE;
-            for (int64_t r = 0; r < valid; r++) memcpy(y + (i0 + r) * ldy + g0, acc[r], sizeof(float) * (size_t)cnt);
-        }
     }
 #if INT8_AMX
     if (amx) amx_end();

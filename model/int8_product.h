@@ -19,8 +19,10 @@ enum { INT8_BLOCK = 32, INT8_TILE = 16 };
 /* Whether ggml type t (a weights_ggml's) has an int8 product: Q8_0, Q4_0, Q4_1. */
 bool int8_supports(uint32_t t);
 
-/* n rows of `in` values quantised (int8_quantise): q [n_pad][in], and per row and block the scale
- * d [n_pad][in/32] and the codes' sum s [n_pad][in/32]; rows n .. n_pad (a multiple of 16) are zero. */
+/* n rows of `in` values quantised (int8_quantise): the codes q by tile of 16 rows and block of 32 values,
+ * [n_pad/16][in/32][16][32] (a tile's block is the 512 contiguous bytes the kernels load: int8_code_at),
+ * and per row and block the scale d [n_pad][in/32] and the codes' sum s [n_pad][in/32]; rows n .. n_pad
+ * (a multiple of 16) are zero. */
 typedef struct {
     int8_t *q;
     float *d;
@@ -28,6 +30,13 @@ typedef struct {
     int64_t n, n_pad, in;
     size_t cap_q, cap_b;  /* room (int8_rows_reserve): codes, and scales (and sums) */
 } int8_rows;
+
+/* Code k of quantised row i. */
+static inline int8_t int8_code_at(const int8_rows *r, int64_t i, int64_t k)
+{
+    const int64_t nb = r->in / INT8_BLOCK;
+    return r->q[((i / INT8_TILE * nb + k / INT8_BLOCK) * INT8_TILE + i % INT8_TILE) * INT8_BLOCK + k % INT8_BLOCK];
+}
 
 /* Whether r has room for n rows of `in` values. */
 bool int8_rows_fit(const int8_rows *r, int64_t n, int64_t in);
@@ -44,8 +53,12 @@ void int8_quantise(int8_rows *r, const float *x, int64_t n, int64_t in);
 void int8_quantise_begin(int8_rows *r, int64_t n, int64_t in);
 void int8_quantise_rows(int8_rows *r, const float *x, int64_t i0, int64_t i1);
 
-/* Scratch bytes one thread's int8_product needs for W rows of `in` values. */
+/* Scratch bytes one thread's int8_product needs for W rows of at most `in` values. */
 size_t int8_scratch_bytes(int64_t in);
+
+/* W rows of `in` values one int8_product call packs at a time and every x row then passes (a panel that
+ * stays in the second-level cache): a call's rows in multiples of it (or all of them) use it fully. */
+int64_t int8_panel_rows(int64_t in);
 
 /* y[i][o - o0] (row stride ldy) for the quantised rows i < x->n and W's rows o0 .. o0 + rows, W of
  * `in` columns in type w->type (int8_supports); scratch: int8_scratch_bytes(in), 64-byte aligned; amx:
@@ -53,9 +66,10 @@ size_t int8_scratch_bytes(int64_t in);
 void int8_product(const int8_rows *x, const weights_ggml *w, int64_t in, int64_t o0, int64_t rows, float *y,
                   int64_t ldy, void *scratch, bool amx);
 
-/* Whether int8_product may use AMX tiles here: the CPU has them (AMX-TILE and AMX-INT8), the kernel grants
- * them to the process (arch_prctl), and KVTRACE_INT8_KERNEL is not "portable". Asks each time: callers
- * keep the answer (the CPU backend's instance). */
+/* Whether int8_product may use AMX tiles here: the CPU has them (AMX-TILE and AMX-INT8, and AVX-512F, whose
+ * vectors sum the tiles' results), the kernel grants them to the process (arch_prctl), and
+ * KVTRACE_INT8_KERNEL is not "portable". Asks each time: callers keep the answer (the CPU backend's
+ * instance). */
 bool int8_amx(void);
 
 #endif

@@ -49,11 +49,6 @@ static void q4_1_to_f32(const uint8_t *src, float *dst, uint64_t n)
     }
 }
 
-static float f16_at(const uint8_t *p)
-{
-    return half_to_float((kv_half)(p[0] | (p[1] << 8)));
-}
-
 /* Q4_0: blocks of 32 values, each an F16 scale d and 16 bytes of 4-bit codes
  * (value j in the low nibble of byte j, value j + 16 in its high nibble):
  * x = d * (q - 8). */
@@ -61,7 +56,7 @@ static void q4_0_to_f32(const uint8_t *src, float *dst, uint64_t n)
 {
     for (uint64_t b = 0; b < n / 32; b++) {
         const uint8_t *blk = src + 18 * b;
-        const float d = f16_at(blk);
+        const float d = half_le_at(blk);
         float *y = dst + 32 * b;
         for (int j = 0; j < 16; j++) {
             y[j] = d * (float)((blk[2 + j] & 0x0F) - 8);
@@ -77,7 +72,7 @@ static void q5_0_to_f32(const uint8_t *src, float *dst, uint64_t n)
 {
     for (uint64_t b = 0; b < n / 32; b++) {
         const uint8_t *blk = src + 22 * b;
-        const float d = f16_at(blk);
+        const float d = half_le_at(blk);
         const uint32_t qh = (uint32_t)blk[2] | (uint32_t)blk[3] << 8 | (uint32_t)blk[4] << 16 |
                             (uint32_t)blk[5] << 24;
         const uint8_t *qs = blk + 6;
@@ -97,7 +92,7 @@ static void q5_1_to_f32(const uint8_t *src, float *dst, uint64_t n)
 {
     for (uint64_t b = 0; b < n / 32; b++) {
         const uint8_t *blk = src + 24 * b;
-        const float d = f16_at(blk), m = f16_at(blk + 2);
+        const float d = half_le_at(blk), m = half_le_at(blk + 2);
         const uint32_t qh = (uint32_t)blk[4] | (uint32_t)blk[5] << 8 | (uint32_t)blk[6] << 16 |
                             (uint32_t)blk[7] << 24;
         const uint8_t *qs = blk + 8;
@@ -120,7 +115,7 @@ static void q2_k_to_f32(const uint8_t *src, float *dst, uint64_t n)
 {
     for (uint64_t b = 0; b < n / 256; b++) {
         const uint8_t *blk = src + 84 * b, *sc = blk, *qs = blk + 16;
-        const float d = f16_at(blk + 80), dmin = f16_at(blk + 82);
+        const float d = half_le_at(blk + 80), dmin = half_le_at(blk + 82);
         float *y = dst + 256 * b;
         for (int g = 0; g < 16; g++) {
             const float dl = d * (float)(sc[g] & 0x0F), ml = dmin * (float)(sc[g] >> 4);
@@ -143,7 +138,7 @@ static void q3_k_to_f32(const uint8_t *src, float *dst, uint64_t n)
 {
     for (uint64_t b = 0; b < n / 256; b++) {
         const uint8_t *blk = src + 110 * b, *hm = blk, *qs = blk + 32, *sc = blk + 96;
-        const float d = f16_at(blk + 108);
+        const float d = half_le_at(blk + 108);
         float *y = dst + 256 * b;
         for (int g = 0; g < 16; g++) {
             const int s = ((sc[g % 8] >> (4 * (g / 8))) & 0x0F) | ((sc[8 + g % 4] >> (2 * (g / 4))) & 3) << 4;
@@ -178,7 +173,7 @@ static void k_groups_to_f32(const uint8_t *src, uint32_t size, int qh_at, float 
     for (uint64_t b = 0; b < n / 256; b++) {
         const uint8_t *blk = src + (uint64_t)size * b, *scales = blk + 4;
         const uint8_t *qh = qh_at >= 0 ? blk + qh_at : NULL, *qs = blk + (qh ? 48 : 16);
-        const float d = f16_at(blk), dmin = f16_at(blk + 2);
+        const float d = half_le_at(blk), dmin = half_le_at(blk + 2);
         float *y = dst + 256 * b;
         for (int g = 0; g < 8; g++) {
             int sc, m;
@@ -221,7 +216,7 @@ static void q6_k_to_f32(const uint8_t *src, float *dst, uint64_t n)
     for (uint64_t b = 0; b < n / 256; b++) {
         const uint8_t *blk = src + 210 * b, *ql = blk, *qh = blk + 128;
         const int8_t *sc = (const int8_t *)(blk + 192);
-        const float d = f16_at(blk + 208);
+        const float d = half_le_at(blk + 208);
         float *y = dst + 256 * b;
         for (int g = 0; g < 16; g++) {
             const int h = g / 8, t = (g % 8) / 2, l0 = 16 * (g % 2);

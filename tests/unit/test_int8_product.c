@@ -78,7 +78,7 @@ static void quantise_bound(void **state)
             int32_t sum = 0, qmax = 0;
             for (int64_t k = 0; k < 32; k++) {
                 const float v = x[i * in + b * 32 + k];
-                const int c = q.q[i * in + b * 32 + k];
+                const int c = int8_code_at(&q, i, b * 32 + k);
                 amax = fmax(amax, fabs(v));
                 sum += c, qmax = abs(c) > qmax ? abs(c) : qmax;
                 assert_true(fabs((double)v - (double)d * c) <= 0.5 * (double)d * (1 + 1e-5) + 1e-30);
@@ -89,12 +89,18 @@ static void quantise_bound(void **state)
         }
     for (int64_t i = n; i < q.n_pad; i++) /* the padding rows */
         for (int64_t b = 0; b < nb; b++) assert_true(q.d[i * nb + b] == 0.0f && q.s[i * nb + b] == 0);
+    /* a block of subnormal values so small that a / 127 rounds to 0 (1 / d is then infinite): d = 0, and
+     * every code 127 with the value's sign (0 for 0), so that the products are 0 as the values nearly are */
+    for (int64_t k = 0; k < 32; k++) x[k] = k % 3 == 0 ? 0.0f : k % 3 == 1 ? 1e-44f : -1e-44f;
+    int8_quantise(&q, x, 1, in);
+    assert_true(q.d[0] == 0.0f);
+    for (int64_t k = 0; k < 32; k++) assert_int_equal(int8_code_at(&q, 0, k), k % 3 == 0 ? 0 : k % 3 == 1 ? 127 : -127);
     /* a block holding inf or NaN: its scale is not finite and every code 0 (the product is NaN) */
     x[40] = INFINITY, x[70] = NAN;
     int8_quantise(&q, x, 1, in);
     for (int64_t b = 1; b < 3; b++) {
         assert_false(isfinite(q.d[b]));
-        for (int64_t k = 0; k < 32; k++) assert_int_equal(q.q[b * 32 + k], 0);
+        for (int64_t k = 0; k < 32; k++) assert_int_equal(int8_code_at(&q, 0, b * 32 + k), 0);
     }
     int8_rows_free(&q);
     free(x);
@@ -129,7 +135,7 @@ static void product_case(kv_rng *r, uint32_t t, int64_t n, int64_t in, int64_t o
                 float dw = 0, mw = 0;
                 int32_t isum = 0, qsum = 0;
                 for (int64_t k = b * 32; k < b * 32 + 32; k++) {
-                    const int c = code(w, t, in, o, k, &dw, &mw), a = q.q[i * in + k];
+                    const int c = code(w, t, in, o, k, &dw, &mw), a = int8_code_at(&q, i, k);
                     isum += c * a, qsum += a;
                     const double term = ((double)dw * c + mw) * ((double)dx * a);
                     exact += term, mag += fabs(term);
@@ -149,8 +155,8 @@ static void product_case(kv_rng *r, uint32_t t, int64_t n, int64_t in, int64_t o
     int8_rows_free(&q);
 }
 
-/* Each type over shapes that are and are not whole tiles of 16 rows and columns, and a column range
- * that starts inside the matrix, on the portable kernel and (where the CPU has them) AMX tiles: both
+/* Each type over shapes that are and are not whole tiles of 16 rows and columns, odd and even numbers
+ * of blocks, a column range that starts inside the matrix and ranges of several panels, on the portable kernel and (where the CPU has them) AMX tiles: both
  * equal to the documented order, so to each other. */
 static void products(void **state)
 {
@@ -166,6 +172,10 @@ static void products(void **state)
             product_case(&r, types[i], 5, 96, 23, 0, 23, k == 1);
             product_case(&r, types[i], 17, 64, 40, 7, 25, k == 1);
             product_case(&r, types[i], 33, 160, 16, 0, 16, k == 1);
+            /* inputs so wide that a call's rows take several panels (int8_panel_rows): 48 rows and 2;
+             * 16, 16 and 8 */
+            product_case(&r, types[i], 2, 8192, 50, 0, 50, k == 1);
+            product_case(&r, types[i], 3, 16384, 40, 0, 40, k == 1);
         }
     }
     assert_true(int8_supports(Q8_0) && int8_supports(Q4_0) && int8_supports(Q4_1));
