@@ -10,6 +10,7 @@
 
 #include "capture/kvzip.h"
 #include "capture/run.h"
+#include "model/int8_product.h"
 #include "model/weights.h"
 #include "core/outfile.h"
 #include "core/parallel.h"
@@ -105,7 +106,8 @@ static trace_create_opts trace_wants(const capture_opts *o)
 /* Before a large run: its cost in one line on stderr (unless --quiet) when
  * it will likely take over a minute or a GiB. Floating-point operations: 2
  * per weight per token, plus attention's 4 T^2/2 L H D; memory: the weights
- * as held (wbytes: weights_bytes) and the KV cache (float32); the trace: what its writer will
+ * as held (wbytes: weights_bytes, with --compute int8 their packed copy too) and the KV cache (float32);
+ * the trace: what its writer will
  * allocate for every dataset the run records (trace_create_bytes: whole chunks), and W_o. The
  * minutes assume 50 GFLOP/s, a modest CPU; a GPU is far faster. */
 static void print_cost(const capture_opts *o, const model_config *c, double wbytes, int64_t T)
@@ -168,7 +170,9 @@ static int capture_tokens(const capture_opts *o, const alloc_config *ac, const b
     if (!rc) rc = capture_evict_until(o, o->spans, o->n_spans, P, &ro.evict_until, err);
     kv_run *r = NULL;
     if (!rc) rc = run_open(&r, &ro, err);
-    if (!rc) print_cost(o, &m->cfg, weights_bytes(m), T);
+    double packed = 0;
+    if (o->compute == 1) int8_model_matrices(m, NULL, &packed);
+    if (!rc) print_cost(o, &m->cfg, weights_bytes(m) + packed, T);
     double started = kv_now_seconds();
     if (!rc) rc = run_model(o, r, tokens, m->cfg.vocab_size, P, T, ro.evict_until, err);
     if (!rc && tmpl) rc = kvzip_record(r, &m->cfg, tmpl, n_tmpl, tokens, T, err);

@@ -27,6 +27,8 @@ typedef struct {
     bool int8;       /* --compute int8: Q8_0, Q4_0 and Q4_1 matrices multiply quantised rows (int8_product.h) */
     bool amx;        /* with int8: int8_amx(), asked at prepare */
     int8_rows x;     /* with int8: a product's rows, quantised (prepare reserves the largest) */
+    int8_matrix *mats; /* with int8: the model's int8 matrices, packed at prepare */
+    int64_t n_mats;
     char *scratch;   /* with int8: threads parts of `each` bytes */
     size_t each;
 } cpu_instance;
@@ -76,10 +78,11 @@ static void blocked_product(void *ctx, const float *x, const float *w, const mod
  * time, then W's rows a panel at a time (int8_panel_rows, fewer where that leaves a thread without two
  * panels), on the threads. Every output is one thread's sum over its row's blocks in block order, so the
  * split changes nothing in the result (int8_product.h). */
-static void int8_blocked_product(cpu_instance *c, const float *x, const weights_ggml *w, float *y, int64_t n,
+static void int8_blocked_product(cpu_instance *c, const float *x, const int8_matrix *w, float *y, int64_t n,
                                  int64_t in, int64_t out)
 {
     const int64_t nq = (n + INT8_TILE - 1) / INT8_TILE;
+    KV_ASSERT(w->in == in && w->out == out);
     KV_ASSERT(int8_rows_fit(&c->x, n, in)); /* prepare reserved the largest */
     int8_quantise_begin(&c->x, n, in);
     const int nt = threads_for(c, (out + INT8_TILE - 1) / INT8_TILE, 2.0 * (double)n * (double)in * (double)out);
@@ -95,8 +98,7 @@ static void int8_blocked_product(cpu_instance *c, const float *x, const weights_
 #pragma omp for schedule(dynamic, 1)
         for (int64_t p = 0; p < np; p++) {
             const int64_t o0 = p * per, rows = out - o0 < per ? out - o0 : per;
-            int8_product(&c->x, w, in, o0, rows, y + o0, out, c->scratch + (size_t)omp_get_thread_num() * c->each,
-                         c->amx);
+            int8_product(&c->x, w, o0, rows, y + o0, out, c->scratch + (size_t)omp_get_thread_num() * c->each, c->amx);
         }
     }
 }
@@ -111,7 +113,10 @@ static void cpu_matmul16(void *ctx, const float *x, const model_mat *w, model_wt
 {
     cpu_instance *c = ctx;
     if (c && c->int8 && t == MODEL_W_GGML && int8_supports(((const weights_ggml *)w)->type)) {
-        int8_blocked_product(c, x, w, y, n, in, out);
+        const int8_matrix *p = NULL;
+        for (int64_t i = 0; !p && i < c->n_mats; i++) p = c->mats[i].w == (const weights_ggml *)w ? &c->mats[i] : NULL;
+        KV_ASSERT(p); /* prepare packed every one (int8_model_matrices) */
+        int8_blocked_product(c, x, p, y, n, in, out);
         return;
     }
     blocked_product(ctx, x, NULL, w, t, y, n, in, out, tile, tile_n);
@@ -269,22 +274,15 @@ static int cpu_open(const backend_request *req, void **ctx, kv_err *err)
     return KV_OK;
 }
 
-/* Whether any of m's matrices has an int8 product (held in its GGUF file's Q8_0, Q4_0 or Q4_1 blocks). */
-static bool has_int8_matrix(const kv_model *m)
+static void free_mats(cpu_instance *c)
 {
-    if (m->wtype != MODEL_W_GGML) return false;
-    bool any = int8_supports(((const weights_ggml *)m->output)->type);
-    for (int64_t l = 0; l < m->cfg.n_layers; l++) {
-        const model_layer *y = &m->layers[l];
-        const model_mat *mats[] = {y->wq, y->wk, y->wv, y->w_gate, y->w_up, y->w_down};
-        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            any = any || int8_supports(((const weights_ggml *)mats[i])->type);
-    }
-    return any;
+    for (int64_t i = 0; i < c->n_mats; i++) int8_matrix_free(&c->mats[i]);
+    free(c->mats), c->mats = NULL, c->n_mats = 0;
 }
 
-/* With --compute int8: the quantised rows of the largest product (B rows of the widest input) and each
- * thread's scratch, or the refusal of a model none of whose matrices has an int8 product. */
+/* With --compute int8: the model's int8 matrices packed (int8_product.h, on the threads), the quantised
+ * rows of the largest product (B rows of the widest input) and each thread's scratch, or the refusal of a
+ * model none of whose matrices has an int8 product. */
 static int cpu_prepare(void *ctx, const kv_model *m, int64_t T, int64_t B, bool colsum, const kv_model **walk,
                        kv_err *err)
 {
@@ -292,7 +290,8 @@ static int cpu_prepare(void *ctx, const kv_model *m, int64_t T, int64_t B, bool 
     *walk = m;
     cpu_instance *c = ctx;
     if (!c || !c->int8) return KV_OK;
-    if (!has_int8_matrix(m))
+    const int64_t n = int8_model_matrices(m, NULL, NULL);
+    if (n == 0)
         return kv_fail(err, KV_EUSAGE, "--compute int8: the model holds no matrix in Q8_0, Q4_0 or Q4_1 blocks (the "
                        "int8 products are for those GGUF types, kept as the file stores them: not with --weights)");
     const model_config *f = &m->cfg;
@@ -300,9 +299,22 @@ static int cpu_prepare(void *ctx, const kv_model *m, int64_t T, int64_t B, bool 
     in = in > f->n_heads * f->head_dim ? in : f->n_heads * f->head_dim;
     in = (in + INT8_BLOCK - 1) / INT8_BLOCK * INT8_BLOCK;
     free(c->scratch), c->scratch = NULL;
+    free_mats(c);
     c->amx = int8_amx();
-    c->each = (int8_scratch_bytes(in) + 63) / 64 * 64;
-    int rc = int8_rows_reserve(&c->x, B, in, err);
+    c->each = (int8_scratch_bytes() + 63) / 64 * 64;
+    int8_matrix_ref *refs = malloc(sizeof *refs * (size_t)n);
+    c->mats = calloc((size_t)n, sizeof *c->mats);
+    int rc = refs && c->mats ? KV_OK : kv_fail(err, KV_EFAIL, "--compute int8: out of memory for the packed matrices");
+    if (!rc) int8_model_matrices(m, refs, NULL);
+    for (int64_t i = 0; !rc && i < n; i++) {
+        rc = int8_matrix_reserve(&c->mats[i], refs[i].w, refs[i].in, refs[i].out, err);
+        c->n_mats += rc == KV_OK;
+        int8_matrix *p = &c->mats[i];
+#pragma omp parallel for num_threads(c->threads) schedule(dynamic, 16) if (!rc && c->threads > 1)
+        for (int64_t g = 0; g < p->groups; g++) int8_matrix_pack(p, g, g + 1, c->amx);
+    }
+    free(refs);
+    if (!rc) rc = int8_rows_reserve(&c->x, B, in, err);
     if (!rc && !(c->scratch = aligned_alloc(64, c->each * (size_t)c->threads)))
         rc = kv_fail(err, KV_EFAIL, "--compute int8: out of memory for the products' scratch");
     return rc;
@@ -311,7 +323,7 @@ static int cpu_prepare(void *ctx, const kv_model *m, int64_t T, int64_t B, bool 
 static void cpu_close(void *ctx)
 {
     cpu_instance *c = ctx;
-    if (c) int8_rows_free(&c->x), free(c->scratch);
+    if (c) int8_rows_free(&c->x), free_mats(c), free(c->scratch);
     free(ctx);
 }
 

@@ -130,9 +130,9 @@ void int8_quantise(int8_rows *r, const float *x, int64_t n, int64_t in)
     int8_quantise_rows(r, x, 0, n);
 }
 
-/* A group of 16 W rows, repacked per block: the codes as AMX's B operand (8 rows of 64 bytes: row
- * r holds, for each of the 16 W rows c, its codes 4r .. 4r + 3) or as plain rows (the portable
- * kernel's), the same size, only the running kernel's written; the scales dw and the minimums mw. */
+/* A group of 16 W rows of a packed matrix: the codes as AMX's B operand (8 rows of 64 bytes: row r holds,
+ * for each of the 16 W rows c, its codes 4r .. 4r + 3) or as plain rows (the portable kernel's), the same
+ * size; the scales dw and the minimums mw. */
 typedef struct {
     int8_t *b;     /* [nb][8][64] (amx) */
     int8_t *rows;  /* [16][in] (portable): the same bytes as b */
@@ -140,9 +140,8 @@ typedef struct {
     float *mw;     /* [nb][16] (Q4_1; zero otherwise) */
 } group;
 
-/* A thread's scratch: a panel of W's groups, as many as fit in about PANEL_BYTES (at least one), so that
- * they stay in the second-level cache while every tile of x passes them, and the integer products of a
- * tile of x rows with one group for STRIP blocks (c, [STRIP][16][16]: the tiles write it, the sums read it). */
+/* The W rows an x tile passes before the next tile (a panel of PANEL_BYTES of packed groups, at least one);
+ * c, a thread's scratch: the integer products of a tile of x rows with one group for STRIP blocks. */
 enum { PANEL_BYTES = 512 << 10, GROUP_BYTES_PER_BLOCK = 512 + 2 * INT8_TILE * sizeof(float) };
 
 static int64_t panel_groups(int64_t nb)
@@ -156,62 +155,132 @@ int64_t int8_panel_rows(int64_t in)
     return panel_groups(in / INT8_BLOCK) * INT8_TILE;
 }
 
-size_t int8_scratch_bytes(int64_t in)
+size_t int8_scratch_bytes(void)
 {
-    const size_t nb = (size_t)(in / INT8_BLOCK), groups = nb * GROUP_BYTES_PER_BLOCK;
-    /* a narrower input's panel (more groups of fewer blocks) stays within the larger of the two */
-    return (groups > PANEL_BYTES ? groups : PANEL_BYTES) + STRIP * INT8_TILE * INT8_TILE * sizeof(int32_t) + 64;
+    return STRIP * INT8_TILE * INT8_TILE * sizeof(int32_t);
 }
 
-/* Group k of the panel in scratch (k < panel_groups(nb)), and the products' strip after the panel. */
-static group group_at(void *scratch, int64_t nb, int64_t k)
+double int8_matrix_bytes(int64_t in, int64_t out)
 {
-    int8_t *b = (int8_t *)scratch + k * nb * 512;
-    float *dw = (float *)((int8_t *)scratch + panel_groups(nb) * nb * 512) + k * 2 * nb * INT8_TILE;
-    return (group){b, b, dw, dw + nb * INT8_TILE};
+    return (double)((out + INT8_TILE - 1) / INT8_TILE) * (double)(in / INT8_BLOCK) * GROUP_BYTES_PER_BLOCK;
 }
 
-static int32_t *strip_at(void *scratch, int64_t nb)
+int int8_matrix_reserve(int8_matrix *m, const weights_ggml *w, int64_t in, int64_t out, kv_err *err)
 {
-    return (int32_t *)((int8_t *)scratch + panel_groups(nb) * nb * GROUP_BYTES_PER_BLOCK);
+    const int64_t groups = (out + INT8_TILE - 1) / INT8_TILE, nb = in / INT8_BLOCK;
+    *m = (int8_matrix){.w = w, .in = in, .out = out, .groups = groups, .minimum = w->type == T_Q4_1};
+    m->codes = aligned_alloc(64, (size_t)(groups * nb * 512));
+    m->dw = malloc(sizeof(float) * (size_t)(groups * nb * INT8_TILE));
+    m->mw = malloc(sizeof(float) * (size_t)(groups * nb * INT8_TILE));
+    if (!m->codes || !m->dw || !m->mw) {
+        int8_matrix_free(m);
+        return kv_fail(err, KV_EFAIL, "--compute int8: out of memory for a packed matrix of %lld x %lld",
+                       (long long)out, (long long)in);
+    }
+    return KV_OK;
 }
 
-/* The codes (as int8: Q4_0's q - 8, Q4_1's q) and scales of the block at blk (of type t), as W row c
- * of g, block b, in the layout of the kernel that runs (amx: AMX's B operand, else plain rows). */
-static void pack_block(uint32_t t, const uint8_t *blk, int64_t in, int64_t b, int c, const group *g, bool amx)
+void int8_matrix_free(int8_matrix *m)
 {
-    int8_t codes[INT8_BLOCK];
-    const float d = half_le_at(blk), m = t == T_Q4_1 ? half_le_at(blk + 2) : 0.0f;
-    if (t == T_Q8_0) {
-        memcpy(codes, blk + 2, INT8_BLOCK);
-    } else {
+    free(m->codes), free(m->dw), free(m->mw);
+    memset(m, 0, sizeof *m);
+}
+
+static void add_ref(const model_mat *w, int64_t in, int64_t out, int8_matrix_ref *refs, int64_t *n, double *bytes)
+{
+    const weights_ggml *g = (const weights_ggml *)w;
+    if (!int8_supports(g->type)) return;
+    if (refs) refs[*n] = (int8_matrix_ref){g, in, out};
+    *n += 1;
+    if (bytes) *bytes += int8_matrix_bytes(in, out);
+}
+
+int64_t int8_model_matrices(const kv_model *m, int8_matrix_ref *refs, double *bytes)
+{
+    const model_config *c = &m->cfg;
+    int64_t n = 0;
+    if (bytes) *bytes = 0;
+    if (m->wtype != MODEL_W_GGML) return 0;
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        const model_layer *y = &m->layers[l];
+        add_ref(y->wq, c->dim, c->n_heads * c->head_dim, refs, &n, bytes);
+        add_ref(y->wk, c->dim, c->n_kv_heads * c->head_dim, refs, &n, bytes);
+        add_ref(y->wv, c->dim, c->n_kv_heads * c->head_dim, refs, &n, bytes);
+        add_ref(y->w_gate, c->dim, c->ffn_dim, refs, &n, bytes);
+        add_ref(y->w_up, c->dim, c->ffn_dim, refs, &n, bytes);
+        add_ref(y->w_down, c->ffn_dim, c->dim, refs, &n, bytes);
+    }
+    add_ref(m->output, c->dim, c->vocab_size, refs, &n, bytes);
+    return n;
+}
+
+/* Group k of m. */
+static group group_at(const int8_matrix *m, int64_t k)
+{
+    const int64_t nb = m->in / INT8_BLOCK;
+    int8_t *b = m->codes + k * nb * 512;
+    return (group){b, b, m->dw + k * nb * INT8_TILE, m->mw + k * nb * INT8_TILE};
+}
+
+/* The codes (as int8: Q4_0's q - 8, Q4_1's q) of the block at blk (of type t), as W row c of g, block b,
+ * in the layout of the kernel that runs (amx: AMX's B operand, else plain rows). */
+static void pack_codes(uint32_t t, const uint8_t *blk, int64_t in, int64_t b, int c, const group *g, bool amx)
+{
+    int8_t decoded[INT8_BLOCK];
+    const int8_t *codes = (const int8_t *)blk + 2;
+    if (t != T_Q8_0) {
         const int off = t == T_Q4_1 ? 4 : 2;
         const int8_t bias = t == T_Q4_1 ? 0 : 8;
         for (int j = 0; j < 16; j++) {
-            codes[j] = (int8_t)((blk[off + j] & 0x0F) - bias);
-            codes[j + 16] = (int8_t)((blk[off + j] >> 4) - bias);
+            decoded[j] = (int8_t)((blk[off + j] & 0x0F) - bias);
+            decoded[j + 16] = (int8_t)((blk[off + j] >> 4) - bias);
         }
+        codes = decoded;
     }
     int8_t *dst = g->b + b * 512;
     if (amx)
         for (int r = 0; r < 8; r++) memcpy(dst + r * 64 + c * 4, codes + 4 * r, 4);
     else
         memcpy(g->rows + c * in + b * INT8_BLOCK, codes, INT8_BLOCK);
-    g->dw[b * INT8_TILE + c] = d, g->mw[b * INT8_TILE + c] = m;
 }
 
-/* W rows o0 .. o0 + cnt (cnt <= 16) repacked into g for the kernel that runs; the rows after cnt are zero. */
-static void pack_group(const weights_ggml *w, int64_t in, int64_t o0, int cnt, const group *g, bool amx)
+/* W row `row` (nb blocks of type t, `size` bytes each) as row c of g: its codes, and its blocks' F16 scales
+ * (and Q4_1's minimums; zero otherwise) widened a run of blocks at a time (half_to_float_array). */
+static void pack_row(uint32_t t, const uint8_t *row, int64_t nb, size_t size, int64_t in, int c, const group *g,
+                     bool amx)
 {
-    const int64_t nb = in / INT8_BLOCK;
-    const size_t size = ggml_type_get(w->type)->size;
-    if (cnt < INT8_TILE) {
-        memset(g->b, 0, (size_t)(nb * 512));
-        memset(g->dw, 0, sizeof(float) * (size_t)(2 * nb * INT8_TILE));
+    enum { RUN = 64 };
+    kv_half dh[RUN], mh[RUN];
+    float df[RUN], mf[RUN];
+    for (int64_t b0 = 0; b0 < nb; b0 += RUN) {
+        const int64_t n = nb - b0 < RUN ? nb - b0 : RUN;
+        for (int64_t b = 0; b < n; b++) {
+            const uint8_t *blk = row + (size_t)(b0 + b) * size;
+            dh[b] = (kv_half)(blk[0] | (blk[1] << 8));
+            mh[b] = t == T_Q4_1 ? (kv_half)(blk[2] | (blk[3] << 8)) : 0;
+            pack_codes(t, blk, in, b0 + b, c, g, amx);
+        }
+        half_to_float_array(dh, df, (size_t)n);
+        half_to_float_array(mh, mf, (size_t)n);
+        for (int64_t b = 0; b < n; b++) g->dw[(b0 + b) * INT8_TILE + c] = df[b], g->mw[(b0 + b) * INT8_TILE + c] = mf[b];
     }
-    for (int c = 0; c < cnt; c++) {
-        const uint8_t *row = w->data + (size_t)(o0 + c) * (size_t)nb * size;
-        for (int64_t b = 0; b < nb; b++) pack_block(w->type, row + (size_t)b * size, in, b, c, g, amx);
+}
+
+void int8_matrix_pack(int8_matrix *m, int64_t g0, int64_t g1, bool amx)
+{
+    const int64_t in = m->in, nb = in / INT8_BLOCK;
+    const size_t size = ggml_type_get(m->w->type)->size;
+    for (int64_t k = g0; k < g1; k++) {
+        const group g = group_at(m, k);
+        const int64_t o0 = k * INT8_TILE;
+        const int cnt = m->out - o0 < INT8_TILE ? (int)(m->out - o0) : INT8_TILE;
+        if (cnt < INT8_TILE) { /* the rows after cnt: zero */
+            memset(g.b, 0, (size_t)(nb * 512));
+            memset(g.dw, 0, sizeof(float) * (size_t)(nb * INT8_TILE));
+            memset(g.mw, 0, sizeof(float) * (size_t)(nb * INT8_TILE));
+        }
+        for (int c = 0; c < cnt; c++)
+            pack_row(m->w->type, m->w->data + (size_t)(o0 + c) * (size_t)nb * size, nb, size, in, c, &g, amx);
     }
 }
 
@@ -394,36 +463,33 @@ bool int8_amx(void)
 }
 #endif
 
-void int8_product(const int8_rows *x, const weights_ggml *w, int64_t in, int64_t o0, int64_t rows, float *y,
-                  int64_t ldy, void *scratch, bool amx)
+void int8_product(const int8_rows *x, const int8_matrix *w, int64_t o0, int64_t rows, float *y, int64_t ldy,
+                  void *scratch, bool amx)
 {
-    const int64_t nb = in / INT8_BLOCK, per = panel_groups(nb) * INT8_TILE;
-    const bool minimum = w->type == T_Q4_1;
-    int32_t *c = strip_at(scratch, nb);
+    const int64_t in = w->in, nb = in / INT8_BLOCK, per = panel_groups(nb) * INT8_TILE;
+    int32_t *c = scratch;
+    KV_ASSERT(o0 % INT8_TILE == 0 && x->in == in);
 #if INT8_AMX
     if (amx) amx_begin();
 #else
     (void)amx;
 #endif
-    for (int64_t q0 = 0; q0 < rows; q0 += per) { /* a panel of W's groups, packed once for every x row */
+    for (int64_t q0 = 0; q0 < rows; q0 += per) { /* a panel of W's groups that every tile of x rows passes */
         const int64_t q1 = rows - q0 < per ? rows : q0 + per;
-        for (int64_t g0 = q0; g0 < q1; g0 += INT8_TILE) {
-            const group g = group_at(scratch, nb, (g0 - q0) / INT8_TILE);
-            pack_group(w, in, o0 + g0, q1 - g0 < INT8_TILE ? (int)(q1 - g0) : INT8_TILE, &g, amx);
-        }
-        for (int64_t i0 = 0; i0 < x->n; i0 += INT8_TILE) /* a tile of x rows passes them all */
+        for (int64_t i0 = 0; i0 < x->n; i0 += INT8_TILE)
             for (int64_t g0 = q0; g0 < q1; g0 += INT8_TILE) {
-                const group g = group_at(scratch, nb, (g0 - q0) / INT8_TILE);
+                const group g = group_at(w, (o0 + g0) / INT8_TILE);
                 const int8_t *a = x->q + i0 / INT8_TILE * nb * 512;
                 const int cnt = q1 - g0 < INT8_TILE ? (int)(q1 - g0) : INT8_TILE;
                 const int64_t valid = x->n - i0 < INT8_TILE ? x->n - i0 : INT8_TILE;
                 const float *dx = x->d + i0 * nb;
                 const int32_t *sx = x->s + i0 * nb;
 #if INT8_AMX
-                if (amx) amx_tile_times_group(a, dx, sx, nb, &g, minimum, c, y + i0 * ldy + g0, ldy, cnt, valid);
+                if (amx) amx_tile_times_group(a, dx, sx, nb, &g, w->minimum, c, y + i0 * ldy + g0, ldy, cnt, valid);
                 else
 #endif
-                    portable_tile_times_group(a, dx, sx, nb, &g, in, minimum, c, y + i0 * ldy + g0, ldy, cnt, valid);
+                    portable_tile_times_group(a, dx, sx, nb, &g, in, w->minimum, c, y + i0 * ldy + g0, ldy, cnt,
+                                              valid);
             }
     }
 #if INT8_AMX

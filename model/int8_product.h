@@ -53,18 +53,49 @@ void int8_quantise(int8_rows *r, const float *x, int64_t n, int64_t in);
 void int8_quantise_begin(int8_rows *r, int64_t n, int64_t in);
 void int8_quantise_rows(int8_rows *r, const float *x, int64_t i0, int64_t i1);
 
-/* Scratch bytes one thread's int8_product needs for W rows of at most `in` values. */
-size_t int8_scratch_bytes(int64_t in);
+/* A matrix of `out` rows of `in` values (ggml blocks of type w->type, int8_supports) repacked for the
+ * running kernel (amx: AMX's B operand, else plain rows of codes), once, in groups of 16 rows: per group
+ * and block the codes (512 bytes), the F16 scales dw and (Q4_1) minimums mw widened to float32. Packed
+ * as llama.cpp's AMX backend repacks at load: int8_matrix_bytes more memory, and no product reads the
+ * file's blocks again. */
+typedef struct {
+    const weights_ggml *w;  /* the blocks it was packed from (the backend's key) */
+    int64_t in, out, groups;
+    bool minimum;           /* Q4_1 */
+    int8_t *codes;          /* [groups][in/32][512] */
+    float *dw, *mw;         /* [groups][in/32][16] */
+} int8_matrix;
 
-/* W rows of `in` values one int8_product call packs at a time and every x row then passes (a panel that
- * stays in the second-level cache): a call's rows in multiples of it (or all of them) use it fully. */
+double int8_matrix_bytes(int64_t in, int64_t out);
+
+/* Room for w's packing (in a multiple of 32); KV_EFAIL on failure. Then int8_matrix_pack for groups
+ * [g0, g1) (of m->groups: threads may pack parts), each group once, with int8_amx()'s answer. */
+int int8_matrix_reserve(int8_matrix *m, const weights_ggml *w, int64_t in, int64_t out, kv_err *err);
+void int8_matrix_pack(int8_matrix *m, int64_t g0, int64_t g1, bool amx);
+void int8_matrix_free(int8_matrix *m);
+
+/* The matrices of m that --compute int8 multiplies (ggml blocks of an int8_supports type: q, k, v, gate,
+ * up, down and the output layer, whose tie to the embedding needs no other; W_o stays float32), with their shapes, into refs (NULL: only
+ * counted): their number; *bytes (NULL: not wanted) their packing's int8_matrix_bytes. */
+typedef struct {
+    const weights_ggml *w;
+    int64_t in, out;
+} int8_matrix_ref;
+
+int64_t int8_model_matrices(const kv_model *m, int8_matrix_ref *refs, double *bytes);
+
+/* Scratch bytes one thread's int8_product needs (64-byte aligned). */
+size_t int8_scratch_bytes(void);
+
+/* W rows of `in` values that one int8_product call's x rows pass as a panel (it stays in the second-level
+ * cache): a call's rows in multiples of it (or all of them) use it fully. */
 int64_t int8_panel_rows(int64_t in);
 
-/* y[i][o - o0] (row stride ldy) for the quantised rows i < x->n and W's rows o0 .. o0 + rows, W of
- * `in` columns in type w->type (int8_supports); scratch: int8_scratch_bytes(in), 64-byte aligned; amx:
- * int8_amx()'s answer (the integer sums on AMX tiles, else plain loops: the same bits). */
-void int8_product(const int8_rows *x, const weights_ggml *w, int64_t in, int64_t o0, int64_t rows, float *y,
-                  int64_t ldy, void *scratch, bool amx);
+/* y[i][o - o0] (row stride ldy) for the quantised rows i < x->n (of w->in values) and w's rows o0 .. o0 +
+ * rows, o0 a multiple of 16; amx: what w was packed with (the integer sums on AMX tiles, else plain loops:
+ * the same bits). */
+void int8_product(const int8_rows *x, const int8_matrix *w, int64_t o0, int64_t rows, float *y, int64_t ldy,
+                  void *scratch, bool amx);
 
 /* Whether int8_product may use AMX tiles here: the CPU has them (AMX-TILE and AMX-INT8, and AVX-512F, whose
  * vectors sum the tiles' results), the kernel grants them to the process (arch_prctl), and

@@ -119,9 +119,14 @@ static void product_case(kv_rng *r, uint32_t t, int64_t n, int64_t in, int64_t o
     kv_err err = {0};
     assert_int_equal(int8_rows_reserve(&q, n + 3, in, &err), KV_OK);
     int8_quantise(&q, x, n, in);
-    void *scratch = aligned_alloc(64, (int8_scratch_bytes(in) + 63) / 64 * 64);
+    void *scratch = aligned_alloc(64, (int8_scratch_bytes() + 63) / 64 * 64);
     const weights_ggml g = {.data = w, .type = t};
-    int8_product(&q, &g, in, o0, rows, y + o0, out, scratch, amx);
+    int8_matrix pw;
+    assert_int_equal(int8_matrix_reserve(&pw, &g, in, out, &err), KV_OK);
+    int8_matrix_pack(&pw, 0, pw.groups / 2, amx); /* in two parts, as threads would */
+    int8_matrix_pack(&pw, pw.groups / 2, pw.groups, amx);
+    int8_product(&q, &pw, o0, rows, y + o0, out, scratch, amx);
+    int8_matrix_free(&pw);
     for (int64_t i = 0; i < n; i++)
         for (int64_t o = 0; o < out; o++) {
             if (o < o0 || o >= o0 + rows) {
@@ -170,11 +175,12 @@ static void products(void **state)
         for (size_t i = 0; i < 3; i++) {
             product_case(&r, types[i], 1, 32, 1, 0, 1, k == 1);
             product_case(&r, types[i], 5, 96, 23, 0, 23, k == 1);
-            product_case(&r, types[i], 17, 64, 40, 7, 25, k == 1);
+            product_case(&r, types[i], 17, 64, 40, 16, 24, k == 1);
             product_case(&r, types[i], 33, 160, 16, 0, 16, k == 1);
             /* inputs so wide that a call's rows take several panels (int8_panel_rows): 48 rows and 2;
-             * 16, 16 and 8 */
+             * 16, 16 and 8; 48 rows and 3 from row 32 */
             product_case(&r, types[i], 2, 8192, 50, 0, 50, k == 1);
+            product_case(&r, types[i], 2, 8192, 83, 32, 51, k == 1);
             product_case(&r, types[i], 3, 16384, 40, 0, 40, k == 1);
         }
     }
