@@ -27,6 +27,7 @@ typedef struct {
     bool int8;       /* --compute int8: Q8_0, Q4_0 and Q4_1 matrices multiply quantised rows (int8_product.h) */
     bool amx;        /* with int8: int8_amx(), asked at prepare */
     int8_rows x;     /* with int8: a product's rows, quantised (prepare reserves the largest) */
+    float *x_was;    /* with int8: the rows x holds quantised, as they were (x.n by x.in) */
     int8_matrix *mats; /* with int8: the model's int8 matrices, packed at prepare */
     int64_t n_mats;
     char *scratch;   /* with int8: threads parts of `each` bytes */
@@ -81,10 +82,13 @@ static void blocked_product(void *ctx, const float *x, const float *w, const mod
 static void int8_blocked_product(cpu_instance *c, const float *x, const int8_matrix *w, float *y, int64_t n,
                                  int64_t in, int64_t out)
 {
-    const int64_t nq = (n + INT8_TILE - 1) / INT8_TILE;
     KV_ASSERT(w->in == in && w->out == out);
     KV_ASSERT(int8_rows_fit(&c->x, n, in)); /* prepare reserved the largest */
-    int8_quantise_begin(&c->x, n, in);
+    /* rows equal bit for bit to the last product's are quantised already (q, k and v share theirs, gate and up) */
+    const size_t bytes = sizeof(float) * (size_t)(n * in);
+    const bool fresh = !(c->x.n == n && c->x.in == in && memcmp(c->x_was, x, bytes) == 0);
+    const int64_t nq = fresh ? (n + INT8_TILE - 1) / INT8_TILE : 0;
+    if (fresh) int8_quantise_begin(&c->x, n, in), memcpy(c->x_was, x, bytes);
     const int nt = threads_for(c, (out + INT8_TILE - 1) / INT8_TILE, 2.0 * (double)n * (double)in * (double)out);
     int64_t per = int8_panel_rows(in), fair = (out + 2 * nt - 1) / (2 * nt);
     fair = (fair + INT8_TILE - 1) / INT8_TILE * INT8_TILE;
@@ -299,6 +303,7 @@ static int cpu_prepare(void *ctx, const kv_model *m, int64_t T, int64_t B, bool 
     in = in > f->n_heads * f->head_dim ? in : f->n_heads * f->head_dim;
     in = (in + INT8_BLOCK - 1) / INT8_BLOCK * INT8_BLOCK;
     free(c->scratch), c->scratch = NULL;
+    free(c->x_was), c->x_was = NULL;
     free_mats(c);
     c->amx = int8_amx();
     c->each = (int8_scratch_bytes() + 63) / 64 * 64;
@@ -315,6 +320,8 @@ static int cpu_prepare(void *ctx, const kv_model *m, int64_t T, int64_t B, bool 
     }
     free(refs);
     if (!rc) rc = int8_rows_reserve(&c->x, B, in, err);
+    if (!rc && !(c->x_was = malloc(sizeof(float) * (size_t)(B * in))))
+        rc = kv_fail(err, KV_EFAIL, "--compute int8: out of memory for the products' rows");
     if (!rc && !(c->scratch = aligned_alloc(64, c->each * (size_t)c->threads)))
         rc = kv_fail(err, KV_EFAIL, "--compute int8: out of memory for the products' scratch");
     return rc;
@@ -323,7 +330,7 @@ static int cpu_prepare(void *ctx, const kv_model *m, int64_t T, int64_t B, bool 
 static void cpu_close(void *ctx)
 {
     cpu_instance *c = ctx;
-    if (c) int8_rows_free(&c->x), free_mats(c), free(c->scratch);
+    if (c) int8_rows_free(&c->x), free(c->x_was), free_mats(c), free(c->scratch);
     free(ctx);
 }
 
