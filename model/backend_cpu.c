@@ -107,9 +107,19 @@ static void int8_blocked_product(cpu_instance *c, const float *x, const int8_mat
     }
 }
 
+/* With --compute int8: the packing prepare made of the matrix the forward pass names `key`, else NULL. */
+static const int8_matrix *packed_for(const cpu_instance *c, const void *key)
+{
+    for (int64_t i = 0; c && c->int8 && i < c->n_mats; i++)
+        if (c->mats[i].key == key) return &c->mats[i];
+    return NULL;
+}
+
 static void cpu_matmul(void *ctx, const float *x, const float *w, float *y, int64_t n, int64_t in, int64_t out)
 {
-    blocked_product(ctx, x, w, NULL, MODEL_W_F32, y, n, in, out, NULL, 0);
+    const int8_matrix *p = packed_for(ctx, w); /* W_o with --compute int8, where the file holds it in blocks */
+    if (p) int8_blocked_product(ctx, x, p, y, n, in, out);
+    else blocked_product(ctx, x, w, NULL, MODEL_W_F32, y, n, in, out, NULL, 0);
 }
 
 static void cpu_matmul16(void *ctx, const float *x, const model_mat *w, model_wtype t, float *y, int64_t n,
@@ -117,8 +127,7 @@ static void cpu_matmul16(void *ctx, const float *x, const model_mat *w, model_wt
 {
     cpu_instance *c = ctx;
     if (c && c->int8 && t == MODEL_W_GGML && int8_supports(((const weights_ggml *)w)->type)) {
-        const int8_matrix *p = NULL;
-        for (int64_t i = 0; !p && i < c->n_mats; i++) p = c->mats[i].w == (const weights_ggml *)w ? &c->mats[i] : NULL;
+        const int8_matrix *p = packed_for(c, w);
         KV_ASSERT(p); /* prepare packed every one (int8_model_matrices) */
         int8_blocked_product(c, x, p, y, n, in, out);
         return;
@@ -313,6 +322,7 @@ static int cpu_prepare(void *ctx, const kv_model *m, int64_t T, int64_t B, bool 
     if (!rc) int8_model_matrices(m, refs, NULL);
     for (int64_t i = 0; !rc && i < n; i++) {
         rc = int8_matrix_reserve(&c->mats[i], refs[i].w, refs[i].in, refs[i].out, err);
+        c->mats[i].key = refs[i].key;
         c->n_mats += rc == KV_OK;
         int8_matrix *p = &c->mats[i];
 #pragma omp parallel for num_threads(c->threads) schedule(dynamic, 16) if (!rc && c->threads > 1)

@@ -186,11 +186,12 @@ void int8_matrix_free(int8_matrix *m)
     memset(m, 0, sizeof *m);
 }
 
-static void add_ref(const model_mat *w, int64_t in, int64_t out, int8_matrix_ref *refs, int64_t *n, double *bytes)
+static void add_ref(const void *key, const model_mat *w, int64_t in, int64_t out, int8_matrix_ref *refs, int64_t *n,
+                    double *bytes)
 {
     const weights_ggml *g = (const weights_ggml *)w;
-    if (!int8_supports(g->type)) return;
-    if (refs) refs[*n] = (int8_matrix_ref){g, in, out};
+    if (!g || !int8_supports(g->type)) return;
+    if (refs) refs[*n] = (int8_matrix_ref){key, g, in, out};
     *n += 1;
     if (bytes) *bytes += int8_matrix_bytes(in, out);
 }
@@ -203,14 +204,16 @@ int64_t int8_model_matrices(const kv_model *m, int8_matrix_ref *refs, double *by
     if (m->wtype != MODEL_W_GGML) return 0;
     for (int64_t l = 0; l < c->n_layers; l++) {
         const model_layer *y = &m->layers[l];
-        add_ref(y->wq, c->dim, c->n_heads * c->head_dim, refs, &n, bytes);
-        add_ref(y->wk, c->dim, c->n_kv_heads * c->head_dim, refs, &n, bytes);
-        add_ref(y->wv, c->dim, c->n_kv_heads * c->head_dim, refs, &n, bytes);
-        add_ref(y->w_gate, c->dim, c->ffn_dim, refs, &n, bytes);
-        add_ref(y->w_up, c->dim, c->ffn_dim, refs, &n, bytes);
-        add_ref(y->w_down, c->ffn_dim, c->dim, refs, &n, bytes);
+        const int64_t hd = c->n_heads * c->head_dim, kd = c->n_kv_heads * c->head_dim;
+        add_ref(y->wq, y->wq, c->dim, hd, refs, &n, bytes);
+        add_ref(y->wk, y->wk, c->dim, kd, refs, &n, bytes);
+        add_ref(y->wv, y->wv, c->dim, kd, refs, &n, bytes);
+        add_ref(y->wo, y->wo_blocks, hd, c->dim, refs, &n, bytes);
+        add_ref(y->w_gate, y->w_gate, c->dim, c->ffn_dim, refs, &n, bytes);
+        add_ref(y->w_up, y->w_up, c->dim, c->ffn_dim, refs, &n, bytes);
+        add_ref(y->w_down, y->w_down, c->ffn_dim, c->dim, refs, &n, bytes);
     }
-    add_ref(m->output, c->dim, c->vocab_size, refs, &n, bytes);
+    add_ref(m->output, m->output, c->dim, c->vocab_size, refs, &n, bytes);
     return n;
 }
 

@@ -59,7 +59,8 @@ void int8_quantise_rows(int8_rows *r, const float *x, int64_t i0, int64_t i1);
  * as llama.cpp's AMX backend repacks at load: int8_matrix_bytes more memory, and no product reads the
  * file's blocks again. */
 typedef struct {
-    const weights_ggml *w;  /* the blocks it was packed from (the backend's key) */
+    const void *key;        /* the matrix the forward pass names (int8_matrix_ref) */
+    const weights_ggml *w;  /* the blocks it was packed from */
     int64_t in, out, groups;
     bool minimum;           /* Q4_1 */
     int8_t *codes;          /* [groups][in/32][512] */
@@ -74,10 +75,12 @@ int int8_matrix_reserve(int8_matrix *m, const weights_ggml *w, int64_t in, int64
 void int8_matrix_pack(int8_matrix *m, int64_t g0, int64_t g1, bool amx);
 void int8_matrix_free(int8_matrix *m);
 
-/* The matrices of m that --compute int8 multiplies (ggml blocks of an int8_supports type: q, k, v, gate,
- * up, down and the output layer, whose tie to the embedding needs no other; W_o stays float32), with their shapes, into refs (NULL: only
- * counted): their number; *bytes (NULL: not wanted) their packing's int8_matrix_bytes. */
+/* The matrices of m that --compute int8 multiplies (ggml blocks of an int8_supports type: q, k, v, W_o's
+ * blocks, gate, up, down and the output layer), with their shapes, into refs (NULL: only counted): their
+ * number; *bytes (NULL: not wanted) their packing's int8_matrix_bytes. key: the pointer the forward pass
+ * multiplies by (the model_mat, or for W_o its float32 copy). */
 typedef struct {
+    const void *key;
     const weights_ggml *w;
     int64_t in, out;
 } int8_matrix_ref;

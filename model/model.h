@@ -62,6 +62,8 @@ typedef struct {
     float *q_norm;     /* [D] per-head RMSNorm of q before RoPE (qwen3), or NULL */
     float *k_norm;     /* [D] per-head RMSNorm of k before RoPE, or NULL */
     float *wo;         /* [dim][H*D] float32 always (policies and /wo read it) */
+    model_mat *wo_blocks; /* W_o as its GGUF file's quantised blocks (a weights_ggml, MODEL_W_GGML models), else
+                           * NULL: what --compute int8 multiplies where their type has int8 products */
     float *ffn_norm;   /* [dim] */
     model_mat *w_gate; /* [ffn_dim][dim]  (w1) */
     model_mat *w_up;   /* [ffn_dim][dim]  (w3) */

@@ -163,6 +163,19 @@ static int load_rope_freqs(const gguf_file *g, kv_model *m, kv_err *err)
     return rc;
 }
 
+/* A quantised tensor's blocks kept beside its float32 copy (W_o: model.h); NULL for a float type. */
+static int keep_blocks(const gguf_file *g, kv_model *m, const char *name, model_mat **out, kv_err *err)
+{
+    const gguf_tensor *t = gguf_find_tensor(g, name);
+    *out = NULL;
+    if (!t || ggml_type_get(t->type)->blck == 1) return KV_OK;
+    weights_ggml *b = model_alloc_raw(m, 1, sizeof *b, name, err);
+    if (!b) return KV_EFAIL;
+    *b = (weights_ggml){.data = t->data, .type = t->type};
+    *out = b;
+    return KV_OK;
+}
+
 static int load_weights(const gguf_file *g, kv_model *m, bool *in_place, kv_err *err)
 {
     const model_config *c = &m->cfg;
@@ -186,6 +199,8 @@ static int load_weights(const gguf_file *g, kv_model *m, bool *in_place, kv_err 
                 rc = load_matrix(g, m, name, ne0, ne1, slot, in_place, err);
             else
                 rc = load_tensor(g, m, name, ne0, ne1, (float **)slot, err);
+            if (!rc && LAYER_TENSORS[i].field == offsetof(model_layer, wo) && m->wtype == MODEL_W_GGML)
+                rc = keep_blocks(g, m, name, &m->layers[l].wo_blocks, err);
         }
     }
     return rc;

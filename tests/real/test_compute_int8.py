@@ -6,7 +6,8 @@ by at most KEY_TOL relative (each layer's Frobenius norm of the difference over 
 next-token log-probabilities by at most LP_MEAN nats on average and LP_MAX at worst: the bounds stated in
 docs/capture.md, with the measured values printed. Results that must not move: --threads 1 and 2 give the
 same trace bit for bit, and the portable kernel (KVTRACE_INT8_KERNEL=portable) the same as the default one
-(AMX where the CPU has it; a skip where the default is the portable kernel already). Refusals, each exit 2
+(AMX where the CPU has it; a skip where the default is the portable kernel already), and /wo (--record wo)
+is the float path's float32 W_o, though the int8 path multiplies by W_o's blocks. Refusals, each exit 2
 with one line and no trace: --compute int8 with --device cuda, with --weights f32 (the matrices are then
 float32) and on a model without Q8_0/Q4_0/Q4_1 matrices (random:stories260k), and --compute int4; and a
 trace whose compute attribute says int4 is refused by its reader (exit 3).
@@ -102,6 +103,16 @@ def main():
                                env=dict(os.environ, KVTRACE_INT8_KERNEL="portable"))
             check(rp.returncode == 0 and same(datasets(port)[0], q), "--compute int8: the portable kernel's trace "
                   "equals the %s kernel's, bit for bit" % kernel, rp.stderr[-600:])
+        # W_o multiplies through its blocks, but /wo (what criticalkv reads) stays the float path's copy
+        rw = [capture(tmp, "wo-" + name, "--threads", "2", "--record", "keys,values,wo", *extra)
+              for name, extra in (("float", []), ("int8", ["--compute", "int8"]))]
+        wo = []
+        for r, path in rw:
+            if r.returncode == 0:
+                with h5py.File(path, "r") as h:
+                    wo.append(h["wo"][()])
+        check(len(wo) == 2 and np.array_equal(wo[0].view(np.uint32), wo[1].view(np.uint32)), "--compute int8 "
+              "records the same float32 /wo as the float path, bit for bit", rw[0][0].stderr[-300:] + rw[1][0].stderr[-300:])
         refusals(tmp)
         with h5py.File(int8_path, "r+") as h:
             h.attrs["compute"] = "int4"
