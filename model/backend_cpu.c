@@ -140,9 +140,12 @@ static int cpu_workers(void *ctx)
     return ctx ? ((const cpu_instance *)ctx)->threads : 1;
 }
 
+/* The element-wise kernels below run their rows (or runs of elements) on the threads too where there are
+ * enough: each result is computed as on one thread, so the split changes nothing. */
 static void cpu_rmsnorm(void *ctx, float *out, const float *x, const float *w, int64_t n, int64_t dim, double eps)
 {
-    (void)ctx;
+    const int nt = threads_for(ctx, n, 3.0 * (double)n * (double)dim);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int64_t r = 0; r < n; r++) {
         const float *xr = x + r * dim;
         double ss = 0.0;
@@ -155,7 +158,8 @@ static void cpu_rmsnorm(void *ctx, float *out, const float *x, const float *w, i
 static void cpu_rope(void *ctx, float *x, int64_t n, int64_t heads, int64_t D, int64_t pos0,
                      const float *rope_table, rope_style style)
 {
-    (void)ctx;
+    const int nt = threads_for(ctx, n, 4.0 * (double)n * (double)heads * (double)D);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int64_t r = 0; r < n; r++)
         for (int64_t h = 0; h < heads; h++)
             rope_table_apply(x + (r * heads + h) * D, D, style, rope_table, pos0 + r);
@@ -170,11 +174,15 @@ static void cpu_add_bias(void *ctx, float *y, const float *b, int64_t n, int64_t
 
 static void cpu_swiglu(void *ctx, float *gate, const float *up, int64_t n)
 {
-    (void)ctx;
-    for (int64_t i = 0; i < n; i++) {
-        float g = gate[i];
-        gate[i] = g / (1.0f + expf(-g)) * up[i];
-    }
+    enum { RUN = 4096 };
+    const int64_t nb = (n + RUN - 1) / RUN;
+    const int nt = threads_for(ctx, nb, 20.0 * (double)n);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t i = b * RUN; i < n && i < (b + 1) * RUN; i++) {
+            float g = gate[i];
+            gate[i] = g / (1.0f + expf(-g)) * up[i];
+        }
 }
 
 /* One head's causal attention as blocks of about CPU_ATTN_ROWS query rows (core/attn_causal.h). */
