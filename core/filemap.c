@@ -43,3 +43,10 @@ void kv_filemap_will_read(const kv_filemap *fm)
 {
     if (fm->data) madvise((void *)fm->data, fm->size, MADV_WILLNEED);
 }
+
+void kv_filemap_drop(const void *p, size_t n)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, b = a + n;
+    const uintptr_t lo = (a + page - 1) / page * page, hi = b / page * page;
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* a hint: its failure changes nothing */
+}

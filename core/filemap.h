@@ -20,6 +20,11 @@ int kv_filemap_open(const char *path, kv_filemap *fm, kv_err *err);
 /* Unmaps; a zeroed kv_filemap is a no-op. */
 void kv_filemap_close(kv_filemap *fm);
 
+/* Drops the whole pages of [p, p + n), a part of a read-only file mapping, from this process's memory:
+ * touched again, they are read from the file (a private mapping nobody wrote). Only for such mappings:
+ * allocated memory would lose its contents. */
+void kv_filemap_drop(const void *p, size_t n);
+
 /* Tells the kernel the whole file will be read, in order. */
 void kv_filemap_will_read(const kv_filemap *fm);
 

@@ -21,6 +21,7 @@
 #include "model/int8_product.h"
 #include "model/weights.h"
 #include "core/attn_causal.h"
+#include "core/filemap.h"
 
 typedef struct {
     int threads;     /* >= 1 */
@@ -335,6 +336,9 @@ static int cpu_prepare(void *ctx, const kv_model *m, int64_t T, int64_t B, bool 
         int8_matrix *p = &c->mats[i];
 #pragma omp parallel for num_threads(c->threads) schedule(dynamic, 16) if (!rc && c->threads > 1)
         for (int64_t g = 0; g < p->groups; g++) int8_matrix_pack(p, g, g + 1, c->amx);
+        /* the products read the packing only: the file's pages of these blocks leave memory (the embedding's
+         * rows, where the output layer is tied to it, are read from the file again when looked up) */
+        if (!rc && p->w->mapped) kv_filemap_drop(p->w->data, int8_matrix_file_bytes(p));
     }
     free(refs);
     if (!rc) rc = int8_rows_reserve(&c->x, B, in, err);

@@ -165,6 +165,11 @@ double int8_matrix_bytes(int64_t in, int64_t out)
     return (double)((out + INT8_TILE - 1) / INT8_TILE) * (double)(in / INT8_BLOCK) * GROUP_BYTES_PER_BLOCK;
 }
 
+size_t int8_matrix_file_bytes(const int8_matrix *m)
+{
+    return (size_t)m->out * (size_t)(m->in / INT8_BLOCK) * ggml_type_get(m->w->type)->size;
+}
+
 int int8_matrix_reserve(int8_matrix *m, const weights_ggml *w, int64_t in, int64_t out, kv_err *err)
 {
     const int64_t groups = (out + INT8_TILE - 1) / INT8_TILE, nb = in / INT8_BLOCK;

@@ -69,6 +69,9 @@ typedef struct {
 
 double int8_matrix_bytes(int64_t in, int64_t out);
 
+/* The bytes of m's blocks in the file's type (what it was packed from). */
+size_t int8_matrix_file_bytes(const int8_matrix *m);
+
 /* Room for w's packing (in a multiple of 32); KV_EFAIL on failure. Then int8_matrix_pack for groups
  * [g0, g1) (of m->groups: threads may pack parts), each group once, with int8_amx()'s answer. */
 int int8_matrix_reserve(int8_matrix *m, const weights_ggml *w, int64_t in, int64_t out, kv_err *err);

@@ -160,7 +160,7 @@ int weights_ggml_keep(kv_model *m, const char *where, const char *name, const vo
     weights_ggml *g = model_alloc_raw(m, 1, sizeof *g, name, err);
     float *tile = g ? kv_calloc(CHECK_TILE, sizeof(float), name, err) : NULL;
     if (!tile) return KV_EFAIL;
-    *g = (weights_ggml){.data = data, .type = type};
+    *g = (weights_ggml){.data = data, .type = type, .mapped = true}; /* the GGUF file's mapping */
     int rc = KV_OK;
     for (size_t i0 = 0; !rc && i0 < n; i0 += CHECK_TILE) {
         const size_t k = n - i0 < CHECK_TILE ? n - i0 : CHECK_TILE;

@@ -20,10 +20,14 @@
 #include "model/model.h"
 
 /* A matrix kept in a ggml type (MODEL_W_GGML): its blocks, row-major, each
- * row a whole number of blocks (GGUF's rule), and the type's ggml id. */
+ * row a whole number of blocks (GGUF's rule), and the type's ggml id;
+ * mapped: the blocks lie in a file's read-only mapping (a GGUF file's), so
+ * their pages may be dropped from memory and are read again from the file
+ * if touched (kv_filemap_drop); false for blocks in allocated memory. */
 typedef struct {
     const uint8_t *data;
     uint32_t type;
+    bool mapped;
 } weights_ggml;
 
 /* Bytes of one weight of type t (4 or 2; 0 for MODEL_W_GGML, whose bytes

@@ -171,7 +171,7 @@ static int keep_blocks(const gguf_file *g, kv_model *m, const char *name, model_
     if (!t || ggml_type_get(t->type)->blck == 1) return KV_OK;
     weights_ggml *b = model_alloc_raw(m, 1, sizeof *b, name, err);
     if (!b) return KV_EFAIL;
-    *b = (weights_ggml){.data = t->data, .type = t->type};
+    *b = (weights_ggml){.data = t->data, .type = t->type, .mapped = true};
     *out = b;
     return KV_OK;
 }
