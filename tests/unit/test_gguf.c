@@ -5,6 +5,8 @@
  * $KVTRACE_MODEL_DIR; the test skips when it is unset) loads with its README's config. */
 #include "testutil.h"
 
+#include "core/filemap.h"
+
 #include <math.h>
 
 #include "model/formats/gguf.h"
@@ -548,6 +550,29 @@ static void stories260k(void **state)
     model_free(&m);
 }
 
+/* kv_filemap_drop: a mapped file's pages dropped from memory read the same bytes again, and a range
+ * within one page (or empty) drops nothing and changes nothing. */
+static void filemap_drop(void **state)
+{
+    (void)state;
+    enum { N = 5 * 4096 + 123 };
+    unsigned char *bytes = malloc(N);
+    for (size_t i = 0; i < N; i++) bytes[i] = (unsigned char)(i * 131u + 7u);
+    char path[512];
+    snprintf(path, sizeof path, "%s/drop.bin", tu_dir);
+    write_file(path, bytes, N);
+    kv_filemap fm;
+    kv_err err = {0};
+    assert_int_equal(kv_filemap_open(path, &fm, &err), KV_OK);
+    assert_memory_equal(fm.data, bytes, N); /* every page touched */
+    kv_filemap_drop(fm.data + 100, N - 200);
+    kv_filemap_drop(fm.data + 10, 20);
+    kv_filemap_drop(fm.data, 0);
+    assert_memory_equal(fm.data, bytes, N);
+    kv_filemap_close(&fm);
+    free(bytes);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -558,6 +583,7 @@ int main(void)
         cmocka_unit_test(corrupt_headers),
         cmocka_unit_test(contradictions),
         cmocka_unit_test(stories260k),
+        cmocka_unit_test(filemap_drop),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }
