@@ -106,7 +106,8 @@ static trace_create_opts trace_wants(const capture_opts *o)
 /* Before a large run: its cost in one line on stderr (unless --quiet) when
  * it will likely take over a minute or a GiB. Floating-point operations: 2
  * per weight per token, plus attention's 4 T^2/2 L H D; memory: the weights
- * as held (wbytes: weights_bytes, with --compute int8 their packed copy too) and the KV cache (float32);
+ * as held (wbytes: weights_bytes, with --compute int8 their packed copy too: an upper bound, the file's
+ * pages of each matrix leave once it is packed) and the KV cache (float32);
  * the trace: what its writer will
  * allocate for every dataset the run records (trace_create_bytes: whole chunks), and W_o. The
  * minutes assume 50 GFLOP/s, a modest CPU; a GPU is far faster. */

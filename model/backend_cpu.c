@@ -331,8 +331,7 @@ static int cpu_prepare(void *ctx, const kv_model *m, int64_t T, int64_t B, bool 
     if (!rc) int8_model_matrices(m, refs, NULL);
     for (int64_t i = 0; !rc && i < n; i++) {
         rc = int8_matrix_reserve(&c->mats[i], refs[i].w, refs[i].in, refs[i].out, err);
-        c->mats[i].key = refs[i].key;
-        c->n_mats += rc == KV_OK;
+        if (!rc) c->mats[i].key = refs[i].key, c->n_mats++;
         int8_matrix *p = &c->mats[i];
 #pragma omp parallel for num_threads(c->threads) schedule(dynamic, 16) if (!rc && c->threads > 1)
         for (int64_t g = 0; g < p->groups; g++) int8_matrix_pack(p, g, g + 1, c->amx);
